@@ -1,0 +1,16 @@
+"""twin: a simulation-first digital twin of the real-time QEC feedback loop.
+
+Layers (see docs/architecture.md):
+
+- :mod:`twin.kernel` — the event kernel (integer picoseconds, memory regions, posted writes,
+  pollers, clocks);
+- :mod:`twin.links` — the wire (Aurora 64B/66B, PCIe posted writes);
+- :mod:`twin.exchange` — the memory contract (queues, classic and per-piece encodings);
+- :mod:`twin.devices` and :mod:`twin.runtime` — the compute (generator, link card, consumers;
+  the device runtime library);
+- :mod:`twin.loop` — one loop assembled from them, with the event and direct engines;
+- :mod:`twin.calibration`, :mod:`twin.scenario`, :mod:`twin.study`, :mod:`twin.report`,
+  :mod:`twin.cli` — measured data, fitting, what-if studies and their outputs.
+"""
+
+__version__ = "0.1.0"

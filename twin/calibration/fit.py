@@ -1,0 +1,161 @@
+"""Fit a parameter set's free parameters to measured percentiles (``twin calibrate``).
+
+The objective for a group is the sum over its consumers of the squared errors of p50 and p90 in
+units of the measurement's histogram bin (4 ns: every published percentile is a bucket), each
+simulated with the direct engine over ``fit.rounds`` rounds at ``fit.seed`` (common
+random numbers, so the objective is a deterministic function of the parameters). Percentiles of
+4 ns-quantised round trips are step functions of the parameters, so the search is
+:func:`scipy.optimize.differential_evolution`, which needs no gradient. Groups are fitted in
+order; ties are applied after each group, so a later group sees earlier results.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from scipy.optimize import differential_evolution
+
+from twin.calibration.measured import Measured, load_measured
+from twin.calibration.params import ParamSet
+from twin.devices.generator import TrafficParams
+from twin.loop.build import loop_spec
+from twin.loop.direct import run_direct
+from twin.stats import percentile_ps
+from twin.units import time_ps
+
+
+@dataclass
+class Residual:
+    """One measured number beside the fitted model's value."""
+
+    consumer: str
+    stat: str
+    measured_ns: float
+    model_ns: float
+
+    @property
+    def error_pct(self) -> float:
+        return 100.0 * (self.model_ns - self.measured_ns) / self.measured_ns
+
+
+@dataclass
+class FitResult:
+    """The fitted parameter set, its residuals and the bookkeeping of the fit."""
+
+    params: ParamSet
+    values: dict[str, float]
+    residuals: list[Residual]
+    n_measured: int
+    n_free: int
+    n_tied: int
+    evaluations: int
+    group_objectives: list[float] = field(default_factory=list)
+
+
+def predict(params: ParamSet, consumer: str, rounds: int, seed: int, frame_bytes: int) -> tuple[float, float]:
+    """Simulated (p50, p90) in ns for one consumer, closed loop on the card clock."""
+    tr = TrafficParams(mode="closed_loop", rounds=rounds, frame_bytes=frame_bytes)
+    rtt = run_direct(loop_spec(params, consumer, tr, seed)).rtt_ps
+    return percentile_ps(rtt, 50) / 1000, percentile_ps(rtt, 90) / 1000
+
+
+def _apply_ties(params: ParamSet) -> ParamSet:
+    tie = params.fit.tie if params.fit else {}
+    return params.with_values({dst: params.get(src) for dst, src in tie.items()}) if tie else params
+
+
+def derive_link_stage(params: ParamSet, measured: Measured) -> ParamSet:
+    """Set ``aurora.link_stage_ns`` so that a 64-byte frame and its reply spend the measured
+    ``link_round_trip`` across the cable and both cards' link stages:
+    ``stage = round_trip / 2 - serialisation(frame)``."""
+    if "link_round_trip" not in measured.interconnect:
+        return params
+    link = params.aurora.model_copy(update={"link_stage_ns": 0.0}).link()
+    ser_ps = link.serialise_ps(measured.setup.frame_bytes)
+    stage_ps = measured.interconnect_ps("link_round_trip") / 2 - ser_ps
+    if stage_ps < 0:
+        raise ValueError("the measured link round trip is shorter than the frame's serialisation")
+    return params.with_values({"aurora.link_stage_ns": round(stage_ps / 1000, 3)})
+
+
+def calibrate(prior: ParamSet, prior_path: Path, log: Callable[[str], None] = print,
+              rounds: int | None = None, maxiter: int | None = None, popsize: int | None = None) -> FitResult:
+    """Fit ``prior``'s free parameters to the measurement file its ``fit.measured`` names
+    (relative to ``prior_path``'s folder). ``rounds``/``maxiter``/``popsize`` override the
+    file's settings (smaller values for a quick check). Returns a :class:`FitResult`."""
+    if prior.fit is None:
+        raise ValueError(f"{prior_path}: no 'fit' section: nothing to calibrate")
+    spec = prior.fit
+    measured = load_measured(Path(prior_path).parent / spec.measured)
+    rounds = rounds or spec.rounds
+    maxiter = maxiter or spec.maxiter
+    popsize = popsize or spec.popsize
+    frame = measured.setup.frame_bytes
+    bin_ps = time_ps(measured.setup.bin)
+    params = _apply_ties(derive_link_stage(prior, measured))
+    values: dict[str, float] = {}
+    evaluations = 0
+    objectives = []
+    for gi, group in enumerate(spec.groups):
+        keys = list(group.free)
+        bounds = [tuple(group.free[k][:2]) for k in keys]
+        for c in group.consumers:
+            if c not in measured.consumers:
+                raise ValueError(f"fit group {gi}: consumer {c!r} has no measured row in {spec.measured}")
+
+        def objective(x: np.ndarray, keys=keys, group=group) -> float:
+            nonlocal evaluations
+            evaluations += 1
+            trial = _apply_ties(params.with_values({k: group.snap(k, v) for k, v in zip(keys, x)}))
+            err = 0.0
+            for c in group.consumers:
+                row = measured.consumers[c]
+                p50, p90 = predict(trial, c, rounds, spec.seed, frame)
+                err += ((p50 * 1000 - row.p50_ps) / bin_ps) ** 2 + ((p90 * 1000 - row.p90_ps) / bin_ps) ** 2
+            return err
+
+        log(f"fitting group {gi + 1}/{len(spec.groups)}: {', '.join(group.consumers)} ({len(keys)} free)")
+        res = differential_evolution(objective, bounds, seed=spec.seed + gi, maxiter=maxiter, popsize=popsize,
+                                     tol=1e-10, polish=False, init="sobol")
+        best = {k: round(group.snap(k, v), 3) for k, v in zip(keys, res.x)}
+        values.update(best)
+        params = _apply_ties(params.with_values(best))
+        objectives.append(float(res.fun))
+        log(f"  objective {res.fun:.3e} after {res.nfev} evaluations")
+    residuals = []
+    for c, row in measured.consumers.items():
+        if c not in params.consumers:
+            continue
+        p50, p90 = predict(params, c, rounds, spec.seed, frame)
+        residuals += [Residual(c, "p50", row.p50_ps / 1000, p50), Residual(c, "p90", row.p90_ps / 1000, p90)]
+    return FitResult(params=params, values=values, residuals=residuals, n_measured=len(residuals),
+                     n_free=len(values), n_tied=len(spec.tie), evaluations=evaluations,
+                     group_objectives=objectives)
+
+
+def fitted_document(result: FitResult, prior_path: Path, measured_path: str) -> dict:
+    """The fitted parameter set as a YAML-ready mapping: values, provenance, residuals."""
+    p = result.params
+    data = p.model_dump(exclude={"fit", "fitted"}, exclude_defaults=False)
+    prov = dict(p.provenance)
+    for key, v in result.values.items():
+        prov[key] = f"fitted: twin calibrate to {measured_path}"
+    if p.fit:
+        for dst, src in p.fit.tie.items():
+            prov[dst] = f"tied: equal to {src} (see the tie in {prior_path})"
+    prov["aurora.link_stage_ns"] = f"derived: link_round_trip / 2 - serialisation(64 B frame), {measured_path}"
+    data["provenance"] = prov
+    data["fitted"] = {
+        "from": str(prior_path),
+        "measured": measured_path,
+        "measured_numbers": result.n_measured,
+        "free_parameters": result.n_free,
+        "tied_parameters": result.n_tied,
+        "evaluations": result.evaluations,
+        "values": result.values,
+        "residuals": [{"consumer": r.consumer, "stat": r.stat, "measured_ns": r.measured_ns,
+                       "model_ns": r.model_ns, "error_pct": round(r.error_pct, 3)} for r in result.residuals],
+    }
+    return data

@@ -1,0 +1,70 @@
+"""Published measurements the twin is calibrated and validated against."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from twin.config import load_model
+from twin.units import UnitError, time_ps
+
+
+def _quantity(v: str) -> str:
+    try:
+        time_ps(v)
+    except UnitError as e:
+        raise ValueError(str(e)) from None
+    return v
+
+
+class MeasuredRow(BaseModel):
+    """One measured configuration: percentiles of the round trip as quantity strings."""
+
+    model_config = ConfigDict(extra="forbid")
+    platform: str
+    device: str
+    p50: str
+    p90: str
+    note: str = ""
+
+    _q = field_validator("p50", "p90")(classmethod(lambda cls, v: _quantity(v)))
+
+    @property
+    def p50_ps(self) -> int:
+        return time_ps(self.p50)
+
+    @property
+    def p90_ps(self) -> int:
+        return time_ps(self.p90)
+
+
+class Setup(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    boundary: str
+    frame_bytes: int = Field(gt=0)
+    traffic: str
+    rounds: int = Field(gt=0)
+    clock: str
+    bin: str
+    function: str
+
+
+class Measured(BaseModel):
+    """A measurement file (``calibrations/measured/*.yaml``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    source: str
+    setup: Setup
+    consumers: dict[str, MeasuredRow]
+    interconnect: dict[str, str] = {}
+    interconnect_source: str = ""
+
+    _i = field_validator("interconnect")(classmethod(lambda cls, v: {k: _quantity(x) for k, x in v.items()}))
+
+    def interconnect_ps(self, key: str) -> int:
+        return time_ps(self.interconnect[key])
+
+
+def load_measured(path: str | Path) -> Measured:
+    """Load a measurement file; raises :class:`twin.config.ConfigError`."""
+    return load_model(path, Measured)

@@ -1,0 +1,248 @@
+"""Parameter sets: every device and path parameter of the card path, with where it came from.
+
+A parameter set is a YAML file (``calibrations/card_path.yaml`` is the prior that ``twin
+calibrate`` starts from; ``calibrations/fitted/card_path.yaml`` the fitted set that ``twin run``
+uses). Numeric keys carry their unit in the name (``_ns``) or are quantity strings. Each value's
+origin (measured in a seed, fitted, derived, or an assumption) is listed under ``provenance``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from twin.config import load_model
+from twin.devices.consumer import ConsumerParams
+from twin.devices.cpu import cpu_core
+from twin.devices.fpga import fpga_logic
+from twin.devices.gpu import gpu_persistent_kernel
+from twin.devices.linkcard import LinkCardParams
+from twin.links.aurora import Aurora64B66B
+from twin.links.pcie import PcieLink
+from twin.units import PS_PER_NS, UnitError, freq_hz, period_ps, rate_bps, time_ps
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _ps(ns: float) -> int:
+    return int(round(ns * PS_PER_NS))
+
+
+class CardModel(_Strict):
+    """The U55C link card (see :class:`twin.devices.LinkCardParams`)."""
+
+    clock: str = "250 MHz"
+    bridge_bits: int = Field(512, gt=0)
+    engine_land_ns: float = Field(10.0, ge=0)
+    reply_read_ns: float = Field(40.0, ge=0)
+    reply_send_ns: float = Field(30.0, ge=0)
+    reply_poll_period_ns: float = Field(4.0, gt=0)
+
+    @field_validator("clock")
+    @classmethod
+    def _clock(cls, v: str) -> str:
+        try:
+            if freq_hz(v) <= 0:
+                raise UnitError("must be > 0")
+        except UnitError as e:
+            raise ValueError(str(e)) from None
+        return v
+
+    @model_validator(mode="after")
+    def _on_grid(self):
+        clk = period_ps(self.clock)
+        for key in ("reply_poll_period_ns", "reply_read_ns"):
+            if _ps(getattr(self, key)) % clk:
+                raise ValueError(f"{key} must be a whole number of card clock cycles ({clk / 1000:g} ns)")
+        return self
+
+    def params(self) -> LinkCardParams:
+        return LinkCardParams(clock_ps=period_ps(self.clock), bridge_bits=self.bridge_bits,
+                              engine_land_ps=_ps(self.engine_land_ns), reply_read_ps=_ps(self.reply_read_ns),
+                              reply_send_ps=_ps(self.reply_send_ns),
+                              reply_poll_period_ps=_ps(self.reply_poll_period_ns))
+
+
+class AuroraModel(_Strict):
+    """The Aurora 64B/66B link from an external control system to the card."""
+
+    lanes: int = Field(4, ge=1)
+    lane_rate: str = "10.3125 Gb/s"
+    link_stage_ns: float = Field(0.0, ge=0)
+
+    @field_validator("lane_rate")
+    @classmethod
+    def _rate(cls, v: str) -> str:
+        try:
+            if rate_bps(v) <= 0:
+                raise UnitError("must be > 0")
+        except UnitError as e:
+            raise ValueError(str(e)) from None
+        return v
+
+    def link(self) -> Aurora64B66B:
+        return Aurora64B66B(self.lanes, rate_bps(self.lane_rate), _ps(self.link_stage_ns))
+
+
+class PcieModel(_Strict):
+    """The PCIe link a host's paths are serialised on (the card's link)."""
+
+    generation: int = Field(3, ge=1, le=5)
+    lanes: Literal[1, 2, 4, 8, 16] = 16
+    max_payload_bytes: Literal[128, 256, 512, 1024, 2048, 4096] = 256
+    tlp_header_bytes: int = Field(16, ge=12, le=16)
+    tlp_overhead_bytes: int = Field(8, ge=0)
+
+
+class HostModel(_Strict):
+    """One host platform: its PCIe link and the one-way latency of each path class."""
+
+    description: str = ""
+    pcie: PcieModel = PcieModel()
+    host_memory_latency_ns: float = Field(gt=0)
+    p2p_latency_ns: float = Field(gt=0)
+    jitter_ns: float = Field(0.0, ge=0)
+
+    def link(self, path: str) -> PcieLink:
+        lat = self.host_memory_latency_ns if path == "host_memory" else self.p2p_latency_ns
+        p = self.pcie
+        return PcieLink(p.generation, p.lanes, p.max_payload_bytes, p.tlp_header_bytes, p.tlp_overhead_bytes, _ps(lat))
+
+
+class ConsumerModel(_Strict):
+    """One consumer. ``kind`` picks the device model; unused keys for a kind must stay unset."""
+
+    kind: Literal["cpu", "gpu", "fpga"]
+    device: str = ""
+    host: str
+    path: Literal["host_memory", "p2p"]
+    encoding: Literal["classic", "per_piece"]
+    poll_period_ns: float | None = Field(None, gt=0)
+    poll_cost_ns: float | None = Field(None, ge=0)
+    service_ns: float | None = Field(None, ge=0)
+    read_ns: float | None = Field(None, ge=0)
+    piece_check_ns: float = Field(0.0, ge=0)
+    fence_ns: float = Field(0.0, ge=0)
+    clock_ns: float | None = Field(None, gt=0)
+    answer_ns: float | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _kind_keys(self):
+        need = {"cpu": ("poll_period_ns", "poll_cost_ns", "service_ns"),
+                "gpu": ("poll_period_ns", "service_ns"),
+                "fpga": ("clock_ns", "answer_ns")}[self.kind]
+        for key in need:
+            if getattr(self, key) is None:
+                raise ValueError(f"a {self.kind} consumer needs {key}")
+        return self
+
+    def params(self, encoding: str | None = None) -> ConsumerParams:
+        enc = encoding or self.encoding
+        if self.kind == "fpga":
+            return fpga_logic(_ps(self.clock_ns), _ps(self.answer_ns), enc)
+        if self.kind == "gpu":
+            return gpu_persistent_kernel(_ps(self.poll_period_ns), _ps(self.service_ns), enc, _ps(self.fence_ns),
+                                         _ps(self.piece_check_ns))
+        return cpu_core(_ps(self.poll_period_ns), _ps(self.poll_cost_ns), _ps(self.service_ns), enc,
+                        None if self.read_ns is None else _ps(self.read_ns), _ps(self.piece_check_ns),
+                        _ps(self.fence_ns))
+
+
+class FitGroup(_Strict):
+    """Consumers fitted together and the free parameters they fix: dotted path -> ``[low, high]``
+    or ``[low, high, step]`` (the value is rounded to a multiple of ``step``, e.g. a clock cycle)."""
+
+    consumers: list[str] = Field(min_length=1)
+    free: dict[str, tuple[float, float] | tuple[float, float, float]] = Field(min_length=1)
+
+    @field_validator("free")
+    @classmethod
+    def _bounds(cls, v):
+        for key, b in v.items():
+            if not b[0] < b[1]:
+                raise ValueError(f"bounds for {key} must be [low, high] with low < high, got {list(b)}")
+            if len(b) == 3 and b[2] <= 0:
+                raise ValueError(f"step for {key} must be > 0, got {b[2]}")
+        return v
+
+    def snap(self, key: str, value: float) -> float:
+        """``value`` rounded to the key's step (if it has one), kept within its bounds."""
+        b = self.free[key]
+        if len(b) == 3:
+            value = min(max(round(value / b[2]) * b[2], b[0]), b[1])
+        return float(value)
+
+
+class FitSpec(_Strict):
+    """What ``twin calibrate`` fits: groups fitted in order (later groups see earlier results),
+    ties (dotted path <- dotted path) applied after each group, and the fit's sample sizes."""
+
+    measured: str
+    groups: list[FitGroup] = Field(min_length=1)
+    tie: dict[str, str] = {}
+    rounds: int = Field(4000, gt=0)
+    seed: int = 1
+    maxiter: int = Field(40, gt=0)
+    popsize: int = Field(10, gt=0)
+
+
+class ParamSet(_Strict):
+    """A whole parameter set for the card path (see module docstring)."""
+
+    name: str
+    description: str = ""
+    card: CardModel = CardModel()
+    aurora: AuroraModel = AuroraModel()
+    hosts: dict[str, HostModel]
+    consumers: dict[str, ConsumerModel]
+    provenance: dict[str, str] = {}
+    fit: FitSpec | None = None
+    fitted: dict | None = None
+
+    @model_validator(mode="after")
+    def _references(self):
+        for name, c in self.consumers.items():
+            if c.host not in self.hosts:
+                raise ValueError(f"consumer {name!r} names host {c.host!r}, which is not under hosts")
+        if self.fit:
+            keys = [k for g in self.fit.groups for k in g.free] + list(self.fit.tie) + list(self.fit.tie.values())
+            for key in keys:
+                try:
+                    value = self.get(key)
+                except (KeyError, AttributeError):
+                    raise ValueError(f"fit names parameter {key!r}, which does not exist") from None
+                if not isinstance(value, (int, float)):
+                    raise ValueError(f"fit names {key!r}, which is not a number")
+            for g in self.fit.groups:
+                for c in g.consumers:
+                    if c not in self.consumers:
+                        raise ValueError(f"fit group names consumer {c!r}, which is not under consumers")
+        return self
+
+    def get(self, dotted: str) -> float:
+        """The value at a dotted path such as ``hosts.epyc7282.jitter_ns``."""
+        obj: object = self
+        for part in dotted.split("."):
+            obj = obj[part] if isinstance(obj, dict) else getattr(obj, part)
+        return obj  # type: ignore[return-value]
+
+    def with_values(self, values: dict[str, float]) -> "ParamSet":
+        """A copy with the dotted paths in ``values`` replaced (validated again)."""
+        data = self.model_dump()
+        for dotted, v in values.items():
+            parts = dotted.split(".")
+            cur = data
+            for part in parts[:-1]:
+                cur = cur[part]
+            if parts[-1] not in cur:
+                raise KeyError(f"no parameter {dotted!r}")
+            cur[parts[-1]] = v
+        return ParamSet.model_validate(data)
+
+
+def load_params(path: str | Path) -> ParamSet:
+    """Load and validate a parameter set; raises :class:`twin.config.ConfigError`."""
+    return load_model(path, ParamSet)

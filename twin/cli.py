@@ -1,0 +1,148 @@
+"""The ``twin`` command: ``twin run [SCENARIO]`` and ``twin calibrate [PRIOR]``."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from twin.config import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SCENARIO = "scenarios/card_path_64b.yaml"
+DEFAULT_PRIOR = "calibrations/card_path.yaml"
+DEFAULT_FITTED = "calibrations/fitted/card_path.yaml"
+
+
+def _bundled(rel: str) -> Path:
+    """A bundled file: from the current folder if it has one, else from the source tree."""
+    here = Path(rel)
+    return here if here.exists() else ROOT / rel
+
+
+def _count(text: str) -> int:
+    """A positive round count; accepts ``100000``, ``1e5``, ``3e6``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value != int(value) or value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1: {text!r}")
+    return int(value)
+
+
+def _nonneg(text: str) -> int:
+    """A round count that may be 0."""
+    return 0 if text.strip() in ("0", "0.0") else _count(text)
+
+
+def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from twin.report import plot_histograms, print_table, write_results_json, write_rounds_csv
+    from twin.scenario import load_scenario
+    from twin.study import run_study
+
+    path = Path(args.scenario) if args.scenario else _bundled(DEFAULT_SCENARIO)
+    loaded = load_scenario(path)
+    sc = loaded.scenario
+    rounds = args.rounds or sc.rounds
+    out = Path(args.out) if args.out else Path("runs") / sc.name
+    out.mkdir(parents=True, exist_ok=True)
+    consumers = sc.consumers()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False, disable=args.quiet) as bar:
+        tasks = {n.name: bar.add_task(n.device, total=rounds) for n in consumers}
+        study = run_study(loaded, rounds=rounds, seed=args.seed, engine=args.engine,
+                          verify_rounds=args.verify_rounds,
+                          progress=lambda name, done: bar.update(tasks[name], completed=done))
+    print_table(study, console)
+    write_results_json(study, out / "results.json")
+    if not args.no_csv:
+        write_rounds_csv(study, out / "rounds.csv")
+    if not args.no_plot:
+        plot_histograms(study, out / "histograms.png")
+    console.print(f"wrote {out / 'results.json'}" + ("" if args.no_csv else f", {out / 'rounds.csv'}")
+                  + ("" if args.no_plot else f", {out / 'histograms.png'}"))
+    bad = sum(r.summary["mismatches"] for r in study.runs)
+    if bad:
+        console.print(f"[red]{bad} replies did not match the reference answer[/red]")
+        return 1
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
+    import yaml
+    from rich.table import Table
+
+    from twin.calibration.fit import calibrate, fitted_document
+    from twin.calibration.params import load_params
+
+    prior_path = Path(args.prior) if args.prior else _bundled(DEFAULT_PRIOR)
+    prior = load_params(prior_path)
+    if prior.fit is None:
+        raise ConfigError(prior_path, "fit", None, "a prior needs a fit section to calibrate")
+    result = calibrate(prior, prior_path, log=console.print, rounds=args.rounds, maxiter=args.maxiter,
+                       popsize=args.popsize)
+    measured_rel = str((prior_path.parent / prior.fit.measured))
+    out = Path(args.out) if args.out else prior_path.parent / "fitted" / prior_path.name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    doc = fitted_document(result, prior_path, prior.fit.measured)
+    out.write_text("# Written by `twin calibrate` from " + prior_path.name + "; do not edit by hand.\n"
+                   + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+    tb = Table(title=f"residuals ({measured_rel})")
+    for col in ("consumer", "stat", "measured", "model", "error"):
+        tb.add_column(col, justify="left" if col in ("consumer", "stat") else "right")
+    for r in result.residuals:
+        tb.add_row(r.consumer, r.stat, f"{r.measured_ns / 1000:.3f} µs", f"{r.model_ns / 1000:.3f} µs",
+                   f"{r.error_pct:+.2f} %")
+    console.print(tb)
+    console.print(f"{result.n_measured} measured numbers, {result.n_free} free parameters, "
+                  f"{result.n_tied} tied; fixed from measurements: card 10/40/30 ns, V80 28 ns, "
+                  f"Aurora link stage from 0.44 µs; {result.evaluations} model evaluations")
+    for k, v in result.values.items():
+        console.print(f"  {k} = {v}")
+    console.print(f"wrote {out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="twin", description="Digital twin of the real-time QEC loop.")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run a scenario (default: the bundled card_path_64b)")
+    r.add_argument("scenario", nargs="?", help=f"scenario YAML (default {DEFAULT_SCENARIO})")
+    r.add_argument("--rounds", type=_count, help="rounds per consumer (default: the scenario's; e.g. 1e5, 3e6)")
+    r.add_argument("--seed", type=int, help="seed (default: the scenario's)")
+    r.add_argument("--out", help="output folder (default runs/<scenario name>)")
+    r.add_argument("--engine", choices=("auto", "direct", "event"), default="auto",
+                   help="auto: direct engine, checked against the byte-level event model over "
+                        "--verify-rounds; event: event model for every round")
+    r.add_argument("--verify-rounds", type=_nonneg, default=10_000,
+                   help="rounds the event model checks in auto mode (default 10000)")
+    r.add_argument("--no-plot", action="store_true", help="skip histograms.png")
+    r.add_argument("--no-csv", action="store_true", help="skip rounds.csv")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    c = sub.add_parser("calibrate", help="fit a prior parameter set to its measurements")
+    c.add_argument("prior", nargs="?", help=f"prior parameter set (default {DEFAULT_PRIOR})")
+    c.add_argument("--out", help=f"fitted set to write (default {DEFAULT_FITTED})")
+    c.add_argument("--rounds", type=_count, help="rounds per evaluation (default: the prior's fit.rounds)")
+    c.add_argument("--maxiter", type=_count, help="differential-evolution generations (default: fit.maxiter)")
+    c.add_argument("--popsize", type=_count, help="population multiplier (default: fit.popsize)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    console = Console()
+    try:
+        if args.command == "run":
+            return cmd_run(args, console)
+        return cmd_calibrate(args, console)
+    except ConfigError as e:
+        print(f"twin: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""One error type for bad input files: it names the file, the key and the value."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class ConfigError(ValueError):
+    """A scenario, calibration or measurement file holds a bad value.
+
+    ``str(err)`` is one line: ``FILE: KEY: VALUE: what is wrong``.
+    """
+
+    def __init__(self, file: str | Path, key: str, value: object, problem: str):
+        self.file, self.key, self.value, self.problem = str(file), key, value, problem
+        super().__init__(f"{file}: {key or '(top level)'}: {_short(value)}: {problem}")
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _dig(data: object, loc: tuple) -> object:
+    cur = data
+    for part in loc:
+        try:
+            cur = cur[part]
+        except (KeyError, IndexError, TypeError):
+            return "<missing>"
+    return cur
+
+
+def _key(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def load_yaml(path: str | Path) -> object:
+    """Parse a YAML file; raises :class:`ConfigError` if it is missing or not valid YAML."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ConfigError(p, "", str(p), f"cannot read file ({e.strerror})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "?"
+        raise ConfigError(p, where, "", f"not valid YAML ({getattr(e, 'problem', e)})") from None
+
+
+def load_model(path: str | Path, model: type[M], data: object | None = None) -> M:
+    """Validate the YAML in ``path`` (or already-parsed ``data``) as ``model``.
+
+    Raises :class:`ConfigError` naming the first bad key and its value.
+    """
+    if data is None:
+        data = load_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(path, "", data, "expected a mapping at the top level")
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        value = err.get("input") if err["type"] != "missing" else "<missing>"
+        if err["type"] == "extra_forbidden":
+            problem = "unknown key"
+        else:
+            problem = err["msg"].removeprefix("Value error, ")
+        raise ConfigError(path, _key(loc), value if value is not None else _dig(data, loc), problem) from None

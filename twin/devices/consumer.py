@@ -1,0 +1,114 @@
+"""A consumer that polls its request queue and answers through the reply queue."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from twin.exchange.encoding import Encoding
+from twin.kernel import Kernel, MemoryRegion, Poller, PostedWritePath
+
+
+@dataclass(frozen=True)
+class ConsumerParams:
+    """Timing of one consumer (all integer picoseconds).
+
+    Parameters
+    ----------
+    kind: "cpu" | "gpu" | "fpga".
+    poll_period_ps: time between two polls of the request queue.
+    poll_phase_ps: the first poll instant (0 <= phase < period); a run draws it from its seed
+        unless it is given.
+    poll_cost_ps: from a poll's instant to having its answer (a load of the request slot).
+    read_ps: classic encoding only: the dependent read of the payload after the publish word.
+    piece_check_ps: per-piece encoding only: checking one 16-byte piece's sequence number.
+    service_ps: the function body (the built-in echo) from having the request to issuing the
+        reply's first write.
+    fence_ps: classic encoding only: the release fence between reply data and ready word
+        (0 where the device relies on posted-write order, as the V80 does).
+    encoding: the encoding this consumer uses for the echo ("classic" | "per_piece").
+    """
+
+    kind: str
+    poll_period_ps: int
+    poll_cost_ps: int
+    service_ps: int
+    encoding: str
+    read_ps: int = 0
+    piece_check_ps: int = 0
+    fence_ps: int = 0
+    poll_phase_ps: int | None = None
+
+    def pre_service_ps(self, enc: Encoding, nbytes: int) -> int:
+        """Time from a poll's answer to the start of the function body for one request."""
+        if enc.per_piece:
+            return enc.pieces(nbytes) * self.piece_check_ps
+        return self.read_ps
+
+    def with_phase(self, phase_ps: int) -> "ConsumerParams":
+        return replace(self, poll_phase_ps=int(phase_ps))
+
+
+class PollingConsumer:
+    """CPU core, GPU persistent kernel or FPGA logic serving one request queue.
+
+    Ports: ``requests`` (its own :class:`MemoryRegion`: the request queue, ``slots`` slots of
+    ``slot_bytes``), ``reply`` (a :class:`PostedWritePath` into the producer's reply queue).
+
+    Behaviour per request: a poll sees the slot complete (publish word, or every piece); it
+    reads the payload, runs the function, writes the reply (per-piece: one burst; classic: data,
+    release fence, ready word last), then polls the next slot. The echo returns the request
+    payload; other functions are looked up by function id by the runtime library.
+
+    Statistics: ``served``, ``poller.polls``, ``poller.hits``.
+    """
+
+    def __init__(self, kernel: Kernel, name: str, params: ConsumerParams, encoding: Encoding,
+                 requests: MemoryRegion, reply: PostedWritePath, slots: int, slot_bytes: int,
+                 frame_bytes: int, function: Callable[[bytes], bytes] | None = None):
+        self.kernel = kernel
+        self.name = name
+        self.p = params
+        self.enc = encoding
+        self.requests = requests
+        self.reply = reply
+        self.slots = slots
+        self.slot_bytes = slot_bytes
+        self.frame_bytes = frame_bytes
+        self.function = function or (lambda b: b)
+        phase = params.poll_phase_ps or 0
+        self.poller = Poller(kernel, requests, params.poll_period_ps, phase, params.poll_cost_ps, name=f"{name}.poll")
+        self.next_seq = 1
+        self.served = 0
+
+    def start(self) -> None:
+        """Begin polling for the first request."""
+        self._arm()
+
+    def _arm(self) -> None:
+        seq = self.next_seq
+        base = ((seq - 1) % self.slots) * self.slot_bytes
+        self.poller.arm(lambda: self.enc.ready(self.requests.buf, base, seq, self.frame_bytes),
+                        lambda t: self._seen(seq, base))
+
+    def _seen(self, seq: int, base: int) -> None:
+        t = self.kernel.now + self.p.pre_service_ps(self.enc, self.frame_bytes) + self.p.service_ps
+        payload = self.enc.payload(self.requests.buf, base, self.frame_bytes)
+        answer = self.function(payload)
+        writes = self.enc.writes(seq, answer)
+        k = self.kernel
+        reply_base = ((seq - 1) % self.slots) * self.slot_bytes
+        if self.enc.per_piece:
+            k.at(t, self._post, reply_base, writes)
+            t_free = t
+        else:
+            (o_data, data), (o_word, word) = writes
+            k.at(t, self._post, reply_base, [(o_data, data)])
+            t_free = t + self.p.fence_ps
+            k.at(t_free, self._post, reply_base, [(o_word, word)])
+        self.next_seq = seq + 1
+        self.served += 1
+        k.at(t_free, self._arm)
+
+    def _post(self, base: int, writes: list[tuple[int, bytes]]) -> None:
+        for off, data in writes:
+            self.reply.write(base + off, data)

@@ -1,0 +1,98 @@
+"""The control-side traffic generator: closed loop, or open loop at a fixed period."""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Callable
+
+from twin.kernel import Clock, Kernel
+
+_WORD = struct.Struct("<Q")
+
+
+@dataclass(frozen=True)
+class TrafficParams:
+    """What the control side sends and on which clock.
+
+    mode: "closed_loop" — one request in flight; the next request leaves at the first edge of the
+        generator's clock after the previous reply is back (the seeds' measurement: traffic
+        generated on the link card's own FPGA, on the clock that times it). "open_loop" — one
+        request every ``period_ps``.
+    rounds: number of requests (> 0).
+    frame_bytes: request payload size in bytes (> 0).
+    period_ps: open loop only: request period, a whole number of generator clock cycles.
+    clock: "card" (the generator runs on the card's clock: phase-locked) or "independent" (its
+        own oscillator with ``ppm`` offset and a start phase drawn from the seed, e.g. a Qblox
+        cluster across a cable).
+    clock_ps: the generator clock's nominal period (default 4000 ps, 250 MHz).
+    ppm: independent clock only: frequency offset in parts per million.
+    gap_ps: closed loop only: extra time between a reply and the next request (default 0).
+    """
+
+    mode: str = "closed_loop"
+    rounds: int = 100_000
+    frame_bytes: int = 64
+    period_ps: int = 0
+    clock: str = "card"
+    clock_ps: int = 4000
+    ppm: float = 0.0
+    gap_ps: int = 0
+
+    def make_clock(self, phase_ps: int) -> Clock:
+        """The generator's clock: the card's (phase 0, no offset) or an independent one."""
+        if self.clock == "card":
+            return Clock(self.clock_ps, 0, 0)
+        return Clock(self.clock_ps, int(round(self.ppm * 1000)), phase_ps)
+
+    @property
+    def period_cycles(self) -> int:
+        return self.period_ps // self.clock_ps
+
+
+def payload_for(seq: int, nbytes: int, salt: int) -> bytes:
+    """Deterministic request payload for round ``seq``: a mixed counter word, repeated."""
+    word = _WORD.pack((seq * 0x9E3779B97F4A7C15 ^ salt) & 0xFFFFFFFFFFFFFFFF)
+    return (word * (-(-nbytes // 8)))[:nbytes]
+
+
+class TrafficGenerator:
+    """Issues requests and takes replies (the control system, or the card's own generator).
+
+    Ports: ``send(seq, payload)`` towards the card (a callable, called at the send instant);
+    ``reply(seq)`` when a reply is back at the generator.
+
+    Statistics: ``sent``, ``received``; ``t_send`` (list of send instants, ps).
+    """
+
+    def __init__(self, kernel: Kernel, params: TrafficParams, clock: Clock,
+                 send: Callable[[int, bytes], None], salt: int):
+        self.kernel = kernel
+        self.p = params
+        self.clock = clock
+        self.send = send
+        self.salt = salt
+        self.sent = 0
+        self.received = 0
+        self.t_send: list[int] = []
+
+    def start(self) -> None:
+        if self.p.mode == "closed_loop":
+            self.kernel.at(self.clock.edge(0), self._send_next)
+        else:
+            self.kernel.at(self.clock.edge(0), self._send_open, 0)
+
+    def _send_next(self) -> None:
+        self.sent += 1
+        self.t_send.append(self.kernel.now)
+        self.send(self.sent, payload_for(self.sent, self.p.frame_bytes, self.salt))
+
+    def _send_open(self, k: int) -> None:
+        self._send_next()
+        if k + 1 < self.p.rounds:
+            self.kernel.at(self.clock.edge((k + 1) * self.p.period_cycles), self._send_open, k + 1)
+
+    def reply(self, seq: int) -> None:
+        """A reply is back at the generator (now)."""
+        self.received += 1
+        if self.p.mode == "closed_loop" and self.sent < self.p.rounds:
+            self.kernel.at(self.clock.at_or_after(self.kernel.now + self.p.gap_ps), self._send_next)

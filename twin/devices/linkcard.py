@@ -1,0 +1,128 @@
+"""The Alveo U55C link card: bridge, exchange engine and reply poller."""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+from twin.exchange.encoding import Encoding
+from twin.kernel import Kernel, MemoryRegion, Poller, PostedWritePath
+from twin.units import ceil_to_grid
+
+
+@dataclass(frozen=True)
+class LinkCardParams:
+    """Timing of the link card (integer picoseconds; defaults from amd-qblox-exchange-runtime.txt).
+
+    clock_ps: 4000 — the card's 250 MHz clock; every card timestamp is on this grid.
+    bridge_bits: 512 — the bridge core takes whole frames as 512-bit words, one per cycle.
+    engine_land_ps: 10000 — the exchange engine landing a request in accelerator memory (10 ns).
+    reply_read_ps: 40000 — reading the reply out of card memory (40 ns).
+    reply_send_ps: 30000 — sending the reply back towards the link (30 ns).
+    reply_poll_period_ps: 4000 — the reply poller checks the reply queue once a cycle.
+    """
+
+    clock_ps: int = 4000
+    bridge_bits: int = 512
+    engine_land_ps: int = 10_000
+    reply_read_ps: int = 40_000
+    reply_send_ps: int = 30_000
+    reply_poll_period_ps: int = 4000
+
+    def bridge_ps(self, nbytes: int) -> int:
+        """Cycles to pass a frame of ``nbytes`` through the bridge, in ps."""
+        words = max(1, -(-nbytes * 8 // self.bridge_bits))
+        return words * self.clock_ps
+
+    def issue_delay_ps(self, nbytes: int) -> int:
+        """From a request entering the card to the engine issuing its first posted write."""
+        return self.bridge_ps(nbytes) + self.engine_land_ps
+
+    def edge(self, t_ps: int) -> int:
+        """The first card clock edge at or after ``t_ps``."""
+        return ceil_to_grid(t_ps, self.clock_ps)
+
+
+class LinkCard:
+    """The U55C exchange engine and reply poller for one consumer's queues.
+
+    Ports: ``requests`` (a :class:`PostedWritePath` into the consumer's request queue),
+    ``replies`` (the card's own :class:`MemoryRegion` holding the reply queue), ``on_reply``
+    (a callback ``(seq, t_in_ps, t_have_ps, ok)`` towards the control side).
+
+    A request entering the card at ``t`` (a clock edge) crosses the bridge, and the engine
+    writes it into the next free slot with the sequence word last (or as self-validating
+    pieces). The reply poller watches the card's own reply queue; when the oldest outstanding
+    reply is complete, the card reads it out (``reply_read_ps``), checks it against the
+    reference answer and frees the slot. Requests that find every slot busy wait in order in
+    the engine (``backlog``); none is dropped.
+
+    Statistics: ``issued``, ``replies``, ``mismatches``, ``backlog_max``, ``poller.polls``.
+    """
+
+    def __init__(self, kernel: Kernel, params: LinkCardParams, encoding: Encoding,
+                 requests: PostedWritePath, replies: MemoryRegion, slots: int, slot_bytes: int,
+                 frame_bytes: int, reference: Callable[[bytes], bytes],
+                 on_reply: Callable[[int, int, int, bool], None]):
+        self.kernel = kernel
+        self.p = params
+        self.enc = encoding
+        self.requests = requests
+        self.replies = replies
+        self.slots = slots
+        self.slot_bytes = slot_bytes
+        self.frame_bytes = frame_bytes
+        self.reference = reference
+        self.on_reply = on_reply
+        self.poller = Poller(kernel, replies, params.reply_poll_period_ps, 0, 0, name="card.reply_poll")
+        self._outstanding: deque[tuple[int, int, bytes]] = deque()
+        self._backlog: deque[tuple[int, int, bytes]] = deque()
+        self._watching = False
+        self.issued = 0
+        self.replies_seen = 0
+        self.mismatches = 0
+        self.backlog_max = 0
+
+    def submit(self, seq: int, payload: bytes) -> None:
+        """A request enters the card now (``kernel.now`` must be a card clock edge)."""
+        t_in = self.kernel.now
+        if len(self._outstanding) < self.slots:
+            self._issue(seq, t_in, payload)
+        else:
+            self._backlog.append((seq, t_in, payload))
+            self.backlog_max = max(self.backlog_max, len(self._backlog))
+
+    def _issue(self, seq: int, t_in: int, payload: bytes) -> None:
+        self._outstanding.append((seq, t_in, payload))
+        self.issued += 1
+        t_issue = max(self.kernel.now, t_in + self.p.issue_delay_ps(len(payload)))
+        self.kernel.at(t_issue, self._write, seq, payload)
+        if not self._watching:
+            self._watch()
+
+    def _write(self, seq: int, payload: bytes) -> None:
+        base = ((seq - 1) % self.slots) * self.slot_bytes
+        for off, data in self.enc.writes(seq, payload):
+            self.requests.write(base + off, data)
+
+    def _watch(self) -> None:
+        seq, _, _ = self._outstanding[0]
+        base = ((seq - 1) % self.slots) * self.slot_bytes
+        self._watching = True
+        self.poller.arm(lambda: self.enc.ready(self.replies.buf, base, seq, self.frame_bytes),
+                        lambda t: self.kernel.after(self.p.reply_read_ps, self._have, base))
+
+    def _have(self, base: int) -> None:
+        seq, t_in, payload = self._outstanding.popleft()
+        got = self.enc.payload(self.replies.buf, base, self.frame_bytes)
+        ok = got == self.reference(payload)
+        self.replies_seen += 1
+        if not ok:
+            self.mismatches += 1
+        self._watching = False
+        if self._backlog:
+            bseq, bt_in, bpayload = self._backlog.popleft()
+            self._issue(bseq, bt_in, bpayload)
+        elif self._outstanding:
+            self._watch()
+        self.on_reply(seq, t_in, self.kernel.now, ok)

@@ -1,0 +1,13 @@
+"""The event kernel: simulated time in integer picoseconds, memory regions owned by nodes,
+posted writes that land bytes after a path latency, and event-driven pollers.
+
+Everything above this package (links, exchange, devices) is built from these primitives.
+"""
+from twin.kernel.sim import Kernel
+from twin.kernel.memory import MemoryRegion
+from twin.kernel.posted import PostedWritePath
+from twin.kernel.poller import Poller
+from twin.kernel.streams import JitterStream
+from twin.kernel.clock import Clock
+
+__all__ = ["Clock", "Kernel", "MemoryRegion", "PostedWritePath", "Poller", "JitterStream"]

@@ -1,0 +1,56 @@
+"""Random streams drawn in fixed-size blocks so that every engine consumes them identically."""
+from __future__ import annotations
+
+import numpy as np
+
+from twin.kernel.sim import stream_rng
+
+BLOCK = 4096
+
+
+class JitterStream:
+    """A stream of non-negative integer-picosecond delays: ``Exp(scale)`` rounded to 1 ps.
+
+    The exponential tail is the jitter model for queueing in PCIe switches and root complexes
+    (a memoryless extra wait). ``scale_ps == 0`` gives a stream of zeros and draws nothing.
+    Values are drawn in blocks of :data:`BLOCK`; the event model and the direct loop both read
+    the stream through this class, so for the same seed they see the same values in the same
+    order.
+    """
+
+    def __init__(self, seed: int, name: str, scale_ps: int):
+        if scale_ps < 0:
+            raise ValueError(f"jitter scale must be >= 0 ps, got {scale_ps}")
+        self.scale_ps = int(scale_ps)
+        self.name = name
+        self._rng = stream_rng(seed, name) if scale_ps else None
+        self._buf: list[int] = []
+        self._i = 0
+
+    def _refill(self) -> None:
+        x = self._rng.exponential(self.scale_ps, size=BLOCK)
+        self._buf = np.rint(x).astype(np.int64).tolist()
+        self._i = 0
+
+    def next(self) -> int:
+        """Next delay in picoseconds."""
+        if self._rng is None:
+            return 0
+        if self._i >= len(self._buf):
+            self._refill()
+        v = self._buf[self._i]
+        self._i += 1
+        return v
+
+    def block(self, n: int) -> list[int]:
+        """The next ``n`` delays as a list (same values :meth:`next` would give one by one)."""
+        if self._rng is None:
+            return [0] * n
+        out: list[int] = []
+        while len(out) < n:
+            if self._i >= len(self._buf):
+                self._refill()
+            take = min(n - len(out), len(self._buf) - self._i)
+            out.extend(self._buf[self._i:self._i + take])
+            self._i += take
+        return out

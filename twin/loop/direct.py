@@ -1,0 +1,114 @@
+"""The direct engine: the event model's arithmetic, round by round, without an event queue.
+
+For one loop the only interactions are the recurrences between consecutive rounds (the
+consumer's and the card's pollers re-arming, posted-write order on each path, slots), so every
+instant can be computed in sequence with the same component functions the event model calls
+(:meth:`PostedWritePath.plan`, :meth:`Poller.first_poll` arithmetic, :class:`Clock`) and the same
+random streams in the same order. It moves no bytes: the byte-level checks live in the event
+model, and ``tests/test_engines.py`` holds the two engines to identical per-round timestamps.
+It refuses (``DirectNotApplicable``) when a request would wait for a free slot, where event
+order at equal instants decides and only the event model is authoritative.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from twin.exchange.encoding import get_encoding
+from twin.kernel import JitterStream, PostedWritePath
+from twin.loop.spec import LoopResult, LoopSpec
+
+Progress = Callable[[int], None]
+
+
+class DirectNotApplicable(Exception):
+    """The direct engine cannot reproduce the event model for this run (backlog)."""
+
+
+def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: int = 50_000) -> LoopResult:
+    """Compute every round of ``spec`` directly; same results as :func:`run_event` for a seed.
+
+    Raises :class:`DirectNotApplicable` when a request finds all ``spec.slots`` slots busy.
+    """
+    tr = spec.traffic
+    enc = get_encoding(spec.consumer.encoding)
+    frame = tr.frame_bytes
+    phase, gen_phase, salt = spec.draws()
+    c = spec.consumer
+    card = spec.card
+    req = PostedWritePath(None, "req", spec.request_link, None,
+                          JitterStream(spec.seed, spec.stream("pcie.request"), spec.jitter_ps))
+    rep = PostedWritePath(None, "rep", spec.reply_link, None,
+                          JitterStream(spec.seed, spec.stream("pcie.reply"), spec.jitter_ps))
+    req_sizes = [len(d) for _, d in enc.writes(1, bytes(frame))]
+    rep_sizes = req_sizes  # the echo's reply has the request's size
+    per_piece = enc.per_piece
+    P, cost = c.poll_period_ps, c.poll_cost_ps
+    body = c.pre_service_ps(enc, frame) + c.service_ps
+    fence = c.fence_ps
+    cP = card.reply_poll_period_ps
+    read = card.reply_read_ps
+    delay = card.issue_delay_ps(frame)
+    cclk = card.clock_ps
+    clock = tr.make_clock(gen_phase)
+    aur = spec.aurora
+    closed = tr.mode == "closed_loop"
+    slots = spec.slots
+
+    n = tr.rounds
+    t_send = np.zeros(n, np.int64)
+    t_in = np.zeros(n, np.int64)
+    t_have = np.zeros(n, np.int64)
+    t_back = np.zeros(n, np.int64)
+    have: list[int] = []
+    tx_free = rx_free = 0
+    t_free_c = 0       # consumer armed (first poll instant >= this)
+    last_have = 0      # card's watch for request j starts at max(t_in_j, t_have_{j-1})
+    ts = clock.edge(0)
+    req_plan, rep_plan = req.plan, rep.plan
+    for i in range(n):
+        if i and not closed:
+            ts = clock.edge(i * tr.period_cycles)
+        t_send[i] = ts
+        if aur is None:
+            arrive = ts
+        else:
+            tx_free = max(ts, tx_free) + aur.serialise_ps(frame)
+            arrive = tx_free + aur.latency_ps
+        tin = -((-arrive) // cclk) * cclk
+        t_in[i] = tin
+        if i >= slots and have[i - slots] >= tin:
+            raise DirectNotApplicable(f"loop {spec.name!r}: round {i + 1} waits for a free slot")
+        t_issue = tin + delay
+        for s in req_sizes:
+            land = req_plan(t_issue, s)
+        t = land if land > t_free_c else t_free_c
+        t2 = phase + -((phase - t) // P) * P + cost + body
+        if per_piece:
+            rland = rep_plan(t2, rep_sizes[0])
+            t_free_c = t2
+        else:
+            rep_plan(t2, rep_sizes[0])
+            t_free_c = t2 + fence
+            rland = rep_plan(t_free_c, rep_sizes[1])
+        armed = tin if tin > last_have else last_have
+        t = rland if rland > armed else armed
+        th = -((-t) // cP) * cP + read
+        have.append(th)
+        last_have = th
+        t_have[i] = th
+        if aur is None:
+            back = th
+        else:
+            rx_free = max(th + card.reply_send_ps, rx_free) + aur.serialise_ps(frame)
+            back = rx_free + aur.latency_ps
+        t_back[i] = back
+        if closed:
+            ts = clock.at_or_after(back + tr.gap_ps)
+        if progress and (i + 1) % chunk_rounds == 0:
+            progress(i + 1)
+    if progress:
+        progress(n)
+    stats = {"mismatches": 0, "backlog_max": 0, "posted_writes": req.writes + rep.writes, "poll_phase_ps": phase}
+    return LoopResult(spec.name, "direct", t_send, t_in, t_have, t_back, np.ones(n, bool), stats)

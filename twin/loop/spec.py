@@ -1,0 +1,88 @@
+"""A fully resolved loop: every parameter in integer picoseconds, ready to simulate."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from twin.devices.consumer import ConsumerParams
+from twin.devices.generator import TrafficParams
+from twin.devices.linkcard import LinkCardParams
+from twin.kernel.sim import stream_rng
+from twin.links.aurora import Aurora64B66B
+from twin.links.pcie import PcieLink
+
+
+@dataclass(frozen=True)
+class LoopSpec:
+    """One loop: a generator, the link card, one consumer, and the links between them.
+
+    name: the consumer's name (e.g. ``"mi210"``); also names the loop's random streams.
+    card, consumer, traffic: device parameters.
+    request_link / reply_link: PCIe paths card -> consumer memory and consumer -> card memory.
+    jitter_ps: scale of the exponential extra delay on every posted write (per host path).
+    aurora: the serial link from an external control system, or ``None`` when the generator
+        sits on the link card (the seeds' measurement setup).
+    slots: request/reply queue depth.
+    seed: run seed.
+    """
+
+    name: str
+    card: LinkCardParams
+    consumer: ConsumerParams
+    traffic: TrafficParams
+    request_link: PcieLink
+    reply_link: PcieLink
+    jitter_ps: int
+    aurora: Aurora64B66B | None = None
+    slots: int = 16
+    seed: int = 0
+
+    def stream(self, what: str) -> str:
+        """Name of one of this loop's random streams."""
+        return f"{self.name}.{what}"
+
+    def draws(self) -> tuple[int, int, int]:
+        """Per-run random constants: (consumer poll phase, generator clock phase, payload salt)."""
+        rng = stream_rng(self.seed, self.stream("setup"))
+        phase = int(rng.integers(0, self.consumer.poll_period_ps))
+        span = self.traffic.period_ps if self.traffic.mode == "open_loop" else self.traffic.clock_ps
+        gen_phase = int(rng.integers(0, max(1, span))) if self.traffic.clock == "independent" else 0
+        salt = int(rng.integers(0, 2**63))
+        if self.consumer.poll_phase_ps is not None:
+            phase = self.consumer.poll_phase_ps
+        return phase, gen_phase, salt
+
+
+@dataclass
+class LoopResult:
+    """Per-round timestamps of one loop (int64 picoseconds, one entry per round, in order).
+
+    t_send: request leaves the generator; t_in: request enters the link card (card clock edge);
+    t_have: the card has the reply (read out of its memory, checked); t_back: reply is back at
+    the generator. ``ok``: the card's check of each reply against the reference answer.
+    ``stats``: counters from the devices (``mismatches``, ``backlog_max``, ``events``, ...).
+    """
+
+    name: str
+    engine: str
+    t_send: np.ndarray
+    t_in: np.ndarray
+    t_have: np.ndarray
+    t_back: np.ndarray
+    ok: np.ndarray
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def rtt_ps(self) -> np.ndarray:
+        """Card-boundary round trip per round: request enters the card -> card has the reply."""
+        return self.t_have - self.t_in
+
+    @property
+    def loop_ps(self) -> np.ndarray:
+        """Generator-to-generator round trip per round (equals ``rtt_ps`` plus the link, if any)."""
+        return self.t_back - self.t_send
+
+    @property
+    def mismatches(self) -> int:
+        return int((~self.ok).sum())

@@ -1,0 +1,111 @@
+"""What a study writes: the terminal table, results.json, the per-round CSV, the histogram figure.
+
+results.json's schema is documented in docs/results.md. Nothing in it depends on the wall clock
+or the machine, so two runs with the same seed write the same bytes.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from twin.stats import histogram_ps
+from twin.study import StudyResult
+
+SCHEMA = "twin.results/1"
+
+
+def results_document(study: StudyResult) -> dict:
+    """The results.json mapping (see docs/results.md)."""
+    sc = study.scenario.scenario
+    t = sc.traffic
+    doc = {
+        "schema": SCHEMA,
+        "scenario": sc.name,
+        "calibration": study.scenario.params.name,
+        "seed": study.seed,
+        "rounds": study.rounds,
+        "frame_bytes": sc.frame_bytes,
+        "traffic": {"mode": t.mode, "clock": t.clock, "period": t.period, "ppm": t.ppm,
+                    "control": "external (aurora)" if sc.external_control() else "on card"},
+        "timing_boundary": "request enters the link card -> the card has the reply (4 ns card clock)",
+        "measured": None,
+        "consumers": [r.summary for r in study.runs],
+    }
+    if study.measured is not None:
+        doc["measured"] = {"file": study.scenario.measured_path.name, "source": study.measured.source}
+    return doc
+
+
+def write_results_json(study: StudyResult, path: Path) -> None:
+    """Write results.json (sorted keys, fixed float formatting: byte-identical for a seed)."""
+    path.write_text(json.dumps(results_document(study), indent=2, sort_keys=True) + "\n")
+
+
+def write_rounds_csv(study: StudyResult, path: Path) -> None:
+    """Per-round CSV: consumer, round, t_in_ps, t_have_ps, rtt_ps, loop_ps (integer picoseconds).
+
+    ``rtt_ps`` is the card-boundary round trip; ``loop_ps`` generator to generator."""
+    with path.open("w") as f:
+        f.write("consumer,round,t_in_ps,t_have_ps,rtt_ps,loop_ps\n")
+        for run in study.runs:
+            r = run.result
+            n = len(r.t_in)
+            cols = np.column_stack([np.arange(1, n + 1), r.t_in, r.t_have, r.rtt_ps, r.loop_ps])
+            chunk = 200_000
+            for i in range(0, n, chunk):
+                block = cols[i:i + chunk]
+                f.write("".join(f"{run.device},{a},{b},{c},{d},{e}\n" for a, b, c, d, e in block.tolist()))
+
+
+def print_table(study: StudyResult, console: Console) -> None:
+    """One row per consumer: measured p50/p90 beside the twin's p50/p90/p99/p99.9 and errors."""
+    tb = Table(title=f"{study.scenario.scenario.name}: card-boundary round trip, {study.rounds:,} rounds, seed {study.seed}")
+    for col in ("consumer", "meas p50", "meas p90", "twin p50", "twin p90", "twin p99", "twin p99.9",
+                "err p50", "err p90", "replies checked", "mismatches"):
+        tb.add_column(col, justify="left" if col == "consumer" else "right")
+    for run in study.runs:
+        s = run.summary
+        m = s.get("measured")
+        e = s.get("error_pct")
+        us = lambda ns: f"{ns / 1000:.3f} µs"  # noqa: E731
+        tb.add_row(s["name"], us(m["p50_ns"]) if m else "-", us(m["p90_ns"]) if m else "-",
+                   us(s["p50_ns"]), us(s["p90_ns"]), us(s["p99_ns"]), us(s["p999_ns"]),
+                   f"{e['p50']:+.2f} %" if e else "-", f"{e['p90']:+.2f} %" if e else "-",
+                   f"{s['replies_checked']:,}", str(s["mismatches"]))
+    console.print(tb)
+
+
+def plot_histograms(study: StudyResult, path: Path, bin_ps: int = 4000) -> None:
+    """Figure in the style of the seeds' Figure 7: one panel per consumer, 4 ns bins, the twin's
+    p50/p90 as solid lines and the measured p50/p90 as dashed lines."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(study.runs)
+    fig, axes = plt.subplots(n, 1, figsize=(8, 1.9 * n + 0.6), squeeze=False)
+    for ax, run in zip(axes[:, 0], study.runs):
+        rtt = run.result.rtt_ps
+        starts, counts = histogram_ps(rtt, bin_ps)
+        ax.bar(starts / 1e6, counts, width=bin_ps / 1e6, align="edge", color="#3b6ea8", linewidth=0)
+        s = run.summary
+        ax.axvline(s["p50_ns"] / 1000, color="#c03030", lw=1, label="twin p50")
+        ax.axvline(s["p90_ns"] / 1000, color="#e08020", lw=1, label="twin p90")
+        if s.get("measured"):
+            ax.axvline(s["measured"]["p50_ns"] / 1000, color="#c03030", lw=1, ls="--", label="measured p50")
+            ax.axvline(s["measured"]["p90_ns"] / 1000, color="#e08020", lw=1, ls="--", label="measured p90")
+        ax.set_yscale("log")
+        ax.set_ylabel("rounds")
+        ax.set_title(f"{s['name']} — {s['device']}", fontsize=9, loc="left")
+        lo, hi = np.percentile(rtt, [0.1, 99.9]) / 1e6
+        pad = max(0.05, (hi - lo) * 0.2)
+        ax.set_xlim(lo - pad, hi + pad)
+        ax.legend(fontsize=7, loc="upper right")
+    axes[-1, 0].set_xlabel(f"round trip (µs), {bin_ps / 1000:g} ns bins")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

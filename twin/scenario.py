@@ -1,0 +1,206 @@
+"""Scenario files: a runnable what-if study (YAML), validated with pydantic.
+
+A scenario names a parameter set, the traffic, the frame size and encoding, and a topology of
+nodes and links. Every consumer node joined to the link card by a ``pcie`` link is one loop;
+loops run one at a time, one consumer per run, as the seeds measured them.
+
+Schema (keys; all optional keys show their default)::
+
+    name: str
+    description: ""
+    calibration: path to a parameter set, relative to this file
+    measured: null | path to a measurement file to compare with, relative to this file
+    seed: 0
+    rounds: 100000
+    frame_bytes: 64
+    encoding: default | classic | per_piece      # default: each consumer's own
+    slots: 16
+    traffic: {mode: closed_loop | open_loop, period: "5 us", clock: card | independent,
+              clock_period: "4 ns", ppm: 0.0, gap: "0 ns"}
+    nodes:  [{name, kind: generator | link_card | consumer, device: <consumer in calibration>,
+              model: sim}]
+    links:  [{from, to, kind: on_card | aurora | pcie}]
+
+Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import networkx as nx
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from twin.calibration.params import ParamSet, load_params
+from twin.config import ConfigError, load_model
+from twin.devices.generator import TrafficParams
+from twin.units import UnitError, time_ps
+
+MODELS_AVAILABLE = ("sim",)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def _duration(v: str | int | float | None) -> str | int | float | None:
+    if v is None:
+        return v
+    try:
+        if time_ps(v) < 0:
+            raise ValueError("must not be negative")
+    except UnitError as e:
+        raise ValueError(str(e)) from None
+    return v
+
+
+class Traffic(_Strict):
+    """The control side's traffic (see :class:`twin.devices.TrafficParams`)."""
+
+    mode: Literal["closed_loop", "open_loop"] = "closed_loop"
+    period: str | None = None
+    clock: Literal["card", "independent"] = "card"
+    clock_period: str = "4 ns"
+    ppm: float = Field(0.0, gt=-1e6, lt=1e6)
+    gap: str = "0 ns"
+
+    _d = field_validator("period", "clock_period", "gap")(classmethod(lambda cls, v: _duration(v)))
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.mode == "open_loop":
+            if self.period is None:
+                raise ValueError("open_loop traffic needs a period (e.g. '5 us')")
+            if time_ps(self.period) <= 0 or time_ps(self.period) % time_ps(self.clock_period):
+                raise ValueError("period must be a positive whole number of clock_period cycles")
+        if time_ps(self.clock_period) <= 0:
+            raise ValueError("clock_period must be > 0")
+        if self.clock == "card" and self.ppm:
+            raise ValueError("ppm applies only to an independent clock")
+        return self
+
+
+class Node(_Strict):
+    name: str = Field(min_length=1)
+    kind: Literal["generator", "link_card", "consumer"]
+    device: str | None = None
+    model: str = "sim"
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        if v not in ("sim", "rtl", "code", "live"):
+            raise ValueError("model must be one of sim, rtl, code, live")
+        if v not in MODELS_AVAILABLE:
+            raise ValueError(f"model {v!r} is not available in this version (available: {', '.join(MODELS_AVAILABLE)})")
+        return v
+
+
+class Link(_Strict):
+    a: str = Field(alias="from")
+    b: str = Field(alias="to")
+    kind: Literal["on_card", "aurora", "pcie"]
+
+
+class Scenario(_Strict):
+    """A what-if study (see module docstring for the schema)."""
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    calibration: str
+    measured: str | None = None
+    seed: int = Field(0, ge=0)
+    rounds: int = Field(100_000, gt=0, le=100_000_000)
+    frame_bytes: int = Field(64, gt=0, le=65_535)
+    encoding: Literal["default", "classic", "per_piece"] = "default"
+    slots: int = Field(16, gt=0, le=65_536)
+    traffic: Traffic = Traffic()
+    nodes: list[Node] = Field(min_length=3)
+    links: list[Link] = Field(min_length=2)
+
+    @model_validator(mode="after")
+    def _topology(self):
+        self.graph()  # raises ValueError on a bad topology
+        return self
+
+    def graph(self) -> nx.Graph:
+        """The topology as a networkx graph: nodes carry their :class:`Node`, edges their kind.
+        Raises ValueError when it is not one generator, one link card, consumers on pcie."""
+        g = nx.Graph()
+        for n in self.nodes:
+            if n.name in g:
+                raise ValueError(f"node name {n.name!r} is used twice")
+            g.add_node(n.name, node=n)
+        for link in self.links:
+            for end in (link.a, link.b):
+                if end not in g:
+                    raise ValueError(f"link {link.a}-{link.b} names unknown node {end!r}")
+            g.add_edge(link.a, link.b, kind=link.kind)
+        kinds = {k: [n.name for n in self.nodes if n.kind == k] for k in ("generator", "link_card", "consumer")}
+        if len(kinds["generator"]) != 1 or len(kinds["link_card"]) != 1:
+            raise ValueError("the topology needs exactly one generator and one link_card")
+        if not kinds["consumer"]:
+            raise ValueError("the topology needs at least one consumer")
+        gen, card = kinds["generator"][0], kinds["link_card"][0]
+        if not g.has_edge(gen, card) or g.edges[gen, card]["kind"] not in ("on_card", "aurora"):
+            raise ValueError(f"generator {gen!r} must be joined to link card {card!r} by an on_card or aurora link")
+        for c in kinds["consumer"]:
+            node = g.nodes[c]["node"]
+            if node.device is None:
+                raise ValueError(f"consumer {c!r} needs a device (a consumer of the parameter set)")
+            if not g.has_edge(card, c) or g.edges[card, c]["kind"] != "pcie":
+                raise ValueError(f"consumer {c!r} must be joined to link card {card!r} by a pcie link")
+        for a, b, kind in g.edges(data="kind"):
+            ends = {g.nodes[a]["node"].kind, g.nodes[b]["node"].kind}
+            if kind == "pcie" and ends != {"link_card", "consumer"}:
+                raise ValueError(f"pcie link {a}-{b} must join the link card and a consumer")
+        return g
+
+    # -- derived -----------------------------------------------------------------------------
+    def consumers(self) -> list[Node]:
+        return [n for n in self.nodes if n.kind == "consumer"]
+
+    def external_control(self) -> bool:
+        g = self.graph()
+        gen = next(n.name for n in self.nodes if n.kind == "generator")
+        card = next(n.name for n in self.nodes if n.kind == "link_card")
+        return g.edges[gen, card]["kind"] == "aurora"
+
+    def traffic_params(self, rounds: int | None = None) -> TrafficParams:
+        t = self.traffic
+        return TrafficParams(mode=t.mode, rounds=rounds or self.rounds, frame_bytes=self.frame_bytes,
+                             period_ps=time_ps(t.period) if t.period else 0, clock=t.clock,
+                             clock_ps=time_ps(t.clock_period), ppm=t.ppm, gap_ps=time_ps(t.gap))
+
+
+class LoadedScenario:
+    """A validated scenario with its parameter set loaded and paths resolved."""
+
+    def __init__(self, path: Path, scenario: Scenario, params: ParamSet, measured_path: Path | None):
+        self.path = path
+        self.scenario = scenario
+        self.params = params
+        self.measured_path = measured_path
+
+
+def load_scenario(path: str | Path) -> LoadedScenario:
+    """Load a scenario and the parameter set it names; check every device exists there.
+
+    Raises :class:`ConfigError` naming the file, key and value of the first problem.
+    """
+    path = Path(path)
+    sc = load_model(path, Scenario)
+    cal_path = (path.parent / sc.calibration).resolve()
+    if not cal_path.is_file():
+        raise ConfigError(path, "calibration", sc.calibration, f"no such file ({cal_path})")
+    params = load_params(cal_path)
+    for i, node in enumerate(sc.nodes):
+        if node.kind == "consumer" and node.device not in params.consumers:
+            raise ConfigError(path, f"nodes[{i}].device", node.device,
+                              f"not a consumer of {cal_path.name} (have: {', '.join(params.consumers)})")
+    measured_path = None
+    if sc.measured is not None:
+        measured_path = (path.parent / sc.measured).resolve()
+        if not measured_path.is_file():
+            raise ConfigError(path, "measured", sc.measured, f"no such file ({measured_path})")
+    return LoadedScenario(path, sc, params, measured_path)

@@ -1,0 +1,30 @@
+"""Summary statistics of round-trip samples (integer picoseconds in, nanoseconds out)."""
+from __future__ import annotations
+
+import numpy as np
+
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
+
+
+def percentile_ps(samples_ps: np.ndarray, q: float) -> int:
+    """The ``q``-th percentile as the value of an actual round (inverted CDF: the smallest sample
+    with at least q % of rounds at or below it), so a 4 ns-quantised run gives a bucket value."""
+    if len(samples_ps) == 0:
+        raise ValueError("no samples")
+    return int(np.percentile(samples_ps, q, method="inverted_cdf"))
+
+
+def summary_ns(samples_ps: np.ndarray) -> dict[str, float]:
+    """p50/p90/p99/p99.9 and mean in nanoseconds: keys ``p50_ns``, ``p90_ns``, ``p99_ns``,
+    ``p999_ns``, ``mean_ns`` (mean rounded to 1e-3 ns so it prints the same on every machine)."""
+    out = {f"{k}_ns": percentile_ps(samples_ps, q) / 1000 for k, q in PERCENTILES.items()}
+    out["mean_ns"] = round(float(np.mean(samples_ps, dtype=np.float64)) / 1000, 3)
+    return out
+
+
+def histogram_ps(samples_ps: np.ndarray, bin_ps: int = 4000) -> tuple[np.ndarray, np.ndarray]:
+    """Counts per ``bin_ps`` bucket: returns (bucket start times in ps, counts), empty buckets kept."""
+    lo = (int(samples_ps.min()) // bin_ps) * bin_ps
+    idx = (samples_ps - lo) // bin_ps
+    counts = np.bincount(idx.astype(np.int64))
+    return lo + np.arange(len(counts), dtype=np.int64) * bin_ps, counts

@@ -1,0 +1,110 @@
+"""Run a scenario: every loop of its topology, with the engine check and the comparison to
+measurements."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import numpy as np
+
+from twin.calibration.measured import Measured, load_measured
+from twin.loop.build import loop_spec
+from twin.loop.direct import DirectNotApplicable, run_direct
+from twin.loop.event import run_event
+from twin.loop.spec import LoopResult, LoopSpec
+from twin.scenario import LoadedScenario
+from twin.stats import summary_ns
+
+Progress = Callable[[str, int], None]
+
+
+class EngineDisagreement(RuntimeError):
+    """The direct engine and the event model gave different timestamps for the same rounds."""
+
+
+@dataclass
+class ConsumerRun:
+    """One loop's outcome: the per-round result and its summary for results.json."""
+
+    node: str
+    device: str
+    result: LoopResult
+    summary: dict = field(default_factory=dict)
+
+
+@dataclass
+class StudyResult:
+    scenario: LoadedScenario
+    rounds: int
+    seed: int
+    engine: str
+    runs: list[ConsumerRun]
+    measured: Measured | None
+
+
+def _check_same(direct: LoopResult, event: LoopResult, n: int) -> None:
+    for f in ("t_send", "t_in", "t_have", "t_back"):
+        a, b = getattr(direct, f)[:n], getattr(event, f)[:n]
+        if not np.array_equal(a, b):
+            i = int(np.argmax(a != b))
+            raise EngineDisagreement(f"loop {direct.name!r}: engines disagree on {f} at round {i + 1}: "
+                                     f"direct {a[i]} ps, event {b[i]} ps")
+
+
+def run_one(spec: LoopSpec, engine: str, verify_rounds: int, progress: Callable[[int], None] | None) -> tuple[LoopResult, int, int, str]:
+    """Run one loop. Returns (result, replies checked byte for byte, mismatches, engine used).
+
+    ``auto``: the direct engine for every round, and the event model (which moves the bytes and
+    checks every reply) over the first ``verify_rounds`` rounds, whose timestamps must equal the
+    direct engine's. ``event``: the event model for every round. ``direct``: no byte check.
+    """
+    if engine == "event":
+        res = run_event(spec, progress)
+        return res, len(res.ok), res.mismatches, "event"
+    try:
+        res = run_direct(spec, progress)
+    except DirectNotApplicable:
+        if engine == "direct":
+            raise
+        res = run_event(spec, progress)
+        return res, len(res.ok), res.mismatches, "event"
+    if engine == "direct" or verify_rounds <= 0:
+        return res, 0, 0, "direct"
+    n = min(verify_rounds, spec.traffic.rounds)
+    ev = run_event(replace(spec, traffic=replace(spec.traffic, rounds=n)))
+    _check_same(res, ev, n)
+    return res, n, ev.mismatches, "direct+event"
+
+
+def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | None = None, engine: str = "auto",
+              verify_rounds: int = 10_000, progress: Progress | None = None) -> StudyResult:
+    """Run every loop of the scenario; returns per-consumer results and summaries."""
+    sc = loaded.scenario
+    rounds = rounds or sc.rounds
+    seed = sc.seed if seed is None else seed
+    measured = load_measured(loaded.measured_path) if loaded.measured_path else None
+    traffic = sc.traffic_params(rounds)
+    runs = []
+    for node in sc.consumers():
+        spec = loop_spec(loaded.params, node.device, traffic, seed, sc.slots,
+                         None if sc.encoding == "default" else sc.encoding, sc.external_control())
+        cb = (lambda n, name=node.name: progress(name, n)) if progress else None
+        res, checked, mism, used = run_one(spec, engine, verify_rounds, cb)
+        dev = loaded.params.consumers[node.device]
+        s = {"name": node.device, "node": node.name, "device": dev.device, "kind": dev.kind,
+             "host": dev.host, "encoding": spec.consumer.encoding, "engine": used, "rounds": int(rounds),
+             "replies_checked": int(checked), "mismatches": int(mism)}
+        s.update(summary_ns(res.rtt_ps))
+        if spec.aurora is not None:
+            loop = summary_ns(res.loop_ps)
+            s["loop"] = {k: v for k, v in loop.items()}
+        row = measured.consumers.get(node.device) if measured else None
+        if row is not None:
+            s["measured"] = {"p50_ns": row.p50_ps / 1000, "p90_ns": row.p90_ps / 1000, "device": row.device,
+                             "platform": row.platform}
+            s["error_pct"] = {"p50": round(100 * (s["p50_ns"] * 1000 - row.p50_ps) / row.p50_ps, 3),
+                              "p90": round(100 * (s["p90_ns"] * 1000 - row.p90_ps) / row.p90_ps, 3)}
+        else:
+            s["measured"] = None
+        runs.append(ConsumerRun(node.name, node.device, res, s))
+    return StudyResult(loaded, rounds, seed, engine, runs, measured)
