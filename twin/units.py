@@ -17,9 +17,11 @@ PS_PER_S = 1_000_000_000_000
 
 _TIME_UNITS = {"ps": Fraction(1), "ns": Fraction(10**3), "us": Fraction(10**6), "µs": Fraction(10**6),
                "ms": Fraction(10**9), "s": Fraction(10**12)}
-_RATE_UNITS = {"b/s": 1, "bps": 1, "kb/s": 10**3, "mb/s": 10**6, "gb/s": 10**9, "tb/s": 10**12,
-               "gt/s": 10**9}
-_FREQ_UNITS = {"hz": 1, "khz": 10**3, "mhz": 10**6, "ghz": 10**9}
+# Case matters: b = bit, B = byte (x8); M = mega, m would be milli (not accepted).
+_RATE_UNITS = {"b/s": 1, "bps": 1, "kb/s": 10**3, "Mb/s": 10**6, "Gb/s": 10**9, "Tb/s": 10**12,
+               "B/s": 8, "kB/s": 8 * 10**3, "MB/s": 8 * 10**6, "GB/s": 8 * 10**9, "TB/s": 8 * 10**12,
+               "GT/s": 10**9}
+_FREQ_UNITS = {"Hz": 1, "kHz": 10**3, "MHz": 10**6, "GHz": 10**9}
 _QTY = re.compile(r"^\s*([-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)\s*([A-Za-zµ/]+)\s*$")
 
 
@@ -44,6 +46,8 @@ def time_ps(value: str | int | float, default_unit: str = "ns") -> int:
     if isinstance(value, bool):
         raise UnitError(f"cannot read {value!r} as a duration")
     if isinstance(value, (int, float)):
+        if default_unit not in _TIME_UNITS:
+            raise UnitError(f"unknown time unit {default_unit!r} (use ps, ns, us, ms, s)")
         q = Fraction(value) * _TIME_UNITS[default_unit]
     else:
         num, unit = _split(value, "duration")
@@ -54,14 +58,14 @@ def time_ps(value: str | int | float, default_unit: str = "ns") -> int:
 
 
 def rate_bps(value: str | int | float) -> float:
-    """Convert a line rate (``"10.3125 Gb/s"``, ``"8 GT/s"``) or a number in bit/s to bit/s."""
+    """Convert a line rate (``"10.3125 Gb/s"``, ``"8 GT/s"``, ``"2 GB/s"`` = 16e9) or a number in
+    bit/s to bit/s. Case matters (b = bit, B = byte). Raises :class:`UnitError`."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     num, unit = _split(value, "rate")
-    key = unit.lower()
-    if key not in _RATE_UNITS:
-        raise UnitError(f"unknown rate unit {unit!r} in {value!r} (use b/s, Mb/s, Gb/s, GT/s)")
-    return float(num * _RATE_UNITS[key])
+    if unit not in _RATE_UNITS:
+        raise UnitError(f"unknown rate unit {unit!r} in {value!r} (use b/s, Mb/s, Gb/s, GB/s, GT/s)")
+    return float(num * _RATE_UNITS[unit])
 
 
 def freq_hz(value: str | int | float) -> float:
@@ -69,10 +73,9 @@ def freq_hz(value: str | int | float) -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     num, unit = _split(value, "frequency")
-    key = unit.lower()
-    if key not in _FREQ_UNITS:
+    if unit not in _FREQ_UNITS:
         raise UnitError(f"unknown frequency unit {unit!r} in {value!r} (use Hz, kHz, MHz, GHz)")
-    return float(num * _FREQ_UNITS[key])
+    return float(num * _FREQ_UNITS[unit])
 
 
 def period_ps(freq: str | int | float) -> int:

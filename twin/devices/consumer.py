@@ -38,6 +38,17 @@ class ConsumerParams:
     fence_ps: int = 0
     poll_phase_ps: int | None = None
 
+    def __post_init__(self):
+        if self.kind not in ("cpu", "gpu", "fpga"):
+            raise ValueError(f"consumer kind must be cpu, gpu or fpga, got {self.kind!r}")
+        if self.poll_period_ps <= 0:
+            raise ValueError(f"poll_period_ps must be > 0, got {self.poll_period_ps}")
+        for key in ("poll_cost_ps", "service_ps", "read_ps", "piece_check_ps", "fence_ps"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"{key} must be >= 0, got {getattr(self, key)}")
+        if self.poll_phase_ps is not None and not 0 <= self.poll_phase_ps < self.poll_period_ps:
+            raise ValueError(f"poll_phase_ps must be in [0, poll_period_ps), got {self.poll_phase_ps}")
+
     def pre_service_ps(self, enc: Encoding, nbytes: int) -> int:
         """Time from a poll's answer to the start of the function body for one request."""
         if enc.per_piece:

@@ -38,6 +38,19 @@ class TrafficParams:
     ppm: float = 0.0
     gap_ps: int = 0
 
+    def __post_init__(self):
+        if self.mode not in ("closed_loop", "open_loop"):
+            raise ValueError(f"traffic mode must be 'closed_loop' or 'open_loop', got {self.mode!r}")
+        if self.clock not in ("card", "independent"):
+            raise ValueError(f"traffic clock must be 'card' or 'independent', got {self.clock!r}")
+        if self.rounds < 1 or self.frame_bytes < 1:
+            raise ValueError(f"rounds and frame_bytes must be >= 1, got {self.rounds}, {self.frame_bytes}")
+        if self.clock_ps <= 0 or self.gap_ps < 0:
+            raise ValueError(f"clock_ps must be > 0 and gap_ps >= 0, got {self.clock_ps}, {self.gap_ps}")
+        if self.mode == "open_loop" and (self.period_ps <= 0 or self.period_ps % self.clock_ps):
+            raise ValueError(f"open-loop period_ps must be a positive multiple of clock_ps ({self.clock_ps}), "
+                             f"got {self.period_ps}")
+
     def make_clock(self, phase_ps: int) -> Clock:
         """The generator's clock: the card's (phase 0, no offset) or an independent one."""
         if self.clock == "card":

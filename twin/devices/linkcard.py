@@ -57,7 +57,7 @@ class LinkCard:
     reference answer and frees the slot. Requests that find every slot busy wait in order in
     the engine (``backlog``); none is dropped.
 
-    Statistics: ``issued``, ``replies``, ``mismatches``, ``backlog_max``, ``poller.polls``.
+    Statistics: ``issued``, ``replies_seen``, ``mismatches``, ``backlog_max``, ``poller.polls``.
     """
 
     def __init__(self, kernel: Kernel, params: LinkCardParams, encoding: Encoding,

@@ -6,8 +6,10 @@ instant can be computed in sequence with the same component functions the event 
 (:meth:`PostedWritePath.plan`, :meth:`Poller.first_poll` arithmetic, :class:`Clock`) and the same
 random streams in the same order. It moves no bytes: the byte-level checks live in the event
 model, and ``tests/test_engines.py`` holds the two engines to identical per-round timestamps.
-It refuses (``DirectNotApplicable``) when a request would wait for a free slot, where event
-order at equal instants decides and only the event model is authoritative.
+It refuses (``DirectNotApplicable``) when a request enters the card while every slot is still
+busy (the reply that frees one comes strictly later); then only the event model is
+authoritative. A slot freed at the very instant the request enters gives the same timing in
+either event order (the engine issues at ``max(now, t_in + delay)``), so that case is computed.
 """
 from __future__ import annotations
 
@@ -78,7 +80,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
             arrive = tx_free + aur.latency_ps
         tin = -((-arrive) // cclk) * cclk
         t_in[i] = tin
-        if i >= slots and have[i - slots] >= tin:
+        if i >= slots and have[i - slots] > tin:
             raise DirectNotApplicable(f"loop {spec.name!r}: round {i + 1} waits for a free slot")
         t_issue = tin + delay
         for s in req_sizes:
