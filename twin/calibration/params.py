@@ -97,19 +97,30 @@ class PcieModel(_Strict):
     tlp_overhead_bytes: int = Field(8, ge=0)
 
 
+class PathModel(_Strict):
+    """One class of PCIe path on a host: one-way latency of a posted write on top of serialisation,
+    and the scale of its exponential extra delay (queueing), both in ns."""
+
+    latency_ns: float = Field(gt=0)
+    jitter_ns: float = Field(0.0, ge=0)
+
+
 class HostModel(_Strict):
-    """One host platform: its PCIe link and the one-way latency of each path class."""
+    """One host platform: its PCIe link and its two path classes, card <-> host memory (a CPU
+    consumer's queues) and card <-> peer device (P2P: GPU, FPGA)."""
 
     description: str = ""
     pcie: PcieModel = PcieModel()
-    host_memory_latency_ns: float = Field(gt=0)
-    p2p_latency_ns: float = Field(gt=0)
-    jitter_ns: float = Field(0.0, ge=0)
+    host_memory: PathModel
+    p2p: PathModel
+
+    def path(self, name: str) -> PathModel:
+        return self.host_memory if name == "host_memory" else self.p2p
 
     def link(self, path: str) -> PcieLink:
-        lat = self.host_memory_latency_ns if path == "host_memory" else self.p2p_latency_ns
         p = self.pcie
-        return PcieLink(p.generation, p.lanes, p.max_payload_bytes, p.tlp_header_bytes, p.tlp_overhead_bytes, _ps(lat))
+        return PcieLink(p.generation, p.lanes, p.max_payload_bytes, p.tlp_header_bytes, p.tlp_overhead_bytes,
+                        _ps(self.path(path).latency_ns))
 
 
 class ConsumerModel(_Strict):

@@ -21,5 +21,5 @@ def loop_spec(params: ParamSet, consumer: str, traffic: TrafficParams, seed: int
     host = params.hosts[c.host]
     link = host.link(c.path)
     return LoopSpec(name=consumer, card=params.card.params(), consumer=c.params(encoding), traffic=traffic,
-                    request_link=link, reply_link=link, jitter_ps=int(round(host.jitter_ns * PS_PER_NS)),
+                    request_link=link, reply_link=link, jitter_ps=int(round(host.path(c.path).jitter_ns * PS_PER_NS)),
                     aurora=params.aurora.link() if external_control else None, slots=slots, seed=seed)

@@ -63,7 +63,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     t_in = np.zeros(n, np.int64)
     t_have = np.zeros(n, np.int64)
     t_back = np.zeros(n, np.int64)
-    have: list[int] = []
+    have = [0] * slots  # ring: t_have of the last `slots` rounds
     tx_free = rx_free = 0
     t_free_c = 0       # consumer armed (first poll instant >= this)
     last_have = 0      # card's watch for request j starts at max(t_in_j, t_have_{j-1})
@@ -80,7 +80,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
             arrive = tx_free + aur.latency_ps
         tin = -((-arrive) // cclk) * cclk
         t_in[i] = tin
-        if i >= slots and have[i - slots] > tin:
+        if i >= slots and have[i % slots] > tin:
             raise DirectNotApplicable(f"loop {spec.name!r}: round {i + 1} waits for a free slot")
         t_issue = tin + delay
         for s in req_sizes:
@@ -97,7 +97,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
         armed = tin if tin > last_have else last_have
         t = rland if rland > armed else armed
         th = -((-t) // cP) * cP + read
-        have.append(th)
+        have[i % slots] = th
         last_have = th
         t_have[i] = th
         if aur is None:
