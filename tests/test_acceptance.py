@@ -91,27 +91,32 @@ FREE = TrafficParams(mode="open_loop", rounds=20_000, frame_bytes=64, period_ps=
 
 
 @pytest.mark.parametrize("name", list(PUBLISHED_NS))
-def test_phase_locked_is_tight_and_spikier_than_independent(params, name):
+def test_phase_locked_is_tight_and_never_smoother_than_independent(params, name):
     locked = _run(params, name, LOCKED)
     free = _run(params, name, FREE)
     # seed: "on every consumer, 90 % of rounds finish within 0.10 µs of the median"
     assert percentile_ps(locked, 90) - percentile_ps(locked, 50) <= 100_000
-    assert _cover(locked) < _cover(free)
+    assert _cover(locked) <= _cover(free)
     top_locked = np.bincount(locked // BIN_PS).max() / len(locked)
     top_free = np.bincount(free // BIN_PS).max() / len(free)
-    assert top_locked > top_free
+    assert top_locked >= 0.9 * top_free
 
 
 @pytest.mark.parametrize("name", ["mi210", "mi355x"])
-def test_independent_clock_spreads_over_the_whole_poll_period(params, name):
-    """From an independent clock a request lands at a uniformly random point of the GPU's poll
+def test_gpu_is_spiky_phase_locked_and_smooth_from_an_independent_clock(params, name):
+    """A GPU's poll period is long against its path jitter, so its polling cycle shapes the
+    histogram. From an independent clock a request lands at a uniformly random point of that
     cycle, so the wait is uniform over the period P: 80 % of rounds need at least 0.8 * P / 4 ns
-    buckets (jitter only widens this). Phase-locked, the same GPU fits in a few buckets."""
+    buckets (jitter only widens this). Phase-locked, every round starts at nearly the same point
+    of the cycle, so the same rounds crowd into a few spikes."""
     period_ps = params.consumers[name].poll_period_ns * 1000
     free = _run(params, name, FREE)
     locked = _run(params, name, LOCKED)
     assert _cover(free) >= 0.9 * 0.8 * period_ps / BIN_PS
-    assert _cover(locked) <= 25  # 100 ns, the seeds' tightness
+    assert 4 * _cover(locked) < _cover(free)
+    top_locked = np.bincount(locked // BIN_PS).max() / len(locked)
+    top_free = np.bincount(free // BIN_PS).max() / len(free)
+    assert top_locked >= 5 * top_free
 
 
 def test_mi355x_phase_locked_spike_holds_at_least_forty_percent(params):

@@ -21,20 +21,37 @@ def _bundled(rel: str) -> Path:
     return here if here.exists() else ROOT / rel
 
 
-def _count(text: str) -> int:
-    """A positive round count; accepts ``100000``, ``1e5``, ``3e6``."""
+MAX_ROUNDS = 100_000_000  # the scenario schema's bound too
+
+
+def _whole(text: str, low: int) -> int:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value != int(value) or value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1: {text!r}")
+    if not (low <= value <= MAX_ROUNDS) or value != int(value):
+        raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {MAX_ROUNDS:.0e}: {text!r}")
     return int(value)
+
+
+def _count(text: str) -> int:
+    """A round count >= 1; accepts ``100000``, ``1e5``, ``3e6``."""
+    return _whole(text, 1)
 
 
 def _nonneg(text: str) -> int:
     """A round count that may be 0."""
-    return 0 if text.strip() in ("0", "0.0") else _count(text)
+    return _whole(text, 0)
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+    return value
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
@@ -49,6 +66,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     sc = loaded.scenario
     rounds = args.rounds or sc.rounds
     out = Path(args.out) if args.out else Path("runs") / sc.name
+    if out.exists() and not out.is_dir():
+        raise ConfigError("--out", "--out", str(out), "exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
     consumers = sc.consumers()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -113,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a scenario (default: the bundled card_path_64b)")
     r.add_argument("scenario", nargs="?", help=f"scenario YAML (default {DEFAULT_SCENARIO})")
     r.add_argument("--rounds", type=_count, help="rounds per consumer (default: the scenario's; e.g. 1e5, 3e6)")
-    r.add_argument("--seed", type=int, help="seed (default: the scenario's)")
+    r.add_argument("--seed", type=_seed, help="seed >= 0 (default: the scenario's)")
     r.add_argument("--out", help="output folder (default runs/<scenario name>)")
     r.add_argument("--engine", choices=("auto", "direct", "event"), default="auto",
                    help="auto: direct engine, checked against the byte-level event model over "
@@ -134,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=120)
     try:
         if args.command == "run":
             return cmd_run(args, console)

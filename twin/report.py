@@ -63,18 +63,19 @@ def write_rounds_csv(study: StudyResult, path: Path) -> None:
 
 def print_table(study: StudyResult, console: Console) -> None:
     """One row per consumer: measured p50/p90 beside the twin's p50/p90/p99/p99.9 and errors."""
-    tb = Table(title=f"{study.scenario.scenario.name}: card-boundary round trip, {study.rounds:,} rounds, seed {study.seed}")
+    tb = Table(title=f"{study.scenario.scenario.name}: card-boundary round trip in µs, "
+                     f"{study.rounds:,} rounds, seed {study.seed}")
     for col in ("consumer", "meas p50", "meas p90", "twin p50", "twin p90", "twin p99", "twin p99.9",
-                "err p50", "err p90", "replies checked", "mismatches"):
-        tb.add_column(col, justify="left" if col == "consumer" else "right")
+                "err p50", "err p90", "checked", "mismatch"):
+        tb.add_column(col, justify="left" if col == "consumer" else "right", no_wrap=True)
     for run in study.runs:
         s = run.summary
         m = s.get("measured")
         e = s.get("error_pct")
-        us = lambda ns: f"{ns / 1000:.3f} µs"  # noqa: E731
+        us = lambda ns: f"{ns / 1000:.3f}"  # noqa: E731
         tb.add_row(s["name"], us(m["p50_ns"]) if m else "-", us(m["p90_ns"]) if m else "-",
                    us(s["p50_ns"]), us(s["p90_ns"]), us(s["p99_ns"]), us(s["p999_ns"]),
-                   f"{e['p50']:+.2f} %" if e else "-", f"{e['p90']:+.2f} %" if e else "-",
+                   f"{e['p50']:+.2f}%" if e else "-", f"{e['p90']:+.2f}%" if e else "-",
                    f"{s['replies_checked']:,}", str(s["mismatches"]))
     console.print(tb)
 

@@ -32,7 +32,7 @@ import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from twin.calibration.params import ParamSet, load_params
-from twin.config import ConfigError, load_model
+from twin.config import ConfigError, Located, load_model
 from twin.devices.generator import TrafficParams
 from twin.units import UnitError, time_ps
 
@@ -68,15 +68,16 @@ class Traffic(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self):
+        if time_ps(self.clock_period) <= 0:
+            raise Located(("clock_period",), self.clock_period, "must be > 0")
         if self.mode == "open_loop":
             if self.period is None:
-                raise ValueError("open_loop traffic needs a period (e.g. '5 us')")
+                raise Located(("period",), "<missing>", "open_loop traffic needs a period (e.g. '5 us')")
             if time_ps(self.period) <= 0 or time_ps(self.period) % time_ps(self.clock_period):
-                raise ValueError("period must be a positive whole number of clock_period cycles")
-        if time_ps(self.clock_period) <= 0:
-            raise ValueError("clock_period must be > 0")
+                raise Located(("period",), self.period,
+                              f"must be a positive whole number of clock_period ({self.clock_period}) cycles")
         if self.clock == "card" and self.ppm:
-            raise ValueError("ppm applies only to an independent clock")
+            raise Located(("ppm",), self.ppm, "applies only to an independent clock (clock: independent)")
         return self
 
 
@@ -109,11 +110,11 @@ class Scenario(_Strict):
     description: str = ""
     calibration: str
     measured: str | None = None
-    seed: int = Field(0, ge=0)
-    rounds: int = Field(100_000, gt=0, le=100_000_000)
-    frame_bytes: int = Field(64, gt=0, le=65_535)
+    seed: int = Field(0, ge=0, strict=True)
+    rounds: int = Field(100_000, gt=0, le=100_000_000, strict=True)
+    frame_bytes: int = Field(64, gt=0, le=65_535, strict=True)
     encoding: Literal["default", "classic", "per_piece"] = "default"
-    slots: int = Field(16, gt=0, le=65_536)
+    slots: int = Field(16, gt=0, le=65_536, strict=True)
     traffic: Traffic = Traffic()
     nodes: list[Node] = Field(min_length=3)
     links: list[Link] = Field(min_length=2)
@@ -127,33 +128,43 @@ class Scenario(_Strict):
         """The topology as a networkx graph: nodes carry their :class:`Node`, edges their kind.
         Raises ValueError when it is not one generator, one link card, consumers on pcie."""
         g = nx.Graph()
-        for n in self.nodes:
+        for i, n in enumerate(self.nodes):
             if n.name in g:
-                raise ValueError(f"node name {n.name!r} is used twice")
-            g.add_node(n.name, node=n)
-        for link in self.links:
-            for end in (link.a, link.b):
+                raise Located(("nodes", i, "name"), n.name, "node name used twice")
+            g.add_node(n.name, node=n, index=i)
+        for kind in ("generator", "link_card"):
+            idx = [i for i, n in enumerate(self.nodes) if n.kind == kind]
+            if not idx:
+                raise Located(("nodes",), f"<no {kind}>", f"the topology needs exactly one {kind}")
+            if len(idx) > 1:
+                raise Located(("nodes", idx[1], "kind"), kind, f"a second {kind}; the topology needs exactly one")
+        if not any(n.kind == "consumer" for n in self.nodes):
+            raise Located(("nodes",), "<no consumer>", "the topology needs at least one consumer")
+        for j, link in enumerate(self.links):
+            for key, end in (("from", link.a), ("to", link.b)):
                 if end not in g:
-                    raise ValueError(f"link {link.a}-{link.b} names unknown node {end!r}")
-            g.add_edge(link.a, link.b, kind=link.kind)
-        kinds = {k: [n.name for n in self.nodes if n.kind == k] for k in ("generator", "link_card", "consumer")}
-        if len(kinds["generator"]) != 1 or len(kinds["link_card"]) != 1:
-            raise ValueError("the topology needs exactly one generator and one link_card")
-        if not kinds["consumer"]:
-            raise ValueError("the topology needs at least one consumer")
-        gen, card = kinds["generator"][0], kinds["link_card"][0]
-        if not g.has_edge(gen, card) or g.edges[gen, card]["kind"] not in ("on_card", "aurora"):
-            raise ValueError(f"generator {gen!r} must be joined to link card {card!r} by an on_card or aurora link")
-        for c in kinds["consumer"]:
-            node = g.nodes[c]["node"]
-            if node.device is None:
-                raise ValueError(f"consumer {c!r} needs a device (a consumer of the parameter set)")
-            if not g.has_edge(card, c) or g.edges[card, c]["kind"] != "pcie":
-                raise ValueError(f"consumer {c!r} must be joined to link card {card!r} by a pcie link")
-        for a, b, kind in g.edges(data="kind"):
-            ends = {g.nodes[a]["node"].kind, g.nodes[b]["node"].kind}
-            if kind == "pcie" and ends != {"link_card", "consumer"}:
-                raise ValueError(f"pcie link {a}-{b} must join the link card and a consumer")
+                    raise Located(("links", j, key), end, "no node of that name")
+            if g.has_edge(link.a, link.b):
+                raise Located(("links", j, "to"), link.b, f"a second link between {link.a} and {link.b}")
+            ends = {g.nodes[link.a]["node"].kind, g.nodes[link.b]["node"].kind}
+            allowed = {"pcie": {"link_card", "consumer"}, "on_card": {"generator", "link_card"},
+                       "aurora": {"generator", "link_card"}}[link.kind]
+            if ends != allowed:
+                raise Located(("links", j, "kind"), link.kind,
+                              f"a {link.kind} link joins a {' and a '.join(sorted(allowed))}, not {link.a} and {link.b}")
+            g.add_edge(link.a, link.b, kind=link.kind, index=j)
+        gen = next(n.name for n in self.nodes if n.kind == "generator")
+        card = next(n.name for n in self.nodes if n.kind == "link_card")
+        if not g.has_edge(gen, card):
+            raise Located(("nodes", g.nodes[gen]["index"], "name"), gen,
+                          f"the generator must be joined to link card {card!r} by an on_card or aurora link")
+        for i, n in enumerate(self.nodes):
+            if n.kind != "consumer":
+                continue
+            if n.device is None:
+                raise Located(("nodes", i, "device"), "<missing>", "a consumer needs a device (a consumer of the parameter set)")
+            if not g.has_edge(card, n.name):
+                raise Located(("nodes", i, "name"), n.name, f"not joined to link card {card!r} by a pcie link")
         return g
 
     # -- derived -----------------------------------------------------------------------------

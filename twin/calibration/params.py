@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from twin.config import load_model
+from twin.config import Located, load_model
 from twin.devices.consumer import ConsumerParams
 from twin.devices.cpu import cpu_core
 from twin.devices.fpga import fpga_logic
@@ -56,7 +56,7 @@ class CardModel(_Strict):
         clk = period_ps(self.clock)
         for key in ("reply_poll_period_ns", "reply_read_ns"):
             if _ps(getattr(self, key)) % clk:
-                raise ValueError(f"{key} must be a whole number of card clock cycles ({clk / 1000:g} ns)")
+                raise Located((key,), getattr(self, key), f"must be a whole number of card clock cycles ({clk / 1000:g} ns)")
         return self
 
     def params(self) -> LinkCardParams:
@@ -174,9 +174,9 @@ class FitGroup(_Strict):
     def _bounds(cls, v):
         for key, b in v.items():
             if not b[0] < b[1]:
-                raise ValueError(f"bounds for {key} must be [low, high] with low < high, got {list(b)}")
+                raise Located((key,), list(b), "bounds must be [low, high] with low < high")
             if len(b) == 3 and b[2] <= 0:
-                raise ValueError(f"step for {key} must be > 0, got {b[2]}")
+                raise Located((key,), list(b), "the step (third number) must be > 0")
         return v
 
     def snap(self, key: str, value: float) -> float:
@@ -217,20 +217,21 @@ class ParamSet(_Strict):
     def _references(self):
         for name, c in self.consumers.items():
             if c.host not in self.hosts:
-                raise ValueError(f"consumer {name!r} names host {c.host!r}, which is not under hosts")
+                raise Located(("consumers", name, "host"), c.host, f"no such host (have: {', '.join(self.hosts)})")
         if self.fit:
-            keys = [k for g in self.fit.groups for k in g.free] + list(self.fit.tie) + list(self.fit.tie.values())
-            for key in keys:
+            named = [(("fit", "groups", gi, "free"), k) for gi, g in enumerate(self.fit.groups) for k in g.free]
+            named += [(("fit", "tie"), k) for k in self.fit.tie] + [(("fit", "tie", k), v) for k, v in self.fit.tie.items()]
+            for where, key in named:
                 try:
                     value = self.get(key)
                 except (KeyError, AttributeError):
-                    raise ValueError(f"fit names parameter {key!r}, which does not exist") from None
-                if not isinstance(value, (int, float)):
-                    raise ValueError(f"fit names {key!r}, which is not a number")
-            for g in self.fit.groups:
-                for c in g.consumers:
+                    raise Located(where, key, "no such parameter") from None
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise Located(where, key, "not a numeric parameter")
+            for gi, g in enumerate(self.fit.groups):
+                for ci, c in enumerate(g.consumers):
                     if c not in self.consumers:
-                        raise ValueError(f"fit group names consumer {c!r}, which is not under consumers")
+                        raise Located(("fit", "groups", gi, "consumers", ci), c, "no such consumer")
         return self
 
     def get(self, dotted: str) -> float:

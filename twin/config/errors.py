@@ -21,6 +21,18 @@ class ConfigError(ValueError):
         super().__init__(f"{file}: {key or '(top level)'}: {_short(value)}: {problem}")
 
 
+class Located(ValueError):
+    """Raised inside a validator to point at a key below the model being validated.
+
+    ``path`` is a tuple of keys and list indices relative to that model, ``value`` the offending
+    value, ``problem`` what is wrong; :func:`load_model` turns it into a :class:`ConfigError`.
+    """
+
+    def __init__(self, path: tuple, value: object, problem: str):
+        self.path, self.value, self.problem = tuple(path), value, problem
+        super().__init__(problem)
+
+
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -55,7 +67,8 @@ def load_yaml(path: str | Path) -> object:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "?"
-        raise ConfigError(p, where, "", f"not valid YAML ({getattr(e, 'problem', e)})") from None
+        bad = text.splitlines()[mark.line].strip() if mark and mark.line < len(text.splitlines()) else ""
+        raise ConfigError(p, where, bad, f"not valid YAML ({getattr(e, 'problem', e)})") from None
 
 
 def load_model(path: str | Path, model: type[M], data: object | None = None) -> M:
@@ -73,7 +86,13 @@ def load_model(path: str | Path, model: type[M], data: object | None = None) -> 
         err = e.errors()[0]
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
         value = err.get("input") if err["type"] != "missing" else "<missing>"
-        if err["type"] == "extra_forbidden":
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, Located):
+            loc, value, problem = loc + cause.path, cause.value, cause.problem
+            raw = _dig(data, loc)  # the value as the file spells it, where the key points at one
+            if not isinstance(raw, (dict, list)) and raw != "<missing>" and raw == value:
+                value = raw
+        elif err["type"] == "extra_forbidden":
             problem = "unknown key"
         else:
             problem = err["msg"].removeprefix("Value error, ")
