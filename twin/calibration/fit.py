@@ -182,7 +182,7 @@ def calibrate(prior: ParamSet, prior_path: Path, log: Callable[[str], None] = pr
 def fitted_document(result: FitResult, prior_path: Path, measured_path: str) -> dict:
     """The fitted parameter set as a YAML-ready mapping: values, provenance, residuals."""
     p = result.params
-    data = p.model_dump(exclude={"fit", "fitted"}, exclude_defaults=False)
+    data = p.model_dump(exclude={"fit", "fitted"}, exclude_none=True)
     prov = dict(p.provenance)
     for key, v in result.values.items():
         prov[key] = f"fitted: twin calibrate to {measured_path}"
