@@ -18,6 +18,7 @@ from twin.loop.build import loop_spec
 from twin.loop.direct import run_direct
 from twin.loop.event import run_event
 from twin.scenario import load_scenario
+from twin.study import run_study
 
 ROOT = Path(__file__).resolve().parent.parent
 HARDWARE_ROUNDS_PER_S = 1e12 / 2_172_000  # one round per 2.172 µs (EPYC 7282 core p50)
@@ -27,6 +28,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=200_000, help="rounds per consumer, direct engine")
     ap.add_argument("--event-rounds", type=int, default=40_000, help="rounds per consumer, event model")
+    ap.add_argument("--study-rounds", type=int, default=100_000, help="rounds per consumer, whole study")
     args = ap.parse_args()
     loaded = load_scenario(ROOT / "scenarios" / "card_path_64b.yaml")
     sc = loaded.scenario
@@ -51,6 +53,12 @@ def main() -> None:
     print(f"ratio direct/hardware ({HARDWARE_ROUNDS_PER_S:,.0f} rounds/s): {d / HARDWARE_ROUNDS_PER_S:.3f}")
     print(f"ratio event/hardware: {e / HARDWARE_ROUNDS_PER_S:.3f}")
     print(f"ratio direct/target (150,000 rounds/s): {d / 150_000:.2f}")
+    t0 = time.perf_counter()
+    run_study(loaded, rounds=args.study_rounds)
+    dt = time.perf_counter() - t0
+    s = len(sc.consumers()) * args.study_rounds / dt
+    print(f"whole study as `twin run` does it (direct engine + event model over 10,000 rounds per consumer, "
+          f"no file output): {s:,.0f} rounds/s; ratio study/target: {s / 150_000:.2f}")
 
 
 if __name__ == "__main__":

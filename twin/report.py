@@ -65,8 +65,8 @@ def print_table(study: StudyResult, console: Console) -> None:
     """One row per consumer: measured p50/p90 beside the twin's p50/p90/p99/p99.9 and errors."""
     tb = Table(title=f"{study.scenario.scenario.name}: card-boundary round trip in µs, "
                      f"{study.rounds:,} rounds, seed {study.seed}")
-    for col in ("consumer", "meas p50", "meas p90", "twin p50", "twin p90", "twin p99", "twin p99.9",
-                "err p50", "err p90", "checked", "mismatch"):
+    for col in ("consumer", "meas p50", "meas p90", "twin p50", "p90", "p99", "p99.9",
+                "err p50", "err p90", "checked", "mismatches"):
         tb.add_column(col, justify="left" if col == "consumer" else "right", no_wrap=True)
     for run in study.runs:
         s = run.summary
