@@ -55,6 +55,8 @@ def _seed(text: str) -> int:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    """``twin run``: run a scenario, print the table, write results.json, rounds.csv, histograms.png.
+    Returns 0, or 1 if any reply mismatched; raises ConfigError for bad input."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from twin.report import plot_histograms, print_table, write_results_json, write_rounds_csv
@@ -92,6 +94,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
+    """``twin calibrate``: fit a prior parameter set, write the fitted set, print the residuals."""
     import yaml
     from rich.table import Table
 
@@ -127,6 +130,7 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for ``twin``."""
     p = argparse.ArgumentParser(prog="twin", description="Digital twin of the real-time QEC loop.")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run a scenario (default: the bundled card_path_64b)")
@@ -152,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code (2 for bad input, with one line on stderr)."""
     args = build_parser().parse_args(argv)
     console = Console() if sys.stdout.isatty() else Console(width=120)
     try:

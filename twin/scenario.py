@@ -82,6 +82,9 @@ class Traffic(_Strict):
 
 
 class Node(_Strict):
+    """A node of the topology: ``kind`` generator, link_card or consumer (with its ``device``),
+    and the ``model`` standing for it."""
+
     name: str = Field(min_length=1)
     kind: Literal["generator", "link_card", "consumer"]
     device: str | None = None
@@ -98,6 +101,8 @@ class Node(_Strict):
 
 
 class Link(_Strict):
+    """An edge of the topology, ``from``/``to`` node names and its ``kind``."""
+
     a: str = Field(alias="from")
     b: str = Field(alias="to")
     kind: Literal["on_card", "aurora", "pcie"]
@@ -169,15 +174,18 @@ class Scenario(_Strict):
 
     # -- derived -----------------------------------------------------------------------------
     def consumers(self) -> list[Node]:
+        """Consumer nodes in file order (one loop each)."""
         return [n for n in self.nodes if n.kind == "consumer"]
 
     def external_control(self) -> bool:
+        """True when the generator reaches the card over Aurora (a control system across a cable)."""
         g = self.graph()
         gen = next(n.name for n in self.nodes if n.kind == "generator")
         card = next(n.name for n in self.nodes if n.kind == "link_card")
         return g.edges[gen, card]["kind"] == "aurora"
 
     def traffic_params(self, rounds: int | None = None) -> TrafficParams:
+        """The traffic in ps for the devices; ``rounds`` overrides the scenario's."""
         t = self.traffic
         return TrafficParams(mode=t.mode, rounds=rounds or self.rounds, frame_bytes=self.frame_bytes,
                              period_ps=time_ps(t.period) if t.period else 0, clock=t.clock,

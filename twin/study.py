@@ -34,6 +34,8 @@ class ConsumerRun:
 
 @dataclass
 class StudyResult:
+    """A whole study: the scenario, its rounds and seed, one :class:`ConsumerRun` per consumer."""
+
     scenario: LoadedScenario
     rounds: int
     seed: int

@@ -57,25 +57,25 @@ def time_ps(value: str | int | float, default_unit: str = "ns") -> int:
     return int(round(q))
 
 
+def _scaled(value: str | int | float, kind: str, units: dict[str, int], hint: str) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    num, unit = _split(value, kind)
+    if unit not in units:
+        raise UnitError(f"unknown {kind} unit {unit!r} in {value!r} (use {hint})")
+    return float(num * units[unit])
+
+
 def rate_bps(value: str | int | float) -> float:
     """Convert a line rate (``"10.3125 Gb/s"``, ``"8 GT/s"``, ``"2 GB/s"`` = 16e9) or a number in
     bit/s to bit/s. Case matters (b = bit, B = byte). Raises :class:`UnitError`."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    num, unit = _split(value, "rate")
-    if unit not in _RATE_UNITS:
-        raise UnitError(f"unknown rate unit {unit!r} in {value!r} (use b/s, Mb/s, Gb/s, GB/s, GT/s)")
-    return float(num * _RATE_UNITS[unit])
+    return _scaled(value, "rate", _RATE_UNITS, "b/s, Mb/s, Gb/s, GB/s, GT/s")
 
 
 def freq_hz(value: str | int | float) -> float:
-    """Convert a clock frequency (``"250 MHz"``) or a number in Hz to Hz."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    num, unit = _split(value, "frequency")
-    if unit not in _FREQ_UNITS:
-        raise UnitError(f"unknown frequency unit {unit!r} in {value!r} (use Hz, kHz, MHz, GHz)")
-    return float(num * _FREQ_UNITS[unit])
+    """Convert a clock frequency (``"250 MHz"``) or a number in Hz to Hz. Case matters (MHz, not
+    mHz). Raises :class:`UnitError`."""
+    return _scaled(value, "frequency", _FREQ_UNITS, "Hz, kHz, MHz, GHz")
 
 
 def period_ps(freq: str | int | float) -> int:

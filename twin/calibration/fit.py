@@ -40,6 +40,7 @@ class Residual:
 
     @property
     def error_pct(self) -> float:
+        """100 * (model - measured) / measured."""
         return 100.0 * (self.model_ns - self.measured_ns) / self.measured_ns
 
 

@@ -31,14 +31,18 @@ class MeasuredRow(BaseModel):
 
     @property
     def p50_ps(self) -> int:
+        """Published median in ps."""
         return time_ps(self.p50)
 
     @property
     def p90_ps(self) -> int:
+        """Published 90th percentile in ps."""
         return time_ps(self.p90)
 
 
 class Setup(BaseModel):
+    """How the measurement was taken (boundary, frame size, traffic, rounds, clock, bin, function)."""
+
     model_config = ConfigDict(extra="forbid")
     boundary: str
     frame_bytes: int = Field(gt=0)
@@ -62,6 +66,7 @@ class Measured(BaseModel):
     _i = field_validator("interconnect")(classmethod(lambda cls, v: {k: _quantity(x) for k, x in v.items()}))
 
     def interconnect_ps(self, key: str) -> int:
+        """One interconnect figure (e.g. ``"link_round_trip"``) in ps."""
         return time_ps(self.interconnect[key])
 
 

@@ -31,6 +31,16 @@ def _ps(ns: float) -> int:
     return int(round(ns * PS_PER_NS))
 
 
+def _positive(text: str, read) -> str:
+    """Check a quantity string with ``read`` (e.g. :func:`freq_hz`) and that it is > 0."""
+    try:
+        if read(text) <= 0:
+            raise UnitError("must be > 0")
+    except UnitError as e:
+        raise ValueError(str(e)) from None
+    return text
+
+
 class CardModel(_Strict):
     """The U55C link card (see :class:`twin.devices.LinkCardParams`)."""
 
@@ -41,15 +51,7 @@ class CardModel(_Strict):
     reply_send_ns: float = Field(30.0, ge=0)
     reply_poll_period_ns: float = Field(4.0, gt=0)
 
-    @field_validator("clock")
-    @classmethod
-    def _clock(cls, v: str) -> str:
-        try:
-            if freq_hz(v) <= 0:
-                raise UnitError("must be > 0")
-        except UnitError as e:
-            raise ValueError(str(e)) from None
-        return v
+    _clock = field_validator("clock")(classmethod(lambda cls, v: _positive(v, freq_hz)))
 
     @model_validator(mode="after")
     def _on_grid(self):
@@ -60,6 +62,7 @@ class CardModel(_Strict):
         return self
 
     def params(self) -> LinkCardParams:
+        """The card's timing in integer picoseconds."""
         return LinkCardParams(clock_ps=period_ps(self.clock), bridge_bits=self.bridge_bits,
                               engine_land_ps=_ps(self.engine_land_ns), reply_read_ps=_ps(self.reply_read_ns),
                               reply_send_ps=_ps(self.reply_send_ns),
@@ -73,17 +76,10 @@ class AuroraModel(_Strict):
     lane_rate: str = "10.3125 Gb/s"
     link_stage_ns: float = Field(0.0, ge=0)
 
-    @field_validator("lane_rate")
-    @classmethod
-    def _rate(cls, v: str) -> str:
-        try:
-            if rate_bps(v) <= 0:
-                raise UnitError("must be > 0")
-        except UnitError as e:
-            raise ValueError(str(e)) from None
-        return v
+    _rate = field_validator("lane_rate")(classmethod(lambda cls, v: _positive(v, rate_bps)))
 
     def link(self) -> Aurora64B66B:
+        """The link model with these parameters."""
         return Aurora64B66B(self.lanes, rate_bps(self.lane_rate), _ps(self.link_stage_ns))
 
 
@@ -115,9 +111,11 @@ class HostModel(_Strict):
     p2p: PathModel
 
     def path(self, name: str) -> PathModel:
+        """The ``"host_memory"`` or ``"p2p"`` path class."""
         return self.host_memory if name == "host_memory" else self.p2p
 
     def link(self, path: str) -> PcieLink:
+        """The PCIe link of path class ``path`` with its one-way latency."""
         p = self.pcie
         return PcieLink(p.generation, p.lanes, p.max_payload_bytes, p.tlp_header_bytes, p.tlp_overhead_bytes,
                         _ps(self.path(path).latency_ns))
@@ -151,6 +149,7 @@ class ConsumerModel(_Strict):
         return self
 
     def params(self, encoding: str | None = None) -> ConsumerParams:
+        """Device parameters in ps; ``encoding`` overrides the consumer's own."""
         enc = encoding or self.encoding
         if self.kind == "fpga":
             return fpga_logic(_ps(self.clock_ns), _ps(self.answer_ns), enc)

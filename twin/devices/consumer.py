@@ -56,6 +56,7 @@ class ConsumerParams:
         return self.read_ps
 
     def with_phase(self, phase_ps: int) -> "ConsumerParams":
+        """The same parameters with the poll phase set."""
         return replace(self, poll_phase_ps=int(phase_ps))
 
 

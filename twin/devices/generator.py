@@ -59,6 +59,7 @@ class TrafficParams:
 
     @property
     def period_cycles(self) -> int:
+        """Open loop: the request period in generator clock cycles."""
         return self.period_ps // self.clock_ps
 
 
@@ -89,6 +90,7 @@ class TrafficGenerator:
         self.t_send: list[int] = []
 
     def start(self) -> None:
+        """Schedule the first request (at the generator clock's edge 0)."""
         if self.p.mode == "closed_loop":
             self.kernel.at(self.clock.edge(0), self._send_next)
         else:

@@ -31,6 +31,7 @@ class Encoding:
 
     @property
     def per_piece(self) -> bool:
+        """True for the per-piece encoding."""
         return self.name == "per_piece"
 
     def pieces(self, nbytes: int) -> int:

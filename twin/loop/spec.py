@@ -85,4 +85,5 @@ class LoopResult:
 
     @property
     def mismatches(self) -> int:
+        """Replies the card found wrong."""
         return int((~self.ok).sum())
