@@ -171,15 +171,15 @@ def test_results_json_top_level_follows_docs(default_run):
     assert doc["seed"] == DEFAULT_SEED and type(doc["seed"]) is int
     assert doc["rounds"] == ROUNDS and type(doc["rounds"]) is int
     assert doc["frame_bytes"] == 64 and type(doc["frame_bytes"]) is int
-    assert set(doc["traffic"]) == {"mode", "clock", "period", "ppm", "control"}
+    assert set(doc["traffic"]) == {"mode", "clock", "period_ns", "ppm", "control"}
     assert doc["traffic"]["mode"] == "closed_loop"
     assert doc["traffic"]["clock"] == "card"
-    assert doc["traffic"]["period"] is None
+    assert doc["traffic"]["period_ns"] is None
     assert doc["traffic"]["ppm"] == 0
     assert doc["traffic"]["control"] == "on card"
     assert isinstance(doc["timing_boundary"], str) and doc["timing_boundary"]
     assert set(doc["measured"]) == {"file", "source"}
-    assert doc["measured"]["file"] == "card_path_64b.yaml"
+    assert doc["measured"]["file"] == "../calibrations/measured/card_path_64b.yaml"  # as the scenario names it
     assert "amd-qblox-exchange-runtime" in doc["measured"]["source"]
     assert isinstance(doc["consumers"], list)
 
@@ -197,7 +197,7 @@ def test_results_json_consumers_follow_docs(default_run):
     for c in cons:
         name = c["name"]
         assert set(c) == {"name", "node", "device", "kind", "host", "encoding", "engine", "rounds",
-                          "replies_checked", "mismatches", *STATS, "measured", "error_pct"}, name
+                          "replies_checked", "mismatches", "backlog_max", *STATS, "measured", "error_pct"}, name
         assert c["node"] == name  # the default scenario's node names are the consumers' names
         assert isinstance(c["device"], str) and c["device"]
         assert c["kind"] == KIND[name]
@@ -351,7 +351,7 @@ def test_qblox_traffic_block(qblox_run):
     doc = qblox_run["doc"]
     assert doc["scenario"] == "qblox_open_loop"
     assert doc["rounds"] == 1000
-    assert doc["traffic"] == {"mode": "open_loop", "clock": "independent", "period": "5 us", "ppm": 12.5,
+    assert doc["traffic"] == {"mode": "open_loop", "clock": "independent", "period_ns": 5000.0, "ppm": 12.5,
                               "control": "external (aurora)"}
     assert doc["measured"] is None
     assert [c["name"] for c in doc["consumers"]] == CONSUMERS

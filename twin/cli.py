@@ -7,7 +7,13 @@ from pathlib import Path
 
 from rich.console import Console
 
+from twin import __version__
 from twin.config import ConfigError
+from twin.loop.direct import DirectNotApplicable
+
+
+class UsageError(Exception):
+    """A command-line value that cannot be used (one line, exit 2)."""
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SCENARIO = "scenarios/card_path_64b.yaml"
@@ -69,8 +75,11 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     rounds = args.rounds or sc.rounds
     out = Path(args.out) if args.out else Path("runs") / sc.name
     if out.exists() and not out.is_dir():
-        raise ConfigError("--out", "--out", str(out), "exists and is not a folder")
+        raise UsageError(f"--out {out}: exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
+    for flag, name in ((args.no_csv, "rounds.csv"), (args.no_plot, "histograms.png")):
+        if flag and (out / name).exists():
+            (out / name).unlink()  # an earlier run's file would not match this results.json
     consumers = sc.consumers()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False, disable=args.quiet) as bar:
@@ -84,6 +93,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         write_rounds_csv(study, out / "rounds.csv")
     if not args.no_plot:
         plot_histograms(study, out / "histograms.png")
+    for r in study.runs:
+        if r.summary["backlog_max"]:
+            console.print(f"[yellow]warning: {r.node}: requests waited for a free slot (up to "
+                          f"{r.summary['backlog_max']} at once): the offered load exceeds what it serves[/yellow]")
     console.print(f"wrote {out / 'results.json'}" + ("" if args.no_csv else f", {out / 'rounds.csv'}")
                   + ("" if args.no_plot else f", {out / 'histograms.png'}"))
     bad = sum(r.summary["mismatches"] for r in study.runs)
@@ -105,11 +118,13 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     prior = load_params(prior_path)
     if prior.fit is None:
         raise ConfigError(prior_path, "fit", None, "a prior needs a fit section to calibrate")
+    out = Path(args.out) if args.out else prior_path.parent / "fitted" / prior_path.name
+    if out.is_dir():
+        raise UsageError(f"--out {out}: is a folder; name the file to write")
+    out.parent.mkdir(parents=True, exist_ok=True)  # fail now, not after the fit
     result = calibrate(prior, prior_path, log=console.print, rounds=args.rounds, maxiter=args.maxiter,
                        popsize=args.popsize)
     measured_rel = str((prior_path.parent / prior.fit.measured))
-    out = Path(args.out) if args.out else prior_path.parent / "fitted" / prior_path.name
-    out.parent.mkdir(parents=True, exist_ok=True)
     doc = fitted_document(result, prior_path, prior.fit.measured)
     out.write_text("# Written by `twin calibrate` from " + prior_path.name + "; do not edit by hand.\n"
                    + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
@@ -132,6 +147,7 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for ``twin``."""
     p = argparse.ArgumentParser(prog="twin", description="Digital twin of the real-time QEC loop.")
+    p.add_argument("--version", action="version", version=f"twin {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run a scenario (default: the bundled card_path_64b)")
     r.add_argument("scenario", nargs="?", help=f"scenario YAML (default {DEFAULT_SCENARIO})")
@@ -140,7 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="output folder (default runs/<scenario name>)")
     r.add_argument("--engine", choices=("auto", "direct", "event"), default="auto",
                    help="auto: direct engine, checked against the byte-level event model over "
-                        "--verify-rounds; event: event model for every round")
+                        "--verify-rounds (event model alone when requests queue); direct: direct engine "
+                        "only, no byte check, refuses runs where requests queue; event: event model "
+                        "for every round")
     r.add_argument("--verify-rounds", type=_nonneg, default=10_000,
                    help="rounds the event model checks in auto mode (default 10000)")
     r.add_argument("--no-plot", action="store_true", help="skip histograms.png")
@@ -163,8 +181,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             return cmd_run(args, console)
         return cmd_calibrate(args, console)
-    except ConfigError as e:
+    except (ConfigError, UsageError) as e:
         print(f"twin: error: {e}", file=sys.stderr)
+        return 2
+    except DirectNotApplicable as e:
+        print(f"twin: error: --engine direct: {e}; use --engine auto or event", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"twin: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
         return 2
 
 

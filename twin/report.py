@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from twin.stats import histogram_ps
+from twin.units import time_ps
 from twin.study import StudyResult
 
 SCHEMA = "twin.results/1"
@@ -29,14 +30,15 @@ def results_document(study: StudyResult) -> dict:
         "seed": study.seed,
         "rounds": study.rounds,
         "frame_bytes": sc.frame_bytes,
-        "traffic": {"mode": t.mode, "clock": t.clock, "period": t.period, "ppm": t.ppm,
+        "traffic": {"mode": t.mode, "clock": t.clock,
+                    "period_ns": time_ps(t.period) / 1000 if t.period else None, "ppm": t.ppm,
                     "control": "external (aurora)" if sc.external_control() else "on card"},
         "timing_boundary": "request enters the link card -> the card has the reply (4 ns card clock)",
         "measured": None,
         "consumers": [r.summary for r in study.runs],
     }
     if study.measured is not None:
-        doc["measured"] = {"file": study.scenario.measured_path.name, "source": study.measured.source}
+        doc["measured"] = {"file": sc.measured, "source": study.measured.source}
     return doc
 
 
@@ -46,9 +48,9 @@ def write_results_json(study: StudyResult, path: Path) -> None:
 
 
 def write_rounds_csv(study: StudyResult, path: Path) -> None:
-    """Per-round CSV: consumer, round, t_in_ps, t_have_ps, rtt_ps, loop_ps (integer picoseconds).
-
-    ``rtt_ps`` is the card-boundary round trip; ``loop_ps`` generator to generator."""
+    """Per-round CSV: consumer (the scenario's node name), round, t_in_ps, t_have_ps, rtt_ps,
+    loop_ps (integer picoseconds). ``rtt_ps`` is the card-boundary round trip; ``loop_ps`` generator
+    to generator (equal to ``rtt_ps`` when the generator sits on the card)."""
     with path.open("w") as f:
         f.write("consumer,round,t_in_ps,t_have_ps,rtt_ps,loop_ps\n")
         for run in study.runs:
@@ -58,7 +60,7 @@ def write_rounds_csv(study: StudyResult, path: Path) -> None:
             chunk = 200_000
             for i in range(0, n, chunk):
                 block = cols[i:i + chunk]
-                f.write("".join(f"{run.device},{a},{b},{c},{d},{e}\n" for a, b, c, d, e in block.tolist()))
+                f.write("".join(f"{run.node},{a},{b},{c},{d},{e}\n" for a, b, c, d, e in block.tolist()))
 
 
 def print_table(study: StudyResult, console: Console) -> None:
@@ -73,7 +75,7 @@ def print_table(study: StudyResult, console: Console) -> None:
         m = s.get("measured")
         e = s.get("error_pct")
         us = lambda ns: f"{ns / 1000:.3f}"  # noqa: E731
-        tb.add_row(s["name"], us(m["p50_ns"]) if m else "-", us(m["p90_ns"]) if m else "-",
+        tb.add_row(run.node, us(m["p50_ns"]) if m else "-", us(m["p90_ns"]) if m else "-",
                    us(s["p50_ns"]), us(s["p90_ns"]), us(s["p99_ns"]), us(s["p999_ns"]),
                    f"{e['p50']:+.2f}%" if e else "-", f"{e['p90']:+.2f}%" if e else "-",
                    f"{s['replies_checked']:,}", str(s["mismatches"]))
@@ -94,16 +96,16 @@ def plot_histograms(study: StudyResult, path: Path, bin_ps: int = 4000) -> None:
         starts, counts = histogram_ps(rtt, bin_ps)
         ax.bar(starts / 1e6, counts, width=bin_ps / 1e6, align="edge", color="#3b6ea8", linewidth=0)
         s = run.summary
-        ax.axvline(s["p50_ns"] / 1000, color="#c03030", lw=1, label="twin p50")
+        ax.axvline(s["p50_ns"] / 1000, color="#c03030", lw=2.2, label="twin p50")
         ax.axvline(s["p90_ns"] / 1000, color="#e08020", lw=1, label="twin p90")
         if s.get("measured"):
             ax.axvline(s["measured"]["p50_ns"] / 1000, color="#c03030", lw=1, ls="--", label="measured p50")
             ax.axvline(s["measured"]["p90_ns"] / 1000, color="#e08020", lw=1, ls="--", label="measured p90")
         ax.set_yscale("log")
         ax.set_ylabel("rounds")
-        ax.set_title(f"{s['name']} — {s['device']}", fontsize=9, loc="left")
-        lo, hi = np.percentile(rtt, [0.1, 99.9]) / 1e6
-        pad = max(0.05, (hi - lo) * 0.2)
+        ax.set_title(f"{run.node} — {s['device']}", fontsize=9, loc="left")
+        lo, hi = rtt.min() / 1e6, (rtt.max() + bin_ps) / 1e6
+        pad = max(0.02, (hi - lo) * 0.05)
         ax.set_xlim(lo - pad, hi + pad)
         ax.legend(fontsize=7, loc="upper right")
     axes[-1, 0].set_xlabel(f"round trip (µs), {bin_ps / 1000:g} ns bins")

@@ -43,9 +43,13 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
-def _duration(v: str | int | float | None) -> str | int | float | None:
+def _duration(v: object) -> object:
     if v is None:
         return v
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        raise ValueError(f"needs a unit, e.g. '{v} ns' or '{v} us'")
+    if not isinstance(v, str):
+        raise ValueError("must be a quantity string such as '5 us'")
     try:
         if time_ps(v) < 0:
             raise ValueError("must not be negative")
@@ -64,7 +68,7 @@ class Traffic(_Strict):
     ppm: float = Field(0.0, gt=-1e6, lt=1e6)
     gap: str = "0 ns"
 
-    _d = field_validator("period", "clock_period", "gap")(classmethod(lambda cls, v: _duration(v)))
+    _d = field_validator("period", "clock_period", "gap", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -111,7 +115,7 @@ class Link(_Strict):
 class Scenario(_Strict):
     """A what-if study (see module docstring for the schema)."""
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
     description: str = ""
     calibration: str
     measured: str | None = None

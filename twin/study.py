@@ -95,7 +95,8 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
         dev = loaded.params.consumers[node.device]
         s = {"name": node.device, "node": node.name, "device": dev.device, "kind": dev.kind,
              "host": dev.host, "encoding": spec.consumer.encoding, "engine": used, "rounds": int(rounds),
-             "replies_checked": int(checked), "mismatches": int(mism)}
+             "replies_checked": int(checked), "mismatches": int(mism),
+             "backlog_max": int(res.stats.get("backlog_max", 0))}
         s.update(summary_ns(res.rtt_ps))
         if spec.aurora is not None:
             loop = summary_ns(res.loop_ps)

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from twin.config import load_model
+from twin.config import Located, load_model
 from twin.units import UnitError, time_ps
 
 
@@ -28,6 +28,14 @@ class MeasuredRow(BaseModel):
     note: str = ""
 
     _q = field_validator("p50", "p90")(classmethod(lambda cls, v: _quantity(v)))
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.p50_ps <= 0:
+            raise Located(("p50",), self.p50, "must be > 0")
+        if self.p90_ps < self.p50_ps:
+            raise Located(("p90",), self.p90, f"must be >= p50 ({self.p50})")
+        return self
 
     @property
     def p50_ps(self) -> int:

@@ -55,6 +55,19 @@ def _key(loc: tuple) -> str:
     return out
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that refuses a key written twice in one mapping (YAML would keep the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_yaml(path: str | Path) -> object:
     """Parse a YAML file; raises :class:`ConfigError` if it is missing or not valid YAML."""
     p = Path(path)
@@ -63,7 +76,7 @@ def load_yaml(path: str | Path) -> object:
     except OSError as e:
         raise ConfigError(p, "", str(p), f"cannot read file ({e.strerror})") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "?"

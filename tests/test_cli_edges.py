@@ -1,0 +1,143 @@
+"""`twin` on awkward input a user may give: unusable output paths, overloaded open loops,
+scenario names that are paths, duplicate keys, two nodes on one device."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from twin.calibration.measured import load_measured
+from twin.cli import main
+from twin.config import ConfigError
+from twin.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = ROOT / "scenarios" / "card_path_64b.yaml"
+FITTED = ROOT / "calibrations" / "fitted" / "card_path.yaml"
+PRIOR = ROOT / "calibrations" / "card_path.yaml"
+MEASURED = ROOT / "calibrations" / "measured" / "card_path_64b.yaml"
+
+
+def scenario(tmp_path: Path, **changes) -> Path:
+    doc = yaml.safe_load(SCENARIO.read_text())
+    doc["calibration"] = str(FITTED)
+    doc["measured"] = str(MEASURED)
+    doc.update(changes)
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return p
+
+
+def one_line_error(capsys, rc: int) -> str:
+    cap = capsys.readouterr()
+    assert rc == 2, cap
+    lines = cap.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("twin: error: "), cap.err
+    assert "Traceback" not in cap.err + cap.out
+    return lines[0]
+
+
+def test_out_inside_a_file_is_one_line_exit_2(tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
+    rc = main(["run", "--rounds", "50", "--verify-rounds", "10", "--quiet", "--out", str(tmp_path / "afile" / "sub")])
+    assert "afile" in one_line_error(capsys, rc)
+
+
+def test_calibrate_out_folder_is_refused_before_fitting(tmp_path, capsys):
+    rc = main(["calibrate", str(PRIOR), "--out", str(tmp_path)])  # a full fit would take minutes
+    assert str(tmp_path) in one_line_error(capsys, rc)
+
+
+def test_name_cannot_be_a_path(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load_scenario(scenario(tmp_path, name="../../escape"))
+    assert e.value.key == "name" and e.value.value == "../../escape"
+
+
+def test_duplicate_yaml_key_is_refused(tmp_path):
+    p = scenario(tmp_path)
+    p.write_text(p.read_text() + "seed: 5\n")  # the file already has a seed
+    with pytest.raises(ConfigError) as e:
+        load_scenario(p)
+    assert "duplicate key 'seed'" in str(e.value)
+
+
+def test_bare_number_for_a_duration_asks_for_a_unit(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load_scenario(scenario(tmp_path, traffic={"mode": "open_loop", "period": 5000}))
+    assert e.value.key == "traffic.period" and "needs a unit" in str(e.value)
+
+
+@pytest.mark.parametrize("p50, p90, key", [("-2.428 us", "2.492 us", "p50"), ("2.5 us", "2.4 us", "p90")])
+def test_measured_percentiles_positive_and_ordered(tmp_path, p50, p90, key):
+    doc = yaml.safe_load(MEASURED.read_text())
+    doc["consumers"]["v80"].update(p50=p50, p90=p90)
+    p = tmp_path / "m.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError) as e:
+        load_measured(p)
+    assert e.value.key == f"consumers.v80.{key}"
+
+
+def overloaded(tmp_path: Path) -> Path:
+    # One request every 4 ns: far more than any consumer answers (each round trip is microseconds).
+    return scenario(tmp_path, traffic={"mode": "open_loop", "period": "4 ns", "clock": "card"},
+                    nodes=[{"name": "gen", "kind": "generator"}, {"name": "u55c", "kind": "link_card"},
+                           {"name": "v80", "kind": "consumer", "device": "v80"}],
+                    links=[{"from": "gen", "to": "u55c", "kind": "on_card"},
+                           {"from": "u55c", "to": "v80", "kind": "pcie"}])
+
+
+def test_direct_engine_on_an_overloaded_loop_is_one_line_exit_2(tmp_path, capsys):
+    rc = main(["run", str(overloaded(tmp_path)), "--engine", "direct", "--rounds", "200", "--quiet",
+               "--out", str(tmp_path / "o")])
+    assert "--engine direct" in one_line_error(capsys, rc)
+
+
+def test_overloaded_loop_warns_and_reports_backlog(tmp_path, capsys):
+    out = tmp_path / "o"
+    rc = main(["run", str(overloaded(tmp_path)), "--rounds", "200", "--quiet", "--no-plot", "--out", str(out)])
+    cap = capsys.readouterr()
+    assert rc == 0, cap
+    doc = json.loads((out / "results.json").read_text())
+    (c,) = doc["consumers"]
+    assert c["engine"] == "event" and c["replies_checked"] == 200 and c["mismatches"] == 0
+    # 16 slots, 200 requests 4 ns apart: all but the 16 in flight wait for a slot at some point
+    assert c["backlog_max"] > 100
+    assert "warning: v80" in cap.out
+
+
+def test_two_nodes_on_one_device_are_told_apart_by_node_name(tmp_path, capsys):
+    p = scenario(tmp_path,
+                 nodes=[{"name": "gen", "kind": "generator"}, {"name": "u55c", "kind": "link_card"},
+                        {"name": "mi210", "kind": "consumer", "device": "mi210"},
+                        {"name": "mi210b", "kind": "consumer", "device": "mi210"}],
+                 links=[{"from": "gen", "to": "u55c", "kind": "on_card"},
+                        {"from": "u55c", "to": "mi210", "kind": "pcie"},
+                        {"from": "u55c", "to": "mi210b", "kind": "pcie"}])
+    out = tmp_path / "o"
+    assert main(["run", str(p), "--rounds", "100", "--verify-rounds", "10", "--quiet", "--no-plot",
+                 "--out", str(out)]) == 0
+    with (out / "rounds.csv").open() as f:
+        labels = [row["consumer"] for row in csv.DictReader(f)]
+    assert labels == ["mi210"] * 100 + ["mi210b"] * 100
+    assert "mi210b" in capsys.readouterr().out
+
+
+def test_stale_outputs_are_not_left_beside_a_new_results_json(tmp_path):
+    out = tmp_path / "o"
+    assert main(["run", "--rounds", "100", "--verify-rounds", "10", "--quiet", "--out", str(out)]) == 0
+    assert (out / "rounds.csv").exists() and (out / "histograms.png").exists()
+    assert main(["run", "--rounds", "50", "--verify-rounds", "10", "--quiet", "--no-csv", "--no-plot",
+                 "--out", str(out)]) == 0
+    assert not (out / "rounds.csv").exists() and not (out / "histograms.png").exists()
+    assert json.loads((out / "results.json").read_text())["rounds"] == 50
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith("twin ")
