@@ -255,10 +255,11 @@ def test_fpga_round_trip_from_first_principles(encoding, phase, latency):
     bridge = -(-frame * 8 // 512) * 4000        # 512-bit words, one per 4 ns cycle: 1 cycle
     t_issue = bridge + 10_000                   # + the engine landing it (10 ns, seeds)
     if encoding == "classic":
-        # data (64 B) then the 8-byte publish word, back to back on the same path
-        sizes = [frame, 8]
+        # contract.yaml: header fields (12 B after the 4-byte sequence word) and the payload in one
+        # write, then the 4-byte sequence word, back to back on the same path
+        sizes = [12 + frame, 4]
     else:
-        sizes = [16 * -(-frame // 12)]          # 6 pieces of 16 bytes, one burst
+        sizes = [16 * (1 + -(-frame // 12))]    # header piece + 6 payload pieces of 16 bytes, one burst
     t = t_issue
     for s in sizes:
         t += pcie_gen3_x16_ser_ps(s)
@@ -295,8 +296,9 @@ def test_round_trip_across_the_aurora_link_from_first_principles():
     aurora_ser = round(Fraction(-(-(frame // 8 + 1) // 4) * 66 * PS_PER_S) / Fraction("10.3125e9"))  # 3 blocks
     assert aurora_ser == 19_200
     t_in = next_poll(0 + aurora_ser + stage, 4000, 0)
-    t = t_in + 4000 + 10_000 + pcie_gen3_x16_ser_ps(64) + pcie_gen3_x16_ser_ps(8) + lat
-    t = next_poll(t, 4000, 0) + 28_000 + pcie_gen3_x16_ser_ps(64) + pcie_gen3_x16_ser_ps(8) + lat
+    # classic (contract.yaml): header fields + payload (12 + 64 B), then the 4-byte sequence word
+    t = t_in + 4000 + 10_000 + pcie_gen3_x16_ser_ps(12 + 64) + pcie_gen3_x16_ser_ps(4) + lat
+    t = next_poll(t, 4000, 0) + 28_000 + pcie_gen3_x16_ser_ps(12 + 64) + pcie_gen3_x16_ser_ps(4) + lat
     t_have = next_poll(t, 4000, 0) + 40_000
     t_back = t_have + 30_000 + aurora_ser + stage   # send it back (30 ns, seeds), serialise, link stage
 
@@ -334,9 +336,11 @@ def test_cpu_and_gpu_rounds_from_first_principles(kind, encoding):
     a classic request needs one more dependent read (= cost), a classic reply fences before its
     ready word. GPU: each poll's answer arrives one period later (cost = period), a classic
     request needs one more load (one period), a classic reply fences before its ready word.
-    Per-piece: each of the ceil(64 / 12) = 6 pieces is checked, no read, no fence."""
+    Per-piece: the header piece and the ceil(64 / 12) = 6 payload pieces are checked, no read,
+    no fence. Classic (contract.yaml): header fields and payload in one write, then the 4-byte
+    sequence word."""
     frame, lat, rounds = 64, 900_000, 25
-    pieces = -(-frame // 12)
+    pieces = 1 + -(-frame // 12)
     if kind == "cpu":
         P, phase, cost, service, fence, check = 37_000, 5_000, 80_000, 30_000, 20_000, 1_500
         c = cpu_core(P, cost, service, encoding, piece_check_ps=check, fence_ps=fence, poll_phase_ps=phase)
@@ -346,7 +350,7 @@ def test_cpu_and_gpu_rounds_from_first_principles(kind, encoding):
         c = gpu_persistent_kernel(P, service, encoding, fence, piece_check_ps=check, poll_phase_ps=phase)
         cost = read = P
     per_piece = encoding == "per_piece"
-    sizes = [16 * pieces] if per_piece else [frame, 8]
+    sizes = [16 * pieces] if per_piece else [12 + frame, 4]
     pre = pieces * check if per_piece else read
     spec = LoopSpec(kind, LinkCardParams(), c, TrafficParams(mode="closed_loop", rounds=rounds, frame_bytes=frame),
                     PcieLink(latency_ps=lat), PcieLink(latency_ps=lat), 0)
@@ -364,9 +368,9 @@ def test_cpu_and_gpu_rounds_from_first_principles(kind, encoding):
             rep_land = t_reply + pcie_gen3_x16_ser_ps(sizes[0]) + lat
             consumer_free = t_reply
         else:
-            data_done = t_reply + pcie_gen3_x16_ser_ps(frame)
+            data_done = t_reply + pcie_gen3_x16_ser_ps(12 + frame)
             word_start = max(t_reply + fence, data_done)
-            rep_land = word_start + pcie_gen3_x16_ser_ps(8) + lat
+            rep_land = word_start + pcie_gen3_x16_ser_ps(4) + lat
             consumer_free = t_reply + fence
         t_have = next_poll(rep_land, 4000, 0) + 40_000
         exp_in.append(t_in)

@@ -1,4 +1,4 @@
-"""The ``twin`` command: ``twin run [SCENARIO]`` and ``twin calibrate [PRIOR]``."""
+"""The ``twin`` command: ``twin run [SCENARIO]``, ``twin calibrate [PRIOR]``, ``twin gen``."""
 from __future__ import annotations
 
 import argparse
@@ -170,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--rounds", type=_count, help="rounds per evaluation (default: the prior's fit.rounds)")
     c.add_argument("--maxiter", type=_count, help="differential-evolution generations (default: fit.maxiter)")
     c.add_argument("--popsize", type=_count, help="population multiplier (default: fit.popsize)")
+    g = sub.add_parser("gen", help="generate the C header, Python dtypes and Verilog include from "
+                                   "twin/exchange/contract.yaml")
+    g.add_argument("--check", action="store_true", help="write nothing; exit 1 if a generated file is stale")
     return p
 
 
@@ -180,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return cmd_run(args, console)
+        if args.command == "gen":
+            from twin.exchange.gen import main as gen_main
+            return gen_main(["--check"] if args.check else [])
         return cmd_calibrate(args, console)
     except (ConfigError, UsageError) as e:
         print(f"twin: error: {e}", file=sys.stderr)

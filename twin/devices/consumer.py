@@ -99,12 +99,12 @@ class PollingConsumer:
     def _arm(self) -> None:
         seq = self.next_seq
         base = ((seq - 1) % self.slots) * self.slot_bytes
-        self.poller.arm(lambda: self.enc.ready(self.requests.buf, base, seq, self.frame_bytes),
+        self.poller.arm(lambda: self.enc.ready(self.requests.buf, base, seq, self.slot_bytes),
                         lambda t: self._seen(seq, base))
 
     def _seen(self, seq: int, base: int) -> None:
         t = self.kernel.now + self.p.pre_service_ps(self.enc, self.frame_bytes) + self.p.service_ps
-        payload = self.enc.payload(self.requests.buf, base, self.frame_bytes)
+        payload = self.enc.payload(self.requests.buf, base)
         answer = self.function(payload)
         writes = self.enc.writes(seq, answer)
         k = self.kernel

@@ -109,12 +109,12 @@ class LinkCard:
         seq, _, _ = self._outstanding[0]
         base = ((seq - 1) % self.slots) * self.slot_bytes
         self._watching = True
-        self.poller.arm(lambda: self.enc.ready(self.replies.buf, base, seq, self.frame_bytes),
+        self.poller.arm(lambda: self.enc.ready(self.replies.buf, base, seq, self.slot_bytes),
                         lambda t: self.kernel.after(self.p.reply_read_ps, self._have, base))
 
     def _have(self, base: int) -> None:
         seq, t_in, payload = self._outstanding.popleft()
-        got = self.enc.payload(self.replies.buf, base, self.frame_bytes)
+        got = self.enc.payload(self.replies.buf, base)
         ok = got == self.reference(payload)
         self.replies_seen += 1
         if not ok:
