@@ -99,11 +99,17 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
                           f"{r.summary['backlog_max']} at once): the offered load exceeds what it serves[/yellow]")
     console.print(f"wrote {out / 'results.json'}" + ("" if args.no_csv else f", {out / 'rounds.csv'}")
                   + ("" if args.no_plot else f", {out / 'histograms.png'}"))
-    bad = sum(r.summary["mismatches"] for r in study.runs)
-    if bad:
-        console.print(f"[red]{bad} replies did not match the reference answer[/red]")
-        return 1
-    return 0
+    rc = 0
+    for r in study.runs:
+        injected = r.summary.get("faults", {}).get("injected", {}).get("corrupt_piece", 0)
+        if r.summary["engine"] == "event" and r.summary["mismatches"] != injected:
+            console.print(f"[red]{r.node}: {r.summary['mismatches']} replies did not match the reference answer "
+                          f"({injected} corrupted on purpose)[/red]")
+            rc = 1
+        elif r.summary["engine"] != "event" and r.summary["mismatches"]:
+            console.print(f"[red]{r.node}: {r.summary['mismatches']} replies did not match the reference answer[/red]")
+            rc = 1
+    return rc
 
 
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:

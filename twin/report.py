@@ -80,6 +80,15 @@ def print_table(study: StudyResult, console: Console) -> None:
                    f"{e['p50']:+.2f}%" if e else "-", f"{e['p90']:+.2f}%" if e else "-",
                    f"{s['replies_checked']:,}", str(s["mismatches"]))
     console.print(tb)
+    for run in study.runs:
+        s = run.summary
+        if "faults" in s:
+            inj, det = s["faults"]["injected"], s["faults"]["detected"]
+            console.print(f"{run.node}: faults injected " + ", ".join(f"{k} {v}" for k, v in inj.items())
+                          + "; detected " + ", ".join(f"{k} {v}" for k, v in det.items()))
+        if "deadline_ns" in s:
+            console.print(f"{run.node}: {s['deadline_misses']:,} of {s['rounds']:,} rounds over the "
+                          f"{s['deadline_ns'] / 1000:g} µs deadline")
 
 
 def plot_histograms(study: StudyResult, path: Path, bin_ps: int = 4000) -> None:

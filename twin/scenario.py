@@ -17,6 +17,10 @@ Schema (keys; all optional keys show their default)::
     slots: 16
     traffic: {mode: closed_loop | open_loop, period: "5 us", clock: card | independent,
               clock_period: "4 ns", ppm: 0.0, gap: "0 ns"}
+    deadline: null | "2 us"                      # count rounds whose loop exceeds it
+    faults: null | {corrupt_piece: {rounds: [..], path: request | reply},
+                    drop_frame: {rounds: [..]}, stall: [{at: "50 us", duration: "20 us"}],
+                    timeout: "100 us"}
     nodes:  [{name, kind: generator | link_card | consumer, device: <consumer in calibration>,
               model: sim}]
     links:  [{from, to, kind: on_card | aurora | pcie}]
@@ -34,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from twin.calibration.params import ParamSet, load_params
 from twin.config import ConfigError, Located, load_model
 from twin.devices.generator import TrafficParams
+from twin.faults import FaultPlan
 from twin.units import UnitError, time_ps
 
 MODELS_AVAILABLE = ("sim",)
@@ -85,6 +90,54 @@ class Traffic(_Strict):
         return self
 
 
+class CorruptFault(_Strict):
+    """Flip a payload byte of the given rounds' request or reply on the PCIe path."""
+
+    rounds: list[int] = Field(min_length=1)
+    path: Literal["request", "reply"] = "request"
+
+    @field_validator("rounds")
+    @classmethod
+    def _positive(cls, v):
+        for i, r in enumerate(v):
+            if r < 1:
+                raise Located((i,), r, "rounds are numbered from 1")
+        return v
+
+
+class DropFault(_Strict):
+    """Lose the control system's first frame of the given rounds on the link."""
+
+    rounds: list[int] = Field(min_length=1)
+    _p = field_validator("rounds")(CorruptFault._positive.__func__)
+
+
+class StallFault(_Strict):
+    """The consumer stops polling from ``at`` for ``duration``."""
+
+    at: str
+    duration: str
+    _d = field_validator("at", "duration", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+
+class Faults(_Strict):
+    """Fault injection (see :mod:`twin.faults`)."""
+
+    corrupt_piece: CorruptFault | None = None
+    drop_frame: DropFault | None = None
+    stall: list[StallFault] = []
+    timeout: str = "100 us"
+    _d = field_validator("timeout", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+    def plan(self) -> FaultPlan:
+        """The :class:`FaultPlan` for the loops."""
+        return FaultPlan(corrupt_rounds=frozenset(self.corrupt_piece.rounds) if self.corrupt_piece else frozenset(),
+                         corrupt_path=self.corrupt_piece.path if self.corrupt_piece else "request",
+                         drop_rounds=frozenset(self.drop_frame.rounds) if self.drop_frame else frozenset(),
+                         stalls=tuple((time_ps(s.at), time_ps(s.at) + time_ps(s.duration)) for s in self.stall),
+                         timeout_ps=time_ps(self.timeout))
+
+
 class Node(_Strict):
     """A node of the topology: ``kind`` generator, link_card or consumer (with its ``device``),
     and the ``model`` standing for it."""
@@ -125,12 +178,20 @@ class Scenario(_Strict):
     encoding: Literal["default", "classic", "per_piece"] = "default"
     slots: int = Field(16, gt=0, le=65_536, strict=True)
     traffic: Traffic = Traffic()
+    faults: Faults | None = None
+    deadline: str | None = None
     nodes: list[Node] = Field(min_length=3)
+
+    _dl = field_validator("deadline", mode="before")(classmethod(lambda cls, v: _duration(v)))
     links: list[Link] = Field(min_length=2)
 
     @model_validator(mode="after")
     def _topology(self):
         self.graph()  # raises ValueError on a bad topology
+        if self.faults and self.faults.drop_frame and self.traffic.mode != "closed_loop":
+            raise Located(("faults", "drop_frame"), "drop_frame", "needs closed_loop traffic (one request in flight)")
+        if self.faults and time_ps(self.faults.timeout) <= 0:
+            raise Located(("faults", "timeout"), self.faults.timeout, "must be > 0")
         return self
 
     def graph(self) -> nx.Graph:

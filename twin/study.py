@@ -13,7 +13,9 @@ from twin.loop.direct import DirectNotApplicable, run_direct
 from twin.loop.event import run_event
 from twin.loop.spec import LoopResult, LoopSpec
 from twin.scenario import LoadedScenario
+from twin.faults import FaultPlan
 from twin.stats import summary_ns
+from twin.units import time_ps
 
 Progress = Callable[[str, int], None]
 
@@ -89,7 +91,8 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
     runs = []
     for node in sc.consumers():
         spec = loop_spec(loaded.params, node.device, traffic, seed, sc.slots,
-                         None if sc.encoding == "default" else sc.encoding, sc.external_control())
+                         None if sc.encoding == "default" else sc.encoding, sc.external_control(),
+                         sc.faults.plan() if sc.faults else FaultPlan())
         cb = (lambda n, name=node.name: progress(name, n)) if progress else None
         res, checked, mism, used = run_one(spec, engine, verify_rounds, cb)
         dev = loaded.params.consumers[node.device]
@@ -98,6 +101,11 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
              "replies_checked": int(checked), "mismatches": int(mism),
              "backlog_max": int(res.stats.get("backlog_max", 0))}
         s.update(summary_ns(res.rtt_ps))
+        if sc.faults:
+            s["faults"] = res.stats["faults"]
+        if sc.deadline:
+            s["deadline_ns"] = time_ps(sc.deadline) / 1000
+            s["deadline_misses"] = int((res.loop_ps > time_ps(sc.deadline)).sum())
         if spec.aurora is not None:
             loop = summary_ns(res.loop_ps)
             s["loop"] = {k: v for k, v in loop.items()}

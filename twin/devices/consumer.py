@@ -76,7 +76,8 @@ class PollingConsumer:
 
     def __init__(self, kernel: Kernel, name: str, params: ConsumerParams, encoding: Encoding,
                  requests: MemoryRegion, reply: PostedWritePath, slots: int, slot_bytes: int,
-                 frame_bytes: int, function: Callable[[bytes], bytes] | None = None):
+                 frame_bytes: int, function: Callable[[bytes], bytes] | None = None,
+                 tamper: Callable[[int, list], list] | None = None, stalls: tuple[tuple[int, int], ...] = ()):
         self.kernel = kernel
         self.name = name
         self.p = params
@@ -88,7 +89,9 @@ class PollingConsumer:
         self.frame_bytes = frame_bytes
         self.function = function or (lambda b: b)
         phase = params.poll_phase_ps or 0
-        self.poller = Poller(kernel, requests, params.poll_period_ps, phase, params.poll_cost_ps, name=f"{name}.poll")
+        self.poller = Poller(kernel, requests, params.poll_period_ps, phase, params.poll_cost_ps, name=f"{name}.poll",
+                             blackouts=stalls)
+        self.tamper = tamper
         self.next_seq = 1
         self.served = 0
 
@@ -107,6 +110,8 @@ class PollingConsumer:
         payload = self.enc.payload(self.requests.buf, base)
         answer = self.function(payload)
         writes = self.enc.writes(seq, answer)
+        if self.tamper:
+            writes = self.tamper(seq, writes)
         k = self.kernel
         reply_base = ((seq - 1) % self.slots) * self.slot_bytes
         if self.enc.per_piece:

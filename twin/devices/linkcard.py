@@ -57,13 +57,19 @@ class LinkCard:
     reference answer and frees the slot. Requests that find every slot busy wait in order in
     the engine (``backlog``); none is dropped.
 
-    Statistics: ``issued``, ``replies_seen``, ``mismatches``, ``backlog_max``, ``poller.polls``.
+    Fault handling: ``tamper(seq, writes)`` may alter a request's posted writes (fault injection on
+    the PCIe path); with ``timeout_ps`` > 0 a reply not had ``timeout_ps`` after its request was
+    issued is counted in ``reply_timeouts`` (the run goes on and takes the reply when it comes).
+
+    Statistics: ``issued``, ``replies_seen``, ``mismatches``, ``backlog_max``, ``reply_timeouts``,
+    ``poller.polls``.
     """
 
     def __init__(self, kernel: Kernel, params: LinkCardParams, encoding: Encoding,
                  requests: PostedWritePath, replies: MemoryRegion, slots: int, slot_bytes: int,
                  frame_bytes: int, reference: Callable[[bytes], bytes],
-                 on_reply: Callable[[int, int, int, bool], None]):
+                 on_reply: Callable[[int, int, int, bool], None],
+                 tamper: Callable[[int, list], list] | None = None, timeout_ps: int = 0):
         self.kernel = kernel
         self.p = params
         self.enc = encoding
@@ -78,6 +84,10 @@ class LinkCard:
         self._outstanding: deque[tuple[int, int, bytes]] = deque()
         self._backlog: deque[tuple[int, int, bytes]] = deque()
         self._watching = False
+        self.tamper = tamper
+        self.timeout_ps = timeout_ps
+        self._replied_upto = 0
+        self.reply_timeouts = 0
         self.issued = 0
         self.replies_seen = 0
         self.mismatches = 0
@@ -97,13 +107,22 @@ class LinkCard:
         self.issued += 1
         t_issue = max(self.kernel.now, t_in + self.p.issue_delay_ps(len(payload)))
         self.kernel.at(t_issue, self._write, seq, payload)
+        if self.timeout_ps:
+            self.kernel.at(t_issue + self.timeout_ps, self._overdue, seq)
         if not self._watching:
             self._watch()
 
     def _write(self, seq: int, payload: bytes) -> None:
         base = ((seq - 1) % self.slots) * self.slot_bytes
-        for off, data in self.enc.writes(seq, payload):
+        writes = self.enc.writes(seq, payload)
+        if self.tamper:
+            writes = self.tamper(seq, writes)
+        for off, data in writes:
             self.requests.write(base + off, data)
+
+    def _overdue(self, seq: int) -> None:
+        if seq > self._replied_upto:
+            self.reply_timeouts += 1
 
     def _watch(self) -> None:
         seq, _, _ = self._outstanding[0]
@@ -117,6 +136,7 @@ class LinkCard:
         got = self.enc.payload(self.replies.buf, base)
         ok = got == self.reference(payload)
         self.replies_seen += 1
+        self._replied_upto = seq
         if not ok:
             self.mismatches += 1
         self._watching = False

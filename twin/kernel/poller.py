@@ -20,12 +20,15 @@ class Poller:
     the first poll instant at or after the landing plus the cost. A write that lands exactly on
     a poll instant is seen by that poll. Empty polls are counted arithmetically.
 
+    ``blackouts``: intervals ``(start_ps, end_ps)`` in which the loop does not poll (a stalled
+    thread, a frozen host); the first poll after one is the first grid instant at or after its end.
+
     Statistics: ``hits`` (polls that found work), ``polls`` (all polls, including empty ones,
-    while armed).
+    while armed; polls skipped in a blackout are counted too).
     """
 
     def __init__(self, kernel: Kernel, region: MemoryRegion, period_ps: int, phase_ps: int = 0,
-                 cost_ps: int = 0, name: str = ""):
+                 cost_ps: int = 0, name: str = "", blackouts: tuple[tuple[int, int], ...] = ()):
         if period_ps <= 0:
             raise ValueError(f"poller {name!r}: period must be > 0 ps, got {period_ps}")
         if not 0 <= phase_ps < period_ps:
@@ -38,6 +41,7 @@ class Poller:
         self.phase_ps = int(phase_ps)
         self.cost_ps = int(cost_ps)
         self.name = name
+        self.blackouts = tuple(sorted(blackouts))
         self._ready: Callable[[], bool] | None = None
         self._on_seen: Callable[[int], None] | None = None
         self._armed_at = 0
@@ -47,8 +51,12 @@ class Poller:
         region.watch(self._landed)
 
     def first_poll(self, t_ps: int) -> int:
-        """The first poll instant at or after ``t_ps``."""
-        return ceil_to_grid(t_ps, self.period_ps, self.phase_ps)
+        """The first poll instant at or after ``t_ps`` (outside any blackout)."""
+        t = ceil_to_grid(t_ps, self.period_ps, self.phase_ps)
+        for start, end in self.blackouts:
+            if start <= t < end:
+                t = ceil_to_grid(end, self.period_ps, self.phase_ps)
+        return t
 
     def arm(self, ready: Callable[[], bool], on_seen: Callable[[int], None]) -> None:
         """Start polling now for ``ready()``; call ``on_seen(t)`` when a poll has seen it

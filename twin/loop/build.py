@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from twin.calibration.params import ParamSet
 from twin.devices.generator import TrafficParams
+from twin.faults import FaultPlan
 from twin.loop.spec import LoopSpec
 from twin.units import PS_PER_NS
 
 
 def loop_spec(params: ParamSet, consumer: str, traffic: TrafficParams, seed: int, slots: int = 16,
-              encoding: str | None = None, external_control: bool = False) -> LoopSpec:
+              encoding: str | None = None, external_control: bool = False,
+              faults: FaultPlan = FaultPlan()) -> LoopSpec:
     """The loop for ``consumer`` under ``params``.
 
     ``encoding`` overrides the consumer's own (``None`` keeps it). ``external_control`` puts the
@@ -22,4 +24,5 @@ def loop_spec(params: ParamSet, consumer: str, traffic: TrafficParams, seed: int
     link = host.link(c.path)
     return LoopSpec(name=consumer, card=params.card.params(), consumer=c.params(encoding), traffic=traffic,
                     request_link=link, reply_link=link, jitter_ps=int(round(host.path(c.path).jitter_ns * PS_PER_NS)),
-                    aurora=params.aurora.link() if external_control else None, slots=slots, seed=seed)
+                    aurora=params.aurora.link() if external_control else None, slots=slots, seed=seed,
+                    faults=faults)

@@ -33,6 +33,8 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
 
     Raises :class:`DirectNotApplicable` when a request finds all ``spec.slots`` slots busy.
     """
+    if spec.faults.active:
+        raise DirectNotApplicable(f"loop {spec.name!r}: fault injection needs the event model")
     tr = spec.traffic
     enc = get_encoding(spec.consumer.encoding)
     frame = tr.frame_bytes

@@ -42,8 +42,12 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
                                JitterStream(spec.seed, spec.stream("pcie.request"), spec.jitter_ps))
     rep_path = PostedWritePath(k, spec.name + "->card", spec.reply_link, rep_region,
                                JitterStream(spec.seed, spec.stream("pcie.reply"), spec.jitter_ps))
+    fp = spec.faults
+    if fp.drop_rounds and tr.mode != "closed_loop":
+        raise ValueError(f"loop {spec.name!r}: drop_frame faults need closed-loop traffic")
     consumer = PollingConsumer(k, spec.name, spec.consumer.with_phase(phase), enc, req_region, rep_path,
-                               spec.slots, slot_bytes, frame, echo)
+                               spec.slots, slot_bytes, frame, echo, tamper=fp.tamper("reply", enc.per_piece),
+                               stalls=fp.stalls)
 
     n = tr.rounds
     t_send = np.zeros(n, np.int64)
@@ -68,12 +72,25 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
         t_back[i] = back
         k.at(back, gen.reply, seq)
 
-    card = LinkCard(k, spec.card, enc, req_path, rep_region, spec.slots, slot_bytes, frame, echo, on_reply)
+    card = LinkCard(k, spec.card, enc, req_path, rep_region, spec.slots, slot_bytes, frame, echo, on_reply,
+                    tamper=fp.tamper("request", enc.per_piece), timeout_ps=fp.timeout_ps)
+    dropped = {"frames": 0, "resent": 0}
+
+    def deliver(seq: int, payload: bytes) -> None:
+        arrive = k.now if aur is None else over_aurora(0, k.now, len(payload))
+        k.at(spec.card.edge(arrive), card.submit, seq, payload)
+
+    def resend(seq: int, payload: bytes) -> None:
+        dropped["resent"] += 1
+        deliver(seq, payload)
 
     def send(seq: int, payload: bytes) -> None:
         t_send[seq - 1] = k.now
-        arrive = k.now if aur is None else over_aurora(0, k.now, len(payload))
-        k.at(spec.card.edge(arrive), card.submit, seq, payload)
+        if seq in fp.drop_rounds:
+            dropped["frames"] += 1  # lost on the link; the control side resends after its timeout
+            k.at(k.now + fp.timeout_ps, resend, seq, payload)
+            return
+        deliver(seq, payload)
 
     gen = TrafficGenerator(k, tr, tr.make_clock(gen_phase), send, salt)
     consumer.start()
@@ -88,5 +105,10 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
             progress(gen.received)
     stats = {"events": k.events, "mismatches": card.mismatches, "backlog_max": card.backlog_max,
              "consumer_polls": consumer.poller.polls, "card_polls": card.poller.polls,
-             "posted_writes": req_path.writes + rep_path.writes, "poll_phase_ps": phase}
+             "posted_writes": req_path.writes + rep_path.writes, "poll_phase_ps": phase,
+             "faults": {"injected": {"corrupt_piece": sum(1 for r in fp.corrupt_rounds if r <= n),
+                                     "drop_frame": dropped["frames"],
+                                     "stall": len(fp.stalls)},
+                        "detected": {"mismatches": card.mismatches, "resent_frames": dropped["resent"],
+                                     "reply_timeouts": card.reply_timeouts}}}
     return LoopResult(spec.name, "event", t_send, t_in, t_have, t_back, ok, stats)

@@ -8,6 +8,7 @@ import numpy as np
 from twin.devices.consumer import ConsumerParams
 from twin.devices.generator import TrafficParams
 from twin.devices.linkcard import LinkCardParams
+from twin.faults import FaultPlan
 from twin.kernel.sim import stream_rng
 from twin.links.aurora import Aurora64B66B
 from twin.links.pcie import PcieLink
@@ -37,6 +38,7 @@ class LoopSpec:
     aurora: Aurora64B66B | None = None
     slots: int = 16
     seed: int = 0
+    faults: FaultPlan = FaultPlan()
 
     def stream(self, what: str) -> str:
         """Name of one of this loop's random streams."""
