@@ -196,7 +196,8 @@ def test_results_json_consumers_follow_docs(default_run):
     assert [c["name"] for c in cons] == CONSUMERS
     for c in cons:
         name = c["name"]
-        assert set(c) == {"name", "node", "device", "kind", "host", "encoding", "engine", "rounds",
+        assert c["model"] == "sim" and c["function"] == "echo"
+        assert set(c) == {"name", "node", "model", "function", "device", "kind", "host", "encoding", "engine", "rounds",
                           "replies_checked", "mismatches", "backlog_max", *STATS, "measured", "error_pct"}, name
         assert c["node"] == name  # the default scenario's node names are the consumers' names
         assert isinstance(c["device"], str) and c["device"]

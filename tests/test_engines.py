@@ -204,7 +204,7 @@ def test_event_model_counts_corrupted_replies_and_drops_none(monkeypatch):
     class CorruptingConsumer(PollingConsumer):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            self.function = corrupt_every_third
+            self.functions = lambda fid: corrupt_every_third
 
     for enc in ("classic", "per_piece"):
         calls.clear()

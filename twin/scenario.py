@@ -14,6 +14,8 @@ Schema (keys; all optional keys show their default)::
     rounds: 100000
     frame_bytes: 64
     encoding: default | classic | per_piece      # default: each consumer's own
+    function: echo                               # what every request asks for (twin.runtime.functions)
+    function: echo | invert | xor_fold | sum32   # what every request asks for (twin.runtime.functions)
     slots: 16
     traffic: {mode: closed_loop | open_loop, period: "5 us", clock: card | independent,
               clock_period: "4 ns", ppm: 0.0, gap: "0 ns"}
@@ -22,7 +24,7 @@ Schema (keys; all optional keys show their default)::
                     drop_frame: {rounds: [..]}, stall: [{at: "50 us", duration: "20 us"}],
                     timeout: "100 us"}
     nodes:  [{name, kind: generator | link_card | consumer, device: <consumer in calibration>,
-              model: sim}]
+              model: sim | code}]
     links:  [{from, to, kind: on_card | aurora | pcie}]
 
 Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
@@ -41,7 +43,7 @@ from twin.devices.generator import TrafficParams
 from twin.faults import FaultPlan
 from twin.units import UnitError, time_ps
 
-MODELS_AVAILABLE = ("sim",)
+MODELS_AVAILABLE = ("sim", "code")
 
 
 class _Strict(BaseModel):
@@ -156,6 +158,12 @@ class Node(_Strict):
             raise ValueError(f"model {v!r} is not available in this version (available: {', '.join(MODELS_AVAILABLE)})")
         return v
 
+    @model_validator(mode="after")
+    def _code_is_for_consumers(self):
+        if self.model == "code" and self.kind != "consumer":
+            raise Located(("model",), self.model, "model code (the C runtime library) stands for a consumer only")
+        return self
+
 
 class Link(_Strict):
     """An edge of the topology, ``from``/``to`` node names and its ``kind``."""
@@ -176,6 +184,7 @@ class Scenario(_Strict):
     rounds: int = Field(100_000, gt=0, le=100_000_000, strict=True)
     frame_bytes: int = Field(64, gt=0, le=65_535, strict=True)
     encoding: Literal["default", "classic", "per_piece"] = "default"
+    function: str = "echo"
     slots: int = Field(16, gt=0, le=65_536, strict=True)
     traffic: Traffic = Traffic()
     faults: Faults | None = None
@@ -184,6 +193,16 @@ class Scenario(_Strict):
 
     _dl = field_validator("deadline", mode="before")(classmethod(lambda cls, v: _duration(v)))
     links: list[Link] = Field(min_length=2)
+
+    @field_validator("function")
+    @classmethod
+    def _function(cls, v: str) -> str:
+        from twin.runtime.functions import lookup
+        try:
+            lookup(v)
+        except KeyError as e:
+            raise ValueError(str(e).strip("'\"")) from None
+        return v
 
     @model_validator(mode="after")
     def _topology(self):

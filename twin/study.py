@@ -14,6 +14,7 @@ from twin.loop.event import run_event
 from twin.loop.spec import LoopResult, LoopSpec
 from twin.scenario import LoadedScenario
 from twin.faults import FaultPlan
+from twin.runtime.functions import lookup
 from twin.stats import summary_ns
 from twin.units import time_ps
 
@@ -92,11 +93,12 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
     for node in sc.consumers():
         spec = loop_spec(loaded.params, node.device, traffic, seed, sc.slots,
                          None if sc.encoding == "default" else sc.encoding, sc.external_control(),
-                         sc.faults.plan() if sc.faults else FaultPlan())
+                         sc.faults.plan() if sc.faults else FaultPlan(), lookup(sc.function).id, node.model)
         cb = (lambda n, name=node.name: progress(name, n)) if progress else None
         res, checked, mism, used = run_one(spec, engine, verify_rounds, cb)
         dev = loaded.params.consumers[node.device]
-        s = {"name": node.device, "node": node.name, "device": dev.device, "kind": dev.kind,
+        s = {"name": node.device, "node": node.name, "model": node.model, "function": sc.function,
+             "device": dev.device, "kind": dev.kind,
              "host": dev.host, "encoding": spec.consumer.encoding, "engine": used, "rounds": int(rounds),
              "replies_checked": int(checked), "mismatches": int(mism),
              "backlog_max": int(res.stats.get("backlog_max", 0))}

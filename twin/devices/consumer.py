@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from twin.exchange.contract import STATUS
 from twin.exchange.encoding import Encoding
 from twin.kernel import Kernel, MemoryRegion, Poller, PostedWritePath
 
@@ -76,7 +77,7 @@ class PollingConsumer:
 
     def __init__(self, kernel: Kernel, name: str, params: ConsumerParams, encoding: Encoding,
                  requests: MemoryRegion, reply: PostedWritePath, slots: int, slot_bytes: int,
-                 frame_bytes: int, function: Callable[[bytes], bytes] | None = None,
+                 frame_bytes: int, functions: Callable[[int], Callable[[bytes], bytes] | None] | None = None,
                  tamper: Callable[[int, list], list] | None = None, stalls: tuple[tuple[int, int], ...] = ()):
         self.kernel = kernel
         self.name = name
@@ -87,7 +88,7 @@ class PollingConsumer:
         self.slots = slots
         self.slot_bytes = slot_bytes
         self.frame_bytes = frame_bytes
-        self.function = function or (lambda b: b)
+        self.functions = functions or (lambda fid: (lambda b: bytes(b)) if fid == 0 else None)
         phase = params.poll_phase_ps or 0
         self.poller = Poller(kernel, requests, params.poll_period_ps, phase, params.poll_cost_ps, name=f"{name}.poll",
                              blackouts=stalls)
@@ -105,11 +106,20 @@ class PollingConsumer:
         self.poller.arm(lambda: self.enc.ready(self.requests.buf, base, seq, self.slot_bytes),
                         lambda t: self._seen(seq, base))
 
+    def answer(self, seq: int, base: int) -> list[tuple[int, bytes]]:
+        """The reply's posted writes (offsets in the reply slot, in issue order) for the request
+        in the slot at ``base``: the function named by its header runs on its payload; an unknown
+        function id gets an empty reply with status ``unknown_function``. The ``code`` model
+        overrides this with the C runtime library."""
+        h = self.enc.header(self.requests.buf, base)
+        fn = self.functions(h.function)
+        if fn is None:
+            return self.enc.writes(seq, b"", function=h.function, flags=STATUS["unknown_function"])
+        return self.enc.writes(seq, fn(self.enc.payload(self.requests.buf, base)), function=h.function)
+
     def _seen(self, seq: int, base: int) -> None:
         t = self.kernel.now + self.p.pre_service_ps(self.enc, self.frame_bytes) + self.p.service_ps
-        payload = self.enc.payload(self.requests.buf, base)
-        answer = self.function(payload)
-        writes = self.enc.writes(seq, answer)
+        writes = self.answer(seq, base)
         if self.tamper:
             writes = self.tamper(seq, writes)
         k = self.kernel

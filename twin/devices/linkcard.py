@@ -69,7 +69,7 @@ class LinkCard:
                  requests: PostedWritePath, replies: MemoryRegion, slots: int, slot_bytes: int,
                  frame_bytes: int, reference: Callable[[bytes], bytes],
                  on_reply: Callable[[int, int, int, bool], None],
-                 tamper: Callable[[int, list], list] | None = None, timeout_ps: int = 0):
+                 tamper: Callable[[int, list], list] | None = None, timeout_ps: int = 0, function: int = 0):
         self.kernel = kernel
         self.p = params
         self.enc = encoding
@@ -85,6 +85,7 @@ class LinkCard:
         self._backlog: deque[tuple[int, int, bytes]] = deque()
         self._watching = False
         self.tamper = tamper
+        self.function = function
         self.timeout_ps = timeout_ps
         self._replied_upto = 0
         self.reply_timeouts = 0
@@ -114,7 +115,7 @@ class LinkCard:
 
     def _write(self, seq: int, payload: bytes) -> None:
         base = ((seq - 1) % self.slots) * self.slot_bytes
-        writes = self.enc.writes(seq, payload)
+        writes = self.enc.writes(seq, payload, function=self.function)
         if self.tamper:
             writes = self.tamper(seq, writes)
         for off, data in writes:
@@ -134,7 +135,7 @@ class LinkCard:
     def _have(self, base: int) -> None:
         seq, t_in, payload = self._outstanding.popleft()
         got = self.enc.payload(self.replies.buf, base)
-        ok = got == self.reference(payload)
+        ok = got == self.reference(payload) and self.enc.header(self.replies.buf, base).flags == 0
         self.replies_seen += 1
         self._replied_upto = seq
         if not ok:

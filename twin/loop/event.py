@@ -6,6 +6,7 @@ from typing import Callable
 import numpy as np
 
 from twin.devices.consumer import PollingConsumer
+from twin.runtime.functions import REGISTRY, lookup
 from twin.devices.generator import TrafficGenerator
 from twin.devices.linkcard import LinkCard
 from twin.exchange.encoding import get_encoding
@@ -15,9 +16,10 @@ from twin.loop.spec import LoopResult, LoopSpec
 Progress = Callable[[int], None]
 
 
-def echo(payload: bytes) -> bytes:
-    """The runtime's built-in echo function: the reply is the request payload."""
-    return payload
+def python_functions(fid: int):
+    """The ``sim`` model's function for an id (``None`` if unknown)."""
+    f = REGISTRY.get(fid)
+    return f.python if f else None
 
 
 def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: int = 10_000) -> LoopResult:
@@ -45,9 +47,15 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
     fp = spec.faults
     if fp.drop_rounds and tr.mode != "closed_loop":
         raise ValueError(f"loop {spec.name!r}: drop_frame faults need closed-loop traffic")
-    consumer = PollingConsumer(k, spec.name, spec.consumer.with_phase(phase), enc, req_region, rep_path,
-                               spec.slots, slot_bytes, frame, echo, tamper=fp.tamper("reply", enc.per_piece),
-                               stalls=fp.stalls)
+    if spec.model == "code":
+        from twin.runtime.code_consumer import NativeConsumer as consumer_class
+    elif spec.model == "sim":
+        consumer_class = PollingConsumer
+    else:
+        raise ValueError(f"loop {spec.name!r}: model {spec.model!r} is not available (sim, code)")
+    consumer = consumer_class(k, spec.name, spec.consumer.with_phase(phase), enc, req_region, rep_path,
+                              spec.slots, slot_bytes, frame, python_functions, tamper=fp.tamper("reply", enc.per_piece),
+                              stalls=fp.stalls)
 
     n = tr.rounds
     t_send = np.zeros(n, np.int64)
@@ -72,8 +80,9 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
         t_back[i] = back
         k.at(back, gen.reply, seq)
 
-    card = LinkCard(k, spec.card, enc, req_path, rep_region, spec.slots, slot_bytes, frame, echo, on_reply,
-                    tamper=fp.tamper("request", enc.per_piece), timeout_ps=fp.timeout_ps)
+    card = LinkCard(k, spec.card, enc, req_path, rep_region, spec.slots, slot_bytes, frame,
+                    lookup(spec.function).python, on_reply,
+                    tamper=fp.tamper("request", enc.per_piece), timeout_ps=fp.timeout_ps, function=spec.function)
     dropped = {"frames": 0, "resent": 0}
 
     def deliver(seq: int, payload: bytes) -> None:

@@ -26,6 +26,11 @@ class LoopSpec:
         sits on the link card (the seeds' measurement setup).
     slots: request/reply queue depth.
     seed: run seed.
+    faults: faults to inject (:class:`twin.faults.FaultPlan`; none by default).
+    function: the function id every request names (0: the built-in echo; see
+        :mod:`twin.runtime.functions`).
+    model: what stands for the consumer: "sim" (Python behaviour) or "code" (the C runtime library
+        on the twin's bytes); the timing model is the same for both.
     """
 
     name: str
@@ -39,6 +44,8 @@ class LoopSpec:
     slots: int = 16
     seed: int = 0
     faults: FaultPlan = FaultPlan()
+    function: int = 0
+    model: str = "sim"
 
     def stream(self, what: str) -> str:
         """Name of one of this loop's random streams."""

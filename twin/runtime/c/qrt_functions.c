@@ -1,0 +1,32 @@
+/* qrt_functions.c: C implementations of the registered functions (twin/runtime/functions.py).
+ * Signature of the runtime's dispatch table: reply length, or a negative error.
+ * Each must give byte for byte what its Python twin gives. */
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define QRT_FN_EXPORT __declspec(dllexport)
+#else
+#define QRT_FN_EXPORT __attribute__((visibility("default")))
+#endif
+
+QRT_FN_EXPORT int32_t qrt_fn_invert(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t cap) {
+    if (n > cap) return -1;
+    for (uint32_t i = 0; i < n; i++) out[i] = (uint8_t)~in[i];
+    return (int32_t)n;
+}
+
+QRT_FN_EXPORT int32_t qrt_fn_xor_fold(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t cap) {
+    if (cap < 1) return -1;
+    uint8_t x = 0;
+    for (uint32_t i = 0; i < n; i++) x ^= in[i];
+    out[0] = x;
+    return 1;
+}
+
+QRT_FN_EXPORT int32_t qrt_fn_sum32(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t cap) {
+    if (cap < 4) return -1;
+    uint32_t s = 0;
+    for (uint32_t i = 0; i < n; i++) s += in[i];
+    out[0] = (uint8_t)s; out[1] = (uint8_t)(s >> 8); out[2] = (uint8_t)(s >> 16); out[3] = (uint8_t)(s >> 24);
+    return 4;
+}

@@ -1,0 +1,80 @@
+"""The functions a consumer serves, addressed by the function id in the request header.
+
+Each function has a Python implementation (what the ``sim`` model runs, and the reference the
+card checks every reply against) and, for the ``code`` model, the name of its C implementation
+in the runtime library (``twin/runtime/c/qrt_functions.c``). Id 0 is the runtime's built-in
+echo. A user function written in Python can also be compiled to native code with numba and
+installed in the C runtime's dispatch table (:func:`twin.runtime.numba_fn.native_function`).
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Function:
+    """One served function: ``id`` (u16, the header's function field), ``name``, the Python
+    implementation ``python(payload: bytes) -> bytes``, the C symbol (``None``: none in C; for
+    id 0 the runtime's built-in echo), and a one-line ``doc``."""
+
+    id: int
+    name: str
+    python: Callable[[bytes], bytes]
+    c_symbol: str | None
+    doc: str
+
+
+def echo(payload: bytes) -> bytes:
+    """The reply is the request payload."""
+    return bytes(payload)
+
+
+def invert(payload: bytes) -> bytes:
+    """Every byte complemented (a reply that differs from the request in every byte)."""
+    return bytes(b ^ 0xFF for b in payload)
+
+
+def xor_fold(payload: bytes) -> bytes:
+    """One byte: the XOR of all payload bytes (the parity of each bit position)."""
+    x = 0
+    for b in payload:
+        x ^= b
+    return bytes([x])
+
+
+def sum32(payload: bytes) -> bytes:
+    """Four bytes: the sum of the payload bytes modulo 2**32, little-endian."""
+    return struct.pack("<I", sum(payload) & 0xFFFFFFFF)
+
+
+REGISTRY: dict[int, Function] = {}
+
+
+def register(fn: Function) -> Function:
+    """Add ``fn`` to the registry; raises ValueError if its id or name is taken or out of range."""
+    if not 0 <= fn.id < 2**16:
+        raise ValueError(f"function id must be 0..65535, got {fn.id}")
+    if fn.id in REGISTRY or any(f.name == fn.name for f in REGISTRY.values()):
+        raise ValueError(f"function id {fn.id} or name {fn.name!r} already registered")
+    REGISTRY[fn.id] = fn
+    return fn
+
+
+for _f in (Function(0, "echo", echo, None, "built-in: reply = request"),
+           Function(1, "invert", invert, "qrt_fn_invert", "every byte complemented"),
+           Function(2, "xor_fold", xor_fold, "qrt_fn_xor_fold", "XOR of all bytes, one byte"),
+           Function(3, "sum32", sum32, "qrt_fn_sum32", "sum of bytes mod 2**32, little-endian u32")):
+    register(_f)
+
+
+def lookup(key: int | str) -> Function:
+    """The function with this id or name; raises KeyError naming the known ones."""
+    if isinstance(key, int) and key in REGISTRY:
+        return REGISTRY[key]
+    for f in REGISTRY.values():
+        if f.name == key:
+            return f
+    known = ", ".join(f"{f.id}={f.name}" for f in sorted(REGISTRY.values(), key=lambda f: f.id))
+    raise KeyError(f"no function {key!r} (have: {known})")
