@@ -1,6 +1,7 @@
 """The Alveo U55C link card: bridge, exchange engine and reply poller."""
 from __future__ import annotations
 
+import hashlib
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable
@@ -88,6 +89,7 @@ class LinkCard:
         self.function = function
         self.timeout_ps = timeout_ps
         self._replied_upto = 0
+        self.reply_digest = hashlib.sha256()  # over every reply read: sequence, status, payload
         self.reply_timeouts = 0
         self.issued = 0
         self.replies_seen = 0
@@ -135,7 +137,9 @@ class LinkCard:
     def _have(self, base: int) -> None:
         seq, t_in, payload = self._outstanding.popleft()
         got = self.enc.payload(self.replies.buf, base)
-        ok = got == self.reference(payload) and self.enc.header(self.replies.buf, base).flags == 0
+        h = self.enc.header(self.replies.buf, base)
+        ok = got == self.reference(payload) and h.flags == 0
+        self.reply_digest.update(h.seq.to_bytes(4, "little") + h.flags.to_bytes(4, "little") + got)
         self.replies_seen += 1
         self._replied_upto = seq
         if not ok:

@@ -35,7 +35,7 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
     tr = spec.traffic
     enc = get_encoding(spec.consumer.encoding)
     frame = tr.frame_bytes
-    slot_bytes = enc.slot_bytes(frame)
+    slot_bytes = max(32, -(-enc.slot_bytes(frame) // 16) * 16)  # whole 16-byte pieces, as the contract wants
     phase, gen_phase, salt = spec.draws()
 
     req_region = MemoryRegion(f"{spec.name}.request_queue", spec.name, spec.slots * slot_bytes)
@@ -115,6 +115,7 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
     stats = {"events": k.events, "mismatches": card.mismatches, "backlog_max": card.backlog_max,
              "consumer_polls": consumer.poller.polls, "card_polls": card.poller.polls,
              "posted_writes": req_path.writes + rep_path.writes, "poll_phase_ps": phase,
+             "reply_digest": card.reply_digest.hexdigest(),
              "faults": {"injected": {"corrupt_piece": sum(1 for r in fp.corrupt_rounds if r <= n),
                                      "drop_frame": dropped["frames"],
                                      "stall": len(fp.stalls)},
