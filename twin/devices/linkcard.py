@@ -89,6 +89,8 @@ class LinkCard:
         self.function = function
         self.timeout_ps = timeout_ps
         self._replied_upto = 0
+        self._bridge_free = 0
+        self._ready_at: dict[int, int] = {}
         self.reply_digest = hashlib.sha256()  # over every reply read: sequence, status, payload
         self.reply_timeouts = 0
         self.issued = 0
@@ -97,8 +99,16 @@ class LinkCard:
         self.backlog_max = 0
 
     def submit(self, seq: int, payload: bytes) -> None:
-        """A request enters the card now (``kernel.now`` must be a card clock edge)."""
+        """A request enters the card now (``kernel.now`` must be a card clock edge). Frames pass the
+        bridge one after another, in arrival order. Raises ValueError if the request does not fit
+        a slot (``slot_bytes``)."""
+        if self.enc.slot_bytes(len(payload)) > self.slot_bytes:
+            raise ValueError(f"request {seq} of {len(payload)} bytes does not fit a {self.slot_bytes}-byte "
+                             f"{self.enc.name} slot")
         t_in = self.kernel.now
+        start = max(t_in, self._bridge_free)
+        self._bridge_free = start + self.p.bridge_ps(len(payload))
+        self._ready_at[seq] = self._bridge_free + self.p.engine_land_ps
         if len(self._outstanding) < self.slots:
             self._issue(seq, t_in, payload)
         else:
@@ -108,7 +118,7 @@ class LinkCard:
     def _issue(self, seq: int, t_in: int, payload: bytes) -> None:
         self._outstanding.append((seq, t_in, payload))
         self.issued += 1
-        t_issue = max(self.kernel.now, t_in + self.p.issue_delay_ps(len(payload)))
+        t_issue = max(self.kernel.now, self._ready_at.pop(seq))
         self.kernel.at(t_issue, self._write, seq, payload)
         if self.timeout_ps:
             self.kernel.at(t_issue + self.timeout_ps, self._overdue, seq)

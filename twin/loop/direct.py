@@ -56,7 +56,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     fence = c.fence_ps
     cP = card.reply_poll_period_ps
     read = card.reply_read_ps
-    delay = card.issue_delay_ps(frame)
+    bridge, land_ps = card.bridge_ps(frame), card.engine_land_ps  # frames pass the bridge in order
     cclk = card.clock_ps
     clock = tr.make_clock(gen_phase)
     aur = spec.aurora
@@ -69,7 +69,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     t_have = np.zeros(n, np.int64)
     t_back = np.zeros(n, np.int64)
     have = [0] * slots  # ring: t_have of the last `slots` rounds
-    tx_free = rx_free = 0
+    tx_free = rx_free = bridge_free = 0
     t_free_c = 0       # consumer armed (first poll instant >= this)
     last_have = 0      # card's watch for request j starts at max(t_in_j, t_have_{j-1})
     ts = clock.edge(0)
@@ -87,7 +87,8 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
         t_in[i] = tin
         if i >= slots and have[i % slots] > tin:
             raise DirectNotApplicable(f"loop {spec.name!r}: round {i + 1} waits for a free slot")
-        t_issue = tin + delay
+        bridge_free = (tin if tin > bridge_free else bridge_free) + bridge
+        t_issue = bridge_free + land_ps
         for s in req_sizes:
             land = req_plan(t_issue, s)
         t = land if land > t_free_c else t_free_c
