@@ -17,13 +17,15 @@ from typing import Callable
 class Function:
     """One served function: ``id`` (u16, the header's function field), ``name``, the Python
     implementation ``python(payload: bytes) -> bytes``, the C symbol (``None``: none in C; for
-    id 0 the runtime's built-in echo), and a one-line ``doc``."""
+    id 0 the runtime's built-in echo), a one-line ``doc``, and ``native``: for a Python user
+    function, a callable returning the address of its numba-compiled build."""
 
     id: int
     name: str
     python: Callable[[bytes], bytes]
     c_symbol: str | None
     doc: str
+    native: Callable[[], int] | None = None  # address of a native build (numba), made on demand
 
 
 def echo(payload: bytes) -> bytes:

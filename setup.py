@@ -1,0 +1,67 @@
+"""Build step of twin: the device runtime library (twin/runtime/c) as the extension twin.runtime._qrt.
+
+The project's metadata is in pyproject.toml; setuptools reads both. The extension is an empty
+CPython module (_qrt_module.c) linked with the runtime (qrt_lib.c, plus qrt_functions.c, the C
+builds of the registered functions, when present); twin.runtime.native loads the same shared
+object with ctypes. A C compiler (gcc or clang) is required.
+"""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = Path(__file__).resolve().parent
+C_DIR = "twin/runtime/c"
+
+
+def _runtime_sources() -> tuple[str, list[str]]:
+    """The build id and the C files of the runtime library, from twin/runtime/native.py (loaded by
+    path: it imports only the standard library), so the installed library and native.py agree."""
+    spec = importlib.util.spec_from_file_location("_twin_native_build_id", HERE / "twin/runtime/native.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    bid = mod.source_build_id(HERE / C_DIR)
+    if bid is None:
+        raise SystemExit(f"twin: the runtime sources {mod.BUILD_SOURCES} are missing from {C_DIR}")
+    return bid, [f"{C_DIR}/{p.name}" for p in mod.lib_sources(HERE / C_DIR)]
+
+
+BUILD_ID, LIB_SOURCES = _runtime_sources()
+
+
+class BuildRuntime(build_ext):
+    """build_ext that adds C11 flags and turns a missing or failing compiler into one line."""
+
+    def build_extension(self, ext):
+        cc = getattr(self.compiler, "compiler_so", None) or [None]
+        if self.compiler.compiler_type == "unix":
+            ext.extra_compile_args = ["-std=c11", "-O2", "-fno-strict-aliasing", *ext.extra_compile_args]
+            if cc[0] is None or shutil.which(cc[0]) is None:
+                raise SystemExit("error: twin needs a C compiler (gcc or clang) to build its runtime library: "
+                                 f"{cc[0]!r} was not found (install gcc or clang, or set CC)")
+        try:
+            super().build_extension(ext)
+        except Exception as e:  # distutils' CompileError / LinkError / DistutilsExecError / PlatformError
+            msg = " ".join(str(e).split()) or type(e).__name__
+            if isinstance(e, OSError) or "No such file" in msg or "not found" in msg:
+                raise SystemExit("error: twin needs a C compiler (gcc or clang) to build its runtime library: "
+                                 f"{msg}") from None
+            raise SystemExit(f"error: building twin's runtime library ({C_DIR}) failed: {msg}") from None
+
+
+setup(
+    ext_modules=[
+        Extension(
+            "twin.runtime._qrt",
+            sources=[*LIB_SOURCES, f"{C_DIR}/_qrt_module.c"],
+            include_dirs=[C_DIR],
+            depends=[f"{C_DIR}/qrt.h", f"{C_DIR}/qrt_contract.h"],
+            define_macros=[("QRT_BUILD_ID", f'"{BUILD_ID}"')],
+        )
+    ],
+    cmdclass={"build_ext": BuildRuntime},
+)

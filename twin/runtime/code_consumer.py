@@ -1,0 +1,59 @@
+"""Model ``code``: a consumer whose behaviour is the real C runtime library.
+
+The library works in place on the twin's bytes: its request queue is the consumer's request
+region (the bytes the link card's posted writes landed), and it writes replies into the
+consumer's window onto the producer's reply queue. Each reply the library completes is carried
+to the card as posted writes in the contract's order (classic: header fields and payload, then
+the sequence word; per-piece: one burst). Time is accounted by the consumer's calibrated timing
+model, exactly as for ``sim``; only the behaviour changes.
+"""
+from __future__ import annotations
+
+import ctypes
+
+from twin.devices.consumer import PollingConsumer
+from twin.runtime.functions import REGISTRY
+from twin.runtime.native import NativeEndpoint, library
+
+
+def c_function_address(symbol: str) -> int:
+    """Address of an exported C function of the runtime library (e.g. ``"qrt_fn_invert"``)."""
+    return ctypes.cast(getattr(library(), symbol), ctypes.c_void_p).value
+
+
+class NativeConsumer(PollingConsumer):
+    """A :class:`PollingConsumer` whose requests are served by ``qrt_dispatch_one``.
+
+    Every registered function with a C implementation is installed in the endpoint's dispatch
+    table (id 0, the echo, is the library's own). Raises RuntimeError if the poller saw a request
+    the library does not find (the two disagree on the contract), and QrtError from the library.
+    Statistics: those of :class:`PollingConsumer`, plus ``native_served``.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.window = bytearray(self.slots * self.slot_bytes)
+        self.endpoint = NativeEndpoint(self.requests.buf, self.window, self.slot_bytes, self.slots, self.enc.name)
+        for f in REGISTRY.values():
+            if f.id and f.c_symbol:
+                self.endpoint.register(f.id, c_function_address(f.c_symbol))
+            elif f.id and f.native is not None:
+                self.endpoint.register(f.id, f.native())
+        self.native_served = 0
+
+    def install(self, function_id: int, address: int) -> None:
+        """Serve ``function_id`` with the native function at ``address`` (e.g. a numba cfunc)."""
+        self.endpoint.register(function_id, address)
+
+    def answer(self, seq: int, base: int) -> list[tuple[int, bytes]]:
+        """Let the C library claim, run and complete the request; return the reply's writes."""
+        if not self.endpoint.dispatch_one():
+            raise RuntimeError(f"{self.name}: the poller saw request {seq} complete but the C runtime did not")
+        self.native_served += 1
+        h = self.enc.header(self.window, base)
+        if h.seq != seq:
+            raise RuntimeError(f"{self.name}: the C runtime answered sequence {h.seq}, expected {seq}")
+        end = base + self.enc.slot_bytes(h.length)
+        if self.enc.per_piece:
+            return [(0, bytes(self.window[base:end]))]
+        return [(4, bytes(self.window[base + 4:end])), (0, bytes(self.window[base:base + 4]))]
