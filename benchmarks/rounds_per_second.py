@@ -53,6 +53,14 @@ def main() -> None:
     print(f"ratio direct/hardware ({HARDWARE_ROUNDS_PER_S:,.0f} rounds/s): {d / HARDWARE_ROUNDS_PER_S:.3f}")
     print(f"ratio event/hardware: {e / HARDWARE_ROUNDS_PER_S:.3f}")
     print(f"ratio direct/target (150,000 rounds/s): {d / 150_000:.2f}")
+    rates = {}
+    for model in ("sim", "code"):
+        spec = loop_spec(loaded.params, "epyc7282", sc.traffic_params(args.event_rounds), sc.seed, sc.slots, model=model)
+        t0 = time.perf_counter()
+        run_event(spec)
+        rates[model] = args.event_rounds / (time.perf_counter() - t0)
+    print(f"event model, epyc7282, model sim: {rates['sim']:,.0f} rounds/s; model code (C runtime library "
+          f"via ctypes): {rates['code']:,.0f} rounds/s; ratio code/sim: {rates['code'] / rates['sim']:.2f}")
     t0 = time.perf_counter()
     run_study(loaded, rounds=args.study_rounds)
     dt = time.perf_counter() - t0
