@@ -141,3 +141,11 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--version"])
     assert e.value.code == 0 and capsys.readouterr().out.startswith("twin ")
+
+
+def test_a_refused_run_leaves_no_output_folder(tmp_path, capsys):
+    out = tmp_path / "never"
+    rc = main(["run", str(ROOT / "scenarios" / "faults_epyc7282.yaml"), "--engine", "direct", "--quiet",
+               "--out", str(out)])
+    line = one_line_error(capsys, rc)
+    assert "node 'epyc7282'" in line and not out.exists()

@@ -96,3 +96,9 @@ def test_fault_scenario_counts_land_in_results_json(tmp_path, capsys):
     assert c["mismatches"] == 2
     # the stalled round and the dropped frame's round miss the 3 us deadline
     assert c["deadline_ns"] == 3000 and c["deadline_misses"] >= 2
+
+
+def test_a_stall_after_the_last_round_is_not_counted():
+    late = 10_000_000_000  # 10 ms: 400 rounds of about 2 us end long before
+    res = run_event(spec(FaultPlan(stalls=((late, late + 1_000_000),), timeout_ps=1_000_000)))
+    assert res.stats["faults"]["injected"]["stall"] == 0

@@ -76,10 +76,6 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     out = Path(args.out) if args.out else Path("runs") / sc.name
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
-    for flag, name in ((args.no_csv, "rounds.csv"), (args.no_plot, "histograms.png")):
-        if flag and (out / name).exists():
-            (out / name).unlink()  # an earlier run's file would not match this results.json
     consumers = sc.consumers()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False, disable=args.quiet) as bar:
@@ -87,6 +83,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         study = run_study(loaded, rounds=rounds, seed=args.seed, engine=args.engine,
                           verify_rounds=args.verify_rounds,
                           progress=lambda name, done: bar.update(tasks[name], completed=done))
+    out.mkdir(parents=True, exist_ok=True)  # only once the study has run: a refused run leaves nothing
+    for flag, name in ((args.no_csv, "rounds.csv"), (args.no_plot, "histograms.png")):
+        if flag and (out / name).exists():
+            (out / name).unlink()  # an earlier run's file would not match this results.json
     print_table(study, console)
     write_results_json(study, out / "results.json")
     if not args.no_csv:
@@ -96,7 +96,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     for r in study.runs:
         if r.summary["backlog_max"]:
             console.print(f"[yellow]warning: {r.node}: requests waited for a free slot (up to "
-                          f"{r.summary['backlog_max']} at once): the offered load exceeds what it serves[/yellow]")
+                          f"{r.summary['backlog_max']} at once): the consumer fell behind (offered load, or a stall)[/yellow]")
     console.print(f"wrote {out / 'results.json'}" + ("" if args.no_csv else f", {out / 'rounds.csv'}")
                   + ("" if args.no_plot else f", {out / 'histograms.png'}"))
     rc = 0

@@ -208,7 +208,8 @@ class Scenario(_Strict):
     def _topology(self):
         self.graph()  # raises ValueError on a bad topology
         if self.faults and self.faults.drop_frame and self.traffic.mode != "closed_loop":
-            raise Located(("faults", "drop_frame"), "drop_frame", "needs closed_loop traffic (one request in flight)")
+            raise Located(("traffic", "mode"), self.traffic.mode,
+                          "faults.drop_frame needs closed_loop traffic (one request in flight)")
         if self.faults and time_ps(self.faults.timeout) <= 0:
             raise Located(("faults", "timeout"), self.faults.timeout, "must be > 0")
         return self

@@ -95,7 +95,10 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
                          None if sc.encoding == "default" else sc.encoding, sc.external_control(),
                          sc.faults.plan() if sc.faults else FaultPlan(), lookup(sc.function).id, node.model)
         cb = (lambda n, name=node.name: progress(name, n)) if progress else None
-        res, checked, mism, used = run_one(spec, engine, verify_rounds, cb)
+        try:
+            res, checked, mism, used = run_one(spec, engine, verify_rounds, cb)
+        except DirectNotApplicable as e:
+            raise DirectNotApplicable(f"node {node.name!r}: {e}") from None
         dev = loaded.params.consumers[node.device]
         s = {"name": node.device, "node": node.name, "model": node.model, "function": sc.function,
              "device": dev.device, "kind": dev.kind,

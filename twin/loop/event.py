@@ -118,7 +118,7 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
              "reply_digest": card.reply_digest.hexdigest(),
              "faults": {"injected": {"corrupt_piece": sum(1 for r in fp.corrupt_rounds if r <= n),
                                      "drop_frame": dropped["frames"],
-                                     "stall": len(fp.stalls)},
+                                     "stall": sum(1 for s, _ in fp.stalls if s < k.now)},
                         "detected": {"mismatches": card.mismatches, "resent_frames": dropped["resent"],
                                      "reply_timeouts": card.reply_timeouts}}}
     return LoopResult(spec.name, "event", t_send, t_in, t_have, t_back, ok, stats)
