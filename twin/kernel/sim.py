@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 import numpy as np
 import simpy
+from simpy.events import NORMAL
 
 
 class Kernel:
@@ -33,11 +34,12 @@ class Kernel:
 
     def at(self, t_ps: int, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` at absolute time ``t_ps`` (picoseconds, not in the past)."""
-        delay = t_ps - self.env._now
+        env = self.env
+        delay = t_ps - env._now
         if delay < 0:
-            raise ValueError(f"cannot schedule in the past: t={t_ps} ps < now={self.env._now} ps")
-        ev = simpy.Timeout(self.env, delay)
-        ev.callbacks.append(lambda _e: fn(*args))
+            raise ValueError(f"cannot schedule in the past: t={t_ps} ps < now={env._now} ps")
+        ev = _Call(env, fn, args)
+        env.schedule(ev, NORMAL, delay)
         self.events += 1
 
     def after(self, delay_ps: int, fn: Callable[..., Any], *args: Any) -> None:
@@ -57,6 +59,24 @@ class Kernel:
         ev = simpy.Event(self.env)
         ev.succeed()
         ev.callbacks.append(_raise_stop)
+
+
+class _Call(simpy.Event):
+    """A triggered simpy event that runs one plain callback: the kernel's unit of work (lighter
+    than a Timeout with a closure; same ordering: simpy's queue of (time, priority, id))."""
+
+    __slots__ = ("_fn", "_args")
+
+    def __init__(self, env: simpy.Environment, fn: Callable[..., Any], args: tuple):
+        self.env = env
+        self._ok = True
+        self._value = None
+        self._fn = fn
+        self._args = args
+        self.callbacks = [self._run]
+
+    def _run(self, _e: Any) -> None:
+        self._fn(*self._args)
 
 
 def _raise_stop(_e: Any) -> None:
