@@ -15,7 +15,7 @@ A run with faults uses the event model (the direct engine has no notion of them)
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -63,15 +63,3 @@ class FaultPlan:
             return [(off, bytes(b))] + list(writes[1:])
 
         return tamper
-
-
-@dataclass
-class FaultCounts:
-    """What a loop saw: faults injected and the detections they caused."""
-
-    corrupt_piece: int = 0
-    drop_frame: int = 0
-    stall: int = 0
-    resent_frames: int = 0
-    reply_timeouts: int = 0
-    extra: dict = field(default_factory=dict)

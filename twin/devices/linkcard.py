@@ -35,10 +35,6 @@ class LinkCardParams:
         words = max(1, -(-nbytes * 8 // self.bridge_bits))
         return words * self.clock_ps
 
-    def issue_delay_ps(self, nbytes: int) -> int:
-        """From a request entering the card to the engine issuing its first posted write."""
-        return self.bridge_ps(nbytes) + self.engine_land_ps
-
     def edge(self, t_ps: int) -> int:
         """The first card clock edge at or after ``t_ps``."""
         return ceil_to_grid(t_ps, self.clock_ps)

@@ -9,7 +9,8 @@ model, and ``tests/test_engines.py`` holds the two engines to identical per-roun
 It refuses (``DirectNotApplicable``) when a request enters the card while every slot is still
 busy (the reply that frees one comes strictly later); then only the event model is
 authoritative. A slot freed at the very instant the request enters gives the same timing in
-either event order (the engine issues at ``max(now, t_in + delay)``), so that case is computed.
+either event order (the engine issues at ``max(now, ready)``, ``ready`` fixed when the frame passed
+the bridge), so that case is computed.
 """
 from __future__ import annotations
 
