@@ -39,6 +39,7 @@ class FaultPlan:
 
     @property
     def active(self) -> bool:
+        """True when any fault is planned."""
         return bool(self.corrupt_rounds or self.drop_rounds or self.stalls)
 
     def tamper(self, path: str, per_piece: bool):

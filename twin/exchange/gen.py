@@ -32,6 +32,8 @@ class _S(BaseModel):
 
 
 class Field_(_S):
+    """One field of a record: name, unsigned type, element count, doc."""
+
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     type: Literal["u8", "u16", "u32", "u64"]
     count: int = Field(1, ge=1)
@@ -39,10 +41,13 @@ class Field_(_S):
 
     @property
     def size(self) -> int:
+        """Bytes the field occupies."""
         return SIZES[self.type] * self.count
 
 
 class Record(_S):
+    """A fixed-size record (the header, a piece); its fields must be aligned and fill ``bytes``."""
+
     doc: str = ""
     bytes: int = Field(gt=0)
     fields: list[Field_] = Field(min_length=1)
@@ -59,6 +64,7 @@ class Record(_S):
         return self
 
     def offsets(self) -> list[tuple[Field_, int]]:
+        """Each field with its byte offset in the record."""
         out, off = [], 0
         for f in self.fields:
             out.append((f, off))
@@ -67,6 +73,8 @@ class Record(_S):
 
 
 class Named(_S):
+    """A named constant: an encoding, function id, status code (``value``) or flag (``bit``)."""
+
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     value: int | None = Field(None, ge=0)
     bit: int | None = Field(None, ge=0, le=31)
@@ -74,6 +82,8 @@ class Named(_S):
 
 
 class Queue(_S):
+    """Queue geometry: default slot size, smallest slot, most slots."""
+
     doc: str = ""
     slot_bytes: int = Field(gt=0)
     min_slot_bytes: int = Field(gt=0)

@@ -457,12 +457,15 @@ class NativeSignal:
         return ctypes.addressof(self._s)
 
     def raise_(self, n: int = 1) -> int:
+        """Add ``n`` (release); returns the new value."""
         return self.lib.qrt_signal_raise(ctypes.byref(self._s), n)
 
     def load(self) -> int:
+        """The current value (acquire)."""
         return self.lib.qrt_signal_load(ctypes.byref(self._s))
 
     def wait_nb(self, target: int) -> bool:
+        """True once the value has reached ``target`` (wrap-aware); never blocks."""
         return self.lib.qrt_signal_wait_nb(ctypes.byref(self._s), target) == 1
 
 
@@ -487,9 +490,11 @@ class NativeDeviceQueue:
         return ctypes.addressof(self._dq)
 
     def push(self, m: Msg) -> bool:
+        """Append a descriptor; False when the ring is full."""
         return _check("qrt_dq_push", self.lib.qrt_dq_push(self._dq, ctypes.byref(m))) == 1
 
     def pop(self) -> Msg | None:
+        """Take the oldest descriptor; None when the ring is empty."""
         m = Msg()
         return m if _check("qrt_dq_pop", self.lib.qrt_dq_pop(self._dq, ctypes.byref(m))) == 1 else None
 
