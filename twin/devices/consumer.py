@@ -5,7 +5,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from twin.exchange.contract import STATUS
-from twin.exchange.encoding import Encoding
+from twin.exchange.encoding import Encoding, slot_offset
 from twin.kernel import Kernel, MemoryRegion, Poller, PostedWritePath
 
 
@@ -102,7 +102,7 @@ class PollingConsumer:
 
     def _arm(self) -> None:
         seq = self.next_seq
-        base = ((seq - 1) % self.slots) * self.slot_bytes
+        base = slot_offset(seq, self.slots, self.slot_bytes)
         self.poller.arm(lambda: self.enc.ready(self.requests.buf, base, seq, self.slot_bytes),
                         lambda t: self._seen(seq, base))
 
@@ -127,7 +127,7 @@ class PollingConsumer:
         if self.tamper:
             writes = self.tamper(seq, writes)
         k = self.kernel
-        reply_base = ((seq - 1) % self.slots) * self.slot_bytes
+        reply_base = base  # the reply uses its request's slot index; both queues share the geometry
         if self.enc.per_piece:
             k.at(t, self._post, reply_base, writes)
             t_free = t

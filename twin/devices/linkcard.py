@@ -6,7 +6,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
-from twin.exchange.encoding import Encoding
+from twin.exchange.encoding import Encoding, slot_offset
 from twin.kernel import Kernel, MemoryRegion, Poller, PostedWritePath
 from twin.units import ceil_to_grid
 
@@ -122,7 +122,7 @@ class LinkCard:
             self._watch()
 
     def _write(self, seq: int, payload: bytes) -> None:
-        base = ((seq - 1) % self.slots) * self.slot_bytes
+        base = slot_offset(seq, self.slots, self.slot_bytes)
         writes = self.enc.writes(seq, payload, function=self.function)
         if self.tamper:
             writes = self.tamper(seq, writes)
@@ -135,7 +135,7 @@ class LinkCard:
 
     def _watch(self) -> None:
         seq, _, _ = self._outstanding[0]
-        base = ((seq - 1) % self.slots) * self.slot_bytes
+        base = slot_offset(seq, self.slots, self.slot_bytes)
         self._watching = True
         self.poller.arm(lambda: self.enc.ready(self.replies.buf, base, seq, self.slot_bytes),
                         lambda t: self.kernel.after(self.p.reply_read_ps, self._have, base))

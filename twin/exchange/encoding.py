@@ -29,6 +29,12 @@ MAX_LENGTH = 2 ** (8 * C.HEADER_FIELDS["length"][1]) - 1
 assert HEADER.size == HEADER_BYTES and SEQ.size + FIELDS.size == HEADER_BYTES == PIECE_BYTES
 
 
+def slot_offset(seq: int, slots: int, slot_bytes: int) -> int:
+    """Byte offset in its queue of the slot that message ``seq`` uses: slot (seq - 1) % slots
+    (contract.yaml, queue; sequence numbers start at 1)."""
+    return ((seq - 1) % slots) * slot_bytes
+
+
 @dataclass(frozen=True)
 class Header:
     """The header fields of a message."""

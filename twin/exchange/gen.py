@@ -126,6 +126,13 @@ def _banner(spec_text: str, comment: str) -> str:
             f"{comment} Do not edit: edit the specification and run `twin gen`.\n")
 
 
+def _constants(c: Contract) -> list[tuple[str, list[tuple[str, int]]]]:
+    """The named values every language gets: (GROUP, [(NAME, value)]) for encodings, functions
+    and status codes."""
+    return [(group, [(it.name.upper(), it.value) for it in items])
+            for group, items in (("ENCODING", c.encodings), ("FUNCTION", c.functions), ("STATUS", c.status))]
+
+
 def gen_c(c: Contract, spec_text: str) -> str:
     """The C header: constants, the two records as packed-by-construction structs, size checks."""
     P = c.name.upper()
@@ -144,9 +151,8 @@ def gen_c(c: Contract, spec_text: str) -> str:
             L.append(f"#define {P}_{R}_{f.name.upper()}_OFFSET {off}u")
             L.append(f"#define {P}_{R}_{f.name.upper()}_BYTES {f.size}u")
         L.append("")
-    for group, items in (("ENCODING", c.encodings), ("FUNCTION", c.functions), ("STATUS", c.status)):
-        for it in items:
-            L.append(f"#define {P}_{group}_{it.name.upper()} {it.value}u")
+    for group, items in _constants(c):
+        L += [f"#define {P}_{group}_{name} {value}u" for name, value in items]
         L.append("")
     for it in c.flags:
         L.append(f"#define {P}_FLAG_{it.name.upper()} (1u << {it.bit})")
@@ -206,9 +212,8 @@ def gen_verilog(c: Contract, spec_text: str) -> str:
             L.append(f"`define {P}_{R}_{N}_LSB {off * 8}")
             L.append(f"`define {P}_{R}_{N}_MSB {off * 8 + f.size * 8 - 1}")
         L.append("")
-    for group, items in (("ENCODING", c.encodings), ("FUNCTION", c.functions), ("STATUS", c.status)):
-        for it in items:
-            L.append(f"`define {P}_{group}_{it.name.upper()} {it.value}")
+    for group, items in _constants(c):
+        L += [f"`define {P}_{group}_{name} {value}" for name, value in items]
     for it in c.flags:
         L.append(f"`define {P}_FLAG_{it.name.upper()}_BIT {it.bit}")
     L += ["", f"`endif // {P}_CONTRACT_VH", ""]
