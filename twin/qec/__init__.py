@@ -1,0 +1,1 @@
+"""QEC workloads and decoders: stim memory experiments, detector packing, lookup-table decoders."""

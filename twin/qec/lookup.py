@@ -1,0 +1,98 @@
+"""Lookup-table decoders built exactly from a detector error model.
+
+For a model with D detectors and K observables the table has 2**D entries: entry ``s`` (detector
+``i`` is bit ``i`` of ``s``) holds the observable flips (observable ``k`` is bit ``k``) that are most
+likely given syndrome ``s``. The probabilities are exact: every error mechanism is independent, so
+the joint distribution of (syndrome, observable flips) over all 2**(D+K) outcomes is built one
+mechanism at a time (``P'[x] = (1-p) P[x] + p P[x ^ flips]``), and the table keeps, per syndrome,
+the observable pattern of highest probability (ties and unreachable syndromes: the smallest pattern,
+so the table is deterministic). This is maximum-likelihood decoding, which is what a lookup table in
+hardware can hold for small codes (the seeds' V80 decoded repetition-3 and Steane-7 this way).
+
+The same table feeds the Python decoder (:meth:`LookupTable.decode`), the C runtime's table function
+and the RTL decoder's ROM (:meth:`LookupTable.readmemh`), so all three return the same corrections.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MAX_DETECTORS = 20  # 2**20 entries x 4 bytes: 4 MiB; beyond this a lookup table is the wrong decoder
+
+
+@dataclass(frozen=True)
+class LookupTable:
+    """A decoder table.
+
+    n_detectors: D; n_observables: K (<= 32); table: uint32 array of shape (2**D,), the observable
+    flips per syndrome index; name: a label (e.g. ``"rep3"``).
+    """
+
+    name: str
+    n_detectors: int
+    n_observables: int
+    table: np.ndarray
+
+    @staticmethod
+    def pack(detectors: np.ndarray) -> np.ndarray:
+        """Syndrome indices (uint32, shape (shots,)) from detection events (bool, shape (shots, D))."""
+        d = np.asarray(detectors, dtype=bool)
+        if d.ndim != 2:
+            raise ValueError(f"detectors must be 2-D (shots, detectors), got shape {d.shape}")
+        weights = (np.uint32(1) << np.arange(d.shape[1], dtype=np.uint32))
+        return (d.astype(np.uint32) * weights).sum(axis=1, dtype=np.uint64).astype(np.uint32)
+
+    def decode(self, detectors: np.ndarray) -> np.ndarray:
+        """Predicted observable flips (bool, shape (shots, K)) for detection events (bool, (shots, D)).
+
+        Raises ValueError when the number of detectors differs from the table's.
+        """
+        d = np.asarray(detectors, dtype=bool)
+        if d.ndim != 2 or d.shape[1] != self.n_detectors:
+            raise ValueError(f"table {self.name!r} decodes {self.n_detectors} detectors, got shape {d.shape}")
+        flips = self.table[self.pack(d)]
+        return ((flips[:, None] >> np.arange(self.n_observables, dtype=np.uint32)) & 1).astype(bool)
+
+    def readmemh(self) -> str:
+        """The table as a Verilog ``$readmemh`` file: one hex word per syndrome, address order."""
+        width = max(1, (self.n_observables + 3) // 4)
+        return "".join(f"{int(v):0{width}x}\n" for v in self.table)
+
+
+def from_dem(dem, name: str = "lookup") -> LookupTable:
+    """Build the maximum-likelihood table of a ``stim.DetectorErrorModel``.
+
+    Works on the undecomposed model (``circuit.detector_error_model(decompose_errors=False)``);
+    ``^`` separators in decomposed models are folded into one mechanism. Raises ValueError when the
+    model has more than ``MAX_DETECTORS`` detectors or more than 32 observables.
+    """
+    D, K = dem.num_detectors, dem.num_observables
+    if D > MAX_DETECTORS:
+        raise ValueError(f"{name}: {D} detectors; a lookup table holds at most {MAX_DETECTORS} (use matching)")
+    if K > 32:
+        raise ValueError(f"{name}: {K} observables; at most 32")
+    prob = np.zeros(1 << (D + K))
+    prob[0] = 1.0
+    idx = np.arange(prob.size)
+    for inst in dem.flattened():
+        if inst.type != "error":
+            continue
+        p = inst.args_copy()[0]
+        flip = 0
+        for t in inst.targets_copy():
+            if t.is_relative_detector_id():
+                flip ^= 1 << t.val
+            elif t.is_logical_observable_id():
+                flip ^= 1 << (D + t.val)
+        if flip == 0 or p == 0:
+            continue
+        prob = (1 - p) * prob + p * prob[idx ^ flip]
+    joint = prob.reshape(1 << K, 1 << D)  # [observables, syndrome]
+    table = np.argmax(joint, axis=0).astype(np.uint32)  # argmax takes the first (smallest) on ties
+    return LookupTable(name, D, K, table)
+
+
+def for_circuit(circuit, name: str = "lookup") -> LookupTable:
+    """The table for a ``stim.Circuit``'s detector error model."""
+    return from_dem(circuit.detector_error_model(decompose_errors=False), name)
