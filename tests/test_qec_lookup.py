@@ -85,3 +85,16 @@ def test_bad_code_arguments():
         memory_circuit("steane", 5, 2, 1e-3)
     with pytest.raises(ValueError, match="p 0.7"):
         memory_circuit("rep", 3, 1, 0.7)
+
+
+def test_decoder_functions_serve_the_standard_tables():
+    from twin.qec.lookup import standard_table
+    from twin.runtime.functions import lookup
+    for fname, tname in (("decode_rep3", "rep3"), ("decode_steane7", "steane7")):
+        t = standard_table(tname)
+        f = lookup(fname)
+        for s in range(1 << t.n_detectors):
+            pad = bytes([s | (0xF0 if t.n_detectors == 4 else 0xC0)]) + b"\x55" * 7  # padding ignored
+            assert f.python(pad) == bytes([int(t.table[s])])
+        with pytest.raises(ValueError, match="payload of 0 bytes"):
+            f.python(b"")

@@ -96,3 +96,45 @@ def from_dem(dem, name: str = "lookup") -> LookupTable:
 def for_circuit(circuit, name: str = "lookup") -> LookupTable:
     """The table for a ``stim.Circuit``'s detector error model."""
     return from_dem(circuit.detector_error_model(decompose_errors=False), name)
+
+
+def syndrome_bytes(n_detectors: int) -> int:
+    """Bytes a packed syndrome of ``n_detectors`` bits takes in a request payload."""
+    return (n_detectors + 7) // 8
+
+
+def decode_payload(table: LookupTable, payload: bytes) -> bytes:
+    """The decoder as a served function: syndrome bytes in, correction bytes out.
+
+    Request payload: the first ``syndrome_bytes(D)`` bytes hold the syndrome, detector ``i`` in bit
+    ``i % 8`` of byte ``i // 8`` (numpy ``packbits(..., bitorder="little")``); bits at and above D
+    and any further bytes are frame padding and ignored. Reply: the observable flips, observable
+    ``k`` in bit ``k``, in ``syndrome_bytes(K)`` bytes, little-endian. Raises ValueError when the
+    payload is shorter than the syndrome.
+    """
+    nb = syndrome_bytes(table.n_detectors)
+    if len(payload) < nb:
+        raise ValueError(f"{table.name}: payload of {len(payload)} bytes, the syndrome needs {nb}")
+    s = int.from_bytes(bytes(payload[:nb]), "little") & ((1 << table.n_detectors) - 1)
+    return int(table.table[s]).to_bytes(syndrome_bytes(table.n_observables), "little")
+
+
+STANDARD = {
+    # name: (code, distance, rounds, p): the tables the runtime, the RTL and the loop share
+    "rep3": ("rep", 3, 1, 1e-3),
+    "steane7": ("steane", 3, 2, 1e-3),
+}
+
+
+def standard_table(name: str) -> LookupTable:
+    """One of the bundled tables (``rep3``: repetition-3, one round; ``steane7``: Steane [[7,1,3]],
+    two rounds; both for circuit noise at p = 1e-3), built on first use and cached.
+    Raises KeyError for another name."""
+    if name not in _CACHE:
+        from twin.qec.codes import memory_circuit
+        code, d, r, p = STANDARD[name]
+        _CACHE[name] = for_circuit(memory_circuit(code, d, r, p), name)
+    return _CACHE[name]
+
+
+_CACHE: dict[str, LookupTable] = {}

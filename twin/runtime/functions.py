@@ -71,6 +71,20 @@ for _f in (Function(0, "echo", echo, None, "built-in: reply = request"),
     register(_f)
 
 
+def _table_fn(name: str) -> Callable[[bytes], bytes]:
+    def decode(payload: bytes) -> bytes:
+        from twin.qec.lookup import decode_payload, standard_table
+        return decode_payload(standard_table(name), payload)
+    decode.__doc__ = f"Lookup-table decoder {name!r} (:func:`twin.qec.lookup.decode_payload`)."
+    return decode
+
+
+# Decoders: ids 16.. (syndrome bytes in, correction bytes out; tables in twin.qec.lookup.STANDARD)
+for _f in (Function(16, "decode_rep3", _table_fn("rep3"), None, "repetition-3 lookup decoder, 4 detectors -> 1 byte"),
+           Function(17, "decode_steane7", _table_fn("steane7"), None, "Steane-7 lookup decoder, 6 detectors -> 1 byte")):
+    register(_f)
+
+
 def lookup(key: int | str) -> Function:
     """The function with this id or name; raises KeyError naming the known ones."""
     if isinstance(key, int) and key in REGISTRY:
