@@ -73,14 +73,17 @@ class TrafficGenerator:
     """Issues requests and takes replies (the control system, or the card's own generator).
 
     Ports: ``send(seq, payload)`` towards the card (a callable, called at the send instant);
-    ``reply(seq)`` when a reply is back at the generator.
+    ``reply(seq)`` when a reply is back at the generator. ``payloads(seq)``, when given, supplies
+    each request's payload (a workload's frames); otherwise :func:`payload_for` fills it.
 
     Statistics: ``sent``, ``received``; ``t_send`` (list of send instants, ps).
     """
 
     def __init__(self, kernel: Kernel, params: TrafficParams, clock: Clock,
-                 send: Callable[[int, bytes], None], salt: int):
+                 send: Callable[[int, bytes], None], salt: int,
+                 payloads: Callable[[int], bytes] | None = None):
         self.kernel = kernel
+        self.payloads = payloads  # seq -> payload (e.g. a QEC workload's syndrome frames); None: payload_for
         self.p = params
         self.clock = clock
         self.send = send
@@ -99,7 +102,9 @@ class TrafficGenerator:
     def _send_next(self) -> None:
         self.sent += 1
         self.t_send.append(self.kernel.now)
-        self.send(self.sent, payload_for(self.sent, self.p.frame_bytes, self.salt))
+        payload = (self.payloads(self.sent) if self.payloads is not None
+                   else payload_for(self.sent, self.p.frame_bytes, self.salt))
+        self.send(self.sent, payload)
 
     def _send_open(self, k: int) -> None:
         self._send_next()

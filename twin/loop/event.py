@@ -22,7 +22,10 @@ def python_functions(fid: int):
     return f.python if f else None
 
 
-def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: int = 10_000) -> LoopResult:
+def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: int = 10_000, *,
+              payloads: Callable[[int], bytes] | None = None, reference: Callable[[bytes], bytes] | None = None,
+              consumer_factory: Callable[..., PollingConsumer] | None = None,
+              keep_replies: bool = False) -> LoopResult:
     """Simulate ``spec`` with the full event model and return every round's timestamps.
 
     Nodes meet only in memory: the card's engine posts the request's bytes into the consumer's
@@ -30,6 +33,12 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
     landed, and the reply comes back the same way into the card's own reply queue, where the
     card checks it byte for byte against the echo. ``progress(n)`` is called with the number of
     rounds completed so far, every ``chunk_rounds``.
+
+    Hooks for workloads (:mod:`twin.qec`): ``payloads(seq)`` supplies request payloads (default:
+    the generator's counter words); ``reference(payload)`` is what the card checks each reply
+    against (default: the function's Python implementation); ``consumer_factory`` builds the
+    consumer with :class:`PollingConsumer`'s arguments (e.g. a hosting mode); ``keep_replies``
+    returns every reply payload in ``result.stats["replies"]`` (list of bytes, round order).
     """
     k = Kernel(spec.seed)
     tr = spec.traffic
@@ -53,6 +62,8 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
         consumer_class = PollingConsumer
     else:
         raise ValueError(f"loop {spec.name!r}: model {spec.model!r} is not available (sim, code)")
+    if consumer_factory is not None:
+        consumer_class = consumer_factory
     consumer = consumer_class(k, spec.name, spec.consumer.with_phase(phase), enc, req_region, rep_path,
                               spec.slots, slot_bytes, frame, python_functions, tamper=fp.tamper("reply", enc.per_piece),
                               stalls=fp.stalls)
@@ -81,8 +92,9 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
         k.at(back, gen.reply, seq)
 
     card = LinkCard(k, spec.card, enc, req_path, rep_region, spec.slots, slot_bytes, frame,
-                    lookup(spec.function).python, on_reply,
-                    tamper=fp.tamper("request", enc.per_piece), timeout_ps=fp.timeout_ps, function=spec.function)
+                    reference or lookup(spec.function).python, on_reply,
+                    tamper=fp.tamper("request", enc.per_piece), timeout_ps=fp.timeout_ps, function=spec.function,
+                    keep_replies=keep_replies)
     dropped = {"frames": 0, "resent": 0}
 
     def deliver(seq: int, payload: bytes) -> None:
@@ -101,7 +113,7 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
             return
         deliver(seq, payload)
 
-    gen = TrafficGenerator(k, tr, tr.make_clock(gen_phase), send, salt)
+    gen = TrafficGenerator(k, tr, tr.make_clock(gen_phase), send, salt, payloads)
     consumer.start()
     gen.start()
     while gen.received < n:
@@ -121,4 +133,6 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
                                      "stall": sum(1 for s, _ in fp.stalls if s < k.now)},
                         "detected": {"mismatches": card.mismatches, "resent_frames": dropped["resent"],
                                      "reply_timeouts": card.reply_timeouts}}}
+    if keep_replies:
+        stats["replies"] = card.replies
     return LoopResult(spec.name, "event", t_send, t_in, t_have, t_back, ok, stats)

@@ -85,6 +85,18 @@ for _f in (Function(16, "decode_rep3", _table_fn("rep3"), None, "repetition-3 lo
     register(_f)
 
 
+def _matching_fn(name: str) -> Callable[[bytes], bytes]:
+    def decode(payload: bytes) -> bytes:
+        from twin.qec.decoders import standard_matching
+        return standard_matching(name).decode_payload(payload)
+    decode.__doc__ = f"PyMatching decoder {name!r} (:func:`twin.qec.decoders.standard_matching`)."
+    return decode
+
+
+register(Function(18, "decode_surface5", _matching_fn("surface5"), None,
+                  "rotated surface code d=5, 5 rounds, PyMatching: 120 detectors (15 bytes) -> 1 byte"))
+
+
 def lookup(key: int | str) -> Function:
     """The function with this id or name; raises KeyError naming the known ones."""
     if isinstance(key, int) and key in REGISTRY:
