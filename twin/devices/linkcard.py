@@ -58,7 +58,7 @@ class LinkCard:
     the PCIe path); with ``timeout_ps`` > 0 a reply not had ``timeout_ps`` after its request was
     issued is counted in ``reply_timeouts`` (the run goes on and takes the reply when it comes).
 
-    With ``keep_replies`` the card keeps every reply payload it reads, in order, in ``replies``
+    With ``keep_replies`` the card keeps every reply payload it reads, in order, in ``kept_replies``
     (a QEC workload's corrections, counted against ground truth by :mod:`twin.qec`).
 
     Statistics: ``issued``, ``replies_seen``, ``mismatches``, ``backlog_max``, ``reply_timeouts``,
@@ -92,7 +92,7 @@ class LinkCard:
         self._bridge_free = 0
         self._ready_at: dict[int, int] = {}
         self.reply_digest = hashlib.sha256()  # over every reply read: sequence, status, payload
-        self.replies: list[bytes] | None = [] if keep_replies else None  # every reply payload, in order
+        self.kept_replies: list[bytes] | None = [] if keep_replies else None  # every reply payload, in order
         self.reply_timeouts = 0
         self.issued = 0
         self.replies_seen = 0
@@ -151,8 +151,8 @@ class LinkCard:
         h = self.enc.header(self.replies.buf, base)
         ok = got == self.reference(payload) and h.flags == 0
         self.reply_digest.update(h.seq.to_bytes(4, "little") + h.flags.to_bytes(4, "little") + got)
-        if self.replies is not None:
-            self.replies.append(got)
+        if self.kept_replies is not None:
+            self.kept_replies.append(got)
         self.replies_seen += 1
         self._replied_upto = seq
         if not ok:

@@ -134,5 +134,5 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
                         "detected": {"mismatches": card.mismatches, "resent_frames": dropped["resent"],
                                      "reply_timeouts": card.reply_timeouts}}}
     if keep_replies:
-        stats["replies"] = card.replies
+        stats["replies"] = card.kept_replies
     return LoopResult(spec.name, "event", t_send, t_in, t_have, t_back, ok, stats)

@@ -1,0 +1,132 @@
+"""How long a decoder computes on a device: a cost model per device kind, or host timing scaled.
+
+Two ways, stated in every result (``CostModel.describe()``):
+
+- ``model`` (default; deterministic): per decoder kind and device kind, a time per request of
+  ``base + per_event * (detection events in the request)``:
+
+  ========  ==========================  ==========================  ==========================
+  decoder   cpu (one core)              gpu (one persistent kernel)  fpga (logic)
+  ========  ==========================  ==========================  ==========================
+  lookup    10 ns (table load, L1/L2)   1 poll period (a dependent   1 cycle of the logic clock
+                                        load of device memory)      (a ROM read)
+  matching  70 ns + 130 ns per event    not served                  not served
+  function  ``function_ns`` (given)     ``function_ns`` (given)     not served
+  ========  ==========================  ==========================  ==========================
+
+  Sources: the matching row is our own measurement of PyMatching 2.4.0 ``decode_batch`` on the
+  rotated surface code d=5, 5 rounds (2-core AMD EPYC VM, Python 3.11.7, 2026-11-29: 67 ns with no
+  detection event, about 110-150 ns more per event up to 10 events, p = 1e-3..5e-3). The lookup
+  rows are assumptions (a table of at most 4 MiB held where the consumer reads fastest); the V80's
+  28 ns (amd-qblox-exchange-runtime.txt) already holds its exchange logic, the ROM read is added.
+- ``host_timed``: the decoder is timed on this host (``time.perf_counter``, batches grouped by
+  number of detection events, least-squares ``base + per_event * events``) and multiplied by
+  ``scale`` (the device's speed against this host; 1.0 = as fast). Not deterministic across
+  machines; the fitted numbers are written into the results.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from twin.qec.decoders import Decoder
+
+MODEL_NS = {
+    # (decoder kind, device kind): (base_ns, per_event_ns); None: derived from the device
+    ("lookup", "cpu"): (10.0, 0.0),
+    ("lookup", "gpu"): None,    # one poll period of the device
+    ("lookup", "fpga"): None,   # one cycle of the logic clock
+    ("matching", "cpu"): (70.0, 130.0),
+}
+
+
+class CostError(ValueError):
+    """A decoder that the chosen device kind cannot serve under the cost model."""
+
+
+@dataclass
+class CostModel:
+    """Per-request compute time of a decoder on a device.
+
+    how: ``model`` | ``host_timed``; scale: host_timed only, device time = host time * scale;
+    function_ns: the time of a user function under ``model`` (required for kind ``function``).
+    After :meth:`per_request_ps`, ``base_ns`` and ``per_event_ns`` hold the numbers used.
+    """
+
+    how: str = "model"
+    scale: float = 1.0
+    function_ns: float | None = None
+    base_ns: float = 0.0
+    per_event_ns: float = 0.0
+    notes: list = field(default_factory=list)
+
+    def __post_init__(self):
+        if self.how not in ("model", "host_timed"):
+            raise ValueError(f"cost {self.how!r}: expected 'model' or 'host_timed'")
+        if not self.scale > 0:
+            raise ValueError(f"cost scale {self.scale}: must be > 0")
+
+    def per_request_ps(self, decoder: Decoder, device_kind: str, frames: np.ndarray, events: np.ndarray,
+                       poll_period_ps: int = 0, clock_ps: int = 4000) -> np.ndarray:
+        """Compute time per request, int64 ps (n,), for ``frames`` (uint8 (n, B)) whose syndromes
+        hold ``events`` detection events each (int (n,)). Raises :class:`CostError` when the device
+        kind does not serve this decoder kind under ``model``."""
+        if self.how == "host_timed":
+            self.base_ns, self.per_event_ns = time_on_host(decoder, frames, events)
+            self.base_ns *= self.scale
+            self.per_event_ns *= self.scale
+            self.notes.append(f"timed on this host, scaled x{self.scale:g}")
+        elif decoder.kind == "function":
+            if self.function_ns is None:
+                raise CostError(f"decoder {decoder.name!r}: a user function needs cost.function_ns under model cost")
+            if device_kind == "fpga":
+                raise CostError(f"decoder {decoder.name!r}: a Python function does not run in FPGA logic")
+            self.base_ns, self.per_event_ns = float(self.function_ns), 0.0
+        else:
+            key = (decoder.kind, device_kind)
+            if key not in MODEL_NS:
+                raise CostError(f"decoder {decoder.name!r} ({decoder.kind}) is not served on a {device_kind} "
+                                f"under the cost model (served: {', '.join(f'{a} on {b}' for a, b in MODEL_NS)})")
+            v = MODEL_NS[key]
+            if v is None:
+                v = ((poll_period_ps if device_kind == "gpu" else clock_ps) / 1000, 0.0)
+            self.base_ns, self.per_event_ns = v
+        per = np.rint((self.base_ns + self.per_event_ns * np.asarray(events, np.float64)) * 1000)
+        return per.astype(np.int64)
+
+    def describe(self) -> dict:
+        """What was used, for results.json."""
+        return {"how": self.how, "scale": self.scale, "base_ns": round(self.base_ns, 3),
+                "per_event_ns": round(self.per_event_ns, 3), "notes": list(self.notes)}
+
+
+def time_on_host(decoder: Decoder, frames: np.ndarray, events: np.ndarray, min_batch: int = 2000,
+                 repeats: int = 3) -> tuple[float, float]:
+    """Time ``decoder.decode_frames`` on this host per request, grouped by detection events;
+    returns the least-squares (base_ns, per_event_ns) (per_event >= 0). Each group is repeated up to
+    ``min_batch`` frames and timed ``repeats`` times (minimum kept)."""
+    ev = np.asarray(events)
+    xs, ys, ws = [], [], []
+    for k in np.unique(ev):
+        sel = frames[ev == k]
+        batch = np.repeat(sel, max(1, -(-min_batch // len(sel))), axis=0)
+        best = min(_timed(decoder, batch) for _ in range(repeats))
+        xs.append(float(k))
+        ys.append(best / len(batch) * 1e9)
+        ws.append(float(len(sel)))
+    x, y, w = np.array(xs), np.array(ys), np.sqrt(np.array(ws))
+    if len(x) == 1:
+        return float(y[0]), 0.0
+    A = np.stack([np.ones_like(x), x], axis=1) * w[:, None]
+    base, slope = np.linalg.lstsq(A, y * w, rcond=None)[0]
+    if slope < 0:
+        return float(np.average(y, weights=w)), 0.0
+    return float(max(base, 0.0)), float(slope)
+
+
+def _timed(decoder: Decoder, batch: np.ndarray) -> float:
+    t = time.perf_counter()
+    decoder.decode_frames(batch)
+    return time.perf_counter() - t

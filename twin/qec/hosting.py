@@ -1,0 +1,197 @@
+"""The four ways to host a function on a consumer, with their costs.
+
+amd-qblox-exchange-runtime.txt ("GPU Clients"): the runtime hosts a function ① ``inline`` (linked
+into the persistent control kernel), ② ``worker`` (a resident persistent kernel fed by a device-side
+queue), ③ external (another programming model owns the kernel and calls next/complete: an OpenMP
+region that claims and routes frames itself, ``external_self``, or one the control kernel routes
+for, ``external_routed``), ④ ``chain`` (ordinary kernels pre-armed in an HSA queue, released by
+one store, whose completion signal triggers the reply; a host thread re-arms the chain).
+
+:class:`HostedConsumer` is a :class:`twin.devices.consumer.PollingConsumer` whose reply instant
+follows the mode. Per request, after the control kernel's poll has seen it and read it
+(``pre``), with ``body`` = the consumer's ``service_ps`` + the function's compute time and ``gp`` =
+the runtime's general path (user functions; 0 for the built-in echo):
+
+- inline:          reply at ``t + pre + gp + body``; the control kernel is busy until then.
+- external_self:   as inline plus ``omp_self`` (the region's own next/complete and routing).
+- external_routed: the control kernel routes at ``t + pre + gp`` and polls on; the region starts
+                   ``omp_routed`` later (or when it is free) and replies after ``body``.
+- worker:          as external_routed with ``worker_handoff`` (device-queue push and the
+                   worker's poll).
+- chain:           the control kernel stores the trigger at ``t + pre + gp``; the first kernel
+                   starts ``trigger`` later (``chain_trigger`` - jitter median + Exp(jitter)),
+                   or ``trigger`` after the host re-armed the chain if that is later (the frame
+                   waited for the re-arm); the reply goes ``chain_complete`` after the body
+                   (the control kernel seeing the completion signal). The host re-arms the chain
+                   Exp(``rearm_mean``) after the body ends.
+
+Executors other than the control kernel run one request at a time, so several rounds can be in
+flight (the control kernel polls on while the worker, region or chain computes).
+
+Statistics: ``served``, ``waited_for_rearm`` (chain), ``trigger_ps`` (chain: store -> first kernel
+per request), ``executor_busy_max``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from twin.devices.consumer import PollingConsumer
+from twin.kernel import JitterStream
+
+MODES = ("inline", "worker", "external_self", "external_routed", "chain")
+
+
+@dataclass(frozen=True)
+class HostingParams:
+    """Costs of the hosting modes, integer picoseconds (fitted values in calibrations/hosting.yaml).
+
+    general_path_ps: the runtime's general path for a user function (dispatch by id, classic
+    encoding), over the echo's fast path; worker_handoff_ps; omp_self_ps; omp_routed_ps;
+    chain_trigger_ps (median store -> first kernel, 1.92 us in the seed); chain_trigger_jitter_ps
+    (exponential scale of the trigger's spread); chain_complete_ps; rearm_mean_ps (mean of the
+    host thread's exponential re-arm time after a chain's body ends).
+    """
+
+    general_path_ps: int = 0
+    worker_handoff_ps: int = 0
+    omp_self_ps: int = 0
+    omp_routed_ps: int = 0
+    chain_trigger_ps: int = 1_920_000
+    chain_trigger_jitter_ps: int = 0
+    chain_complete_ps: int = 0
+    rearm_mean_ps: int = 0
+
+    def __post_init__(self):
+        for k, v in self.__dict__.items():
+            if v < 0:
+                raise ValueError(f"hosting {k} must be >= 0 ps, got {v}")
+
+
+class HostedConsumer(PollingConsumer):
+    """A polling consumer hosting its function in ``mode`` (see module docstring).
+
+    Extra arguments: ``mode`` (one of :data:`MODES`), ``hosting`` (:class:`HostingParams`),
+    ``compute_ps(seq) -> int`` (the function's compute time for request ``seq``; default 0),
+    ``seed`` (for the chain's random streams). Raises ValueError for an unknown mode.
+    """
+
+    def __init__(self, *args, mode: str = "inline", hosting: HostingParams = HostingParams(),
+                 compute_ps=None, seed: int = 0, **kwargs):
+        super().__init__(*args, **kwargs)
+        if mode not in MODES:
+            raise ValueError(f"hosting mode {mode!r}: expected one of {', '.join(MODES)}")
+        self.mode = mode
+        self.h = hosting
+        self.compute_ps = compute_ps or (lambda seq: 0)
+        self.exec_free = 0
+        self.chain_armed_at = 0
+        trig_fixed = hosting.chain_trigger_ps - int(round(hosting.chain_trigger_jitter_ps * np.log(2)))
+        self._trig_fixed = max(0, trig_fixed)
+        self._trig = JitterStream(seed, f"{self.name}.chain.trigger", hosting.chain_trigger_jitter_ps)
+        self._rearm = JitterStream(seed, f"{self.name}.chain.rearm", hosting.rearm_mean_ps)
+        self.waited_for_rearm = 0
+        self.trigger_ps: list[int] = []
+        self.in_flight = 0
+        self.executor_busy_max = 0
+
+    def _seen(self, seq: int, base: int) -> None:
+        k = self.kernel
+        now = k.now
+        h = self.enc.header(self.requests.buf, base)
+        gp = self.h.general_path_ps if h.function else 0
+        body = self.p.service_ps + int(self.compute_ps(seq))
+        t_ready = now + self.p.pre_service_ps(self.enc, self.frame_bytes) + gp
+        writes = self.answer(seq, base)
+        if self.tamper:
+            writes = self.tamper(seq, writes)
+        fence = 0 if self.enc.per_piece else self.p.fence_ps
+        m = self.mode
+        if m in ("inline", "external_self"):
+            t_reply = t_ready + body + (self.h.omp_self_ps if m == "external_self" else 0)
+            t_free = t_reply + fence
+        else:
+            t_free = t_ready  # the control kernel hands the request on and polls again
+            if m == "chain":
+                if self.chain_armed_at > t_ready:
+                    self.waited_for_rearm += 1
+                trig = self._trig_fixed + self._trig.next()
+                start = max(t_ready, self.chain_armed_at, self.exec_free) + trig
+                self.trigger_ps.append(start - t_ready)
+                end = start + body
+                t_reply = end + self.h.chain_complete_ps
+                self.chain_armed_at = end + self._rearm.next()
+            else:
+                hand = self.h.worker_handoff_ps if m == "worker" else self.h.omp_routed_ps
+                start = max(t_ready + hand, self.exec_free)
+                t_reply = start + body
+            self.exec_free = t_reply + fence
+        self._reply_at(t_reply, base, writes, fence)
+        self.next_seq = seq + 1
+        self.served += 1
+        k.at(t_free, self._arm)
+
+    def _reply_at(self, t: int, base: int, writes, fence: int) -> None:
+        if self.enc.per_piece:
+            self.kernel.at(t, self._post, base, writes)
+        else:
+            (o_data, data), (o_word, word) = writes
+            self.kernel.at(t, self._post, base, [(o_data, data)])
+            self.kernel.at(t + fence, self._post, base, [(o_word, word)])
+
+
+def hosted_factory(mode: str, hosting: HostingParams, compute_ps=None, seed: int = 0, functions=None):
+    """A ``consumer_factory`` for :func:`twin.loop.event.run_event`: builds a
+    :class:`HostedConsumer`; ``functions`` (fid -> callable) replaces the registry's."""
+    def make(*args, **kwargs):
+        if functions is not None:
+            args = list(args)
+            args[9] = functions  # PollingConsumer's `functions` argument
+        return HostedConsumer(*args, mode=mode, hosting=hosting, compute_ps=compute_ps, seed=seed, **kwargs)
+    return make
+
+
+# -- the fitted parameters ------------------------------------------------------------------------
+
+class _Fitted(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    general_path_ns: float = Field(ge=0)
+    worker_handoff_ns: float = Field(ge=0)
+    omp_self_ns: float = Field(ge=0)
+    omp_routed_ns: float = Field(ge=0)
+    chain_trigger_ns: float = Field(ge=0)
+    chain_trigger_jitter_ns: float = Field(ge=0)
+    chain_complete_ns: float = Field(ge=0)
+    rearm_mean_ns: float = Field(ge=0)
+
+
+class _HostingFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    description: str = ""
+    consumer: str
+    calibration: str
+    function: str
+    rounds: int = Field(gt=0)
+    seed: int = Field(ge=0)
+    provenance: dict = {}
+    values: _Fitted
+
+
+def load_hosting(path: str | Path) -> tuple[HostingParams, dict]:
+    """Read a hosting parameter file (``calibrations/hosting.yaml``); returns (params, the file's
+    document). Raises :class:`twin.config.ConfigError` naming the file, key and value."""
+    from twin.config import load_model
+    doc = load_model(Path(path), _HostingFile)
+    v = doc.values
+    return HostingParams(**{k[:-3] + "_ps": int(round(getattr(v, k) * 1000)) for k in v.model_fields}), doc.model_dump()
+
+
+def hosting_document(params: HostingParams, meta: dict) -> dict:
+    """The YAML document for ``params`` (values in ns) with ``meta`` (consumer, calibration, ...)."""
+    vals = {k[:-3] + "_ns": v / 1000 for k, v in params.__dict__.items()}
+    return {**meta, "values": vals}

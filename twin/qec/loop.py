@@ -1,0 +1,164 @@
+"""A decoder through the loop: a workload's frames in, corrections out, checked and counted.
+
+:func:`run_decode` runs one loop (control side -> link card -> consumer memory -> hosted decoder ->
+reply queue -> card) with the full event model: each request carries one shot's detection events
+in its payload (:meth:`twin.qec.workload.Workload.frames`), the consumer's poller sees it when its
+sequence word (or every piece) has landed, the hosted decoder answers from the bytes in the
+consumer's memory, and the card checks every reply against the direct decode of the same shot
+(:func:`twin.qec.decoders.direct_corrections`, computed from stim's boolean events, not from the
+frames). The card keeps every reply; they are the loop's corrections, counted against stim's
+ground truth.
+
+Batching: the consumer's decoder is deterministic in the syndrome bytes, so the engine decodes the
+stream's frames in one :meth:`Decoder.decode_frames` call before the event run (a matching decoder
+is one PyMatching ``decode_batch`` over the bit-packed frames) and the consumer answers each request
+by looking up the bytes it finds in its memory; bytes the batch never saw (a corrupted request) are
+decoded on the spot, one frame. The wall-clock time of that batch is the loop's decoding
+throughput (``decode_shots_per_s``).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from twin.calibration.params import ParamSet
+from twin.devices.generator import TrafficParams
+from twin.loop.build import loop_spec
+from twin.loop.event import run_event
+from twin.loop.spec import LoopResult
+from twin.qec.cost import CostModel
+from twin.qec.decoders import Decoder, LookupDecoder, MatchingDecoder, direct_corrections
+from twin.qec.hosting import HostingParams, hosted_factory
+from twin.qec.workload import Workload, logical_errors
+from twin.runtime.functions import REGISTRY, Function, register
+
+SESSION_IDS = range(0x4000, 0x8000)  # ids given to decoders built for a workload (see session_function)
+
+
+def session_function(decoder: Decoder, workload_name: str) -> Function:
+    """The function id a decoder is served under. The bundled decoders keep their ids (16
+    ``decode_rep3``, 17 ``decode_steane7``, 18 ``decode_surface5``) when the decoder is the same
+    table or model; any other decoder is registered under ``decode_<workload>_<kind>`` with the
+    first free id from 0x4000 (the same name gets the same id within a process)."""
+    from twin.qec.decoders import STANDARD_MATCHING
+    from twin.qec.lookup import STANDARD
+    std = {"rep3": 16, "steane7": 17, "surface5": 18}
+    if decoder.name in std:
+        if isinstance(decoder, LookupDecoder) and decoder.name in STANDARD or \
+                isinstance(decoder, MatchingDecoder) and decoder.name in STANDARD_MATCHING:
+            return REGISTRY[std[decoder.name]]
+    name = f"decode_{workload_name}_{decoder.kind}"
+    for f in REGISTRY.values():
+        if f.name == name:
+            return f
+    fid = next(i for i in SESSION_IDS if i not in REGISTRY)
+    return register(Function(fid, name, decoder.decode_payload, None, f"{decoder.kind} decoder for {workload_name}"))
+
+
+@dataclass
+class DecodeRun:
+    """One decoder through one loop.
+
+    result: the loop's :class:`LoopResult` (per-round t_send/t_in/t_have/t_back, card's ``ok``);
+    corrections: the loop's replies, uint8 (shots, reply_bytes), as the card read them;
+    direct: the direct decode of the same shots, same shape; compute_ps: the decoder's compute
+    time per request (int64 ps); cost: the cost model's description; decode_wall_s: wall-clock
+    seconds of the consumer's batched decode; direct_wall_s: of the direct decode.
+    """
+
+    workload: Workload
+    decoder: Decoder
+    device: str
+    mode: str
+    function: Function
+    result: LoopResult
+    corrections: np.ndarray
+    direct: np.ndarray
+    compute_ps: np.ndarray
+    cost: dict
+    decode_wall_s: float
+    direct_wall_s: float
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def identical(self) -> bool:
+        """Every loop correction equals the direct decode's, byte for byte."""
+        return bool(np.array_equal(self.corrections, self.direct))
+
+    @property
+    def logical_errors_loop(self) -> int:
+        """Shots whose loop correction leaves a logical error (against stim's ground truth)."""
+        return int(logical_errors(self.corrections, self.workload).sum())
+
+    @property
+    def logical_errors_direct(self) -> int:
+        """Shots whose direct correction leaves a logical error."""
+        return int(logical_errors(self.direct, self.workload).sum())
+
+
+def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decoder, *,
+               mode: str = "inline", hosting: HostingParams = HostingParams(), cost: CostModel | None = None,
+               traffic: TrafficParams | None = None, seed: int = 0, slots: int = 16, encoding: str | None = None,
+               external_control: bool = False, progress=None) -> DecodeRun:
+    """Run every shot of ``workload`` through the loop to consumer ``device`` of ``params``.
+
+    traffic: closed loop by default (one request in flight); an open-loop ``TrafficParams`` streams
+    the shots at its period. Its ``rounds`` and ``frame_bytes`` are replaced by the workload's.
+    Raises KeyError for an unknown device, :class:`twin.qec.cost.CostError` when the device kind
+    cannot serve the decoder under the cost model, ValueError for a bad mode.
+    """
+    from dataclasses import replace
+    cost = cost or CostModel()
+    frames = workload.frames()
+    n = workload.shots
+    traffic = replace(traffic or TrafficParams(), rounds=n, frame_bytes=workload.frame_bytes)
+    fn = session_function(decoder, workload.name)
+    spec = loop_spec(params, device, traffic, seed, slots, encoding, external_control, function=fn.id)
+    c = spec.consumer
+    events = workload.detectors.sum(axis=1)
+    clock_ps = c.poll_period_ps if c.kind == "fpga" else 4000
+    compute = cost.per_request_ps(decoder, c.kind, frames, events, poll_period_ps=c.poll_period_ps, clock_ps=clock_ps)
+
+    t0 = time.perf_counter()
+    batch = decoder.decode_frames(frames)  # the consumer's decoding of the stream, batched
+    decode_wall = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    direct = direct_corrections(decoder, workload.detectors)
+    direct_wall = time.perf_counter() - t0
+
+    keys = [f.tobytes() for f in frames]
+    served = dict(zip(keys, (r.tobytes() for r in batch)))
+    reference = dict(zip(keys, (r.tobytes() for r in direct)))
+
+    def serve(payload: bytes) -> bytes:
+        r = served.get(payload)
+        return r if r is not None else decoder.decode_payload(payload)
+
+    def ref(payload: bytes) -> bytes:
+        r = reference.get(payload)
+        return r if r is not None else decoder.decode_payload(payload)
+
+    def functions(fid: int):
+        if fid == fn.id:
+            return serve
+        f = REGISTRY.get(fid)
+        return f.python if f else None
+
+    factory = hosted_factory(mode, hosting, compute_ps=lambda seq: compute[seq - 1], seed=seed, functions=functions)
+    res = run_event(spec, progress, payloads=lambda seq: keys[seq - 1], reference=ref,
+                    consumer_factory=factory, keep_replies=True)
+    replies = res.stats.pop("replies")
+    corr = np.frombuffer(b"".join(replies), np.uint8).reshape(n, decoder.reply_bytes) if replies else \
+        np.zeros((0, decoder.reply_bytes), np.uint8)
+    return DecodeRun(workload, decoder, device, mode, fn, res, corr, direct, compute, cost.describe(),
+                     decode_wall, direct_wall)
+
+
+def queue_depth(result: LoopResult, t_ps: np.ndarray) -> np.ndarray:
+    """Requests in the card (entered, reply not yet had) at each instant of ``t_ps`` (int64 ps):
+    the loop's queue depth over time. Requests beyond the slot count wait in the card's backlog."""
+    t_in = np.sort(result.t_in)
+    t_have = np.sort(result.t_have)
+    return np.searchsorted(t_in, t_ps, side="right") - np.searchsorted(t_have, t_ps, side="right")
