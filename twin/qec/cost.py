@@ -51,13 +51,15 @@ class CostModel:
     """Per-request compute time of a decoder on a device.
 
     how: ``model`` | ``host_timed``; scale: host_timed only, device time = host time * scale;
-    function_ns: the time of a user function under ``model`` (required for kind ``function``).
+    function_ns: the time of a user function under ``model`` (required for kind ``function``);
+    fixed_ns: under ``model``, this time for every request of any decoder (overrides the table).
     After :meth:`per_request_ps`, ``base_ns`` and ``per_event_ns`` hold the numbers used.
     """
 
     how: str = "model"
     scale: float = 1.0
     function_ns: float | None = None
+    fixed_ns: float | None = None
     base_ns: float = 0.0
     per_event_ns: float = 0.0
     notes: list = field(default_factory=list)
@@ -78,6 +80,9 @@ class CostModel:
             self.base_ns *= self.scale
             self.per_event_ns *= self.scale
             self.notes.append(f"timed on this host, scaled x{self.scale:g}")
+        elif self.fixed_ns is not None:
+            self.base_ns, self.per_event_ns = float(self.fixed_ns), 0.0
+            self.notes.append("fixed time per request")
         elif decoder.kind == "function":
             if self.function_ns is None:
                 raise CostError(f"decoder {decoder.name!r}: a user function needs cost.function_ns under model cost")

@@ -65,7 +65,8 @@ class DecodeRun:
     corrections: the loop's replies, uint8 (shots, reply_bytes), as the card read them;
     direct: the direct decode of the same shots, same shape; compute_ps: the decoder's compute
     time per request (int64 ps); cost: the cost model's description; decode_wall_s: wall-clock
-    seconds of the consumer's batched decode; direct_wall_s: of the direct decode.
+    seconds of the consumer's batched decode; direct_wall_s: of the direct decode; extra: the hosted
+    consumer's statistics (``served``; chain: ``waited_for_rearm``, ``trigger_ps`` per request).
     """
 
     workload: Workload
@@ -146,14 +147,24 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
         f = REGISTRY.get(fid)
         return f.python if f else None
 
-    factory = hosted_factory(mode, hosting, compute_ps=lambda seq: compute[seq - 1], seed=seed, functions=functions)
+    made = []
+    base_factory = hosted_factory(mode, hosting, compute_ps=lambda seq: compute[seq - 1], seed=seed,
+                                  functions=functions)
+
+    def factory(*args, **kwargs):
+        made.append(base_factory(*args, **kwargs))
+        return made[-1]
     res = run_event(spec, progress, payloads=lambda seq: keys[seq - 1], reference=ref,
                     consumer_factory=factory, keep_replies=True)
     replies = res.stats.pop("replies")
     corr = np.frombuffer(b"".join(replies), np.uint8).reshape(n, decoder.reply_bytes) if replies else \
         np.zeros((0, decoder.reply_bytes), np.uint8)
+    con = made[0]
+    extra = {"served": con.served}
+    if mode == "chain":
+        extra.update(waited_for_rearm=con.waited_for_rearm, trigger_ps=np.array(con.trigger_ps, np.int64))
     return DecodeRun(workload, decoder, device, mode, fn, res, corr, direct, compute, cost.describe(),
-                     decode_wall, direct_wall)
+                     decode_wall, direct_wall, extra)
 
 
 def queue_depth(result: LoopResult, t_ps: np.ndarray) -> np.ndarray:
