@@ -179,6 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("gen", help="generate the C header, Python dtypes and Verilog include from "
                                    "twin/exchange/contract.yaml")
     g.add_argument("--check", action="store_true", help="write nothing; exit 1 if a generated file is stale")
+    from twin.qec.cli import add_parsers
+    add_parsers(sub)  # twin decode, twin hosting
     return p
 
 
@@ -187,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     console = Console() if sys.stdout.isatty() else Console(width=120)
     try:
+        if getattr(args, "handler", None):
+            return args.handler(args, console)
         if args.command == "run":
             return cmd_run(args, console)
         if args.command == "gen":

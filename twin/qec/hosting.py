@@ -10,7 +10,8 @@ one store, whose completion signal triggers the reply; a host thread re-arms the
 :class:`HostedConsumer` is a :class:`twin.devices.consumer.PollingConsumer` whose reply instant
 follows the mode. Per request, after the control kernel's poll has seen it and read it
 (``pre``), with ``body`` = the consumer's ``service_ps`` + the function's compute time and ``gp`` =
-the runtime's general path (user functions; 0 for the built-in echo):
+the runtime's general path (user functions on a GPU, where the seeds measured it; 0 for the built-in
+echo, for CPU cores, whose general path the seeds do not give, and for FPGA logic, which has none):
 
 - inline:          reply at ``t + pre + gp + body``; the control kernel is busy until then.
 - external_self:   as inline plus ``omp_self`` (the region's own next/complete and routing).
@@ -78,7 +79,8 @@ class HostedConsumer(PollingConsumer):
 
     Extra arguments: ``mode`` (one of :data:`MODES`), ``hosting`` (:class:`HostingParams`),
     ``compute_ps(seq) -> int`` (the function's compute time for request ``seq``; default 0),
-    ``seed`` (for the chain's random streams). Raises ValueError for an unknown mode.
+    ``seed`` (for the chain's random streams). Raises ValueError for an unknown mode, or a mode
+    the consumer's kind cannot host (FPGA logic: inline only; a kernel chain: GPU only).
     """
 
     def __init__(self, *args, mode: str = "inline", hosting: HostingParams = HostingParams(),
@@ -86,6 +88,7 @@ class HostedConsumer(PollingConsumer):
         super().__init__(*args, **kwargs)
         if mode not in MODES:
             raise ValueError(f"hosting mode {mode!r}: expected one of {', '.join(MODES)}")
+        check_mode(mode, self.p.kind, self.name)
         self.mode = mode
         self.h = hosting
         self.compute_ps = compute_ps or (lambda seq: 0)
@@ -104,7 +107,7 @@ class HostedConsumer(PollingConsumer):
         k = self.kernel
         now = k.now
         h = self.enc.header(self.requests.buf, base)
-        gp = self.h.general_path_ps if h.function else 0
+        gp = self.h.general_path_ps if h.function and self.p.kind == "gpu" else 0
         body = self.p.service_ps + int(self.compute_ps(seq))
         t_ready = now + self.p.pre_service_ps(self.enc, self.frame_bytes) + gp
         writes = self.answer(seq, base)
@@ -143,6 +146,15 @@ class HostedConsumer(PollingConsumer):
             (o_data, data), (o_word, word) = writes
             self.kernel.at(t, self._post, base, [(o_data, data)])
             self.kernel.at(t + fence, self._post, base, [(o_word, word)])
+
+
+def check_mode(mode: str, kind: str, name: str = "consumer") -> None:
+    """Raise ValueError when a ``kind`` consumer cannot host ``mode`` (FPGA logic answers inline
+    only; kernel chains are GPU dispatch packets)."""
+    if kind == "fpga" and mode != "inline":
+        raise ValueError(f"{name}: FPGA logic hosts its function inline only, not {mode!r}")
+    if mode == "chain" and kind != "gpu":
+        raise ValueError(f"{name}: a kernel chain runs on a GPU, not a {kind}")
 
 
 def hosted_factory(mode: str, hosting: HostingParams, compute_ps=None, seed: int = 0, functions=None):

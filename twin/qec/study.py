@@ -1,0 +1,312 @@
+"""``twin decode``: a decoder study from a scenario with a ``decode:`` block.
+
+Schema (keys; optional keys show their default)::
+
+    name: str
+    description: ""
+    calibration: path to a parameter set, relative to this file
+    hosting: ../calibrations/hosting.yaml   # hosting-mode costs (twin hosting --fit writes it)
+    seed: 0
+    slots: 16
+    encoding: default | classic | per_piece
+    control: on_card | aurora                # where the control system sits (aurora: across a cable)
+    traffic: {mode: closed_loop | open_loop, period: "1 us", clock: card | independent,
+              clock_period: "4 ns", ppm: 0.0, gap: "0 ns"}   # open loop: one shot per period
+    deadline: null | "2 us"                  # per request: card has the correction before it
+    decode:
+      code: rep | steane | surface
+      distance: 3
+      rounds: 1                              # syndrome-extraction rounds per shot
+      p: 0.001                               # physical error rate
+      noise: circuit | code_capacity
+      shots: 100000                          # one request per shot
+      frame_bytes: null                      # default: the syndrome in whole 16-byte pieces
+      decoder: lookup | matching
+      cost: {how: model | host_timed, scale: 1.0, fixed: null | "300 ns"}
+      interval: wilson | clopper_pearson     # confidence interval of the logical error rate
+      confidence: 0.95
+      placements: [{device: <consumer in calibration>, mode: inline | worker | external_self |
+            external_routed | chain}]        # one loop per placement
+
+For every placement the study reports: corrections identical to the direct decode (same shots,
+byte for byte), the card's mismatches, logical errors and rate with its interval for the loop,
+for the direct decode and for stim+PyMatching run directly on the same shots, round-trip
+percentiles, deadline misses, the largest backlog, and the decode throughput of the loop's
+batched decode beside the direct decode's. Plots: round trip vs request, queue depth vs time.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from twin.calibration.params import ParamSet, load_params
+from twin.config import ConfigError, load_model
+from twin.qec.hosting import MODES, HostingParams, check_mode, load_hosting
+from twin.scenario import Traffic, _duration
+from twin.stats import summary_ns
+from twin.units import time_ps
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Cost(_Strict):
+    """How the decoder's compute time is accounted (:class:`twin.qec.cost.CostModel`)."""
+
+    how: Literal["model", "host_timed"] = "model"
+    scale: float = Field(1.0, gt=0)
+    fixed: str | None = None
+    _d = field_validator("fixed", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+
+class Placement(_Strict):
+    """Where the decoder runs: a consumer of the parameter set and a hosting mode."""
+
+    device: str
+    mode: Literal[MODES] = "inline"  # type: ignore[valid-type]
+
+
+class Decode(_Strict):
+    """The workload, the decoder and its placements."""
+
+    code: Literal["rep", "steane", "surface"]
+    distance: int = Field(3, ge=2, le=25, strict=True)
+    rounds: int = Field(1, ge=1, le=100, strict=True)
+    p: float = Field(1e-3, ge=0, lt=0.5)
+    noise: Literal["circuit", "code_capacity"] = "circuit"
+    shots: int = Field(100_000, gt=0, le=10_000_000, strict=True)
+    frame_bytes: int | None = Field(None, gt=0, le=65_535)
+    decoder: Literal["lookup", "matching"] = "lookup"
+    cost: Cost = Cost()
+    interval: Literal["wilson", "clopper_pearson"] = "wilson"
+    confidence: float = Field(0.95, gt=0, lt=1)
+    placements: list[Placement] = Field(min_length=1)
+
+
+class DecodeScenario(_Strict):
+    """A decoder study (see module docstring)."""
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+    description: str = ""
+    calibration: str
+    hosting: str = "../calibrations/hosting.yaml"
+    seed: int = Field(0, ge=0, strict=True)
+    slots: int = Field(16, gt=0, le=65_536, strict=True)
+    encoding: Literal["default", "classic", "per_piece"] = "default"
+    control: Literal["on_card", "aurora"] = "on_card"
+    traffic: Traffic = Traffic()
+    deadline: str | None = None
+    decode: Decode
+    _dl = field_validator("deadline", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+
+@dataclass
+class LoadedDecode:
+    """A validated decode scenario with its parameter sets loaded."""
+
+    path: Path
+    sc: DecodeScenario
+    params: ParamSet
+    hosting: HostingParams
+    hosting_path: Path
+
+
+def load_decode(path: str | Path) -> LoadedDecode:
+    """Load a decode scenario; raises :class:`ConfigError` naming file, key and value."""
+    path = Path(path)
+    sc = load_model(path, DecodeScenario)
+    cal = (path.parent / sc.calibration).resolve()
+    if not cal.is_file():
+        raise ConfigError(path, "calibration", sc.calibration, f"no such file ({cal})")
+    params = load_params(cal)
+    for i, pl in enumerate(sc.decode.placements):
+        if pl.device not in params.consumers:
+            raise ConfigError(path, f"decode.placements[{i}].device", pl.device,
+                              f"not a consumer of {cal.name} (have: {', '.join(params.consumers)})")
+        try:
+            check_mode(pl.mode, params.consumers[pl.device].kind, pl.device)
+        except ValueError as e:
+            raise ConfigError(path, f"decode.placements[{i}].mode", pl.mode, str(e)) from None
+    hp_path = (path.parent / sc.hosting).resolve()
+    if not hp_path.is_file():
+        raise ConfigError(path, "hosting", sc.hosting, f"no such file ({hp_path})")
+    hosting, _ = load_hosting(hp_path)
+    d = sc.decode
+    if d.code == "steane" and d.distance != 3:
+        raise ConfigError(path, "decode.distance", d.distance, "the Steane code has distance 3")
+    return LoadedDecode(path, sc, params, hosting, hp_path)
+
+
+def interval(k: int, n: int, method: str, confidence: float) -> tuple[float, float]:
+    """Confidence interval of a binomial rate k/n: ``wilson`` or ``clopper_pearson`` (exact),
+    from ``scipy.stats.binomtest``."""
+    from scipy.stats import binomtest
+    ci = binomtest(k, n).proportion_ci(confidence_level=confidence,
+                                       method="wilson" if method == "wilson" else "exact")
+    return float(ci.low), float(ci.high)
+
+
+def _pymatching_direct(circuit, detectors: np.ndarray) -> tuple[np.ndarray | None, str]:
+    """stim + PyMatching on the same shots, or None with the reason when the model has no graph."""
+    import pymatching
+    try:
+        m = pymatching.Matching.from_detector_error_model(circuit.detector_error_model(decompose_errors=True))
+    except Exception as e:  # stim raises ValueError for hyperedges it cannot decompose
+        return None, f"not decomposable into a matching graph ({str(e).splitlines()[0][:80]})"
+    pred = m.decode_batch(detectors.astype(np.uint8)).astype(bool)
+    return pred, "pymatching.Matching.decode_batch on stim's detection events"
+
+
+def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | None = None, progress=None) -> dict:
+    """Run every placement; returns the results document (results.json) and keeps the per-round
+    data under the private key ``_runs`` (list of :class:`twin.qec.loop.DecodeRun`)."""
+    from twin.qec.cost import CostModel
+    from twin.qec.decoders import make_decoder
+    from twin.qec.loop import queue_depth, run_decode
+    from twin.qec.workload import sample
+
+    sc, d = ld.sc, ld.sc.decode
+    shots = shots or d.shots
+    seed = sc.seed if seed is None else seed
+    w = sample(d.code, d.distance, d.rounds, d.p, shots, seed=seed, noise=d.noise, frame_bytes=d.frame_bytes)
+    decoder = make_decoder(d.decoder, w.circuit, name=f"{w.name}_{d.decoder}")
+    pm, pm_how = _pymatching_direct(w.circuit, w.detectors)
+    pm_errors = None if pm is None else int((pm != w.observables).any(axis=1).sum())
+    t = ld.sc.traffic
+    from twin.devices.generator import TrafficParams
+    traffic = TrafficParams(mode=t.mode, rounds=shots, frame_bytes=w.frame_bytes,
+                            period_ps=time_ps(t.period) if t.period else 0, clock=t.clock,
+                            clock_ps=time_ps(t.clock_period), ppm=t.ppm, gap_ps=time_ps(t.gap))
+    deadline_ps = time_ps(sc.deadline) if sc.deadline else None
+    doc = {"schema": "twin.decode/1", "scenario": sc.name, "calibration": ld.params.name,
+           "hosting": ld.hosting.__dict__, "seed": seed,
+           "workload": {"code": d.code, "distance": d.distance, "rounds": d.rounds, "p": d.p, "noise": d.noise,
+                        "shots": shots, "detectors": w.n_detectors, "observables": w.n_observables,
+                        "frame_bytes": w.frame_bytes, "per_request": "one shot's detection events"},
+           "decoder": {"kind": d.decoder, "name": decoder.name},
+           "traffic": {"mode": t.mode, "period_ns": time_ps(t.period) / 1000 if t.period else None,
+                       "clock": t.clock, "control": sc.control},
+           "deadline_ns": deadline_ps / 1000 if deadline_ps else None,
+           "interval": {"method": d.interval, "confidence": d.confidence},
+           "stim_pymatching": None, "placements": []}
+    if pm_errors is not None:
+        lo, hi = interval(pm_errors, shots, d.interval, d.confidence)
+        doc["stim_pymatching"] = {"logical_errors": pm_errors, "ler": pm_errors / shots, "ci": [lo, hi],
+                                  "how": pm_how}
+    else:
+        doc["stim_pymatching"] = {"logical_errors": None, "how": pm_how}
+    runs = []
+    for pl in d.placements:
+        cost = CostModel(how=d.cost.how, scale=d.cost.scale,
+                         fixed_ns=time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None)
+        cb = (lambda n, name=pl.device: progress(name, n)) if progress else None
+        r = run_decode(ld.params, pl.device, w, decoder, mode=pl.mode, hosting=ld.hosting, cost=cost,
+                       traffic=traffic, seed=seed, slots=sc.slots,
+                       encoding=None if sc.encoding == "default" else sc.encoding,
+                       external_control=sc.control == "aurora", progress=cb)
+        runs.append(r)
+        res = r.result
+        le_loop, le_direct = r.logical_errors_loop, r.logical_errors_direct
+        s = {"device": pl.device, "mode": pl.mode, "function": {"id": r.function.id, "name": r.function.name},
+             "kind": ld.params.consumers[pl.device].kind, "shots": shots,
+             "identical_corrections": int((r.corrections == r.direct).all(axis=1).sum()),
+             "card_mismatches": res.mismatches,
+             "logical_errors": {"loop": le_loop, "direct": le_direct},
+             "ler": {"loop": le_loop / shots, "direct": le_direct / shots},
+             "ci": {"loop": list(interval(le_loop, shots, d.interval, d.confidence)),
+                    "direct": list(interval(le_direct, shots, d.interval, d.confidence))},
+             "cost": r.cost, "compute_ns_mean": round(float(r.compute_ps.mean()) / 1000, 3),
+             "backlog_max": int(res.stats.get("backlog_max", 0)),
+             "rtt": summary_ns(res.rtt_ps)}
+        if res.loop_ps is not None and sc.control == "aurora":
+            s["loop"] = summary_ns(res.loop_ps)
+        if deadline_ps is not None:
+            lat = res.loop_ps if sc.control == "aurora" else res.rtt_ps
+            s["deadline_misses"] = int((lat > deadline_ps).sum())
+        tq = np.linspace(int(res.t_in.min()), int(res.t_have.max()), 200).astype(np.int64)
+        s["queue_depth_max"] = int(queue_depth(res, np.sort(res.t_in)).max())
+        s["throughput"] = {"loop_decode_shots_per_s": shots / r.decode_wall_s if r.decode_wall_s else None,
+                           "direct_decode_shots_per_s": shots / r.direct_wall_s if r.direct_wall_s else None,
+                           "note": "wall clock of this machine; not part of the deterministic results"}
+        if pl.mode == "chain":
+            s["waited_for_rearm"] = int(r.extra["waited_for_rearm"])
+        s["_queue"] = (tq, queue_depth(res, tq))
+        doc["placements"].append(s)
+    doc["_runs"] = runs
+    return doc
+
+
+def print_decode(doc: dict, console) -> None:
+    """The terminal table of a decode study."""
+    from rich.table import Table
+    w = doc["workload"]
+    tb = Table(title=f"{doc['scenario']}: {w['code']} d={w['distance']} rounds={w['rounds']} p={w['p']:g}, "
+                     f"{w['shots']} shots, {doc['decoder']['kind']} decoder")
+    for col in ("device", "mode", "differ", "mism.", "LER loop [CI]", "LER direct", "p50", "p99",
+                "misses", "backlog"):
+        tb.add_column(col, justify="left" if col in ("device", "mode") else "right")
+    for s in doc["placements"]:
+        lo, hi = s["ci"]["loop"]
+        tb.add_row(s["device"], s["mode"], str(s["shots"] - s["identical_corrections"]), str(s["card_mismatches"]),
+                   f"{s['ler']['loop']:.2e} [{lo:.1e},{hi:.1e}]", f"{s['ler']['direct']:.2e}",
+                   f"{s['rtt']['p50_ns'] / 1000:.3f} µs", f"{s['rtt']['p99_ns'] / 1000:.3f} µs",
+                   str(s.get("deadline_misses", "-")), str(s["backlog_max"]))
+    console.print(tb)
+    pm = doc["stim_pymatching"]
+    if pm["logical_errors"] is not None:
+        console.print(f"stim+PyMatching direct on the same shots: {pm['logical_errors']} logical errors, "
+                      f"LER {pm['ler']:.2e} [{pm['ci'][0]:.1e}, {pm['ci'][1]:.1e}] "
+                      f"({doc['interval']['method']}, {doc['interval']['confidence']:.0%})")
+    else:
+        console.print(f"stim+PyMatching direct: n/a, {pm['how']}")
+    for s in doc["placements"]:
+        tp = s["throughput"]
+        c = s["cost"]
+        console.print(f"{s['device']} ({s['mode']}): compute {c['how']} {c['base_ns']:g} ns + {c['per_event_ns']:g} ns "
+                      f"per detection event (mean {s['compute_ns_mean']:g} ns); decode in the loop "
+                      f"{tp['loop_decode_shots_per_s']:,.0f} shots/s, direct {tp['direct_decode_shots_per_s']:,.0f} shots/s")
+
+
+def write_decode_outputs(doc: dict, out: Path) -> list[Path]:
+    """results.json (deterministic for a seed: no wall-clock numbers), latency_vs_round.png,
+    backlog_vs_time.png. Returns the paths written."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    out.mkdir(parents=True, exist_ok=True)
+    clean = {k: v for k, v in doc.items() if not k.startswith("_")}
+    clean["placements"] = [{k: v for k, v in s.items() if not k.startswith("_") and k != "throughput"}
+                           for s in doc["placements"]]
+    paths = [out / "results.json", out / "latency_vs_round.png", out / "backlog_vs_time.png"]
+    paths[0].write_text(json.dumps(clean, indent=2, sort_keys=True, default=float) + "\n")
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for s, r in zip(doc["placements"], doc["_runs"]):
+        rtt = r.result.rtt_ps / 1e6
+        ax.plot(np.arange(1, len(rtt) + 1), rtt, ".", ms=1, label=f"{s['device']} ({s['mode']})")
+    if doc["deadline_ns"]:
+        ax.axhline(doc["deadline_ns"] / 1000, color="r", lw=1, label="deadline")
+    ax.set_xlabel("request (shot)")
+    ax.set_ylabel("round trip (µs)")
+    ax.set_title(f"{doc['scenario']}: latency vs round")
+    ax.legend(markerscale=8, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(paths[1], dpi=120)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for s in doc["placements"]:
+        tq, depth = s["_queue"]
+        ax.step((tq - tq[0]) / 1e6, depth, where="post", label=f"{s['device']} ({s['mode']})")
+    ax.set_xlabel("time (µs)")
+    ax.set_ylabel("requests in the card (queue depth)")
+    ax.set_title(f"{doc['scenario']}: backlog vs time")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(paths[2], dpi=120)
+    plt.close(fig)
+    return paths
