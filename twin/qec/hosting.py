@@ -200,7 +200,7 @@ def load_hosting(path: str | Path) -> tuple[HostingParams, dict]:
     from twin.config import load_model
     doc = load_model(Path(path), _HostingFile)
     v = doc.values
-    return HostingParams(**{k[:-3] + "_ps": int(round(getattr(v, k) * 1000)) for k in v.model_fields}), doc.model_dump()
+    return HostingParams(**{k[:-3] + "_ps": int(round(getattr(v, k) * 1000)) for k in type(v).model_fields}), doc.model_dump()
 
 
 def hosting_document(params: HostingParams, meta: dict) -> dict:
