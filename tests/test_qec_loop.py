@@ -82,8 +82,9 @@ def test_cost_model_refuses_what_a_device_cannot_serve():
         CostModel().per_request_ps(dec, "gpu", w.frames(), w.detectors.sum(1))
     per = CostModel().per_request_ps(dec, "cpu", w.frames(), w.detectors.sum(1))
     assert np.array_equal(per, 70_000 + 130_000 * w.detectors.sum(1))  # the documented table
-    base, slope = CostModel(how="host_timed").per_request_ps(dec, "cpu", w.frames(), w.detectors.sum(1)), None
-    assert (base > 0).all()
+    timed = CostModel(how="host_timed", scale=2.0)
+    per = timed.per_request_ps(dec, "gpu", w.frames(), w.detectors.sum(1))  # host timing serves any kind
+    assert (per > 0).all() and timed.describe()["how"] == "host_timed"
 
 
 def _stream(compute_ns: float, shots: int = 3000, period_ps: int = 1_000_000):
