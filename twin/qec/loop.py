@@ -9,12 +9,12 @@ consumer's memory, and the card checks every reply against the direct decode of 
 frames). The card keeps every reply; they are the loop's corrections, counted against stim's
 ground truth.
 
-Batching: the consumer's decoder is deterministic in the syndrome bytes, so the engine decodes the
-stream's frames in one :meth:`Decoder.decode_frames` call before the event run (a matching decoder
-is one PyMatching ``decode_batch`` over the bit-packed frames) and the consumer answers each request
-by looking up the bytes it finds in its memory; bytes the batch never saw (a corrupted request) are
-decoded on the spot, one frame. The wall-clock time of that batch is the loop's decoding
-throughput (``decode_shots_per_s``).
+Batching (:class:`BatchReplies`): the consumer's decoder is deterministic in the syndrome bytes, so
+the engine decodes the stream's distinct frames in one :meth:`Decoder.decode_frames` call before the
+event run (a matching decoder is one PyMatching ``decode_batch`` over the bit-packed frames) and the
+consumer answers each request by looking up the bytes it finds in its memory; bytes the batch never
+saw (a corrupted request) are decoded on the spot, one frame. The wall-clock time of that batch gives
+the loop's decoding throughput (benchmarks/decode_throughput.py).
 """
 from __future__ import annotations
 
@@ -35,6 +35,40 @@ from twin.qec.workload import Workload, logical_errors
 from twin.runtime.functions import REGISTRY, Function, register
 
 SESSION_IDS = range(0x4000, 0x8000)  # ids given to decoders built for a workload (see session_function)
+
+
+def frame_keys(frames: np.ndarray) -> list[bytes]:
+    """Each frame (uint8 (n, B)) as ``bytes``: the payloads the control side sends."""
+    buf, b = np.ascontiguousarray(frames, np.uint8).tobytes(), frames.shape[1]
+    return [buf[i:i + b] for i in range(0, len(buf), b)]
+
+
+class BatchReplies:
+    """A stream's frames decoded in one batch; the consumer answers from the bytes it reads.
+
+    ``frames`` uint8 (n, B) and their ``keys`` (:func:`frame_keys`). Identical frames (the same
+    syndrome; at low p most shots have none) are decoded once: :meth:`Decoder.decode_frames` runs
+    on the distinct frames only. :meth:`serve` returns the reply for a payload; one the batch
+    never saw (a request corrupted on its way) is decoded on the spot by
+    :meth:`Decoder.decode_payload`. Statistics: ``distinct``, ``on_the_spot``.
+    """
+
+    def __init__(self, decoder: Decoder, frames: np.ndarray, keys: list[bytes]):
+        self.decoder = decoder
+        self.pos = dict(zip(keys, range(len(keys))))  # frame -> one shot with that frame
+        first = np.fromiter(self.pos.values(), np.int64, len(self.pos))
+        self.rows = np.zeros((len(keys), decoder.reply_bytes), np.uint8)
+        self.rows[first] = decoder.decode_frames(frames[first])
+        self.distinct = len(first)
+        self.on_the_spot = 0
+
+    def serve(self, payload: bytes) -> bytes:
+        """The reply for ``payload`` (the bytes the consumer read from its request slot)."""
+        i = self.pos.get(payload)
+        if i is None:
+            self.on_the_spot += 1
+            return self.decoder.decode_payload(payload)
+        return self.rows[i].tobytes()
 
 
 def session_function(decoder: Decoder, workload_name: str) -> Function:
@@ -122,20 +156,15 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     clock_ps = c.poll_period_ps if c.kind == "fpga" else 4000
     compute = cost.per_request_ps(decoder, c.kind, frames, events, poll_period_ps=c.poll_period_ps, clock_ps=clock_ps)
 
+    keys = frame_keys(frames)
     t0 = time.perf_counter()
-    batch = decoder.decode_frames(frames)  # the consumer's decoding of the stream, batched
+    replies = BatchReplies(decoder, frames, keys)  # the consumer's decoding of the stream, batched
     decode_wall = time.perf_counter() - t0
     t0 = time.perf_counter()
     direct = direct_corrections(decoder, workload.detectors)
     direct_wall = time.perf_counter() - t0
-
-    keys = [f.tobytes() for f in frames]
-    served = dict(zip(keys, (r.tobytes() for r in batch)))
     reference = dict(zip(keys, (r.tobytes() for r in direct)))
-
-    def serve(payload: bytes) -> bytes:
-        r = served.get(payload)
-        return r if r is not None else decoder.decode_payload(payload)
+    serve = replies.serve
 
     def ref(payload: bytes) -> bytes:
         r = reference.get(payload)
@@ -156,11 +185,12 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
         return made[-1]
     res = run_event(spec, progress, payloads=lambda seq: keys[seq - 1], reference=ref,
                     consumer_factory=factory, keep_replies=True)
-    replies = res.stats.pop("replies")
-    corr = np.frombuffer(b"".join(replies), np.uint8).reshape(n, decoder.reply_bytes) if replies else \
+    kept = res.stats.pop("replies")
+    corr = np.frombuffer(b"".join(kept), np.uint8).reshape(n, decoder.reply_bytes) if kept else \
         np.zeros((0, decoder.reply_bytes), np.uint8)
+    extra_batch = {"distinct_frames": replies.distinct, "decoded_on_the_spot": replies.on_the_spot}
     con = made[0]
-    extra = {"served": con.served}
+    extra = {"served": con.served, **extra_batch}
     if mode == "chain":
         extra.update(waited_for_rearm=con.waited_for_rearm, trigger_ps=np.array(con.trigger_ps, np.int64))
     return DecodeRun(workload, decoder, device, mode, fn, res, corr, direct, compute, cost.describe(),
