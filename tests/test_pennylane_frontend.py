@@ -94,8 +94,13 @@ def test_unsupported_final_measurement_is_refused():
         run_on_twin(c, shots=10)
 
 
-def test_readme_example_runs():
-    out = subprocess.run([sys.executable, "examples/pennylane_rep_round.py"], cwd=ROOT, capture_output=True,
-                         text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=300)
+def test_readme_example_runs_and_is_the_example_file():
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("```python\nimport pennylane as qml")
+    block = readme[start + len("```python\n"):readme.index("```", start + 10)]
+    example = (ROOT / "examples/pennylane_rep_round.py").read_text()
+    assert example.endswith(block)  # the README shows the example file's code
+    out = subprocess.run([sys.executable, "-c", block], cwd=ROOT, capture_output=True, text=True,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "matches: True" in out.stdout
