@@ -176,3 +176,20 @@ def test_decode_scenario_errors_name_the_key(tmp_path):
     p.write_text(text.replace("../calibrations", str(ROOT / "calibrations")))
     with pytest.raises(ConfigError, match=r"decode.placements\[0\].mode"):
         load_decode(p)
+
+
+def test_per_round_requests_carry_one_round_each_and_end_with_the_shot_correction():
+    w = sample("surface", 3, 3, 5e-3, 400, seed=6, per="round")
+    g = w.requests_per_shot
+    assert g == 4  # 3 syndrome rounds and the final readout (stim's detector time coordinates)
+    fr = w.frames().reshape(w.shots, g, -1)
+    # each detector travels in exactly one round's request; together they are the shot's events
+    whole = sample("surface", 3, 3, 5e-3, 400, seed=6)  # the same shots, one request each
+    assert np.array_equal(np.bitwise_or.reduce(fr, axis=1), whole.frames())
+    assert sum(int(np.unpackbits(fr[:, k]).sum()) for k in range(g)) == int(w.detectors.sum())  # no bit twice
+    dec = make_decoder("matching", w.circuit)
+    r = run_decode(PARAMS, "epyc7282", w, dec,
+                   traffic=TrafficParams(mode="open_loop", period_ps=1_000_000, clock="independent", ppm=3.0))
+    assert r.result.mismatches == 0 and r.identical
+    assert np.array_equal(r.final_corrections, dec.decode_frames(whole.frames()))
+    assert len(r.result.t_in) == 400 * g

@@ -23,13 +23,16 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a folder")
     shots = args.shots or ld.sc.decode.shots
+    d = ld.sc.decode
+    from twin.qec.workload import sample
+    total = shots * sample(d.code, d.distance, d.rounds, d.p, 1, per=d.per).requests_per_shot
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=args.quiet) as bar:
         tasks = {}
 
         def progress(name, done):
             if name not in tasks:
-                tasks[name] = bar.add_task(name, total=shots)
+                tasks[name] = bar.add_task(name, total=total)
             bar.update(tasks[name], completed=done)
         doc = run_decode_study(ld, shots=shots, seed=args.seed, progress=progress)
     print_decode(doc, console)
@@ -37,8 +40,8 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
     console.print("wrote " + ", ".join(str(p) for p in paths))
     rc = 0
     for s in doc["placements"]:
-        if s["identical_corrections"] != s["shots"] or s["card_mismatches"]:
-            console.print(f"[red]{s['device']} ({s['mode']}): {s['shots'] - s['identical_corrections']} corrections "
+        if s["identical_corrections"] != s["requests"] or s["card_mismatches"]:
+            console.print(f"[red]{s['device']} ({s['mode']}): {s['requests'] - s['identical_corrections']} corrections "
                           f"differ from the direct decode, {s['card_mismatches']} card mismatches[/red]")
             rc = 1
     return rc

@@ -71,6 +71,20 @@ class BatchReplies:
         return self.rows[i].tobytes()
 
 
+def accumulate(fn, per_shot: int):
+    """A stateful served function for per-round requests, called in request order: it ORs each
+    payload into the shot's events so far (the bits of different rounds never overlap), starts
+    afresh every ``per_shot`` requests, and returns ``fn(events so far)``."""
+    state = {"count": 0, "acc": 0}
+
+    def serve(payload: bytes) -> bytes:
+        v = int.from_bytes(payload, "little")
+        state["acc"] = v if state["count"] % per_shot == 0 else state["acc"] | v
+        state["count"] += 1
+        return fn(state["acc"].to_bytes(len(payload), "little"))
+    return serve
+
+
 def session_function(decoder: Decoder, workload_name: str) -> Function:
     """The function id a decoder is served under. The bundled decoders keep their ids (16
     ``decode_rep3``, 17 ``decode_steane7``, 18 ``decode_surface5``) when the decoder is the same
@@ -96,8 +110,9 @@ class DecodeRun:
     """One decoder through one loop.
 
     result: the loop's :class:`LoopResult` (per-round t_send/t_in/t_have/t_back, card's ``ok``);
-    corrections: the loop's replies, uint8 (shots, reply_bytes), as the card read them;
-    direct: the direct decode of the same shots, same shape; compute_ps: the decoder's compute
+    corrections: the loop's replies, uint8 (requests, reply_bytes), as the card read them (one per
+    shot, or one per round of each shot: the correction for the events seen so far);
+    direct: the direct decode of the same events, same shape; compute_ps: the decoder's compute
     time per request (int64 ps); cost: the cost model's description; decode_wall_s: wall-clock
     seconds of the consumer's batched decode; direct_wall_s: of the direct decode; extra: the hosted
     consumer's statistics (``served``; chain: ``waited_for_rearm``, ``trigger_ps`` per request).
@@ -123,14 +138,21 @@ class DecodeRun:
         return bool(np.array_equal(self.corrections, self.direct))
 
     @property
+    def final_corrections(self) -> np.ndarray:
+        """Each shot's correction: its last request's reply, uint8 (shots, reply_bytes)."""
+        g = self.workload.requests_per_shot
+        return self.corrections[g - 1::g]
+
+    @property
     def logical_errors_loop(self) -> int:
         """Shots whose loop correction leaves a logical error (against stim's ground truth)."""
-        return int(logical_errors(self.corrections, self.workload).sum())
+        return int(logical_errors(self.final_corrections, self.workload).sum())
 
     @property
     def logical_errors_direct(self) -> int:
         """Shots whose direct correction leaves a logical error."""
-        return int(logical_errors(self.direct, self.workload).sum())
+        g = self.workload.requests_per_shot
+        return int(logical_errors(self.direct[g - 1::g], self.workload).sum())
 
 
 def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decoder, *,
@@ -140,35 +162,43 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     """Run every shot of ``workload`` through the loop to consumer ``device`` of ``params``.
 
     traffic: closed loop by default (one request in flight); an open-loop ``TrafficParams`` streams
-    the shots at its period. Its ``rounds`` and ``frame_bytes`` are replaced by the workload's.
+    the requests at its period (the QEC cycle). Its ``rounds`` and ``frame_bytes`` are replaced by
+    the workload's. For a per-round workload the consumer (and the card's reference) keep the
+    shot's events so far, in request order, and decode them at every round.
     Raises KeyError for an unknown device, :class:`twin.qec.cost.CostError` when the device kind
     cannot serve the decoder under the cost model, ValueError for a bad mode.
     """
     from dataclasses import replace
     cost = cost or CostModel()
     frames = workload.frames()
-    n = workload.shots
+    acc_frames = workload.cumulative_frames() if workload.per == "round" else frames
+    n = workload.requests
     traffic = replace(traffic or TrafficParams(), rounds=n, frame_bytes=workload.frame_bytes)
     fn = session_function(decoder, workload.name)
     spec = loop_spec(params, device, traffic, seed, slots, encoding, external_control, function=fn.id)
     c = spec.consumer
-    events = workload.detectors.sum(axis=1)
+    events = workload.cumulative_detectors().sum(axis=1)
     clock_ps = c.poll_period_ps if c.kind == "fpga" else 4000
-    compute = cost.per_request_ps(decoder, c.kind, frames, events, poll_period_ps=c.poll_period_ps, clock_ps=clock_ps)
+    compute = cost.per_request_ps(decoder, c.kind, acc_frames, events, poll_period_ps=c.poll_period_ps,
+                                  clock_ps=clock_ps)
 
     keys = frame_keys(frames)
+    acc_keys = keys if acc_frames is frames else frame_keys(acc_frames)
     t0 = time.perf_counter()
-    replies = BatchReplies(decoder, frames, keys)  # the consumer's decoding of the stream, batched
+    replies = BatchReplies(decoder, acc_frames, acc_keys)  # the consumer's decoding of the stream, batched
     decode_wall = time.perf_counter() - t0
     t0 = time.perf_counter()
-    direct = direct_corrections(decoder, workload.detectors)
+    direct = direct_corrections(decoder, workload.cumulative_detectors())
     direct_wall = time.perf_counter() - t0
-    reference = dict(zip(keys, (r.tobytes() for r in direct)))
-    serve = replies.serve
+    reference = dict(zip(acc_keys, (r.tobytes() for r in direct)))
 
-    def ref(payload: bytes) -> bytes:
-        r = reference.get(payload)
-        return r if r is not None else decoder.decode_payload(payload)
+    def direct_one(acc: bytes) -> bytes:
+        r = reference.get(acc)
+        return r if r is not None else decoder.decode_payload(acc)
+
+    g = workload.requests_per_shot
+    serve = replies.serve if g == 1 else accumulate(replies.serve, g)
+    ref = direct_one if g == 1 else accumulate(direct_one, g)
 
     def functions(fid: int):
         if fid == fn.id:

@@ -19,7 +19,8 @@ Schema (keys; optional keys show their default)::
       rounds: 1                              # syndrome-extraction rounds per shot
       p: 0.001                               # physical error rate
       noise: circuit | code_capacity
-      shots: 100000                          # one request per shot
+      shots: 100000
+      per: shot | round                      # one request per shot, or per QEC round of each shot
       frame_bytes: null                      # default: the syndrome in whole 16-byte pieces
       decoder: lookup | matching
       cost: {how: model | host_timed, scale: 1.0, fixed: null | "300 ns"}
@@ -81,6 +82,7 @@ class Decode(_Strict):
     p: float = Field(1e-3, ge=0, lt=0.5)
     noise: Literal["circuit", "code_capacity"] = "circuit"
     shots: int = Field(100_000, gt=0, le=10_000_000, strict=True)
+    per: Literal["shot", "round"] = "shot"
     frame_bytes: int | None = Field(None, gt=0, le=65_535)
     decoder: Literal["lookup", "matching"] = "lookup"
     cost: Cost = Cost()
@@ -174,13 +176,14 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     sc, d = ld.sc, ld.sc.decode
     shots = shots or d.shots
     seed = sc.seed if seed is None else seed
-    w = sample(d.code, d.distance, d.rounds, d.p, shots, seed=seed, noise=d.noise, frame_bytes=d.frame_bytes)
+    w = sample(d.code, d.distance, d.rounds, d.p, shots, seed=seed, noise=d.noise, frame_bytes=d.frame_bytes,
+               per=d.per)
     decoder = make_decoder(d.decoder, w.circuit, name=f"{w.name}_{d.decoder}")
     pm, pm_how = _pymatching_direct(w.circuit, w.detectors)
     pm_errors = None if pm is None else int((pm != w.observables).any(axis=1).sum())
     t = ld.sc.traffic
     from twin.devices.generator import TrafficParams
-    traffic = TrafficParams(mode=t.mode, rounds=shots, frame_bytes=w.frame_bytes,
+    traffic = TrafficParams(mode=t.mode, rounds=w.requests, frame_bytes=w.frame_bytes,
                             period_ps=time_ps(t.period) if t.period else 0, clock=t.clock,
                             clock_ps=time_ps(t.clock_period), ppm=t.ppm, gap_ps=time_ps(t.gap))
     deadline_ps = time_ps(sc.deadline) if sc.deadline else None
@@ -188,7 +191,9 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
            "hosting": ld.hosting.__dict__, "seed": seed,
            "workload": {"code": d.code, "distance": d.distance, "rounds": d.rounds, "p": d.p, "noise": d.noise,
                         "shots": shots, "detectors": w.n_detectors, "observables": w.n_observables,
-                        "frame_bytes": w.frame_bytes, "per_request": "one shot's detection events"},
+                        "frame_bytes": w.frame_bytes, "requests": w.requests,
+                        "per_request": "one shot's detection events" if d.per == "shot" else
+                        "one QEC round's detection events (the consumer decodes the shot's events so far)"},
            "decoder": {"kind": d.decoder, "name": decoder.name},
            "traffic": {"mode": t.mode, "period_ns": time_ps(t.period) / 1000 if t.period else None,
                        "clock": t.clock, "control": sc.control},
@@ -214,7 +219,7 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         res = r.result
         le_loop, le_direct = r.logical_errors_loop, r.logical_errors_direct
         s = {"device": pl.device, "mode": pl.mode, "function": {"id": r.function.id, "name": r.function.name},
-             "kind": ld.params.consumers[pl.device].kind, "shots": shots,
+             "kind": ld.params.consumers[pl.device].kind, "shots": shots, "requests": w.requests,
              "identical_corrections": int((r.corrections == r.direct).all(axis=1).sum()),
              "card_mismatches": res.mismatches,
              "logical_errors": {"loop": le_loop, "direct": le_direct},
@@ -231,8 +236,8 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
             s["deadline_misses"] = int((lat > deadline_ps).sum())
         tq = np.linspace(int(res.t_in.min()), int(res.t_have.max()), 200).astype(np.int64)
         s["queue_depth_max"] = int(queue_depth(res, np.sort(res.t_in)).max())
-        s["throughput"] = {"loop_decode_shots_per_s": shots / r.decode_wall_s if r.decode_wall_s else None,
-                           "direct_decode_shots_per_s": shots / r.direct_wall_s if r.direct_wall_s else None,
+        s["throughput"] = {"loop_decode_requests_per_s": w.requests / r.decode_wall_s if r.decode_wall_s else None,
+                           "direct_decode_requests_per_s": w.requests / r.direct_wall_s if r.direct_wall_s else None,
                            "note": "wall clock of this machine; not part of the deterministic results"}
         if pl.mode == "chain":
             s["waited_for_rearm"] = int(r.extra["waited_for_rearm"])
@@ -247,13 +252,13 @@ def print_decode(doc: dict, console) -> None:
     from rich.table import Table
     w = doc["workload"]
     tb = Table(title=f"{doc['scenario']}: {w['code']} d={w['distance']} rounds={w['rounds']} p={w['p']:g}, "
-                     f"{w['shots']} shots, {doc['decoder']['kind']} decoder")
+                     f"{w['shots']} shots, {w['requests']} requests, {doc['decoder']['kind']} decoder")
     for col in ("device", "mode", "differ", "mism.", "LER loop [CI]", "LER direct", "p50", "p99",
                 "misses", "backlog"):
         tb.add_column(col, justify="left" if col in ("device", "mode") else "right")
     for s in doc["placements"]:
         lo, hi = s["ci"]["loop"]
-        tb.add_row(s["device"], s["mode"], str(s["shots"] - s["identical_corrections"]), str(s["card_mismatches"]),
+        tb.add_row(s["device"], s["mode"], str(s["requests"] - s["identical_corrections"]), str(s["card_mismatches"]),
                    f"{s['ler']['loop']:.2e} [{lo:.1e},{hi:.1e}]", f"{s['ler']['direct']:.2e}",
                    f"{s['rtt']['p50_ns'] / 1000:.3f} µs", f"{s['rtt']['p99_ns'] / 1000:.3f} µs",
                    str(s.get("deadline_misses", "-")), str(s["backlog_max"]))
@@ -269,8 +274,9 @@ def print_decode(doc: dict, console) -> None:
         tp = s["throughput"]
         c = s["cost"]
         console.print(f"{s['device']} ({s['mode']}): compute {c['how']} {c['base_ns']:g} ns + {c['per_event_ns']:g} ns "
-                      f"per detection event (mean {s['compute_ns_mean']:g} ns); decode in the loop "
-                      f"{tp['loop_decode_shots_per_s']:,.0f} shots/s, direct {tp['direct_decode_shots_per_s']:,.0f} shots/s")
+                      f"per detection event (mean {s['compute_ns_mean']:g} ns); decoding in the loop "
+                      f"{tp['loop_decode_requests_per_s']:,.0f} requests/s, direct "
+                      f"{tp['direct_decode_requests_per_s']:,.0f} requests/s (this machine)")
 
 
 def write_decode_outputs(doc: dict, out: Path) -> list[Path]:
@@ -291,7 +297,7 @@ def write_decode_outputs(doc: dict, out: Path) -> list[Path]:
         ax.plot(np.arange(1, len(rtt) + 1), rtt, ".", ms=1, label=f"{s['device']} ({s['mode']})")
     if doc["deadline_ns"]:
         ax.axhline(doc["deadline_ns"] / 1000, color="r", lw=1, label="deadline")
-    ax.set_xlabel("request (shot)")
+    ax.set_xlabel("request")
     ax.set_ylabel("round trip (µs)")
     ax.set_title(f"{doc['scenario']}: latency vs round")
     ax.legend(markerscale=8, fontsize=8)

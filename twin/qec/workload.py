@@ -1,12 +1,14 @@
 """QEC workloads: shots of a stim memory experiment packed into request frames.
 
-A workload is what the control system would send: per shot, the detection events packed into a
-request payload by the contract's byte specification for syndromes (detector ``i`` in bit ``i % 8``
-of byte ``i // 8``, :func:`twin.qec.lookup.decode_payload`), zero-padded to the frame size; and the
-ground truth, the observable flips stim sampled with them. One request per shot (``per: shot``),
-or per syndrome-extraction round (``per: round``: the detectors stim's coordinates place in one
-round, for streams at the QEC cycle time; the last round's request carries the final data-qubit
-detectors too).
+A workload is what the control system would send: the detection events packed into request
+payloads by the contract's byte specification for syndromes (detector ``i`` in bit ``i % 8`` of
+byte ``i // 8``, :func:`twin.qec.lookup.decode_payload`), zero-padded to the frame size; and the
+ground truth, the observable flips stim sampled with them. One request per shot (``per="shot"``:
+all of the shot's detection events), or one per QEC round (``per="round"``: request ``g`` of a shot
+holds only the detectors stim's time coordinate puts in round ``g``, at their own bit positions;
+the final data-qubit readout is the last "round"). For per-round requests the consumer keeps the
+shot's events so far (:meth:`Workload.cumulative_frames`) and answers every round with the
+correction for what it has seen; the last round's reply is the shot's correction.
 """
 from __future__ import annotations
 
@@ -25,14 +27,59 @@ class Workload:
 
     name: label (e.g. ``"surface_d5_r5_p0.001"``); circuit: the ``stim.Circuit``;
     detectors: bool (shots, D); observables: bool (shots, K), the ground truth;
-    frame_bytes: request payload size (>= ``syndrome_bytes(D)``).
+    frame_bytes: request payload size (>= ``syndrome_bytes(D)``); per: ``shot`` | ``round``.
+    circuit may be ``None`` for workloads that do not come from stim (then ``per`` must be ``shot``).
     """
 
     name: str
-    circuit: stim.Circuit
+    circuit: stim.Circuit | None
     detectors: np.ndarray
     observables: np.ndarray
     frame_bytes: int
+    per: str = "shot"
+
+    def __post_init__(self):
+        if self.per not in ("shot", "round"):
+            raise ValueError(f"per {self.per!r}: expected 'shot' or 'round'")
+        if self.per == "round" and self.circuit is None:
+            raise ValueError("per 'round' needs the stim circuit (its detectors' time coordinates)")
+
+    @property
+    def requests_per_shot(self) -> int:
+        """Requests per shot: 1, or the number of rounds (distinct detector times) for ``per="round"``."""
+        return 1 if self.per == "shot" else int(self.detector_rounds().max()) + 1
+
+    @property
+    def requests(self) -> int:
+        """Requests in the stream: shots * requests_per_shot."""
+        return self.shots * self.requests_per_shot
+
+    def _pack(self, det: np.ndarray) -> np.ndarray:
+        packed = np.packbits(det, axis=1, bitorder="little")
+        out = np.zeros((det.shape[0], self.frame_bytes), np.uint8)
+        out[:, :packed.shape[1]] = packed
+        return out
+
+    def _rounds_of(self, cumulative: bool) -> np.ndarray:
+        g = self.detector_rounds()
+        G = self.requests_per_shot
+        det = np.repeat(self.detectors, G, axis=0)  # request s*G + r
+        r = np.tile(np.arange(G), self.shots)[:, None]
+        keep = (g[None, :] <= r) if cumulative else (g[None, :] == r)
+        return det & keep
+
+    def request_detectors(self) -> np.ndarray:
+        """The detection events each request carries, bool (requests, D)."""
+        return self.detectors if self.per == "shot" else self._rounds_of(False)
+
+    def cumulative_detectors(self) -> np.ndarray:
+        """The shot's detection events up to each request, bool (requests, D): what the consumer
+        decodes when it answers that request (equal to :meth:`request_detectors` per shot)."""
+        return self.detectors if self.per == "shot" else self._rounds_of(True)
+
+    def cumulative_frames(self) -> np.ndarray:
+        """:meth:`cumulative_detectors` packed like the frames, uint8 (requests, frame_bytes)."""
+        return self._pack(self.cumulative_detectors())
 
     @property
     def shots(self) -> int:
@@ -55,11 +102,9 @@ class Workload:
         return syndrome_bytes(self.n_observables)
 
     def frames(self) -> np.ndarray:
-        """Request payloads, uint8 (shots, frame_bytes): packed syndrome, then zero padding."""
-        packed = np.packbits(self.detectors, axis=1, bitorder="little")
-        out = np.zeros((self.shots, self.frame_bytes), np.uint8)
-        out[:, :packed.shape[1]] = packed
-        return out
+        """Request payloads, uint8 (requests, frame_bytes): packed detection events, then zero
+        padding; request ``s * requests_per_shot + r`` is shot ``s``'s round ``r``."""
+        return self._pack(self.request_detectors())
 
     def truth_bytes(self) -> np.ndarray:
         """Ground-truth observable flips packed as replies, uint8 (shots, reply_bytes)."""
@@ -75,7 +120,7 @@ class Workload:
 
 
 def sample(code: str, distance: int, rounds: int, p: float, shots: int, seed: int = 0,
-           noise: str = "circuit", frame_bytes: int | None = None) -> Workload:
+           noise: str = "circuit", frame_bytes: int | None = None, per: str = "shot") -> Workload:
     """Sample ``shots`` shots of :func:`twin.qec.codes.memory_circuit` with stim (seeded).
 
     frame_bytes: request payload size; default the packed syndrome rounded up to a whole 16-byte
@@ -92,12 +137,13 @@ def sample(code: str, distance: int, rounds: int, p: float, shots: int, seed: in
     if frame_bytes < need:
         raise ValueError(f"frame_bytes {frame_bytes}: the syndrome of {circuit.num_detectors} detectors needs {need}")
     name = f"{code}_d{distance}_r{rounds}_p{p:g}"
-    return Workload(name, circuit, det.astype(bool), obs.astype(bool), frame_bytes)
+    return Workload(name, circuit, det.astype(bool), obs.astype(bool), frame_bytes, per)
 
 
 def logical_errors(corrections: np.ndarray, workload: Workload) -> np.ndarray:
-    """Per shot, True where the correction (uint8 reply bytes (shots, reply_bytes), or bool
-    (shots, K)) does not undo the sampled observable flips (any observable wrong)."""
+    """Per shot, True where the shot's correction (uint8 reply bytes (shots, reply_bytes), or bool
+    (shots, K); for per-round workloads the last round's reply) does not undo the sampled
+    observable flips (any observable wrong)."""
     c = np.asarray(corrections)
     if c.dtype != bool:
         c = np.unpackbits(c, axis=1, bitorder="little", count=workload.n_observables).astype(bool)
