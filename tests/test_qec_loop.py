@@ -193,3 +193,32 @@ def test_per_round_requests_carry_one_round_each_and_end_with_the_shot_correctio
     assert r.result.mismatches == 0 and r.identical
     assert np.array_equal(r.final_corrections, dec.decode_frames(whole.frames()))
     assert len(r.result.t_in) == 400 * g
+
+
+def test_user_function_decoder_scenario(tmp_path):
+    from twin.cli import main
+    from examples.rep3_rule import decode
+    # the example rule chooses as the exact maximum-likelihood table on every syndrome
+    table = standard_table("rep3").table
+    assert [decode(bytes([s]))[0] for s in range(16)] == [int(v) for v in table]
+    assert main(["decode", str(ROOT / "scenarios/decode_rep3_user.yaml"), "--shots", "2000", "--quiet",
+                 "--out", str(tmp_path)]) == 0
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["decoder"]["function"] == "examples.rep3_rule:decode"
+    for p in doc["placements"]:
+        assert p["identical_corrections"] == 2000 and p["cost"]["base_ns"] == 50.0
+
+
+@pytest.mark.parametrize("edit,key", [
+    (("decoder: function", "decoder: function\n  function: examples.rep3_rule:nothing_here"), "decode.function"),
+    (("  cost: {how: model, fixed: 50 ns}\n", ""), "decode.cost.fixed"),
+])
+def test_user_function_errors_name_the_key(tmp_path, edit, key):
+    from twin.config import ConfigError
+    from twin.qec.study import load_decode
+    text = (ROOT / "scenarios/decode_rep3_user.yaml").read_text()
+    text = text.replace("  function: examples.rep3_rule:decode\n", "") if "nothing_here" in edit[1] else text
+    p = tmp_path / "bad.yaml"
+    p.write_text(text.replace(*edit).replace("../calibrations", str(ROOT / "calibrations")))
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        load_decode(p)

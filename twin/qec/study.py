@@ -22,7 +22,8 @@ Schema (keys; optional keys show their default)::
       shots: 100000
       per: shot | round                      # one request per shot, or per QEC round of each shot
       frame_bytes: null                      # default: the syndrome in whole 16-byte pieces
-      decoder: lookup | matching
+      decoder: lookup | matching | function
+      function: null | "package.module:callable" | a registered function name   # decoder: function
       cost: {how: model | host_timed, scale: 1.0, fixed: null | "300 ns"}
       interval: wilson | clopper_pearson     # confidence interval of the logical error rate
       confidence: 0.95
@@ -84,7 +85,8 @@ class Decode(_Strict):
     shots: int = Field(100_000, gt=0, le=10_000_000, strict=True)
     per: Literal["shot", "round"] = "shot"
     frame_bytes: int | None = Field(None, gt=0, le=65_535)
-    decoder: Literal["lookup", "matching"] = "lookup"
+    decoder: Literal["lookup", "matching", "function"] = "lookup"
+    function: str | None = None
     cost: Cost = Cost()
     interval: Literal["wilson", "clopper_pearson"] = "wilson"
     confidence: float = Field(0.95, gt=0, lt=1)
@@ -140,9 +142,51 @@ def load_decode(path: str | Path) -> LoadedDecode:
         raise ConfigError(path, "hosting", sc.hosting, f"no such file ({hp_path})")
     hosting, _ = load_hosting(hp_path)
     d = sc.decode
+    if d.decoder == "function":
+        if not d.function:
+            raise ConfigError(path, "decode.function", "<missing>", "decoder: function needs a function "
+                              "('package.module:callable' or a registered function name)")
+        resolve_function(d.function, path)
+        if d.cost.how == "model" and d.cost.fixed is None:
+            raise ConfigError(path, "decode.cost.fixed", "<missing>", "a user function has no entry in the cost "
+                              "model: give its time (fixed: '50 ns') or use how: host_timed")
+    elif d.function:
+        raise ConfigError(path, "decode.function", d.function, f"only for decoder: function (decoder is {d.decoder})")
+    if d.cost.how == "model" and d.cost.fixed is None and d.decoder != "function":
+        from twin.qec.cost import MODEL_NS
+        for i, pl in enumerate(d.placements):
+            kind = params.consumers[pl.device].kind
+            if (d.decoder, kind) not in MODEL_NS:
+                raise ConfigError(path, f"decode.placements[{i}].device", pl.device,
+                                  f"the cost model has no {d.decoder} decoder on a {kind}: give decode.cost.fixed "
+                                  "or use how: host_timed")
     if d.code == "steane" and d.distance != 3:
         raise ConfigError(path, "decode.distance", d.distance, "the Steane code has distance 3")
     return LoadedDecode(path, sc, params, hosting, hp_path)
+
+
+def resolve_function(spec: str, path: Path | None = None):
+    """The callable named by ``spec``: ``package.module:callable`` (imported; the scenario's folder's
+    parent, the repository root for bundled scenarios, is on the import path) or a registered
+    function's name. Raises ConfigError naming ``decode.function``."""
+    import importlib
+    import sys
+    from twin.runtime.functions import lookup
+    if ":" not in spec:
+        try:
+            return lookup(spec).python
+        except KeyError as e:
+            raise ConfigError(path or "<scenario>", "decode.function", spec, str(e).strip("'\"")) from None
+    mod, _, attr = spec.partition(":")
+    if path is not None and str(path.resolve().parent.parent) not in sys.path:
+        sys.path.append(str(path.resolve().parent.parent))
+    try:
+        fn = getattr(importlib.import_module(mod), attr)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(path or "<scenario>", "decode.function", spec, f"cannot import it ({e})") from None
+    if not callable(fn):
+        raise ConfigError(path or "<scenario>", "decode.function", spec, "is not callable")
+    return fn
 
 
 def interval(k: int, n: int, method: str, confidence: float) -> tuple[float, float]:
@@ -169,7 +213,7 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     """Run every placement; returns the results document (results.json) and keeps the per-round
     data under the private key ``_runs`` (list of :class:`twin.qec.loop.DecodeRun`)."""
     from twin.qec.cost import CostModel
-    from twin.qec.decoders import make_decoder
+    from twin.qec.decoders import FunctionDecoder, make_decoder
     from twin.qec.loop import queue_depth, run_decode
     from twin.qec.workload import sample
 
@@ -178,7 +222,11 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     seed = sc.seed if seed is None else seed
     w = sample(d.code, d.distance, d.rounds, d.p, shots, seed=seed, noise=d.noise, frame_bytes=d.frame_bytes,
                per=d.per)
-    decoder = make_decoder(d.decoder, w.circuit, name=f"{w.name}_{d.decoder}")
+    if d.decoder == "function":
+        decoder = FunctionDecoder(resolve_function(d.function, ld.path), w.n_detectors, w.n_observables,
+                                  name=d.function)
+    else:
+        decoder = make_decoder(d.decoder, w.circuit, name=f"{w.name}_{d.decoder}")
     pm, pm_how = _pymatching_direct(w.circuit, w.detectors)
     pm_errors = None if pm is None else int((pm != w.observables).any(axis=1).sum())
     t = ld.sc.traffic
@@ -194,7 +242,7 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
                         "frame_bytes": w.frame_bytes, "requests": w.requests,
                         "per_request": "one shot's detection events" if d.per == "shot" else
                         "one QEC round's detection events (the consumer decodes the shot's events so far)"},
-           "decoder": {"kind": d.decoder, "name": decoder.name},
+           "decoder": {"kind": d.decoder, "name": decoder.name, "function": d.function},
            "traffic": {"mode": t.mode, "period_ns": time_ps(t.period) / 1000 if t.period else None,
                        "clock": t.clock, "control": sc.control},
            "deadline_ns": deadline_ps / 1000 if deadline_ps else None,
