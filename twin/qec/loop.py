@@ -89,7 +89,8 @@ def session_function(decoder: Decoder, workload_name: str) -> Function:
     """The function id a decoder is served under. The bundled decoders keep their ids (16
     ``decode_rep3``, 17 ``decode_steane7``, 18 ``decode_surface5``) when the decoder is the same
     table or model; any other decoder is registered under ``decode_<workload>_<kind>`` with the
-    first free id from 0x4000 (the same name gets the same id within a process)."""
+    first free id from 0x4000; the same name keeps its id within a process and is served by the
+    latest decoder registered under it."""
     from twin.qec.decoders import STANDARD_MATCHING
     from twin.qec.lookup import STANDARD
     std = {"rep3": 16, "steane7": 17, "surface5": 18}
@@ -98,11 +99,13 @@ def session_function(decoder: Decoder, workload_name: str) -> Function:
                 isinstance(decoder, MatchingDecoder) and decoder.name in STANDARD_MATCHING:
             return REGISTRY[std[decoder.name]]
     name = f"decode_{workload_name}_{decoder.kind}"
-    for f in REGISTRY.values():
-        if f.name == name:
-            return f
+    doc = f"{decoder.kind} decoder for {workload_name}"
+    for f in list(REGISTRY.values()):
+        if f.name == name and f.id in SESSION_IDS:
+            REGISTRY[f.id] = Function(f.id, name, decoder.decode_payload, None, doc)  # the latest decoder of that name
+            return REGISTRY[f.id]
     fid = next(i for i in SESSION_IDS if i not in REGISTRY)
-    return register(Function(fid, name, decoder.decode_payload, None, f"{decoder.kind} decoder for {workload_name}"))
+    return register(Function(fid, name, decoder.decode_payload, None, doc))
 
 
 @dataclass

@@ -328,7 +328,8 @@ def print_decode(doc: dict, console) -> None:
 
 
 def write_decode_outputs(doc: dict, out: Path) -> list[Path]:
-    """results.json (deterministic for a seed: no wall-clock numbers), latency_vs_round.png,
+    """results.json (deterministic for a seed: no wall-clock numbers), queue_depth.csv (requests
+    in the card at 200 instants per placement: placement, t_ps, depth), latency_vs_round.png,
     backlog_vs_time.png. Returns the paths written."""
     import matplotlib
     matplotlib.use("Agg")
@@ -339,6 +340,12 @@ def write_decode_outputs(doc: dict, out: Path) -> list[Path]:
                            for s in doc["placements"]]
     paths = [out / "results.json", out / "latency_vs_round.png", out / "backlog_vs_time.png"]
     paths[0].write_text(json.dumps(clean, indent=2, sort_keys=True, default=float) + "\n")
+    paths.insert(1, out / "queue_depth.csv")
+    with paths[1].open("w") as f:
+        f.write("placement,t_ps,depth\n")
+        for s in doc["placements"]:
+            tq, depth = s["_queue"]
+            f.writelines(f"{s['device']}:{s['mode']},{int(t)},{int(d)}\n" for t, d in zip(tq, depth))
     fig, ax = plt.subplots(figsize=(8, 4))
     for s, r in zip(doc["placements"], doc["_runs"]):
         rtt = r.result.rtt_ps / 1e6
@@ -350,7 +357,7 @@ def write_decode_outputs(doc: dict, out: Path) -> list[Path]:
     ax.set_title(f"{doc['scenario']}: latency vs round")
     ax.legend(markerscale=8, fontsize=8)
     fig.tight_layout()
-    fig.savefig(paths[1], dpi=120)
+    fig.savefig(paths[2], dpi=120)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(8, 4))
     for s in doc["placements"]:
@@ -361,6 +368,6 @@ def write_decode_outputs(doc: dict, out: Path) -> list[Path]:
     ax.set_title(f"{doc['scenario']}: backlog vs time")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(paths[2], dpi=120)
+    fig.savefig(paths[3], dpi=120)
     plt.close(fig)
     return paths
