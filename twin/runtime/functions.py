@@ -79,9 +79,19 @@ def _table_fn(name: str) -> Callable[[bytes], bytes]:
     return decode
 
 
-# Decoders: ids 16.. (syndrome bytes in, correction bytes out; tables in twin.qec.lookup.STANDARD)
-for _f in (Function(16, "decode_rep3", _table_fn("rep3"), None, "repetition-3 lookup decoder, 4 detectors -> 1 byte"),
-           Function(17, "decode_steane7", _table_fn("steane7"), None, "Steane-7 lookup decoder, 6 detectors -> 1 byte")):
+def _table_native(name: str) -> Callable[[], int]:
+    def address() -> int:
+        from twin.qec.native import table_native
+        return table_native(name)
+    return address
+
+
+# Decoders: ids 16.. (syndrome bytes in, correction bytes out; tables in twin.qec.lookup.STANDARD;
+# model code serves the tables compiled by numba, twin.qec.native)
+for _f in (Function(16, "decode_rep3", _table_fn("rep3"), None, "repetition-3 lookup decoder, 4 detectors -> 1 byte",
+                    _table_native("rep3")),
+           Function(17, "decode_steane7", _table_fn("steane7"), None, "Steane-7 lookup decoder, 6 detectors -> 1 byte",
+                    _table_native("steane7"))):
     register(_f)
 
 
