@@ -197,7 +197,8 @@ def test_per_round_requests_carry_one_round_each_and_end_with_the_shot_correctio
 
 def test_user_function_decoder_scenario(tmp_path):
     from twin.cli import main
-    from examples.rep3_rule import decode
+    from twin.qec.study import resolve_function
+    decode = resolve_function("examples.rep3_rule:decode", ROOT / "scenarios/decode_rep3_user.yaml")
     # the example rule chooses as the exact maximum-likelihood table on every syndrome
     table = standard_table("rep3").table
     assert [decode(bytes([s]))[0] for s in range(16)] == [int(v) for v in table]
