@@ -160,7 +160,7 @@ class DecodeRun:
 
 def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decoder, *,
                mode: str = "inline", hosting: HostingParams = HostingParams(), cost: CostModel | None = None,
-               traffic: TrafficParams | None = None, seed: int = 0, slots: int = 16, encoding: str | None = None,
+               traffic: TrafficParams | None = None, seed: int = 0, slots: int = 16, encoding: str | None = "classic",
                external_control: bool = False, progress=None) -> DecodeRun:
     """Run every shot of ``workload`` through the loop to consumer ``device`` of ``params``.
 
@@ -168,6 +168,8 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     the requests at its period (the QEC cycle). Its ``rounds`` and ``frame_bytes`` are replaced by
     the workload's. For a per-round workload the consumer (and the card's reference) keep the
     shot's events so far, in request order, and decode them at every round.
+    encoding: ``classic`` by default, the encoding the seeds' sessions use to serve user functions
+    (amd-qblox-exchange-runtime.txt); ``None`` keeps the consumer's own (its echo's).
     Raises KeyError for an unknown device, :class:`twin.qec.cost.CostError` when the device kind
     cannot serve the decoder under the cost model, ValueError for a bad mode.
     """

@@ -8,7 +8,7 @@ Schema (keys; optional keys show their default)::
     hosting: ../calibrations/hosting.yaml   # hosting-mode costs (twin hosting --fit writes it)
     seed: 0
     slots: 16
-    encoding: default | classic | per_piece
+    encoding: default | classic | per_piece  # default: classic, as the seeds' sessions serving user functions
     control: on_card | aurora                # where the control system sits (aurora: across a cable)
     traffic: {mode: closed_loop | open_loop, period: "1 us", clock: card | independent,
               clock_period: "4 ns", ppm: 0.0, gap: "0 ns"}   # open loop: one shot per period
@@ -261,7 +261,7 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         cb = (lambda n, name=pl.device: progress(name, n)) if progress else None
         r = run_decode(ld.params, pl.device, w, decoder, mode=pl.mode, hosting=ld.hosting, cost=cost,
                        traffic=traffic, seed=seed, slots=sc.slots,
-                       encoding=None if sc.encoding == "default" else sc.encoding,
+                       encoding="classic" if sc.encoding == "default" else sc.encoding,
                        external_control=sc.control == "aurora", progress=cb)
         runs.append(r)
         res = r.result
