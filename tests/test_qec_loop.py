@@ -223,3 +223,17 @@ def test_user_function_errors_name_the_key(tmp_path, edit, key):
     p.write_text(text.replace(*edit).replace("../calibrations", str(ROOT / "calibrations")))
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         load_decode(p)
+
+
+@pytest.mark.parametrize("edit,key", [
+    (("rounds: 1", "rounds: 10"), "decode.decoder"),  # 2 per round + 2 final = 22 detectors > 20
+    (("rounds: 1", "rounds: 5\n  frame_bytes: 1"), "decode.frame_bytes"),  # 12 detectors need 2 bytes
+])
+def test_decode_workload_errors_name_the_key(tmp_path, edit, key):
+    from twin.config import ConfigError
+    from twin.qec.study import load_decode
+    text = (ROOT / "scenarios/decode_rep3.yaml").read_text().replace("../calibrations", str(ROOT / "calibrations"))
+    p = tmp_path / "bad.yaml"
+    p.write_text(text.replace(*edit))
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        load_decode(p)

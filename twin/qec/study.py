@@ -162,6 +162,18 @@ def load_decode(path: str | Path) -> LoadedDecode:
                                   "or use how: host_timed")
     if d.code == "steane" and d.distance != 3:
         raise ConfigError(path, "decode.distance", d.distance, "the Steane code has distance 3")
+    from twin.qec.codes import memory_circuit
+    from twin.qec.lookup import MAX_DETECTORS, syndrome_bytes
+    try:
+        circuit = memory_circuit(d.code, d.distance, d.rounds, d.p, d.noise)
+    except ValueError as e:  # stim's own limits, e.g. the color code needs two rounds
+        raise ConfigError(path, "decode.rounds", d.rounds, str(e).splitlines()[0]) from None
+    if d.decoder == "lookup" and circuit.num_detectors > MAX_DETECTORS:
+        raise ConfigError(path, "decode.decoder", d.decoder, f"{circuit.num_detectors} detectors; a lookup table "
+                          f"holds at most {MAX_DETECTORS} (use matching)")
+    if d.frame_bytes is not None and d.frame_bytes < syndrome_bytes(circuit.num_detectors):
+        raise ConfigError(path, "decode.frame_bytes", d.frame_bytes,
+                          f"the syndrome of {circuit.num_detectors} detectors needs {syndrome_bytes(circuit.num_detectors)}")
     return LoadedDecode(path, sc, params, hosting, hp_path)
 
 
@@ -319,7 +331,7 @@ def print_decode(doc: dict, console) -> None:
     else:
         console.print(f"stim+PyMatching direct: n/a, {pm['how']}")
     for s in doc["placements"]:
-        tp = s["throughput"]
+        tp = {k: (v or float("nan")) for k, v in s["throughput"].items()}
         c = s["cost"]
         console.print(f"{s['device']} ({s['mode']}): compute {c['how']} {c['base_ns']:g} ns + {c['per_event_ns']:g} ns "
                       f"per detection event (mean {s['compute_ns_mean']:g} ns); decoding in the loop "
