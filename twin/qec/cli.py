@@ -55,7 +55,7 @@ def cmd_hosting(args: argparse.Namespace, console) -> int:
     from twin.calibration.params import load_params
     from twin.cli import _bundled
     from twin.qec.hosting import hosting_document, load_hosting
-    from twin.qec.hosting_fit import CONSUMER, fit, measure, table_rows
+    from twin.qec.hosting_fit import CLOSED, CONSUMER, SWEEP, fit, measure, table_rows
 
     card = Path(args.calibration) if args.calibration else _bundled(DEFAULT_CARD)
     params = load_params(card)
@@ -74,8 +74,12 @@ def cmd_hosting(args: argparse.Namespace, console) -> int:
         path.write_text(yaml.safe_dump(hosting_document(hp, meta), sort_keys=False))
         console.print(f"wrote {path}")
     hp, _ = load_hosting(path)
-    rows = table_rows(measure(params, hp, rounds=args.rounds, seed=args.seed))
-    tb = Table(title=f"hosting modes on the {CONSUMER} (amd-qblox-exchange-runtime.txt vs model, {args.rounds} rounds)")
+    rows = table_rows(measure(params, hp, rounds=args.rounds, seed=args.seed,
+                              traffic=CLOSED if args.closed_loop else SWEEP))
+    setting = ("closed loop on the card's clock: GPU round trips move in whole 0.93 us poll periods"
+               if args.closed_loop else "requests from an independent clock, one at a time")
+    tb = Table(title=f"hosting modes on the {CONSUMER} (amd-qblox-exchange-runtime.txt vs model, {args.rounds} rounds; "
+                     f"{setting})")
     for col in ("quantity", "frame", "seed", "model", "error", "within 5 %"):
         tb.add_column(col, justify="left" if col in ("quantity", "frame") else "right")
     ok = True
@@ -105,4 +109,7 @@ def add_parsers(sub) -> None:
     h.add_argument("--calibration", help=f"card-path parameter set (default {DEFAULT_CARD})")
     h.add_argument("--rounds", type=_count, default=20_000, help="rounds per model run (default 20000)")
     h.add_argument("--seed", type=_seed, default=1, help="seed (default 1)")
+    h.add_argument("--closed-loop", action="store_true",
+                   help="measure the round-trip figures in the closed loop on the card's clock instead (shows "
+                        "the poll-grid quantisation; see docs/decisions.md)")
     h.set_defaults(handler=cmd_hosting)

@@ -66,14 +66,16 @@ def _run(params: ParamSet, hp: HostingParams, mode: str, frame_bytes: int, round
 
 
 def measure(params: ParamSet, hp: HostingParams, rounds: int = 20_000, seed: int = 1,
-            sizes: tuple[int, ...] = (64, 1792)) -> dict:
+            sizes: tuple[int, ...] = (64, 1792), traffic: TrafficParams = SWEEP) -> dict:
     """The model's figures for ``hp``: per frame size, the p50 round trip of every mode (us), the
-    chain's median trigger (us) and the fraction of frames that waited for the re-arm (%)."""
+    chain's median trigger (us) and the fraction of frames that waited for the re-arm (%).
+    ``traffic``: the setting of the round-trip figures (default the sweep; :data:`CLOSED` shows the
+    closed loop on the card's clock, where GPU round trips move in whole poll periods)."""
     out: dict = {}
     for nb in sizes:
         row = {}
         for mode in ("inline", "external_self", "external_routed", "worker", "chain"):
-            r = _run(params, hp, mode, nb, rounds, seed)
+            r = _run(params, hp, mode, nb, rounds, seed, traffic)
             row[mode] = float(np.percentile(r.result.rtt_ps, 50, method="inverted_cdf")) / 1e6
             if mode == "chain":
                 row["trigger"] = float(np.percentile(r.extra["trigger_ps"], 50, method="inverted_cdf")) / 1e6
