@@ -29,8 +29,8 @@ echo, for CPU cores, whose general path the seeds do not give, and for FPGA logi
 Executors other than the control kernel run one request at a time, so several rounds can be in
 flight (the control kernel polls on while the worker, region or chain computes).
 
-Statistics: ``served``, ``waited_for_rearm`` (chain), ``trigger_ps`` (chain: store -> first kernel
-per request), ``executor_busy_max``.
+Statistics: ``served``, ``waited_for_rearm`` (chain), ``trigger_ps`` (chain: the trigger's own
+latency per request, store -> first kernel once the chain is armed).
 """
 from __future__ import annotations
 
@@ -100,8 +100,6 @@ class HostedConsumer(PollingConsumer):
         self._rearm = JitterStream(seed, f"{self.name}.chain.rearm", hosting.rearm_mean_ps)
         self.waited_for_rearm = 0
         self.trigger_ps: list[int] = []
-        self.in_flight = 0
-        self.executor_busy_max = 0
 
     def _seen(self, seq: int, base: int) -> None:
         k = self.kernel
@@ -125,7 +123,7 @@ class HostedConsumer(PollingConsumer):
                     self.waited_for_rearm += 1
                 trig = self._trig_fixed + self._trig.next()
                 start = max(t_ready, self.chain_armed_at, self.exec_free) + trig
-                self.trigger_ps.append(start - t_ready)
+                self.trigger_ps.append(trig)
                 end = start + body
                 t_reply = end + self.h.chain_complete_ps
                 self.chain_armed_at = end + self._rearm.next()
