@@ -147,6 +147,10 @@ def load_decode(path: str | Path) -> LoadedDecode:
             raise ConfigError(path, "decode.function", "<missing>", "decoder: function needs a function "
                               "('package.module:callable' or a registered function name)")
         resolve_function(d.function, path)
+        for i, pl in enumerate(d.placements):
+            if params.consumers[pl.device].kind == "fpga":
+                raise ConfigError(path, f"decode.placements[{i}].device", pl.device,
+                                  "a Python function does not run in FPGA logic")
         if d.cost.how == "model" and d.cost.fixed is None:
             raise ConfigError(path, "decode.cost.fixed", "<missing>", "a user function has no entry in the cost "
                               "model: give its time (fixed: '50 ns') or use how: host_timed")
