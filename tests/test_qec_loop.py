@@ -237,3 +237,26 @@ def test_decode_workload_errors_name_the_key(tmp_path, edit, key):
     p.write_text(text.replace(*edit))
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         load_decode(p)
+
+
+@pytest.mark.parametrize("device,mode,period_us", [("epyc7282", "inline", 3), ("mi210", "external_self", 20),
+                                                   ("v80", "inline", 3)])
+def test_auto_engine_equals_the_event_model(device, mode, period_us):
+    hp, _ = load_hosting(ROOT / "calibrations/hosting.yaml")
+    w = sample("rep", 3, 2, 1e-2, 1500, seed=12, per="round")
+    dec = make_decoder("lookup", w.circuit)
+    tr = TrafficParams(mode="open_loop", period_ps=period_us * 1_000_000, clock="independent", ppm=4.0)
+    kw = dict(mode=mode, hosting=hp, traffic=tr, seed=5, external_control=True)
+    auto = run_decode(PARAMS, device, w, dec, engine="auto", verify_rounds=1000, **kw)
+    event = run_decode(PARAMS, device, w, dec, engine="event", **kw)
+    assert auto.extra["engine"] == "direct+event" and auto.extra["replies_checked"] == 1000
+    for f in ("t_send", "t_in", "t_have", "t_back"):
+        assert np.array_equal(getattr(auto.result, f), getattr(event.result, f))
+    assert np.array_equal(auto.corrections, event.corrections)
+
+
+def test_auto_engine_falls_back_to_the_event_model_when_requests_queue():
+    r = run_decode(PARAMS, "epyc7282", sample("rep", 3, 1, 1e-3, 400, seed=1), LookupDecoder(standard_table("rep3")),
+                   engine="auto", cost=CostModel(fixed_ns=2000),
+                   traffic=TrafficParams(mode="open_loop", period_ps=1_000_000))
+    assert r.extra["engine"] == "event" and r.result.stats["backlog_max"] > 0

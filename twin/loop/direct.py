@@ -29,14 +29,18 @@ class DirectNotApplicable(Exception):
     """The direct engine cannot reproduce the event model for this run (backlog)."""
 
 
-def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: int = 50_000) -> LoopResult:
+def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: int = 50_000, *,
+               extra_ps=None, reply_bytes: int | None = None) -> LoopResult:
     """Compute every round of ``spec`` directly; same results as :func:`run_event` for a seed.
 
+    For functions other than the echo (:mod:`twin.qec`): ``reply_bytes`` is the length of every
+    reply and ``extra_ps[i]`` (int ps) is added to round ``i``'s function body, as a consumer that
+    answers inline after ``service_ps + extra_ps[i]`` does in the event model.
     Raises :class:`DirectNotApplicable` when a request finds all ``spec.slots`` slots busy.
     """
     if spec.faults.active:
         raise DirectNotApplicable(f"loop {spec.name!r}: fault injection needs the event model")
-    if spec.function != 0 or spec.model != "sim":
+    if (spec.function != 0 and reply_bytes is None) or spec.model != "sim":
         raise DirectNotApplicable(f"loop {spec.name!r}: only the echo in model sim has a reply shape the "
                                   "direct engine knows; other functions and model code need the event model")
     tr = spec.traffic
@@ -50,7 +54,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     rep = PostedWritePath(None, "rep", spec.reply_link, None,
                           JitterStream(spec.seed, spec.stream("pcie.reply"), spec.jitter_ps))
     req_sizes = [len(d) for _, d in enc.writes(1, bytes(frame))]
-    rep_sizes = req_sizes  # the echo's reply has the request's size
+    rep_sizes = req_sizes if reply_bytes is None else [len(d) for _, d in enc.writes(1, bytes(reply_bytes))]
     per_piece = enc.per_piece
     P, cost = c.poll_period_ps, c.poll_cost_ps
     body = c.pre_service_ps(enc, frame) + c.service_ps
@@ -94,6 +98,8 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
             land = req_plan(t_issue, s)
         t = land if land > t_free_c else t_free_c
         t2 = phase + -((phase - t) // P) * P + cost + body
+        if extra_ps is not None:
+            t2 += int(extra_ps[i])
         if per_piece:
             rland = rep_plan(t2, rep_sizes[0])
             t_free_c = t2

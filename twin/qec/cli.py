@@ -34,7 +34,8 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
             if name not in tasks:
                 tasks[name] = bar.add_task(name, total=total)
             bar.update(tasks[name], completed=done)
-        doc = run_decode_study(ld, shots=shots, seed=args.seed, progress=progress)
+        doc = run_decode_study(ld, shots=shots, seed=args.seed, progress=progress, engine=args.engine,
+                               verify_rounds=args.verify_rounds)
     print_decode(doc, console)
     paths = write_decode_outputs(doc, out)
     console.print("wrote " + ", ".join(str(p) for p in paths))
@@ -95,12 +96,18 @@ def cmd_hosting(args: argparse.Namespace, console) -> int:
 
 def add_parsers(sub) -> None:
     """Add ``decode`` and ``hosting`` to the ``twin`` subcommands (each sets ``handler``)."""
-    from twin.cli import _count, _seed
+    from twin.cli import _count, _nonneg, _seed
     d = sub.add_parser("decode", help=f"run a decoder study (default: {DEFAULT_DECODE})")
     d.add_argument("scenario", nargs="?", help="decode scenario YAML")
     d.add_argument("--shots", type=_count, help="shots (default: the scenario's; e.g. 1e5)")
     d.add_argument("--seed", type=_seed, help="seed >= 0 (default: the scenario's)")
     d.add_argument("--out", help="output folder (default runs/<scenario name>)")
+    d.add_argument("--engine", choices=("auto", "event"), default="auto",
+                   help="auto: direct engine for inline hosting, checked against the byte-level event model "
+                        "over --verify-rounds (event model alone for other modes or when requests queue); "
+                        "event: event model for every request, every reply checked by the card")
+    d.add_argument("--verify-rounds", type=_nonneg, default=10_000,
+                   help="requests the event model checks in auto mode (default 10000)")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
     d.set_defaults(handler=cmd_decode)
     h = sub.add_parser("hosting", help="hosting-mode costs: seed value vs model (--fit to refit)")

@@ -19,13 +19,14 @@ the loop's decoding throughput (benchmarks/decode_throughput.py).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from twin.calibration.params import ParamSet
 from twin.devices.generator import TrafficParams
 from twin.loop.build import loop_spec
+from twin.loop.direct import DirectNotApplicable, run_direct
 from twin.loop.event import run_event
 from twin.loop.spec import LoopResult
 from twin.qec.cost import CostModel
@@ -33,6 +34,7 @@ from twin.qec.decoders import Decoder, LookupDecoder, MatchingDecoder, direct_co
 from twin.qec.hosting import HostingParams, hosted_factory
 from twin.qec.workload import Workload, logical_errors
 from twin.runtime.functions import REGISTRY, Function, register
+from twin.study import EngineDisagreement
 
 SESSION_IDS = range(0x4000, 0x8000)  # ids given to decoders built for a workload (see session_function)
 
@@ -117,7 +119,8 @@ class DecodeRun:
     shot, or one per round of each shot: the correction for the events seen so far);
     direct: the direct decode of the same events, same shape; compute_ps: the decoder's compute
     time per request (int64 ps); cost: the cost model's description; decode_wall_s: wall-clock
-    seconds of the consumer's batched decode; direct_wall_s: of the direct decode; extra: the hosted
+    seconds of the consumer's batched decode; direct_wall_s: of the direct decode; extra: the engine
+    used and the replies the card checked byte for byte (``engine``, ``replies_checked``), the hosted
     consumer's statistics (``served``; chain: ``waited_for_rearm``, ``trigger_ps`` per request).
     """
 
@@ -161,7 +164,8 @@ class DecodeRun:
 def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decoder, *,
                mode: str = "inline", hosting: HostingParams = HostingParams(), cost: CostModel | None = None,
                traffic: TrafficParams | None = None, seed: int = 0, slots: int = 16, encoding: str | None = "classic",
-               external_control: bool = False, progress=None) -> DecodeRun:
+               external_control: bool = False, progress=None, engine: str = "event",
+               verify_rounds: int = 10_000) -> DecodeRun:
     """Run every shot of ``workload`` through the loop to consumer ``device`` of ``params``.
 
     traffic: closed loop by default (one request in flight); an open-loop ``TrafficParams`` streams
@@ -170,10 +174,17 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     shot's events so far, in request order, and decode them at every round.
     encoding: ``classic`` by default, the encoding the seeds' sessions use to serve user functions
     (amd-qblox-exchange-runtime.txt); ``None`` keeps the consumer's own (its echo's).
+    engine: ``event`` (default): the event model for every request, the card checks every reply;
+    ``auto``: for inline hosting (and the OpenMP region routing itself) the direct engine
+    (:func:`twin.loop.direct.run_direct` with the per-request compute time) for every request,
+    with replies from the consumer's batch, and the event model over the first ``verify_rounds``
+    requests, whose timestamps and replies must be identical (:class:`twin.study.EngineDisagreement`
+    otherwise); other modes, and runs where requests queue for a slot, use the event model.
     Raises KeyError for an unknown device, :class:`twin.qec.cost.CostError` when the device kind
-    cannot serve the decoder under the cost model, ValueError for a bad mode.
+    cannot serve the decoder under the cost model, ValueError for a bad mode or engine.
     """
-    from dataclasses import replace
+    if engine not in ("event", "auto"):
+        raise ValueError(f"engine {engine!r}: expected 'event' or 'auto'")
     cost = cost or CostModel()
     frames = workload.frames()
     acc_frames = workload.cumulative_frames() if workload.per == "round" else frames
@@ -202,30 +213,63 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
         return r if r is not None else decoder.decode_payload(acc)
 
     g = workload.requests_per_shot
-    serve = replies.serve if g == 1 else accumulate(replies.serve, g)
-    ref = direct_one if g == 1 else accumulate(direct_one, g)
 
-    def functions(fid: int):
-        if fid == fn.id:
-            return serve
-        f = REGISTRY.get(fid)
-        return f.python if f else None
+    def fresh():  # the consumer's and the card's per-run state (per-round accumulation)
+        if g == 1:
+            return replies.serve, direct_one
+        return accumulate(replies.serve, g), accumulate(direct_one, g)
 
-    made = []
-    base_factory = hosted_factory(mode, hosting, compute_ps=lambda seq: compute[seq - 1], seed=seed,
-                                  functions=functions)
+    def event_run(run_spec, prog):
+        serve, ref = fresh()
 
-    def factory(*args, **kwargs):
-        made.append(base_factory(*args, **kwargs))
-        return made[-1]
-    res = run_event(spec, progress, payloads=lambda seq: keys[seq - 1], reference=ref,
-                    consumer_factory=factory, keep_replies=True)
-    kept = res.stats.pop("replies")
-    corr = np.frombuffer(b"".join(kept), np.uint8).reshape(n, decoder.reply_bytes) if kept else \
-        np.zeros((0, decoder.reply_bytes), np.uint8)
+        def functions(fid: int):
+            if fid == fn.id:
+                return serve
+            f = REGISTRY.get(fid)
+            return f.python if f else None
+        made = []
+        base_factory = hosted_factory(mode, hosting, compute_ps=lambda seq: compute[seq - 1], seed=seed,
+                                      functions=functions)
+
+        def factory(*args, **kwargs):
+            made.append(base_factory(*args, **kwargs))
+            return made[-1]
+        res = run_event(run_spec, prog, payloads=lambda seq: keys[seq - 1], reference=ref,
+                        consumer_factory=factory, keep_replies=True)
+        kept = res.stats.pop("replies")
+        corr = np.frombuffer(b"".join(kept), np.uint8).reshape(len(kept), decoder.reply_bytes) if kept else \
+            np.zeros((0, decoder.reply_bytes), np.uint8)
+        return res, corr, made[0]
+
+    res = None
+    used, checked = "event", n
+    if engine == "auto" and mode in ("inline", "external_self"):
+        gp = hosting.general_path_ps if c.kind == "gpu" else 0
+        extra_ps = compute + gp + (hosting.omp_self_ps if mode == "external_self" else 0)
+        try:
+            res = run_direct(spec, progress, extra_ps=extra_ps, reply_bytes=decoder.reply_bytes)
+        except DirectNotApplicable:
+            res = None  # requests queue for slots: only the event model is authoritative
+    if res is not None:
+        serve, _ = fresh()
+        corr = np.frombuffer(b"".join(serve(k) for k in keys), np.uint8).reshape(n, decoder.reply_bytes)
+        checked = min(verify_rounds, n)
+        ev, ev_corr, con = event_run(replace(spec, traffic=replace(traffic, rounds=checked)), None)
+        for f in ("t_send", "t_in", "t_have", "t_back"):
+            a, b = getattr(res, f)[:checked], getattr(ev, f)
+            if not np.array_equal(a, b):
+                i = int(np.argmax(a != b))
+                raise EngineDisagreement(f"decode loop {device!r}: engines disagree on {f} at request {i + 1}: "
+                                         f"direct {a[i]} ps, event {b[i]} ps")
+        if not np.array_equal(ev_corr, corr[:checked]):
+            raise EngineDisagreement(f"decode loop {device!r}: the event model's replies differ from the batch's")
+        res.stats.update(mismatches=ev.mismatches, backlog_max=0)
+        res.ok[:checked] = ev.ok
+        used = "direct+event"
+    else:
+        res, corr, con = event_run(spec, progress)
     extra_batch = {"distinct_frames": replies.distinct, "decoded_on_the_spot": replies.on_the_spot}
-    con = made[0]
-    extra = {"served": con.served, **extra_batch}
+    extra = {"served": con.served, "engine": used, "replies_checked": checked, **extra_batch}
     if mode == "chain":
         extra.update(waited_for_rearm=con.waited_for_rearm, trigger_ps=np.array(con.trigger_ps, np.int64))
     return DecodeRun(workload, decoder, device, mode, fn, res, corr, direct, compute, cost.describe(),

@@ -225,9 +225,11 @@ def _pymatching_direct(circuit, detectors: np.ndarray) -> tuple[np.ndarray | Non
     return pred, "pymatching.Matching.decode_batch on stim's detection events"
 
 
-def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | None = None, progress=None) -> dict:
+def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | None = None, progress=None,
+                     engine: str = "auto", verify_rounds: int = 10_000) -> dict:
     """Run every placement; returns the results document (results.json) and keeps the per-round
-    data under the private key ``_runs`` (list of :class:`twin.qec.loop.DecodeRun`)."""
+    data under the private key ``_runs`` (list of :class:`twin.qec.loop.DecodeRun`). ``engine`` and
+    ``verify_rounds``: see :func:`twin.qec.loop.run_decode`."""
     from twin.qec.cost import CostModel
     from twin.qec.decoders import FunctionDecoder, make_decoder
     from twin.qec.loop import queue_depth, run_decode
@@ -278,14 +280,16 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         r = run_decode(ld.params, pl.device, w, decoder, mode=pl.mode, hosting=ld.hosting, cost=cost,
                        traffic=traffic, seed=seed, slots=sc.slots,
                        encoding="classic" if sc.encoding == "default" else sc.encoding,
-                       external_control=sc.control == "aurora", progress=cb)
+                       external_control=sc.control == "aurora", progress=cb, engine=engine,
+                       verify_rounds=verify_rounds)
         runs.append(r)
         res = r.result
         le_loop, le_direct = r.logical_errors_loop, r.logical_errors_direct
         s = {"device": pl.device, "mode": pl.mode, "function": {"id": r.function.id, "name": r.function.name},
              "kind": ld.params.consumers[pl.device].kind, "shots": shots, "requests": w.requests,
              "identical_corrections": int((r.corrections == r.direct).all(axis=1).sum()),
-             "card_mismatches": res.mismatches,
+             "card_mismatches": int(res.stats.get("mismatches", 0)), "engine": r.extra["engine"],
+             "replies_checked": int(r.extra["replies_checked"]),
              "logical_errors": {"loop": le_loop, "direct": le_direct},
              "ler": {"loop": le_loop / shots, "direct": le_direct / shots},
              "ci": {"loop": list(interval(le_loop, shots, d.interval, d.confidence)),
@@ -340,7 +344,8 @@ def print_decode(doc: dict, console) -> None:
         console.print(f"{s['device']} ({s['mode']}): compute {c['how']} {c['base_ns']:g} ns + {c['per_event_ns']:g} ns "
                       f"per detection event (mean {s['compute_ns_mean']:g} ns); decoding in the loop "
                       f"{tp['loop_decode_requests_per_s']:,.0f} requests/s, direct "
-                      f"{tp['direct_decode_requests_per_s']:,.0f} requests/s (this machine)")
+                      f"{tp['direct_decode_requests_per_s']:,.0f} requests/s (this machine); engine {s['engine']}, "
+                      f"{s['replies_checked']:,} replies checked byte for byte by the card")
 
 
 def write_decode_outputs(doc: dict, out: Path) -> list[Path]:
