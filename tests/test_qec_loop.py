@@ -260,3 +260,21 @@ def test_auto_engine_falls_back_to_the_event_model_when_requests_queue():
                    engine="auto", cost=CostModel(fixed_ns=2000),
                    traffic=TrafficParams(mode="open_loop", period_ps=1_000_000))
     assert r.extra["engine"] == "event" and r.result.stats["backlog_max"] > 0
+
+
+def test_batch_replies_answer_any_payload_as_the_decoder_does():
+    from hypothesis import given, settings, strategies as st
+    from twin.qec.loop import BatchReplies, frame_keys
+    w = sample("surface", 3, 2, 1e-2, 300, seed=3)
+    dec = make_decoder("matching", w.circuit)
+    frames = w.frames()
+    batch = BatchReplies(dec, frames, frame_keys(frames))
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.binary(min_size=frames.shape[1], max_size=frames.shape[1]), st.integers(0, w.shots - 1))
+    def check(random_payload, i):
+        seen = frames[i].tobytes()
+        assert batch.serve(seen) == dec.decode_payload(seen)          # from the batch
+        assert batch.serve(random_payload) == dec.decode_payload(random_payload)  # on the spot if unseen
+    check()
+    assert batch.on_the_spot > 0 and batch.distinct < w.shots
