@@ -93,6 +93,16 @@ def test_unsupported_final_measurement_is_refused():
     with pytest.raises(ValueError, match="supports expval and probs"):
         run_on_twin(c, shots=10)
 
+    @qml.qnode(dev, shots=10)
+    def d():
+        qml.Hadamard(0)
+        m = qml.measure(0)
+        qml.cond(m, qml.X)(1)
+        return qml.expval(qml.Z(1))
+
+    with pytest.raises(ValueError, match="analytic"):
+        run_on_twin(d, shots=10)
+
 
 def test_readme_example_runs_and_is_the_example_file():
     readme = (ROOT / "README.md").read_text()

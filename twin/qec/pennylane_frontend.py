@@ -157,7 +157,7 @@ def run_on_twin(qnode, *args, device: str = "epyc7282", mode: str = "inline", sh
     (each reachable branch once more, so every decision the result uses came through the loop);
     compute_ns: the function's compute time per request; control: ``on_card`` or ``aurora``.
     Raises ValueError for circuits outside what the front end supports (postselection, final
-    measurements other than expval/probs) and RuntimeError if a reply the loop delivered differs
+    measurements other than expval/probs, a QNode with shots: the comparison is analytic) and RuntimeError if a reply the loop delivered differs
     from PennyLane's own evaluation of the condition.
     """
     import pennylane as qml
@@ -174,6 +174,9 @@ def run_on_twin(qnode, *args, device: str = "epyc7282", mode: str = "inline", sh
     tape = qml.workflow.construct_tape(qnode)(*args, **kwargs)
     tape = tape.map_to_standard_wires()
     program, ffs = _parse(tape)
+    if tape.shots:
+        raise ValueError(f"the QNode runs with {tape.shots}; the twin compares with PennyLane's analytic result: "
+                         "use a QNode without shots (shots= here sets only the twin's timing samples)")
     exact = _branches(tape, program, lambda ff, bits: ff.decide(bits))
     params = load_params(calibration or ROOT / "calibrations/fitted/card_path.yaml")
     hp, _ = load_hosting(hosting or ROOT / "calibrations/hosting.yaml")
