@@ -121,6 +121,10 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     from twin.calibration.params import load_params
 
     prior_path = Path(args.prior) if args.prior else _bundled(DEFAULT_PRIOR)
+    from twin.calibration.roce import is_roce_file
+    if is_roce_file(prior_path):
+        from twin.calibration.roce_cmd import cmd_calibrate_roce
+        return cmd_calibrate_roce(args, console, prior_path)
     prior = load_params(prior_path)
     if prior.fit is None:
         raise ConfigError(prior_path, "fit", None, "a prior needs a fit section to calibrate")

@@ -16,6 +16,9 @@ class Wire(Protocol):
     def serialise_ps(self, nbytes: int) -> int:
         """Time the link is busy putting ``nbytes`` of payload on the wire (headers included)."""
 
+    # Optional: ``tail_ps(nbytes) -> int``, size-dependent time after the link is free until the
+    # bytes have landed (store-and-forward hops, a DMA write at the far end; see twin.links.roce).
+
 
 class PostedWritePath:
     """One directed path of posted writes from a source node into a destination region.
@@ -40,6 +43,7 @@ class PostedWritePath:
         self.writes = 0
         self.bytes = 0
         self.reorders_held = 0
+        self._tail = getattr(wire, "tail_ps", None)
 
     def plan(self, t_issue: int, nbytes: int) -> int:
         """Advance the path state for a write of ``nbytes`` issued at ``t_issue``; return its
@@ -48,6 +52,8 @@ class PostedWritePath:
         ser = self.wire.serialise_ps(nbytes)
         self._free = start + ser
         land = start + ser + self.wire.latency_ps + self.jitter.next()
+        if self._tail is not None:
+            land += self._tail(nbytes)
         if land < self._last_land:
             land = self._last_land
             self.reorders_held += 1
