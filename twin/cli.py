@@ -72,6 +72,9 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     path = Path(args.scenario) if args.scenario else _bundled(DEFAULT_SCENARIO)
     loaded = load_scenario(path)
     sc = loaded.scenario
+    if sc.flows:  # a mesh: every flow at once (twin.mesh)
+        from twin.mesh.run import cmd_run_mesh
+        return cmd_run_mesh(args, console, loaded)
     rounds = args.rounds or sc.rounds
     out = Path(args.out) if args.out else Path("runs") / sc.name
     if out.exists() and not out.is_dir():
