@@ -186,6 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("gen", help="generate the C header, Python dtypes and Verilog include from "
                                    "twin/exchange/contract.yaml")
     g.add_argument("--check", action="store_true", help="write nothing; exit 1 if a generated file is stale")
+    from twin.topology import register as register_topology
+    register_topology(sub)
+    from twin.sweep import register as register_sweep
+    register_sweep(sub)
     return p
 
 
@@ -196,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return cmd_run(args, console)
+        if args.command == "topology":
+            from twin.topology import cmd_topology
+            return cmd_topology(args, console)
+        if args.command == "sweep":
+            from twin.sweep import cmd_sweep
+            return cmd_sweep(args, console)
         if args.command == "gen":
             from twin.exchange.gen import main as gen_main
             return gen_main(["--check"] if args.check else [])

@@ -233,8 +233,9 @@ class _Flow:
         self.period_ps = time_ps(t.period) if t.period else 0
         if t.clock == "card":
             self.clock = Clock(clk_ps)
-        else:
-            self.clock = Clock(clk_ps, int(round(t.ppm * 1000)), int(rng.integers(0, max(1, self.period_ps or clk_ps))))
+        else:  # the controller's own oscillator: one phase per generator, shared by its flows
+            phase = int(stream_rng(seed, f"mesh.{r.generator}.clock").integers(0, 10**7))
+            self.clock = Clock(clk_ps, int(round(t.ppm * 1000)), phase)
         self.mode = t.mode
         self.gaps = _poisson_gaps(seed, tag + ".arrivals", self.period_ps, n) if t.mode == "poisson" else None
         self.salt = int(rng.integers(0, 2**63))
