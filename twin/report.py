@@ -23,6 +23,12 @@ def results_document(study: StudyResult) -> dict:
     """The results.json mapping (see docs/results.md)."""
     sc = study.scenario.scenario
     t = sc.traffic
+    traffic = {"mode": t.mode, "clock": t.clock, "period_ns": time_ps(t.period) / 1000 if t.period else None,
+               "ppm": t.ppm, "control": "external (aurora)" if sc.external_control() else "on card"}
+    if sc.qblox is not None:  # a Qblox cluster: traffic from its Q1ASM programs
+        q = sc.qblox
+        traffic = {"mode": "open_loop", "clock": q.clock, "period_ns": q.period_ns(), "ppm": q.ppm,
+                   "drift_ppb_per_s": q.drift_ppb_per_s, "control": f"{q.device} (aurora)"}
     doc = {
         "schema": SCHEMA,
         "scenario": sc.name,
@@ -30,9 +36,7 @@ def results_document(study: StudyResult) -> dict:
         "seed": study.seed,
         "rounds": study.rounds,
         "frame_bytes": sc.frame_bytes,
-        "traffic": {"mode": t.mode, "clock": t.clock,
-                    "period_ns": time_ps(t.period) / 1000 if t.period else None, "ppm": t.ppm,
-                    "control": "external (aurora)" if sc.external_control() else "on card"},
+        "traffic": traffic,
         "timing_boundary": _boundary(study),
         "measured": None,
         "consumers": [r.summary for r in study.runs],

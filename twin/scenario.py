@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from twin.calibration.params import ParamSet, load_params
 from twin.config import ConfigError, Located, load_model
 from twin.devices.generator import TrafficParams
+from twin.devices.qblox import QbloxCluster
 from twin.faults import FaultPlan
 from twin.units import UnitError, time_ps
 
@@ -258,6 +259,7 @@ class Scenario(_Strict):
     _dl = field_validator("deadline", mode="before")(classmethod(lambda cls, v: _duration(v)))
     links: list[Link] = Field(min_length=2)
     flows: list["Flow"] = []  # a mesh: several controllers, cards, consumers (twin.mesh)
+    qblox: QbloxCluster | None = None  # the generator is a Qblox Cluster (twin.devices.qblox)
 
     @field_validator("function")
     @classmethod
@@ -275,6 +277,16 @@ class Scenario(_Strict):
         if self.faults and self.faults.drop_frame and self.traffic.mode != "closed_loop":
             raise Located(("traffic", "mode"), self.traffic.mode,
                           "faults.drop_frame needs closed_loop traffic (one request in flight)")
+        if self.qblox is not None:
+            if "traffic" in self.model_fields_set:
+                raise Located(("traffic",), "<set>", "a Qblox cluster's traffic comes from its programs (qblox); "
+                              "leave traffic out")
+            if self.flows or not self.external_control():
+                raise Located(("qblox",), self.qblox.device, "a Qblox cluster reaches one link card across a "
+                              "cable: an aurora link from the generator, no flows")
+            if self.qblox.syndrome_bits() > 8 * self.frame_bytes:
+                raise Located(("frame_bytes",), self.frame_bytes, f"the cluster publishes "
+                              f"{self.qblox.syndrome_bits()} syndrome bits a round; they do not fit")
         if self.faults and time_ps(self.faults.timeout) <= 0:
             raise Located(("faults", "timeout"), self.faults.timeout, "must be > 0")
         return self
@@ -348,6 +360,8 @@ class Scenario(_Strict):
 
     def traffic_params(self, rounds: int | None = None) -> TrafficParams:
         """The traffic in ps for the devices; ``rounds`` overrides the scenario's."""
+        if self.qblox is not None:
+            return self.qblox.traffic(rounds or self.rounds, self.frame_bytes)
         t = self.traffic
         return TrafficParams(mode=t.mode, rounds=rounds or self.rounds, frame_bytes=self.frame_bytes,
                              period_ps=time_ps(t.period) if t.period else 0, clock=t.clock,

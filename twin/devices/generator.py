@@ -27,6 +27,10 @@ class TrafficParams:
     clock_ps: the generator clock's nominal period (default 4000 ps, 250 MHz).
     ppm: independent clock only: frequency offset in parts per million.
     gap_ps: closed loop only: extra time between a reply and the next request (default 0).
+    drift_ppb_per_s: independent clock only: slow drift of its frequency offset, ppb per second
+        (default 0; see :class:`twin.kernel.clock.DriftingClock`).
+    offset_ps: independent clock only: a fixed delay added to every send instant (e.g. a Qblox
+        cluster's first publish and its trigger network; default 0).
     """
 
     mode: str = "closed_loop"
@@ -37,6 +41,8 @@ class TrafficParams:
     clock_ps: int = 4000
     ppm: float = 0.0
     gap_ps: int = 0
+    drift_ppb_per_s: float = 0.0
+    offset_ps: int = 0
 
     def __post_init__(self):
         if self.mode not in ("closed_loop", "open_loop"):
@@ -55,7 +61,11 @@ class TrafficParams:
         """The generator's clock: the card's (phase 0, no offset) or an independent one."""
         if self.clock == "card":
             return Clock(self.clock_ps, 0, 0)
-        return Clock(self.clock_ps, int(round(self.ppm * 1000)), phase_ps)
+        if self.drift_ppb_per_s:
+            from twin.kernel.clock import DriftingClock
+            return DriftingClock(self.clock_ps, int(round(self.ppm * 1000)), phase_ps + self.offset_ps,
+                                 int(round(self.drift_ppb_per_s * 1000)))
+        return Clock(self.clock_ps, int(round(self.ppm * 1000)), phase_ps + self.offset_ps)
 
     @property
     def period_cycles(self) -> int:
