@@ -246,6 +246,7 @@ class _Flow:
         self.outstanding: deque[tuple[int, bytes]] = deque()
         self.backlog: deque[tuple[int, bytes]] = deque()
         self.watching = False
+        self.landed: dict[int, int] = {}
 
     # -- controller ------------------------------------------------------------------------
     def start(self) -> None:
@@ -288,9 +289,12 @@ class _Flow:
 
     def _write(self, seq: int, payload: bytes) -> None:
         base = slot_offset(seq, self.slots, self.slot_bytes)
+        last = 0
         for off, data in self.enc.writes(seq, payload, function=self.fid):
             land = self.req_link.plan(self.k.now, len(data))
             self.k.at(land, self.req_region.land, base + off, data)
+            last = max(last, land)
+        self.landed[seq] = last  # the request is complete in the queue from here
 
     def _watch(self) -> None:
         seq, _ = self.outstanding[0]
@@ -337,7 +341,9 @@ class _Flow:
             start = t
         else:  # the thread was busy: once free it polls again and takes this request
             start = self.poller.first_poll(th.free) + p.poll_cost_ps
-        self.times.t_seen[seq - 1] = t
+        # an idle thread would have seen it at the first poll after it landed (this endpoint may have
+        # been re-armed only after the thread served this flow's previous request)
+        self.times.t_seen[seq - 1] = self.poller.first_poll(self.landed.pop(seq)) + p.poll_cost_ps
         self.times.t_start[seq - 1] = start
         t_reply = start + th.body
         t_free = t_reply if self.enc.per_piece else t_reply + p.fence_ps

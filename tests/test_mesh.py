@@ -1,0 +1,131 @@
+"""Meshes: routes on the graph, contention at a shared consumer against queueing theory, fan-out by
+function id, the topology drawing, and mesh input errors.
+
+The M/D/1 expectation is first principles: Poisson arrivals at total rate lambda into one server
+with a fixed service time D wait on average W = lambda D^2 / (2 (1 - rho)), rho = lambda D.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from twin.cli import main
+from twin.config import ConfigError
+from twin.mesh.engine import run_mesh
+from twin.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+FITTED = ROOT / "calibrations" / "fitted" / "card_path.yaml"
+
+
+def two_controllers(tmp_path: Path, mean_gap_us: float, consumer: str = "epyc7282"):
+    """Two independent-clock controllers, Poisson arrivals each of mean gap ``mean_gap_us``, one
+    link card, one shared consumer."""
+    doc = yaml.safe_load((ROOT / "scenarios" / "mesh_two_controllers_one_gpu.yaml").read_text())
+    doc["calibration"] = str(FITTED)
+    doc["nodes"][2]["routes"] = {"echo": "shared"}
+    doc["nodes"][3] = {"name": "shared", "kind": "consumer", "device": consumer}
+    doc["links"][2] = {"from": "u55c", "to": "shared", "kind": "pcie"}
+    for f in doc["flows"]:
+        f["traffic"]["period"] = f"{mean_gap_us} us"
+    p = tmp_path / f"two_{mean_gap_us}.yaml"
+    p.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return load_scenario(p)
+
+
+def service_ps(loaded, service_ns: float) -> int:
+    """The shared CPU thread's fixed service per request from the parameter set: poll cost (the load
+    that sees the request) + piece checks + the function body, plus on average half a poll period
+    to line up with the poll grid after a busy spell."""
+    c = loaded.params.consumers["epyc7282"]
+    pieces = 1 + -(-loaded.scenario.frame_bytes // 12)  # per-piece encoding: header piece + 12 B per piece
+    return round((c.poll_cost_ns + pieces * c.piece_check_ns + service_ns + c.poll_period_ns / 2) * 1000)
+
+
+@pytest.mark.parametrize("rho", [0.1, 0.2])
+def test_shared_consumer_wait_matches_md1_at_low_load(tmp_path, rho):
+    service_ns = 1000.0
+    probe = two_controllers(tmp_path, 10.0)
+    D = service_ps(probe, service_ns)
+    lam = rho / D                       # per ps, both flows together
+    gap_us = 2 / lam / 1e6              # each flow carries half
+    loaded = two_controllers(tmp_path, round(gap_us, 4))
+    res = run_mesh(loaded.scenario, loaded.params, rounds=15_000, service_ns={"shared": service_ns})
+    waits = [w for ft in res.flows for w in ft.wait_ps]
+    measured = sum(waits) / len(waits)
+    lam_eff = lam  # the offered rate; Poisson gaps quantised to the 4 ns clock change it by < 0.1 %
+    rho_eff = lam_eff * D
+    expected = lam_eff * D * D / (2 * (1 - rho_eff))
+    assert all(ft.ok.all() for ft in res.flows)
+    assert measured == pytest.approx(expected, rel=0.12), (measured, expected)
+
+
+def test_queueing_delay_grows_with_offered_load(tmp_path):
+    means = []
+    for gap in (40.0, 10.0, 5.0):  # rho ~ 0.06, 0.23, 0.45 with a 1.1 us service
+        loaded = two_controllers(tmp_path, gap)
+        res = run_mesh(loaded.scenario, loaded.params, rounds=4000, service_ns={"shared": 1000.0})
+        means.append(sum(float(ft.wait_ps.mean()) for ft in res.flows) / 2)
+    assert means[0] < means[1] < means[2], means
+    assert means[2] > 2 * means[1] > 0  # M/D/1: rho/(1 - rho) goes from 0.30 to 0.82
+
+
+def test_no_wait_without_sharing(tmp_path):
+    """The fan-out sends each flow to its own consumer: nobody waits for a consumer."""
+    loaded = load_scenario(ROOT / "scenarios" / "mesh_fanout_by_function.yaml")
+    res = run_mesh(loaded.scenario, loaded.params, rounds=3000)
+    assert all(int(ft.wait_ps.max()) == 0 for ft in res.flows)
+
+
+def test_fanout_routes_by_function_id_and_answers_correctly():
+    loaded = load_scenario(ROOT / "scenarios" / "mesh_fanout_by_function.yaml")
+    g = loaded.scenario.graph()
+    routes = {r.function: r.nodes for r in g.graph["routes"]}
+    assert routes == {"invert": ("qblox", "u55c", "epyc7282"), "xor_fold": ("qblox", "u55c", "mi210"),
+                      "echo": ("qblox", "u55c", "v80")}
+    res = run_mesh(loaded.scenario, loaded.params, rounds=2000)
+    assert all(ft.ok.all() for ft in res.flows)       # every reply is its function's answer
+    assert {n: s["served"] for n, s in res.stats["consumers"].items()} == {"epyc7282": 2000, "mi210": 2000, "v80": 2000}
+    # the three flows share the Aurora cable and the card's PCIe paths only where routes share an edge
+    assert set(res.stats["links"]) == {"qblox->u55c", "u55c->qblox", "u55c->epyc7282", "epyc7282->u55c",
+                                       "u55c->mi210", "mi210->u55c", "u55c->v80", "v80->u55c"}
+    assert res.stats["links"]["qblox->u55c"]["writes"] == 6000
+
+
+def test_mesh_run_is_deterministic():
+    loaded = load_scenario(ROOT / "scenarios" / "mesh_two_controllers_one_gpu.yaml")
+    a = run_mesh(loaded.scenario, loaded.params, rounds=1500)
+    b = run_mesh(loaded.scenario, loaded.params, rounds=1500)
+    assert all((x.t_have == y.t_have).all() and (x.t_start == y.t_start).all() for x, y in zip(a.flows, b.flows))
+
+
+def test_twin_run_and_topology_on_a_mesh(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["run", str(ROOT / "scenarios" / "mesh_two_controllers_one_gpu.yaml"), "--rounds", "500",
+                 "--out", str(out), "--quiet", "--no-plot"]) == 0
+    doc = yaml.safe_load((out / "results.json").read_text())
+    assert doc["schema"] == "twin.mesh-results/1" and len(doc["flows"]) == 2
+    assert doc["flows"][0]["route"] == ["qblox_a", "u55c", "mi210"]
+    png = tmp_path / "topo.png"
+    assert main(["topology", str(ROOT / "scenarios" / "mesh_fanout_by_function.yaml"), "--out", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["topology", str(ROOT / "scenarios" / "card_path_64b.yaml"), "--out", str(tmp_path / "c.png")]) == 0
+
+
+@pytest.mark.parametrize("mutate, key", [
+    (lambda d: d["flows"][0].update({"function": "sum32"}), "flows[0].function"),
+    (lambda d: d["flows"][0].update({"from": "u55c"}), "flows[0].from"),
+    (lambda d: d["nodes"][2].update({"routes": {"echo": "qblox_a"}}), "nodes[2].routes.echo"),
+    (lambda d: d["flows"][0]["traffic"].pop("period"), "flows[0].traffic.period"),
+])
+def test_mesh_errors_name_the_key(tmp_path, mutate, key):
+    doc = yaml.safe_load((ROOT / "scenarios" / "mesh_two_controllers_one_gpu.yaml").read_text())
+    doc["calibration"] = str(FITTED)
+    mutate(doc)
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(ConfigError) as e:
+        load_scenario(p)
+    assert e.value.key == key, str(e.value)
