@@ -101,6 +101,7 @@ class RoceFitSpec(_Strict):
     measured: str
     groups: list[FitGroup] = Field(min_length=1)
     stats: list[Literal["min", "p50", "p90", "p99", "p999"]] = ["min", "p50", "p99", "p999"]
+    switch_hops: int = Field(0, ge=0)  # switches on the measured route (the scenario's must match)
     rounds: int = Field(20000, gt=0)
     seed: int = 1
     maxiter: int = Field(30, gt=0)
@@ -190,7 +191,7 @@ def load_any_params(path: str | Path):
     return load_roce_params(path) if is_roce_file(path) else load_params(path)
 
 
-def roce_paths(params: RoceParamSet, consumer: str, switch_hops: int = 1) -> tuple[RoceV2Path, RoceV2Path, LinkCardParams]:
+def roce_paths(params: RoceParamSet, consumer: str, switch_hops: int = 0) -> tuple[RoceV2Path, RoceV2Path, LinkCardParams]:
     """The two wires of ``consumer``'s loop and the controller as a link card.
 
     Request (controller -> consumer memory): ``latency = ernic_tx + hops x (switch + cable) + cable
@@ -225,7 +226,7 @@ def roce_paths(params: RoceParamSet, consumer: str, switch_hops: int = 1) -> tup
 
 def roce_loop_spec(params: RoceParamSet, consumer: str, traffic: TrafficParams, seed: int, slots: int = 16,
                    encoding: str | None = None, faults: FaultPlan = FaultPlan(), function: int = 0,
-                   model: str = "sim", switch_hops: int = 1) -> LoopSpec:
+                   model: str = "sim", switch_hops: int = 0) -> LoopSpec:
     """The RoCE loop for ``consumer`` (a :class:`LoopSpec` both engines run). The controller is on
     the card side, so ``aurora`` is ``None``; the jitter is the consumer's host path class's."""
     req, rep, card = roce_paths(params, consumer, switch_hops)
@@ -280,11 +281,12 @@ def load_roce_measured(path: str | Path) -> RoceMeasured:
 
 
 def simulate_roce(params: RoceParamSet, consumer: str, rounds: int, seed: int, frame_bytes: int,
-                  clock_ps: int) -> np.ndarray:
-    """Round trips (ps) of one consumer, closed loop on the controller's clock (direct engine)."""
+                  clock_ps: int, switch_hops: int = 0) -> np.ndarray:
+    """Round trips (ps) of one consumer, closed loop on the controller's clock (direct engine),
+    with ``switch_hops`` switches on the route."""
     from twin.loop.direct import run_direct
     tr = TrafficParams(mode="closed_loop", rounds=rounds, frame_bytes=frame_bytes, clock_ps=clock_ps)
-    return run_direct(roce_loop_spec(params, consumer, tr, seed)).rtt_ps
+    return run_direct(roce_loop_spec(params, consumer, tr, seed, switch_hops=switch_hops)).rtt_ps
 
 
 @dataclass
@@ -335,7 +337,7 @@ def calibrate_roce(prior: RoceParamSet, prior_path: Path, log: Callable[[str], N
             trial = params.with_values({k: group.snap(k, v) for k, v in zip(keys, x)})
             err = 0.0
             for c in group.consumers:
-                rtt = simulate_roce(trial, c, rounds, spec.seed, measured.frame_bytes, clk)
+                rtt = simulate_roce(trial, c, rounds, spec.seed, measured.frame_bytes, clk, spec.switch_hops)
                 have = measured.consumers[c].stats_ps()
                 for s in spec.stats:
                     if s in have:
@@ -355,7 +357,7 @@ def calibrate_roce(prior: RoceParamSet, prior_path: Path, log: Callable[[str], N
     for c, row in measured.consumers.items():
         if c not in params.consumers:
             continue
-        rtt = simulate_roce(params, c, rounds, spec.seed, measured.frame_bytes, clk)
+        rtt = simulate_roce(params, c, rounds, spec.seed, measured.frame_bytes, clk, spec.switch_hops)
         for s, v in row.stats_ps().items():
             residuals.append(Residual(c, s, v / 1000, percentile_ps(rtt, STAT_Q[s]) / 1000))
     return RoceFitResult(params, values, residuals, evaluations, objectives)
