@@ -24,7 +24,8 @@ class PostedWritePath:
     """One directed path of posted writes from a source node into a destination region.
 
     A write issued at ``t`` starts when the path is free (writes on one path serialise), is on
-    the wire for ``wire.serialise_ps(n)``, and lands ``wire.latency_ps + jitter`` later. A write
+    the wire for ``wire.serialise_ps(n)``, and lands ``wire.latency_ps + jitter`` later (plus
+    ``wire.tail_ps(n)`` for a wire that has one: store-and-forward hops, e.g. RoCE v2). A write
     never lands before an earlier write on the same path (PCIe keeps posted writes in order per
     path), so a sequence word written last is seen last. There is no acknowledgement: the writer
     goes on at once.
