@@ -126,6 +126,7 @@ def draw(sc, path: Path) -> None:
     colours = {"generator": "#7a4fb0", "link_card": "#3b6ea8", "switch": "#888888", "nic": "#50a0a0",
                "consumer": "#c06030"}
     fig, ax = plt.subplots(figsize=(9, 5.5))
+    ax.margins(0.12)
     nx.draw_networkx_edges(g, pos, ax=ax, edge_color="#bbbbbb", width=2)
     nx.draw_networkx_edge_labels(g, pos, ax=ax, font_size=7,
                                  edge_labels={(a, b): k for a, b, k in g.edges(data="kind")})
@@ -136,7 +137,11 @@ def draw(sc, path: Path) -> None:
     for kind, col in colours.items():
         nodes = [v for v in g.nodes if g.nodes[v]["node"].kind == kind]
         nx.draw_networkx_nodes(g, pos, nodelist=nodes, node_color=col, node_size=1300, ax=ax, label=kind)
-    labels = {v: v + (f"\n{g.nodes[v]['node'].device}" if g.nodes[v]["node"].device else "") for v in g.nodes}
+    labels = {v: v + (f"\n{d}" if (d := g.nodes[v]["node"].device) and d != v else "") for v in g.nodes}
+    flows = [f"flow {r.flow} ({r.function}): {' -> '.join(r.nodes)}" for r in g.graph.get("routes", [])]
+    for i, text in enumerate(flows):
+        ax.text(0.0, 1.0 - 0.045 * i, text, transform=ax.transAxes, ha="left", va="top", fontsize=7,
+                color=f"C{i % 10}")
     nx.draw_networkx_labels(g, pos, labels=labels, font_size=7, font_color="white", ax=ax)
     ax.set_title(f"{sc.name}: topology", fontsize=10)
     ax.legend(fontsize=7, loc="lower left", markerscale=0.4)
