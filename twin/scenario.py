@@ -75,6 +75,7 @@ class Traffic(_Strict):
     clock_period: str = "4 ns"
     ppm: float = Field(0.0, gt=-1e6, lt=1e6)
     gap: str = "0 ns"
+    in_flight: int = Field(1, ge=1, le=65_536, strict=True)  # closed loop: requests in flight
 
     _d = field_validator("period", "clock_period", "gap", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
@@ -88,6 +89,8 @@ class Traffic(_Strict):
             if time_ps(self.period) <= 0 or time_ps(self.period) % time_ps(self.clock_period):
                 raise Located(("period",), self.period,
                               f"must be a positive whole number of clock_period ({self.clock_period}) cycles")
+        if self.in_flight > 1 and self.mode != "closed_loop":
+            raise Located(("in_flight",), self.in_flight, "applies to closed_loop traffic only")
         if self.clock == "card" and self.ppm:
             raise Located(("ppm",), self.ppm, "applies only to an independent clock (clock: independent)")
         return self
@@ -365,7 +368,8 @@ class Scenario(_Strict):
         t = self.traffic
         return TrafficParams(mode=t.mode, rounds=rounds or self.rounds, frame_bytes=self.frame_bytes,
                              period_ps=time_ps(t.period) if t.period else 0, clock=t.clock,
-                             clock_ps=time_ps(t.clock_period), ppm=t.ppm, gap_ps=time_ps(t.gap))
+                             clock_ps=time_ps(t.clock_period), ppm=t.ppm, gap_ps=time_ps(t.gap),
+                             in_flight=t.in_flight)
 
 
 class LoadedScenario:

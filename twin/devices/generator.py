@@ -31,6 +31,8 @@ class TrafficParams:
         (default 0; see :class:`twin.kernel.clock.DriftingClock`).
     offset_ps: independent clock only: a fixed delay added to every send instant (e.g. a Qblox
         cluster's first publish and its trigger network; default 0).
+    in_flight: closed loop only: requests in flight (default 1, the seeds' measurement). The first
+        ``in_flight`` requests leave at edge 0; each reply sends the next request.
     """
 
     mode: str = "closed_loop"
@@ -43,8 +45,11 @@ class TrafficParams:
     gap_ps: int = 0
     drift_ppb_per_s: float = 0.0
     offset_ps: int = 0
+    in_flight: int = 1
 
     def __post_init__(self):
+        if self.in_flight < 1 or (self.in_flight > 1 and self.mode != "closed_loop"):
+            raise ValueError(f"in_flight must be >= 1 and applies to closed-loop traffic, got {self.in_flight}")
         if self.mode not in ("closed_loop", "open_loop"):
             raise ValueError(f"traffic mode must be 'closed_loop' or 'open_loop', got {self.mode!r}")
         if self.clock not in ("card", "independent"):
@@ -102,7 +107,8 @@ class TrafficGenerator:
     def start(self) -> None:
         """Schedule the first request (at the generator clock's edge 0)."""
         if self.p.mode == "closed_loop":
-            self.kernel.at(self.clock.edge(0), self._send_next)
+            for _ in range(min(self.p.in_flight, self.p.rounds)):
+                self.kernel.at(self.clock.edge(0), self._send_next)
         else:
             self.kernel.at(self.clock.edge(0), self._send_open, 0)
 
