@@ -115,3 +115,36 @@ def test_a_card_path_calibration_on_a_roce_route_is_refused(tmp_path):
     p.write_text(yaml.safe_dump(doc))
     with pytest.raises(ConfigError, match="kind: roce_path"):
         load_scenario(p)
+
+
+@pytest.mark.parametrize("mutate, key, words", [
+    (lambda d: d["links"][1].update({"from": "handshake"}), "links[1].kind", "ethernet link joins"),
+    (lambda d: d["links"].pop(1), "nodes[3].name", "through an RDMA NIC"),
+    (lambda d: d["links"][2].update({"kind": "ethernet"}), "links[2].kind", "ethernet link joins"),
+])
+def test_roce_topology_errors_name_the_key(tmp_path, mutate, key, words):
+    import yaml
+    from twin.config import ConfigError
+    doc = yaml.safe_load((ROOT / "scenarios" / "backline_roce.yaml").read_text())
+    doc["calibration"] = str(ROOT / "calibrations" / "fitted" / "backline_roce.yaml")
+    doc["measured"] = None
+    mutate(doc)
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(ConfigError) as e:
+        load_scenario(p)
+    assert e.value.key == key and words in str(e.value), str(e.value)
+
+
+def test_a_switch_on_the_route_is_counted(tmp_path):
+    import yaml
+    doc = yaml.safe_load((ROOT / "scenarios" / "backline_roce.yaml").read_text())
+    doc["calibration"] = str(ROOT / "calibrations" / "fitted" / "backline_roce.yaml")
+    doc["measured"] = None
+    doc["nodes"].append({"name": "sw", "kind": "switch"})
+    doc["links"][1] = {"from": "vpk120", "to": "sw", "kind": "ethernet"}
+    doc["links"].append({"from": "sw", "to": "nic", "kind": "ethernet"})
+    p = tmp_path / "sw.yaml"
+    p.write_text(yaml.safe_dump(doc, sort_keys=False))
+    sc = load_scenario(p).scenario
+    assert sc.roce_hops("mi210") == 1 and sc.roce_hops("threadripper_core") == 1
