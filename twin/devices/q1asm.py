@@ -17,7 +17,9 @@ Instructions (``R0``..``R63`` registers hold unsigned 32-bit values; ``@label`` 
                                acquire i,b,d, acquire_weighed i,b,w0,w1,d, acquire_ttl i,b,en,d,
                                wait_trigger addr,d, wait_sync d, set_latch_en en,d, latch_rst d
 
-A duration may be an immediate or (``wait`` only) a register. Real-time durations must be whole
+``wait_trigger`` counts as its duration only: trigger arrival from the network (feedback within a
+program) is not modelled, nor is ``set_cond``'s conditional playback. A duration may be an
+immediate or (``wait`` only) a register. Real-time durations must be whole
 ns within [4, 65535] (the sequencer's timing limits); a zero-duration ``wait`` is refused too.
 ``wait_sync d`` waits until every sequencer of the cluster reaches its ``wait_sync``, then ``d``.
 A program must end in ``stop``; the interpreter refuses one that runs more than ``max_steps``

@@ -37,7 +37,7 @@ def mesh_document(loaded, res: MeshResult, seed: int) -> dict:
                                "p99_ns": float(np.percentile(ft.wait_ps, 99, method="inverted_cdf")) / 1000,
                                "waited_fraction": round(float((ft.wait_ps > 0).mean()), 6)}})
     return {"schema": SCHEMA, "scenario": sc.name, "calibration": loaded.params.name, "seed": seed,
-            "frame_bytes": sc.frame_bytes, "flows": flows, "shared": res.stats["links"] | {},
+            "frame_bytes": sc.frame_bytes, "flows": flows, "shared": res.stats["links"],
             "consumers": res.stats["consumers"]}
 
 
