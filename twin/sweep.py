@@ -237,20 +237,20 @@ def plot(rows: list[dict], axes: list[Axis], path: Path, title: str) -> None:
     for r in rows:
         series.setdefault((r["consumer"],) + tuple(r[o] for o in others), []).append(r)
     numeric = all(isinstance(v, (int, float)) for v in axes[0].values)
-    fig, ax = plt.subplots(figsize=(8, 4.8))
+    fig, ax = plt.subplots(figsize=(10, 5))
     for i, (key, rs) in enumerate(series.items()):
         xs = [r[x_path] for r in rs] if numeric else list(range(len(rs)))
-        label = key[0] + "".join(f", {o}={v}" for o, v in zip(others, key[1:]))
+        label = key[0] + "".join(f", {o.removeprefix('params.')}={v}" for o, v in zip(others, key[1:]))
         for stat, ls in (("p50_ns", "-"), ("p90_ns", "--"), ("p99_ns", ":")):
             ax.plot(xs, [r[stat] / 1000 for r in rs], ls, color=f"C{i % 10}", marker="o", ms=3,
-                    label=f"{label} {stat[:-3]}")
+                    label=label if stat == "p50_ns" else None)
     if not numeric:
         ax.set_xticks(range(len(axes[0].values)), [str(v) for v in axes[0].values])
     ax.set_xlabel(x_path)
     ax.set_ylabel("round trip (µs)")
-    ax.set_title(f"{title}: p50 / p90 / p99 against {x_path}", fontsize=10)
+    ax.set_title(f"{title}: p50 (solid), p90 (dashed), p99 (dotted) against {x_path}", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=6, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
