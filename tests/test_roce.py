@@ -148,3 +148,21 @@ def test_a_switch_on_the_route_is_counted(tmp_path):
     p.write_text(yaml.safe_dump(doc, sort_keys=False))
     sc = load_scenario(p).scenario
     assert sc.roce_hops("mi210") == 1 and sc.roce_hops("threadripper_core") == 1
+
+
+def test_twin_calibrate_fits_a_roce_prior(tmp_path, capsys):
+    """The RoCE fit runs end to end (tiny settings), writes a loadable fitted set whose free values lie
+    in their bounds, and reports one residual per published statistic (4 per consumer)."""
+    import yaml
+    from twin.calibration.roce import RoceParamSet
+    from twin.cli import main
+    out = tmp_path / "fitted.yaml"
+    assert main(["calibrate", str(ROOT / "calibrations" / "backline_roce.yaml"), "--out", str(out),
+                 "--rounds", "1500", "--maxiter", "1", "--popsize", "2"]) == 0
+    doc = yaml.safe_load(out.read_text())
+    fitted = RoceParamSet.model_validate({k: v for k, v in doc.items()})
+    assert len(doc["fitted"]["residuals"]) == 8
+    prior = load_roce_params(ROOT / "calibrations" / "backline_roce.yaml")
+    for g in prior.fit.groups:
+        for key, (lo, hi, *_) in g.free.items():
+            assert lo <= fitted.get(key) <= hi, key
