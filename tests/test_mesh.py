@@ -129,3 +129,19 @@ def test_mesh_errors_name_the_key(tmp_path, mutate, key):
     with pytest.raises(ConfigError) as e:
         load_scenario(p)
     assert e.value.key == key, str(e.value)
+
+
+def test_flows_sharing_a_cable_serialise_on_it():
+    """The fan-out's three flows leave the controller at the same clock edges (one controller, one
+    clock) and share its Aurora cable: each frame waits for the one before it, so flow j enters the
+    card one frame time (3 blocks of 66 bits on each of 4 lanes at 10.3125 Gb/s = 19.2 ns for 64 B)
+    after flow j-1, up to the card's 4 ns clock edge."""
+    loaded = load_scenario(ROOT / "scenarios" / "mesh_fanout_by_function.yaml")
+    res = run_mesh(loaded.scenario, loaded.params, rounds=500)
+    frame_ps = round(-(-(64 // 8 + 1) // 4) * 66 / 10.3125e9 * 1e12)
+    assert frame_ps == 19_200
+    send = [ft.t_send for ft in res.flows]
+    assert (send[0] == send[1]).all() and (send[1] == send[2]).all()
+    for a, b in ((0, 1), (1, 2)):
+        gap = res.flows[b].t_in - res.flows[a].t_in
+        assert ((gap >= frame_ps - 4000) & (gap <= frame_ps + 4000)).all(), (gap.min(), gap.max())
