@@ -23,9 +23,12 @@ Schema (keys; all optional keys show their default)::
     faults: null | {corrupt_piece: {rounds: [..], path: request | reply},
                     drop_frame: {rounds: [..]}, stall: [{at: "50 us", duration: "20 us"}],
                     timeout: "100 us"}
-    nodes:  [{name, kind: generator | link_card | consumer, device: <consumer in calibration>,
-              model: sim | code}]
-    links:  [{from, to, kind: on_card | aurora | pcie}]
+    nodes:  [{name, kind: generator | link_card | consumer | nic | switch, device: <consumer in calibration>,
+              model: sim | code, routes: {function: consumer} (link card in a mesh)}]
+    links:  [{from, to, kind: on_card | aurora | pcie | ethernet}]
+    qblox:  null | a Qblox Cluster as the generator (twin.devices.qblox; replaces traffic)
+    flows:  [] | a mesh: [{from, function, via, rounds, traffic: {mode: closed_loop | open_loop | poisson,
+              period, clock, clock_period, ppm}}] (twin.mesh)
 
 Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
 """
@@ -296,7 +299,10 @@ class Scenario(_Strict):
 
     def graph(self) -> nx.Graph:
         """The topology as a networkx graph: nodes carry their :class:`Node`, edges their kind.
-        Raises ValueError when it is not one generator, one link card, consumers on pcie."""
+        Without flows: one generator and one link card; each consumer on pcie from the card, or
+        reached over ethernet (RoCE: card -> switches -> nic -> pcie). With flows: a mesh, checked
+        by :func:`twin.mesh.topology.mesh_graph` (its routes in ``graph["routes"]``).
+        Raises ValueError (:class:`Located`) naming the key of the first problem."""
         g = nx.Graph()
         for i, n in enumerate(self.nodes):
             if n.name in g:
