@@ -63,6 +63,7 @@ def test_engines_agree_on_the_roce_loop(consumer):
     params = load_roce_params(ROOT / "calibrations" / "fitted" / "backline_roce.yaml")
     tr = TrafficParams(mode="closed_loop", rounds=3000, frame_bytes=16, clock_ps=5000)
     spec = roce_loop_spec(params, consumer, tr, seed=3)
+    assert spec.slot_bytes == 64  # 16-byte payloads in 64-byte slots, as Backline's
     a, b = run_direct(spec), run_event(spec)
     for f in ("t_send", "t_in", "t_have", "t_back"):
         assert np.array_equal(getattr(a, f), getattr(b, f)), f

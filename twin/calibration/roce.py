@@ -226,16 +226,21 @@ def roce_paths(params: RoceParamSet, consumer: str, switch_hops: int = 0) -> tup
 
 def roce_loop_spec(params: RoceParamSet, consumer: str, traffic: TrafficParams, seed: int, slots: int = 16,
                    encoding: str | None = None, faults: FaultPlan = FaultPlan(), function: int = 0,
-                   model: str = "sim", switch_hops: int = 0) -> LoopSpec:
+                   model: str = "sim", switch_hops: int = 0, slot_bytes: int = 64) -> LoopSpec:
     """The RoCE loop for ``consumer`` (a :class:`LoopSpec` both engines run). The controller is on
-    the card side, so ``aurora`` is ``None``; the jitter is the consumer's host path class's."""
+    the card side, so ``aurora`` is ``None``; the jitter is the consumer's host path class's.
+    ``slot_bytes``: the queues' slot size, 64 by default (Backline: 16-byte payloads in 64-byte
+    slots); a message that does not fit gets the smallest multiple of 16 bytes that holds it."""
+    from twin.exchange.encoding import get_encoding
     req, rep, card = roce_paths(params, consumer, switch_hops)
     c = params.consumers[consumer]
+    need = get_encoding(c.params(encoding).encoding).slot_bytes(traffic.frame_bytes)
+    slot_bytes = max(slot_bytes, -(-need // 16) * 16)
     host = params.hosts[c.host]
     return LoopSpec(name=consumer, card=card, consumer=c.params(encoding), traffic=traffic,
                     request_link=req, reply_link=rep,  # type: ignore[arg-type]  (any Wire serves)
                     jitter_ps=int(round(host.path(c.path).jitter_ns * PS_PER_NS)), aurora=None, slots=slots,
-                    seed=seed, faults=faults, function=function, model=model)
+                    seed=seed, faults=faults, function=function, model=model, slot_bytes=slot_bytes)
 
 
 # -- measured numbers and the fit ---------------------------------------------------------------
