@@ -24,6 +24,10 @@ ns within [4, 65535] (the sequencer's timing limits); a zero-duration ``wait`` i
 ``wait_sync d`` waits until every sequencer of the cluster reaches its ``wait_sync``, then ``d``.
 A program must end in ``stop``; the interpreter refuses one that runs more than ``max_steps``
 instructions (an endless loop).
+
+Checked against hand computation and against the ``q1simulator`` package's Q1 core (acquisition
+times of the same programs agree exactly; ``tests/test_qblox.py``). That package is not used at run
+time: its ``__init__`` imports a Qt GUI and fails without Qt bindings (docs/decisions.md).
 """
 from __future__ import annotations
 
