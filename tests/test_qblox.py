@@ -234,3 +234,16 @@ def test_bundled_qblox_programs_agree_with_q1simulator():
     for s in doc["qblox"]["sequencers"]:
         prog = s["program"].replace("wait_sync 4", "wait 4")  # one sequencer alone: no barrier to meet
         assert timeline(prog).acquisitions == q1sim(prog), s["name"]
+
+
+def test_publish_to_reply_adds_the_result_and_trigger_latencies():
+    loaded = load_scenario(ROOT / "scenarios" / "qblox_cluster.yaml")
+    s = run_study(loaded, rounds=500, verify_rounds=100).runs[0].summary
+    q = loaded.scenario.qblox
+    assert q.result_latency_ns + q.trigger_network_ns == 400
+    for k, v in s["loop"].items():
+        assert s["publish_to_reply"][k] == pytest.approx(v + 400, abs=1e-6)
+    # sends follow the program's 5 µs round period on the cluster's clock (12.5 ppm slow)
+    res = run_study(loaded, rounds=500, verify_rounds=0).runs[0].result
+    gaps = np.diff(res.t_send)
+    assert abs(gaps.mean() - 5_000_000 * (1 + 12.5e-6)) < 1.0

@@ -125,6 +125,9 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
         if spec.aurora is not None:
             loop = summary_ns(res.loop_ps)
             s["loop"] = {k: v for k, v in loop.items()}
+            if sc.qblox is not None:  # from a round's last acquisition integrated to the reply at the link
+                extra = sc.qblox.result_latency_ns + sc.qblox.trigger_network_ns
+                s["publish_to_reply"] = {k: round(v + extra, 3) for k, v in loop.items()}
         row = measured.consumers.get(node.device) if measured else None
         if row is not None and roce:
             from twin.calibration.roce import STAT_Q

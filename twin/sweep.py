@@ -24,6 +24,7 @@ import csv
 import itertools
 import json
 import os
+import sys
 import zlib
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -274,10 +275,9 @@ def register(sub) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
-    """``twin sweep``: returns 0; raises :class:`twin.cli.UsageError` for a bad ``--param``."""
+    """``twin sweep``: returns 0, or 2 with one ``twin: error:`` line for a bad ``--param``."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from twin.cli import UsageError
     from twin.scenario import load_scenario
 
     loaded = load_scenario(Path(args.scenario))
@@ -291,8 +291,9 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
             task = bar.add_task(f"sweep ({'dask ' + args.cluster if args.cluster else 'local'})", total=len(points))
             rows = run_sweep(args.scenario, axes, args.rounds, args.seed, args.workers, args.cluster,
                              progress=lambda d, t: bar.update(task, completed=d))
-    except SweepError as e:
-        raise UsageError(str(e)) from None
+    except SweepError as e:  # one line, exit 2, as for any bad command-line value
+        print(f"twin: error: {e}", file=sys.stderr)
+        return 2
     out = Path(args.out) if args.out else Path("runs") / loaded.scenario.name / "sweep"
     write_outputs(rows, axes, out, loaded.scenario.name)
     tb = Table(title=f"{loaded.scenario.name}: sweep, {len(points)} points (µs)")
