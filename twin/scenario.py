@@ -238,6 +238,10 @@ class MeshTraffic(_Strict):
             raise Located(("clock_period",), self.clock_period, "must be > 0")
         if self.mode != "closed_loop" and (self.period is None or time_ps(self.period) <= 0):
             raise Located(("period",), self.period or "<missing>", f"{self.mode} traffic needs a period > 0 (e.g. '5 us')")
+        if self.mode == "open_loop" and time_ps(self.period) % time_ps(self.clock_period):
+            raise Located(("period",), self.period, f"must be a whole number of clock_period ({self.clock_period}) cycles")
+        if self.clock == "card" and self.ppm:
+            raise Located(("ppm",), self.ppm, "applies only to an independent clock (clock: independent)")
         return self
 
 
