@@ -97,3 +97,17 @@ def test_twin_sweep_writes_table_csv_json_and_plot(tmp_path, capsys):
     assert (out / "sweep.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "sweep.csv").read_text().startswith("frame_bytes,params.hosts.epyc7282.pcie.lanes,consumer")
     assert main(["sweep", str(ROCE), "--param", "params.hosts.threadripper.pcie.lanes=3", "--rounds", "10"]) == 2
+
+
+def test_aurora_lane_count_sweep_moves_the_loop_by_the_serialisation():
+    """Qblox across the Aurora cable (scenarios/qblox_open_loop.yaml), EPYC 7282 core: a 64-byte
+    frame is 9 blocks of 66 bits; on L lanes it takes ceil(9 / L) block times of 66 bits at
+    10.3125 Gb/s (6.4 ns), each way. From 4 lanes to 1 the loop grows by 2 x (9 - 3) x 6.4 ns = 76.8 ns;
+    the card-boundary round trip (inside the cable) does not move."""
+    rows = run_sweep(ROOT / "scenarios" / "qblox_open_loop.yaml", [parse_param("params.aurora.lanes=1,4")],
+                     rounds=4000, workers=1)
+    cpu = {r["params.aurora.lanes"]: r for r in rows if r["consumer"] == "epyc7282"}
+    block_ns = 66 / 10.3125
+    expected = 2 * (9 - 3) * block_ns
+    assert cpu[1]["loop_p50_ns"] - cpu[4]["loop_p50_ns"] == pytest.approx(expected, abs=8.0)
+    assert abs(cpu[1]["p50_ns"] - cpu[4]["p50_ns"]) <= 8.0

@@ -146,7 +146,8 @@ def load_point(scenario_path: str, point: dict):
 def run_point(scenario_path: str, point: dict, rounds: int | None, seed: int | None) -> list[dict]:
     """Run one point; returns one row per consumer (loop) or flow (mesh): the point's values,
     ``consumer``, ``seed``, ``rounds``, ``p50_ns``/``p90_ns``/``p99_ns``/``p999_ns``/``mean_ns``
-    of the round trip, and for a mesh ``wait_mean_ns``. Pure function of its arguments (worker-safe)."""
+    of the round trip (card or FPGA boundary), with an external control system the same five for the
+    controller-to-controller loop (``loop_p50_ns``, ...), and for a mesh ``wait_mean_ns``. Pure function of its arguments (worker-safe)."""
     from twin.stats import summary_ns
     from twin.study import run_study
 
@@ -164,7 +165,8 @@ def run_point(scenario_path: str, point: dict, rounds: int | None, seed: int | N
     study = run_study(loaded, rounds=rounds, seed=s, engine="auto", verify_rounds=0)
     for run in study.runs:
         rows.append({**point, "consumer": run.node, "seed": s, "rounds": study.rounds,
-                     **{k: run.summary[k] for k in ("p50_ns", "p90_ns", "p99_ns", "p999_ns", "mean_ns")}})
+                     **{k: run.summary[k] for k in ("p50_ns", "p90_ns", "p99_ns", "p999_ns", "mean_ns")},
+                     **{f"loop_{k}": v for k, v in run.summary.get("loop", {}).items()}})
     return rows
 
 
@@ -211,8 +213,8 @@ def run_sweep(scenario_path: str | Path, axes: list[Axis], rounds: int | None = 
     return [row for i in range(len(points)) for row in results[i]]
 
 
-def write_outputs(rows: list[dict], axes: list[Axis], out: Path, title: str) -> None:
-    """Write sweep.csv, sweep.json and sweep.png into ``out``."""
+def write_outputs(rows: list[dict], axes: list[Axis], out: Path, title: str, measure: str = "rtt") -> None:
+    """Write sweep.csv, sweep.json and sweep.png (``measure``: ``rtt`` or ``loop``) into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     cols = list(rows[0])
     with (out / "sweep.csv").open("w", newline="") as f:
@@ -222,12 +224,14 @@ def write_outputs(rows: list[dict], axes: list[Axis], out: Path, title: str) -> 
     (out / "sweep.json").write_text(json.dumps({"schema": "twin.sweep/1", "scenario": title,
                                                 "axes": [{"path": a.path, "values": list(a.values)} for a in axes],
                                                 "rows": rows}, indent=2, sort_keys=True, default=str) + "\n")
-    plot(rows, axes, out / "sweep.png", title)
+    plot(rows, axes, out / "sweep.png", title, measure)
 
 
-def plot(rows: list[dict], axes: list[Axis], path: Path, title: str) -> None:
-    """p50 (solid), p90 (dashed), p99 (dotted) against the first axis; one colour per consumer and
+def plot(rows: list[dict], axes: list[Axis], path: Path, title: str, measure: str = "rtt") -> None:
+    """p50 (solid), p90 (dashed), p99 (dotted) of ``measure`` (``rtt``: the card/FPGA-boundary round
+    trip; ``loop``: controller to controller) against the first axis; one colour per consumer and
     value of the other axes."""
+    pre = "loop_" if measure == "loop" else ""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -243,12 +247,12 @@ def plot(rows: list[dict], axes: list[Axis], path: Path, title: str) -> None:
         xs = [r[x_path] for r in rs] if numeric else list(range(len(rs)))
         label = key[0] + "".join(f", {o.removeprefix('params.')}={v}" for o, v in zip(others, key[1:]))
         for stat, ls in (("p50_ns", "-"), ("p90_ns", "--"), ("p99_ns", ":")):
-            ax.plot(xs, [r[stat] / 1000 for r in rs], ls, color=f"C{i % 10}", marker="o", ms=3,
+            ax.plot(xs, [r[pre + stat] / 1000 for r in rs], ls, color=f"C{i % 10}", marker="o", ms=3,
                     label=label if stat == "p50_ns" else None)
     if not numeric:
         ax.set_xticks(range(len(axes[0].values)), [str(v) for v in axes[0].values])
     ax.set_xlabel(x_path)
-    ax.set_ylabel("round trip (µs)")
+    ax.set_ylabel("controller-to-controller loop (µs)" if pre else "round trip (µs)")
     ax.set_title(f"{title}: p50 (solid), p90 (dashed), p99 (dotted) against {x_path}", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
@@ -271,6 +275,9 @@ def register(sub) -> None:
     s.add_argument("--workers", type=_count, help="local worker processes (default: CPU count)")
     s.add_argument("--cluster", metavar="tcp://HOST:PORT", help="run the points on this Dask distributed scheduler")
     s.add_argument("--out", help="output folder (default runs/<scenario name>/sweep)")
+    s.add_argument("--measure", choices=("rtt", "loop"), default="rtt",
+                   help="what the table and plot show: rtt (card/FPGA-boundary round trip, default) or loop "
+                        "(controller to controller: adds an external control system's link)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -294,16 +301,22 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     except SweepError as e:  # one line, exit 2, as for any bad command-line value
         print(f"twin: error: {e}", file=sys.stderr)
         return 2
+    pre = "loop_" if args.measure == "loop" else ""
+    if pre and any(pre + "p50_ns" not in r for r in rows):
+        print("twin: error: --measure loop: the scenario has no external control system (no loop beyond "
+              "the card boundary)", file=sys.stderr)
+        return 2
     out = Path(args.out) if args.out else Path("runs") / loaded.scenario.name / "sweep"
-    write_outputs(rows, axes, out, loaded.scenario.name)
-    tb = Table(title=f"{loaded.scenario.name}: sweep, {len(points)} points (µs)")
+    write_outputs(rows, axes, out, loaded.scenario.name, args.measure)
+    tb = Table(title=f"{loaded.scenario.name}: sweep, {len(points)} points, "
+                     f"{'controller loop' if pre else 'round trip'} (µs)")
     for a in axes:
         tb.add_column(a.path, justify="right")
     for col in ("consumer", "p50", "p90", "p99", "mean"):
         tb.add_column(col, justify="left" if col == "consumer" else "right")
     for r in rows:
         tb.add_row(*[str(r[a.path]) for a in axes], r["consumer"],
-                   *[f"{r[k] / 1000:.3f}" for k in ("p50_ns", "p90_ns", "p99_ns", "mean_ns")])
+                   *[f"{r[pre + k] / 1000:.3f}" for k in ("p50_ns", "p90_ns", "p99_ns", "mean_ns")])
     console.print(tb)
     console.print(f"wrote {out / 'sweep.csv'}, {out / 'sweep.json'}, {out / 'sweep.png'}")
     return 0
