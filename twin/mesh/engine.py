@@ -191,12 +191,14 @@ def run_mesh(sc, params: ParamSet, rounds: int | None = None, seed: int | None =
     for s in starters:
         s.start()
     step = 10_000
+    reported = 0
     while done[0] < total:
         if not k.env._queue:
             raise ValueError(f"mesh {sc.name!r}: event queue ran dry after {done[0]} of {total} replies")
         k.env.step()
-        if progress and done[0] % step == 0:
-            progress(done[0], total)
+        if progress and done[0] >= reported + step:
+            reported = done[0]
+            progress(reported, total)
     if progress:
         progress(total, total)
     end = max(int(ft.t_back.max()) for ft in flows_out) or 1
