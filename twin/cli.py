@@ -72,6 +72,9 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     path = Path(args.scenario) if args.scenario else _bundled(DEFAULT_SCENARIO)
     loaded = load_scenario(path)
     sc = loaded.scenario
+    if sc.flows:  # a mesh: every flow at once (twin.mesh)
+        from twin.mesh.run import cmd_run_mesh
+        return cmd_run_mesh(args, console, loaded)
     rounds = args.rounds or sc.rounds
     out = Path(args.out) if args.out else Path("runs") / sc.name
     if out.exists() and not out.is_dir():
@@ -121,6 +124,10 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     from twin.calibration.params import load_params
 
     prior_path = Path(args.prior) if args.prior else _bundled(DEFAULT_PRIOR)
+    from twin.calibration.roce import is_roce_file
+    if is_roce_file(prior_path):
+        from twin.calibration.roce_cmd import cmd_calibrate_roce
+        return cmd_calibrate_roce(args, console, prior_path)
     prior = load_params(prior_path)
     if prior.fit is None:
         raise ConfigError(prior_path, "fit", None, "a prior needs a fit section to calibrate")
@@ -181,6 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--check", action="store_true", help="write nothing; exit 1 if a generated file is stale")
     from twin.qec.cli import add_parsers
     add_parsers(sub)  # twin decode, twin hosting
+    from twin.topology import register as register_topology
+    register_topology(sub)
+    from twin.sweep import register as register_sweep
+    register_sweep(sub)
     return p
 
 
@@ -193,6 +204,12 @@ def main(argv: list[str] | None = None) -> int:
             return args.handler(args, console)
         if args.command == "run":
             return cmd_run(args, console)
+        if args.command == "topology":
+            from twin.topology import cmd_topology
+            return cmd_topology(args, console)
+        if args.command == "sweep":
+            from twin.sweep import cmd_sweep
+            return cmd_sweep(args, console)
         if args.command == "gen":
             from twin.exchange.gen import main as gen_main
             return gen_main(["--check"] if args.check else [])

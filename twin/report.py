@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from twin.stats import histogram_ps
-from twin.units import time_ps
+from twin.units import period_ps, time_ps
 from twin.study import StudyResult
 
 SCHEMA = "twin.results/1"
@@ -23,6 +23,12 @@ def results_document(study: StudyResult) -> dict:
     """The results.json mapping (see docs/results.md)."""
     sc = study.scenario.scenario
     t = sc.traffic
+    traffic = {"mode": t.mode, "clock": t.clock, "period_ns": time_ps(t.period) / 1000 if t.period else None,
+               "ppm": t.ppm, "control": "external (aurora)" if sc.external_control() else "on card"}
+    if sc.qblox is not None:  # a Qblox cluster: traffic from its Q1ASM programs
+        q = sc.qblox
+        traffic = {"mode": "open_loop", "clock": q.clock, "period_ns": q.period_ns(), "ppm": q.ppm,
+                   "drift_ppb_per_s": q.drift_ppb_per_s, "control": f"{q.device} (aurora)"}
     doc = {
         "schema": SCHEMA,
         "scenario": sc.name,
@@ -30,16 +36,22 @@ def results_document(study: StudyResult) -> dict:
         "seed": study.seed,
         "rounds": study.rounds,
         "frame_bytes": sc.frame_bytes,
-        "traffic": {"mode": t.mode, "clock": t.clock,
-                    "period_ns": time_ps(t.period) / 1000 if t.period else None, "ppm": t.ppm,
-                    "control": "external (aurora)" if sc.external_control() else "on card"},
-        "timing_boundary": "request enters the link card -> the card has the reply (4 ns card clock)",
+        "traffic": traffic,
+        "timing_boundary": _boundary(study),
         "measured": None,
         "consumers": [r.summary for r in study.runs],
     }
     if study.measured is not None:
         doc["measured"] = {"file": sc.measured, "source": study.measured.source}
     return doc
+
+
+def _boundary(study: StudyResult) -> str:
+    """The timing boundary in words: the card's, or the FPGA controller's on the RoCE path."""
+    p = study.scenario.params
+    if getattr(p, "kind", None) == "roce_path":
+        return f"the FPGA controller issues the request -> it has read the reply ({p.controller.clock} clock)"
+    return "request enters the link card -> the card has the reply (4 ns card clock)"
 
 
 def write_results_json(study: StudyResult, path: Path) -> None:
@@ -65,19 +77,24 @@ def write_rounds_csv(study: StudyResult, path: Path) -> None:
 
 def print_table(study: StudyResult, console: Console) -> None:
     """One row per consumer: measured p50/p90 beside the twin's p50/p90/p99/p99.9 and errors."""
-    tb = Table(title=f"{study.scenario.scenario.name}: card-boundary round trip in µs, "
+    where = "FPGA" if getattr(study.scenario.params, "kind", None) == "roce_path" else "card-boundary"
+    tb = Table(title=f"{study.scenario.scenario.name}: {where} round trip in µs, "
                      f"{study.rounds:,} rounds, seed {study.seed}")
-    for col in ("consumer", "meas p50", "meas p90", "twin p50", "p90", "p99", "p99.9",
-                "err p50", "err p90", "checked", "mismatches"):
+    p99 = any((r.summary.get("measured") or {}).get("p99_ns") is not None for r in study.runs)
+    second = "p99" if p99 else "p90"  # the RoCE path's published summary has p99, not p90
+    for col in ("consumer", "meas p50", f"meas {second}", "twin p50", "p90", "p99", "p99.9",
+                "err p50", f"err {second}", "checked", "mismatches"):
         tb.add_column(col, justify="left" if col == "consumer" else "right", no_wrap=True)
     for run in study.runs:
         s = run.summary
         m = s.get("measured")
         e = s.get("error_pct")
         us = lambda ns: f"{ns / 1000:.3f}"  # noqa: E731
-        tb.add_row(run.node, us(m["p50_ns"]) if m else "-", us(m["p90_ns"]) if m else "-",
+        tb.add_row(run.node, us(m["p50_ns"]) if m else "-",
+                   us(m[f"{second}_ns"]) if m and m.get(f"{second}_ns") is not None else "-",
                    us(s["p50_ns"]), us(s["p90_ns"]), us(s["p99_ns"]), us(s["p999_ns"]),
-                   f"{e['p50']:+.2f}%" if e else "-", f"{e['p90']:+.2f}%" if e else "-",
+                   f"{e['p50']:+.2f}%" if e else "-",
+                   f"{e[second]:+.2f}%" if e and second in e else "-",
                    f"{s['replies_checked']:,}", str(s["mismatches"]))
     console.print(tb)
     for run in study.runs:
@@ -91,13 +108,16 @@ def print_table(study: StudyResult, console: Console) -> None:
                           f"{s['deadline_ns'] / 1000:g} µs deadline")
 
 
-def plot_histograms(study: StudyResult, path: Path, bin_ps: int = 4000) -> None:
+def plot_histograms(study: StudyResult, path: Path, bin_ps: int | None = None) -> None:
     """Figure in the style of the seeds' Figure 7: one panel per consumer, 4 ns bins, the twin's
     p50/p90 as solid lines and the measured p50/p90 as dashed lines."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if bin_ps is None:  # the timing clock's resolution: the card's 4 ns, or the RoCE controller's
+        p = study.scenario.params
+        bin_ps = period_ps(p.controller.clock) if getattr(p, "kind", None) == "roce_path" else 4000
     n = len(study.runs)
     fig, axes = plt.subplots(n, 1, figsize=(8, 1.9 * n + 0.6), squeeze=False)
     for ax, run in zip(axes[:, 0], study.runs):
@@ -109,7 +129,9 @@ def plot_histograms(study: StudyResult, path: Path, bin_ps: int = 4000) -> None:
         ax.axvline(s["p90_ns"] / 1000, color="#e08020", lw=1, label="twin p90")
         if s.get("measured"):
             ax.axvline(s["measured"]["p50_ns"] / 1000, color="#c03030", lw=1, ls="--", label="measured p50")
-            ax.axvline(s["measured"]["p90_ns"] / 1000, color="#e08020", lw=1, ls="--", label="measured p90")
+            for key, colour in (("p90_ns", "#e08020"), ("p99_ns", "#208040")):
+                if s["measured"].get(key) is not None:
+                    ax.axvline(s["measured"][key] / 1000, color=colour, lw=1, ls="--", label=f"measured {key[:-3]}")
         ax.set_yscale("log")
         ax.set_ylabel("rounds")
         ax.set_title(f"{run.node} — {s['device']}", fontsize=9, loc="left")

@@ -23,9 +23,12 @@ Schema (keys; all optional keys show their default)::
     faults: null | {corrupt_piece: {rounds: [..], path: request | reply},
                     drop_frame: {rounds: [..]}, stall: [{at: "50 us", duration: "20 us"}],
                     timeout: "100 us"}
-    nodes:  [{name, kind: generator | link_card | consumer, device: <consumer in calibration>,
-              model: sim | code}]
-    links:  [{from, to, kind: on_card | aurora | pcie}]
+    nodes:  [{name, kind: generator | link_card | consumer | nic | switch, device: <consumer in calibration>,
+              model: sim | code, routes: {function: consumer} (link card in a mesh)}]
+    links:  [{from, to, kind: on_card | aurora | pcie | ethernet}]
+    qblox:  null | a Qblox Cluster as the generator (twin.devices.qblox; replaces traffic)
+    flows:  [] | a mesh: [{from, function, via, rounds, traffic: {mode: closed_loop | open_loop | poisson,
+              period, clock, clock_period, ppm}}] (twin.mesh)
 
 Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
 """
@@ -40,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from twin.calibration.params import ParamSet, load_params
 from twin.config import ConfigError, Located, load_model
 from twin.devices.generator import TrafficParams
+from twin.devices.qblox import QbloxCluster
 from twin.faults import FaultPlan
 from twin.units import UnitError, time_ps
 
@@ -74,6 +78,7 @@ class Traffic(_Strict):
     clock_period: str = "4 ns"
     ppm: float = Field(0.0, gt=-1e6, lt=1e6)
     gap: str = "0 ns"
+    in_flight: int = Field(1, ge=1, le=65_536, strict=True)  # closed loop: requests in flight
 
     _d = field_validator("period", "clock_period", "gap", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
@@ -87,6 +92,8 @@ class Traffic(_Strict):
             if time_ps(self.period) <= 0 or time_ps(self.period) % time_ps(self.clock_period):
                 raise Located(("period",), self.period,
                               f"must be a positive whole number of clock_period ({self.clock_period}) cycles")
+        if self.in_flight > 1 and self.mode != "closed_loop":
+            raise Located(("in_flight",), self.in_flight, "applies to closed_loop traffic only")
         if self.clock == "card" and self.ppm:
             raise Located(("ppm",), self.ppm, "applies only to an independent clock (clock: independent)")
         return self
@@ -145,9 +152,10 @@ class Node(_Strict):
     and the ``model`` standing for it."""
 
     name: str = Field(min_length=1)
-    kind: Literal["generator", "link_card", "consumer"]
+    kind: Literal["generator", "link_card", "consumer", "nic", "switch"]
     device: str | None = None
     model: str = "sim"
+    routes: dict[str, str] | None = None  # link_card in a mesh: function name -> consumer node
 
     @field_validator("model")
     @classmethod
@@ -170,7 +178,74 @@ class Link(_Strict):
 
     a: str = Field(alias="from")
     b: str = Field(alias="to")
-    kind: Literal["on_card", "aurora", "pcie"]
+    kind: Literal["on_card", "aurora", "pcie", "ethernet"]
+
+
+_LINK_ENDS = {"pcie": ({"link_card", "consumer"}, {"nic", "consumer"}),
+              "on_card": ({"generator", "link_card"},), "aurora": ({"generator", "link_card"},),
+              "ethernet": ({"link_card", "nic"}, {"link_card", "switch"}, {"switch", "nic"}, {"switch"})}
+
+
+def check_link_ends(g: nx.Graph, link: "Link", j: int) -> None:
+    """Raise :class:`Located` when link ``j`` joins node kinds its kind cannot join."""
+    ends = {g.nodes[link.a]["node"].kind, g.nodes[link.b]["node"].kind}
+    allowed = _LINK_ENDS[link.kind]
+    if ends not in allowed:
+        text = " or ".join("a " + " and a ".join(sorted(a)) if len(a) > 1 else "two " + next(iter(a)) + "es"
+                           for a in allowed)
+        raise Located(("links", j, "kind"), link.kind, f"a {link.kind} link joins {text}, not {link.a} and {link.b}")
+
+
+def roce_route(g: nx.Graph, card: str, consumer: str) -> list[str] | None:
+    """The route link card -> (switch)* -> nic -> consumer over ethernet then pcie, or ``None``."""
+    sub = nx.Graph((a, b) for a, b, k in g.edges(data="kind") if k == "ethernet")
+    for nic in g.neighbors(consumer):
+        if g.nodes[nic]["node"].kind != "nic" or g.edges[nic, consumer]["kind"] != "pcie":
+            continue
+        if card in sub and nic in sub and nx.has_path(sub, card, nic):
+            return nx.shortest_path(sub, card, nic) + [consumer]
+    return None
+
+
+class Flow(_Strict):
+    """A stream of requests in a mesh: from a generator, naming a function (the link card routes
+    it to a consumer by function id), with its own traffic and round count. ``via``: the link card
+    when the generator reaches several."""
+
+    a: str = Field(alias="from")
+    function: str = "echo"
+    via: str | None = None
+    rounds: int | None = Field(None, gt=0, le=100_000_000)
+    traffic: "MeshTraffic"
+
+
+class MeshTraffic(_Strict):
+    """A flow's traffic: ``closed_loop``, ``open_loop`` (one request every ``period``) or
+    ``poisson`` (exponential gaps of mean ``period``), on the controller's clock (``card``: the
+    link card's; ``independent``: its own, ``ppm`` off, random phase)."""
+
+    mode: Literal["closed_loop", "open_loop", "poisson"] = "open_loop"
+    period: str | None = None
+    clock: Literal["card", "independent"] = "card"
+    clock_period: str = "4 ns"
+    ppm: float = Field(0.0, gt=-1e6, lt=1e6)
+
+    _d = field_validator("period", "clock_period", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if time_ps(self.clock_period) <= 0:
+            raise Located(("clock_period",), self.clock_period, "must be > 0")
+        if self.mode != "closed_loop" and (self.period is None or time_ps(self.period) <= 0):
+            raise Located(("period",), self.period or "<missing>", f"{self.mode} traffic needs a period > 0 (e.g. '5 us')")
+        if self.mode == "open_loop" and time_ps(self.period) % time_ps(self.clock_period):
+            raise Located(("period",), self.period, f"must be a whole number of clock_period ({self.clock_period}) cycles")
+        if self.clock == "card" and self.ppm:
+            raise Located(("ppm",), self.ppm, "applies only to an independent clock (clock: independent)")
+        return self
+
+
+Flow.model_rebuild()
 
 
 class Scenario(_Strict):
@@ -193,6 +268,8 @@ class Scenario(_Strict):
 
     _dl = field_validator("deadline", mode="before")(classmethod(lambda cls, v: _duration(v)))
     links: list[Link] = Field(min_length=2)
+    flows: list["Flow"] = []  # a mesh: several controllers, cards, consumers (twin.mesh)
+    qblox: QbloxCluster | None = None  # the generator is a Qblox Cluster (twin.devices.qblox)
 
     @field_validator("function")
     @classmethod
@@ -210,18 +287,34 @@ class Scenario(_Strict):
         if self.faults and self.faults.drop_frame and self.traffic.mode != "closed_loop":
             raise Located(("traffic", "mode"), self.traffic.mode,
                           "faults.drop_frame needs closed_loop traffic (one request in flight)")
+        if self.qblox is not None:
+            if "traffic" in self.model_fields_set:
+                raise Located(("traffic",), "<set>", "a Qblox cluster's traffic comes from its programs (qblox); "
+                              "leave traffic out")
+            if self.flows or not self.external_control():
+                raise Located(("qblox",), self.qblox.device, "a Qblox cluster reaches one link card across a "
+                              "cable: an aurora link from the generator, no flows")
+            if self.qblox.syndrome_bits() > 8 * self.frame_bytes:
+                raise Located(("frame_bytes",), self.frame_bytes, f"the cluster publishes "
+                              f"{self.qblox.syndrome_bits()} syndrome bits a round; they do not fit")
         if self.faults and time_ps(self.faults.timeout) <= 0:
             raise Located(("faults", "timeout"), self.faults.timeout, "must be > 0")
         return self
 
     def graph(self) -> nx.Graph:
         """The topology as a networkx graph: nodes carry their :class:`Node`, edges their kind.
-        Raises ValueError when it is not one generator, one link card, consumers on pcie."""
+        Without flows: one generator and one link card; each consumer on pcie from the card, or
+        reached over ethernet (RoCE: card -> switches -> nic -> pcie). With flows: a mesh, checked
+        by :func:`twin.mesh.topology.mesh_graph` (its routes in ``graph["routes"]``).
+        Raises ValueError (:class:`Located`) naming the key of the first problem."""
         g = nx.Graph()
         for i, n in enumerate(self.nodes):
             if n.name in g:
                 raise Located(("nodes", i, "name"), n.name, "node name used twice")
             g.add_node(n.name, node=n, index=i)
+        if self.flows:
+            from twin.mesh.topology import mesh_graph
+            return mesh_graph(self, g)
         for kind in ("generator", "link_card"):
             idx = [i for i, n in enumerate(self.nodes) if n.kind == kind]
             if not idx:
@@ -236,12 +329,7 @@ class Scenario(_Strict):
                     raise Located(("links", j, key), end, "no node of that name")
             if g.has_edge(link.a, link.b):
                 raise Located(("links", j, "to"), link.b, f"a second link between {link.a} and {link.b}")
-            ends = {g.nodes[link.a]["node"].kind, g.nodes[link.b]["node"].kind}
-            allowed = {"pcie": {"link_card", "consumer"}, "on_card": {"generator", "link_card"},
-                       "aurora": {"generator", "link_card"}}[link.kind]
-            if ends != allowed:
-                raise Located(("links", j, "kind"), link.kind,
-                              f"a {link.kind} link joins a {' and a '.join(sorted(allowed))}, not {link.a} and {link.b}")
+            check_link_ends(g, link, j)
             g.add_edge(link.a, link.b, kind=link.kind, index=j)
         gen = next(n.name for n in self.nodes if n.kind == "generator")
         card = next(n.name for n in self.nodes if n.kind == "link_card")
@@ -253,9 +341,23 @@ class Scenario(_Strict):
                 continue
             if n.device is None:
                 raise Located(("nodes", i, "device"), "<missing>", "a consumer needs a device (a consumer of the parameter set)")
-            if not g.has_edge(card, n.name):
-                raise Located(("nodes", i, "name"), n.name, f"not joined to link card {card!r} by a pcie link")
+            if not g.has_edge(card, n.name) and roce_route(g, card, n.name) is None:
+                raise Located(("nodes", i, "name"), n.name, f"not joined to link card {card!r} by a pcie link"
+                              + (" or through an RDMA NIC" if any(m.kind == "nic" for m in self.nodes) else ""))
+        for i, n in enumerate(self.nodes):
+            if n.kind in ("nic", "switch", "link_card") and n.routes:
+                raise Located(("nodes", i, "routes"), n.routes, "routes by function id belong to a mesh (flows)")
         return g
+
+    def roce_hops(self, consumer: str) -> int | None:
+        """Switches on the RoCE route from the link card (the FPGA's ERNIC) to ``consumer``, or
+        ``None`` when the consumer is on the card path (pcie from the link card)."""
+        g = self.graph()
+        card = next(n.name for n in self.nodes if n.kind == "link_card")
+        if g.has_edge(card, consumer):
+            return None
+        route = roce_route(g, card, consumer)
+        return None if route is None else sum(1 for v in route if g.nodes[v]["node"].kind == "switch")
 
     # -- derived -----------------------------------------------------------------------------
     def consumers(self) -> list[Node]:
@@ -271,10 +373,13 @@ class Scenario(_Strict):
 
     def traffic_params(self, rounds: int | None = None) -> TrafficParams:
         """The traffic in ps for the devices; ``rounds`` overrides the scenario's."""
+        if self.qblox is not None:
+            return self.qblox.traffic(rounds or self.rounds, self.frame_bytes)
         t = self.traffic
         return TrafficParams(mode=t.mode, rounds=rounds or self.rounds, frame_bytes=self.frame_bytes,
                              period_ps=time_ps(t.period) if t.period else 0, clock=t.clock,
-                             clock_ps=time_ps(t.clock_period), ppm=t.ppm, gap_ps=time_ps(t.gap))
+                             clock_ps=time_ps(t.clock_period), ppm=t.ppm, gap_ps=time_ps(t.gap),
+                             in_flight=t.in_flight)
 
 
 class LoadedScenario:
@@ -297,7 +402,18 @@ def load_scenario(path: str | Path) -> LoadedScenario:
     cal_path = (path.parent / sc.calibration).resolve()
     if not cal_path.is_file():
         raise ConfigError(path, "calibration", sc.calibration, f"no such file ({cal_path})")
-    params = load_params(cal_path)
+    from twin.calibration.roce import RoceParamSet, load_any_params
+    params = load_any_params(cal_path)
+    if not sc.flows:
+        for i, node in enumerate(sc.nodes):
+            if node.kind != "consumer":
+                continue
+            roce = sc.roce_hops(node.name) is not None
+            if roce != isinstance(params, RoceParamSet):
+                raise ConfigError(path, "calibration", sc.calibration,
+                                  f"node {node.name!r} is reached over " + ("ethernet (RoCE): the calibration must be a "
+                                  "parameter set with kind: roce_path" if roce else "pcie from the link card: the "
+                                  "calibration must be a card-path parameter set"))
     for i, node in enumerate(sc.nodes):
         if node.kind == "consumer" and node.device not in params.consumers:
             raise ConfigError(path, f"nodes[{i}].device", node.device,

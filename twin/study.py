@@ -87,13 +87,24 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
     sc = loaded.scenario
     rounds = rounds or sc.rounds
     seed = sc.seed if seed is None else seed
-    measured = load_measured(loaded.measured_path) if loaded.measured_path else None
+    from twin.calibration.roce import RoceParamSet, load_roce_measured, roce_loop_spec
+    roce = isinstance(loaded.params, RoceParamSet)
+    if loaded.measured_path:
+        measured = (load_roce_measured if roce else load_measured)(loaded.measured_path)
+    else:
+        measured = None
     traffic = sc.traffic_params(rounds)
     runs = []
     for node in sc.consumers():
-        spec = loop_spec(loaded.params, node.device, traffic, seed, sc.slots,
-                         None if sc.encoding == "default" else sc.encoding, sc.external_control(),
-                         sc.faults.plan() if sc.faults else FaultPlan(), lookup(sc.function).id, node.model)
+        if roce:  # the RoCE v2 path (twin.calibration.roce): same engines, other parts
+            spec = roce_loop_spec(loaded.params, node.device, traffic, seed, sc.slots,
+                                  None if sc.encoding == "default" else sc.encoding,
+                                  sc.faults.plan() if sc.faults else FaultPlan(), lookup(sc.function).id, node.model,
+                                  switch_hops=sc.roce_hops(node.name) or 0)
+        else:
+            spec = loop_spec(loaded.params, node.device, traffic, seed, sc.slots,
+                             None if sc.encoding == "default" else sc.encoding, sc.external_control(),
+                             sc.faults.plan() if sc.faults else FaultPlan(), lookup(sc.function).id, node.model)
         cb = (lambda n, name=node.name: progress(name, n)) if progress else None
         try:
             res, checked, mism, used = run_one(spec, engine, verify_rounds, cb)
@@ -114,8 +125,17 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
         if spec.aurora is not None:
             loop = summary_ns(res.loop_ps)
             s["loop"] = {k: v for k, v in loop.items()}
+            if sc.qblox is not None:  # from a round's last acquisition integrated to the reply at the link
+                extra = sc.qblox.result_latency_ns + sc.qblox.trigger_network_ns
+                s["publish_to_reply"] = {k: round(v + extra, 3) for k, v in loop.items()}
         row = measured.consumers.get(node.device) if measured else None
-        if row is not None:
+        if row is not None and roce:
+            from twin.calibration.roce import STAT_Q
+            from twin.stats import percentile_ps
+            have = row.stats_ps()
+            s["measured"] = {f"{k}_ns": v / 1000 for k, v in have.items()} | {"device": row.device}
+            s["error_pct"] = {k: round(100 * (percentile_ps(res.rtt_ps, STAT_Q[k]) - v) / v, 3) for k, v in have.items()}
+        elif row is not None:
             s["measured"] = {"p50_ns": row.p50_ps / 1000, "p90_ns": row.p90_ps / 1000, "device": row.device,
                              "platform": row.platform}
             s["error_pct"] = {"p50": round(100 * (s["p50_ns"] * 1000 - row.p50_ps) / row.p50_ps, 3),

@@ -27,6 +27,12 @@ class TrafficParams:
     clock_ps: the generator clock's nominal period (default 4000 ps, 250 MHz).
     ppm: independent clock only: frequency offset in parts per million.
     gap_ps: closed loop only: extra time between a reply and the next request (default 0).
+    drift_ppb_per_s: independent clock only: slow drift of its frequency offset, ppb per second
+        (default 0; see :class:`twin.kernel.clock.DriftingClock`).
+    offset_ps: independent clock only: a fixed delay added to every send instant (e.g. a Qblox
+        cluster's first publish and its trigger network; default 0).
+    in_flight: closed loop only: requests in flight (default 1, the seeds' measurement). The first
+        ``in_flight`` requests leave at edge 0; each reply sends the next request.
     """
 
     mode: str = "closed_loop"
@@ -37,8 +43,13 @@ class TrafficParams:
     clock_ps: int = 4000
     ppm: float = 0.0
     gap_ps: int = 0
+    drift_ppb_per_s: float = 0.0
+    offset_ps: int = 0
+    in_flight: int = 1
 
     def __post_init__(self):
+        if self.in_flight < 1 or (self.in_flight > 1 and self.mode != "closed_loop"):
+            raise ValueError(f"in_flight must be >= 1 and applies to closed-loop traffic, got {self.in_flight}")
         if self.mode not in ("closed_loop", "open_loop"):
             raise ValueError(f"traffic mode must be 'closed_loop' or 'open_loop', got {self.mode!r}")
         if self.clock not in ("card", "independent"):
@@ -55,7 +66,11 @@ class TrafficParams:
         """The generator's clock: the card's (phase 0, no offset) or an independent one."""
         if self.clock == "card":
             return Clock(self.clock_ps, 0, 0)
-        return Clock(self.clock_ps, int(round(self.ppm * 1000)), phase_ps)
+        if self.drift_ppb_per_s:
+            from twin.kernel.clock import DriftingClock
+            return DriftingClock(self.clock_ps, int(round(self.ppm * 1000)), phase_ps + self.offset_ps,
+                                 int(round(self.drift_ppb_per_s * 1000)))
+        return Clock(self.clock_ps, int(round(self.ppm * 1000)), phase_ps + self.offset_ps)
 
     @property
     def period_cycles(self) -> int:
@@ -95,7 +110,8 @@ class TrafficGenerator:
     def start(self) -> None:
         """Schedule the first request (at the generator clock's edge 0)."""
         if self.p.mode == "closed_loop":
-            self.kernel.at(self.clock.edge(0), self._send_next)
+            for _ in range(min(self.p.in_flight, self.p.rounds)):
+                self.kernel.at(self.clock.edge(0), self._send_next)
         else:
             self.kernel.at(self.clock.edge(0), self._send_open, 0)
 

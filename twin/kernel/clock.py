@@ -53,3 +53,18 @@ class Clock:
     def at_or_after(self, t_ps: int) -> int:
         """Time (ps) of the first edge at or after ``t_ps``."""
         return self.edge(self.index_at_or_after(t_ps))
+
+
+@dataclass(frozen=True)
+class DriftingClock(Clock):
+    """A free-running oscillator whose frequency offset drifts slowly: ``ppb`` at edge 0, changing
+    by ``drift_ppt_per_s`` parts per trillion per second of elapsed time (a crystal wandering with
+    temperature). Edge ``k`` is at ``phase + floor(k T (1 + ppb/1e9)) + floor((k T)^2 d / 2e24)``
+    with ``T`` the nominal period in ps and ``d`` the drift in ppt/s (exact integers)."""
+
+    drift_ppt_per_s: int = 0
+
+    def edge(self, k: int) -> int:
+        """Time (ps) of edge ``k`` (k >= 0), drift included."""
+        kt = k * self.period_ps
+        return self.phase_ps + (k * self._scaled) // PPB + (kt * kt * self.drift_ppt_per_s) // (2 * 10**24)

@@ -66,6 +66,8 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     clock = tr.make_clock(gen_phase)
     aur = spec.aurora
     closed = tr.mode == "closed_loop"
+    in_flight = tr.in_flight
+    backs = [0] * in_flight  # ring: t_back of the last in_flight rounds (Python ints)
     slots = spec.slots
 
     n = tr.rounds
@@ -82,6 +84,8 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     for i in range(n):
         if i and not closed:
             ts = clock.edge(i * tr.period_cycles)
+        elif closed and i >= in_flight:  # sent when round i - in_flight's reply is back
+            ts = clock.at_or_after(backs[i % in_flight] + tr.gap_ps)
         t_send[i] = ts
         if aur is None:
             arrive = ts
@@ -119,8 +123,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
             rx_free = max(th + card.reply_send_ps, rx_free) + aur.serialise_ps(frame)
             back = rx_free + aur.latency_ps
         t_back[i] = back
-        if closed:
-            ts = clock.at_or_after(back + tr.gap_ps)
+        backs[i % in_flight] = back
         if progress and (i + 1) % chunk_rounds == 0:
             progress(i + 1)
     if progress:

@@ -45,6 +45,11 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
     enc = get_encoding(spec.consumer.encoding)
     frame = tr.frame_bytes
     slot_bytes = max(32, -(-enc.slot_bytes(frame) // 16) * 16)  # whole 16-byte pieces, as the contract wants
+    if spec.slot_bytes is not None:  # a fixed slot size (e.g. the RoCE path's 64-byte slots)
+        if spec.slot_bytes < slot_bytes or spec.slot_bytes % 16:
+            raise ValueError(f"loop {spec.name!r}: slot_bytes {spec.slot_bytes} must be a multiple of 16 and hold "
+                             f"a {frame}-byte {enc.name} message ({slot_bytes} bytes)")
+        slot_bytes = spec.slot_bytes
     phase, gen_phase, salt = spec.draws()
 
     req_region = MemoryRegion(f"{spec.name}.request_queue", spec.name, spec.slots * slot_bytes)

@@ -31,6 +31,8 @@ class LoopSpec:
         :mod:`twin.runtime.functions`).
     model: what stands for the consumer: "sim" (Python behaviour) or "code" (the C runtime library
         on the twin's bytes); the timing model is the same for both.
+    slot_bytes: fixed slot size of both queues in bytes (a multiple of 16 that holds a message), or
+        ``None`` for the smallest whole number of 16-byte pieces that does (at least 32).
     """
 
     name: str
@@ -46,6 +48,7 @@ class LoopSpec:
     faults: FaultPlan = FaultPlan()
     function: int = 0
     model: str = "sim"
+    slot_bytes: int | None = None
 
     def stream(self, what: str) -> str:
         """Name of one of this loop's random streams."""

@@ -1,0 +1,392 @@
+"""Parameter sets for the RoCE v2 path (the Backline tier), the loop built from one, and its fit.
+
+The loop: an FPGA controller (AMD Versal Premium VPK120 with the ERNIC RDMA engine; a hardware-
+handshake engine issues each round on the FPGA's 200 MHz clock) -> Ethernet (switch hops) -> the
+host's RDMA NIC -> PCIe -> the consumer's memory (a Threadripper PRO core's, or an MI210's) ->
+the consumer answers: it writes its reply and rings the NIC's doorbell -> the NIC sends an RDMA
+WRITE back -> Ethernet -> the ERNIC lands it in FPGA memory -> the handshake engine sees it.
+
+It is the card path's loop with other parts: the FPGA plays the link card (its clock, issue and
+reply read), :class:`twin.links.roce.RoceV2Path` is the wire of each direction, and the consumer
+models are the card path's (:mod:`twin.devices.cpu`, :mod:`twin.devices.gpu`). So the same two
+engines (event model with bytes, direct engine) run it, held equal by the same checks.
+
+A parameter set is a YAML file with ``kind: roce_path`` (``calibrations/backline_roce.yaml`` is
+the prior; ``calibrations/fitted/backline_roce.yaml`` the fitted set). Numbers of the published
+summary: seed backline-paper-abstract.txt / backline-announcement.txt and the issue's table
+(``calibrations/measured/backline_roce.yaml``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from scipy.optimize import differential_evolution
+
+from twin.calibration.fit import Residual, _polish, miss
+from twin.calibration.params import ConsumerModel, FitGroup, HostModel, _positive, _ps
+from twin.config import ConfigError, Located, load_model
+from twin.devices.generator import TrafficParams
+from twin.devices.linkcard import LinkCardParams
+from twin.faults import FaultPlan
+from twin.links.pcie import PcieLink
+from twin.links.roce import RoceV2Packetiser, RoceV2Path
+from twin.loop.spec import LoopSpec
+from twin.stats import percentile_ps
+from twin.units import PS_PER_NS, freq_hz, period_ps, rate_bps, time_ps
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ControllerModel(_Strict):
+    """The FPGA controller: its clock (every timestamp on its grid), the handshake engine's issue
+    (request in -> RDMA WRITE handed to the ERNIC) and its read of a landed reply, the ERNIC's
+    transmit (to first bit on the wire) and receive (last bit in -> bytes in FPGA memory)."""
+
+    device: str = ""
+    clock: str = "200 MHz"
+    datapath_bits: int = Field(512, gt=0)
+    issue_ns: float = Field(0.0, ge=0)
+    reply_read_ns: float = Field(0.0, ge=0)
+    ernic_tx_ns: float = Field(0.0, ge=0)
+    ernic_rx_ns: float = Field(0.0, ge=0)
+
+    _clock = field_validator("clock")(classmethod(lambda cls, v: _positive(v, freq_hz)))
+
+    @model_validator(mode="after")
+    def _on_grid(self):
+        clk = period_ps(self.clock)
+        if _ps(self.reply_read_ns) % clk:
+            raise Located(("reply_read_ns",), self.reply_read_ns,
+                          f"must be a whole number of controller clock cycles ({clk / 1000:g} ns)")
+        return self
+
+
+class EthernetModel(_Strict):
+    """The Ethernet between the controller and the host: line rate, path MTU, VLAN tag, switches
+    on the way (port-to-port latency each; store-and-forward or cut-through) and the cable."""
+
+    rate: str = "100 Gb/s"
+    mtu_bytes: Literal[256, 512, 1024, 2048, 4096] = 4096
+    vlan: bool = False
+    switch_latency_ns: float = Field(0.0, ge=0)
+    switch_store_and_forward: bool = False
+    cable_ns: float = Field(0.0, ge=0)
+
+    _rate = field_validator("rate")(classmethod(lambda cls, v: _positive(v, rate_bps)))
+
+
+class NicModel(_Strict):
+    """The host's RDMA NIC: receive processing (packet in -> DMA write issued), transmit
+    processing (doorbell seen -> first bit on the wire) and, unless the reply is posted inline with
+    the doorbell, a DMA read of the work request and payload (a PCIe read round trip)."""
+
+    device: str = ""
+    rx_ns: float = Field(0.0, ge=0)
+    tx_ns: float = Field(0.0, ge=0)
+    doorbell: Literal["inline", "dma_read"] = "inline"
+    dma_read_ns: float = Field(0.0, ge=0)
+
+
+class RoceFitSpec(_Strict):
+    """What ``twin calibrate`` fits for a RoCE set: groups fitted in order, the statistics fitted
+    (``min``, ``p50``, ``p90``, ``p99``, ``p999``; each weighted alike), the fit's sample sizes."""
+
+    measured: str
+    groups: list[FitGroup] = Field(min_length=1)
+    stats: list[Literal["min", "p50", "p90", "p99", "p999"]] = ["min", "p50", "p99", "p999"]
+    switch_hops: int = Field(0, ge=0)  # switches on the measured route (the scenario's must match)
+    rounds: int = Field(20000, gt=0)
+    seed: int = 1
+    maxiter: int = Field(30, gt=0)
+    popsize: int = Field(10, gt=0)
+
+
+class RoceParamSet(_Strict):
+    """A whole parameter set for the RoCE v2 path (see module docstring)."""
+
+    name: str
+    kind: Literal["roce_path"]
+    description: str = ""
+    controller: ControllerModel = ControllerModel()
+    ethernet: EthernetModel = EthernetModel()
+    nic: NicModel = NicModel()
+    hosts: dict[str, HostModel]
+    consumers: dict[str, ConsumerModel]
+    doorbell_ns: dict[str, float] = {}
+    provenance: dict[str, str] = {}
+    fit: RoceFitSpec | None = None
+    fitted: dict | None = None
+
+    @model_validator(mode="after")
+    def _references(self):
+        for name, c in self.consumers.items():
+            if c.host not in self.hosts:
+                raise Located(("consumers", name, "host"), c.host, f"no such host (have: {', '.join(self.hosts)})")
+            if c.kind == "fpga":
+                raise Located(("consumers", name, "kind"), c.kind, "the RoCE path serves cpu and gpu consumers")
+        for name, v in self.doorbell_ns.items():
+            if name not in self.consumers:
+                raise Located(("doorbell_ns", name), v, "no such consumer")
+            if v < 0:
+                raise Located(("doorbell_ns", name), v, "must be >= 0")
+        if self.fit:
+            for gi, g in enumerate(self.fit.groups):
+                for k in g.free:
+                    try:
+                        value = self.get(k)
+                    except (KeyError, AttributeError):
+                        raise Located(("fit", "groups", gi, "free"), k, "no such parameter") from None
+                    if isinstance(value, bool) or not isinstance(value, (int, float)):
+                        raise Located(("fit", "groups", gi, "free"), k, "not a numeric parameter")
+                for ci, c in enumerate(g.consumers):
+                    if c not in self.consumers:
+                        raise Located(("fit", "groups", gi, "consumers", ci), c, "no such consumer")
+        return self
+
+    def get(self, dotted: str) -> float:
+        """The value at a dotted path such as ``hosts.threadripper.host_memory.latency_ns``."""
+        obj: object = self
+        for part in dotted.split("."):
+            obj = obj[part] if isinstance(obj, dict) else getattr(obj, part)
+        return obj  # type: ignore[return-value]
+
+    def with_values(self, values: dict[str, float]) -> "RoceParamSet":
+        """A copy with the dotted paths in ``values`` replaced (validated again)."""
+        data = self.model_dump()
+        for dotted, v in values.items():
+            parts = dotted.split(".")
+            cur = data
+            for part in parts[:-1]:
+                cur = cur[part]
+            if parts[-1] not in cur:
+                raise KeyError(f"no parameter {dotted!r}")
+            cur[parts[-1]] = v
+        return RoceParamSet.model_validate(data)
+
+
+def is_roce_file(path: str | Path) -> bool:
+    """True when the YAML file at ``path`` declares ``kind: roce_path`` (cheap peek, no validation)."""
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(doc, dict) and doc.get("kind") == "roce_path"
+
+
+def load_roce_params(path: str | Path) -> RoceParamSet:
+    """Load and validate a RoCE parameter set; raises :class:`twin.config.ConfigError`."""
+    return load_model(path, RoceParamSet)
+
+
+def load_any_params(path: str | Path):
+    """A card-path :class:`ParamSet` or a :class:`RoceParamSet`, by the file's ``kind``."""
+    from twin.calibration.params import load_params
+    return load_roce_params(path) if is_roce_file(path) else load_params(path)
+
+
+def roce_paths(params: RoceParamSet, consumer: str, switch_hops: int = 0) -> tuple[RoceV2Path, RoceV2Path, LinkCardParams]:
+    """The two wires of ``consumer``'s loop and the controller as a link card.
+
+    Request (controller -> consumer memory): ``latency = ernic_tx + hops x (switch + cable) + cable
+    + nic.rx + host path latency``; store-and-forward hops: the receiving NIC, plus each switch if
+    store-and-forward; the NIC's DMA write over the host's PCIe link ends it.
+    Reply (consumer -> FPGA memory): ``latency = doorbell (the consumer's MMIO write to the NIC,
+    ``doorbell_ns``) + [dma_read] + nic.tx + hops x (switch + cable) + cable + ernic_rx``; store-and-forward
+    hops: the ERNIC, plus store-and-forward switches; the reply's bytes cross PCIe once (the NIC
+    fetching them), counted in the serialisation tail.
+    Raises ``KeyError`` for an unknown consumer.
+    """
+    if consumer not in params.consumers:
+        raise KeyError(f"no consumer {consumer!r} in parameter set {params.name!r}")
+    c = params.consumers[consumer]
+    host = params.hosts[c.host]
+    eth, nic, ctl = params.ethernet, params.nic, params.controller
+    pk = RoceV2Packetiser(eth.mtu_bytes, eth.vlan)
+    rate = rate_bps(eth.rate)
+    sf = 1 + (switch_hops if eth.switch_store_and_forward else 0)
+    hops_ns = switch_hops * (eth.switch_latency_ns + eth.cable_ns) + eth.cable_ns
+    pcie: PcieLink = host.link(c.path)
+    req = RoceV2Path(rate, pk, sf, pcie.with_latency(0),
+                     _ps(ctl.ernic_tx_ns + hops_ns + nic.rx_ns) + pcie.latency_ps)
+    dma = nic.dma_read_ns if nic.doorbell == "dma_read" else 0.0
+    rep = RoceV2Path(rate, pk, sf, pcie.with_latency(0),
+                     _ps(params.doorbell_ns.get(consumer, 0.0) + dma + nic.tx_ns + hops_ns + ctl.ernic_rx_ns))
+    card = LinkCardParams(clock_ps=period_ps(ctl.clock), bridge_bits=ctl.datapath_bits,
+                          engine_land_ps=_ps(ctl.issue_ns), reply_read_ps=_ps(ctl.reply_read_ns),
+                          reply_send_ps=0, reply_poll_period_ps=period_ps(ctl.clock))
+    return req, rep, card
+
+
+def roce_loop_spec(params: RoceParamSet, consumer: str, traffic: TrafficParams, seed: int, slots: int = 16,
+                   encoding: str | None = None, faults: FaultPlan = FaultPlan(), function: int = 0,
+                   model: str = "sim", switch_hops: int = 0, slot_bytes: int = 64) -> LoopSpec:
+    """The RoCE loop for ``consumer`` (a :class:`LoopSpec` both engines run). The controller is on
+    the card side, so ``aurora`` is ``None``; the jitter is the consumer's host path class's.
+    ``slot_bytes``: the queues' slot size, 64 by default (Backline: 16-byte payloads in 64-byte
+    slots); a message that does not fit gets the smallest multiple of 16 bytes that holds it."""
+    from twin.exchange.encoding import get_encoding
+    req, rep, card = roce_paths(params, consumer, switch_hops)
+    c = params.consumers[consumer]
+    need = get_encoding(c.params(encoding).encoding).slot_bytes(traffic.frame_bytes)
+    slot_bytes = max(slot_bytes, -(-need // 16) * 16)
+    host = params.hosts[c.host]
+    return LoopSpec(name=consumer, card=card, consumer=c.params(encoding), traffic=traffic,
+                    request_link=req, reply_link=rep,  # type: ignore[arg-type]  (any Wire serves)
+                    jitter_ps=int(round(host.path(c.path).jitter_ns * PS_PER_NS)), aurora=None, slots=slots,
+                    seed=seed, faults=faults, function=function, model=model, slot_bytes=slot_bytes)
+
+
+# -- measured numbers and the fit ---------------------------------------------------------------
+
+STAT_Q = {"min": 0.0, "p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
+
+
+class RoceMeasuredRow(_Strict):
+    """One measured consumer: whichever of min/p50/p90/p99/p999 were published (quantity strings)."""
+
+    device: str
+    min: str | None = None
+    p50: str
+    p90: str | None = None
+    p99: str | None = None
+    p999: str | None = None
+
+    @field_validator("min", "p50", "p90", "p99", "p999")
+    @classmethod
+    def _q(cls, v):
+        if v is not None:
+            time_ps(v)
+        return v
+
+    def stats_ps(self) -> dict[str, int]:
+        """The published statistics in ps, by name."""
+        return {k: time_ps(getattr(self, k)) for k in STAT_Q if getattr(self, k) is not None}
+
+
+class RoceMeasured(_Strict):
+    """A RoCE measurement file (``calibrations/measured/backline_roce.yaml``)."""
+
+    source: str
+    setup: dict
+    bin: str = "5 ns"
+    frame_bytes: int = Field(16, gt=0)
+    consumers: dict[str, RoceMeasuredRow]
+
+
+def load_roce_measured(path: str | Path) -> RoceMeasured:
+    """Load a RoCE measurement file; raises :class:`ConfigError`."""
+    return load_model(path, RoceMeasured)
+
+
+def simulate_roce(params: RoceParamSet, consumer: str, rounds: int, seed: int, frame_bytes: int,
+                  clock_ps: int, switch_hops: int = 0) -> np.ndarray:
+    """Round trips (ps) of one consumer, closed loop on the controller's clock (direct engine),
+    with ``switch_hops`` switches on the route."""
+    from twin.loop.direct import run_direct
+    tr = TrafficParams(mode="closed_loop", rounds=rounds, frame_bytes=frame_bytes, clock_ps=clock_ps)
+    return run_direct(roce_loop_spec(params, consumer, tr, seed, switch_hops=switch_hops)).rtt_ps
+
+
+@dataclass
+class RoceFitResult:
+    """The fitted set, its residuals and the bookkeeping of the fit."""
+
+    params: RoceParamSet
+    values: dict[str, float]
+    residuals: list[Residual]
+    evaluations: int
+    group_objectives: list[float] = field(default_factory=list)
+
+
+def calibrate_roce(prior: RoceParamSet, prior_path: Path, log: Callable[[str], None] = print,
+                   rounds: int | None = None, maxiter: int | None = None,
+                   popsize: int | None = None) -> RoceFitResult:
+    """Fit ``prior``'s free parameters to its measurement file, group by group.
+
+    Objective per consumer and fitted statistic: :func:`twin.calibration.fit.miss` (squared error
+    in histogram bins plus squared rank distance), the same as the card path's; ``min`` is the 0th
+    percentile. Search: differential evolution then the coordinate polish, with common random
+    numbers (``fit.seed``). Raises ValueError when the prior has no fit section or a consumer has no
+    measured row.
+    """
+    if prior.fit is None:
+        raise ValueError(f"{prior_path}: no 'fit' section: nothing to calibrate")
+    spec = prior.fit
+    measured = load_roce_measured(Path(prior_path).parent / spec.measured)
+    rounds = rounds or spec.rounds
+    maxiter = maxiter or spec.maxiter
+    popsize = popsize or spec.popsize
+    bin_ps = time_ps(measured.bin)
+    clk = period_ps(prior.controller.clock)
+    params = prior
+    values: dict[str, float] = {}
+    evaluations = 0
+    objectives = []
+    for gi, group in enumerate(spec.groups):
+        keys = list(group.free)
+        bounds = [tuple(group.free[k][:2]) for k in keys]
+        for c in group.consumers:
+            if c not in measured.consumers:
+                raise ValueError(f"fit group {gi}: consumer {c!r} has no measured row in {spec.measured}")
+
+        def objective(x: np.ndarray, keys=keys, group=group) -> float:
+            nonlocal evaluations
+            evaluations += 1
+            trial = params.with_values({k: group.snap(k, v) for k, v in zip(keys, x)})
+            err = 0.0
+            for c in group.consumers:
+                rtt = simulate_roce(trial, c, rounds, spec.seed, measured.frame_bytes, clk, spec.switch_hops)
+                have = measured.consumers[c].stats_ps()
+                for s in spec.stats:
+                    if s in have:
+                        err += miss(rtt, STAT_Q[s], have[s], bin_ps)
+            return err
+
+        log(f"fitting group {gi + 1}/{len(spec.groups)}: {', '.join(group.consumers)} ({len(keys)} free)")
+        res = differential_evolution(objective, bounds, seed=spec.seed + gi, maxiter=maxiter, popsize=popsize,
+                                     tol=1e-10, polish=False, init="sobol")
+        x, fun = _polish(objective, list(res.x), bounds, float(res.fun))
+        log(f"  objective {res.fun:.3e} after {res.nfev} evaluations; {fun:.3e} after polishing")
+        best = {k: round(group.snap(k, v), 3) for k, v in zip(keys, x)}
+        values.update(best)
+        params = params.with_values(best)
+        objectives.append(fun)
+    residuals = []
+    for c, row in measured.consumers.items():
+        if c not in params.consumers:
+            continue
+        rtt = simulate_roce(params, c, rounds, spec.seed, measured.frame_bytes, clk, spec.switch_hops)
+        for s, v in row.stats_ps().items():
+            residuals.append(Residual(c, s, v / 1000, percentile_ps(rtt, STAT_Q[s]) / 1000))
+    return RoceFitResult(params, values, residuals, evaluations, objectives)
+
+
+def roce_fitted_document(result: RoceFitResult, prior_path: Path, measured_path: str) -> dict:
+    """The fitted RoCE set as a YAML-ready mapping: values, provenance, residuals."""
+    data = result.params.model_dump(exclude={"fit", "fitted"}, exclude_none=True)
+    prov = dict(result.params.provenance)
+    for key in result.values:
+        prov[key] = f"fitted: twin calibrate to {measured_path}"
+    data["provenance"] = prov
+    data["fitted"] = {
+        "from": str(prior_path), "measured": measured_path,
+        "measured_numbers": len(result.residuals), "free_parameters": len(result.values),
+        "evaluations": result.evaluations, "values": result.values,
+        "residuals": [{"consumer": r.consumer, "stat": r.stat, "measured_ns": r.measured_ns,
+                       "model_ns": r.model_ns, "error_pct": round(r.error_pct, 3)} for r in result.residuals],
+    }
+    return data
+
+
+def check_roce_calibration(path: Path, params) -> None:
+    """Raise :class:`ConfigError` when ``params`` is not a RoCE set (for a scenario with a RoCE route)."""
+    if not isinstance(params, RoceParamSet):
+        raise ConfigError(path, "calibration", str(path), "the topology has an ethernet (RoCE) route; "
+                          "its calibration must be a parameter set with kind: roce_path")

@@ -1,0 +1,38 @@
+"""``twin calibrate`` for a RoCE parameter set (``kind: roce_path``): fit, write, print residuals."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from twin.calibration.roce import calibrate_roce, load_roce_params, roce_fitted_document
+from twin.config import ConfigError
+
+
+def cmd_calibrate_roce(args: argparse.Namespace, console: Console, prior_path: Path) -> int:
+    """Fit the RoCE prior at ``prior_path``; write ``--out`` (default ``fitted/<name>`` beside it).
+    Returns 0; raises :class:`ConfigError` for a prior without a fit section."""
+    prior = load_roce_params(prior_path)
+    if prior.fit is None:
+        raise ConfigError(prior_path, "fit", None, "a prior needs a fit section to calibrate")
+    out = Path(args.out) if args.out else prior_path.parent / "fitted" / prior_path.name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    result = calibrate_roce(prior, prior_path, log=console.print, rounds=args.rounds, maxiter=args.maxiter,
+                            popsize=args.popsize)
+    doc = roce_fitted_document(result, prior_path, prior.fit.measured)
+    out.write_text("# Written by `twin calibrate` from " + prior_path.name + "; do not edit by hand.\n"
+                   + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+    tb = Table(title=f"residuals ({prior_path.parent / prior.fit.measured})")
+    for col in ("consumer", "stat", "measured", "model", "error"):
+        tb.add_column(col, justify="left" if col in ("consumer", "stat") else "right")
+    for r in result.residuals:
+        tb.add_row(r.consumer, r.stat, f"{r.measured_ns / 1000:.3f} µs", f"{r.model_ns / 1000:.3f} µs",
+                   f"{r.error_pct:+.2f} %")
+    console.print(tb)
+    for k, v in result.values.items():
+        console.print(f"  {k} = {v}")
+    console.print(f"{result.evaluations} model evaluations; wrote {out}")
+    return 0

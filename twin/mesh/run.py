@@ -1,0 +1,101 @@
+"""``twin run`` on a mesh scenario: run every flow together, print a table, write results.
+
+Writes ``results.json`` (schema ``twin.mesh-results/1``: per flow its route, rounds, byte
+mismatches, card-boundary round trip and controller loop percentiles, mean and p99 queueing
+delay at the shared consumer; per shared link and consumer its utilisation), ``rounds.csv``
+(per request: flow, round, t_in_ps, t_have_ps, rtt_ps, loop_ps, wait_ps) and ``histograms.png``
+(one panel per flow, 4 ns bins).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from twin.calibration.params import ParamSet
+from twin.config import ConfigError
+from twin.mesh.engine import MeshResult, run_mesh
+from twin.stats import histogram_ps, summary_ns
+
+SCHEMA = "twin.mesh-results/1"
+
+
+def mesh_document(loaded, res: MeshResult, seed: int) -> dict:
+    """The results.json mapping of a mesh run."""
+    sc = loaded.scenario
+    flows = []
+    for r, ft in zip(res.routes, res.flows):
+        f = sc.flows[r.flow]
+        flows.append({"flow": r.flow, "from": r.generator, "via": r.card, "to": r.consumer, "function": r.function,
+                      "route": list(r.nodes), "traffic": f.traffic.model_dump(), "rounds": int(len(ft.t_in)),
+                      "mismatches": int((~ft.ok).sum()), "rtt": summary_ns(ft.rtt_ps), "loop": summary_ns(ft.loop_ps),
+                      "wait": {"mean_ns": round(float(ft.wait_ps.mean()) / 1000, 3),
+                               "p99_ns": float(np.percentile(ft.wait_ps, 99, method="inverted_cdf")) / 1000,
+                               "waited_fraction": round(float((ft.wait_ps > 0).mean()), 6)}})
+    return {"schema": SCHEMA, "scenario": sc.name, "calibration": loaded.params.name, "seed": seed,
+            "frame_bytes": sc.frame_bytes, "flows": flows, "shared": res.stats["links"],
+            "consumers": res.stats["consumers"]}
+
+
+def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
+    """Run a mesh scenario (``flows``); returns 0, or 1 when a reply mismatched."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    sc = loaded.scenario
+    if not isinstance(loaded.params, ParamSet):
+        raise ConfigError(loaded.path, "calibration", sc.calibration, "a mesh needs a card-path parameter set")
+    out = Path(args.out) if args.out else Path("runs") / sc.name
+    seed = sc.seed if args.seed is None else args.seed
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, disable=args.quiet) as bar:
+        task = bar.add_task("replies (all flows)", total=None)
+        res = run_mesh(sc, loaded.params, rounds=args.rounds, seed=seed,
+                       progress=lambda d, t: bar.update(task, completed=d, total=t))
+    out.mkdir(parents=True, exist_ok=True)
+    doc = mesh_document(loaded, res, seed)
+    (out / "results.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    tb = Table(title=f"{sc.name}: mesh, {len(res.flows)} flows, seed {seed} (µs)")
+    for col in ("flow", "route", "function", "rounds", "rtt p50", "p90", "p99", "loop p50", "wait mean",
+                "wait p99", "mismatches"):
+        tb.add_column(col, justify="left" if col in ("flow", "route", "function") else "right")
+    for f in doc["flows"]:
+        us = lambda ns: f"{ns / 1000:.3f}"  # noqa: E731
+        tb.add_row(str(f["flow"]), " -> ".join(f["route"]), f["function"], f"{f['rounds']:,}", us(f["rtt"]["p50_ns"]),
+                   us(f["rtt"]["p90_ns"]), us(f["rtt"]["p99_ns"]), us(f["loop"]["p50_ns"]),
+                   us(f["wait"]["mean_ns"]), us(f["wait"]["p99_ns"]), str(f["mismatches"]))
+    console.print(tb)
+    for name, c in doc["consumers"].items():
+        console.print(f"{name}: served {c['served']:,}, utilisation {100 * c['utilisation']:.1f} %")
+    if not args.no_csv:
+        with (out / "rounds.csv").open("w") as fh:
+            fh.write("flow,round,t_in_ps,t_have_ps,rtt_ps,loop_ps,wait_ps\n")
+            for r, ft in zip(res.routes, res.flows):
+                cols = np.column_stack([np.arange(1, len(ft.t_in) + 1), ft.t_in, ft.t_have, ft.rtt_ps, ft.loop_ps,
+                                        ft.wait_ps]).tolist()
+                fh.write("".join(f"{r.flow},{a},{b},{c},{d},{e},{w}\n" for a, b, c, d, e, w in cols))
+    if not args.no_plot:
+        _plot(res, out / "histograms.png")
+    console.print(f"wrote {out / 'results.json'}")
+    return 1 if any(f["mismatches"] for f in doc["flows"]) else 0
+
+
+def _plot(res: MeshResult, path: Path, bin_ps: int = 4000) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(res.flows)
+    fig, axes = plt.subplots(n, 1, figsize=(8, 1.9 * n + 0.6), squeeze=False)
+    for ax, r, ft in zip(axes[:, 0], res.routes, res.flows):
+        starts, counts = histogram_ps(ft.rtt_ps, bin_ps)
+        ax.bar(starts / 1e6, counts, width=bin_ps / 1e6, align="edge", color="#3b6ea8", linewidth=0)
+        ax.set_yscale("log")
+        ax.set_title(f"flow {r.flow}: {' -> '.join(r.nodes)} ({r.function})", fontsize=9, loc="left")
+    axes[-1, 0].set_xlabel(f"card-boundary round trip (µs), {bin_ps / 1000:g} ns bins")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

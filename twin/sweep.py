@@ -1,0 +1,325 @@
+"""``twin sweep SCENARIO --param PATH=V1,V2,...``: what-if sweeps over a grid of parameter values.
+
+A ``PATH`` names a scenario key (``frame_bytes``, ``slots``, ``traffic.period``, ``traffic.gap``)
+or, with the prefix ``params.``, a key of the scenario's parameter set
+(``params.consumers.mi210.poll_period_ns``, ``params.hosts.epyc7282.pcie.generation``,
+``params.hosts.epyc7282.pcie.lanes``, ``params.aurora.lanes``, ``params.nic.rx_ns``,
+``params.ethernet.switch_latency_ns``). Values are a comma list (``64,256,1024``; each read as
+YAML, so ``5 us`` stays a string and ``3`` a number) or a range ``START:STOP:STEP`` (numbers, STOP
+included when on the grid). Several ``--param`` make a grid (their Cartesian product).
+
+Every point runs the whole scenario (each consumer's loop, or a mesh's flows) with the direct
+engine where it applies, in parallel worker processes (:mod:`concurrent.futures`) or on a Dask
+distributed cluster (``--cluster tcp://HOST:PORT``). Each point's seed is derived from the
+scenario's seed and the point's values alone (:func:`point_seed`), so a point gives the same
+numbers wherever and in whatever order it runs. Output folder (default ``runs/<name>/sweep``):
+``sweep.csv`` and ``sweep.json`` (one row per point and consumer: values, p50/p90/p99/mean in ns,
+and for a mesh the mean queueing delay) and ``sweep.png`` (p50/p90/p99 against the first
+parameter, one colour per consumer).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import json
+import os
+import sys
+import zlib
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from twin.config import ConfigError, load_model
+
+
+class SweepError(ValueError):
+    """A ``--param`` that cannot be used (names the option and the value)."""
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One swept parameter: its dotted ``path`` and its ``values`` in order."""
+
+    path: str
+    values: tuple
+
+
+def _number(text: str):
+    v = yaml.safe_load(text)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise SweepError(f"not a number: {text!r}")
+    return v
+
+
+def parse_param(text: str) -> Axis:
+    """Read ``PATH=V1,V2,...`` or ``PATH=START:STOP:STEP``. Raises :class:`SweepError`."""
+    if "=" not in text:
+        raise SweepError(f"--param {text!r}: expected PATH=V1,V2,... or PATH=START:STOP:STEP")
+    path, spec = (s.strip() for s in text.split("=", 1))
+    if not path or not spec:
+        raise SweepError(f"--param {text!r}: empty path or values")
+    if ":" in spec and "," not in spec and spec.count(":") == 2:
+        try:
+            start, stop, step = (_number(s) for s in spec.split(":"))
+        except SweepError as e:
+            raise SweepError(f"--param {text!r}: {e}") from None
+        if step <= 0 or stop < start:
+            raise SweepError(f"--param {text!r}: a range needs START <= STOP and STEP > 0")
+        n = int(np.floor((stop - start) / step + 1e-9)) + 1
+        if n > 10_000:
+            raise SweepError(f"--param {text!r}: {n} points; at most 10,000")
+        vals = [start + i * step for i in range(n)]
+        if all(isinstance(x, int) for x in (start, step)):
+            vals = [int(v) for v in vals]
+        else:
+            vals = [round(float(v), 12) for v in vals]
+        return Axis(path, tuple(vals))
+    vals = tuple(yaml.safe_load(s.strip()) for s in spec.split(",") if s.strip())
+    if not vals:
+        raise SweepError(f"--param {text!r}: no values")
+    return Axis(path, vals)
+
+
+def grid(axes: list[Axis]) -> list[dict]:
+    """Every point of the grid, first axis slowest: a list of ``{path: value}``."""
+    return [dict(zip([a.path for a in axes], combo)) for combo in itertools.product(*[a.values for a in axes])]
+
+
+def point_seed(seed: int, point: dict) -> int:
+    """The seed of one point: from the scenario's seed and the point's values only (a 63-bit
+    integer from a SeedSequence over the seed and the CRC-32 of the point's canonical JSON)."""
+    key = json.dumps(point, sort_keys=True, default=str).encode()
+    return int(np.random.SeedSequence([int(seed), zlib.crc32(key)]).generate_state(2, np.uint64)[0] >> 1)
+
+
+def _set(doc: dict, dotted: str, value, what: str) -> None:
+    parts = dotted.split(".")
+    cur = doc
+    for part in parts[:-1]:
+        if not isinstance(cur, dict) or part not in cur or not isinstance(cur[part], dict):
+            if isinstance(cur, dict) and part not in cur and what == "scenario":
+                cur[part] = {}
+            else:
+                raise SweepError(f"--param {dotted}: no such {what} key")
+        cur = cur[part]
+    cur[parts[-1]] = value
+
+
+def load_point(scenario_path: str, point: dict):
+    """The scenario with the point's values applied, validated: a :class:`LoadedScenario`.
+
+    Raises :class:`SweepError` naming the ``--param`` and value that is not valid."""
+    from twin.scenario import LoadedScenario, Scenario, load_scenario
+
+    path = Path(scenario_path)
+    base = load_scenario(path)  # the unswept scenario must load
+    doc = yaml.safe_load(path.read_text())
+    sc_vals = {k: v for k, v in point.items() if not k.startswith("params.")}
+    par_vals = {k[len("params."):]: v for k, v in point.items() if k.startswith("params.")}
+    for k, v in sc_vals.items():
+        _set(doc, k, v, "scenario")
+    try:
+        sc = load_model(path, Scenario, data=doc)
+    except ConfigError as e:
+        raise SweepError(f"--param {', '.join(f'{k}={v!r}' for k, v in sc_vals.items())}: {e.key}: {e.problem}") from None
+    params = base.params
+    if par_vals:
+        for k in par_vals:
+            try:
+                params.get(k)
+            except (KeyError, AttributeError):
+                raise SweepError(f"--param params.{k}: no such key in parameter set {params.name!r}") from None
+        try:
+            params = params.with_values(par_vals)
+        except Exception as e:  # pydantic ValidationError: the value is out of range
+            first = getattr(e, "errors", lambda: [{"msg": str(e)}])()[0]["msg"]
+            raise SweepError(f"--param {', '.join(f'params.{k}={v!r}' for k, v in par_vals.items())}: {first}") from None
+    return LoadedScenario(path, sc, params, base.measured_path)
+
+
+def run_point(scenario_path: str, point: dict, rounds: int | None, seed: int | None) -> list[dict]:
+    """Run one point; returns one row per consumer (loop) or flow (mesh): the point's values,
+    ``consumer``, ``seed``, ``rounds``, ``p50_ns``/``p90_ns``/``p99_ns``/``p999_ns``/``mean_ns``
+    of the round trip (card or FPGA boundary), with an external control system the same five for the
+    controller-to-controller loop (``loop_p50_ns``, ...), and for a mesh ``wait_mean_ns``. Pure function of its arguments (worker-safe)."""
+    from twin.stats import summary_ns
+    from twin.study import run_study
+
+    loaded = load_point(scenario_path, point)
+    sc = loaded.scenario
+    s = point_seed(sc.seed if seed is None else seed, point)
+    rows = []
+    if sc.flows:
+        from twin.mesh.engine import run_mesh
+        res = run_mesh(sc, loaded.params, rounds=rounds, seed=s)
+        for r, ft in zip(res.routes, res.flows):
+            rows.append({**point, "consumer": f"flow{r.flow}:{r.consumer}", "seed": s, "rounds": int(len(ft.t_in)),
+                         **summary_ns(ft.rtt_ps), "wait_mean_ns": round(float(ft.wait_ps.mean()) / 1000, 3)})
+        return rows
+    study = run_study(loaded, rounds=rounds, seed=s, engine="auto", verify_rounds=0)
+    for run in study.runs:
+        rows.append({**point, "consumer": run.node, "seed": s, "rounds": study.rounds,
+                     **{k: run.summary[k] for k in ("p50_ns", "p90_ns", "p99_ns", "p999_ns", "mean_ns")},
+                     **{f"loop_{k}": v for k, v in run.summary.get("loop", {}).items()}})
+    return rows
+
+
+def run_sweep(scenario_path: str | Path, axes: list[Axis], rounds: int | None = None, seed: int | None = None,
+              workers: int | None = None, cluster: str | None = None, progress=None) -> list[dict]:
+    """Run every point of the grid; returns the rows of every point, in grid order.
+
+    ``workers``: local worker processes (default: CPU count, at most the number of points; 1 runs
+    in this process). ``cluster``: a Dask distributed scheduler address (``tcp://HOST:PORT``); the
+    workers there need this package importable. ``progress(done, total)`` after each point.
+    Raises :class:`SweepError` for a point that does not validate (checked before anything runs)."""
+    scenario_path = str(Path(scenario_path).resolve())
+    points = grid(axes)
+    for p in points:
+        load_point(scenario_path, p)  # fail before running anything
+    results: dict[int, list[dict]] = {}
+    done = 0
+    if cluster:
+        from distributed import Client
+        from distributed import as_completed as dask_completed
+        with Client(cluster, timeout="20s") as client:
+            futs = {client.submit(run_point, scenario_path, p, rounds, seed, pure=False, key=f"twin-sweep-{i}-{point_seed(0, p)}"): i
+                    for i, p in enumerate(points)}
+            for fut in dask_completed(list(futs)):
+                results[futs[fut]] = fut.result()
+                done += 1
+                if progress:
+                    progress(done, len(points))
+    else:
+        n = workers or min(os.cpu_count() or 1, len(points))
+        if n <= 1:
+            for i, p in enumerate(points):
+                results[i] = run_point(scenario_path, p, rounds, seed)
+                if progress:
+                    progress(i + 1, len(points))
+        else:
+            with ProcessPoolExecutor(max_workers=n) as ex:
+                futs = {ex.submit(run_point, scenario_path, p, rounds, seed): i for i, p in enumerate(points)}
+                for fut in as_completed(futs):
+                    results[futs[fut]] = fut.result()
+                    done += 1
+                    if progress:
+                        progress(done, len(points))
+    return [row for i in range(len(points)) for row in results[i]]
+
+
+def write_outputs(rows: list[dict], axes: list[Axis], out: Path, title: str, measure: str = "rtt") -> None:
+    """Write sweep.csv, sweep.json and sweep.png (``measure``: ``rtt`` or ``loop``) into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    cols = list(rows[0])
+    with (out / "sweep.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows)
+    (out / "sweep.json").write_text(json.dumps({"schema": "twin.sweep/1", "scenario": title,
+                                                "axes": [{"path": a.path, "values": list(a.values)} for a in axes],
+                                                "rows": rows}, indent=2, sort_keys=True, default=str) + "\n")
+    plot(rows, axes, out / "sweep.png", title, measure)
+
+
+def plot(rows: list[dict], axes: list[Axis], path: Path, title: str, measure: str = "rtt") -> None:
+    """p50 (solid), p90 (dashed), p99 (dotted) of ``measure`` (``rtt``: the card/FPGA-boundary round
+    trip; ``loop``: controller to controller) against the first axis; one colour per consumer and
+    value of the other axes."""
+    pre = "loop_" if measure == "loop" else ""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x_path = axes[0].path
+    others = [a.path for a in axes[1:]]
+    series: dict[tuple, list[dict]] = {}
+    for r in rows:
+        series.setdefault((r["consumer"],) + tuple(r[o] for o in others), []).append(r)
+    numeric = all(isinstance(v, (int, float)) for v in axes[0].values)
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for i, (key, rs) in enumerate(series.items()):
+        xs = [r[x_path] for r in rs] if numeric else list(range(len(rs)))
+        label = key[0] + "".join(f", {o.removeprefix('params.')}={v}" for o, v in zip(others, key[1:]))
+        for stat, ls in (("p50_ns", "-"), ("p90_ns", "--"), ("p99_ns", ":")):
+            ax.plot(xs, [r[pre + stat] / 1000 for r in rs], ls, color=f"C{i % 10}", marker="o", ms=3,
+                    label=label if stat == "p50_ns" else None)
+    if not numeric:
+        ax.set_xticks(range(len(axes[0].values)), [str(v) for v in axes[0].values])
+    ax.set_xlabel(x_path)
+    ax.set_ylabel("controller-to-controller loop (µs)" if pre else "round trip (µs)")
+    ax.set_title(f"{title}: p50 (solid), p90 (dashed), p99 (dotted) against {x_path}", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def register(sub) -> None:
+    """Add the ``sweep`` subcommand to the ``twin`` parser's subparsers."""
+    from twin.cli import _count, _seed
+
+    s = sub.add_parser("sweep", help="run a scenario over a grid of parameter values; table and plot of p50/p90/p99")
+    s.add_argument("scenario", help="scenario YAML")
+    s.add_argument("--param", action="append", required=True, metavar="PATH=V1,V2,...",
+                   help="a swept parameter: scenario key (frame_bytes, traffic.period) or params.<key of the "
+                        "parameter set>; values V1,V2,... or a range START:STOP:STEP; repeat for a grid")
+    s.add_argument("--rounds", type=_count, help="rounds per point (default: the scenario's)")
+    s.add_argument("--seed", type=_seed, help="base seed (default: the scenario's); each point derives its own")
+    s.add_argument("--workers", type=_count, help="local worker processes (default: CPU count)")
+    s.add_argument("--cluster", metavar="tcp://HOST:PORT", help="run the points on this Dask distributed scheduler")
+    s.add_argument("--out", help="output folder (default runs/<scenario name>/sweep)")
+    s.add_argument("--measure", choices=("rtt", "loop"), default="rtt",
+                   help="what the table and plot show: rtt (card/FPGA-boundary round trip, default) or loop "
+                        "(controller to controller: adds an external control system's link)")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
+    """``twin sweep``: returns 0, or 2 with one ``twin: error:`` line for a bad ``--param``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from twin.scenario import load_scenario
+
+    loaded = load_scenario(Path(args.scenario))
+    try:
+        axes = [parse_param(p) for p in args.param]
+        if len({a.path for a in axes}) != len(axes):
+            raise SweepError("--param: a path named twice")
+        points = grid(axes)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, disable=args.quiet) as bar:
+            task = bar.add_task(f"sweep ({'dask ' + args.cluster if args.cluster else 'local'})", total=len(points))
+            rows = run_sweep(args.scenario, axes, args.rounds, args.seed, args.workers, args.cluster,
+                             progress=lambda d, t: bar.update(task, completed=d))
+    except SweepError as e:  # one line, exit 2, as for any bad command-line value
+        print(f"twin: error: {e}", file=sys.stderr)
+        return 2
+    pre = "loop_" if args.measure == "loop" else ""
+    if pre and any(pre + "p50_ns" not in r for r in rows):
+        print("twin: error: --measure loop: the scenario has no external control system (no loop beyond "
+              "the card boundary)", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path("runs") / loaded.scenario.name / "sweep"
+    write_outputs(rows, axes, out, loaded.scenario.name, args.measure)
+    tb = Table(title=f"{loaded.scenario.name}: sweep, {len(points)} points, "
+                     f"{'controller loop' if pre else 'round trip'} (µs)")
+    for a in axes:
+        tb.add_column(a.path, justify="right")
+    for col in ("consumer", "p50", "p90", "p99", "mean"):
+        tb.add_column(col, justify="left" if col == "consumer" else "right")
+    for r in rows:
+        tb.add_row(*[str(r[a.path]) for a in axes], r["consumer"],
+                   *[f"{r[pre + k] / 1000:.3f}" for k in ("p50_ns", "p90_ns", "p99_ns", "mean_ns")])
+    console.print(tb)
+    console.print(f"wrote {out / 'sweep.csv'}, {out / 'sweep.json'}, {out / 'sweep.png'}")
+    return 0
+
+
+__all__ = ["Axis", "SweepError", "parse_param", "grid", "point_seed", "run_point", "run_sweep", "write_outputs"]
