@@ -172,7 +172,10 @@ module qrt_card #(
     /* verilator lint_on UNUSEDSIGNAL */
     wire [16:0] emit_at = {9'd0, cfg_read_cycles} + 17'd1;
 
-    assign idle = (a_state == A_IN) && (b_state == B_POLL) && mem_rd_en;
+    // idle: no frame in the engine, and the last poll of the reply slot came back without the
+    // reply while the same poll is asked again: nothing changes until memory does or a frame comes
+    reg polled_empty;
+    assign idle = (a_state == A_IN) && (b_state == B_POLL) && mem_rd_en && polled_empty;
 
     wire a_issue = (a_state == A_SEQ) || (a_state == A_DATA && wbeat == wnb - 3'd1 && cfg_encoding);
     wire o_emit  = ({9'd0, rel} + {14'd0, onb}) >= (emit_at + {14'd0, obeat});
@@ -191,7 +194,7 @@ module qrt_card #(
             wr_valid <= 1'b0; wr_addr <= 32'd0; wr_data <= 512'd0; wr_bytes <= 7'd0; wr_last <= 1'b0;
             b_state <= B_POLL; b_seq <= 32'd1; b_slot <= 16'd0; rbuf <= {8*SLOTB{1'b0}}; rbeat <= 3'd0;
             rnb <= 3'd0; rel <= 8'd0; oimg <= {8*SLOTB{1'b0}}; olen <= 16'd0; obeat <= 3'd0; onb <= 3'd0;
-            mem_rd_en <= 1'b0; mem_rd_addr <= 32'd0;
+            mem_rd_en <= 1'b0; mem_rd_addr <= 32'd0; polled_empty <= 1'b0;
             out_valid <= 1'b0; out_data <= 512'd0; out_bytes <= 7'd0; out_last <= 1'b0;
             err_frame <= 32'd0; err_status <= 32'd0; err_length <= 32'd0; n_requests <= 32'd0; n_replies <= 32'd0;
         end else begin
@@ -270,7 +273,9 @@ module qrt_card #(
                 B_POLL: begin
                     mem_rd_en <= 1'b1;
                     mem_rd_addr <= b_base;
+                    if (mem_rd_valid) polled_empty <= 1'b1;
                     if (mem_rd_valid && inflight != 17'd0 && seen_seq == b_seq) begin
+                        polled_empty <= 1'b0;
                         rbuf[511:0] <= mem_rd_data;
                         rel <= 8'd1;
                         rnb <= need_nb;

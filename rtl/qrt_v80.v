@@ -152,7 +152,10 @@ module qrt_v80 #(
     // data beat wbeat leaves when rel + wnb >= answer + 1 + wbeat: the last one at rel == answer
     wire        w_emit = ({9'd0, rel} + {14'd0, wnb}) >= ({9'd0, cfg_answer_cycles} + 17'd1 + {14'd0, wbeat});
 
-    assign idle = (state == C_POLL) && mem_rd_en;
+    // idle: the last poll of this slot came back without the request and the same poll is asked
+    // again, so nothing changes until the memory does
+    reg polled_empty;
+    assign idle = (state == C_POLL) && mem_rd_en && polled_empty;
 
     always @(posedge clk) begin
         if (rst) begin
@@ -161,6 +164,7 @@ module qrt_v80 #(
             fn_start <= 1'b0; fn_id <= 16'd0; fn_len <= 16'd0; fn_payload <= {8*MAXP{1'b0}};
             wr_valid <= 1'b0; wr_addr <= 32'd0; wr_data <= 512'd0; wr_bytes <= 7'd0; wr_last <= 1'b0;
             mem_rd_en <= 1'b0; mem_rd_addr <= 32'd0; n_served <= 32'd0; err_status <= 32'd0;
+            polled_empty <= 1'b0;
         end else begin
             wr_valid <= 1'b0;
             wr_last <= 1'b0;
@@ -170,7 +174,9 @@ module qrt_v80 #(
                 C_POLL: begin
                     mem_rd_en <= 1'b1;
                     mem_rd_addr <= base;
+                    if (mem_rd_valid) polled_empty <= 1'b1;
                     if (mem_rd_valid && seen_seq == seq && need_ok) begin
+                        polled_empty <= 1'b0;
                         rbuf[511:0] <= mem_rd_data;
                         rel <= 8'd1;
                         rnb <= need_nb;

@@ -128,14 +128,22 @@ class RtlNode:
         region.watch(self.wake)
 
     def close(self) -> None:
-        """Free the model (and close its waveform file)."""
+        """Free the model (and close its waveform file); its counters stay readable."""
         if self.h:
+            self._closed = ([int(self.lib.qrt_counter(self.h, i)) for i in range(5)],
+                            int(self.lib.qrt_evaluated(self.h)))
             self.lib.qrt_destroy(self.h)
             self.h = None
 
+    def counter(self, which: int) -> int:
+        """One of the RTL's counters (see the harness's qrt_counter)."""
+        if self.h is None:
+            return self._closed[0][which]
+        return int(self.lib.qrt_counter(self.h, which))
+
     def trace(self, on: bool) -> None:
         """Dump waveforms from now on (``on``) or stop."""
-        if self.tracing:
+        if self.tracing and self.h is not None:
             self.lib.qrt_trace_on(self.h, int(on))
 
     def edge(self, c: int) -> int:
@@ -154,11 +162,11 @@ class RtlNode:
     @property
     def evaluated(self) -> int:
         """Edges the model was clocked."""
-        return int(self.lib.qrt_evaluated(self.h))
+        return self._closed[1] if self.h is None else int(self.lib.qrt_evaluated(self.h))
 
     def wake(self) -> None:
         """Something may have changed for the RTL (a landing in its region, a frame offered)."""
-        if self._scheduled:
+        if self._scheduled or self.h is None:
             return
         c = max(self._next, self.cycle_at_or_after(self.kernel.now))
         if c != self._next:
@@ -236,7 +244,7 @@ class RtlConsumer(RtlNode):
     @property
     def served(self) -> int:
         """Requests answered by the RTL."""
-        return int(self.lib.qrt_counter(self.h, 0))
+        return self.counter(0)
 
     def start(self) -> None:
         """Begin polling (the model idles until its region changes)."""
@@ -297,12 +305,12 @@ class RtlLinkCard(RtlNode):
     @property
     def issued(self) -> int:
         """Requests written into the consumer's queue."""
-        return int(self.lib.qrt_counter(self.h, 0))
+        return self.counter(0)
 
     def errors(self) -> dict:
         """The RTL's error counters."""
-        return {"frame": int(self.lib.qrt_counter(self.h, 2)), "status": int(self.lib.qrt_counter(self.h, 3)),
-                "length": int(self.lib.qrt_counter(self.h, 4))}
+        return {"frame": self.counter(2), "status": self.counter(3),
+                "length": self.counter(4)}
 
     def submit(self, seq: int, payload: bytes) -> None:
         """Offer a frame now. Raises ValueError if it does not fit a slot or the RTL's 180 bytes."""
