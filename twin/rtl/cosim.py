@@ -80,7 +80,7 @@ def load_library(path: Path) -> ctypes.CDLL:
     lib.qrt_reply_data.restype = ctypes.POINTER(ctypes.c_uint8)
     lib.qrt_counter.argtypes = [p, i32]
     lib.qrt_counter.restype = u32
-    lib.qrt_step.argtypes = [p, u64, ctypes.POINTER(_Step)]
+    lib.qrt_step.argtypes = [p, u64, ctypes.POINTER(_Step), i32]
     lib.qrt_step.restype = i32
     _LIBS[key] = lib
     return lib
@@ -103,8 +103,12 @@ class RtlNode:
     Parameters: ``kernel``; ``name``; ``library`` (path of the built node); ``region`` (the node's
     own memory, read by the RTL in place); ``period_ps`` and ``phase_ps`` of its clock;
     ``trace`` (a :class:`TraceWindow` path for this node, or ``None``).
-    Subclasses handle the events in :meth:`_write` and :meth:`_reply`.
+    Subclasses handle the events in :meth:`_write` and :meth:`_reply`. ``skip_idle`` (class
+    attribute, default True): False clocks every cycle (benchmarks/rtl_cosim.py's like-for-like
+    mode); results are the same, only slower.
     """
+
+    skip_idle = True
 
     def __init__(self, kernel: Kernel, name: str, library: Path, region: MemoryRegion, period_ps: int,
                  phase_ps: int, trace: Path | None = None):
@@ -193,7 +197,7 @@ class RtlNode:
         if t0 < now:
             raise RuntimeError(f"{self.name}: RTL edge {t0} ps is behind the timeline ({now} ps)")
         st = self._step
-        why = self.lib.qrt_step(self.h, n, ctypes.byref(st))
+        why = self.lib.qrt_step(self.h, n, ctypes.byref(st), int(self.skip_idle or horizon == Infinity))
         self.steps += 1
         self._next += st.cycles
         for i in range(st.nevents):

@@ -206,7 +206,8 @@ uint32_t qrt_counter(QrtNode* n, int which) {
     return 0;
 }
 
-int qrt_step(QrtNode* n, uint64_t max_cycles, QrtStep* out) {
+// stop_on_idle = 0 clocks through idle cycles too (every cycle evaluated; for the benchmark).
+int qrt_step(QrtNode* n, uint64_t max_cycles, QrtStep* out, int stop_on_idle) {
     auto* t = n->top;
     out->why = 0;
     out->nevents = 0;
@@ -292,11 +293,74 @@ int qrt_step(QrtNode* n, uint64_t max_cycles, QrtStep* out) {
 #else
         bool waiting = true;
 #endif
-        if (t->idle && waiting) { out->why = 1; return 1; }
+        if (stop_on_idle && t->idle && waiting) { out->why = 1; return 1; }
     }
     return 0;
 }
 
-// Native stepping for the benchmark: run both nodes of a loop in C++ with fixed path latencies
-// (no Python in between), every cycle evaluated. Returns cycles run.
+#if !QRT_CARD
+// The benchmark's native reference: the same V80 model clocked by a C++ loop, every cycle
+// evaluated, with a producer written here: a 64-byte classic echo request lands in slot 0..slots-1
+// (data then sequence word) `latency` cycles after the previous reply's ready word left; the
+// replies' posted writes are assembled as in qrt_step. Returns the cycles run; *rounds the
+// requests answered.
+uint64_t qrt_native_echo(QrtNode* n, uint64_t cycles, uint32_t latency, uint32_t slot_bytes, uint32_t slots,
+                         uint64_t* rounds) {
+    auto* t = n->top;
+    uint32_t seq = 1;
+    uint64_t land_at = latency, done = 0;
+    bool waiting = false;
+    uint64_t c0 = n->cycle;
+    for (uint64_t i = 0; i < cycles; ++i) {
+        if (!waiting && n->cycle - c0 >= land_at) {   // the request lands: payload, then sequence word
+            uint8_t* slot = n->mem + ((seq - 1) % slots) * slot_bytes;
+            uint16_t fn = 0, len = 64;
+            std::memcpy(slot + 4, &fn, 2);
+            std::memcpy(slot + 6, &len, 2);
+            std::memset(slot + 8, 0, 8);
+            for (int b = 0; b < 64; ++b) slot[16 + b] = (uint8_t)(seq + b);
+            std::memcpy(slot, &seq, 4);
+            waiting = true;
+        }
+        if (n->rd_pend) {
+            uint8_t tmp[64] = {0};
+            uint32_t a = n->rd_addr;
+            if (a < n->mem_bytes) {
+                uint32_t k = n->mem_bytes - a < 64 ? n->mem_bytes - a : 64;
+                std::memcpy(tmp, n->mem + a, k);
+            }
+            put_wide(t->mem_rd_data, tmp, 64);
+            t->mem_rd_valid = 1;
+        } else {
+            t->mem_rd_valid = 0;
+        }
+        t->clk = 1;
+        t->eval();
+        n->rd_pend = t->mem_rd_en;
+        n->rd_addr = t->mem_rd_addr;
+        if (t->wr_valid) {
+            if (!n->win) { n->win = true; n->waddr = t->wr_addr; n->wbuf.clear(); }
+            uint8_t tmp[64];
+            get_wide(t->wr_data, tmp, 64);
+            n->wbuf.insert(n->wbuf.end(), tmp, tmp + t->wr_bytes);
+            if (t->wr_last) {
+                n->win = false;
+                n->wdone.swap(n->wbuf);
+                if (n->wdone.size() == 4) {   // the ready word: the next request lands after the path
+                    ++done;
+                    ++seq;
+                    waiting = false;
+                    land_at = n->cycle - c0 + 2 * (uint64_t)latency;
+                }
+            }
+        }
+        t->clk = 0;
+        t->eval();
+        n->cycle++;
+        n->evaluated++;
+    }
+    *rounds = done;
+    return cycles;
+}
+#endif
 }
