@@ -316,6 +316,7 @@ def test_scenario_errors(tmp_path):
         "device: v80, model: rtl": ("device: epyc7282, model: rtl", "model rtl stands for FPGA logic"),
         "kind: generator}": ("kind: generator, model: rtl}", "link card or an FPGA consumer"),
         "model: rtl}\nlinks": ("model: rtl, rtl: {top: x, sources: [nope.v]}}\nlinks", "no such file"),
+        "frame_bytes: 64": ("frame_bytes: 200", "at most 180 bytes"),
     }
     for old, (new, msg) in cases.items():
         p = tmp_path / "s.yaml"

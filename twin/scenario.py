@@ -323,6 +323,10 @@ def load_scenario(path: str | Path) -> LoadedScenario:
         if node.kind == "consumer" and node.model == "rtl" and params.consumers[node.device].kind != "fpga":
             raise ConfigError(path, f"nodes[{i}].model", node.model,
                               f"model rtl stands for FPGA logic; {node.device} is a {params.consumers[node.device].kind}")
+        if node.model == "rtl" and sc.frame_bytes > 180:
+            raise ConfigError(path, "frame_bytes", sc.frame_bytes, f"model rtl (nodes[{i}]) takes frames of at most 180 bytes")
+        if node.model == "rtl" and sc.faults is not None:
+            raise ConfigError(path, "faults", "{...}", f"fault injection is not available with model rtl (nodes[{i}])")
         for j, src in enumerate(node.rtl.sources if node.rtl else ()):
             if not (path.parent / src).is_file():
                 raise ConfigError(path, f"nodes[{i}].rtl.sources[{j}]", src, f"no such file ({(path.parent / src).resolve()})")
