@@ -272,7 +272,8 @@ class RtlLinkCard(RtlNode):
     at or after the instant the behavioural card issues). ``read_cycles``: poll that saw the reply
     -> last reply word (seeds: 40 ns = 10 cycles).
 
-    Statistics as LinkCard: ``issued``, ``replies_seen``, ``mismatches``, ``backlog_max``,
+    Statistics as LinkCard: ``issued``, ``replies_seen``, ``mismatches``, ``backlog_max`` (frames
+    offered while every slot held an unanswered request),
     ``reply_timeouts`` (0: no timeout in RTL), ``reply_digest``; ``errors()`` gives the RTL's
     counters.
     """
@@ -280,8 +281,7 @@ class RtlLinkCard(RtlNode):
     def __init__(self, kernel: Kernel, name: str, library: Path, encoding: Encoding, requests: PostedWritePath,
                  replies: MemoryRegion, slots: int, slot_bytes: int, function: int,
                  reference: Callable[[bytes], bytes], on_reply: Callable[[int, int, int, bool], None],
-                 period_ps: int, land_cycles: int, read_cycles: int, trace: Path | None = None,
-                 on_accept: Callable[[int], None] | None = None):
+                 period_ps: int, land_cycles: int, read_cycles: int, trace: Path | None = None):
         if slot_bytes > SLOT_BYTES_MAX:
             raise ValueError(f"{name}: model rtl holds slots of at most {SLOT_BYTES_MAX} bytes, got {slot_bytes}")
         super().__init__(kernel, name, library, replies, period_ps, 0, trace)
@@ -290,7 +290,7 @@ class RtlLinkCard(RtlNode):
         self.slot_bytes = slot_bytes
         self.reference = reference
         self.on_reply = on_reply
-        self.on_accept = on_accept
+        self.slots = slots
         self.lib.qrt_reset(self.h, slots, slot_bytes, encoding.value, function, land_cycles, read_cycles)
         self._pending: deque[tuple[int, bytes]] = deque()
         self._accepted: deque[int] = deque()
@@ -324,8 +324,7 @@ class RtlLinkCard(RtlNode):
         if not payload:
             raise ValueError(f"request {seq}: an empty frame carries no word")
         self._pending.append((seq, bytes(payload)))
-        waiting = len(self._pending) - self.issued + self.replies_seen
-        self.backlog_max = max(self.backlog_max, waiting - 1) if waiting > 1 else self.backlog_max
+        self.backlog_max = max(self.backlog_max, len(self._pending) - self.slots)  # found every slot busy
         self.lib.qrt_push_frame(self.h, payload, len(payload))
         self.wake()
 
