@@ -10,7 +10,7 @@ from rich.console import Console
 from twin import __version__
 from twin.config import ConfigError
 from twin.loop.direct import DirectNotApplicable
-from twin.rtl.build import RtlBuildError
+from twin.rtl.build import RtlError
 
 
 class UsageError(Exception):
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             from twin.exchange.gen import main as gen_main
             return gen_main(["--check"] if args.check else [])
         return cmd_calibrate(args, console)
-    except RtlBuildError as e:
+    except RtlError as e:
         print(f"twin: error: model rtl: {e}", file=sys.stderr)
         return 2
     except (ConfigError, UsageError) as e:

@@ -36,7 +36,11 @@ HARNESS = Path(__file__).resolve().parent / "harness.cpp"
 CONTRACT_VH = RTL_DIR / "qrt_contract.vh"
 
 
-class RtlBuildError(RuntimeError):
+class RtlError(RuntimeError):
+    """A problem with an RTL node, reported by ``twin run`` as one line."""
+
+
+class RtlBuildError(RtlError):
     """Verilating or compiling an RTL node failed (the message names the step and the log)."""
 
 

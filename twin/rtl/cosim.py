@@ -32,9 +32,11 @@ from simpy.core import Infinity
 from twin.exchange.encoding import Encoding, HEADER
 from twin.kernel import Kernel, MemoryRegion, PostedWritePath
 from twin.kernel.sim import _Call
+from twin.rtl.build import RtlError
 
 LATE = 2            # simpy priority after NORMAL (1): runs after every ordinary event of its instant
 MAX_BATCH = 1 << 20  # cycles per call when nothing else is pending
+WATCHDOG_CYCLES = 1 << 22  # busy this long (16.8 ms at 250 MHz) with no output and no idle: a hung node
 MAX_PAYLOAD = 180    # bytes; the RTL's slot image is 256 bytes (qrt_card.v / qrt_v80.v MAXP)
 SLOT_BYTES_MAX = 256
 
@@ -122,6 +124,7 @@ class RtlNode:
         self.h = ctypes.c_void_p(self.lib.qrt_create(self._mem, region.size_bytes, self.phase_ps, self.period_ps))
         self._step = _Step()
         self._next = 0            # next cycle to evaluate
+        self._busy_since = 0      # first cycle of the current stretch with no output and no idle
         self._scheduled = False
         self.steps = 0
         self.tracing = False
@@ -200,6 +203,11 @@ class RtlNode:
         why = self.lib.qrt_step(self.h, n, ctypes.byref(st), int(self.skip_idle or horizon == Infinity))
         self.steps += 1
         self._next += st.cycles
+        if why != 0 or not self.skip_idle:
+            self._busy_since = self._next
+        elif self._next - self._busy_since > WATCHDOG_CYCLES:
+            raise RtlError(f"{self.name}: the RTL ran {self._next - self._busy_since:,} cycles without issuing "
+                               "anything or going idle (a function core that never asserts done?)")
         for i in range(st.nevents):
             ev = st.ev[i]
             t = self.edge(ev.cycle)
