@@ -162,6 +162,25 @@ def test_card_rtl_within_one_cycle_per_crossing(loops, consumer):
     assert 0.4 < float(np.mean(d == CYCLE)) < 0.6
 
 
+@pytest.mark.parametrize("encoding", ["classic", "per_piece"])
+def test_decoder_loop_rtl_vs_sim(card_lib, v80_lib, encoding):
+    """decode_steane7 through the whole loop: the same reply bytes on every round (the card checks
+    each against the Python decoder), and at most one cycle per crossing. The reply is 1 byte, so
+    a classic reply's data write is 13 bytes: 37 wire bytes / 15.75 GB/s = 2.3 ns, less than a
+    cycle, and the RTL's ready word, issued one edge after the data, starts 1.7 ns later than the
+    behavioural one (issued together with the data): the reply crossing can cost one cycle too.
+    V80 in RTL: 0 or +1 cycle (classic), 0 (per-piece: one burst); both in RTL: 0..+2 cycles."""
+    ld = load_scenario(ROOT / "scenarios" / "card_path_64b.yaml")
+    base = loop_spec(ld.params, "v80", ld.scenario.traffic_params(800), 3, 8, encoding=encoding, function=17)
+    a = run_event(base)
+    v = run_event(dataclasses.replace(base, model="rtl"))
+    b = run_event(dataclasses.replace(base, card_model="rtl", model="rtl"))
+    for r in (a, v, b):
+        assert r.mismatches == 0 and r.stats["reply_digest"] == a.stats["reply_digest"]
+    assert set(np.unique(v.rtt_ps - a.rtt_ps)) <= ({0, CYCLE} if encoding == "classic" else {0})
+    assert set(np.unique(b.rtt_ps - a.rtt_ps)) <= {0, CYCLE, 2 * CYCLE}
+
+
 def test_rtl_skips_idle_cycles_but_keeps_the_clock(loops):
     """Each RTL node's timeline covers the whole run in 4 ns cycles, while only the cycles with
     work are evaluated (the V80: the poll that sees a request, 2 reads, the function, 3 write
