@@ -194,7 +194,10 @@ def build(ns: NodeSources, jobs: int = 2) -> Path:
                 f"-DQRT_CARD={int(ns.kind == 'card')}", f"-I{obj}", f"-I{inc}", f"-I{inc / 'vltstd'}",
                 str(HARNESS), "-o", str(tmp / "libqrt_node.so"),
                 "-Wl,--whole-archive", str(obj / "Vqrt_node__ALL.a"), "-Wl,--no-whole-archive",
-                str(obj / "libverilated.a"), "-pthread"]
+                str(obj / "libverilated.a"), "-pthread",
+                # every node's library defines the same Verilator runtime and Vqrt_node symbols:
+                # bind each library's references to its own copy, whatever else the process loaded
+                "-Wl,-Bsymbolic"]
         _run(link, tmp, log, f"compiling the harness for {ns.top}")
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)
