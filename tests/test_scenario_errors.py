@@ -129,7 +129,7 @@ SCENARIO_CASES = [
      [("traffic.period", "'5004 ns'")]),
     ("ppm-on-card-clock", set_traffic(ppm=12.5), [("traffic.ppm", "12.5")]),
     ("encoding", set_key("encoding", "zigzag"), [("encoding", "'zigzag'")]),
-    ("model-rtl", set_node(2, "model", "rtl"), [("nodes[2].model", "'rtl'")]),
+    ("model-rtl-on-a-cpu", set_node(3, "model", "rtl"), [("nodes[3].model", "'rtl'")]),
     ("model-banana", set_node(4, "model", "banana"), [("nodes[4].model", "'banana'")]),
     ("device-not-in-calibration", set_node(3, "device", "xeon8480"), [("nodes[3].device", "'xeon8480'")]),
     ("duplicate-node-name", set_node(3, "name", "v80"), [("nodes[3].name", "'v80'")]),
@@ -160,7 +160,7 @@ def test_period_unit_error_is_the_documented_line(tmp_path, capsys):
                     f"'5 parsecs' (use ps, ns, us, ms, s)")
 
 
-@pytest.mark.parametrize("model", ["rtl", "live"])
+@pytest.mark.parametrize("model", ["live"])
 def test_later_models_say_not_available(model, tmp_path, capsys):
     path = write(tmp_path, set_node(2, "model", model)(base_scenario()))
     line = twin_run_error(path, tmp_path, capsys)

@@ -10,6 +10,7 @@ from rich.console import Console
 from twin import __version__
 from twin.config import ConfigError
 from twin.loop.direct import DirectNotApplicable
+from twin.rtl.build import RtlError
 
 
 class UsageError(Exception):
@@ -60,6 +61,18 @@ def _seed(text: str) -> int:
     return value
 
 
+def _window(text: str) -> tuple[int, int]:
+    """A round window ``FIRST:LAST`` (1-based, inclusive) or one round ``N``."""
+    parts = text.split(":")
+    try:
+        first, last = (int(parts[0]), int(parts[-1])) if len(parts) in (1, 2) else (0, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a round window FIRST:LAST: {text!r}") from None
+    if not 1 <= first <= last:
+        raise argparse.ArgumentTypeError(f"needs 1 <= FIRST <= LAST: {text!r}")
+    return first, last
+
+
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     """``twin run``: run a scenario, print the table, write results.json, rounds.csv, histograms.png.
     Returns 0, or 1 if any reply mismatched; raises ConfigError for bad input."""
@@ -80,11 +93,16 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a folder")
     consumers = sc.consumers()
+    trace = None
+    if args.trace:
+        if "rtl" not in [n.model for n in sc.nodes]:
+            raise UsageError(f"--trace: scenario {path} has no node with model rtl")
+        trace = (str(out / "waves.vcd"), *args.trace)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False, disable=args.quiet) as bar:
         tasks = {n.name: bar.add_task(n.device, total=rounds) for n in consumers}
         study = run_study(loaded, rounds=rounds, seed=args.seed, engine=args.engine,
-                          verify_rounds=args.verify_rounds,
+                          verify_rounds=args.verify_rounds, trace=trace,
                           progress=lambda name, done: bar.update(tasks[name], completed=done))
     out.mkdir(parents=True, exist_ok=True)  # only once the study has run: a refused run leaves nothing
     for flag, name in ((args.no_csv, "rounds.csv"), (args.no_plot, "histograms.png")):
@@ -174,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "for every round")
     r.add_argument("--verify-rounds", type=_nonneg, default=10_000,
                    help="rounds the event model checks in auto mode (default 10000)")
+    r.add_argument("--trace", type=_window, metavar="FIRST:LAST",
+                   help="write VCD waveforms of the RTL nodes for rounds FIRST..LAST "
+                        "(OUT/waves.<loop>.<node>.vcd; needs a node with model rtl)")
     r.add_argument("--no-plot", action="store_true", help="skip histograms.png")
     r.add_argument("--no-csv", action="store_true", help="skip rounds.csv")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -214,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
             from twin.exchange.gen import main as gen_main
             return gen_main(["--check"] if args.check else [])
         return cmd_calibrate(args, console)
+    except RtlError as e:
+        print(f"twin: error: model rtl: {e}", file=sys.stderr)
+        return 2
     except (ConfigError, UsageError) as e:
         print(f"twin: error: {e}", file=sys.stderr)
         return 2

@@ -24,7 +24,8 @@ Schema (keys; all optional keys show their default)::
                     drop_frame: {rounds: [..]}, stall: [{at: "50 us", duration: "20 us"}],
                     timeout: "100 us"}
     nodes:  [{name, kind: generator | link_card | consumer | nic | switch, device: <consumer in calibration>,
-              model: sim | code, routes: {function: consumer} (link card in a mesh)}]
+              model: sim | code | rtl, routes: {function: consumer} (link card in a mesh),
+              rtl: {top: NAME, sources: [file.v, ...]}}]  # rtl only: a user's function core (docs/rtl.md)
     links:  [{from, to, kind: on_card | aurora | pcie | ethernet}]
     qblox:  null | a Qblox Cluster as the generator (twin.devices.qblox; replaces traffic)
     flows:  [] | a mesh: [{from, function, via, rounds, traffic: {mode: closed_loop | open_loop | poisson,
@@ -47,7 +48,7 @@ from twin.devices.qblox import QbloxCluster
 from twin.faults import FaultPlan
 from twin.units import UnitError, time_ps
 
-MODELS_AVAILABLE = ("sim", "code")
+MODELS_AVAILABLE = ("sim", "code", "rtl")
 
 
 class _Strict(BaseModel):
@@ -147,15 +148,24 @@ class Faults(_Strict):
                          timeout_ps=time_ps(self.timeout))
 
 
+class RtlBlock(_Strict):
+    """A user's Verilog function core for an RTL consumer: the module ``top`` with the function
+    port of docs/rtl.md, from ``sources`` (paths relative to the scenario file)."""
+
+    top: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_$]*$")
+    sources: list[str] = Field(min_length=1)
+
+
 class Node(_Strict):
     """A node of the topology: ``kind`` generator, link_card or consumer (with its ``device``),
-    and the ``model`` standing for it."""
+    the ``model`` standing for it, and for an RTL consumer optionally its own function core."""
 
     name: str = Field(min_length=1)
     kind: Literal["generator", "link_card", "consumer", "nic", "switch"]
     device: str | None = None
     model: str = "sim"
     routes: dict[str, str] | None = None  # link_card in a mesh: function name -> consumer node
+    rtl: RtlBlock | None = None
 
     @field_validator("model")
     @classmethod
@@ -170,6 +180,10 @@ class Node(_Strict):
     def _code_is_for_consumers(self):
         if self.model == "code" and self.kind != "consumer":
             raise Located(("model",), self.model, "model code (the C runtime library) stands for a consumer only")
+        if self.model == "rtl" and self.kind == "generator":
+            raise Located(("model",), self.model, "model rtl stands for the link card or an FPGA consumer")
+        if self.rtl is not None and (self.model != "rtl" or self.kind != "consumer"):
+            raise Located(("rtl",), "{...}", "an rtl block belongs to a consumer with model rtl")
         return self
 
 
@@ -364,6 +378,10 @@ class Scenario(_Strict):
         """Consumer nodes in file order (one loop each)."""
         return [n for n in self.nodes if n.kind == "consumer"]
 
+    def card_model(self) -> str:
+        """The link card node's model (``sim`` or ``rtl``)."""
+        return next(n.model for n in self.nodes if n.kind == "link_card")
+
     def external_control(self) -> bool:
         """True when the generator reaches the card over Aurora (a control system across a cable)."""
         g = self.graph()
@@ -418,6 +436,19 @@ def load_scenario(path: str | Path) -> LoadedScenario:
         if node.kind == "consumer" and node.device not in params.consumers:
             raise ConfigError(path, f"nodes[{i}].device", node.device,
                               f"not a consumer of {cal_path.name} (have: {', '.join(params.consumers)})")
+        if node.kind == "consumer" and node.model == "rtl" and params.consumers[node.device].kind != "fpga":
+            raise ConfigError(path, f"nodes[{i}].model", node.model,
+                              f"model rtl stands for FPGA logic; {node.device} is a {params.consumers[node.device].kind}")
+        if node.model == "rtl" and sc.frame_bytes > 180:
+            raise ConfigError(path, "frame_bytes", sc.frame_bytes, f"model rtl (nodes[{i}]) takes frames of at most 180 bytes")
+        if node.model == "rtl" and (sc.flows or isinstance(params, RoceParamSet)):
+            raise ConfigError(path, f"nodes[{i}].model", node.model,
+                              "model rtl runs on the card path (one loop at a time), not in a mesh or on a RoCE route")
+        if node.model == "rtl" and sc.faults is not None:
+            raise ConfigError(path, "faults", "{...}", f"fault injection is not available with model rtl (nodes[{i}])")
+        for j, src in enumerate(node.rtl.sources if node.rtl else ()):
+            if not (path.parent / src).is_file():
+                raise ConfigError(path, f"nodes[{i}].rtl.sources[{j}]", src, f"no such file ({(path.parent / src).resolve()})")
     measured_path = None
     if sc.measured is not None:
         measured_path = (path.parent / sc.measured).resolve()

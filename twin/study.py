@@ -3,6 +3,7 @@ measurements."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -82,8 +83,12 @@ def run_one(spec: LoopSpec, engine: str, verify_rounds: int, progress: Callable[
 
 
 def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | None = None, engine: str = "auto",
-              verify_rounds: int = 10_000, progress: Progress | None = None) -> StudyResult:
-    """Run every loop of the scenario; returns per-consumer results and summaries."""
+              verify_rounds: int = 10_000, progress: Progress | None = None,
+              trace: tuple[str, int, int] | None = None) -> StudyResult:
+    """Run every loop of the scenario; returns per-consumer results and summaries.
+
+    ``trace``: ``(path, first, last)``: VCD waveforms of the loops' RTL nodes for rounds
+    first..last (``<path stem>.<node>.vcd`` beside ``path``)."""
     sc = loaded.scenario
     rounds = rounds or sc.rounds
     seed = sc.seed if seed is None else seed
@@ -104,7 +109,8 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
         else:
             spec = loop_spec(loaded.params, node.device, traffic, seed, sc.slots,
                              None if sc.encoding == "default" else sc.encoding, sc.external_control(),
-                             sc.faults.plan() if sc.faults else FaultPlan(), lookup(sc.function).id, node.model)
+                             sc.faults.plan() if sc.faults else FaultPlan(), lookup(sc.function).id, node.model,
+                             sc.card_model(), _rtl_config(loaded, node, trace))
         cb = (lambda n, name=node.name: progress(name, n)) if progress else None
         try:
             res, checked, mism, used = run_one(spec, engine, verify_rounds, cb)
@@ -119,6 +125,8 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
         s.update(summary_ns(res.rtt_ps))
         if sc.faults:
             s["faults"] = res.stats["faults"]
+        if "rtl" in res.stats:
+            s["rtl"] = res.stats["rtl"]
         if sc.deadline:
             s["deadline_ns"] = time_ps(sc.deadline) / 1000
             s["deadline_misses"] = int((res.loop_ps > time_ps(sc.deadline)).sum())
@@ -144,3 +152,19 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
             s["measured"] = None
         runs.append(ConsumerRun(node.name, node.device, res, s))
     return StudyResult(loaded, rounds, seed, engine, runs, measured)
+
+
+def _rtl_config(loaded: LoadedScenario, node, trace):
+    """RTL options of one loop (``None`` when neither its card nor its consumer is RTL)."""
+    if "rtl" not in (node.model, loaded.scenario.card_model()):
+        return None
+    from twin.rtl.loop import RtlConfig
+    kw = {}
+    if node.rtl is not None:
+        kw["function_top"] = node.rtl.top
+        kw["function_sources"] = tuple(str((loaded.path.parent / s).resolve()) for s in node.rtl.sources)
+    if trace is not None:
+        path, first, last = trace
+        p = Path(path)
+        kw.update(trace_path=str(p.with_name(f"{p.stem}.{node.name}{p.suffix}")), trace_first=first, trace_last=last)
+    return RtlConfig(**kw)

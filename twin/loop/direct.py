@@ -40,7 +40,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     """
     if spec.faults.active:
         raise DirectNotApplicable(f"loop {spec.name!r}: fault injection needs the event model")
-    if (spec.function != 0 and reply_bytes is None) or spec.model != "sim":
+    if (spec.function != 0 and reply_bytes is None) or spec.model != "sim" or spec.card_model != "sim":
         raise DirectNotApplicable(f"loop {spec.name!r}: only the echo in model sim has a reply shape the "
                                   "direct engine knows; other functions and model code need the event model")
     tr = spec.traffic

@@ -61,17 +61,26 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
     fp = spec.faults
     if fp.drop_rounds and tr.mode != "closed_loop":
         raise ValueError(f"loop {spec.name!r}: drop_frame faults need closed-loop traffic")
-    if spec.model == "code":
-        from twin.runtime.code_consumer import NativeConsumer as consumer_class
-    elif spec.model == "sim":
-        consumer_class = PollingConsumer
+    rtl_cfg = None
+    if "rtl" in (spec.model, spec.card_model):
+        from twin.rtl import loop as rtl_loop
+        rtl_cfg = spec.rtl or rtl_loop.RtlConfig()
+        if fp.active:
+            raise ValueError(f"loop {spec.name!r}: fault injection is not available with model rtl")
+    if spec.model == "rtl":
+        consumer = rtl_loop.rtl_consumer(spec, k, enc, req_region, rep_path, slot_bytes, phase, rtl_cfg)
     else:
-        raise ValueError(f"loop {spec.name!r}: model {spec.model!r} is not available (sim, code)")
-    if consumer_factory is not None:
-        consumer_class = consumer_factory
-    consumer = consumer_class(k, spec.name, spec.consumer.with_phase(phase), enc, req_region, rep_path,
-                              spec.slots, slot_bytes, frame, python_functions, tamper=fp.tamper("reply", enc.per_piece),
-                              stalls=fp.stalls)
+        if spec.model == "code":
+            from twin.runtime.code_consumer import NativeConsumer as consumer_class
+        elif spec.model == "sim":
+            consumer_class = PollingConsumer
+        else:
+            raise ValueError(f"loop {spec.name!r}: model {spec.model!r} is not available (sim, code, rtl)")
+        if consumer_factory is not None:
+            consumer_class = consumer_factory
+        consumer = consumer_class(k, spec.name, spec.consumer.with_phase(phase), enc, req_region, rep_path,
+                                  spec.slots, slot_bytes, frame, python_functions,
+                                  tamper=fp.tamper("reply", enc.per_piece), stalls=fp.stalls)
 
     n = tr.rounds
     t_send = np.zeros(n, np.int64)
@@ -95,11 +104,18 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
         back = thave if aur is None else over_aurora(1, thave + spec.card.reply_send_ps, frame)
         t_back[i] = back
         k.at(back, gen.reply, seq)
+        if rtl_cfg is not None and seq == rtl_cfg.trace_last:
+            for node in (card, consumer):
+                getattr(node, "trace", lambda on: None)(False)
 
-    card = LinkCard(k, spec.card, enc, req_path, rep_region, spec.slots, slot_bytes, frame,
-                    reference or lookup(spec.function).python, on_reply,
-                    tamper=fp.tamper("request", enc.per_piece), timeout_ps=fp.timeout_ps, function=spec.function,
-                    keep_replies=keep_replies)
+    if spec.card_model == "rtl":
+        card = rtl_loop.rtl_card(spec, k, enc, req_path, rep_region, slot_bytes,
+                                 reference or lookup(spec.function).python, on_reply, rtl_cfg)
+    else:
+        card = LinkCard(k, spec.card, enc, req_path, rep_region, spec.slots, slot_bytes, frame,
+                        reference or lookup(spec.function).python, on_reply,
+                        tamper=fp.tamper("request", enc.per_piece), timeout_ps=fp.timeout_ps, function=spec.function,
+                        keep_replies=keep_replies)
     dropped = {"frames": 0, "resent": 0}
 
     def deliver(seq: int, payload: bytes) -> None:
@@ -112,6 +128,9 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
 
     def send(seq: int, payload: bytes) -> None:
         t_send[seq - 1] = k.now
+        if rtl_cfg is not None and seq == rtl_cfg.trace_first:
+            for node in (card, consumer):
+                getattr(node, "trace", lambda on: None)(True)
         if seq in fp.drop_rounds:
             dropped["frames"] += 1  # lost on the link; the control side resends after its timeout
             k.at(k.now + fp.timeout_ps, resend, seq, payload)
@@ -140,4 +159,11 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
                                      "reply_timeouts": card.reply_timeouts}}}
     if keep_replies:
         stats["replies"] = card.kept_replies
+    if rtl_cfg is not None:
+        stats["rtl"] = {name: {"cycles": node.cycles, "evaluated": node.evaluated, "steps": node.steps}
+                        for name, node in (("card", card), (spec.name, consumer)) if hasattr(node, "evaluated")}
+        if spec.card_model == "rtl":
+            stats["rtl"]["card"]["errors"] = card.errors()
+        for node in (card, consumer):
+            getattr(node, "close", lambda: None)()
     return LoopResult(spec.name, "event", t_send, t_in, t_have, t_back, ok, stats)

@@ -29,8 +29,11 @@ class LoopSpec:
     faults: faults to inject (:class:`twin.faults.FaultPlan`; none by default).
     function: the function id every request names (0: the built-in echo; see
         :mod:`twin.runtime.functions`).
-    model: what stands for the consumer: "sim" (Python behaviour) or "code" (the C runtime library
-        on the twin's bytes); the timing model is the same for both.
+    model: what stands for the consumer: "sim" (Python behaviour), "code" (the C runtime library
+        on the twin's bytes; the timing model is the same for both) or "rtl" (the V80 logic in
+        Verilog, cycle by cycle; twin.rtl).
+    card_model: what stands for the link card's engine: "sim" or "rtl".
+    rtl: RTL options (a :class:`twin.rtl.loop.RtlConfig`: user function core, waveforms) or None.
     slot_bytes: fixed slot size of both queues in bytes (a multiple of 16 that holds a message), or
         ``None`` for the smallest whole number of 16-byte pieces that does (at least 32).
     """
@@ -49,6 +52,8 @@ class LoopSpec:
     function: int = 0
     model: str = "sim"
     slot_bytes: int | None = None
+    card_model: str = "sim"
+    rtl: object = None
 
     def stream(self, what: str) -> str:
         """Name of one of this loop's random streams."""
