@@ -89,17 +89,28 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             (out / name).unlink()  # an earlier run's file would not match this results.json
     print_table(study, console)
     write_results_json(study, out / "results.json")
+    live_npz = None
+    if any(n.model == "live" for n in consumers):
+        from hw_bridge.report import print_live, write_live_rounds
+        print_live(study, console)
+        live_npz = write_live_rounds(study, out)
     if not args.no_csv:
         write_rounds_csv(study, out / "rounds.csv")
-    if not args.no_plot:
+    if not args.no_plot and study.runs:
         plot_histograms(study, out / "histograms.png")
     for r in study.runs:
         if r.summary["backlog_max"]:
             console.print(f"[yellow]warning: {r.node}: requests waited for a free slot (up to "
                           f"{r.summary['backlog_max']} at once): the consumer fell behind (offered load, or a stall)[/yellow]")
     console.print(f"wrote {out / 'results.json'}" + ("" if args.no_csv else f", {out / 'rounds.csv'}")
-                  + ("" if args.no_plot else f", {out / 'histograms.png'}"))
+                  + ("" if args.no_plot else f", {out / 'histograms.png'}")
+                  + (f", {live_npz}" if live_npz else ""))
     rc = 0
+    for f in study.failures:  # a live endpoint died, hung or answered wrongly
+        done = next((len(r.result.t_in) for r in study.runs if r.node == getattr(f, "node", None)), 0)
+        print(f"twin: error: node {getattr(f, 'node', '?')!r}: {f}; {done:,} rounds completed and saved in {out}",
+              file=sys.stderr)
+        rc = 3
     for r in study.runs:
         injected = r.summary.get("faults", {}).get("injected", {}).get("corrupt_piece", 0)
         if r.summary["engine"] == "event" and r.summary["mismatches"] != injected:
@@ -109,7 +120,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         elif r.summary["engine"] != "event" and r.summary["mismatches"]:
             console.print(f"[red]{r.node}: {r.summary['mismatches']} replies did not match the reference answer[/red]")
             rc = 1
-    return rc
+    return 3 if study.failures else rc
 
 
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:

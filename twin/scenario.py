@@ -24,7 +24,11 @@ Schema (keys; all optional keys show their default)::
                     drop_frame: {rounds: [..]}, stall: [{at: "50 us", duration: "20 us"}],
                     timeout: "100 us"}
     nodes:  [{name, kind: generator | link_card | consumer, device: <consumer in calibration>,
-              model: sim | code}]
+              model: sim | code | live,
+              bridge: {backend: shm | cuda | udp, timeout: "1 s", cpu: null, producer_cpu: null,
+                       host: 127.0.0.1, port: 0, device: 0, fault: null | {kind, round}}}]
+                                                 # bridge: model live only (hw_bridge)
+    faults: ... host_freeze: [{at: "50 us", duration: "20 us"}]   # CPU consumers stop; live shm: SIGSTOP
     links:  [{from, to, kind: on_card | aurora | pcie}]
 
 Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
@@ -43,7 +47,7 @@ from twin.devices.generator import TrafficParams
 from twin.faults import FaultPlan
 from twin.units import UnitError, time_ps
 
-MODELS_AVAILABLE = ("sim", "code")
+MODELS_AVAILABLE = ("sim", "code", "live")
 
 
 class _Strict(BaseModel):
@@ -128,6 +132,7 @@ class Faults(_Strict):
     corrupt_piece: CorruptFault | None = None
     drop_frame: DropFault | None = None
     stall: list[StallFault] = []
+    host_freeze: list[StallFault] = []
     timeout: str = "100 us"
     _d = field_validator("timeout", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
@@ -137,17 +142,62 @@ class Faults(_Strict):
                          corrupt_path=self.corrupt_piece.path if self.corrupt_piece else "request",
                          drop_rounds=frozenset(self.drop_frame.rounds) if self.drop_frame else frozenset(),
                          stalls=tuple((time_ps(s.at), time_ps(s.at) + time_ps(s.duration)) for s in self.stall),
-                         timeout_ps=time_ps(self.timeout))
+                         timeout_ps=time_ps(self.timeout),
+                         host_freezes=tuple((time_ps(s.at), time_ps(s.at) + time_ps(s.duration))
+                                            for s in self.host_freeze))
+
+
+class LiveFault(_Strict):
+    """Fault injection in a live ``shm`` consumer (tests of the failure handling): at request
+    ``round`` it exits (die), stops answering (hang) or answers wrongly (wrong)."""
+
+    kind: Literal["die", "hang", "wrong"]
+    round: int = Field(ge=1, strict=True)
+
+
+class Bridge(_Strict):
+    """How a ``model: live`` consumer is reached (:mod:`hw_bridge`): ``backend`` shm (a consumer
+    process over POSIX shared memory), cuda (a persistent kernel on an NVIDIA GPU) or udp (an agent
+    serving frames over UDP); ``timeout`` for one reply; ``cpu``/``producer_cpu`` cores to pin (shm);
+    ``host``/``port`` of the UDP agent; ``device`` the GPU ordinal; ``fault`` (shm, tests)."""
+
+    backend: Literal["shm", "cuda", "udp"]
+    timeout: str = "1 s"
+    cpu: int | None = Field(None, ge=0, strict=True)
+    producer_cpu: int | None = Field(None, ge=0, strict=True)
+    host: str = "127.0.0.1"
+    port: int = Field(0, ge=0, le=65535, strict=True)
+    device: int = Field(0, ge=0, strict=True)
+    fault: LiveFault | None = None
+    _d = field_validator("timeout", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if time_ps(self.timeout) <= 0:
+            raise Located(("timeout",), self.timeout, "must be > 0")
+        if self.fault is not None and self.backend != "shm":
+            raise Located(("fault",), self.fault.kind, "live fault injection is for the shm backend")
+        if self.backend == "udp" and self.port == 0:
+            raise Located(("port",), self.port, "the udp backend needs the agent's port")
+        return self
+
+    def settings(self):
+        """The :class:`hw_bridge.contract.BridgeSettings` of this block."""
+        from hw_bridge.contract import BridgeSettings
+        return BridgeSettings(backend=self.backend, timeout_ns=time_ps(self.timeout) // 1000, cpu=self.cpu,
+                              producer_cpu=self.producer_cpu, host=self.host, port=self.port,
+                              fault=(self.fault.kind, self.fault.round) if self.fault else None, device=self.device)
 
 
 class Node(_Strict):
     """A node of the topology: ``kind`` generator, link_card or consumer (with its ``device``),
-    and the ``model`` standing for it."""
+    the ``model`` standing for it, and for ``model: live`` its ``bridge``."""
 
     name: str = Field(min_length=1)
     kind: Literal["generator", "link_card", "consumer"]
     device: str | None = None
     model: str = "sim"
+    bridge: Bridge | None = None
 
     @field_validator("model")
     @classmethod
@@ -162,6 +212,13 @@ class Node(_Strict):
     def _code_is_for_consumers(self):
         if self.model == "code" and self.kind != "consumer":
             raise Located(("model",), self.model, "model code (the C runtime library) stands for a consumer only")
+        if self.model == "live":
+            if self.kind != "consumer":
+                raise Located(("model",), self.model, "model live (hw_bridge) stands for a consumer only")
+            if self.bridge is None:
+                raise Located(("bridge",), "<missing>", "model live needs a bridge block (backend: shm | cuda | udp)")
+        elif self.bridge is not None:
+            raise Located(("bridge",), self.bridge.backend, f"a bridge block is for model live, not model {self.model}")
         return self
 
 

@@ -30,7 +30,9 @@ class LoopSpec:
     function: the function id every request names (0: the built-in echo; see
         :mod:`twin.runtime.functions`).
     model: what stands for the consumer: "sim" (Python behaviour) or "code" (the C runtime library
-        on the twin's bytes); the timing model is the same for both.
+        on the twin's bytes); the timing model is the same for both; "live": a live device through
+        ``hw_bridge`` (its measured service times advance simulated time).
+    bridge: for model "live", the :class:`hw_bridge.contract.BridgeSettings`; else None.
     """
 
     name: str
@@ -46,6 +48,7 @@ class LoopSpec:
     faults: FaultPlan = FaultPlan()
     function: int = 0
     model: str = "sim"
+    bridge: object | None = None
 
     def stream(self, what: str) -> str:
         """Name of one of this loop's random streams."""
