@@ -83,6 +83,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         study = run_study(loaded, rounds=rounds, seed=args.seed, engine=args.engine,
                           verify_rounds=args.verify_rounds,
                           progress=lambda name, done: bar.update(tasks[name], completed=done))
+    if study.failures and not study.runs:  # a live endpoint could not start: nothing to write
+        f = study.failures[0]
+        print(f"twin: error: node {getattr(f, 'node', '?')!r}: {f}", file=sys.stderr)
+        return 3
     out.mkdir(parents=True, exist_ok=True)  # only once the study has run: a refused run leaves nothing
     for flag, name in ((args.no_csv, "rounds.csv"), (args.no_plot, "histograms.png")):
         if flag and (out / name).exists():
