@@ -73,6 +73,7 @@ class CudaEndpoint(LiveEndpoint):
     def __init__(self, settings: BridgeSettings):
         super().__init__(settings)
         self._host = 0
+        self._ctl = None
         self._t = (ctypes.c_int64 * 2)()
         self._nb = ctypes.c_uint32(0)
         self.name = ""
@@ -96,11 +97,17 @@ class CudaEndpoint(LiveEndpoint):
         total = 4096 + 2 * self._qbytes
         self._host = rt.hostAlloc(total, rt.hostAllocMapped)
         ctypes.memset(self._host, 0, total)
+        self._ctl = np.ctypeslib.as_array((ctypes.c_uint8 * 4096).from_address(self._host)).view(np.int32)
         self._total = total
-        dptr = rt.hostGetDevicePointer(self._host, 0)
+        # Unified virtual addressing (every 64-bit CUDA platform): a mapped pinned allocation has
+        # the same address on the device as on the host (what cudaHostGetDevicePointer returns).
+        if not rt.getDeviceProperties(self.settings.device).get("unifiedAddressing", 1):
+            rt.freeHost(self._host)
+            self._host = 0
+            raise GpuUnavailable("this GPU has no unified addressing; mapped host memory needs it here")
+        dptr = self._host
         self._req, self._rep = self._host + 4096, self._host + 4096 + self._qbytes
         # control words in the first page: stop (qrt_signal) @0, status (int) @64, served (u64) @128
-        self._ctl = np.ctypeslib.as_array((ctypes.c_uint8 * 4096).from_address(self._host)).view(np.int32)
         self._ctl[16] = -100  # not started
         per_piece = encoding == "per_piece"
         cap = (slot_bytes // 16 - 1) * 12 if per_piece else slot_bytes - 16
@@ -125,7 +132,7 @@ class CudaEndpoint(LiveEndpoint):
     def close(self) -> dict:
         """Raise the stop signal, wait for the kernel (5 s), free the memory."""
         stats = {"served": 0, "status": None, "device": self.name}
-        if not self._host:
+        if not self._host or self._ctl is None:
             return stats
         import cupy
         ctypes.c_uint32.from_address(self._host).value = 1

@@ -27,10 +27,13 @@ def live_summary(res, failure, spec, engine: str, verify_rounds: int) -> dict:
     live.pop("endpoint_stats", None)
     svc = np.asarray(res.stats.get("service_ns", []), np.int64)
     live["service"] = summary_ns(svc * 1000) if len(svc) else None
-    sim_spec = replace(spec, model="sim", bridge=None)
+    n = max(1, len(res.t_in))  # after a failure: the rounds completed
+    sim_spec = replace(spec, model="sim", bridge=None, traffic=replace(spec.traffic, rounds=n))
     sim, _, _, _ = run_one(sim_spec, engine if engine != "event" else "event", verify_rounds, None)
     live["simulated"] = summary_ns(sim.rtt_ps)
     live["simulated"]["model"] = "sim"
+    bad = np.nonzero(~np.asarray(res.ok, bool))[0]
+    live["mismatch_rounds"] = [int(i) + 1 for i in bad[:20]]  # the first 20 wrong replies, by round
     live["error"] = None if failure is None else {"kind": failure.kind, "round": failure.round,
                                                   "detail": failure.detail}
     return live
@@ -62,6 +65,9 @@ def print_live(study, console) -> None:
     console.print(tb)
     for r in rows:
         console.print(f"{r.node}: {r.summary['live'].get('endpoint', '')}")
+        if r.summary["live"].get("mismatch_rounds"):
+            console.print(f"[red]{r.node}: the live device answered wrongly at round(s) "
+                          f"{', '.join(map(str, r.summary['live']['mismatch_rounds']))}[/red]")
         hf = r.summary.get("host_freeze")
         if hf:
             console.print(f"{r.node}: host freeze: {hf['stalled_rounds']} stalled rounds (longest "

@@ -136,6 +136,14 @@ int main(int argc, char **argv)
                     *p ^= 0xFFu;
                 }
                 fault_seq = 0;
+            } else {
+                /* not landed yet: poll again rather than let qrt_dispatch_one claim it unseen */
+                if (++idle == 1024u) {
+                    idle = 0;
+                    if (__atomic_load_n(&ctl->stop, __ATOMIC_ACQUIRE))
+                        break;
+                }
+                continue;
             }
         }
         int r = qrt_dispatch_one(&ep);
