@@ -70,10 +70,11 @@ def print_live(study, console) -> None:
                           f"{', '.join(map(str, r.summary['live']['mismatch_rounds']))}[/red]")
         hf = r.summary.get("host_freeze")
         if hf:
-            console.print(f"{r.node}: host freeze: {hf['stalled_rounds']} stalled rounds (longest "
-                          f"{hf['longest_stall_ns'] / 1e3:.1f} µs), {r.summary['mismatches']} verification failures, "
-                          + "; ".join(f"recovered {w['recovered_after_rounds']} rounds after the freeze at "
-                                      f"{w['at_ns'] / 1e3:g} µs" for w in hf["windows"]))
+            console.print(f"{r.node}: host freeze: " + "; ".join(
+                f"{w['stalled_rounds']} round(s) stalled in the freeze at {w['at_ns'] / 1e3:g} µs, back to normal "
+                f"{w['recovered_after_rounds']} round(s) after" for w in hf["windows"])
+                + f"; {r.summary['mismatches']} verification failures; {hf['stalled_rounds']} rounds over the "
+                  f"timeout in the whole run (longest {hf['longest_stall_ns'] / 1e3:.1f} µs)")
 
 
 def write_live_rounds(study, out: Path) -> Path | None:

@@ -78,30 +78,35 @@ class FaultPlan:
 
 
 def freeze_report(rtt_ps, t_in_ps, windows: tuple[tuple[int, int], ...], timeout_ps: int) -> dict:
-    """What the producer saw around host freezes: ``stalled_rounds`` (round trip over
-    ``timeout_ps``), ``longest_stall_ns``, and per window the first round entering after it and
-    ``recovered_after_rounds`` (rounds from the window's start until one is back within the p99 of
-    the rounds before the first window; None if none is). Arrays are per-round int64 ps."""
+    """What the producer saw around host freezes (arrays: per-round int64 ps, in round order).
+
+    ``stalled_rounds``: rounds whose round trip exceeded ``timeout_ps`` anywhere in the run;
+    ``longest_stall_ns``: the longest round trip. Per window: ``stalled_rounds`` (over the timeout
+    and in flight during the window), ``first_round_in_window`` (1-based), and
+    ``recovered_after_rounds``: 0 when no round stalled in the window, else how many rounds after
+    the last stalled one the round trip was back within ``normal_p99_ns`` (the p99 of the rounds
+    before the first window); None if it never was."""
     import numpy as np
 
     rtt = np.asarray(rtt_ps)
     t_in = np.asarray(t_in_ps)
+    t_have = t_in + rtt
     out = {"stalled_rounds": int((rtt > timeout_ps).sum()),
            "longest_stall_ns": float(rtt.max()) / 1000 if len(rtt) else 0.0, "windows": []}
     if not len(rtt) or not windows:
         return out
     before = rtt[t_in < windows[0][0]]
-    normal = float(np.percentile(before, 99)) if len(before) else float(np.percentile(rtt, 50))
+    normal = float(np.percentile(before if len(before) else rtt, 99))
+    out["normal_p99_ns"] = normal / 1000
     for start, end in windows:
         first = int(np.searchsorted(t_in, start))
-        rec = None
-        if first < len(rtt):
-            slow = np.nonzero(rtt[first:] > normal)[0]
-            last_slow = first + int(slow[0]) if len(slow) else first
-            ok = np.nonzero(rtt[last_slow:] <= normal)[0]
-            rec = int(last_slow + ok[0] - first + 1) if len(ok) else None
+        hit = np.nonzero((t_in < end) & (t_have > start) & (rtt > timeout_ps))[0]
+        rec: int | None = 0
+        if len(hit):
+            last = int(hit[-1])
+            ok = np.nonzero(rtt[last + 1:] <= normal)[0]
+            rec = int(ok[0]) + 1 if len(ok) else None
         out["windows"].append({"at_ns": start / 1000, "duration_ns": (end - start) / 1000,
                                "first_round_in_window": first + 1 if first < len(rtt) else None,
-                               "recovered_after_rounds": rec})
-    out["normal_p99_ns"] = normal / 1000
+                               "stalled_rounds": int(len(hit)), "recovered_after_rounds": rec})
     return out
