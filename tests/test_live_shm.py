@@ -199,3 +199,27 @@ def test_session_start_failure_is_one_error(tmp_path):
     with pytest.raises(LiveFailure) as e:
         ep.open(20, 4, "classic")  # 20 bytes: not a whole number of 16-byte pieces
     assert e.value.kind == "error" and "did not start" in str(e.value) or "refused" in str(e.value)
+
+
+def test_consumer_does_not_outlive_a_killed_twin(tmp_path):
+    import subprocess
+    import sys
+    code = ("from hw_bridge.contract import BridgeSettings; from hw_bridge.shm import ShmEndpoint; import time\n"
+            "ep = ShmEndpoint(BridgeSettings('shm')); ep.open(80, 4, 'classic'); print(ep.consumer_pid, flush=True)\n"
+            "time.sleep(60)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    pid = int(p.stdout.readline())
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    for _ in range(200):  # the kernel delivers the parent-death signal promptly; allow up to 10 s
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
+        except OSError:
+            break
+        if state == "Z":  # reaped by init later; it no longer runs
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail("the consumer kept running after the twin was killed")

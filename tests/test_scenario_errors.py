@@ -160,7 +160,7 @@ def test_period_unit_error_is_the_documented_line(tmp_path, capsys):
                     f"'5 parsecs' (use ps, ns, us, ms, s)")
 
 
-@pytest.mark.parametrize("model", ["rtl", "live"])
+@pytest.mark.parametrize("model", ["rtl"])  # live exists now (hw_bridge); its errors: tests/test_live_shm.py
 def test_later_models_say_not_available(model, tmp_path, capsys):
     path = write(tmp_path, set_node(2, "model", model)(base_scenario()))
     line = twin_run_error(path, tmp_path, capsys)

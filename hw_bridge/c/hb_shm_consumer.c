@@ -16,11 +16,13 @@
    Exit status: 0 after a stop request, 1 on a bad argument or a runtime error, 3 for `die`. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -62,6 +64,11 @@ int main(int argc, char **argv)
     size_t qbytes = page_round((size_t)slot_bytes * slots);
     size_t total = HB_CONTROL_BYTES + 2 * qbytes;
 
+    /* Never outlive the twin: a spinning orphan would take a core for good. */
+    pid_t parent = getppid();
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        return 1;
     if (cpu >= 0) {
         cpu_set_t set;
         CPU_ZERO(&set);
