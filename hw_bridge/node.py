@@ -44,6 +44,7 @@ class LiveConsumer(PollingConsumer):
         self.endpoint.open(slot_bytes, slots, encoding.name)
         self.description = self.endpoint.describe()
         self._freezes = sorted(host_freezes)
+        self._had_freezes = bool(host_freezes)
         self.frozen_rounds: list[int] = []
         self.service_ns: list[int] = []
         self.endpoint_stats: dict = {}
@@ -84,8 +85,11 @@ class LiveConsumer(PollingConsumer):
 
     def live_stats(self) -> dict:
         """Counters for results.json: backend, description, rounds, freezes."""
-        return {"backend": self.endpoint.backend, "endpoint": self.description,
-                "rounds": len(self.service_ns), "frozen_at_rounds": list(self.frozen_rounds)}
+        out = {"backend": self.endpoint.backend, "endpoint": self.description,
+               "rounds": len(self.service_ns), "frozen_at_rounds": list(self.frozen_rounds)}
+        if self._had_freezes and not hasattr(self.endpoint, "freeze"):
+            out["host_freeze"] = f"not applied: the {self.endpoint.backend} backend has no consumer process to stop"
+        return out
 
     def service_array(self) -> np.ndarray:
         """Measured service time per completed round, int64 ns."""
