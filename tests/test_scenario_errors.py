@@ -160,12 +160,12 @@ def test_period_unit_error_is_the_documented_line(tmp_path, capsys):
                     f"'5 parsecs' (use ps, ns, us, ms, s)")
 
 
-@pytest.mark.parametrize("model", ["live"])
-def test_later_models_say_not_available(model, tmp_path, capsys):
+@pytest.mark.parametrize("model", ["gpu", "verilog"])
+def test_unknown_models_name_the_known_ones(model, tmp_path, capsys):
     path = write(tmp_path, set_node(2, "model", model)(base_scenario()))
     line = twin_run_error(path, tmp_path, capsys)
     assert_names(line, path, [("nodes[2].model", repr(model))])
-    assert "not available" in line
+    assert "must be one of sim, rtl, code, live" in line
 
 
 def test_device_error_lists_the_calibrations_consumers(tmp_path, capsys):
@@ -398,3 +398,21 @@ def test_bad_measured_named_by_a_scenario_exits_2(tmp_path, capsys):
     path = write(tmp_path, set_key("measured", "measured.yaml")(base_scenario()))
     line = twin_run_error(path, tmp_path, capsys)
     assert_names(line, m_path, [("consumers.v80.p50", "'fast'")])
+
+
+@pytest.mark.parametrize("scenario,node,model", [("mesh_two_controllers_one_gpu.yaml", None, "code"),
+                                                 ("backline_roce.yaml", None, "rtl")])
+def test_models_a_path_cannot_run_are_refused(scenario, node, model, tmp_path, capsys):
+    """A mesh runs every node as sim and a RoCE route has no RTL or live node: say so, don't ignore it."""
+    import yaml
+    src = Path(__file__).resolve().parent.parent / "scenarios" / scenario
+    doc = yaml.safe_load(src.read_text())
+    i = next(j for j, n in enumerate(doc["nodes"]) if n["kind"] == ("consumer" if model == "code" else "link_card"))
+    doc["nodes"][i]["model"] = model
+    for key in ("calibration", "measured"):
+        if doc.get(key):
+            doc[key] = str((src.parent / doc[key]).resolve())
+    path = tmp_path / scenario
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    line = twin_run_error(path, tmp_path, capsys)
+    assert_names(line, path, [(f"nodes[{i}].model", repr(model))])

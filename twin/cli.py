@@ -104,23 +104,38 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         study = run_study(loaded, rounds=rounds, seed=args.seed, engine=args.engine,
                           verify_rounds=args.verify_rounds, trace=trace,
                           progress=lambda name, done: bar.update(tasks[name], completed=done))
+    if study.failures and not study.runs:  # a live endpoint could not start: nothing to write
+        f = study.failures[0]
+        print(f"twin: error: node {getattr(f, 'node', '?')!r}: {f}", file=sys.stderr)
+        return 3
     out.mkdir(parents=True, exist_ok=True)  # only once the study has run: a refused run leaves nothing
     for flag, name in ((args.no_csv, "rounds.csv"), (args.no_plot, "histograms.png")):
         if flag and (out / name).exists():
             (out / name).unlink()  # an earlier run's file would not match this results.json
     print_table(study, console)
     write_results_json(study, out / "results.json")
+    live_npz = None
+    if any(n.model == "live" for n in consumers):
+        from hw_bridge.report import print_live, write_live_rounds
+        print_live(study, console)
+        live_npz = write_live_rounds(study, out)
     if not args.no_csv:
         write_rounds_csv(study, out / "rounds.csv")
-    if not args.no_plot:
+    if not args.no_plot and study.runs:
         plot_histograms(study, out / "histograms.png")
     for r in study.runs:
         if r.summary["backlog_max"]:
             console.print(f"[yellow]warning: {r.node}: requests waited for a free slot (up to "
                           f"{r.summary['backlog_max']} at once): the consumer fell behind (offered load, or a stall)[/yellow]")
     console.print(f"wrote {out / 'results.json'}" + ("" if args.no_csv else f", {out / 'rounds.csv'}")
-                  + ("" if args.no_plot else f", {out / 'histograms.png'}"))
+                  + ("" if args.no_plot else f", {out / 'histograms.png'}")
+                  + (f", {live_npz}" if live_npz else ""))
     rc = 0
+    for f in study.failures:  # a live endpoint died, hung or answered wrongly
+        done = next((len(r.result.t_in) for r in study.runs if r.node == getattr(f, "node", None)), 0)
+        print(f"twin: error: node {getattr(f, 'node', '?')!r}: {f}; {done:,} rounds completed and saved in {out}",
+              file=sys.stderr)
+        rc = 3
     for r in study.runs:
         injected = r.summary.get("faults", {}).get("injected", {}).get("corrupt_piece", 0)
         if r.summary["engine"] == "event" and r.summary["mismatches"] != injected:
@@ -130,7 +145,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         elif r.summary["engine"] != "event" and r.summary["mismatches"]:
             console.print(f"[red]{r.node}: {r.summary['mismatches']} replies did not match the reference answer[/red]")
             rc = 1
-    return rc
+    return 3 if study.failures else rc
 
 
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
@@ -141,6 +156,8 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     from twin.calibration.fit import calibrate, fitted_document
     from twin.calibration.params import load_params
 
+    if args.from_live:
+        return cmd_calibrate_live(args, console)
     prior_path = Path(args.prior) if args.prior else _bundled(DEFAULT_PRIOR)
     from twin.calibration.roce import is_roce_file
     if is_roce_file(prior_path):
@@ -175,6 +192,37 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
+    """``twin calibrate --from-live RUN``: fit a consumer model to a live run (hw_bridge.calibrate),
+    write the fitted set, print measured vs predicted p50/p90/p99 and the Wasserstein-1 distance."""
+    from rich.table import Table
+
+    from hw_bridge.calibrate import calibrate_from_live, write_fitted
+
+    run = Path(args.from_live)
+    if not run.is_dir():
+        raise UsageError(f"--from-live {run}: not a run folder")
+    fit = calibrate_from_live(run, scenario=args.prior, node=args.node, rounds=args.rounds or 20_000,
+                              maxiter=args.maxiter or 30, popsize=args.popsize or 8, log=console.print)
+    out = Path(args.out) if args.out else _bundled("calibrations") / "fitted" / f"{fit.params.name}.yaml"
+    if out.is_dir():
+        raise UsageError(f"--out {out}: is a folder; name the file to write")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_fitted(fit, out, run)
+    tb = Table(title=f"{fit.consumer}: live (measured) vs fitted model (predicted), card-boundary round trip")
+    for col in ("stat", "measured", "predicted", "error"):
+        tb.add_column(col, justify="left" if col == "stat" else "right")
+    for stat, m, p in fit.rows:
+        tb.add_row(stat, f"{m / 1000:.3f} µs", f"{p / 1000:.3f} µs", f"{100 * (p - m) / m:+.2f} %")
+    tb.add_row("W1", "", f"{fit.w1_ns:.1f} ns", "")
+    tb.add_row("KS", "", f"{fit.ks:.3f}", "")
+    console.print(tb)
+    for k, v in fit.values.items():
+        console.print(f"  {k} = {v:.3f}")
+    console.print(f"{fit.evaluations} model evaluations; wrote {out} (consumer {fit.consumer})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for ``twin``."""
     p = argparse.ArgumentParser(prog="twin", description="Digital twin of the real-time QEC loop.")
@@ -199,7 +247,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-csv", action="store_true", help="skip rounds.csv")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     c = sub.add_parser("calibrate", help="fit a prior parameter set to its measurements")
-    c.add_argument("prior", nargs="?", help=f"prior parameter set (default {DEFAULT_PRIOR})")
+    c.add_argument("prior", nargs="?", help=f"prior parameter set (default {DEFAULT_PRIOR}); with --from-live, "
+                                            "the scenario the run came from (default scenarios/<its name>.yaml)")
+    c.add_argument("--from-live", metavar="RUN", help="fit a consumer model to the live node of a `twin run` "
+                                                      "output folder (results.json + live_rounds.npz)")
+    c.add_argument("--node", help="with --from-live: which live node (default: the first)")
     c.add_argument("--out", help=f"fitted set to write (default {DEFAULT_FITTED})")
     c.add_argument("--rounds", type=_count, help="rounds per evaluation (default: the prior's fit.rounds)")
     c.add_argument("--maxiter", type=_count, help="differential-evolution generations (default: fit.maxiter)")

@@ -11,6 +11,11 @@
   frozen host). The card counts replies overdue by ``timeout`` (``reply_timeouts``) and the study
   counts rounds over the ``deadline``.
 
+- ``host_freeze``: the host stops (every host thread, as when the seeds froze the host process):
+  a CPU consumer, being a host thread, stops polling for the window; GPU and FPGA consumers keep
+  answering (no host code is on their frame path). A live ``shm`` consumer is stopped with
+  SIGSTOP and resumed with SIGCONT. Stalled rounds show as ``reply_timeouts``.
+
 A run with faults uses the event model (the direct engine has no notion of them).
 """
 from __future__ import annotations
@@ -27,20 +32,26 @@ class FaultPlan:
     drop_rounds: frozenset[int] = frozenset()
     stalls: tuple[tuple[int, int], ...] = ()
     timeout_ps: int = 0
+    host_freezes: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self):
         if self.corrupt_path not in ("request", "reply"):
             raise ValueError(f"corrupt_path must be 'request' or 'reply', got {self.corrupt_path!r}")
-        if (self.drop_rounds or self.stalls) and self.timeout_ps <= 0:
-            raise ValueError("drop_frame and stall faults need a timeout > 0")
-        for s, e in self.stalls:
+        if (self.drop_rounds or self.stalls or self.host_freezes) and self.timeout_ps <= 0:
+            raise ValueError("drop_frame, stall and host_freeze faults need a timeout > 0")
+        for s, e in self.stalls + self.host_freezes:
             if not 0 <= s < e:
                 raise ValueError(f"stall interval must have 0 <= start < end, got ({s}, {e})")
 
     @property
     def active(self) -> bool:
         """True when any fault is planned."""
-        return bool(self.corrupt_rounds or self.drop_rounds or self.stalls)
+        return bool(self.corrupt_rounds or self.drop_rounds or self.stalls or self.host_freezes)
+
+    def consumer_stalls(self, kind: str) -> tuple[tuple[int, int], ...]:
+        """Windows in which a consumer of ``kind`` (cpu | gpu | fpga) does not poll: its stalls,
+        plus the host freezes for a CPU consumer (a host thread)."""
+        return self.stalls + (self.host_freezes if kind == "cpu" else ())
 
     def tamper(self, path: str, per_piece: bool):
         """A function ``(seq, writes) -> writes`` that corrupts the chosen rounds on ``path``,
@@ -64,3 +75,38 @@ class FaultPlan:
             return [(off, bytes(b))] + list(writes[1:])
 
         return tamper
+
+
+def freeze_report(rtt_ps, t_in_ps, windows: tuple[tuple[int, int], ...], timeout_ps: int) -> dict:
+    """What the producer saw around host freezes (arrays: per-round int64 ps, in round order).
+
+    ``stalled_rounds``: rounds whose round trip exceeded ``timeout_ps`` anywhere in the run;
+    ``longest_stall_ns``: the longest round trip. Per window: ``stalled_rounds`` (over the timeout
+    and in flight during the window), ``first_round_in_window`` (1-based), and
+    ``recovered_after_rounds``: 0 when no round stalled in the window, else how many rounds after
+    the last stalled one the round trip was back within ``normal_p99_ns`` (the p99 of the rounds
+    before the first window); None if it never was."""
+    import numpy as np
+
+    rtt = np.asarray(rtt_ps)
+    t_in = np.asarray(t_in_ps)
+    t_have = t_in + rtt
+    out = {"stalled_rounds": int((rtt > timeout_ps).sum()),
+           "longest_stall_ns": float(rtt.max()) / 1000 if len(rtt) else 0.0, "windows": []}
+    if not len(rtt) or not windows:
+        return out
+    before = rtt[t_in < windows[0][0]]
+    normal = float(np.percentile(before if len(before) else rtt, 99))
+    out["normal_p99_ns"] = normal / 1000
+    for start, end in windows:
+        first = int(np.searchsorted(t_in, start))
+        hit = np.nonzero((t_in < end) & (t_have > start) & (rtt > timeout_ps))[0]
+        rec: int | None = 0
+        if len(hit):
+            last = int(hit[-1])
+            ok = np.nonzero(rtt[last + 1:] <= normal)[0]
+            rec = int(ok[0]) + 1 if len(ok) else None
+        out["windows"].append({"at_ns": start / 1000, "duration_ns": (end - start) / 1000,
+                               "first_round_in_window": first + 1 if first < len(rtt) else None,
+                               "stalled_rounds": int(len(hit)), "recovered_after_rounds": rec})
+    return out

@@ -122,8 +122,14 @@ def plot_histograms(study: StudyResult, path: Path, bin_ps: int | None = None) -
     fig, axes = plt.subplots(n, 1, figsize=(8, 1.9 * n + 0.6), squeeze=False)
     for ax, run in zip(axes[:, 0], study.runs):
         rtt = run.result.rtt_ps
-        starts, counts = histogram_ps(rtt, bin_ps)
-        ax.bar(starts / 1e6, counts, width=bin_ps / 1e6, align="edge", color="#3b6ea8", linewidth=0)
+        if not len(rtt):
+            continue
+        # A run with rare long stalls (a live device descheduled, a host freeze) would need millions
+        # of 4 ns bars: widen the bins to whole multiples of bin_ps, at most 20,000 bars.
+        span = int(rtt.max() - rtt.min())
+        b = bin_ps * max(1, -(-span // (bin_ps * 20_000)))
+        starts, counts = histogram_ps(rtt, b)
+        ax.bar(starts / 1e6, counts, width=b / 1e6, align="edge", color="#3b6ea8", linewidth=0)
         s = run.summary
         ax.axvline(s["p50_ns"] / 1000, color="#c03030", lw=2.2, label="twin p50")
         ax.axvline(s["p90_ns"] / 1000, color="#e08020", lw=1, label="twin p90")
@@ -135,7 +141,7 @@ def plot_histograms(study: StudyResult, path: Path, bin_ps: int | None = None) -
         ax.set_yscale("log")
         ax.set_ylabel("rounds")
         ax.set_title(f"{run.node} — {s['device']}", fontsize=9, loc="left")
-        lo, hi = rtt.min() / 1e6, (rtt.max() + bin_ps) / 1e6
+        lo, hi = rtt.min() / 1e6, (rtt.max() + b) / 1e6
         pad = max(0.02, (hi - lo) * 0.05)
         ax.set_xlim(lo - pad, hi + pad)
         ax.legend(fontsize=7, loc="upper right")

@@ -24,8 +24,12 @@ Schema (keys; all optional keys show their default)::
                     drop_frame: {rounds: [..]}, stall: [{at: "50 us", duration: "20 us"}],
                     timeout: "100 us"}
     nodes:  [{name, kind: generator | link_card | consumer | nic | switch, device: <consumer in calibration>,
-              model: sim | code | rtl, routes: {function: consumer} (link card in a mesh),
-              rtl: {top: NAME, sources: [file.v, ...]}}]  # rtl only: a user's function core (docs/rtl.md)
+              model: sim | code | rtl | live, routes: {function: consumer} (link card in a mesh),
+              rtl: {top: NAME, sources: [file.v, ...]},   # rtl only: a user's function core (docs/rtl.md)
+              bridge: {backend: shm | cuda | udp, timeout: "1 s", cpu: null, producer_cpu: null,
+                       host: 127.0.0.1, port: 0, device: 0, fault: null | {kind, round}}}]
+                                                 # bridge: model live only (hw_bridge)
+    faults: ... host_freeze: [{at: "50 us", duration: "20 us"}]   # CPU consumers stop; live shm: SIGSTOP
     links:  [{from, to, kind: on_card | aurora | pcie | ethernet}]
     qblox:  null | a Qblox Cluster as the generator (twin.devices.qblox; replaces traffic)
     flows:  [] | a mesh: [{from, function, via, rounds, traffic: {mode: closed_loop | open_loop | poisson,
@@ -48,7 +52,7 @@ from twin.devices.qblox import QbloxCluster
 from twin.faults import FaultPlan
 from twin.units import UnitError, time_ps
 
-MODELS_AVAILABLE = ("sim", "code", "rtl")
+MODELS_AVAILABLE = ("sim", "code", "rtl", "live")
 
 
 class _Strict(BaseModel):
@@ -136,6 +140,7 @@ class Faults(_Strict):
     corrupt_piece: CorruptFault | None = None
     drop_frame: DropFault | None = None
     stall: list[StallFault] = []
+    host_freeze: list[StallFault] = []
     timeout: str = "100 us"
     _d = field_validator("timeout", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
@@ -145,7 +150,51 @@ class Faults(_Strict):
                          corrupt_path=self.corrupt_piece.path if self.corrupt_piece else "request",
                          drop_rounds=frozenset(self.drop_frame.rounds) if self.drop_frame else frozenset(),
                          stalls=tuple((time_ps(s.at), time_ps(s.at) + time_ps(s.duration)) for s in self.stall),
-                         timeout_ps=time_ps(self.timeout))
+                         timeout_ps=time_ps(self.timeout),
+                         host_freezes=tuple((time_ps(s.at), time_ps(s.at) + time_ps(s.duration))
+                                            for s in self.host_freeze))
+
+
+class LiveFault(_Strict):
+    """Fault injection in a live ``shm`` consumer (tests of the failure handling): at request
+    ``round`` it exits (die), stops answering (hang) or answers wrongly (wrong)."""
+
+    kind: Literal["die", "hang", "wrong"]
+    round: int = Field(ge=1, strict=True)
+
+
+class Bridge(_Strict):
+    """How a ``model: live`` consumer is reached (:mod:`hw_bridge`): ``backend`` shm (a consumer
+    process over POSIX shared memory), cuda (a persistent kernel on an NVIDIA GPU) or udp (an agent
+    serving frames over UDP); ``timeout`` for one reply; ``cpu``/``producer_cpu`` cores to pin (shm);
+    ``host``/``port`` of the UDP agent; ``device`` the GPU ordinal; ``fault`` (shm, tests)."""
+
+    backend: Literal["shm", "cuda", "udp"]
+    timeout: str = "1 s"
+    cpu: int | None = Field(None, ge=0, strict=True)
+    producer_cpu: int | None = Field(None, ge=0, strict=True)
+    host: str = "127.0.0.1"
+    port: int = Field(0, ge=0, le=65535, strict=True)
+    device: int = Field(0, ge=0, strict=True)
+    fault: LiveFault | None = None
+    _d = field_validator("timeout", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if time_ps(self.timeout) <= 0:
+            raise Located(("timeout",), self.timeout, "must be > 0")
+        if self.fault is not None and self.backend != "shm":
+            raise Located(("fault",), self.fault.kind, "live fault injection is for the shm backend")
+        if self.backend == "udp" and self.port == 0:
+            raise Located(("port",), self.port, "the udp backend needs the agent's port")
+        return self
+
+    def settings(self):
+        """The :class:`hw_bridge.contract.BridgeSettings` of this block."""
+        from hw_bridge.contract import BridgeSettings
+        return BridgeSettings(backend=self.backend, timeout_ns=time_ps(self.timeout) // 1000, cpu=self.cpu,
+                              producer_cpu=self.producer_cpu, host=self.host, port=self.port,
+                              fault=(self.fault.kind, self.fault.round) if self.fault else None, device=self.device)
 
 
 class RtlBlock(_Strict):
@@ -158,7 +207,8 @@ class RtlBlock(_Strict):
 
 class Node(_Strict):
     """A node of the topology: ``kind`` generator, link_card or consumer (with its ``device``),
-    the ``model`` standing for it, and for an RTL consumer optionally its own function core."""
+    the ``model`` standing for it, for an RTL consumer optionally its own function core, and for
+    ``model: live`` its ``bridge``."""
 
     name: str = Field(min_length=1)
     kind: Literal["generator", "link_card", "consumer", "nic", "switch"]
@@ -166,6 +216,7 @@ class Node(_Strict):
     model: str = "sim"
     routes: dict[str, str] | None = None  # link_card in a mesh: function name -> consumer node
     rtl: RtlBlock | None = None
+    bridge: Bridge | None = None
 
     @field_validator("model")
     @classmethod
@@ -184,6 +235,13 @@ class Node(_Strict):
             raise Located(("model",), self.model, "model rtl stands for the link card or an FPGA consumer")
         if self.rtl is not None and (self.model != "rtl" or self.kind != "consumer"):
             raise Located(("rtl",), "{...}", "an rtl block belongs to a consumer with model rtl")
+        if self.model == "live":
+            if self.kind != "consumer":
+                raise Located(("model",), self.model, "model live (hw_bridge) stands for a consumer only")
+            if self.bridge is None:
+                raise Located(("bridge",), "<missing>", "model live needs a bridge block (backend: shm | cuda | udp)")
+        elif self.bridge is not None:
+            raise Located(("bridge",), self.bridge.backend, f"a bridge block is for model live, not model {self.model}")
         return self
 
 
@@ -441,9 +499,12 @@ def load_scenario(path: str | Path) -> LoadedScenario:
                               f"model rtl stands for FPGA logic; {node.device} is a {params.consumers[node.device].kind}")
         if node.model == "rtl" and sc.frame_bytes > 180:
             raise ConfigError(path, "frame_bytes", sc.frame_bytes, f"model rtl (nodes[{i}]) takes frames of at most 180 bytes")
-        if node.model == "rtl" and (sc.flows or isinstance(params, RoceParamSet)):
+        if node.model != "sim" and sc.flows:
             raise ConfigError(path, f"nodes[{i}].model", node.model,
-                              "model rtl runs on the card path (one loop at a time), not in a mesh or on a RoCE route")
+                              "a mesh (flows) runs every node as model sim; code, rtl and live run one loop at a time")
+        if node.model in ("rtl", "live") and isinstance(params, RoceParamSet):
+            raise ConfigError(path, f"nodes[{i}].model", node.model,
+                              f"model {node.model} runs on the card path, not on a RoCE route")
         if node.model == "rtl" and sc.faults is not None:
             raise ConfigError(path, "faults", "{...}", f"fault injection is not available with model rtl (nodes[{i}])")
         for j, src in enumerate(node.rtl.sources if node.rtl else ()):

@@ -46,6 +46,7 @@ class StudyResult:
     engine: str
     runs: list[ConsumerRun]
     measured: Measured | None
+    failures: list = field(default_factory=list)
 
 
 def _check_same(direct: LoopResult, event: LoopResult, n: int) -> None:
@@ -110,12 +111,23 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
             spec = loop_spec(loaded.params, node.device, traffic, seed, sc.slots,
                              None if sc.encoding == "default" else sc.encoding, sc.external_control(),
                              sc.faults.plan() if sc.faults else FaultPlan(), lookup(sc.function).id, node.model,
-                             sc.card_model(), _rtl_config(loaded, node, trace))
+                             sc.card_model(), _rtl_config(loaded, node, trace),
+                             bridge=node.bridge.settings() if node.bridge else None)
         cb = (lambda n, name=node.name: progress(name, n)) if progress else None
+        failure = None
         try:
             res, checked, mism, used = run_one(spec, engine, verify_rounds, cb)
         except DirectNotApplicable as e:
             raise DirectNotApplicable(f"node {node.name!r}: {e}") from None
+        except Exception as e:  # a live endpoint failed: keep its rounds so far, stop the study
+            if not getattr(e, "keeps_partial", False) or e.partial is None or not len(e.partial.t_in):
+                if getattr(e, "keeps_partial", False):
+                    e.node = node.name
+                    failures = [e]
+                    return StudyResult(loaded, rounds, seed, engine, runs, measured, failures)
+                raise
+            failure, res = e, e.partial
+            checked, mism, used = len(res.ok), res.mismatches, "event"
         dev = loaded.params.consumers[node.device]
         s = {"name": node.device, "node": node.name, "model": node.model, "function": sc.function,
              "device": dev.device, "kind": dev.kind,
@@ -123,10 +135,17 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
              "replies_checked": int(checked), "mismatches": int(mism),
              "backlog_max": int(res.stats.get("backlog_max", 0))}
         s.update(summary_ns(res.rtt_ps))
-        if sc.faults:
+        if sc.faults and "faults" in res.stats:
             s["faults"] = res.stats["faults"]
+            if sc.faults.host_freeze:
+                from twin.faults import freeze_report
+                s["host_freeze"] = freeze_report(res.rtt_ps, res.t_in, spec.faults.host_freezes,
+                                                 spec.faults.timeout_ps)
         if "rtl" in res.stats:
             s["rtl"] = res.stats["rtl"]
+        if node.model == "live":
+            from hw_bridge.report import live_summary
+            s["live"] = live_summary(res, failure, spec, engine, verify_rounds)
         if sc.deadline:
             s["deadline_ns"] = time_ps(sc.deadline) / 1000
             s["deadline_misses"] = int((res.loop_ps > time_ps(sc.deadline)).sum())
@@ -151,6 +170,9 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
         else:
             s["measured"] = None
         runs.append(ConsumerRun(node.name, node.device, res, s))
+        if failure is not None:
+            failure.node = node.name
+            return StudyResult(loaded, rounds, seed, engine, runs, measured, [failure])
     return StudyResult(loaded, rounds, seed, engine, runs, measured)
 
 

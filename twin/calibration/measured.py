@@ -25,9 +25,11 @@ class MeasuredRow(BaseModel):
     device: str
     p50: str
     p90: str
+    p99: str | None = None
     note: str = ""
 
     _q = field_validator("p50", "p90")(classmethod(lambda cls, v: _quantity(v)))
+    _q99 = field_validator("p99")(classmethod(lambda cls, v: v if v is None else _quantity(v)))
 
     @model_validator(mode="after")
     def _ordered(self):

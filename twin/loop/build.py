@@ -11,7 +11,7 @@ from twin.units import PS_PER_NS
 def loop_spec(params: ParamSet, consumer: str, traffic: TrafficParams, seed: int, slots: int = 16,
               encoding: str | None = None, external_control: bool = False,
               faults: FaultPlan = FaultPlan(), function: int = 0, model: str = "sim",
-              card_model: str = "sim", rtl=None) -> LoopSpec:
+              card_model: str = "sim", rtl=None, bridge: object | None = None) -> LoopSpec:
     """The loop for ``consumer`` under ``params``.
 
     ``encoding`` overrides the consumer's own (``None`` keeps it). ``external_control`` puts the
@@ -28,4 +28,4 @@ def loop_spec(params: ParamSet, consumer: str, traffic: TrafficParams, seed: int
     return LoopSpec(name=consumer, card=params.card.params(), consumer=c.params(encoding), traffic=traffic,
                     request_link=link, reply_link=link, jitter_ps=int(round(host.path(c.path).jitter_ns * PS_PER_NS)),
                     aurora=params.aurora.link() if external_control else None, slots=slots, seed=seed,
-                    faults=faults, function=function, model=model, card_model=card_model, rtl=rtl)
+                    faults=faults, function=function, model=model, card_model=card_model, rtl=rtl, bridge=bridge)

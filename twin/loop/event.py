@@ -74,13 +74,18 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
             from twin.runtime.code_consumer import NativeConsumer as consumer_class
         elif spec.model == "sim":
             consumer_class = PollingConsumer
+        elif spec.model == "live":
+            from functools import partial
+
+            from hw_bridge.node import LiveConsumer
+            consumer_class = partial(LiveConsumer, bridge=spec.bridge, host_freezes=fp.host_freezes)
         else:
-            raise ValueError(f"loop {spec.name!r}: model {spec.model!r} is not available (sim, code, rtl)")
+            raise ValueError(f"loop {spec.name!r}: model {spec.model!r} is not available (sim, code, rtl, live)")
         if consumer_factory is not None:
             consumer_class = consumer_factory
         consumer = consumer_class(k, spec.name, spec.consumer.with_phase(phase), enc, req_region, rep_path,
                                   spec.slots, slot_bytes, frame, python_functions,
-                                  tamper=fp.tamper("reply", enc.per_piece), stalls=fp.stalls)
+                                  tamper=fp.tamper("reply", enc.per_piece), stalls=fp.consumer_stalls(spec.consumer.kind))
 
     n = tr.rounds
     t_send = np.zeros(n, np.int64)
@@ -138,23 +143,37 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
         deliver(seq, payload)
 
     gen = TrafficGenerator(k, tr, tr.make_clock(gen_phase), send, salt, payloads)
-    consumer.start()
-    gen.start()
-    while gen.received < n:
-        target = min(n, gen.received + chunk_rounds)
-        while gen.received < target:
-            if not k.env._queue:
-                raise RuntimeError(f"loop {spec.name!r}: event queue ran dry after {gen.received} of {n} rounds")
-            k.env.step()
-        if progress:
-            progress(gen.received)
+    try:
+        consumer.start()
+        gen.start()
+        while gen.received < n:
+            target = min(n, gen.received + chunk_rounds)
+            while gen.received < target:
+                if not k.env._queue:
+                    raise RuntimeError(f"loop {spec.name!r}: event queue ran dry after {gen.received} of {n} rounds")
+                k.env.step()
+            if progress:
+                progress(gen.received)
+    except Exception as e:
+        if getattr(e, "keeps_partial", False):  # a live endpoint failed: keep the rounds completed so far
+            m = int(gen.received)
+            e.partial = LoopResult(spec.name, "event", t_send[:m], t_in[:m], t_have[:m], t_back[:m], ok[:m],
+                                   {"mismatches": int((~ok[:m]).sum()), "backlog_max": card.backlog_max,
+                                    **({"live": consumer.live_stats(), "service_ns": consumer.service_array()[:m]}
+                                       if hasattr(consumer, "live_stats") else {})})
+        raise
+    finally:
+        if hasattr(consumer, "close") and hasattr(consumer, "live_stats"):
+            consumer.close()
     stats = {"events": k.events, "mismatches": card.mismatches, "backlog_max": card.backlog_max,
              "consumer_polls": consumer.poller.polls, "card_polls": card.poller.polls,
              "posted_writes": req_path.writes + rep_path.writes, "poll_phase_ps": phase,
              "reply_digest": card.reply_digest.hexdigest(),
              "faults": {"injected": {"corrupt_piece": sum(1 for r in fp.corrupt_rounds if r <= n),
                                      "drop_frame": dropped["frames"],
-                                     "stall": sum(1 for s, _ in fp.stalls if s < k.now)},
+                                     "stall": sum(1 for s, _ in fp.stalls if s < k.now),
+                                     **({"host_freeze": sum(1 for s, _ in fp.host_freezes if s < k.now)}
+                                        if fp.host_freezes else {})},
                         "detected": {"mismatches": card.mismatches, "resent_frames": dropped["resent"],
                                      "reply_timeouts": card.reply_timeouts}}}
     if keep_replies:
@@ -166,4 +185,8 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
             stats["rtl"]["card"]["errors"] = card.errors()
         for node in (card, consumer):
             getattr(node, "close", lambda: None)()
+    if hasattr(consumer, "live_stats"):
+        stats["live"] = consumer.live_stats()
+        stats["live"]["endpoint_stats"] = consumer.close()
+        stats["service_ns"] = consumer.service_array()
     return LoopResult(spec.name, "event", t_send, t_in, t_have, t_back, ok, stats)

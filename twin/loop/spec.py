@@ -30,12 +30,14 @@ class LoopSpec:
     function: the function id every request names (0: the built-in echo; see
         :mod:`twin.runtime.functions`).
     model: what stands for the consumer: "sim" (Python behaviour), "code" (the C runtime library
-        on the twin's bytes; the timing model is the same for both) or "rtl" (the V80 logic in
-        Verilog, cycle by cycle; twin.rtl).
+        on the twin's bytes; the timing model is the same for both), "rtl" (the V80 logic in
+        Verilog, cycle by cycle; twin.rtl) or "live" (a live device through ``hw_bridge``: its
+        measured service times advance simulated time).
     card_model: what stands for the link card's engine: "sim" or "rtl".
     rtl: RTL options (a :class:`twin.rtl.loop.RtlConfig`: user function core, waveforms) or None.
     slot_bytes: fixed slot size of both queues in bytes (a multiple of 16 that holds a message), or
         ``None`` for the smallest whole number of 16-byte pieces that does (at least 32).
+    bridge: for model "live", the :class:`hw_bridge.contract.BridgeSettings`; else None.
     """
 
     name: str
@@ -54,6 +56,7 @@ class LoopSpec:
     slot_bytes: int | None = None
     card_model: str = "sim"
     rtl: object = None
+    bridge: object | None = None
 
     def stream(self, what: str) -> str:
         """Name of one of this loop's random streams."""

@@ -3,10 +3,13 @@
  * Each must give byte for byte what its Python twin gives. */
 #include <stdint.h>
 
+/* A CUDA build (hw_bridge/c/hb_cuda_kernel.cu) defines QRT_FN_EXPORT as __device__ first. */
+#ifndef QRT_FN_EXPORT
 #if defined(_WIN32)
 #define QRT_FN_EXPORT __declspec(dllexport)
 #else
 #define QRT_FN_EXPORT __attribute__((visibility("default")))
+#endif
 #endif
 
 QRT_FN_EXPORT int32_t qrt_fn_invert(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t cap) {

@@ -1,0 +1,210 @@
+"""``python -m hw_bridge.agent``: serve the exchange layer's frames over UDP for a board on the network.
+
+Each datagram carries one request exactly as it would sit in a request slot (the twin's frame
+bytes: classic = 16-byte header + payload; per-piece = whole 16-byte pieces). The agent checks
+every datagram before anything runs (:class:`FrameValidator`): its length (at least a header, at
+most one slot, and the length the header implies), every piece's sequence number (per-piece),
+the sequence number itself (exactly the next one; an older one is a replay, a newer one out of
+order) and the function id (only the functions it was started with). A valid frame is served by
+the device runtime library (``qrt_dispatch_one`` over a one-slot queue; only the configured
+functions are in its dispatch table) and the reply slot's bytes go back to the sender. Anything
+else is dropped and counted under its reason (:data:`REASONS`); nothing is executed for it.
+
+A session starts with the control datagram ``HBHELLO1`` + 8 bytes (any nonce): the agent expects
+sequence 1 again and answers ``HBOK0001`` + the nonce. Stats go to stderr on exit (and every
+``--stats-every`` seconds).
+
+Binds 127.0.0.1 unless ``--bind`` says otherwise. Usage::
+
+    python -m hw_bridge.agent --port 47000 --function echo --function sum32 --encoding classic
+"""
+from __future__ import annotations
+
+import argparse
+import socket
+import struct
+import sys
+import threading
+import time
+from collections import Counter
+
+from twin.exchange.encoding import get_encoding
+from twin.runtime.functions import lookup
+
+HELLO, OK = b"HBHELLO1", b"HBOK0001"
+#: Why a datagram was rejected.
+REASONS = ("too_short", "too_long", "bad_length", "torn_piece", "zero_seq", "replay", "out_of_order",
+           "unknown_function", "bad_control")
+_HDR = struct.Struct("<IHHII")
+
+
+class FrameValidator:
+    """Checks request datagrams of one session. ``encoding``: "classic" | "per_piece";
+    ``slot_bytes``: the largest frame (a slot); ``functions``: the ids served.
+
+    :meth:`check` returns None for a frame to serve (and moves on to the next sequence number) or
+    the rejection reason; ``rejected`` counts them by reason, ``accepted`` the good ones."""
+
+    def __init__(self, encoding: str, slot_bytes: int, functions: set[int]):
+        self.enc = get_encoding(encoding)
+        self.slot_bytes = slot_bytes
+        self.functions = frozenset(functions)
+        self.expect = 1
+        self.accepted = 0
+        self.rejected: Counter = Counter()
+
+    def reset(self) -> None:
+        """A new session: expect sequence 1."""
+        self.expect = 1
+
+    def check(self, data: bytes) -> str | None:
+        """None if ``data`` is the next valid request, else the reason (counted)."""
+        why = self._why(data)
+        if why is None:
+            self.accepted += 1
+            self.expect = self.expect + 1 if self.expect < 0xFFFFFFFF else 1
+        else:
+            self.rejected[why] += 1
+        return why
+
+    def _why(self, data: bytes) -> str | None:
+        n = len(data)
+        if n < _HDR.size:
+            return "too_short"
+        if n > self.slot_bytes:
+            return "too_long"
+        seq, function, length, _flags, _res = _HDR.unpack_from(data, 0)
+        if self.enc.slot_bytes(length) != n:
+            return "bad_length"
+        if self.enc.per_piece:
+            for off in range(16, n, 16):
+                if struct.unpack_from("<I", data, off)[0] != seq:
+                    return "torn_piece"
+        if seq == 0:
+            return "zero_seq"
+        if seq != self.expect:
+            behind = (self.expect - seq) & 0xFFFFFFFF
+            return "replay" if 0 < behind < 0x80000000 else "out_of_order"
+        if function not in self.functions:
+            return "unknown_function"
+        return None
+
+
+class Agent:
+    """The UDP server (see module docstring). ``functions``: names or ids from
+    :mod:`twin.runtime.functions`; each needs a C implementation (the built-in echo is the
+    runtime's own). Statistics: ``validator.accepted``, ``validator.rejected``, ``served``."""
+
+    def __init__(self, functions: list[str], encoding: str = "classic", slot_bytes: int = 1024,
+                 bind: str = "127.0.0.1", port: int = 0):
+        from twin.runtime.code_consumer import c_function_address
+        from twin.runtime.native import NativeEndpoint
+
+        fns = [lookup(int(f) if str(f).isdigit() else f) for f in functions]
+        for f in fns:
+            if f.id and not f.c_symbol:
+                raise ValueError(f"function {f.name!r} has no C implementation to serve")
+        self.fn_ids = {f.id for f in fns}
+        self.encoding = encoding
+        self.slot_bytes = slot_bytes
+        self.validator = FrameValidator(encoding, slot_bytes, self.fn_ids)
+        self._req = bytearray(slot_bytes)
+        self._rep = bytearray(slot_bytes)
+        self._symbols = {f.id: c_function_address(f.c_symbol) for f in fns if f.id}
+        self._endpoint_class = NativeEndpoint
+        self._new_endpoint(1)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((bind, port))
+        self.sock.settimeout(0.2)
+        self.address = self.sock.getsockname()
+        self.served = 0
+        self._stop = threading.Event()
+
+    def _new_endpoint(self, first_seq: int) -> None:
+        self._req[:] = bytes(self.slot_bytes)
+        self._rep[:] = bytes(self.slot_bytes)
+        self.ep = self._endpoint_class(self._req, self._rep, self.slot_bytes, 1, self.encoding, first_seq=first_seq)
+        for fid, addr in self._symbols.items():
+            self.ep.register(fid, addr)
+
+    def handle(self, data: bytes) -> bytes | None:
+        """The answer to one datagram, or None (rejected and counted)."""
+        if data[:8] == HELLO:
+            if len(data) != 16:
+                self.validator.rejected["bad_control"] += 1
+                return None
+            self.validator.reset()
+            self._new_endpoint(1)
+            return OK + data[8:]
+        if self.validator.check(data) is not None:
+            return None
+        # the frame lands in the one request slot: every byte but the sequence word, then that word
+        self._req[4:len(data)] = data[4:]
+        self._req[len(data):] = bytes(self.slot_bytes - len(data))
+        self._req[0:4] = data[0:4]
+        if not self.ep.dispatch_one():
+            raise RuntimeError("the runtime did not claim a frame the validator accepted")
+        self.served += 1
+        length = _HDR.unpack_from(self._rep, 0)[2]
+        return bytes(self._rep[:get_encoding(self.encoding).slot_bytes(length)])
+
+    def serve(self, stats_every: float = 0.0) -> None:
+        """Serve until :meth:`stop` (or Ctrl-C)."""
+        last = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                data, addr = self.sock.recvfrom(65536)
+            except socket.timeout:
+                data = None
+            if data is not None:
+                out = self.handle(data)
+                if out is not None:
+                    self.sock.sendto(out, addr)
+            if stats_every and time.monotonic() - last >= stats_every:
+                last = time.monotonic()
+                print(self.stats_line(), file=sys.stderr, flush=True)
+
+    def stop(self) -> None:
+        """Make :meth:`serve` return; close the socket."""
+        self._stop.set()
+
+    def close(self) -> None:
+        """Close the socket."""
+        self.sock.close()
+
+    def stats_line(self) -> str:
+        """One line: served, accepted, rejected by reason."""
+        rej = ", ".join(f"{k} {v}" for k, v in sorted(self.validator.rejected.items())) or "none"
+        return f"hw_bridge.agent: served {self.served}, accepted {self.validator.accepted}, rejected: {rej}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    ap = argparse.ArgumentParser(prog="python -m hw_bridge.agent", description=__doc__.splitlines()[0])
+    ap.add_argument("--bind", default="127.0.0.1", help="address to bind (default 127.0.0.1: loopback only)")
+    ap.add_argument("--port", type=int, default=0, help="UDP port (default 0: any free port, printed)")
+    ap.add_argument("--function", action="append", required=True,
+                    help="a function to serve, by name or id (repeat); nothing else is executed")
+    ap.add_argument("--encoding", choices=("classic", "per_piece"), default="classic")
+    ap.add_argument("--slot-bytes", type=int, default=1024, help="largest frame accepted (a slot), bytes")
+    ap.add_argument("--stats-every", type=float, default=0.0, help="print counters every N seconds")
+    a = ap.parse_args(argv)
+    try:
+        agent = Agent(a.function, a.encoding, a.slot_bytes, a.bind, a.port)
+    except (KeyError, ValueError, OSError) as e:
+        print(f"hw_bridge.agent: error: {e}", file=sys.stderr)
+        return 2
+    print(f"hw_bridge.agent: serving {sorted(agent.fn_ids)} ({a.encoding}) on {agent.address[0]}:{agent.address[1]}",
+          file=sys.stderr, flush=True)
+    try:
+        agent.serve(a.stats_every)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        print(agent.stats_line(), file=sys.stderr)
+        agent.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+/* hb_shm_consumer.c: a live consumer over POSIX shared memory, running the device runtime
+   library (qrt.h) exactly as a CPU core serves the exchange layer: a loop on qrt_dispatch_one
+   over the request queue, replies into the reply queue, dispatch table filled with the C
+   functions of twin/runtime/c/qrt_functions.c.
+
+   Usage: hb_shm_consumer SHM_NAME SLOT_BYTES SLOTS ENCODING(0|1) CPU(-1 = no pinning)
+                          [FAULT KIND ROUND]
+   Shared memory layout (hw_bridge/shm.py): a 4096-byte control block {magic u32, state u32,
+   stop u32, error i32, served u64, pid u32}, then the request queue, then the reply queue (each
+   SLOTS * SLOT_BYTES, starting on a 4096-byte boundary).
+
+   FAULT (fault injection for tests of the twin's failure handling): `die N` exits at request N,
+   `hang N` stops answering at request N, `wrong N` answers request N with its first payload byte
+   flipped (the request is altered in place before the runtime serves it).
+
+   Exit status: 0 after a stop request, 1 on a bad argument or a runtime error, 3 for `die`. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "qrt.h"
+
+int32_t qrt_fn_invert(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t cap);
+int32_t qrt_fn_xor_fold(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t cap);
+int32_t qrt_fn_sum32(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t cap);
+
+#define HB_MAGIC 0x51425348u /* "HSBQ" */
+#define HB_CONTROL_BYTES 4096u
+
+typedef struct hb_control {
+    uint32_t magic;
+    uint32_t state; /* 0 starting, 1 serving, 2 stopped, 3 failed */
+    uint32_t stop;
+    int32_t error;
+    uint64_t served;
+    uint32_t pid;
+} hb_control;
+
+static size_t page_round(size_t n)
+{
+    return (n + 4095u) & ~(size_t)4095u;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 6 && argc != 9) {
+        fprintf(stderr, "usage: hb_shm_consumer SHM_NAME SLOT_BYTES SLOTS ENCODING CPU [FAULT KIND ROUND]\n");
+        return 1;
+    }
+    const char *name = argv[1];
+    uint32_t slot_bytes = (uint32_t)strtoul(argv[2], 0, 10), slots = (uint32_t)strtoul(argv[3], 0, 10);
+    uint32_t encoding = (uint32_t)strtoul(argv[4], 0, 10);
+    int cpu = atoi(argv[5]);
+    const char *fault = argc == 9 ? argv[7] : "";
+    uint32_t fault_seq = argc == 9 ? (uint32_t)strtoul(argv[8], 0, 10) : 0u;
+    size_t qbytes = page_round((size_t)slot_bytes * slots);
+    size_t total = HB_CONTROL_BYTES + 2 * qbytes;
+
+    /* Never outlive the twin: a spinning orphan would take a core for good. */
+    pid_t parent = getppid();
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        return 1;
+    if (cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        if (sched_setaffinity(0, sizeof set, &set) != 0)
+            perror("hb_shm_consumer: sched_setaffinity (running unpinned)");
+    }
+    int fd = shm_open(name, O_RDWR, 0);
+    if (fd < 0) {
+        perror("hb_shm_consumer: shm_open");
+        return 1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size < total) {
+        fprintf(stderr, "hb_shm_consumer: %s is %ld bytes, need %zu\n", name, (long)st.st_size, total);
+        return 1;
+    }
+    uint8_t *base = mmap(0, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED) {
+        perror("hb_shm_consumer: mmap");
+        return 1;
+    }
+    hb_control *ctl = (hb_control *)base;
+    if (ctl->magic != HB_MAGIC) {
+        fprintf(stderr, "hb_shm_consumer: %s has no bridge control block\n", name);
+        return 1;
+    }
+    uint8_t *req = base + HB_CONTROL_BYTES, *rep = req + qbytes;
+    qrt_queue rq, pq;
+    qrt_endpoint ep;
+    uint8_t *stage = 0;
+    int rc = qrt_queue_init(&rq, req, slot_bytes, slots, encoding);
+    if (rc == QRT_OK)
+        rc = qrt_queue_init(&pq, rep, slot_bytes, slots, encoding);
+    if (rc == QRT_OK) {
+        uint64_t sb = qrt_endpoint_stage_bytes(&rq, &pq);
+        if (sb && !(stage = aligned_alloc(16, (size_t)((sb + 15u) & ~15ull))))
+            rc = QRT_ERR_ARG;
+    }
+    if (rc == QRT_OK)
+        rc = qrt_endpoint_init(&ep, &rq, &pq, stage);
+    if (rc == QRT_OK)
+        rc = qrt_register(&ep, 1, qrt_fn_invert);
+    if (rc == QRT_OK)
+        rc = qrt_register(&ep, 2, qrt_fn_xor_fold);
+    if (rc == QRT_OK)
+        rc = qrt_register(&ep, 3, qrt_fn_sum32);
+    ctl->pid = (uint32_t)getpid();
+    if (rc != QRT_OK) {
+        ctl->error = rc;
+        __atomic_store_n(&ctl->state, 3u, __ATOMIC_RELEASE);
+        return 1;
+    }
+    __atomic_store_n(&ctl->state, 1u, __ATOMIC_RELEASE);
+    uint64_t served = 0;
+    uint32_t idle = 0;
+    for (;;) {
+        if (fault_seq && served + 1 == fault_seq) {
+            /* Fault injection: act once request fault_seq has wholly landed. */
+            qrt_msg m;
+            if (qrt_peek(&ep.req, ep.req.next_slot, ep.req.next_seq, &m) == 1) {
+                if (strcmp(fault, "die") == 0)
+                    _exit(3);
+                if (strcmp(fault, "hang") == 0) {
+                    while (!__atomic_load_n(&ctl->stop, __ATOMIC_ACQUIRE))
+                        usleep(1000);
+                    break;
+                }
+                if (strcmp(fault, "wrong") == 0) {
+                    uint8_t *p = qrt__slot(&ep.req, m.slot) + (encoding == QRT_ENCODING_CLASSIC ? 16u : 20u);
+                    *p ^= 0xFFu;
+                }
+                fault_seq = 0;
+            } else {
+                /* not landed yet: poll again rather than let qrt_dispatch_one claim it unseen */
+                if (++idle == 1024u) {
+                    idle = 0;
+                    if (__atomic_load_n(&ctl->stop, __ATOMIC_ACQUIRE))
+                        break;
+                }
+                continue;
+            }
+        }
+        int r = qrt_dispatch_one(&ep);
+        if (r > 0) {
+            ++served;
+            __atomic_store_n(&ctl->served, served, __ATOMIC_RELAXED);
+            idle = 0;
+        } else if (r < 0) {
+            ctl->error = r;
+            __atomic_store_n(&ctl->state, 3u, __ATOMIC_RELEASE);
+            return 1;
+        } else if (++idle == 1024u) {
+            idle = 0;
+            if (__atomic_load_n(&ctl->stop, __ATOMIC_ACQUIRE))
+                break;
+        }
+    }
+    __atomic_store_n(&ctl->state, 2u, __ATOMIC_RELEASE);
+    return 0;
+}

@@ -1,0 +1,96 @@
+"""Model ``live``: a consumer node of the simulated loop answered by a live device.
+
+The simulated world produces every request as usual (generator, link, link card, PCIe posted
+writes into the consumer's request region). The moment request ``seq`` has wholly landed there
+(its sequence word, or every piece), :class:`LiveConsumer` hands the slot's exact bytes to its
+live endpoint (:mod:`hw_bridge.contract`), which answers through its own queues. The measured
+service time (request's first byte written on the live side -> reply seen complete there),
+converted to integer picoseconds, advances simulated time; the live reply's bytes are then
+carried to the card as posted writes in the contract's order (classic: header fields and
+payload, then the ready word; per-piece: one burst), where the card checks them against the
+reference answer like any other reply. So the live device's notice, read, compute and publish
+replace the simulated consumer's poll, service and fence; the card path stays simulated.
+
+Host freeze (``host_freezes`` windows of simulated time): at the first request that lands inside a
+window, a consumer with a ``freeze`` method (the ``shm`` backend) is stopped (SIGSTOP) for the
+window's length in wall-clock time and resumed (SIGCONT); the producer keeps sending.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from hw_bridge.contract import BridgeSettings, LiveFailure, open_endpoint
+from twin.devices.consumer import PollingConsumer
+
+
+class LiveConsumer(PollingConsumer):
+    """A :class:`PollingConsumer` whose answers and service times come from a live endpoint.
+
+    Extra parameters: ``bridge`` (:class:`BridgeSettings`), ``host_freezes`` ((start_ps, end_ps)
+    windows). Raises :class:`LiveFailure` from the endpoint (dead, hung, wrong), with the round.
+    Statistics: ``service_ns`` (per round, int64), ``endpoint_stats`` after :meth:`close`.
+    """
+
+    def __init__(self, kernel, name, params, encoding, requests, reply, slots, slot_bytes, frame_bytes,
+                 functions=None, tamper=None, stalls=(), *, bridge: BridgeSettings,
+                 host_freezes: tuple[tuple[int, int], ...] = ()):
+        # The live device does its own noticing: the simulated side observes each landing at once.
+        params = replace(params, poll_period_ps=1, poll_cost_ps=0, poll_phase_ps=0)
+        super().__init__(kernel, name, params, encoding, requests, reply, slots, slot_bytes, frame_bytes,
+                         functions, tamper, ())
+        self.endpoint = open_endpoint(bridge)
+        self.endpoint.open(slot_bytes, slots, encoding.name)
+        self.description = self.endpoint.describe()
+        self._freezes = sorted(host_freezes)
+        self._had_freezes = bool(host_freezes)
+        self.frozen_rounds: list[int] = []
+        self.service_ns: list[int] = []
+        self.endpoint_stats: dict = {}
+
+    def describe(self) -> str:
+        """The endpoint's one-line description."""
+        return self.description
+
+    def _seen(self, seq: int, base: int) -> None:
+        buf = self.requests.buf
+        h = self.enc.header(buf, base)
+        image = bytes(buf[base:base + min(self.slot_bytes, self.enc.slot_bytes(h.length))])
+        now = self.kernel.now
+        while self._freezes and self._freezes[0][0] <= now:
+            start, end = self._freezes.pop(0)
+            if now < end and hasattr(self.endpoint, "freeze"):
+                self.endpoint.freeze((end - start) / 1e12)
+                self.frozen_rounds.append(seq)
+        rep = self.endpoint.exchange(seq, image)
+        got = self.enc.header(bytearray(rep.data), 0)
+        if got.seq != seq:
+            raise LiveFailure("wrong", seq, f"reply carries sequence {got.seq}", self.endpoint.backend)
+        self.service_ns.append(rep.service_ns)
+        writes = [(0, rep.data)] if self.enc.per_piece else [(4, rep.data[4:]), (0, rep.data[:4])]
+        if self.tamper:
+            writes = self.tamper(seq, writes)
+        t = now + rep.service_ns * 1000
+        self.kernel.at(t, self._post, base, writes)
+        self.next_seq = seq + 1
+        self.served += 1
+        self.kernel.at(t, self._arm)
+
+    def close(self) -> dict:
+        """End the live session; returns and keeps the endpoint's counters."""
+        if not self.endpoint_stats:
+            self.endpoint_stats = self.endpoint.close()
+        return self.endpoint_stats
+
+    def live_stats(self) -> dict:
+        """Counters for results.json: backend, description, rounds, freezes."""
+        out = {"backend": self.endpoint.backend, "endpoint": self.description,
+               "rounds": len(self.service_ns), "frozen_at_rounds": list(self.frozen_rounds)}
+        if self._had_freezes and not hasattr(self.endpoint, "freeze"):
+            out["host_freeze"] = f"not applied: the {self.endpoint.backend} backend has no consumer process to stop"
+        return out
+
+    def service_array(self) -> np.ndarray:
+        """Measured service time per completed round, int64 ns."""
+        return np.asarray(self.service_ns, np.int64)

@@ -1,0 +1,96 @@
+"""Measured (live) beside simulated: the summary a live node adds to results.json, the table
+``twin run`` prints, and ``live_rounds.npz`` (per-round data ``twin calibrate --from-live`` reads).
+
+results.json, per live consumer, key ``live``: ``backend``, ``endpoint`` (one line), ``rounds``
+completed, ``service`` (the live device's measured time per round: request written -> reply seen,
+p50/p90/p99/p99.9/mean in ns), ``simulated`` (the same loop with the node's ``sim`` model:
+card-boundary round trip percentiles in ns), ``error`` (None, or kind, round, detail).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from twin.stats import summary_ns
+
+NPZ = "live_rounds.npz"
+
+
+def live_summary(res, failure, spec, engine: str, verify_rounds: int) -> dict:
+    """The ``live`` mapping of one live consumer (see module docstring); runs the node's ``sim``
+    model over the same rounds for the side-by-side."""
+    from twin.study import run_one
+
+    live = dict(res.stats.get("live", {}))
+    live.pop("endpoint_stats", None)
+    svc = np.asarray(res.stats.get("service_ns", []), np.int64)
+    live["service"] = summary_ns(svc * 1000) if len(svc) else None
+    n = max(1, len(res.t_in))  # after a failure: the rounds completed
+    sim_spec = replace(spec, model="sim", bridge=None, traffic=replace(spec.traffic, rounds=n))
+    sim, _, _, _ = run_one(sim_spec, engine if engine != "event" else "event", verify_rounds, None)
+    live["simulated"] = summary_ns(sim.rtt_ps)
+    live["simulated"]["model"] = "sim"
+    bad = np.nonzero(~np.asarray(res.ok, bool))[0]
+    live["mismatch_rounds"] = [int(i) + 1 for i in bad[:20]]  # the first 20 wrong replies, by round
+    live["error"] = None if failure is None else {"kind": failure.kind, "round": failure.round,
+                                                  "detail": failure.detail}
+    return live
+
+
+def print_live(study, console) -> None:
+    """For each live consumer: measured (live) and simulated (its sim model) side by side."""
+    from rich.table import Table
+
+    rows = [r for r in study.runs if r.summary.get("live")]
+    if not rows:
+        return
+    tb = Table(title="live vs simulated: card-boundary round trip in µs (live: the card path simulated, "
+                     "the consumer measured)")
+    for col in ("consumer", "source", "p50", "p90", "p99", "p99.9", "mean", "rounds"):
+        tb.add_column(col, justify="left" if col in ("consumer", "source") else "right", no_wrap=True)
+    us = lambda ns: f"{ns / 1000:.3f}"  # noqa: E731
+    for r in rows:
+        s, lv = r.summary, r.summary["live"]
+        tb.add_row(r.node, f"measured ({lv.get('backend', '?')})", us(s["p50_ns"]), us(s["p90_ns"]), us(s["p99_ns"]),
+                   us(s["p999_ns"]), us(s["mean_ns"]), f"{len(r.result.t_in):,}")
+        sm = lv["simulated"]
+        tb.add_row("", f"simulated (sim {s['name']})", us(sm["p50_ns"]), us(sm["p90_ns"]), us(sm["p99_ns"]),
+                   us(sm["p999_ns"]), us(sm["mean_ns"]), f"{s['rounds']:,}")
+        if lv.get("service"):
+            sv = lv["service"]
+            tb.add_row("", "live service alone", us(sv["p50_ns"]), us(sv["p90_ns"]), us(sv["p99_ns"]),
+                       us(sv["p999_ns"]), us(sv["mean_ns"]), "")
+    console.print(tb)
+    for r in rows:
+        console.print(f"{r.node}: {r.summary['live'].get('endpoint', '')}")
+        if r.summary["live"].get("mismatch_rounds"):
+            console.print(f"[red]{r.node}: the live device answered wrongly at round(s) "
+                          f"{', '.join(map(str, r.summary['live']['mismatch_rounds']))}[/red]")
+        hf = r.summary.get("host_freeze")
+        if hf:
+            console.print(f"{r.node}: host freeze: " + "; ".join(
+                f"{w['stalled_rounds']} round(s) stalled in the freeze at {w['at_ns'] / 1e3:g} µs, back to normal "
+                f"{w['recovered_after_rounds']} round(s) after" for w in hf["windows"])
+                + f"; {r.summary['mismatches']} verification failures; {hf['stalled_rounds']} rounds over the "
+                  f"timeout in the whole run (longest {hf['longest_stall_ns'] / 1e3:.1f} µs)")
+
+
+def write_live_rounds(study, out: Path) -> Path | None:
+    """Write ``live_rounds.npz``: per live consumer ``<node>.rtt_ps``, ``<node>.service_ns``,
+    ``<node>.t_in_ps``, ``<node>.t_have_ps``. Returns its path, or None without live consumers."""
+    arrays = {}
+    for r in study.runs:
+        if r.summary.get("live"):
+            arrays[f"{r.node}.rtt_ps"] = r.result.rtt_ps
+            arrays[f"{r.node}.t_in_ps"] = r.result.t_in
+            arrays[f"{r.node}.t_have_ps"] = r.result.t_have
+            arrays[f"{r.node}.service_ns"] = np.asarray(r.result.stats.get("service_ns", []), np.int64)
+    path = out / NPZ
+    if not arrays:
+        if path.exists():
+            path.unlink()
+        return None
+    np.savez_compressed(path, **arrays)
+    return path

@@ -1,0 +1,237 @@
+"""Backend ``shm``: a consumer process running the device runtime library over POSIX shared memory.
+
+The session creates one shared-memory object (``/dev/shm/twin-hb-<pid>-<n>``): a 4096-byte control
+block, the request queue and the reply queue (each ``slots * slot_bytes``, page aligned). The
+consumer is a separate process (``c/hb_shm_consumer.c``): a loop on ``qrt_dispatch_one`` with the
+C functions of ``twin/runtime/c/qrt_functions.c`` in its dispatch table, as a CPU core serves the
+exchange layer. The producer side of each round is C too (``c/hb_producer.c`` through ctypes:
+``hb_exchange`` writes the request, publishes it last, spins on the reply's ready word and takes
+both timestamps), so no Python runs inside a measured round.
+
+Pinning: ``settings.cpu`` pins the consumer (``sched_setaffinity`` in the child),
+``settings.producer_cpu`` this process while the session is open (restored by :meth:`close`).
+
+Statistics (``close()``): ``served`` by the consumer, ``state``, ``exit`` (its exit status).
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import signal
+import subprocess
+import threading
+import time
+from multiprocessing import shared_memory
+
+import numpy as np
+
+from hw_bridge.build import consumer_program, producer_library
+from hw_bridge.contract import BridgeSettings, LiveEndpoint, LiveFailure, LiveReply
+from twin.runtime.native import ENCODINGS
+
+CONTROL_BYTES = 4096
+MAGIC = 0x51425348
+_STATE = {0: "starting", 1: "serving", 2: "stopped", 3: "failed"}
+_counter = itertools.count()
+
+
+def _page(n: int) -> int:
+    return -(-n // 4096) * 4096
+
+
+class ShmEndpoint(LiveEndpoint):
+    """A live CPU consumer in its own process over POSIX shared memory (see module docstring)."""
+
+    backend = "shm"
+
+    def __init__(self, settings: BridgeSettings):
+        super().__init__(settings)
+        self._shm: shared_memory.SharedMemory | None = None
+        self._mem: np.ndarray | None = None
+        self.proc: subprocess.Popen | None = None
+        self._affinity: set[int] | None = None
+        self._stop = ctypes.c_uint32(0)
+        self._t = (ctypes.c_int64 * 2)()
+        self._nb = ctypes.c_uint32(0)
+        self.freezes = 0
+
+    # -- session --------------------------------------------------------------------------
+    def open(self, slot_bytes: int, slots: int, encoding: str) -> None:
+        """Create the shared memory, start and (optionally) pin the consumer, wait until it serves
+        (at most 10 s). Raises :class:`LiveFailure` kind ``error``."""
+        self.slot_bytes, self.slots, self.encoding = slot_bytes, slots, encoding
+        self._enc = ENCODINGS[encoding]
+        self._lib = producer_library()
+        prog = consumer_program()
+        self._qbytes = _page(slot_bytes * slots)
+        name = f"twin-hb-{os.getpid()}-{next(_counter)}"
+        self._shm = shared_memory.SharedMemory(name=name, create=True, size=CONTROL_BYTES + 2 * self._qbytes)
+        self._mem = np.frombuffer(self._shm.buf, np.uint8)
+        self._mem[:] = 0
+        self._ctl = self._mem[:CONTROL_BYTES].view(np.uint32)
+        self._ctl[0] = MAGIC
+        self._base = self._mem.ctypes.data
+        self._req = self._base + CONTROL_BYTES
+        self._rep = self._req + self._qbytes
+        args = [str(prog), "/" + name, str(slot_bytes), str(slots), str(self._enc),
+                str(-1 if self.settings.cpu is None else self.settings.cpu)]
+        if self.settings.fault:
+            args += ["FAULT", self.settings.fault[0], str(self.settings.fault[1])]
+        if self.settings.producer_cpu is not None and hasattr(os, "sched_setaffinity"):
+            self._affinity = os.sched_getaffinity(0)
+            try:
+                os.sched_setaffinity(0, {self.settings.producer_cpu})
+            except OSError:
+                self._affinity = None
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while self._ctl[1] == 0:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                err = self.proc.stderr.read().decode(errors="replace").strip() if self.proc.poll() is not None else ""
+                self.close()
+                raise LiveFailure("error", 0, f"the consumer did not start ({err or 'no answer in 10 s'})", "shm")
+            time.sleep(0.001)
+        if self._ctl[1] != 1:
+            code = int(self._ctl[3].view(np.int32))
+            self.close()
+            raise LiveFailure("error", 0, f"the consumer's runtime library refused the queues (error {code})", "shm")
+
+    def close(self) -> dict:
+        """Ask the consumer to stop (kill it after 2 s), unlink the shared memory, restore pinning."""
+        stats = {"served": 0, "state": "closed", "exit": None, "freezes": self.freezes}
+        if self._mem is not None:
+            stats["served"] = int(self._mem[16:24].view(np.uint64)[0])
+            stats["state"] = _STATE.get(int(self._ctl[1]), "?")
+            self._ctl[2] = 1
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                try:
+                    os.kill(self.proc.pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+                try:
+                    self.proc.wait(2)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+            stats["exit"] = self.proc.returncode
+            if self.proc.stderr:
+                self.proc.stderr.close()
+            self.proc = None
+        if self._shm is not None:
+            self._mem = self._ctl = None
+            try:
+                self._shm.close()
+            except BufferError:
+                pass
+            try:
+                self._shm.unlink()
+            except FileNotFoundError:
+                pass
+            self._shm = None
+        if self._affinity is not None:
+            os.sched_setaffinity(0, self._affinity)
+            self._affinity = None
+        return stats
+
+    def describe(self) -> str:
+        """Backend, consumer pid and cores."""
+        pid = self.proc.pid if self.proc else None
+        return (f"shm: consumer process {pid} (qrt.h, qrt_dispatch_one) on core {self.settings.cpu}, producer on "
+                f"core {self.settings.producer_cpu}; {os.cpu_count()} cores online")
+
+    @property
+    def consumer_pid(self) -> int | None:
+        """The consumer process's id (None when not running)."""
+        return self.proc.pid if self.proc else None
+
+    # -- rounds ---------------------------------------------------------------------------
+    def deliver(self, seq: int, image: bytes) -> None:
+        """Land the request slot image in its slot (C, publish last)."""
+        off = self.slot_index(seq) * self.slot_bytes
+        self._t[0] = self._lib.hb_now_ns()
+        if self._lib.hb_deliver(self._req + off, image, len(image), self._enc) != 0:
+            raise LiveFailure("error", seq, f"request image of {len(image)} bytes is not a whole message", "shm")
+
+    def wait_reply(self, seq: int, timeout_ns: int | None = None) -> LiveReply:
+        """Spin (in C) on the reply slot; raises :class:`LiveFailure` dead/hung on timeout."""
+        off = self.slot_index(seq) * self.slot_bytes
+        timeout = self.settings.timeout_ns if timeout_ns is None else timeout_ns
+        t1 = ctypes.c_int64(0)
+        r = self._lib.hb_wait(self._rep + off, self.slot_bytes, self._enc, seq, self._t[0] + timeout,
+                              ctypes.byref(t1), ctypes.byref(self._nb), None)
+        self._t[1] = t1.value
+        return self._finish(seq, r, off, timeout)
+
+    def exchange(self, seq: int, image: bytes) -> LiveReply:
+        """Deliver and wait in one C call (``hb_exchange``)."""
+        off = self.slot_index(seq) * self.slot_bytes
+        r = self._lib.hb_exchange(self._req + off, self._rep + off, self.slot_bytes, self._enc, image, len(image),
+                                  self.settings.timeout_ns, self._t, ctypes.byref(self._nb), None)
+        return self._finish(seq, r, off, self.settings.timeout_ns)
+
+    def _finish(self, seq: int, r: int, off: int, timeout: int) -> LiveReply:
+        if r == 1:
+            n = self._nb.value
+            if n > self.slot_bytes:
+                raise LiveFailure("wrong", seq, f"reply header claims {n} bytes, the slot holds {self.slot_bytes}", "shm")
+            data = self._mem[CONTROL_BYTES + self._qbytes + off:CONTROL_BYTES + self._qbytes + off + n].tobytes()
+            self._record(self._t[0], self._t[1])
+            return LiveReply(seq, data, self._t[0], self._t[1])
+        if r < 0:
+            raise LiveFailure("error", seq, "bad slot geometry for the reply wait", "shm")
+        code = self.proc.poll() if self.proc else None
+        if code is not None:
+            how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
+            raise LiveFailure("dead", seq, f"the consumer process {how}; no reply to request {seq}", "shm")
+        raise LiveFailure("hung", seq, f"no reply within {timeout / 1e6:g} ms (consumer alive, "
+                                       f"{int(self._mem[16:24].view(np.uint64)[0])} requests served)", "shm")
+
+    # -- host freeze ----------------------------------------------------------------------
+    def freeze(self, duration_s: float) -> threading.Timer:
+        """Freeze the consumer process now (SIGSTOP) and resume it after ``duration_s`` (SIGCONT
+        from a timer thread): the live half of the host-freeze test. Returns the timer."""
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        self.freezes += 1
+        pid = self.proc.pid
+
+        def resume():
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+        t = threading.Timer(duration_s, resume)
+        t.daemon = True
+        t.start()
+        return t
+
+    # -- measurements ---------------------------------------------------------------------
+    def batch(self, images: np.ndarray, lengths: np.ndarray, expect: np.ndarray, expect_len: np.ndarray,
+              first_seq: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Run ``len(images)`` rounds in one C loop (``hb_batch``): images/expect are (n, stride)
+        uint8 arrays of request and expected reply slot images for sequence numbers first_seq..;
+        the session's next message must be ``first_seq`` (== 1 + rounds so far). Returns (t0 ns,
+        t1 ns, bad) per round; raises :class:`LiveFailure` when a reply times out."""
+        n = len(images)
+        if first_seq != self.rounds + 1 or (first_seq - 1) % self.slots:
+            raise ValueError("batch must start where the session is, on slot 0")
+        t0 = np.zeros(n, np.int64)
+        t1 = np.zeros(n, np.int64)
+        bad = np.zeros(n, np.uint8)
+        images = np.ascontiguousarray(images, np.uint8)
+        expect = np.ascontiguousarray(expect, np.uint8)
+        lengths = np.ascontiguousarray(lengths, np.uint32)
+        expect_len = np.ascontiguousarray(expect_len, np.uint32)
+        done = self._lib.hb_batch(self._req, self._rep, self.slot_bytes, self.slots, self._enc,
+                                  images.ctypes.data, lengths.ctypes.data, expect.ctypes.data, expect_len.ctypes.data,
+                                  images.shape[1], n, self.settings.timeout_ns, t0.ctypes.data, t1.ctypes.data,
+                                  bad.ctypes.data)
+        self._t0.extend(t0[:max(done, 0)].tolist())
+        self._t1.extend(t1[:max(done, 0)].tolist())
+        self.rounds += max(done, 0)
+        if done != n:
+            raise LiveFailure("hung" if self.proc.poll() is None else "dead", first_seq + max(done, 0),
+                              "no reply within the timeout in a batch", "shm")
+        return t0, t1, bad.astype(bool)

@@ -1,0 +1,55 @@
+"""Calibration from a live run: the recorded H200 cuda run is fitted and predicted."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hw_bridge.calibrate import calibrate_from_live, load_live_run
+from twin.calibration.measured import load_measured
+from twin.calibration.params import load_params
+from twin.cli import main
+from twin.config import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = ROOT / "calibrations" / "measured" / "live" / "h200_cuda"
+
+
+def test_recorded_run_matches_the_measurement_file():
+    _, s, rtt = load_live_run(RUN)
+    m = load_measured(ROOT / "calibrations" / "measured" / "h200_cuda_live.yaml").consumers["gpu_live_fitted"]
+    assert s["live"]["backend"] == "cuda" and s["mismatches"] == 0 and len(rtt) == 100_000
+    from twin.stats import percentile_ps
+    assert percentile_ps(rtt, 50) == m.p50_ps and percentile_ps(rtt, 90) == m.p90_ps
+
+
+def test_fit_from_live_run_and_its_table(tmp_path, capsys):
+    out = tmp_path / "fitted.yaml"
+    rc = main(["calibrate", "--from-live", str(RUN), "--out", str(out),
+               "--rounds", "3000", "--maxiter", "4", "--popsize", "5"])
+    assert rc == 0
+    text = capsys.readouterr().out
+    for word in ("p50", "p90", "p99", "W1", "measured", "predicted"):
+        assert word in text
+    ps = load_params(out)
+    c = ps.consumers["gpu_live_fitted"]
+    assert c.kind == "gpu" and c.host == "gpu_live_fitted_host" and c.encoding == "classic"
+    assert "epyc7282" in ps.consumers  # the rest of the set is kept
+
+
+def test_committed_fit_predicts_the_h200_within_5_percent(tmp_path):
+    rc = main(["run", str(ROOT / "scenarios" / "h200_cuda_predicted.yaml"), "--rounds", "20000", "--out",
+               str(tmp_path), "--quiet", "--no-plot", "--no-csv"])
+    assert rc == 0
+    s = json.loads((tmp_path / "results.json").read_text())["consumers"][0]
+    assert s["measured"] is not None and abs(s["error_pct"]["p50"]) < 5.0
+
+
+def test_not_a_live_run(tmp_path):
+    with pytest.raises(ConfigError):
+        calibrate_from_live(tmp_path)
+    (tmp_path / "results.json").write_text(json.dumps({"consumers": [{"node": "x", "live": None}]}))
+    np.savez(tmp_path / "live_rounds.npz", a=np.zeros(3))
+    with pytest.raises(ConfigError) as e:
+        calibrate_from_live(tmp_path)
+    assert "no live consumer" in str(e.value)

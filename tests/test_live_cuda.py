@@ -1,0 +1,57 @@
+"""The cuda backend: a persistent kernel from qrt.h answers the twin's exact frames on an NVIDIA
+GPU. Skips with the reason where there is no GPU (CI)."""
+import pytest
+
+from hw_bridge.contract import BridgeSettings
+from hw_bridge.cuda import CudaEndpoint, GpuUnavailable, gpu_available
+from twin.exchange.encoding import get_encoding
+from twin.runtime.functions import lookup
+
+OK, WHY = gpu_available()
+needs_gpu = pytest.mark.skipif(not OK, reason=f"no GPU for the cuda backend: {WHY}")
+
+
+def test_without_gpu_open_says_why():
+    if OK:
+        pytest.skip("a GPU is present")
+    with pytest.raises(GpuUnavailable) as e:
+        CudaEndpoint(BridgeSettings("cuda")).open(96, 4, "classic")
+    assert e.value.reason == WHY and WHY
+
+
+def _image(enc, seq, payload, fid):
+    out = bytearray(enc.slot_bytes(len(payload)))
+    for off, d in enc.writes(seq, payload, function=fid):
+        out[off:off + len(d)] = d
+    return bytes(out)
+
+
+@needs_gpu
+@pytest.mark.parametrize("encoding", ["classic", "per_piece"])
+def test_kernel_answers_every_function(encoding):
+    enc = get_encoding(encoding)
+    slot = -(-enc.slot_bytes(64) // 16) * 16
+    with CudaEndpoint(BridgeSettings("cuda", timeout_ns=2_000_000_000)) as ep:
+        ep.open(slot, 8, encoding)
+        for seq in range(1, 2001):
+            fid = seq % 4
+            payload = bytes((seq * 13 + 7 * j) & 255 for j in range(64))
+            rep = ep.exchange(seq, _image(enc, seq, payload, fid))
+            buf = bytearray(rep.data)
+            h = enc.header(buf, 0)
+            assert (h.seq, h.function, h.flags) == (seq, fid, 0)
+            assert enc.payload(buf, 0) == lookup(fid).python(payload)
+            assert rep.service_ns > 0
+        stats = ep.close()
+    assert stats["served"] == 2000 and stats["status"] == 0
+
+
+@needs_gpu
+def test_twin_run_with_live_gpu(tmp_path):
+    from twin.cli import main
+    rc = main(["run", "scenarios/live_gpu_cuda.yaml", "--rounds", "5000", "--out", str(tmp_path), "--quiet",
+               "--no-plot"])
+    assert rc == 0
+    import json
+    s = json.loads((tmp_path / "results.json").read_text())["consumers"][0]
+    assert s["mismatches"] == 0 and s["replies_checked"] == 5000 and s["live"]["backend"] == "cuda"

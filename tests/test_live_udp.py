@@ -1,0 +1,146 @@
+"""The udp agent: every datagram is validated before anything runs; malformed, oversized,
+replayed and unconfigured frames are dropped and counted; valid frames get the runtime's reply."""
+import socket
+import struct
+import threading
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hw_bridge.agent import HELLO, OK, REASONS, Agent, FrameValidator
+from hw_bridge.contract import BridgeSettings, LiveFailure
+from hw_bridge.udp import UdpEndpoint
+from twin.exchange.encoding import get_encoding
+from twin.runtime.functions import lookup
+
+SLOT = 96  # classic: 80 bytes of payload at most; per-piece: 5 pieces of data
+
+
+def frame(enc, seq, payload, fid=0):
+    out = bytearray(enc.slot_bytes(len(payload)))
+    for off, d in enc.writes(seq, payload, function=fid):
+        out[off:off + len(d)] = d
+    return bytes(out)
+
+
+@pytest.fixture
+def agent():
+    a = Agent(["echo", "sum32"], "classic", SLOT)
+    yield a
+    a.close()
+
+
+@pytest.mark.parametrize("encoding", ["classic", "per_piece"])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=3 * SLOT))
+def test_random_bytes_are_rejected_and_counted_or_are_a_valid_frame(encoding, data):
+    v = FrameValidator(encoding, SLOT, {0, 3})
+    why = v.check(data)
+    assert sum(v.rejected.values()) + v.accepted == 1
+    if why is None:  # then it really is request 1, a whole message of a served function
+        enc = get_encoding(encoding)
+        seq, fid, length = struct.unpack_from("<IHH", data)
+        assert seq == 1 and fid in (0, 3) and len(data) == enc.slot_bytes(length) <= SLOT
+        assert v.expect == 2
+    else:
+        assert why in REASONS and v.expect == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(payload=st.binary(max_size=80), junk=st.binary(min_size=1, max_size=40), fid=st.sampled_from([0, 1, 2, 3]))
+def test_agent_serves_valid_and_drops_the_rest(payload, junk, fid):
+    a = Agent(["echo", "sum32"], "classic", SLOT)
+    try:
+        enc = get_encoding("classic")
+        good = frame(enc, 1, payload, fid)
+        out = a.handle(good)
+        if fid in (0, 3):  # configured: served by the runtime, reply = the function's answer
+            h = enc.header(bytearray(out), 0)
+            assert (h.seq, h.function, h.flags) == (1, fid, 0)
+            assert enc.payload(bytearray(out), 0) == lookup(fid).python(payload)
+            assert a.served == 1
+            assert a.handle(good) is None and a.validator.rejected["replay"] == 1  # replayed
+        else:  # not configured: never executed
+            assert out is None and a.served == 0 and a.validator.rejected["unknown_function"] == 1
+        served, rejected = a.served, sum(a.validator.rejected.values())
+        assert a.handle(good + junk) is None  # oversized, or longer than its header says
+        if junk[:8] != HELLO:
+            assert a.handle(junk) is None
+            assert sum(a.validator.rejected.values()) == rejected + 2
+        assert a.served == served
+    finally:
+        a.close()
+
+
+def test_replayed_old_frame_after_progress(agent):
+    enc = get_encoding("classic")
+    frames = [frame(enc, s, bytes([s]) * 8) for s in range(1, 6)]
+    for f in frames:
+        assert agent.handle(f) is not None
+    assert agent.handle(frames[1]) is None and agent.validator.rejected["replay"] == 1
+    assert agent.handle(frame(enc, 9, b"x")) is None and agent.validator.rejected["out_of_order"] == 1
+    assert agent.handle(frame(enc, 6, b"y")) is not None and agent.served == 6
+
+
+def test_per_piece_torn_piece_rejected():
+    a = Agent(["echo"], "per_piece", SLOT)
+    try:
+        enc = get_encoding("per_piece")
+        f = bytearray(frame(enc, 1, bytes(range(30))))
+        f[32:36] = struct.pack("<I", 7)  # piece 2 carries another sequence number
+        assert a.handle(bytes(f)) is None and a.validator.rejected["torn_piece"] == 1
+    finally:
+        a.close()
+
+
+def test_agent_binds_loopback_by_default(agent):
+    assert agent.address[0] == "127.0.0.1"
+
+
+def test_endpoint_over_real_udp_with_garbage_in_between(agent):
+    t = threading.Thread(target=agent.serve, daemon=True)
+    t.start()
+    enc = get_encoding("classic")
+    ep = UdpEndpoint(BridgeSettings("udp", timeout_ns=2_000_000_000, port=agent.address[1]))
+    ep.open(SLOT, 4, "classic")
+    junk = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        for seq in range(1, 301):
+            p = bytes((seq + j) & 255 for j in range(64))
+            fid = 3 if seq % 2 else 0
+            junk.sendto(b"\x01" * (seq % 50), agent.address)  # malformed datagrams from another socket
+            rep = ep.exchange(seq, frame(enc, seq, p, fid))
+            assert enc.payload(bytearray(rep.data), 0) == lookup(fid).python(p)
+    finally:
+        junk.close()
+        ep.close()
+        agent.stop()
+        t.join()
+    assert agent.served == 300
+    assert sum(agent.validator.rejected.values()) >= 290  # all but the empty ones arrived
+
+
+def test_twin_run_over_udp(tmp_path, agent, capsys):
+    from test_live_shm import run
+    t = threading.Thread(target=agent.serve, daemon=True)
+    t.start()
+    try:
+        rc, err, doc, _ = run(tmp_path, capsys, rounds=500, function="sum32",
+                              bridge={"backend": "udp", "port": agent.address[1], "timeout": "2 s"})
+    finally:
+        agent.stop()
+        t.join()
+    assert rc == 0, err
+    s = doc["consumers"][0]
+    assert s["replies_checked"] == 500 and s["mismatches"] == 0 and s["live"]["backend"] == "udp"
+
+
+def test_no_agent_is_a_clear_error():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    with pytest.raises(LiveFailure) as e:
+        UdpEndpoint(BridgeSettings("udp", timeout_ns=300_000_000, port=port)).open(SLOT, 4, "classic")
+    assert e.value.kind == "error" and "no agent answered" in str(e.value)
