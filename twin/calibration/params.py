@@ -8,7 +8,7 @@ origin (measured in a seed, fitted, derived, or an assumption) is listed under `
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -199,7 +199,49 @@ class FitSpec(_Strict):
     popsize: int = Field(10, gt=0)
 
 
-class ParamSet(_Strict):
+class _DottedParams(_Strict):
+    """What every parameter set (card path, RoCE path) shares: reading and replacing a parameter by
+    its dotted path, and the checks of a fit section's names. A subclass has ``consumers``."""
+
+    def get(self, dotted: str) -> float:
+        """The value at a dotted path such as ``hosts.epyc7282.jitter_ns``; raises KeyError or
+        AttributeError when a part of the path names nothing."""
+        obj: object = self
+        for part in dotted.split("."):
+            obj = obj[part] if isinstance(obj, dict) else getattr(obj, part)
+        return obj  # type: ignore[return-value]
+
+    def with_values(self, values: dict[str, float]) -> Self:
+        """A copy (of the same class) with the dotted paths in ``values`` replaced (validated
+        again); raises KeyError when a path's last part is not a parameter."""
+        data = self.model_dump()
+        for dotted, v in values.items():
+            parts = dotted.split(".")
+            cur = data
+            for part in parts[:-1]:
+                cur = cur[part]
+            if parts[-1] not in cur:
+                raise KeyError(f"no parameter {dotted!r}")
+            cur[parts[-1]] = v
+        return type(self).model_validate(data)
+
+    def _check_numeric(self, where: tuple, key: str) -> None:
+        """Raise :class:`Located` at ``where`` unless the dotted path ``key`` names a number."""
+        try:
+            value = self.get(key)
+        except (KeyError, AttributeError):
+            raise Located(where, key, "no such parameter") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise Located(where, key, "not a numeric parameter")
+
+    def _check_group_consumers(self, gi: int, group: FitGroup) -> None:
+        """Raise :class:`Located` when fit group ``gi`` names a consumer the set does not have."""
+        for ci, c in enumerate(group.consumers):
+            if c not in self.consumers:  # type: ignore[attr-defined]
+                raise Located(("fit", "groups", gi, "consumers", ci), c, "no such consumer")
+
+
+class ParamSet(_DottedParams):
     """A whole parameter set for the card path (see module docstring)."""
 
     name: str
@@ -221,37 +263,11 @@ class ParamSet(_Strict):
             named = [(("fit", "groups", gi, "free"), k) for gi, g in enumerate(self.fit.groups) for k in g.free]
             named += [(("fit", "tie"), k) for k in self.fit.tie] + [(("fit", "tie", k), v) for k, v in self.fit.tie.items()]
             for where, key in named:
-                try:
-                    value = self.get(key)
-                except (KeyError, AttributeError):
-                    raise Located(where, key, "no such parameter") from None
-                if isinstance(value, bool) or not isinstance(value, (int, float)):
-                    raise Located(where, key, "not a numeric parameter")
+                self._check_numeric(where, key)
             for gi, g in enumerate(self.fit.groups):
-                for ci, c in enumerate(g.consumers):
-                    if c not in self.consumers:
-                        raise Located(("fit", "groups", gi, "consumers", ci), c, "no such consumer")
+                self._check_group_consumers(gi, g)
         return self
 
-    def get(self, dotted: str) -> float:
-        """The value at a dotted path such as ``hosts.epyc7282.jitter_ns``."""
-        obj: object = self
-        for part in dotted.split("."):
-            obj = obj[part] if isinstance(obj, dict) else getattr(obj, part)
-        return obj  # type: ignore[return-value]
-
-    def with_values(self, values: dict[str, float]) -> "ParamSet":
-        """A copy with the dotted paths in ``values`` replaced (validated again)."""
-        data = self.model_dump()
-        for dotted, v in values.items():
-            parts = dotted.split(".")
-            cur = data
-            for part in parts[:-1]:
-                cur = cur[part]
-            if parts[-1] not in cur:
-                raise KeyError(f"no parameter {dotted!r}")
-            cur[parts[-1]] = v
-        return ParamSet.model_validate(data)
 
 
 def load_params(path: str | Path) -> ParamSet:

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from scipy.optimize import differential_evolution
 
 from twin.calibration.fit import Residual, _polish, miss
-from twin.calibration.params import ConsumerModel, FitGroup, HostModel, _positive, _ps
+from twin.calibration.params import ConsumerModel, FitGroup, HostModel, _DottedParams, _positive, _ps
 from twin.config import ConfigError, Located, load_model
 from twin.devices.generator import TrafficParams
 from twin.devices.linkcard import LinkCardParams
@@ -108,8 +108,10 @@ class RoceFitSpec(_Strict):
     popsize: int = Field(10, gt=0)
 
 
-class RoceParamSet(_Strict):
-    """A whole parameter set for the RoCE v2 path (see module docstring)."""
+class RoceParamSet(_DottedParams):
+    """A whole parameter set for the RoCE v2 path (see module docstring); ``get`` and
+    ``with_values`` as :class:`twin.calibration.params.ParamSet`'s (dotted paths such as
+    ``hosts.threadripper.host_memory.latency_ns``)."""
 
     name: str
     kind: Literal["roce_path"]
@@ -139,36 +141,9 @@ class RoceParamSet(_Strict):
         if self.fit:
             for gi, g in enumerate(self.fit.groups):
                 for k in g.free:
-                    try:
-                        value = self.get(k)
-                    except (KeyError, AttributeError):
-                        raise Located(("fit", "groups", gi, "free"), k, "no such parameter") from None
-                    if isinstance(value, bool) or not isinstance(value, (int, float)):
-                        raise Located(("fit", "groups", gi, "free"), k, "not a numeric parameter")
-                for ci, c in enumerate(g.consumers):
-                    if c not in self.consumers:
-                        raise Located(("fit", "groups", gi, "consumers", ci), c, "no such consumer")
+                    self._check_numeric(("fit", "groups", gi, "free"), k)
+                self._check_group_consumers(gi, g)
         return self
-
-    def get(self, dotted: str) -> float:
-        """The value at a dotted path such as ``hosts.threadripper.host_memory.latency_ns``."""
-        obj: object = self
-        for part in dotted.split("."):
-            obj = obj[part] if isinstance(obj, dict) else getattr(obj, part)
-        return obj  # type: ignore[return-value]
-
-    def with_values(self, values: dict[str, float]) -> "RoceParamSet":
-        """A copy with the dotted paths in ``values`` replaced (validated again)."""
-        data = self.model_dump()
-        for dotted, v in values.items():
-            parts = dotted.split(".")
-            cur = data
-            for part in parts[:-1]:
-                cur = cur[part]
-            if parts[-1] not in cur:
-                raise KeyError(f"no parameter {dotted!r}")
-            cur[parts[-1]] = v
-        return RoceParamSet.model_validate(data)
 
 
 def is_roce_file(path: str | Path) -> bool:
