@@ -15,18 +15,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Container, TypeVar
 
 import numpy as np
 from scipy.optimize import differential_evolution
 
 from twin.calibration.measured import Measured, load_measured
-from twin.calibration.params import ParamSet
+from twin.calibration.params import FitGroup, ParamSet, _DottedParams
 from twin.devices.generator import TrafficParams
 from twin.loop.build import loop_spec
 from twin.loop.direct import run_direct
 from twin.stats import percentile_ps
 from twin.units import time_ps
+
+P = TypeVar("P", bound=_DottedParams)  # a parameter set: ParamSet or RoceParamSet
 
 
 @dataclass
@@ -124,6 +126,48 @@ def _polish(objective: Callable[[np.ndarray], float], x: list[float], bounds: li
     return x, fun
 
 
+def fit_groups(params: P, groups: list[FitGroup], group_error: Callable[[P, FitGroup], float],
+               measured_consumers: Container[str], measured_name: str, *, seed: int, maxiter: int, popsize: int,
+               settle: Callable[[P], P] = lambda p: p,
+               log: Callable[[str], None] = print) -> tuple[P, dict[str, float], int, list[float]]:
+    """Fit ``groups`` in order, each group's free parameters by differential evolution (seed
+    ``seed + group index``, ``maxiter``, ``popsize``, Sobol start, no scipy polish) then
+    :func:`_polish`; a later group starts from the earlier groups' results. ``group_error(trial,
+    group)`` is the objective for a trial parameter set (common random numbers make it
+    deterministic); each trial's values are snapped to the group's steps and passed through
+    ``settle`` (e.g. applying ties). Fitted values are rounded to 3 decimals. Used by
+    :func:`calibrate` (card path) and :func:`twin.calibration.roce.calibrate_roce`.
+
+    Returns ``(fitted params, {dotted path: value}, objective evaluations, final objective per
+    group)``. Raises ValueError when a group's consumer is not in ``measured_consumers`` (named
+    by ``measured_name``)."""
+    values: dict[str, float] = {}
+    evaluations = 0
+    objectives = []
+    for gi, group in enumerate(groups):
+        keys = list(group.free)
+        bounds = [tuple(group.free[k][:2]) for k in keys]
+        for c in group.consumers:
+            if c not in measured_consumers:
+                raise ValueError(f"fit group {gi}: consumer {c!r} has no measured row in {measured_name}")
+
+        def objective(x: np.ndarray, keys=keys, group=group) -> float:
+            nonlocal evaluations
+            evaluations += 1
+            return group_error(settle(params.with_values({k: group.snap(k, v) for k, v in zip(keys, x)})), group)
+
+        log(f"fitting group {gi + 1}/{len(groups)}: {', '.join(group.consumers)} ({len(keys)} free)")
+        res = differential_evolution(objective, bounds, seed=seed + gi, maxiter=maxiter, popsize=popsize,
+                                     tol=1e-10, polish=False, init="sobol")
+        x, fun = _polish(objective, list(res.x), bounds, float(res.fun))
+        log(f"  objective {res.fun:.3e} after {res.nfev} evaluations; {fun:.3e} after polishing")
+        best = {k: round(group.snap(k, v), 3) for k, v in zip(keys, x)}
+        values.update(best)
+        params = settle(params.with_values(best))
+        objectives.append(fun)
+    return params, values, evaluations, objectives
+
+
 def calibrate(prior: ParamSet, prior_path: Path, log: Callable[[str], None] = print,
               rounds: int | None = None, maxiter: int | None = None, popsize: int | None = None) -> FitResult:
     """Fit ``prior``'s free parameters to the measurement file its ``fit.measured`` names
@@ -139,36 +183,18 @@ def calibrate(prior: ParamSet, prior_path: Path, log: Callable[[str], None] = pr
     frame = measured.setup.frame_bytes
     bin_ps = time_ps(measured.setup.bin)
     params = _apply_ties(derive_link_stage(prior, measured))
-    values: dict[str, float] = {}
-    evaluations = 0
-    objectives = []
-    for gi, group in enumerate(spec.groups):
-        keys = list(group.free)
-        bounds = [tuple(group.free[k][:2]) for k in keys]
+
+    def group_error(trial: ParamSet, group: FitGroup) -> float:
+        err = 0.0
         for c in group.consumers:
-            if c not in measured.consumers:
-                raise ValueError(f"fit group {gi}: consumer {c!r} has no measured row in {spec.measured}")
+            row = measured.consumers[c]
+            rtt = simulate(trial, c, rounds, spec.seed, frame)
+            err += miss(rtt, 50, row.p50_ps, bin_ps) + miss(rtt, 90, row.p90_ps, bin_ps)
+        return err
 
-        def objective(x: np.ndarray, keys=keys, group=group) -> float:
-            nonlocal evaluations
-            evaluations += 1
-            trial = _apply_ties(params.with_values({k: group.snap(k, v) for k, v in zip(keys, x)}))
-            err = 0.0
-            for c in group.consumers:
-                row = measured.consumers[c]
-                rtt = simulate(trial, c, rounds, spec.seed, frame)
-                err += miss(rtt, 50, row.p50_ps, bin_ps) + miss(rtt, 90, row.p90_ps, bin_ps)
-            return err
-
-        log(f"fitting group {gi + 1}/{len(spec.groups)}: {', '.join(group.consumers)} ({len(keys)} free)")
-        res = differential_evolution(objective, bounds, seed=spec.seed + gi, maxiter=maxiter, popsize=popsize,
-                                     tol=1e-10, polish=False, init="sobol")
-        x, fun = _polish(objective, list(res.x), bounds, float(res.fun))
-        log(f"  objective {res.fun:.3e} after {res.nfev} evaluations; {fun:.3e} after polishing")
-        best = {k: round(group.snap(k, v), 3) for k, v in zip(keys, x)}
-        values.update(best)
-        params = _apply_ties(params.with_values(best))
-        objectives.append(fun)
+    params, values, evaluations, objectives = fit_groups(
+        params, spec.groups, group_error, measured.consumers, spec.measured, seed=spec.seed, maxiter=maxiter,
+        popsize=popsize, settle=_apply_ties, log=log)
     residuals = []
     for c, row in measured.consumers.items():
         if c not in params.consumers:

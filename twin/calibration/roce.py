@@ -25,9 +25,8 @@ from typing import Callable, Literal
 import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from scipy.optimize import differential_evolution
 
-from twin.calibration.fit import Residual, _polish, miss
+from twin.calibration.fit import Residual, fit_groups, miss
 from twin.calibration.params import ConsumerModel, FitGroup, HostModel, _DottedParams, _positive, _ps
 from twin.config import ConfigError, Located, load_model
 from twin.devices.generator import TrafficParams
@@ -300,39 +299,20 @@ def calibrate_roce(prior: RoceParamSet, prior_path: Path, log: Callable[[str], N
     popsize = popsize or spec.popsize
     bin_ps = time_ps(measured.bin)
     clk = period_ps(prior.controller.clock)
-    params = prior
-    values: dict[str, float] = {}
-    evaluations = 0
-    objectives = []
-    for gi, group in enumerate(spec.groups):
-        keys = list(group.free)
-        bounds = [tuple(group.free[k][:2]) for k in keys]
+
+    def group_error(trial: RoceParamSet, group: FitGroup) -> float:
+        err = 0.0
         for c in group.consumers:
-            if c not in measured.consumers:
-                raise ValueError(f"fit group {gi}: consumer {c!r} has no measured row in {spec.measured}")
+            rtt = simulate_roce(trial, c, rounds, spec.seed, measured.frame_bytes, clk, spec.switch_hops)
+            have = measured.consumers[c].stats_ps()
+            for s in spec.stats:
+                if s in have:
+                    err += miss(rtt, STAT_Q[s], have[s], bin_ps)
+        return err
 
-        def objective(x: np.ndarray, keys=keys, group=group) -> float:
-            nonlocal evaluations
-            evaluations += 1
-            trial = params.with_values({k: group.snap(k, v) for k, v in zip(keys, x)})
-            err = 0.0
-            for c in group.consumers:
-                rtt = simulate_roce(trial, c, rounds, spec.seed, measured.frame_bytes, clk, spec.switch_hops)
-                have = measured.consumers[c].stats_ps()
-                for s in spec.stats:
-                    if s in have:
-                        err += miss(rtt, STAT_Q[s], have[s], bin_ps)
-            return err
-
-        log(f"fitting group {gi + 1}/{len(spec.groups)}: {', '.join(group.consumers)} ({len(keys)} free)")
-        res = differential_evolution(objective, bounds, seed=spec.seed + gi, maxiter=maxiter, popsize=popsize,
-                                     tol=1e-10, polish=False, init="sobol")
-        x, fun = _polish(objective, list(res.x), bounds, float(res.fun))
-        log(f"  objective {res.fun:.3e} after {res.nfev} evaluations; {fun:.3e} after polishing")
-        best = {k: round(group.snap(k, v), 3) for k, v in zip(keys, x)}
-        values.update(best)
-        params = params.with_values(best)
-        objectives.append(fun)
+    params, values, evaluations, objectives = fit_groups(
+        prior, spec.groups, group_error, measured.consumers, spec.measured, seed=spec.seed, maxiter=maxiter,
+        popsize=popsize, log=log)
     residuals = []
     for c, row in measured.consumers.items():
         if c not in params.consumers:
