@@ -7,5 +7,6 @@
   :mod:`hw_bridge.udp` with :mod:`hw_bridge.agent` (``python -m hw_bridge.agent``).
 - :mod:`hw_bridge.node`: the live consumer inside the twin's event model.
 - :mod:`hw_bridge.report`: measured beside simulated; :mod:`hw_bridge.calibrate`: ``twin calibrate
-  --from-live``; :mod:`hw_bridge.build`: the C parts, built and cached on first use.
+  --from-live``; :mod:`hw_bridge.build`: the C parts, built and cached on first use;
+  :mod:`hw_bridge.producer`: the C producer side of a round, shared by ``shm`` and ``cuda``.
 """

@@ -5,7 +5,8 @@ device code) is compiled with ``nvcc -cubin -arch=sm_XY`` for the device's compu
 (cached under ``$TWIN_CACHE_DIR``) and loaded through CuPy (``cupy.RawModule(path=...)``). Both
 queues are in pinned, mapped host memory (``cudaHostAlloc(..., cudaHostAllocMapped)``): the
 kernel polls the request queue across PCIe, the host polls the reply's ready word in its own
-memory. The producer side of each round is C (``c/hb_producer.c``), as for ``shm``.
+memory. The producer side of each round is C (``c/hb_producer.c``), as for ``shm``
+(:class:`hw_bridge.producer.CProducerEndpoint`).
 
 Without CuPy, a driver, a GPU or nvcc, :func:`gpu_available` says why and :meth:`open` raises
 :class:`GpuUnavailable` (a :class:`LiveFailure`, kind ``error``) with that reason.
@@ -20,7 +21,8 @@ import time
 import numpy as np
 
 from hw_bridge.build import HERE, _cache, _digest, producer_library
-from hw_bridge.contract import BridgeSettings, LiveEndpoint, LiveFailure, LiveReply
+from hw_bridge.contract import BridgeSettings, LiveFailure, LiveReply
+from hw_bridge.producer import CProducerEndpoint
 from twin.runtime.native import C_DIR as RUNTIME_C, ENCODINGS
 
 
@@ -65,7 +67,7 @@ def kernel_cubin(arch: str) -> str:
     return str(target)
 
 
-class CudaEndpoint(LiveEndpoint):
+class CudaEndpoint(CProducerEndpoint):
     """A live GPU consumer: the persistent kernel serving queues in mapped host memory."""
 
     backend = "cuda"
@@ -74,8 +76,6 @@ class CudaEndpoint(LiveEndpoint):
         super().__init__(settings)
         self._host = 0
         self._ctl = None
-        self._t = (ctypes.c_int64 * 2)()
-        self._nb = ctypes.c_uint32(0)
         self.name = ""
 
     def open(self, slot_bytes: int, slots: int, encoding: str) -> None:
@@ -151,31 +151,6 @@ class CudaEndpoint(LiveEndpoint):
         """Backend, GPU name, where the queues are."""
         return (f"cuda: persistent kernel (qrt.h, qrt_dispatch_one) on {self.name} (GPU {self.settings.device}); "
                 "queues in pinned mapped host memory")
-
-    def deliver(self, seq: int, image: bytes) -> None:
-        """Land the request slot image in mapped host memory (C, publish last)."""
-        off = self.slot_index(seq) * self.slot_bytes
-        self._t[0] = self._lib.hb_now_ns()
-        if self._lib.hb_deliver(self._req + off, image, len(image), self._enc) != 0:
-            raise LiveFailure("error", seq, f"request image of {len(image)} bytes is not a whole message", "cuda")
-
-    def wait_reply(self, seq: int, timeout_ns: int | None = None) -> LiveReply:
-        """Spin (in C) on the reply's ready word; LiveFailure ``hung`` (or ``dead`` if the kernel
-        has exited) on timeout."""
-        off = self.slot_index(seq) * self.slot_bytes
-        timeout = self.settings.timeout_ns if timeout_ns is None else timeout_ns
-        t1 = ctypes.c_int64(0)
-        r = self._lib.hb_wait(self._rep + off, self.slot_bytes, self._enc, seq, self._t[0] + timeout,
-                              ctypes.byref(t1), ctypes.byref(self._nb), None)
-        self._t[1] = t1.value
-        return self._finish(seq, r, off, timeout)
-
-    def exchange(self, seq: int, image: bytes) -> LiveReply:
-        """Deliver and wait in one C call."""
-        off = self.slot_index(seq) * self.slot_bytes
-        r = self._lib.hb_exchange(self._req + off, self._rep + off, self.slot_bytes, self._enc, image, len(image),
-                                  self.settings.timeout_ns, self._t, ctypes.byref(self._nb), None)
-        return self._finish(seq, r, off, self.settings.timeout_ns)
 
     def _finish(self, seq: int, r: int, off: int, timeout: int) -> LiveReply:
         if r == 1:

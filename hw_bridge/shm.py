@@ -4,7 +4,8 @@ The session creates one shared-memory object (``/dev/shm/twin-hb-<pid>-<n>``): a
 block, the request queue and the reply queue (each ``slots * slot_bytes``, page aligned). The
 consumer is a separate process (``c/hb_shm_consumer.c``): a loop on ``qrt_dispatch_one`` with the
 C functions of ``twin/runtime/c/qrt_functions.c`` in its dispatch table, as a CPU core serves the
-exchange layer. The producer side of each round is C too (``c/hb_producer.c`` through ctypes:
+exchange layer. The producer side of each round is C too (``c/hb_producer.c`` through ctypes,
+:class:`hw_bridge.producer.CProducerEndpoint`:
 ``hb_exchange`` writes the request, publishes it last, spins on the reply's ready word and takes
 both timestamps), so no Python runs inside a measured round.
 
@@ -27,7 +28,8 @@ from multiprocessing import shared_memory
 import numpy as np
 
 from hw_bridge.build import consumer_program, producer_library
-from hw_bridge.contract import BridgeSettings, LiveEndpoint, LiveFailure, LiveReply
+from hw_bridge.contract import BridgeSettings, LiveFailure, LiveReply
+from hw_bridge.producer import CProducerEndpoint
 from twin.runtime.native import ENCODINGS
 
 CONTROL_BYTES = 4096
@@ -40,7 +42,7 @@ def _page(n: int) -> int:
     return -(-n // 4096) * 4096
 
 
-class ShmEndpoint(LiveEndpoint):
+class ShmEndpoint(CProducerEndpoint):
     """A live CPU consumer in its own process over POSIX shared memory (see module docstring)."""
 
     backend = "shm"
@@ -52,8 +54,6 @@ class ShmEndpoint(LiveEndpoint):
         self.proc: subprocess.Popen | None = None
         self._affinity: set[int] | None = None
         self._stop = ctypes.c_uint32(0)
-        self._t = (ctypes.c_int64 * 2)()
-        self._nb = ctypes.c_uint32(0)
         self.freezes = 0
 
     # -- session --------------------------------------------------------------------------
@@ -147,30 +147,6 @@ class ShmEndpoint(LiveEndpoint):
         return self.proc.pid if self.proc else None
 
     # -- rounds ---------------------------------------------------------------------------
-    def deliver(self, seq: int, image: bytes) -> None:
-        """Land the request slot image in its slot (C, publish last)."""
-        off = self.slot_index(seq) * self.slot_bytes
-        self._t[0] = self._lib.hb_now_ns()
-        if self._lib.hb_deliver(self._req + off, image, len(image), self._enc) != 0:
-            raise LiveFailure("error", seq, f"request image of {len(image)} bytes is not a whole message", "shm")
-
-    def wait_reply(self, seq: int, timeout_ns: int | None = None) -> LiveReply:
-        """Spin (in C) on the reply slot; raises :class:`LiveFailure` dead/hung on timeout."""
-        off = self.slot_index(seq) * self.slot_bytes
-        timeout = self.settings.timeout_ns if timeout_ns is None else timeout_ns
-        t1 = ctypes.c_int64(0)
-        r = self._lib.hb_wait(self._rep + off, self.slot_bytes, self._enc, seq, self._t[0] + timeout,
-                              ctypes.byref(t1), ctypes.byref(self._nb), None)
-        self._t[1] = t1.value
-        return self._finish(seq, r, off, timeout)
-
-    def exchange(self, seq: int, image: bytes) -> LiveReply:
-        """Deliver and wait in one C call (``hb_exchange``)."""
-        off = self.slot_index(seq) * self.slot_bytes
-        r = self._lib.hb_exchange(self._req + off, self._rep + off, self.slot_bytes, self._enc, image, len(image),
-                                  self.settings.timeout_ns, self._t, ctypes.byref(self._nb), None)
-        return self._finish(seq, r, off, self.settings.timeout_ns)
-
     def _finish(self, seq: int, r: int, off: int, timeout: int) -> LiveReply:
         if r == 1:
             n = self._nb.value

@@ -1,0 +1,61 @@
+"""The producer side of a round in C, shared by the backends whose queues this process maps
+(:mod:`hw_bridge.shm`: POSIX shared memory; :mod:`hw_bridge.cuda`: pinned, mapped host memory).
+
+:class:`CProducerEndpoint` implements :meth:`deliver`, :meth:`wait_reply` and :meth:`exchange`
+with ``c/hb_producer.c`` through ctypes (``hb_deliver``, ``hb_wait``, ``hb_exchange``): the C code
+writes the request, publishes it last, spins on the reply's ready word and takes both timestamps
+(CLOCK_MONOTONIC ns), so no Python runs inside a measured round.
+"""
+from __future__ import annotations
+
+import abc
+import ctypes
+
+from hw_bridge.contract import BridgeSettings, LiveEndpoint, LiveFailure, LiveReply
+
+
+class CProducerEndpoint(LiveEndpoint):
+    """A :class:`LiveEndpoint` whose rounds run in ``hb_producer.c``.
+
+    The subclass's :meth:`open` sets ``_lib`` (:func:`hw_bridge.build.producer_library`), ``_enc``
+    (the encoding's number) and ``_req`` / ``_rep`` (addresses of the request and reply queues,
+    ``slots * slot_bytes`` each); it implements :meth:`_finish`, which turns the C result into a
+    :class:`LiveReply` or a :class:`LiveFailure`. ``_t`` holds the round's two timestamps (ns) and
+    ``_nb`` the reply's byte count.
+    """
+
+    def __init__(self, settings: BridgeSettings):
+        super().__init__(settings)
+        self._t = (ctypes.c_int64 * 2)()
+        self._nb = ctypes.c_uint32(0)
+
+    def deliver(self, seq: int, image: bytes) -> None:
+        """Land the request slot image in its slot (C, publish last); LiveFailure ``error`` when
+        the image is not a whole message."""
+        off = self.slot_index(seq) * self.slot_bytes
+        self._t[0] = self._lib.hb_now_ns()
+        if self._lib.hb_deliver(self._req + off, image, len(image), self._enc) != 0:
+            raise LiveFailure("error", seq, f"request image of {len(image)} bytes is not a whole message", self.backend)
+
+    def wait_reply(self, seq: int, timeout_ns: int | None = None) -> LiveReply:
+        """Spin (in C, ``hb_wait``) on the reply's ready word; on timeout :meth:`_finish` raises
+        :class:`LiveFailure` ``dead`` (the consumer is gone) or ``hung``."""
+        off = self.slot_index(seq) * self.slot_bytes
+        timeout = self.settings.timeout_ns if timeout_ns is None else timeout_ns
+        t1 = ctypes.c_int64(0)
+        r = self._lib.hb_wait(self._rep + off, self.slot_bytes, self._enc, seq, self._t[0] + timeout,
+                              ctypes.byref(t1), ctypes.byref(self._nb), None)
+        self._t[1] = t1.value
+        return self._finish(seq, r, off, timeout)
+
+    def exchange(self, seq: int, image: bytes) -> LiveReply:
+        """Deliver and wait in one C call (``hb_exchange``)."""
+        off = self.slot_index(seq) * self.slot_bytes
+        r = self._lib.hb_exchange(self._req + off, self._rep + off, self.slot_bytes, self._enc, image, len(image),
+                                  self.settings.timeout_ns, self._t, ctypes.byref(self._nb), None)
+        return self._finish(seq, r, off, self.settings.timeout_ns)
+
+    @abc.abstractmethod
+    def _finish(self, seq: int, r: int, off: int, timeout: int) -> LiveReply:
+        """The round's outcome from ``hb_wait``/``hb_exchange``'s result ``r`` (1: reply complete,
+        ``_nb`` bytes at reply offset ``off``; otherwise no reply within ``timeout`` ns)."""
