@@ -150,11 +150,9 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     """``twin calibrate``: fit a prior parameter set, write the fitted set, print the residuals."""
-    import yaml
-    from rich.table import Table
-
     from twin.calibration.fit import calibrate, fitted_document
     from twin.calibration.params import load_params
+    from twin.calibration.report import residuals_table, write_fitted_yaml
 
     if args.from_live:
         return cmd_calibrate_live(args, console)
@@ -174,15 +172,8 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
                        popsize=args.popsize)
     measured_rel = str((prior_path.parent / prior.fit.measured))
     doc = fitted_document(result, prior_path, prior.fit.measured)
-    out.write_text("# Written by `twin calibrate` from " + prior_path.name + "; do not edit by hand.\n"
-                   + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
-    tb = Table(title=f"residuals ({measured_rel})")
-    for col in ("consumer", "stat", "measured", "model", "error"):
-        tb.add_column(col, justify="left" if col in ("consumer", "stat") else "right")
-    for r in result.residuals:
-        tb.add_row(r.consumer, r.stat, f"{r.measured_ns / 1000:.3f} µs", f"{r.model_ns / 1000:.3f} µs",
-                   f"{r.error_pct:+.2f} %")
-    console.print(tb)
+    write_fitted_yaml(out, prior_path, doc)
+    console.print(residuals_table(result.residuals, f"residuals ({measured_rel})"))
     console.print(f"{result.n_measured} measured numbers, {result.n_free} free parameters, "
                   f"{result.n_tied} tied; fixed from measurements: card 10/40/30 ns, V80 28 ns, "
                   f"Aurora link stage from 0.44 µs; {result.evaluations} model evaluations")

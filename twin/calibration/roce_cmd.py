@@ -4,10 +4,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import yaml
 from rich.console import Console
-from rich.table import Table
 
+from twin.calibration.report import residuals_table, write_fitted_yaml
 from twin.calibration.roce import calibrate_roce, load_roce_params, roce_fitted_document
 from twin.config import ConfigError
 
@@ -23,15 +22,8 @@ def cmd_calibrate_roce(args: argparse.Namespace, console: Console, prior_path: P
     result = calibrate_roce(prior, prior_path, log=console.print, rounds=args.rounds, maxiter=args.maxiter,
                             popsize=args.popsize)
     doc = roce_fitted_document(result, prior_path, prior.fit.measured)
-    out.write_text("# Written by `twin calibrate` from " + prior_path.name + "; do not edit by hand.\n"
-                   + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
-    tb = Table(title=f"residuals ({prior_path.parent / prior.fit.measured})")
-    for col in ("consumer", "stat", "measured", "model", "error"):
-        tb.add_column(col, justify="left" if col in ("consumer", "stat") else "right")
-    for r in result.residuals:
-        tb.add_row(r.consumer, r.stat, f"{r.measured_ns / 1000:.3f} µs", f"{r.model_ns / 1000:.3f} µs",
-                   f"{r.error_pct:+.2f} %")
-    console.print(tb)
+    write_fitted_yaml(out, prior_path, doc)
+    console.print(residuals_table(result.residuals, f"residuals ({prior_path.parent / prior.fit.measured})"))
     for k, v in result.values.items():
         console.print(f"  {k} = {v}")
     console.print(f"{result.evaluations} model evaluations; wrote {out}")
