@@ -56,7 +56,8 @@ def kernel_cubin(arch: str) -> str:
     """Build (once) and return the path of the persistent kernel's cubin for ``sm_<arch>``."""
     src = HERE / "hb_cuda_kernel.cu"
     flags = [f"-arch=sm_{arch}", "-O2", "-cubin"]
-    target = _cache() / f"hb_cuda_kernel-{_digest([src, RUNTIME_C / 'qrt_functions.c'], flags)}.cubin"
+    deps = [src, RUNTIME_C / "qrt_functions.c", RUNTIME_C / "qrt_serve.h"]
+    target = _cache() / f"hb_cuda_kernel-{_digest(deps, flags)}.cubin"
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
         cmd = ["nvcc", *flags, "-I", str(RUNTIME_C), str(src), "-o", str(target) + ".tmp"]

@@ -1,11 +1,13 @@
 /* hb_cuda_kernel.cu: the cuda backend's persistent kernel, built from the device runtime library
    (qrt.h) and the same C functions the CPU consumers serve (twin/runtime/c/qrt_functions.c, built
    here as device code). One thread loops on qrt_dispatch_one over the request queue until the
-   stop signal is raised; replies go to the reply queue. hw_bridge/cuda.py puts both queues in
+   stop signal is raised (qrt_serve_until_stop, twin/runtime/c/qrt_serve.h); replies go to the
+   reply queue. hw_bridge/cuda.py puts both queues in
    pinned, mapped host memory: the kernel polls the request queue across PCIe, the host polls the
    reply's ready word in its own memory. On exit *served holds the requests served and *status 0
    or the first negative qrt error. Launch with one block. */
 #include "qrt.h"
+#include "qrt_serve.h"
 
 #define QRT_FN_EXPORT __device__
 #include "qrt_functions.c"
@@ -16,8 +18,6 @@ extern "C" __global__ void hb_live_kernel(uint8_t *req, uint8_t *rep, uint32_t s
 {
     qrt_queue rq, pq;
     qrt_endpoint ep;
-    unsigned long long n = 0;
-    uint32_t idle = 0;
     int rc;
 
     if (blockIdx.x != 0 || threadIdx.x != 0)
@@ -35,20 +35,5 @@ extern "C" __global__ void hb_live_kernel(uint8_t *req, uint8_t *rep, uint32_t s
         rc = qrt_register(&ep, 3u, qrt_fn_sum32);
     *(volatile int *)status = rc == QRT_OK ? 1 : rc; /* 1: serving */
     __threadfence_system();
-    while (rc == QRT_OK) {
-        int r = qrt_dispatch_one(&ep);
-        if (r > 0) {
-            ++n;
-            idle = 0;
-        } else if (r < 0) {
-            rc = r;
-        } else if (++idle == 256u) {
-            idle = 0;
-            if (qrt_signal_wait_nb(stop, 1u))
-                break;
-        }
-    }
-    *(volatile unsigned long long *)served = n;
-    *(volatile int *)status = rc;
-    __threadfence_system();
+    qrt_serve_until_stop(&ep, rc, stop, served, status);
 }

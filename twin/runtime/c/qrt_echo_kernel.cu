@@ -1,12 +1,13 @@
 /* qrt_echo_kernel.cu: a persistent kernel that serves the exchange layer with the device runtime
    library (qrt.h). One thread claims requests from the request queue, dispatches them (function 0
    = the built-in echo, function 1 = qrt_demo_invert below) and publishes the replies into the
-   reply queue, until the stop signal is raised. The queues are wherever the host put them
-   (pinned, mapped host memory in qrt_echo_host.cu; device memory written by a link card in the
-   real loop): the kernel only needs device-visible pointers.
+   reply queue, until the stop signal is raised (qrt_serve_until_stop, qrt_serve.h). The queues
+   are wherever the host put them (pinned, mapped host memory in qrt_echo_host.cu; device memory
+   written by a link card in the real loop): the kernel only needs device-visible pointers.
 
    Build: nvcc -arch=sm_90 -O2 -c qrt_echo_kernel.cu   (qrt_echo_host.cu includes this file) */
 #include "qrt.h"
+#include "qrt_serve.h"
 
 #define QRT_DEMO_INVERT 1u
 
@@ -31,8 +32,6 @@ extern "C" __global__ void qrt_echo_kernel(uint8_t *req, uint8_t *rep, uint32_t 
 {
     qrt_queue rq, pq;
     qrt_endpoint ep;
-    unsigned long long n = 0;
-    uint32_t idle = 0;
     int rc;
 
     if (blockIdx.x != 0 || threadIdx.x != 0)
@@ -44,21 +43,5 @@ extern "C" __global__ void qrt_echo_kernel(uint8_t *req, uint8_t *rep, uint32_t 
         rc = qrt_endpoint_init(&ep, &rq, &pq, stage);
     if (rc == QRT_OK)
         rc = qrt_register(&ep, QRT_DEMO_INVERT, qrt_demo_invert);
-    while (rc == QRT_OK) {
-        int r = qrt_dispatch_one(&ep);
-        if (r > 0) {
-            ++n;
-            idle = 0;
-        } else if (r < 0) {
-            rc = r;
-        } else if (++idle == 256u) {
-            /* The stop signal is read once every 256 empty polls: off the hot path. */
-            idle = 0;
-            if (qrt_signal_wait_nb(stop, 1u))
-                break;
-        }
-    }
-    *(volatile unsigned long long *)served = n;
-    *(volatile int *)status = rc;
-    __threadfence_system();
+    qrt_serve_until_stop(&ep, rc, stop, served, status);
 }
