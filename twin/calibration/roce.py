@@ -24,10 +24,10 @@ from typing import Callable, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from twin.calibration.fit import Residual, fit_groups, miss
-from twin.calibration.params import ConsumerModel, FitGroup, HostModel, _DottedParams, _positive, _ps
+from twin.calibration.params import ConsumerModel, FitGroup, HostModel, _DottedParams, _positive, _ps, _Strict
 from twin.config import ConfigError, Located, load_model
 from twin.devices.generator import TrafficParams
 from twin.devices.linkcard import LinkCardParams
@@ -37,10 +37,6 @@ from twin.links.roce import RoceV2Packetiser, RoceV2Path
 from twin.loop.spec import LoopSpec
 from twin.stats import percentile_ps
 from twin.units import PS_PER_NS, freq_hz, period_ps, rate_bps, time_ps
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class ControllerModel(_Strict):
