@@ -149,3 +149,36 @@ def test_a_refused_run_leaves_no_output_folder(tmp_path, capsys):
                "--out", str(out)])
     line = one_line_error(capsys, rc)
     assert "node 'epyc7282'" in line and not out.exists()
+
+
+# -- twin topology --out -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, says", [("x.xyz", "'.xyz'"), ("noext", "no extension")])
+def test_topology_out_of_an_unknown_format_is_one_line_exit_2(name, says, tmp_path, capsys):
+    out = tmp_path / name
+    line = one_line_error(capsys, main(["topology", str(SCENARIO), "--out", str(out)]))
+    assert f"--out {out}" in line and says in line
+    assert not list(tmp_path.iterdir())  # nothing written beside it (no noext.png)
+
+
+def test_topology_out_folder_writes_topology_png_in_it_and_says_so(tmp_path, capsys):
+    assert main(["topology", str(SCENARIO), "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "topology.png").stat().st_size > 0
+    assert f"wrote {tmp_path / 'topology.png'}" in capsys.readouterr().out
+    assert not tmp_path.with_suffix(".png").exists()
+
+
+@pytest.mark.parametrize("suffix", [".svg", ".pdf"])
+def test_topology_out_suffix_picks_the_format(suffix, tmp_path, capsys):
+    out = tmp_path / f"t{suffix}"
+    assert main(["topology", str(SCENARIO), "--out", str(out)]) == 0
+    head = out.read_bytes()[:200]
+    assert (b"<svg" in head) if suffix == ".svg" else head.startswith(b"%PDF")
+    assert f"wrote {out}" in capsys.readouterr().out
+
+
+def test_topology_out_that_cannot_be_written_names_the_option(tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "afile" / "t.png"
+    line = one_line_error(capsys, main(["topology", str(SCENARIO), "--out", str(out)]))
+    assert f"--out {out}" in line and "not a folder" in line

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -26,6 +27,40 @@ def _bundled(rel: str) -> Path:
     """A bundled file: from the current folder if it has one, else from the source tree."""
     here = Path(rel)
     return here if here.exists() else ROOT / rel
+
+
+def check_out_folder(value: str | Path, option: str = "--out", shown: str | Path | None = None) -> Path:
+    """Check, before any work, that ``value`` is or can become an output folder; create nothing.
+
+    Walks up to the nearest existing ancestor: it must be a folder we may write in (or ``value``
+    itself an existing folder). Returns ``Path(value)``. Raises :class:`UsageError` naming the
+    option and the value (``shown`` if given: the value the user typed), one line, e.g.
+    ``--out /etc/passwd/x: /etc/passwd is not a folder``."""
+    out = Path(value)
+    it = "" if shown is None else f"{out} "
+    value = value if shown is None else shown
+    if out.exists():
+        if not out.is_dir():
+            raise UsageError(f"{option} {value}: {it}exists and is not a folder")
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise UsageError(f"{option} {value}: {it}is a folder we may not write in")
+        return out
+    base = out.absolute().parent
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if not base.is_dir():
+        raise UsageError(f"{option} {value}: {base} is not a folder")
+    if out.parent.exists() and out.is_symlink():
+        raise UsageError(f"{option} {value}: a broken link")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {value}: cannot create a folder in {base} (permission denied)")
+    return out
+
+
+def out_error(option: str, value: str | Path, e: OSError) -> "UsageError":
+    """A filesystem error while writing an output, as one line naming the option and its value."""
+    where = f" ({e.filename})" if e.filename and str(e.filename) != str(value) else ""
+    return UsageError(f"{option} {value}: {e.strerror or e}{where}")
 
 
 MAX_ROUNDS = 100_000_000  # the scenario schema's bound too
@@ -301,5 +336,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # `python -m twin.cli`: run the module's own copy, so the error
+    from twin.cli import main as _main  # classes caught are those the subcommands raise
+    sys.exit(_main())
