@@ -128,6 +128,8 @@ SCENARIO_CASES = [
     ("period-not-whole-cycles-8ns", set_traffic(mode="open_loop", period="5004 ns", clock_period="8 ns"),
      [("traffic.period", "'5004 ns'")]),
     ("ppm-on-card-clock", set_traffic(ppm=12.5), [("traffic.ppm", "12.5")]),
+    # a closed loop sends on the reply: a period would be silently ignored
+    ("period-on-a-closed-loop", set_traffic(mode="closed_loop", period="5 us"), [("traffic.period", "'5 us'")]),
     ("encoding", set_key("encoding", "zigzag"), [("encoding", "'zigzag'")]),
     ("model-rtl-on-a-cpu", set_node(3, "model", "rtl"), [("nodes[3].model", "'rtl'")]),
     ("model-banana", set_node(4, "model", "banana"), [("nodes[4].model", "'banana'")]),

@@ -97,6 +97,9 @@ class Traffic(_Strict):
             if time_ps(self.period) <= 0 or time_ps(self.period) % time_ps(self.clock_period):
                 raise Located(("period",), self.period,
                               f"must be a positive whole number of clock_period ({self.clock_period}) cycles")
+        elif self.period is not None:  # closed loop: would be silently ignored
+            raise Located(("period",), self.period, "applies to open_loop traffic only (closed_loop sends the "
+                          "next request when the reply arrives); set mode: open_loop or remove period")
         if self.in_flight > 1 and self.mode != "closed_loop":
             raise Located(("in_flight",), self.in_flight, "applies to closed_loop traffic only")
         if self.clock == "card" and self.ppm:
@@ -310,6 +313,9 @@ class MeshTraffic(_Strict):
             raise Located(("clock_period",), self.clock_period, "must be > 0")
         if self.mode != "closed_loop" and (self.period is None or time_ps(self.period) <= 0):
             raise Located(("period",), self.period or "<missing>", f"{self.mode} traffic needs a period > 0 (e.g. '5 us')")
+        if self.mode == "closed_loop" and self.period is not None:  # would be silently ignored
+            raise Located(("period",), self.period, "applies to open_loop and poisson traffic only (closed_loop "
+                          "sends the next request when the reply arrives); set the mode or remove period")
         if self.mode == "open_loop" and time_ps(self.period) % time_ps(self.clock_period):
             raise Located(("period",), self.period, f"must be a whole number of clock_period ({self.clock_period}) cycles")
         if self.clock == "card" and self.ppm:
