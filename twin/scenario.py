@@ -516,6 +516,9 @@ def load_scenario(path: str | Path) -> LoadedScenario:
         for j, src in enumerate(node.rtl.sources if node.rtl else ()):
             if not (path.parent / src).is_file():
                 raise ConfigError(path, f"nodes[{i}].rtl.sources[{j}]", src, f"no such file ({(path.parent / src).resolve()})")
+        if node.rtl:
+            from twin.rtl.build import check_user_block
+            check_user_block(path, i, node.rtl.top, node.rtl.sources)
     measured_path = None
     if sc.measured is not None:
         measured_path = (path.parent / sc.measured).resolve()
