@@ -418,3 +418,36 @@ def test_models_a_path_cannot_run_are_refused(scenario, node, model, tmp_path, c
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     line = twin_run_error(path, tmp_path, capsys)
     assert_names(line, path, [(f"nodes[{i}].model", repr(model))])
+
+
+# -- the wrong kind of file ----------------------------------------------------------------------
+
+DECODE = ROOT / "scenarios" / "decode_rep3.yaml"
+
+
+@pytest.mark.parametrize("argv", [["run"], ["sweep", "--param", "frame_bytes=64"], ["topology"]])
+def test_a_decode_scenario_given_to_run_sweep_topology_says_use_twin_decode(argv, tmp_path, capsys):
+    rc = main([argv[0], str(DECODE), *argv[1:], "--out", str(tmp_path / "o.png" if argv[0] == "topology" else tmp_path)])
+    captured = capsys.readouterr()
+    assert rc == 2 and captured.err.splitlines() == [
+        f"{PREFIX}{DECODE}: decode: '{{...}}': this is a decode scenario (it has a decode block); "
+        f"run it with `twin decode {DECODE}`"], captured.err
+
+
+def test_a_loop_scenario_given_to_decode_says_use_twin_run(tmp_path, capsys):
+    rc = main(["decode", str(SCENARIO), "--out", str(tmp_path)])
+    line = capsys.readouterr().err.strip()
+    assert rc == 2 and line.startswith(f"{PREFIX}{SCENARIO}: nodes: ") and "twin run" in line
+
+
+@pytest.mark.parametrize("cmd, base, target", [("run", SCENARIO, "card_path_64b.yaml"),
+                                               ("decode", DECODE, "decode_rep3.yaml")])
+def test_calibration_naming_a_scenario_is_not_a_parameter_set(cmd, base, target, tmp_path, capsys):
+    (tmp_path / target).write_text(base.read_text())
+    doc = yaml.safe_load(base.read_text())
+    doc["calibration"] = target
+    path = write(tmp_path, doc)
+    rc = main([cmd, str(path), "--out", str(tmp_path / "out")])
+    line = capsys.readouterr().err.strip()
+    assert rc == 2 and line == (f"{PREFIX}{path}: calibration: '{target}': {target} is a scenario, not a "
+                                "parameter set; name a parameter set (e.g. calibrations/fitted/card_path.yaml)")

@@ -474,16 +474,32 @@ class LoadedScenario:
         self.measured_path = measured_path
 
 
+def check_not_a_scenario(path: Path, key: str, value: str, target: Path) -> None:
+    """``target`` (named by ``key: value`` in the scenario ``path``) must be a parameter set, not a
+    scenario (a file with ``nodes`` or ``decode``). Raises :class:`ConfigError` naming file, key, value."""
+    from twin.config.errors import load_yaml
+    doc = load_yaml(target)
+    if isinstance(doc, dict) and ("nodes" in doc or "decode" in doc):
+        raise ConfigError(path, key, value, f"{target.name} is a scenario, not a parameter set; name a "
+                          "parameter set (e.g. calibrations/fitted/card_path.yaml)")
+
+
 def load_scenario(path: str | Path) -> LoadedScenario:
     """Load a scenario and the parameter set it names; check every device exists there.
 
     Raises :class:`ConfigError` naming the file, key and value of the first problem.
     """
     path = Path(path)
-    sc = load_model(path, Scenario)
+    from twin.config.errors import load_yaml
+    data = load_yaml(path)
+    if isinstance(data, dict) and "decode" in data and "nodes" not in data:
+        raise ConfigError(path, "decode", "{...}", "this is a decode scenario (it has a decode block); "
+                          f"run it with `twin decode {path}`")
+    sc = load_model(path, Scenario, data=data)
     cal_path = (path.parent / sc.calibration).resolve()
     if not cal_path.is_file():
         raise ConfigError(path, "calibration", sc.calibration, f"no such file ({cal_path})")
+    check_not_a_scenario(path, "calibration", sc.calibration, cal_path)
     from twin.calibration.roce import RoceParamSet, load_any_params
     params = load_any_params(cal_path)
     if not sc.flows:
