@@ -182,3 +182,43 @@ def test_topology_out_that_cannot_be_written_names_the_option(tmp_path, capsys):
     out = tmp_path / "afile" / "t.png"
     line = one_line_error(capsys, main(["topology", str(SCENARIO), "--out", str(out)]))
     assert f"--out {out}" in line and "not a folder" in line
+
+
+# -- --out checked before any work, errors naming the option ------------------------------------
+
+DECODE = ROOT / "scenarios" / "decode_rep3.yaml"
+MESH = ROOT / "scenarios" / "mesh_fanout_by_function.yaml"
+
+
+def _no_study(*a, **k):
+    raise AssertionError("the study ran before --out was checked")
+
+
+@pytest.mark.parametrize("argv", [
+    ["decode", str(DECODE), "--quiet"],
+    ["run", str(SCENARIO), "--rounds", "20", "--verify-rounds", "10", "--quiet"],
+    ["run", str(MESH), "--rounds", "20", "--quiet"],
+    ["sweep", str(SCENARIO), "--param", "frame_bytes=64", "--rounds", "20", "--workers", "1", "--quiet"],
+], ids=["decode", "run", "run-mesh", "sweep"])
+@pytest.mark.parametrize("where", ["inside-a-file", "a-file"])
+def test_unusable_out_is_refused_before_the_study_naming_out(argv, where, tmp_path, capsys, monkeypatch):
+    import twin.mesh.engine
+    import twin.qec.study
+    import twin.study
+    import twin.sweep
+    monkeypatch.setattr(twin.qec.study, "run_decode_study", _no_study)
+    monkeypatch.setattr(twin.study, "run_study", _no_study)
+    monkeypatch.setattr(twin.sweep, "run_sweep", _no_study)
+    monkeypatch.setattr(twin.mesh.engine, "run_mesh", _no_study)
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "afile" / ("x" if where == "inside-a-file" else "")
+    out = out if where == "inside-a-file" else tmp_path / "afile"
+    line = one_line_error(capsys, main([*argv, "--out", str(out)]))
+    assert line.startswith(f"twin: error: --out {out}: ") and "not a folder" in line
+
+
+def test_calibrate_out_under_a_file_names_out(tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "afile" / "fitted.yaml"
+    line = one_line_error(capsys, main(["calibrate", str(PRIOR), "--out", str(out)]))
+    assert line == f"twin: error: --out {out}: {tmp_path / 'afile'} exists and is not a folder"

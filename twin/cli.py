@@ -59,6 +59,8 @@ def check_out_folder(value: str | Path, option: str = "--out", shown: str | Path
 
 def out_error(option: str, value: str | Path, e: OSError) -> "UsageError":
     """A filesystem error while writing an output, as one line naming the option and its value."""
+    if isinstance(e, FileExistsError) and e.filename and not Path(e.filename).is_dir():
+        return UsageError(f"{option} {value}: {e.filename} exists and is not a folder")
     where = f" ({e.filename})" if e.filename and str(e.filename) != str(value) else ""
     return UsageError(f"{option} {value}: {e.strerror or e}{where}")
 
@@ -124,9 +126,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         from twin.mesh.run import cmd_run_mesh
         return cmd_run_mesh(args, console, loaded)
     rounds = args.rounds or sc.rounds
-    out = Path(args.out) if args.out else Path("runs") / sc.name
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: exists and is not a folder")
+    out = check_out_folder(args.out or Path("runs") / sc.name)  # before the run, not after
     consumers = sc.consumers()
     trace = None
     if args.trace:
@@ -143,7 +143,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         f = study.failures[0]
         print(f"twin: error: node {getattr(f, 'node', '?')!r}: {f}", file=sys.stderr)
         return 3
-    out.mkdir(parents=True, exist_ok=True)  # only once the study has run: a refused run leaves nothing
+    try:
+        out.mkdir(parents=True, exist_ok=True)  # only once the study has run: a refused run leaves nothing
+    except OSError as e:
+        raise out_error("--out", out, e) from None
     for flag, name in ((args.no_csv, "rounds.csv"), (args.no_plot, "histograms.png")):
         if flag and (out / name).exists():
             (out / name).unlink()  # an earlier run's file would not match this results.json
@@ -204,7 +207,10 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     out = Path(args.out) if args.out else prior_path.parent / "fitted" / prior_path.name
     if out.is_dir():
         raise UsageError(f"--out {out}: is a folder; name the file to write")
-    out.parent.mkdir(parents=True, exist_ok=True)  # fail now, not after the fit
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)  # fail now, not after the fit
+    except OSError as e:
+        raise out_error("--out", out, e) from None
     result = calibrate(prior, prior_path, log=console.print, rounds=args.rounds, maxiter=args.maxiter,
                        popsize=args.popsize)
     measured_rel = str((prior_path.parent / prior.fit.measured))
@@ -242,7 +248,10 @@ def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
     out = Path(args.out) if args.out else _bundled("calibrations") / "fitted" / f"{fit.params.name}.yaml"
     if out.is_dir():
         raise UsageError(f"--out {out}: is a folder; name the file to write")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise out_error("--out", out, e) from None
     write_fitted(fit, out, run)
     tb = Table(title=f"{fit.consumer}: live (measured) vs fitted model (predicted), card-boundary round trip")
     for col in ("stat", "measured", "predicted", "error"):
