@@ -222,3 +222,15 @@ def test_calibrate_out_under_a_file_names_out(tmp_path, capsys):
     out = tmp_path / "afile" / "fitted.yaml"
     line = one_line_error(capsys, main(["calibrate", str(PRIOR), "--out", str(out)]))
     assert line == f"twin: error: --out {out}: {tmp_path / 'afile'} exists and is not a folder"
+
+
+@pytest.mark.parametrize("window", ["50:500", "101"])
+def test_trace_window_beyond_the_runs_rounds_is_refused(window, tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = main(["run", str(ROOT / "scenarios" / "v80_rtl.yaml"), "--rounds", "100", "--trace", window,
+               "--quiet", "--out", str(out)])
+    first, _, last = window.partition(":")
+    line = one_line_error(capsys, rc)
+    assert line == (f"twin: error: --trace {first}:{last or first}: outside the run's rounds 1:100 "
+                    "(--rounds or the scenario's rounds)")
+    assert not out.exists()

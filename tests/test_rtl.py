@@ -314,11 +314,13 @@ def test_user_module_runs_from_a_scenario():
     assert s["mismatches"] == 20
 
 
-def test_trace_writes_a_vcd_for_the_window(tmp_path, card_lib, v80_lib):
+def test_trace_writes_a_vcd_for_the_window(tmp_path, card_lib, v80_lib, capsys):
     from twin.cli import main
     out = tmp_path / "run"
     assert main(["run", str(ROOT / "scenarios" / "v80_rtl.yaml"), "--rounds", "6", "--out", str(out),
                  "--trace", "2:3", "--quiet", "--no-plot"]) == 0
+    wrote = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+    assert wrote.endswith(f", {out / 'waves.v80.card.vcd'}, {out / 'waves.v80.v80.vcd'}"), wrote
     rounds = np.loadtxt(out / "rounds.csv", delimiter=",", skiprows=1, usecols=(2, 3), dtype=np.int64)
     for node in ("u55c", "v80"):
         f = out / f"waves.v80.{'card' if node == 'u55c' else 'v80'}.vcd"

@@ -122,6 +122,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     path = Path(args.scenario) if args.scenario else _bundled(DEFAULT_SCENARIO)
     loaded = load_scenario(path)
     sc = loaded.scenario
+    if args.trace and "rtl" not in [n.model for n in sc.nodes]:
+        raise UsageError(f"--trace: scenario {path} has no node with model rtl")
     if sc.flows:  # a mesh: every flow at once (twin.mesh)
         from twin.mesh.run import cmd_run_mesh
         return cmd_run_mesh(args, console, loaded)
@@ -129,10 +131,13 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     out = check_out_folder(args.out or Path("runs") / sc.name)  # before the run, not after
     consumers = sc.consumers()
     trace = None
+    waves_before: dict[Path, int] = {}
     if args.trace:
-        if "rtl" not in [n.model for n in sc.nodes]:
-            raise UsageError(f"--trace: scenario {path} has no node with model rtl")
+        if args.trace[1] > rounds:
+            raise UsageError(f"--trace {args.trace[0]}:{args.trace[1]}: outside the run's rounds 1:{rounds} "
+                             f"(--rounds or the scenario's rounds)")
         trace = (str(out / "waves.vcd"), *args.trace)
+        waves_before = {f: f.stat().st_mtime_ns for f in out.glob("waves.*.vcd")} if out.is_dir() else {}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False, disable=args.quiet) as bar:
         tasks = {n.name: bar.add_task(n.device, total=rounds) for n in consumers}
@@ -165,9 +170,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         if r.summary["backlog_max"]:
             console.print(f"[yellow]warning: {r.node}: requests waited for a free slot (up to "
                           f"{r.summary['backlog_max']} at once): the consumer fell behind (offered load, or a stall)[/yellow]")
+    waves = [f for f in sorted(out.glob("waves.*.vcd")) if trace and waves_before.get(f) != f.stat().st_mtime_ns]
     console.print(f"wrote {out / 'results.json'}" + ("" if args.no_csv else f", {out / 'rounds.csv'}")
                   + ("" if args.no_plot else f", {out / 'histograms.png'}")
-                  + (f", {live_npz}" if live_npz else ""))
+                  + (f", {live_npz}" if live_npz else "") + "".join(f", {f}" for f in waves))
     rc = 0
     for f in study.failures:  # a live endpoint died, hung or answered wrongly
         done = next((len(r.result.t_in) for r in study.runs if r.node == getattr(f, "node", None)), 0)
@@ -285,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--verify-rounds", type=_nonneg, default=10_000,
                    help="rounds the event model checks in auto mode (default 10000)")
     r.add_argument("--trace", type=_window, metavar="FIRST:LAST",
-                   help="write VCD waveforms of the RTL nodes for rounds FIRST..LAST "
+                   help="write VCD waveforms of the RTL nodes for rounds FIRST..LAST (within the run's rounds) "
                         "(OUT/waves.<loop>.<node>.vcd; needs a node with model rtl)")
     r.add_argument("--no-plot", action="store_true", help="skip histograms.png")
     r.add_argument("--no-csv", action="store_true", help="skip rounds.csv")
