@@ -234,3 +234,28 @@ def test_trace_window_beyond_the_runs_rounds_is_refused(window, tmp_path, capsys
     assert line == (f"twin: error: --trace {first}:{last or first}: outside the run's rounds 1:100 "
                     "(--rounds or the scenario's rounds)")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("which, reason", [
+    ("v80_rtl", "loop 'v80': the consumer is model rtl and the link card is model rtl"),
+    ("invert", "loop 'epyc7282': function invert is not the echo"),
+])
+def test_direct_engine_refusal_names_the_actual_reason(which, reason, tmp_path, capsys):
+    if which == "invert":
+        doc = yaml.safe_load(scenario(tmp_path).read_text())
+        doc["nodes"] = [n for n in doc["nodes"] if n["kind"] != "consumer" or n["name"] == "epyc7282"]
+        doc["links"] = [ln for ln in doc["links"] if ln["to"] in {n["name"] for n in doc["nodes"]}]
+        path = tmp_path / "inv.yaml"
+        path.write_text(yaml.safe_dump({**doc, "function": "invert"}, sort_keys=False))
+    else:
+        path = ROOT / "scenarios" / "v80_rtl.yaml"
+    rc = main(["run", str(path), "--engine", "direct", "--rounds", "10", "--quiet", "--out", str(tmp_path / "o")])
+    line = one_line_error(capsys, rc)
+    assert f"{reason}; the direct engine computes only the echo in model sim" in line
+    assert line.endswith("use --engine auto or event")
+
+
+def test_live_is_a_known_model():
+    from twin.scenario import MODELS_AVAILABLE
+    assert load_scenario(ROOT / "scenarios" / "live_cpu_shm.yaml").scenario.consumers()[0].model == "live"
+    assert MODELS_AVAILABLE == ("sim", "code", "rtl", "live")

@@ -162,7 +162,7 @@ def test_period_unit_error_is_the_documented_line(tmp_path, capsys):
                     f"'5 parsecs' (use ps, ns, us, ms, s)")
 
 
-@pytest.mark.parametrize("model", ["gpu", "verilog"])
+@pytest.mark.parametrize("model", ["gpu", "verilog", "rlt"])
 def test_unknown_models_name_the_known_ones(model, tmp_path, capsys):
     path = write(tmp_path, set_node(2, "model", model)(base_scenario()))
     line = twin_run_error(path, tmp_path, capsys)
