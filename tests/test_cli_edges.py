@@ -149,3 +149,114 @@ def test_a_refused_run_leaves_no_output_folder(tmp_path, capsys):
                "--out", str(out)])
     line = one_line_error(capsys, rc)
     assert "node 'epyc7282'" in line and not out.exists()
+
+
+# -- twin topology --out -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, says", [("x.xyz", "'.xyz'"), ("noext", "no extension")])
+def test_topology_out_of_an_unknown_format_is_one_line_exit_2(name, says, tmp_path, capsys):
+    out = tmp_path / name
+    line = one_line_error(capsys, main(["topology", str(SCENARIO), "--out", str(out)]))
+    assert f"--out {out}" in line and says in line
+    assert not list(tmp_path.iterdir())  # nothing written beside it (no noext.png)
+
+
+def test_topology_out_folder_writes_topology_png_in_it_and_says_so(tmp_path, capsys):
+    assert main(["topology", str(SCENARIO), "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "topology.png").stat().st_size > 0
+    assert f"wrote {tmp_path / 'topology.png'}" in capsys.readouterr().out
+    assert not tmp_path.with_suffix(".png").exists()
+
+
+@pytest.mark.parametrize("suffix", [".svg", ".pdf"])
+def test_topology_out_suffix_picks_the_format(suffix, tmp_path, capsys):
+    out = tmp_path / f"t{suffix}"
+    assert main(["topology", str(SCENARIO), "--out", str(out)]) == 0
+    head = out.read_bytes()[:200]
+    assert (b"<svg" in head) if suffix == ".svg" else head.startswith(b"%PDF")
+    assert f"wrote {out}" in capsys.readouterr().out
+
+
+def test_topology_out_that_cannot_be_written_names_the_option(tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "afile" / "t.png"
+    line = one_line_error(capsys, main(["topology", str(SCENARIO), "--out", str(out)]))
+    assert f"--out {out}" in line and "not a folder" in line
+
+
+# -- --out checked before any work, errors naming the option ------------------------------------
+
+DECODE = ROOT / "scenarios" / "decode_rep3.yaml"
+MESH = ROOT / "scenarios" / "mesh_fanout_by_function.yaml"
+
+
+def _no_study(*a, **k):
+    raise AssertionError("the study ran before --out was checked")
+
+
+@pytest.mark.parametrize("argv", [
+    ["decode", str(DECODE), "--quiet"],
+    ["run", str(SCENARIO), "--rounds", "20", "--verify-rounds", "10", "--quiet"],
+    ["run", str(MESH), "--rounds", "20", "--quiet"],
+    ["sweep", str(SCENARIO), "--param", "frame_bytes=64", "--rounds", "20", "--workers", "1", "--quiet"],
+], ids=["decode", "run", "run-mesh", "sweep"])
+@pytest.mark.parametrize("where", ["inside-a-file", "a-file"])
+def test_unusable_out_is_refused_before_the_study_naming_out(argv, where, tmp_path, capsys, monkeypatch):
+    import twin.mesh.run
+    import twin.qec.study
+    import twin.study
+    import twin.sweep
+    # patched where they are looked up when called, after import (monkeypatch then restores them)
+    monkeypatch.setattr(twin.qec.study, "run_decode_study", _no_study)
+    monkeypatch.setattr(twin.study, "run_study", _no_study)
+    monkeypatch.setattr(twin.sweep, "run_sweep", _no_study)
+    monkeypatch.setattr(twin.mesh.run, "run_mesh", _no_study)
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "afile" / ("x" if where == "inside-a-file" else "")
+    out = out if where == "inside-a-file" else tmp_path / "afile"
+    line = one_line_error(capsys, main([*argv, "--out", str(out)]))
+    assert line.startswith(f"twin: error: --out {out}: ") and "not a folder" in line
+
+
+def test_calibrate_out_under_a_file_names_out(tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "afile" / "fitted.yaml"
+    line = one_line_error(capsys, main(["calibrate", str(PRIOR), "--out", str(out)]))
+    assert line == f"twin: error: --out {out}: {tmp_path / 'afile'} exists and is not a folder"
+
+
+@pytest.mark.parametrize("window", ["50:500", "101"])
+def test_trace_window_beyond_the_runs_rounds_is_refused(window, tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = main(["run", str(ROOT / "scenarios" / "v80_rtl.yaml"), "--rounds", "100", "--trace", window,
+               "--quiet", "--out", str(out)])
+    first, _, last = window.partition(":")
+    line = one_line_error(capsys, rc)
+    assert line == (f"twin: error: --trace {first}:{last or first}: outside the run's rounds 1:100 "
+                    "(--rounds or the scenario's rounds)")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("which, reason", [
+    ("v80_rtl", "loop 'v80': the consumer is model rtl and the link card is model rtl"),
+    ("invert", "loop 'epyc7282': function invert is not the echo"),
+])
+def test_direct_engine_refusal_names_the_actual_reason(which, reason, tmp_path, capsys):
+    if which == "invert":
+        doc = yaml.safe_load(scenario(tmp_path).read_text())
+        doc["nodes"] = [n for n in doc["nodes"] if n["kind"] != "consumer" or n["name"] == "epyc7282"]
+        doc["links"] = [ln for ln in doc["links"] if ln["to"] in {n["name"] for n in doc["nodes"]}]
+        path = tmp_path / "inv.yaml"
+        path.write_text(yaml.safe_dump({**doc, "function": "invert"}, sort_keys=False))
+    else:
+        path = ROOT / "scenarios" / "v80_rtl.yaml"
+    rc = main(["run", str(path), "--engine", "direct", "--rounds", "10", "--quiet", "--out", str(tmp_path / "o")])
+    line = one_line_error(capsys, rc)
+    assert f"{reason}; the direct engine computes only the echo in model sim" in line
+    assert line.endswith("use --engine auto or event")
+
+
+def test_live_is_a_known_model():
+    from twin.scenario import MODELS_AVAILABLE
+    assert load_scenario(ROOT / "scenarios" / "live_cpu_shm.yaml").scenario.consumers()[0].model == "live"
+    assert MODELS_AVAILABLE == ("sim", "code", "rtl", "live")

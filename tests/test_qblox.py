@@ -70,6 +70,8 @@ def test_wait_sync_lines_sequencers_up():
 @pytest.mark.parametrize("program, words", [
     ("wait 2\nstop", "outside [4, 65535]"),
     ("wait 70000\nstop", "outside"),
+    ("acquire 0,0,-300\nstop", "acquire: duration -300 ns is negative"),  # as written, not wrapped to 2**32 - 300
+    ("play 0,0,0x20000\nstop", "duration 0x20000 ns outside"),
     ("l: jmp @l\nstop", "endless"),
     ("wait 8", "no stop"),
     ("frobnicate 3\nstop", "unknown instruction"),

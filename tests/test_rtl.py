@@ -60,8 +60,9 @@ def test_lint_is_clean():
 def test_bad_source_is_one_clear_error(tmp_path):
     bad = tmp_path / "broken.v"
     bad.write_text("module broken(input wire clk); assign nope = ; endmodule\n")
-    with pytest.raises(B.RtlBuildError, match="verilating qrt_v80 failed.*log: "):
+    with pytest.raises(B.RtlBuildError, match="verilating qrt_v80 failed.*%Error: .*broken.v.*log: ") as e:
         B.build(B.consumer_sources("broken", (bad,)))
+    assert "\n" not in str(e.value) and e.value.log.is_file()
     with pytest.raises(B.RtlBuildError, match="not found"):
         B.build(B.consumer_sources("x", (tmp_path / "missing.v",)))
 
@@ -313,11 +314,13 @@ def test_user_module_runs_from_a_scenario():
     assert s["mismatches"] == 20
 
 
-def test_trace_writes_a_vcd_for_the_window(tmp_path, card_lib, v80_lib):
+def test_trace_writes_a_vcd_for_the_window(tmp_path, card_lib, v80_lib, capsys):
     from twin.cli import main
     out = tmp_path / "run"
     assert main(["run", str(ROOT / "scenarios" / "v80_rtl.yaml"), "--rounds", "6", "--out", str(out),
                  "--trace", "2:3", "--quiet", "--no-plot"]) == 0
+    wrote = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+    assert wrote.endswith(f", {out / 'waves.v80.card.vcd'}, {out / 'waves.v80.v80.vcd'}"), wrote
     rounds = np.loadtxt(out / "rounds.csv", delimiter=",", skiprows=1, usecols=(2, 3), dtype=np.int64)
     for node in ("u55c", "v80"):
         f = out / f"waves.v80.{'card' if node == 'u55c' else 'v80'}.vcd"
@@ -342,3 +345,38 @@ def test_scenario_errors(tmp_path):
         p.write_text(base.replace(old, new))
         with pytest.raises(ConfigError, match=msg):
             load_scenario(p)
+
+
+def user_copy(tmp_path: Path, top: str = "user_invert", edit=None) -> Path:
+    """tests/rtl_user copied to ``tmp_path`` with its calibration path made absolute."""
+    text = (USER / "user_invert.v").read_text()
+    (tmp_path / "user_invert.v").write_text(edit(text) if edit else text)
+    sc = (USER / "scenario.yaml").read_text().replace("../../calibrations", str(ROOT / "calibrations"))
+    p = tmp_path / "scenario.yaml"
+    p.write_text(sc.replace("top: user_invert", f"top: {top}"))
+    return p
+
+
+def test_user_top_not_declared_in_the_sources_is_refused_at_load(tmp_path, capsys):
+    from twin.cli import main
+    p = user_copy(tmp_path, top="user_inv")
+    rc = main(["run", str(p), "--rounds", "5", "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.splitlines() == [
+        f"twin: error: {p}: nodes[2].rtl.top: 'user_inv': no module user_inv in rtl.sources (they declare: user_invert)"]
+
+
+def test_user_source_with_a_syntax_error_names_the_scenario_key_on_one_line(tmp_path, capsys):
+    from twin.cli import main
+    p = user_copy(tmp_path, edit=lambda t: t.replace("done <= start;", "done <= start; assign = ;", 1))
+    rc = main(["run", str(p), "--rounds", "5", "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert rc == 2 and len(lines) == 1, err
+    assert lines[0].startswith(f"twin: error: {p}: nodes[2].rtl.sources: ['user_invert.v']: ")
+    assert re.search(r"%Error: .*user_invert\.v:\d+:\d+: syntax error.*; log: \S+build\.log$", lines[0]), lines[0]
+
+
+def test_declared_modules_ignores_comments():
+    assert B.declared_modules("// module fake\n/* module gone */ module real #(parameter A=1) (x);\n"
+                              "endmodule\n  module  two(y); endmodule") == ["real", "two"]

@@ -128,6 +128,8 @@ SCENARIO_CASES = [
     ("period-not-whole-cycles-8ns", set_traffic(mode="open_loop", period="5004 ns", clock_period="8 ns"),
      [("traffic.period", "'5004 ns'")]),
     ("ppm-on-card-clock", set_traffic(ppm=12.5), [("traffic.ppm", "12.5")]),
+    # a closed loop sends on the reply: a period would be silently ignored
+    ("period-on-a-closed-loop", set_traffic(mode="closed_loop", period="5 us"), [("traffic.period", "'5 us'")]),
     ("encoding", set_key("encoding", "zigzag"), [("encoding", "'zigzag'")]),
     ("model-rtl-on-a-cpu", set_node(3, "model", "rtl"), [("nodes[3].model", "'rtl'")]),
     ("model-banana", set_node(4, "model", "banana"), [("nodes[4].model", "'banana'")]),
@@ -160,7 +162,7 @@ def test_period_unit_error_is_the_documented_line(tmp_path, capsys):
                     f"'5 parsecs' (use ps, ns, us, ms, s)")
 
 
-@pytest.mark.parametrize("model", ["gpu", "verilog"])
+@pytest.mark.parametrize("model", ["gpu", "verilog", "rlt"])
 def test_unknown_models_name_the_known_ones(model, tmp_path, capsys):
     path = write(tmp_path, set_node(2, "model", model)(base_scenario()))
     line = twin_run_error(path, tmp_path, capsys)
@@ -416,3 +418,36 @@ def test_models_a_path_cannot_run_are_refused(scenario, node, model, tmp_path, c
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     line = twin_run_error(path, tmp_path, capsys)
     assert_names(line, path, [(f"nodes[{i}].model", repr(model))])
+
+
+# -- the wrong kind of file ----------------------------------------------------------------------
+
+DECODE = ROOT / "scenarios" / "decode_rep3.yaml"
+
+
+@pytest.mark.parametrize("argv", [["run"], ["sweep", "--param", "frame_bytes=64"], ["topology"]])
+def test_a_decode_scenario_given_to_run_sweep_topology_says_use_twin_decode(argv, tmp_path, capsys):
+    rc = main([argv[0], str(DECODE), *argv[1:], "--out", str(tmp_path / "o.png" if argv[0] == "topology" else tmp_path)])
+    captured = capsys.readouterr()
+    assert rc == 2 and captured.err.splitlines() == [
+        f"{PREFIX}{DECODE}: decode: '{{...}}': this is a decode scenario (it has a decode block); "
+        f"run it with `twin decode {DECODE}`"], captured.err
+
+
+def test_a_loop_scenario_given_to_decode_says_use_twin_run(tmp_path, capsys):
+    rc = main(["decode", str(SCENARIO), "--out", str(tmp_path)])
+    line = capsys.readouterr().err.strip()
+    assert rc == 2 and line.startswith(f"{PREFIX}{SCENARIO}: nodes: ") and "twin run" in line
+
+
+@pytest.mark.parametrize("cmd, base, target", [("run", SCENARIO, "card_path_64b.yaml"),
+                                               ("decode", DECODE, "decode_rep3.yaml")])
+def test_calibration_naming_a_scenario_is_not_a_parameter_set(cmd, base, target, tmp_path, capsys):
+    (tmp_path / target).write_text(base.read_text())
+    doc = yaml.safe_load(base.read_text())
+    doc["calibration"] = target
+    path = write(tmp_path, doc)
+    rc = main([cmd, str(path), "--out", str(tmp_path / "out")])
+    line = capsys.readouterr().err.strip()
+    assert rc == 2 and line == (f"{PREFIX}{path}: calibration: '{target}': {target} is a scenario, not a "
+                                "parameter set; name a parameter set (e.g. calibrations/fitted/card_path.yaml)")

@@ -41,6 +41,16 @@ def test_bad_parameter_paths_and_values_are_refused_before_running():
         run_sweep(ROCE, [parse_param("frame_bytes=0,16")], rounds=10)
 
 
+def test_period_sweep_on_a_closed_loop_is_refused_before_running(tmp_path, capsys):
+    """A closed loop has no period: sweeping one would give identical points."""
+    rc = main(["sweep", str(ROCE), "--param", "traffic.period=5 us,10 us", "--rounds", "10", "--quiet",
+               "--out", str(tmp_path / "sw")])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.splitlines()) == 1, err
+    assert "--param traffic.period='5 us'" in err and "open_loop" in err
+    assert not (tmp_path / "sw").exists()
+
+
 def test_frame_size_slope_matches_serialisation_from_the_link_parameters():
     """RoCE path, Threadripper core, per-piece encoding (16 bytes on the wire per 12 payload
     bytes) in both directions. Per payload byte the round trip grows by:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -26,6 +27,42 @@ def _bundled(rel: str) -> Path:
     """A bundled file: from the current folder if it has one, else from the source tree."""
     here = Path(rel)
     return here if here.exists() else ROOT / rel
+
+
+def check_out_folder(value: str | Path, option: str = "--out", shown: str | Path | None = None) -> Path:
+    """Check, before any work, that ``value`` is or can become an output folder; create nothing.
+
+    Walks up to the nearest existing ancestor: it must be a folder we may write in (or ``value``
+    itself an existing folder). Returns ``Path(value)``. Raises :class:`UsageError` naming the
+    option and the value (``shown`` if given: the value the user typed), one line, e.g.
+    ``--out /etc/passwd/x: /etc/passwd is not a folder``."""
+    out = Path(value)
+    it = "" if shown is None else f"{out} "
+    value = value if shown is None else shown
+    if out.exists():
+        if not out.is_dir():
+            raise UsageError(f"{option} {value}: {it}exists and is not a folder")
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise UsageError(f"{option} {value}: {it}is a folder we may not write in")
+        return out
+    base = out.absolute().parent
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if not base.is_dir():
+        raise UsageError(f"{option} {value}: {base} is not a folder")
+    if out.parent.exists() and out.is_symlink():
+        raise UsageError(f"{option} {value}: a broken link")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {value}: cannot create a folder in {base} (permission denied)")
+    return out
+
+
+def out_error(option: str, value: str | Path, e: OSError) -> "UsageError":
+    """A filesystem error while writing an output, as one line naming the option and its value."""
+    if isinstance(e, FileExistsError) and e.filename and not Path(e.filename).is_dir():
+        return UsageError(f"{option} {value}: {e.filename} exists and is not a folder")
+    where = f" ({e.filename})" if e.filename and str(e.filename) != str(value) else ""
+    return UsageError(f"{option} {value}: {e.strerror or e}{where}")
 
 
 MAX_ROUNDS = 100_000_000  # the scenario schema's bound too
@@ -85,19 +122,22 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     path = Path(args.scenario) if args.scenario else _bundled(DEFAULT_SCENARIO)
     loaded = load_scenario(path)
     sc = loaded.scenario
+    if args.trace and "rtl" not in [n.model for n in sc.nodes]:
+        raise UsageError(f"--trace: scenario {path} has no node with model rtl")
     if sc.flows:  # a mesh: every flow at once (twin.mesh)
         from twin.mesh.run import cmd_run_mesh
         return cmd_run_mesh(args, console, loaded)
     rounds = args.rounds or sc.rounds
-    out = Path(args.out) if args.out else Path("runs") / sc.name
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: exists and is not a folder")
+    out = check_out_folder(args.out or Path("runs") / sc.name)  # before the run, not after
     consumers = sc.consumers()
     trace = None
+    waves_before: dict[Path, int] = {}
     if args.trace:
-        if "rtl" not in [n.model for n in sc.nodes]:
-            raise UsageError(f"--trace: scenario {path} has no node with model rtl")
+        if args.trace[1] > rounds:
+            raise UsageError(f"--trace {args.trace[0]}:{args.trace[1]}: outside the run's rounds 1:{rounds} "
+                             f"(--rounds or the scenario's rounds)")
         trace = (str(out / "waves.vcd"), *args.trace)
+        waves_before = {f: f.stat().st_mtime_ns for f in out.glob("waves.*.vcd")} if out.is_dir() else {}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False, disable=args.quiet) as bar:
         tasks = {n.name: bar.add_task(n.device, total=rounds) for n in consumers}
@@ -108,7 +148,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         f = study.failures[0]
         print(f"twin: error: node {getattr(f, 'node', '?')!r}: {f}", file=sys.stderr)
         return 3
-    out.mkdir(parents=True, exist_ok=True)  # only once the study has run: a refused run leaves nothing
+    try:
+        out.mkdir(parents=True, exist_ok=True)  # only once the study has run: a refused run leaves nothing
+    except OSError as e:
+        raise out_error("--out", out, e) from None
     for flag, name in ((args.no_csv, "rounds.csv"), (args.no_plot, "histograms.png")):
         if flag and (out / name).exists():
             (out / name).unlink()  # an earlier run's file would not match this results.json
@@ -127,9 +170,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         if r.summary["backlog_max"]:
             console.print(f"[yellow]warning: {r.node}: requests waited for a free slot (up to "
                           f"{r.summary['backlog_max']} at once): the consumer fell behind (offered load, or a stall)[/yellow]")
+    waves = [f for f in sorted(out.glob("waves.*.vcd")) if trace and waves_before.get(f) != f.stat().st_mtime_ns]
     console.print(f"wrote {out / 'results.json'}" + ("" if args.no_csv else f", {out / 'rounds.csv'}")
                   + ("" if args.no_plot else f", {out / 'histograms.png'}")
-                  + (f", {live_npz}" if live_npz else ""))
+                  + (f", {live_npz}" if live_npz else "") + "".join(f", {f}" for f in waves))
     rc = 0
     for f in study.failures:  # a live endpoint died, hung or answered wrongly
         done = next((len(r.result.t_in) for r in study.runs if r.node == getattr(f, "node", None)), 0)
@@ -167,7 +211,10 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     out = Path(args.out) if args.out else prior_path.parent / "fitted" / prior_path.name
     if out.is_dir():
         raise UsageError(f"--out {out}: is a folder; name the file to write")
-    out.parent.mkdir(parents=True, exist_ok=True)  # fail now, not after the fit
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)  # fail now, not after the fit
+    except OSError as e:
+        raise out_error("--out", out, e) from None
     result = calibrate(prior, prior_path, log=console.print, rounds=args.rounds, maxiter=args.maxiter,
                        popsize=args.popsize)
     measured_rel = str((prior_path.parent / prior.fit.measured))
@@ -198,7 +245,10 @@ def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
     out = Path(args.out) if args.out else _bundled("calibrations") / "fitted" / f"{fit.params.name}.yaml"
     if out.is_dir():
         raise UsageError(f"--out {out}: is a folder; name the file to write")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise out_error("--out", out, e) from None
     write_fitted(fit, out, run)
     tb = Table(title=f"{fit.consumer}: live (measured) vs fitted model (predicted), card-boundary round trip")
     for col in ("stat", "measured", "predicted", "error"):
@@ -232,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--verify-rounds", type=_nonneg, default=10_000,
                    help="rounds the event model checks in auto mode (default 10000)")
     r.add_argument("--trace", type=_window, metavar="FIRST:LAST",
-                   help="write VCD waveforms of the RTL nodes for rounds FIRST..LAST "
+                   help="write VCD waveforms of the RTL nodes for rounds FIRST..LAST (within the run's rounds) "
                         "(OUT/waves.<loop>.<node>.vcd; needs a node with model rtl)")
     r.add_argument("--no-plot", action="store_true", help="skip histograms.png")
     r.add_argument("--no-csv", action="store_true", help="skip rounds.csv")
@@ -292,5 +342,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # `python -m twin.cli`: run the module's own copy, so the error
+    from twin.cli import main as _main  # classes caught are those the subcommands raise
+    sys.exit(_main())

@@ -97,6 +97,9 @@ class Traffic(_Strict):
             if time_ps(self.period) <= 0 or time_ps(self.period) % time_ps(self.clock_period):
                 raise Located(("period",), self.period,
                               f"must be a positive whole number of clock_period ({self.clock_period}) cycles")
+        elif self.period is not None:  # closed loop: would be silently ignored
+            raise Located(("period",), self.period, "applies to open_loop traffic only (closed_loop sends the "
+                          "next request when the reply arrives); set mode: open_loop or remove period")
         if self.in_flight > 1 and self.mode != "closed_loop":
             raise Located(("in_flight",), self.in_flight, "applies to closed_loop traffic only")
         if self.clock == "card" and self.ppm:
@@ -310,6 +313,9 @@ class MeshTraffic(_Strict):
             raise Located(("clock_period",), self.clock_period, "must be > 0")
         if self.mode != "closed_loop" and (self.period is None or time_ps(self.period) <= 0):
             raise Located(("period",), self.period or "<missing>", f"{self.mode} traffic needs a period > 0 (e.g. '5 us')")
+        if self.mode == "closed_loop" and self.period is not None:  # would be silently ignored
+            raise Located(("period",), self.period, "applies to open_loop and poisson traffic only (closed_loop "
+                          "sends the next request when the reply arrives); set the mode or remove period")
         if self.mode == "open_loop" and time_ps(self.period) % time_ps(self.clock_period):
             raise Located(("period",), self.period, f"must be a whole number of clock_period ({self.clock_period}) cycles")
         if self.clock == "card" and self.ppm:
@@ -468,16 +474,32 @@ class LoadedScenario:
         self.measured_path = measured_path
 
 
+def check_not_a_scenario(path: Path, key: str, value: str, target: Path) -> None:
+    """``target`` (named by ``key: value`` in the scenario ``path``) must be a parameter set, not a
+    scenario (a file with ``nodes`` or ``decode``). Raises :class:`ConfigError` naming file, key, value."""
+    from twin.config.errors import load_yaml
+    doc = load_yaml(target)
+    if isinstance(doc, dict) and ("nodes" in doc or "decode" in doc):
+        raise ConfigError(path, key, value, f"{target.name} is a scenario, not a parameter set; name a "
+                          "parameter set (e.g. calibrations/fitted/card_path.yaml)")
+
+
 def load_scenario(path: str | Path) -> LoadedScenario:
     """Load a scenario and the parameter set it names; check every device exists there.
 
     Raises :class:`ConfigError` naming the file, key and value of the first problem.
     """
     path = Path(path)
-    sc = load_model(path, Scenario)
+    from twin.config.errors import load_yaml
+    data = load_yaml(path)
+    if isinstance(data, dict) and "decode" in data and "nodes" not in data:
+        raise ConfigError(path, "decode", "{...}", "this is a decode scenario (it has a decode block); "
+                          f"run it with `twin decode {path}`")
+    sc = load_model(path, Scenario, data=data)
     cal_path = (path.parent / sc.calibration).resolve()
     if not cal_path.is_file():
         raise ConfigError(path, "calibration", sc.calibration, f"no such file ({cal_path})")
+    check_not_a_scenario(path, "calibration", sc.calibration, cal_path)
     from twin.calibration.roce import RoceParamSet, load_any_params
     params = load_any_params(cal_path)
     if not sc.flows:
@@ -510,6 +532,9 @@ def load_scenario(path: str | Path) -> LoadedScenario:
         for j, src in enumerate(node.rtl.sources if node.rtl else ()):
             if not (path.parent / src).is_file():
                 raise ConfigError(path, f"nodes[{i}].rtl.sources[{j}]", src, f"no such file ({(path.parent / src).resolve()})")
+        if node.rtl:
+            from twin.rtl.build import check_user_block
+            check_user_block(path, i, node.rtl.top, node.rtl.sources)
     measured_path = None
     if sc.measured is not None:
         measured_path = (path.parent / sc.measured).resolve()

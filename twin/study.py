@@ -100,6 +100,10 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
     else:
         measured = None
     traffic = sc.traffic_params(rounds)
+    for i, node in enumerate(sc.nodes):  # a user's RTL that will not build is the scenario's error
+        if node.rtl is not None:
+            from twin.rtl.build import build_user_block
+            build_user_block(loaded.path, i, node.rtl.top, node.rtl.sources)
     runs = []
     for node in sc.consumers():
         if roce:  # the RoCE v2 path (twin.calibration.roce): same engines, other parts

@@ -287,7 +287,10 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
 
     from twin.scenario import load_scenario
 
+    from twin.cli import check_out_folder, out_error
+
     loaded = load_scenario(Path(args.scenario))
+    out = check_out_folder(args.out or Path("runs") / loaded.scenario.name / "sweep")  # before the points run
     try:
         axes = [parse_param(p) for p in args.param]
         if len({a.path for a in axes}) != len(axes):
@@ -306,8 +309,10 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         print("twin: error: --measure loop: the scenario has no external control system (no loop beyond "
               "the card boundary)", file=sys.stderr)
         return 2
-    out = Path(args.out) if args.out else Path("runs") / loaded.scenario.name / "sweep"
-    write_outputs(rows, axes, out, loaded.scenario.name, args.measure)
+    try:
+        write_outputs(rows, axes, out, loaded.scenario.name, args.measure)
+    except OSError as e:
+        raise out_error("--out", out, e) from None
     tb = Table(title=f"{loaded.scenario.name}: sweep, {len(points)} points, "
                      f"{'controller loop' if pre else 'round trip'} (µs)")
     for a in axes:

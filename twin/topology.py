@@ -1,5 +1,5 @@
 """``twin topology SCENARIO``: draw a scenario's graph (nodes by kind, links by kind, each mesh
-flow's route) to a PNG."""
+flow's route) to a PNG, PDF or SVG."""
 from __future__ import annotations
 
 import argparse
@@ -12,19 +12,47 @@ def register(sub) -> None:
     """Add the ``topology`` subcommand to the ``twin`` parser's subparsers."""
     t = sub.add_parser("topology", help="draw a scenario's topology (and a mesh's routes) to a PNG")
     t.add_argument("scenario", help="scenario YAML")
-    t.add_argument("--out", help="PNG to write (default runs/<scenario name>/topology.png)")
+    t.add_argument("--out", help="image to write: a .png, .pdf or .svg file, or a folder to write "
+                                 "topology.png in (default runs/<scenario name>/topology.png)")
+
+
+FORMATS = (".png", ".pdf", ".svg")
+
+
+def out_path(value: str | None, name: str) -> Path:
+    """The file ``twin topology --out VALUE`` writes: ``runs/NAME/topology.png`` by default,
+    ``VALUE/topology.png`` for an existing folder, else ``VALUE`` itself, which must end in
+    .png, .pdf or .svg. Raises :class:`twin.cli.UsageError` naming ``--out`` and the value."""
+    from twin.cli import UsageError
+
+    if not value:
+        return Path("runs") / name / "topology.png"
+    out = Path(value)
+    if out.is_dir():
+        return out / "topology.png"
+    if out.suffix.lower() not in FORMATS:
+        raise UsageError(f"--out {value}: name a .png, .pdf or .svg file, or an existing folder "
+                         f"(got {'no extension' if not out.suffix else repr(out.suffix)})")
+    return out
 
 
 def cmd_topology(args: argparse.Namespace, console: Console) -> int:
-    """Load the scenario (errors name file, key, value), draw it, print where. Returns 0."""
+    """Load the scenario (errors name file, key, value), draw it, print the file written. Returns 0;
+    raises :class:`twin.cli.UsageError` for an ``--out`` that cannot be written."""
     from twin.mesh.topology import draw
     from twin.scenario import load_scenario
 
     loaded = load_scenario(Path(args.scenario))
     sc = loaded.scenario
-    out = Path(args.out) if args.out else Path("runs") / sc.name / "topology.png"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    draw(sc, out)
+    from twin.cli import check_out_folder, out_error
+
+    out = out_path(args.out, sc.name)
+    check_out_folder(out.parent, shown=args.out or out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        draw(sc, out)
+    except OSError as e:
+        raise out_error("--out", args.out or out, e) from None
     g = sc.graph()
     console.print(f"{sc.name}: {g.number_of_nodes()} nodes, {g.number_of_edges()} links"
                   + (f", {len(sc.flows)} flows" if sc.flows else ""))

@@ -154,9 +154,18 @@ class Sequencer:
     def _duration(self, ins: Instr, a: str) -> int:
         if a.startswith("R") and ins.op != "wait":
             raise self._err(ins, "the duration must be an immediate")
+        if not a.startswith("R"):  # an immediate: judged as written, before any 32-bit wrap
+            try:
+                written = int(a, 0)
+            except ValueError:
+                raise self._err(ins, f"cannot read {a!r}") from None
+            if written < 0:
+                raise self._err(ins, f"duration {a} ns is negative (durations are {RT_MIN_NS} to {RT_MAX_NS} ns)")
+            if not RT_MIN_NS <= written <= RT_MAX_NS:
+                raise self._err(ins, f"duration {a} ns outside [{RT_MIN_NS}, {RT_MAX_NS}] ns")
         d = self._val(ins, a)
         if not RT_MIN_NS <= d <= RT_MAX_NS:
-            raise self._err(ins, f"duration {d} ns outside [{RT_MIN_NS}, {RT_MAX_NS}] ns")
+            raise self._err(ins, f"duration {d} ns (register {a}) outside [{RT_MIN_NS}, {RT_MAX_NS}] ns")
         return d
 
     def _target(self, ins: Instr, a: str) -> int:

@@ -40,9 +40,21 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     """
     if spec.faults.active:
         raise DirectNotApplicable(f"loop {spec.name!r}: fault injection needs the event model")
-    if (spec.function != 0 and reply_bytes is None) or spec.model != "sim" or spec.card_model != "sim":
-        raise DirectNotApplicable(f"loop {spec.name!r}: only the echo in model sim has a reply shape the "
-                                  "direct engine knows; other functions and model code need the event model")
+    why = []  # what this loop has that the direct engine does not compute
+    if spec.model != "sim":
+        why.append(f"the consumer is model {spec.model}")
+    if spec.card_model != "sim":
+        why.append(f"the link card is model {spec.card_model}")
+    if spec.function != 0 and reply_bytes is None:
+        from twin.runtime.functions import lookup
+        try:
+            fname = lookup(spec.function).name
+        except KeyError:
+            fname = f"id {spec.function}"
+        why.append(f"function {fname} is not the echo")
+    if why:
+        raise DirectNotApplicable(f"loop {spec.name!r}: {' and '.join(why)}; the direct engine computes only "
+                                  "the echo in model sim, the others need the event model")
     tr = spec.traffic
     enc = get_encoding(spec.consumer.encoding)
     frame = tr.frame_bytes

@@ -112,8 +112,9 @@ def _route(sc, g: nx.Graph, fi: int) -> Route:
 
 
 def draw(sc, path: Path) -> None:
-    """Draw the scenario's graph to a PNG: nodes coloured by kind, edges labelled by link kind, and
-    for a mesh each flow's route as a coloured arrow path. Raises OSError if it cannot write."""
+    """Draw the scenario's graph to exactly ``path`` (its suffix picks png, pdf or svg; none: png):
+    nodes coloured by kind, edges labelled by link kind, and for a mesh each flow's route as a
+    coloured arrow path. Raises OSError if it cannot write."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -147,5 +148,5 @@ def draw(sc, path: Path) -> None:
     ax.legend(fontsize=7, loc="lower left", markerscale=0.4)
     ax.axis("off")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format=Path(path).suffix.lower().lstrip(".") or "png")
     plt.close(fig)

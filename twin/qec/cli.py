@@ -14,14 +14,12 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
     differs from the direct decode or the card counted a mismatch."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from twin.cli import UsageError, _bundled
+    from twin.cli import _bundled, check_out_folder, out_error
     from twin.qec.study import load_decode, print_decode, run_decode_study, write_decode_outputs
 
     path = Path(args.scenario) if args.scenario else _bundled(DEFAULT_DECODE)
     ld = load_decode(path)
-    out = Path(args.out) if args.out else Path("runs") / ld.sc.name
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: exists and is not a folder")
+    out = check_out_folder(args.out or Path("runs") / ld.sc.name)  # before the study, not after
     shots = args.shots or ld.sc.decode.shots
     d = ld.sc.decode
     from twin.qec.workload import sample
@@ -37,7 +35,10 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
         doc = run_decode_study(ld, shots=shots, seed=args.seed, progress=progress, engine=args.engine,
                                verify_rounds=args.verify_rounds)
     print_decode(doc, console)
-    paths = write_decode_outputs(doc, out)
+    try:
+        paths = write_decode_outputs(doc, out)
+    except OSError as e:
+        raise out_error("--out", out, e) from None
     console.print("wrote " + ", ".join(str(p) for p in paths))
     rc = 0
     for s in doc["placements"]:

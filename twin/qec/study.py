@@ -124,10 +124,17 @@ class LoadedDecode:
 def load_decode(path: str | Path) -> LoadedDecode:
     """Load a decode scenario; raises :class:`ConfigError` naming file, key and value."""
     path = Path(path)
-    sc = load_model(path, DecodeScenario)
+    from twin.config.errors import load_yaml
+    from twin.scenario import check_not_a_scenario
+    data = load_yaml(path)
+    if isinstance(data, dict) and "nodes" in data and "decode" not in data:
+        raise ConfigError(path, "nodes", "[...]", f"this is a loop scenario (nodes, no decode block); run it "
+                          f"with `twin run {path}`")
+    sc = load_model(path, DecodeScenario, data=data)
     cal = (path.parent / sc.calibration).resolve()
     if not cal.is_file():
         raise ConfigError(path, "calibration", sc.calibration, f"no such file ({cal})")
+    check_not_a_scenario(path, "calibration", sc.calibration, cal)
     params = load_params(cal)
     for i, pl in enumerate(sc.decode.placements):
         if pl.device not in params.consumers:

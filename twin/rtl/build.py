@@ -24,6 +24,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,7 +42,51 @@ class RtlError(RuntimeError):
 
 
 class RtlBuildError(RtlError):
-    """Verilating or compiling an RTL node failed (the message names the step and the log)."""
+    """Verilating or compiling an RTL node failed. The message is one line naming the step, the
+    first ``%Error`` line of the tool (``first_error``, if any) and the build log (``log``)."""
+
+    def __init__(self, message: str, log: Path | None = None, first_error: str | None = None):
+        super().__init__(message)
+        self.log, self.first_error = log, first_error
+
+
+_MODULE = re.compile(r"^\s*(?:macro)?module\s+(?:automatic\s+|static\s+)?([A-Za-z_][A-Za-z0-9_$]*)", re.M)
+
+
+def declared_modules(text: str) -> list[str]:
+    """Names of the modules a Verilog source declares (``module NAME``), comments removed."""
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    return _MODULE.findall(text)
+
+
+def check_user_block(scenario: Path, index: int, top: str, sources: list[str]) -> None:
+    """At scenario load: the user's module ``top`` is declared in one of ``sources`` (paths
+    relative to ``scenario``, which exist). Raises :class:`twin.config.ConfigError` naming
+    ``nodes[index].rtl.top`` and the value, with the modules the sources do declare."""
+    from twin.config import ConfigError
+    found = [m for s in sources for m in declared_modules((scenario.parent / s).read_text(errors="replace"))]
+    if top not in found:
+        raise ConfigError(scenario, f"nodes[{index}].rtl.top", top,
+                          f"no module {top} in rtl.sources (they declare: {', '.join(found) or 'no module'})")
+
+
+def build_user_block(scenario: Path, index: int, top: str, sources: list[str]) -> Path:
+    """Build (or reuse) the V80 logic with the user's function core; returns the library.
+    Raises :class:`twin.config.ConfigError` naming the scenario, ``nodes[index].rtl.top`` or
+    ``nodes[index].rtl.sources`` and the value, with Verilator's first error and the log path."""
+    from twin.config import ConfigError
+    try:
+        return build(consumer_sources(top, tuple((scenario.parent / s).resolve() for s in sources)))
+    except RtlBuildError as e:
+        if e.log is None:  # no toolchain, or a source gone: not the block's fault
+            raise
+        first = e.first_error or "no %Error line"
+        key, value = (("top", top) if re.search(rf"module\W+{re.escape(top)}\b|'{re.escape(top)}'", first)
+                      else ("sources", sources))
+        raise ConfigError(scenario, f"nodes[{index}].rtl.{key}", value,
+                          f"Verilator rejected the user's function core with the twin's V80 logic: {first}; "
+                          f"log: {e.log}") from None
 
 
 def verilator_root() -> Path:
@@ -143,8 +188,11 @@ def _run(cmd: list[str], cwd: Path, log: Path, step: str) -> None:
         f.flush()
         r = subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT, env=verilator_env())
     if r.returncode:
-        tail = log.read_text(errors="replace").strip().splitlines()[-12:]
-        raise RtlBuildError(f"{step} failed (exit {r.returncode}); log: {log}\n" + "\n".join(tail))
+        lines = log.read_text(errors="replace").strip().splitlines()
+        first = next((ln.strip() for ln in lines if ln.startswith("%Error")),
+                     next((ln.strip() for ln in lines if "error" in ln.lower() and not ln.startswith("$ ")), None))
+        raise RtlBuildError(f"{step} failed (exit {r.returncode})" + (f": {first}" if first else "")
+                            + f"; log: {log}", log, first)
 
 
 def build(ns: NodeSources, jobs: int = 2) -> Path:
