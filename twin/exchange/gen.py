@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import sys
+import textwrap
 from pathlib import Path
 from typing import Literal
 
@@ -90,6 +91,21 @@ class Queue(_S):
     max_slots: int = Field(gt=0)
 
 
+class Syndrome(_S):
+    """How a decoder's request carries a syndrome and its reply a correction.
+
+    bit_order: ``lsb_first`` (item ``i`` is bit ``i % 8`` of byte ``i // 8``; the only order the
+    runtime, the decoders and the RTL implement); bits_per_byte: 8; padding: ``zero_ignored``
+    (padding bits and bytes are written as zero and ignored when read); short_status: the name of
+    the status a request shorter than its syndrome gets (one of the spec's ``status`` names)."""
+
+    doc: str = ""
+    bit_order: Literal["lsb_first"]
+    bits_per_byte: Literal[8]
+    padding: Literal["zero_ignored"]
+    short_status: str
+
+
 class Contract(_S):
     """The byte specification (see ``contract.yaml``)."""
 
@@ -101,6 +117,7 @@ class Contract(_S):
     piece: Record
     encodings: list[Named]
     functions: list[Named]
+    syndrome: Syndrome
     flags: list[Named]
     status: list[Named]
 
@@ -112,7 +129,28 @@ class Contract(_S):
             raise Located(("piece", "fields", 0, "name"), self.piece.fields[0].name, "the first field must be seq")
         if self.queue.slot_bytes % self.piece.bytes or self.queue.min_slot_bytes % self.piece.bytes:
             raise Located(("queue", "slot_bytes"), self.queue.slot_bytes, "must be a multiple of the piece size")
+        for group in ("encodings", "functions", "status"):
+            seen: dict[object, int] = {}
+            for i, it in enumerate(getattr(self, group)):
+                if it.value is None:
+                    raise Located((group, i, "value"), None, "a value is required")
+                if group == "functions" and it.value >= 2**16:
+                    raise Located((group, i, "value"), it.value, "a function id is a u16 (0..65535)")
+                for key in ("name", "value"):
+                    v = getattr(it, key)
+                    if v in seen:
+                        raise Located((group, i, key), v, f"already used by {group}[{seen[v]}]")
+                    seen[v] = i
+        if self.syndrome.short_status not in {s.name for s in self.status}:
+            raise Located(("syndrome", "short_status"), self.syndrome.short_status,
+                          "not a status name (" + ", ".join(s.name for s in self.status) + ")")
+        if "*/" in self.syndrome.doc:
+            raise Located(("syndrome", "doc"), "*/", "would end the generated C comment")
         return self
+
+    def status_value(self, name: str) -> int:
+        """The value of the status called ``name``; KeyError if none."""
+        return next(s.value for s in self.status if s.name == name)
 
 
 def load_contract(path: Path = SPEC) -> Contract:
@@ -131,6 +169,19 @@ def _constants(c: Contract) -> list[tuple[str, list[tuple[str, int]]]]:
     and status codes."""
     return [(group, [(it.name.upper(), it.value) for it in items])
             for group, items in (("ENCODING", c.encodings), ("FUNCTION", c.functions), ("STATUS", c.status))]
+
+
+def _wrap(doc: str, prefix: str) -> list[str]:
+    """``doc`` as comment lines of at most 100 characters, each starting with ``prefix``; a line
+    never breaks inside ``i % 8`` or ``i // 8``."""
+    keep = {" % ": "\xa0%\xa0", " // ": "\xa0//\xa0"}
+    text = " ".join(doc.split())
+    for a, b in keep.items():
+        text = text.replace(a, b)
+    lines = textwrap.wrap(text, 100 - len(prefix))
+    for a, b in keep.items():
+        lines = [x.replace(b, a) for x in lines]
+    return [prefix + x for x in lines]
 
 
 def gen_c(c: Contract, spec_text: str) -> str:
@@ -157,6 +208,21 @@ def gen_c(c: Contract, spec_text: str) -> str:
     for it in c.flags:
         L.append(f"#define {P}_FLAG_{it.name.upper()} (1u << {it.bit})")
     L.append("")
+    L += ["/* syndrome:", *_wrap(c.syndrome.doc, "   "), "*/",
+          f"#define {P}_SYNDROME_BIT_ORDER_LSB_FIRST 1u",
+          f"#define {P}_SYNDROME_BITS_PER_BYTE {c.syndrome.bits_per_byte}u",
+          f"#define {P}_SYNDROME_PAD_VALUE 0u  /* padding is written as zero and ignored when read */",
+          f"#define {P}_SYNDROME_SHORT_STATUS {P}_STATUS_{c.syndrome.short_status.upper()}",
+          f"/* bytes holding n detectors (a request's syndrome) or n observables (a reply's correction) */",
+          f"#define {P}_SYNDROME_BYTES(n) (((n) + 7u) / 8u)",
+          f"/* byte and bit of detector (or observable) i */",
+          f"#define {P}_SYNDROME_BYTE(i) ((i) / 8u)",
+          f"#define {P}_SYNDROME_BIT(i) ((i) % 8u)",
+          f"/* detector i of the syndrome at p (a const uint8_t *): 0 or 1 */",
+          f"#define {P}_SYNDROME_GET(p, i) ((unsigned)((((const uint8_t *)(p))[{P}_SYNDROME_BYTE(i)] >> {P}_SYNDROME_BIT(i)) & 1u))",
+          f"/* set detector i of the syndrome at p (a uint8_t *, zeroed first: padding stays zero) */",
+          f"#define {P}_SYNDROME_SET(p, i) (((uint8_t *)(p))[{P}_SYNDROME_BYTE(i)] |= (uint8_t)(1u << {P}_SYNDROME_BIT(i)))",
+          ""]
     for rec_name, rec in (("header", c.header), ("piece", c.piece)):
         L.append(f"/* {rec.doc.strip()} */" if len(rec.doc) < 90 else f"/* {rec_name}: see contract.yaml */")
         L.append(f"typedef struct {c.name}_{rec_name} {{")
@@ -192,6 +258,23 @@ def gen_python(c: Contract, spec_text: str) -> str:
         L.append(f"{group} = {{" + ", ".join(f"{it.name!r}: {it.value}" for it in items) + "}")
     L.append("FLAGS = {" + ", ".join(f"{it.name!r}: 1 << {it.bit}" for it in c.flags) + "}")
     L.append("")
+    L += [f"FUNCTION_{it.name.upper()} = {it.value}" for it in c.functions]
+    L.append("")
+    L += ["# syndrome:", *_wrap(c.syndrome.doc, "# "),
+          f"SYNDROME_BIT_ORDER = {c.syndrome.bit_order!r}",
+          "SYNDROME_NUMPY_BITORDER = 'little'  # the bitorder argument of np.packbits / np.unpackbits",
+          f"SYNDROME_BITS_PER_BYTE = {c.syndrome.bits_per_byte}",
+          "SYNDROME_PAD_VALUE = 0  # padding is written as zero and ignored when read",
+          f"SYNDROME_SHORT_STATUS = {c.status_value(c.syndrome.short_status)}  # {c.syndrome.short_status}",
+          "", "",
+          "def syndrome_bytes(n: int) -> int:",
+          '    """Bytes holding ``n`` detectors (a request\'s syndrome) or ``n`` observables (a reply)."""',
+          "    return (n + 7) // 8",
+          "", "",
+          "def syndrome_position(i: int) -> tuple[int, int]:",
+          '    """(byte, bit) of detector (or observable) ``i``: ``(i // 8, i % 8)``."""',
+          "    return i // 8, i % 8",
+          ""]
     return "\n".join(L)
 
 
@@ -216,6 +299,14 @@ def gen_verilog(c: Contract, spec_text: str) -> str:
         L += [f"`define {P}_{group}_{name} {value}" for name, value in items]
     for it in c.flags:
         L.append(f"`define {P}_FLAG_{it.name.upper()}_BIT {it.bit}")
+    L += ["", "// syndrome:", *_wrap(c.syndrome.doc, "//   "),
+          f"`define {P}_SYNDROME_BIT_ORDER_LSB_FIRST 1",
+          f"`define {P}_SYNDROME_BITS_PER_BYTE {c.syndrome.bits_per_byte}",
+          f"`define {P}_SYNDROME_SHORT_STATUS `{P}_STATUS_{c.syndrome.short_status.upper()}",
+          "// bytes holding n detectors (or n observables)",
+          f"`define {P}_SYNDROME_BYTES(n) (((n) + 7) / 8)",
+          "// detector (or observable) i in a payload vector whose byte b is bits [8*b+7:8*b]",
+          f"`define {P}_SYNDROME_PAYLOAD_BIT(i) (8 * ((i) / 8) + (i) % 8)"]
     L += ["", f"`endif // {P}_CONTRACT_VH", ""]
     return "\n".join(L)
 
