@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 import stim
 
+from twin.exchange import contract as C
 from twin.qec.lookup import LookupTable, decode_payload, for_circuit, syndrome_bytes
 
 
@@ -163,9 +164,9 @@ def direct_corrections(decoder: Decoder, detectors: np.ndarray) -> np.ndarray:
     elif isinstance(decoder, MatchingDecoder):
         flips = decoder.matching.decode_batch(d.astype(np.uint8)).astype(bool)
     else:
-        packed = np.packbits(d, axis=1, bitorder="little")
+        packed = np.packbits(d, axis=1, bitorder=C.SYNDROME_NUMPY_BITORDER)
         return np.stack([np.frombuffer(decoder.decode_payload(row.tobytes()), np.uint8) for row in packed])
-    return np.packbits(flips, axis=1, bitorder="little")
+    return np.packbits(flips, axis=1, bitorder=C.SYNDROME_NUMPY_BITORDER)
 
 
 STANDARD_MATCHING = {

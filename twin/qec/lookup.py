@@ -18,6 +18,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from twin.exchange import contract as C
+
+# decode_payload reads a syndrome as one little-endian integer (detector i = bit i), which is the
+# contract's layout only while its syndrome bit order is lsb_first, 8 bits a byte
+if (C.SYNDROME_BIT_ORDER, C.SYNDROME_BITS_PER_BYTE) != ("lsb_first", 8):
+    raise ImportError(f"twin.qec.lookup implements the lsb_first syndrome layout; the contract says "
+                      f"{C.SYNDROME_BIT_ORDER!r}, {C.SYNDROME_BITS_PER_BYTE} bits a byte")
+
 MAX_DETECTORS = 20  # 2**20 entries x 4 bytes: 4 MiB; beyond this a lookup table is the wrong decoder
 
 
@@ -99,14 +107,16 @@ def for_circuit(circuit, name: str = "lookup") -> LookupTable:
 
 
 def syndrome_bytes(n_detectors: int) -> int:
-    """Bytes a packed syndrome of ``n_detectors`` bits takes in a request payload."""
-    return (n_detectors + 7) // 8
+    """Bytes a packed syndrome of ``n_detectors`` bits takes in a request payload (the contract's
+    ``syndrome_bytes``: ceil(n / 8); also the bytes of a reply of ``n`` observables)."""
+    return C.syndrome_bytes(n_detectors)
 
 
 def decode_payload(table: LookupTable, payload: bytes) -> bytes:
     """The decoder as a served function: syndrome bytes in, correction bytes out.
 
-    Request payload: the first ``syndrome_bytes(D)`` bytes hold the syndrome, detector ``i`` in bit
+    The layout is the contract's ``syndrome`` section (``twin/exchange/contract.yaml``). Request
+    payload: the first ``syndrome_bytes(D)`` bytes hold the syndrome, detector ``i`` in bit
     ``i % 8`` of byte ``i // 8`` (numpy ``packbits(..., bitorder="little")``); bits at and above D
     and any further bytes are frame padding and ignored. Reply: the observable flips, observable
     ``k`` in bit ``k``, in ``syndrome_bytes(K)`` bytes, little-endian. Raises ValueError when the

@@ -25,6 +25,7 @@ import numpy as np
 
 from twin.calibration.params import ParamSet
 from twin.devices.generator import TrafficParams
+from twin.exchange import contract as C
 from twin.loop.build import loop_spec
 from twin.loop.direct import DirectNotApplicable, run_direct
 from twin.loop.event import run_event
@@ -88,14 +89,14 @@ def accumulate(fn, per_shot: int):
 
 
 def session_function(decoder: Decoder, workload_name: str) -> Function:
-    """The function id a decoder is served under. The bundled decoders keep their ids (16
-    ``decode_rep3``, 17 ``decode_steane7``, 18 ``decode_surface5``) when the decoder is the same
+    """The function id a decoder is served under. The bundled decoders keep their ids (the
+    contract's ``functions``: 16 ``decode_rep3``, 17 ``decode_steane7``, 18 ``decode_surface5``) when the decoder is the same
     table or model; any other decoder is registered under ``decode_<workload>_<kind>`` with the
     first free id from 0x4000; the same name keeps its id within a process and is served by the
     latest decoder registered under it."""
     from twin.qec.decoders import STANDARD_MATCHING
     from twin.qec.lookup import STANDARD
-    std = {"rep3": 16, "steane7": 17, "surface5": 18}
+    std = {"rep3": C.FUNCTION_DECODE_REP3, "steane7": C.FUNCTION_DECODE_STEANE7, "surface5": C.FUNCTION_DECODE_SURFACE5}
     if decoder.name in std:
         if isinstance(decoder, LookupDecoder) and decoder.name in STANDARD or \
                 isinstance(decoder, MatchingDecoder) and decoder.name in STANDARD_MATCHING:

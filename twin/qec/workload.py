@@ -1,8 +1,9 @@
 """QEC workloads: shots of a stim memory experiment packed into request frames.
 
 A workload is what the control system would send: the detection events packed into request
-payloads by the contract's byte specification for syndromes (detector ``i`` in bit ``i % 8`` of
-byte ``i // 8``, :func:`twin.qec.lookup.decode_payload`), zero-padded to the frame size; and the
+payloads by the contract's byte specification for syndromes (the ``syndrome`` section of
+``twin/exchange/contract.yaml``: detector ``i`` in bit ``i % 8`` of byte ``i // 8``,
+:func:`twin.qec.lookup.decode_payload`), zero-padded to the frame size; and the
 ground truth, the observable flips stim sampled with them. One request per shot (``per="shot"``:
 all of the shot's detection events), or one per QEC round (``per="round"``: request ``g`` of a shot
 holds only the detectors stim's time coordinate puts in round ``g``, at their own bit positions;
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import stim
 
+from twin.exchange import contract as C
 from twin.qec.codes import memory_circuit
 from twin.qec.lookup import syndrome_bytes
 
@@ -55,8 +57,8 @@ class Workload:
         return self.shots * self.requests_per_shot
 
     def _pack(self, det: np.ndarray) -> np.ndarray:
-        packed = np.packbits(det, axis=1, bitorder="little")
-        out = np.zeros((det.shape[0], self.frame_bytes), np.uint8)
+        packed = np.packbits(det, axis=1, bitorder=C.SYNDROME_NUMPY_BITORDER)
+        out = np.full((det.shape[0], self.frame_bytes), C.SYNDROME_PAD_VALUE, np.uint8)
         out[:, :packed.shape[1]] = packed
         return out
 
@@ -108,7 +110,7 @@ class Workload:
 
     def truth_bytes(self) -> np.ndarray:
         """Ground-truth observable flips packed as replies, uint8 (shots, reply_bytes)."""
-        return np.packbits(self.observables, axis=1, bitorder="little")
+        return np.packbits(self.observables, axis=1, bitorder=C.SYNDROME_NUMPY_BITORDER)
 
     def detector_rounds(self) -> np.ndarray:
         """Round index (0-based) of every detector, int (D,), from stim's time coordinate (the last
@@ -146,5 +148,5 @@ def logical_errors(corrections: np.ndarray, workload: Workload) -> np.ndarray:
     observable flips (any observable wrong)."""
     c = np.asarray(corrections)
     if c.dtype != bool:
-        c = np.unpackbits(c, axis=1, bitorder="little", count=workload.n_observables).astype(bool)
+        c = np.unpackbits(c, axis=1, bitorder=C.SYNDROME_NUMPY_BITORDER, count=workload.n_observables).astype(bool)
     return (c != workload.observables).any(axis=1)

@@ -12,6 +12,8 @@ import struct
 from dataclasses import dataclass
 from typing import Callable
 
+from twin.exchange import contract as C
+
 
 @dataclass(frozen=True)
 class Function:
@@ -64,7 +66,7 @@ def register(fn: Function) -> Function:
     return fn
 
 
-for _f in (Function(0, "echo", echo, None, "built-in: reply = request"),
+for _f in (Function(C.FUNCTION_ECHO, "echo", echo, None, "built-in: reply = request"),
            Function(1, "invert", invert, "qrt_fn_invert", "every byte complemented"),
            Function(2, "xor_fold", xor_fold, "qrt_fn_xor_fold", "XOR of all bytes, one byte"),
            Function(3, "sum32", sum32, "qrt_fn_sum32", "sum of bytes mod 2**32, little-endian u32")):
@@ -86,11 +88,12 @@ def _table_native(name: str) -> Callable[[], int]:
     return address
 
 
-# Decoders: ids 16.. (syndrome bytes in, correction bytes out; tables in twin.qec.lookup.STANDARD;
-# model code serves the tables compiled by numba, twin.qec.native)
-for _f in (Function(16, "decode_rep3", _table_fn("rep3"), None, "repetition-3 lookup decoder, 4 detectors -> 1 byte",
+# Decoders: ids from the contract's functions list (C.FUNCTION_DECODE_*: 16, 17, 18); syndrome bytes in,
+# correction bytes out, laid out by the contract's syndrome section; tables in twin.qec.lookup.STANDARD;
+# model code serves the tables compiled by numba, twin.qec.native
+for _f in (Function(C.FUNCTION_DECODE_REP3, "decode_rep3", _table_fn("rep3"), None, "repetition-3 lookup decoder, 4 detectors -> 1 byte",
                     _table_native("rep3")),
-           Function(17, "decode_steane7", _table_fn("steane7"), None, "Steane-7 lookup decoder, 6 detectors -> 1 byte",
+           Function(C.FUNCTION_DECODE_STEANE7, "decode_steane7", _table_fn("steane7"), None, "Steane-7 lookup decoder, 6 detectors -> 1 byte",
                     _table_native("steane7"))):
     register(_f)
 
@@ -103,7 +106,7 @@ def _matching_fn(name: str) -> Callable[[bytes], bytes]:
     return decode
 
 
-register(Function(18, "decode_surface5", _matching_fn("surface5"), None,
+register(Function(C.FUNCTION_DECODE_SURFACE5, "decode_surface5", _matching_fn("surface5"), None,
                   "rotated surface code d=5, 5 rounds, PyMatching: 120 detectors (15 bytes) -> 1 byte"))
 
 
