@@ -2,8 +2,10 @@
 //   id 0  echo: the reply payload is the request payload;
 //   id 16 decode_rep3: repetition-3 lookup decoder (4 detectors -> 1 byte of observable flips);
 //   id 17 decode_steane7: Steane-7 lookup decoder (6 detectors -> 1 byte).
-// Any other id: status unknown_function, empty reply. A decoder request shorter than its
-// syndrome (1 byte): status function_failed. done pulses two cycles after start.
+// Ids, statuses and the syndrome / correction layout come from the contract include
+// (twin/exchange/contract.yaml: functions, status, syndrome). Any other id: status
+// unknown_function, empty reply. A decoder request shorter than its syndrome (1 byte): the
+// contract's short-request status (function_failed). done pulses two cycles after start.
 // The decoders' ROM files are named by QRT_ROM_REP3 / QRT_ROM_STEANE7 (set by twin.rtl.build).
 `include "qrt_contract.vh"
 `default_nettype none
@@ -28,13 +30,20 @@ module qrt_functions #(
     output reg  [15:0]       out_length,
     output reg  [8*MAXP-1:0] out_payload
 );
-    localparam [15:0] F_ECHO = `QRT_FUNCTION_ECHO, F_REP3 = 16'd16, F_STEANE7 = 16'd17;
+    localparam [15:0] F_ECHO = `QRT_FUNCTION_ECHO, F_REP3 = `QRT_FUNCTION_DECODE_REP3,
+                      F_STEANE7 = `QRT_FUNCTION_DECODE_STEANE7;
+    localparam integer REP3_D = 4, STEANE7_D = 6;        // detectors; one observable each
+    localparam integer REP3_BYTES_I = `QRT_SYNDROME_BYTES(REP3_D), STEANE7_BYTES_I = `QRT_SYNDROME_BYTES(STEANE7_D);
+    localparam [15:0] REP3_BYTES = REP3_BYTES_I[15:0], STEANE7_BYTES = STEANE7_BYTES_I[15:0];  // 1 and 1
     wire [0:0] rep3_flips;
     wire [0:0] steane7_flips;
-    lookup_decoder #(.D(4), .K(1), .ROM(`QRT_ROM_REP3)) u_rep3 (
-        .clk(clk), .syndrome(payload[3:0]), .flips(rep3_flips));
-    lookup_decoder #(.D(6), .K(1), .ROM(`QRT_ROM_STEANE7)) u_steane7 (
-        .clk(clk), .syndrome(payload[5:0]), .flips(steane7_flips));
+    // detector i is payload bit QRT_SYNDROME_PAYLOAD_BIT(i) (bit i % 8 of byte i / 8)
+    lookup_decoder #(.D(REP3_D), .K(1), .ROM(`QRT_ROM_REP3)) u_rep3 (
+        .clk(clk), .syndrome(payload[`QRT_SYNDROME_PAYLOAD_BIT(REP3_D - 1):`QRT_SYNDROME_PAYLOAD_BIT(0)]),
+        .flips(rep3_flips));
+    lookup_decoder #(.D(STEANE7_D), .K(1), .ROM(`QRT_ROM_STEANE7)) u_steane7 (
+        .clk(clk), .syndrome(payload[`QRT_SYNDROME_PAYLOAD_BIT(STEANE7_D - 1):`QRT_SYNDROME_PAYLOAD_BIT(0)]),
+        .flips(steane7_flips));
 
     reg        busy;
     reg [15:0] id;
@@ -60,12 +69,12 @@ module qrt_functions #(
                         out_payload <= payload;
                     end
                     F_REP3, F_STEANE7: begin
-                        if (len == 16'd0) begin
+                        if (len < ((id == F_REP3) ? REP3_BYTES : STEANE7_BYTES)) begin
                             out_length <= 16'd0;
-                            status <= `QRT_STATUS_FUNCTION_FAILED;
+                            status <= `QRT_SYNDROME_SHORT_STATUS;
                         end else begin
-                            out_length <= 16'd1;
-                            out_payload[0] <= (id == F_REP3) ? rep3_flips[0] : steane7_flips[0];
+                            out_length <= 16'd1;     // one observable: ceil(1 / 8) bytes
+                            out_payload[`QRT_SYNDROME_PAYLOAD_BIT(0)] <= (id == F_REP3) ? rep3_flips[0] : steane7_flips[0];
                         end
                     end
                     default: begin
