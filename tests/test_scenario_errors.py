@@ -117,6 +117,8 @@ SCENARIO_CASES = [
     ("frame-bytes-zero", set_key("frame_bytes", 0), [("frame_bytes", "0")]),
     ("frame-bytes-negative", set_key("frame_bytes", -64), [("frame_bytes", "-64")]),
     ("frame-bytes-word", set_key("frame_bytes", "big"), [("frame_bytes", "'big'")]),
+    ("frame-shorter-than-syndrome", lambda d: set_key("function", "decode_surface5")(set_key("frame_bytes", 8)(d)),
+     [("frame_bytes", "8")]),
     ("traffic-mode", set_traffic(mode="burst"), [("traffic.mode", "'burst'")]),
     # the missing value itself: errors.py's convention for a missing key is '<missing>'
     ("open-loop-without-period", set_traffic(mode="open_loop"),

@@ -377,6 +377,11 @@ class Scenario(_Strict):
                               f"{self.qblox.syndrome_bits()} syndrome bits a round; they do not fit")
         if self.faults and time_ps(self.faults.timeout) <= 0:
             raise Located(("faults", "timeout"), self.faults.timeout, "must be > 0")
+        from twin.runtime.functions import lookup
+        need = lookup(self.function).min_payload
+        if self.frame_bytes < need:
+            raise Located(("frame_bytes",), self.frame_bytes,
+                          f"function {self.function} needs a payload of at least {need} bytes (its syndrome)")
         return self
 
     def graph(self) -> nx.Graph:

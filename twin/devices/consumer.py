@@ -109,14 +109,18 @@ class PollingConsumer:
     def answer(self, seq: int, base: int) -> list[tuple[int, bytes]]:
         """The reply's posted writes (offsets in the reply slot, in issue order) for the request
         in the slot at ``base``: the function named by its header runs on its payload; an unknown
-        function id gets an empty reply with status ``unknown_function``, a reply too long for its
-        slot an empty reply with status ``bad_length``. The ``code`` model
+        function id gets an empty reply with status ``unknown_function``, a function that raises
+        ValueError on its payload an empty reply with status ``function_failed``, a reply too long
+        for its slot an empty reply with status ``bad_length``. The ``code`` model
         overrides this with the C runtime library."""
         h = self.enc.header(self.requests.buf, base)
         fn = self.functions(h.function)
         if fn is None:
             return self.enc.writes(seq, b"", function=h.function, flags=STATUS["unknown_function"])
-        reply = fn(self.enc.payload(self.requests.buf, base))
+        try:
+            reply = fn(self.enc.payload(self.requests.buf, base))
+        except ValueError:  # the function refused its input (e.g. a payload shorter than a syndrome)
+            return self.enc.writes(seq, b"", function=h.function, flags=STATUS["function_failed"])
         if self.enc.slot_bytes(len(reply)) > self.slot_bytes:  # would spill into the next slot
             return self.enc.writes(seq, b"", function=h.function, flags=STATUS["bad_length"])
         return self.enc.writes(seq, reply, function=h.function)

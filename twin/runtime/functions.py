@@ -19,8 +19,11 @@ from twin.exchange import contract as C
 class Function:
     """One served function: ``id`` (u16, the header's function field), ``name``, the Python
     implementation ``python(payload: bytes) -> bytes``, the C symbol (``None``: none in C; for
-    id 0 the runtime's built-in echo), a one-line ``doc``, and ``native``: for a Python user
-    function, a callable returning the address of its numba-compiled build."""
+    id 0 the runtime's built-in echo), a one-line ``doc``, ``native``: for a Python user
+    function, a callable returning the address of its numba-compiled build, and ``min_payload``:
+    the request payload bytes the function needs (a decoder's syndrome; the Python implementation
+    raises ValueError on a shorter payload, and a consumer answers it with status
+    ``function_failed``, as the runtime library does when a function returns < 0)."""
 
     id: int
     name: str
@@ -28,6 +31,7 @@ class Function:
     c_symbol: str | None
     doc: str
     native: Callable[[], int] | None = None  # address of a native build (numba), made on demand
+    min_payload: int = 0
 
 
 def echo(payload: bytes) -> bytes:
@@ -92,9 +96,9 @@ def _table_native(name: str) -> Callable[[], int]:
 # correction bytes out, laid out by the contract's syndrome section; tables in twin.qec.lookup.STANDARD;
 # model code serves the tables compiled by numba, twin.qec.native
 for _f in (Function(C.FUNCTION_DECODE_REP3, "decode_rep3", _table_fn("rep3"), None, "repetition-3 lookup decoder, 4 detectors -> 1 byte",
-                    _table_native("rep3")),
+                    _table_native("rep3"), C.syndrome_bytes(4)),
            Function(C.FUNCTION_DECODE_STEANE7, "decode_steane7", _table_fn("steane7"), None, "Steane-7 lookup decoder, 6 detectors -> 1 byte",
-                    _table_native("steane7"))):
+                    _table_native("steane7"), C.syndrome_bytes(6))):
     register(_f)
 
 
@@ -107,7 +111,8 @@ def _matching_fn(name: str) -> Callable[[bytes], bytes]:
 
 
 register(Function(C.FUNCTION_DECODE_SURFACE5, "decode_surface5", _matching_fn("surface5"), None,
-                  "rotated surface code d=5, 5 rounds, PyMatching: 120 detectors (15 bytes) -> 1 byte"))
+                  "rotated surface code d=5, 5 rounds, PyMatching: 120 detectors (15 bytes) -> 1 byte",
+                  min_payload=C.syndrome_bytes(120)))
 
 
 def lookup(key: int | str) -> Function:
