@@ -57,7 +57,8 @@ def test_lint_is_clean():
     B.lint(B.consumer_sources("user_invert", (USER / "user_invert.v",)))
 
 
-def test_bad_source_is_one_clear_error(tmp_path):
+def test_bad_source_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("TWIN_RTL_CACHE", str(tmp_path / "cache"))  # a failed build keeps its log there
     bad = tmp_path / "broken.v"
     bad.write_text("module broken(input wire clk); assign nope = ; endmodule\n")
     with pytest.raises(B.RtlBuildError, match="verilating qrt_v80 failed.*%Error: .*broken.v.*log: ") as e:
@@ -366,8 +367,9 @@ def test_user_top_not_declared_in_the_sources_is_refused_at_load(tmp_path, capsy
         f"twin: error: {p}: nodes[2].rtl.top: 'user_inv': no module user_inv in rtl.sources (they declare: user_invert)"]
 
 
-def test_user_source_with_a_syntax_error_names_the_scenario_key_on_one_line(tmp_path, capsys):
+def test_user_source_with_a_syntax_error_names_the_scenario_key_on_one_line(tmp_path, capsys, monkeypatch):
     from twin.cli import main
+    monkeypatch.setenv("TWIN_RTL_CACHE", str(tmp_path / "cache"))  # a failed build keeps its log there
     p = user_copy(tmp_path, edit=lambda t: t.replace("done <= start;", "done <= start; assign = ;", 1))
     rc = main(["run", str(p), "--rounds", "5", "--out", str(tmp_path / "out"), "--quiet"])
     err = capsys.readouterr().err
