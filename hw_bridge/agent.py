@@ -29,7 +29,7 @@ import time
 from collections import Counter
 
 from twin.exchange.encoding import get_encoding
-from twin.runtime.functions import lookup
+from twin.runtime.functions import c_served, cannot_serve, lookup
 
 HELLO, OK = b"HBHELLO1", b"HBOK0001"
 #: Why a datagram was rejected.
@@ -90,6 +90,21 @@ class FrameValidator:
         return None
 
 
+def resolve_function(key: str | int):
+    """The :class:`twin.runtime.functions.Function` named (or numbered) ``key`` that the agent can
+    serve; raises ValueError (one line, no quotes around the message) for an unknown function or one
+    without a C implementation (:func:`twin.runtime.functions.cannot_serve`, the rule a scenario's
+    model live follows too). The "have" list names only the servable functions."""
+    try:
+        f = lookup(int(key) if str(key).isdigit() else key)
+    except KeyError:
+        raise ValueError(f"no function {key!r} (have: {', '.join(c_served())})") from None
+    why = cannot_serve(f, "live")
+    if why:
+        raise ValueError(why)
+    return f
+
+
 class Agent:
     """The UDP server (see module docstring). ``functions``: names or ids from
     :mod:`twin.runtime.functions`; each needs a C implementation (the built-in echo is the
@@ -100,10 +115,7 @@ class Agent:
         from twin.runtime.code_consumer import c_function_address
         from twin.runtime.native import NativeEndpoint
 
-        fns = [lookup(int(f) if str(f).isdigit() else f) for f in functions]
-        for f in fns:
-            if f.id and not f.c_symbol:
-                raise ValueError(f"function {f.name!r} has no C implementation to serve")
+        fns = [resolve_function(f) for f in functions]
         self.fn_ids = {f.id for f in fns}
         self.encoding = encoding
         self.slot_bytes = slot_bytes

@@ -223,3 +223,21 @@ def test_consumer_does_not_outlive_a_killed_twin(tmp_path):
     else:
         os.kill(pid, signal.SIGKILL)
         pytest.fail("the consumer kept running after the twin was killed")
+
+
+@pytest.mark.parametrize("model,function,bridge", [
+    ("live", "decode_rep3", SHM), ("live", "decode_surface5", SHM), ("live", "decode_steane7", {"backend": "cuda"}),
+    ("live", "decode_rep3", {"backend": "udp", "port": 47000}), ("code", "decode_surface5", None)])
+def test_function_without_c_code_is_refused_at_load(tmp_path, model, function, bridge):
+    # a live consumer serves only the runtime library's C functions; model code those or a numba build
+    p = scenario(tmp_path, model=model, function=function, bridge=bridge)
+    with pytest.raises(ConfigError) as e:
+        load_scenario(p)
+    line = str(e.value)
+    assert "\n" not in line and f"function: '{function}'" in line and f"model {model}" in line
+    assert "nodes[2]" in line and "invert" in line
+
+
+@pytest.mark.parametrize("model,function", [("code", "decode_rep3"), ("live", "sum32"), ("live", "echo")])
+def test_function_with_c_or_native_build_loads(tmp_path, model, function):
+    load_scenario(scenario(tmp_path, model=model, function=function, bridge=SHM if model == "live" else None))

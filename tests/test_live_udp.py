@@ -144,3 +144,12 @@ def test_no_agent_is_a_clear_error():
     with pytest.raises(LiveFailure) as e:
         UdpEndpoint(BridgeSettings("udp", timeout_ns=300_000_000, port=port)).open(SLOT, 4, "classic")
     assert e.value.kind == "error" and "no agent answered" in str(e.value)
+
+
+@pytest.mark.parametrize("name,msg", [("decode_rep3", "function decode_rep3 has no C implementation"),
+                                      ("decode_surface5", "function decode_surface5 has no C implementation"),
+                                      ("nosuch", "no function 'nosuch' (have: echo, invert, xor_fold, sum32)")])
+def test_agent_refuses_functions_it_cannot_serve(name, msg):
+    with pytest.raises(ValueError) as e:
+        Agent([name], "classic", SLOT)
+    assert msg in str(e.value) and "decode" not in str(e.value).split("have:")[-1].split("functions (")[-1]

@@ -532,6 +532,11 @@ def load_scenario(path: str | Path) -> LoadedScenario:
         if node.model in ("rtl", "live") and isinstance(params, RoceParamSet):
             raise ConfigError(path, f"nodes[{i}].model", node.model,
                               f"model {node.model} runs on the card path, not on a RoCE route")
+        if node.kind == "consumer" and node.model in ("code", "live"):
+            from twin.runtime.functions import cannot_serve, lookup
+            why = cannot_serve(lookup(sc.function), node.model)
+            if why:
+                raise ConfigError(path, "function", sc.function, f"nodes[{i}] ({node.name}) is model {node.model}: {why}")
         if node.model == "rtl" and sc.faults is not None:
             raise ConfigError(path, "faults", "{...}", f"fault injection is not available with model rtl (nodes[{i}])")
         for j, src in enumerate(node.rtl.sources if node.rtl else ()):
