@@ -241,3 +241,29 @@ def test_function_without_c_code_is_refused_at_load(tmp_path, model, function, b
 @pytest.mark.parametrize("model,function", [("code", "decode_rep3"), ("live", "sum32"), ("live", "echo")])
 def test_function_with_c_or_native_build_loads(tmp_path, model, function):
     load_scenario(scenario(tmp_path, model=model, function=function, bridge=SHM if model == "live" else None))
+
+
+@pytest.mark.parametrize("key", ["cpu", "producer_cpu"])
+def test_core_outside_the_affinity_is_refused_in_one_line(tmp_path, capsys, key):
+    core = max(os.sched_getaffinity(0)) + 97
+    rc, err, doc, _ = run(tmp_path, capsys, rounds=100, bridge={**SHM, key: core})
+    assert rc == 3 and doc is None
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len([ln for ln in lines if "error" in ln]) == 1
+    assert f"bridge.{key}: {core}: not a core this process may run on" in err
+
+
+def test_failed_consumer_pin_is_visible(monkeypatch):
+    # skip the up-front check: the consumer's own failed sched_setaffinity must stop the session
+    monkeypatch.setattr("hw_bridge.shm.check_cores", lambda settings: None)
+    core = max(os.sched_getaffinity(0)) + 97
+    ep = ShmEndpoint(BridgeSettings("shm", cpu=core))
+    with pytest.raises(LiveFailure) as e:
+        ep.open(80, 4, "classic")
+    assert e.value.kind == "error" and f"bridge.cpu: {core}: cannot pin the consumer there" in str(e.value)
+
+
+def test_pinning_is_for_shm_only(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load_scenario(scenario(tmp_path, bridge={"backend": "cuda", "cpu": 0}))
+    assert "nodes[2].bridge.cpu: 0: pinning is for the shm backend" in str(e.value)

@@ -188,6 +188,9 @@ class Bridge(_Strict):
             raise Located(("timeout",), self.timeout, "must be > 0")
         if self.fault is not None and self.backend != "shm":
             raise Located(("fault",), self.fault.kind, "live fault injection is for the shm backend")
+        for key in ("cpu", "producer_cpu"):
+            if getattr(self, key) is not None and self.backend != "shm":
+                raise Located((key,), getattr(self, key), f"pinning is for the shm backend, not {self.backend}")
         if self.backend == "udp" and self.port == 0:
             raise Located(("port",), self.port, "the udp backend needs the agent's port")
         return self
