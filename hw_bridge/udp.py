@@ -33,7 +33,12 @@ class UdpEndpoint(LiveEndpoint):
         """Connect the socket and do the handshake (within the timeout)."""
         self.slot_bytes, self.slots, self.encoding = slot_bytes, slots, encoding
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.connect((self.settings.host, self.settings.port))
+        try:
+            self.sock.connect((self.settings.host, self.settings.port))
+        except (OSError, UnicodeError) as e:
+            self.close()
+            raise LiveFailure("error", 0, f"bridge.host: {self.settings.host}: cannot reach the agent "
+                              f"({getattr(e, 'strerror', None) or e})", "udp") from None
         nonce = os.urandom(8)
         self.sock.settimeout(self.settings.timeout_ns / 1e9)
         try:

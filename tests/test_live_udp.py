@@ -153,3 +153,16 @@ def test_agent_refuses_functions_it_cannot_serve(name, msg):
     with pytest.raises(ValueError) as e:
         Agent([name], "classic", SLOT)
     assert msg in str(e.value) and "decode" not in str(e.value).split("have:")[-1].split("functions (")[-1]
+
+
+def test_unresolvable_host_names_the_key(tmp_path):
+    from test_live_shm import scenario
+    from twin.config import ConfigError
+    from twin.scenario import load_scenario
+    p = scenario(tmp_path, bridge={"backend": "udp", "host": "no.such.host.invalid", "port": 47000})
+    with pytest.raises(ConfigError) as e:
+        load_scenario(p)
+    assert "nodes[2].bridge.host: 'no.such.host.invalid': cannot resolve" in str(e.value)
+    with pytest.raises(LiveFailure) as e:  # the same at session start (a name that stopped resolving)
+        UdpEndpoint(BridgeSettings("udp", host="no.such.host.invalid", port=47000)).open(SLOT, 4, "classic")
+    assert e.value.kind == "error" and "bridge.host: no.such.host.invalid: cannot reach" in str(e.value)

@@ -535,6 +535,13 @@ def load_scenario(path: str | Path) -> LoadedScenario:
         if node.model in ("rtl", "live") and isinstance(params, RoceParamSet):
             raise ConfigError(path, f"nodes[{i}].model", node.model,
                               f"model {node.model} runs on the card path, not on a RoCE route")
+        if node.bridge is not None and node.bridge.backend == "udp":
+            import socket
+            try:
+                socket.getaddrinfo(node.bridge.host, node.bridge.port, socket.AF_INET, socket.SOCK_DGRAM)
+            except (socket.gaierror, UnicodeError) as e:
+                raise ConfigError(path, f"nodes[{i}].bridge.host", node.bridge.host,
+                                  f"cannot resolve it to an IPv4 address ({getattr(e, 'strerror', None) or e})") from None
         if node.kind == "consumer" and node.model in ("code", "live"):
             from twin.runtime.functions import cannot_serve, lookup
             why = cannot_serve(lookup(sc.function), node.model)
