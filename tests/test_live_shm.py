@@ -170,6 +170,13 @@ def test_bridge_block_errors_name_the_key(tmp_path, node, msg):
     assert msg in str(e.value) and "nodes[2]" in str(e.value)
 
 
+@pytest.mark.parametrize("bridge,value", [({"backend": "udp"}, "'<missing>'"), ({"backend": "udp", "port": 0}, "0")])
+def test_udp_port_missing_or_zero(tmp_path, bridge, value):
+    with pytest.raises(ConfigError) as e:
+        load_scenario(scenario(tmp_path, bridge=bridge))
+    assert f"nodes[2].bridge.port: {value}: the udp backend needs the agent's port" in str(e.value)
+
+
 @pytest.mark.parametrize("encoding", ["classic", "per_piece"])
 def test_batch_rounds_in_c_check_every_reply(encoding):
     enc = get_encoding(encoding)

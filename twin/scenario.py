@@ -192,7 +192,8 @@ class Bridge(_Strict):
             if getattr(self, key) is not None and self.backend != "shm":
                 raise Located((key,), getattr(self, key), f"pinning is for the shm backend, not {self.backend}")
         if self.backend == "udp" and self.port == 0:
-            raise Located(("port",), self.port, "the udp backend needs the agent's port")
+            raise Located(("port",), self.port if "port" in self.model_fields_set else "<missing>",
+                          "the udp backend needs the agent's port")
         return self
 
     def settings(self):
