@@ -11,8 +11,8 @@ functions are in its dispatch table) and the reply slot's bytes go back to the s
 else is dropped and counted under its reason (:data:`REASONS`); nothing is executed for it.
 
 A session starts with the control datagram ``HBHELLO1`` + 8 bytes (any nonce): the agent expects
-sequence 1 again and answers ``HBOK0001`` + the nonce. Stats go to stderr on exit (and every
-``--stats-every`` seconds).
+sequence 1 again and answers ``HBOK0001`` + the nonce. Stats go to stderr on exit (Ctrl-C or
+SIGTERM; and every ``--stats-every`` seconds).
 
 Binds 127.0.0.1 unless ``--bind`` says otherwise. Usage::
 
@@ -21,6 +21,7 @@ Binds 127.0.0.1 unless ``--bind`` says otherwise. Usage::
 from __future__ import annotations
 
 import argparse
+import signal
 import socket
 import struct
 import sys
@@ -190,30 +191,82 @@ class Agent:
         return f"hw_bridge.agent: served {self.served}, accepted {self.validator.accepted}, rejected: {rej}"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (no usage block): ``hw_bridge.agent: error: argument --OPT: VALUE:
+    why``, exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"hw_bridge.agent: error: {message} (see --help)\n")
+
+
+def _port(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a whole number") from None
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"{v}: a UDP port is 0..65535 (0: any free port)")
+    return v
+
+
+def _slot_bytes(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a whole number") from None
+    if v < 32 or v % 16:
+        raise argparse.ArgumentTypeError(f"{v}: a slot is a multiple of 16 bytes, at least 32 (the runtime library's rule)")
+    return v
+
+
+def _stats_every(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a number of seconds") from None
+    if not v >= 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: must be a finite number of seconds >= 0 (0: only on exit)")
+    return v
+
+
+def _function(text: str) -> str:
+    try:
+        return resolve_function(text).name
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point."""
-    ap = argparse.ArgumentParser(prog="python -m hw_bridge.agent", description=__doc__.splitlines()[0])
+    """Command-line entry point. Bad options: one line naming the option and value, exit 2. Prints
+    the counters on exit: Ctrl-C (SIGINT) or SIGTERM."""
+    ap = _Parser(prog="python -m hw_bridge.agent", description=__doc__.splitlines()[0])
     ap.add_argument("--bind", default="127.0.0.1", help="address to bind (default 127.0.0.1: loopback only)")
-    ap.add_argument("--port", type=int, default=0, help="UDP port (default 0: any free port, printed)")
-    ap.add_argument("--function", action="append", required=True,
+    ap.add_argument("--port", type=_port, default=0, help="UDP port (default 0: any free port, printed)")
+    ap.add_argument("--function", action="append", required=True, type=_function,
                     help="a function to serve, by name or id (repeat); nothing else is executed")
     ap.add_argument("--encoding", choices=("classic", "per_piece"), default="classic")
-    ap.add_argument("--slot-bytes", type=int, default=1024, help="largest frame accepted (a slot), bytes")
-    ap.add_argument("--stats-every", type=float, default=0.0, help="print counters every N seconds")
+    ap.add_argument("--slot-bytes", type=_slot_bytes, default=1024,
+                    help="largest frame accepted (a slot), bytes: a multiple of 16, at least 32")
+    ap.add_argument("--stats-every", type=_stats_every, default=0.0, help="print counters every N seconds")
     a = ap.parse_args(argv)
     try:
         agent = Agent(a.function, a.encoding, a.slot_bytes, a.bind, a.port)
-    except (KeyError, ValueError, OSError) as e:
+    except OSError as e:
+        print(f"hw_bridge.agent: error: --bind {a.bind} --port {a.port}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except (KeyError, ValueError) as e:
         print(f"hw_bridge.agent: error: {e}", file=sys.stderr)
         return 2
     print(f"hw_bridge.agent: serving {sorted(agent.fn_ids)} ({a.encoding}) on {agent.address[0]}:{agent.address[1]}",
           file=sys.stderr, flush=True)
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: agent.stop())
     try:
         agent.serve(a.stats_every)
     except KeyboardInterrupt:
         pass
     finally:
-        print(agent.stats_line(), file=sys.stderr)
+        signal.signal(signal.SIGTERM, previous)
+        print(agent.stats_line(), file=sys.stderr, flush=True)
         agent.close()
     return 0
 

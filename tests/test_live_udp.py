@@ -166,3 +166,39 @@ def test_unresolvable_host_names_the_key(tmp_path):
     with pytest.raises(LiveFailure) as e:  # the same at session start (a name that stopped resolving)
         UdpEndpoint(BridgeSettings("udp", host="no.such.host.invalid", port=47000)).open(SLOT, 4, "classic")
     assert e.value.kind == "error" and "bridge.host: no.such.host.invalid: cannot reach" in str(e.value)
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--slot-bytes", "0"], "argument --slot-bytes: 0: a slot is a multiple of 16"),
+    (["--slot-bytes", "8"], "argument --slot-bytes: 8: a slot is a multiple of 16"),
+    (["--slot-bytes", "-1"], "argument --slot-bytes: -1: a slot is a multiple of 16"),
+    (["--port", "99999"], "argument --port: 99999: a UDP port is 0..65535"),
+    (["--function", "decode_rep3"], "argument --function: function decode_rep3 has no C implementation"),
+    (["--function", "nosuch"], "argument --function: no function 'nosuch' (have: echo, invert, xor_fold, sum32)"),
+])
+def test_agent_command_line_errors_are_one_line(capsys, args, msg):
+    from hw_bridge.agent import main
+    argv = ["--function", "echo"] + args
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and err.startswith("hw_bridge.agent: error: ") and msg in err
+
+
+def test_agent_prints_its_counters_on_sigterm():
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    p = subprocess.Popen([sys.executable, "-m", "hw_bridge.agent", "--function", "echo"], cwd=root,
+                         env={**os.environ, "PYTHONPATH": str(root)}, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "serving" in p.stderr.readline()
+        p.send_signal(signal.SIGTERM)
+        rest = p.communicate(timeout=20)[1]
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0 and "hw_bridge.agent: served 0, accepted 0, rejected: none" in rest
