@@ -11,7 +11,10 @@ functions are in its dispatch table) and the reply slot's bytes go back to the s
 else is dropped and counted under its reason (:data:`REASONS`); nothing is executed for it.
 
 A session starts with the control datagram ``HBHELLO1`` + 8 bytes (any nonce): the agent expects
-sequence 1 again and answers ``HBOK0001`` + the nonce. Stats go to stderr on exit (Ctrl-C or
+sequence 1 again and answers ``HBOK0001`` + the nonce. The session belongs to the sender address
+that opened it: until that sender ends it (``HBBYE001`` + nonce, answered in kind) or falls silent
+for ``--session-idle`` seconds, a HELLO from any other address is rejected (``foreign_hello``) and
+so is a frame (``foreign_sender``), so another local program cannot reset or feed a running session. Stats go to stderr on exit (Ctrl-C or
 SIGTERM; and every ``--stats-every`` seconds).
 
 Binds 127.0.0.1 unless ``--bind`` says otherwise. Usage::
@@ -32,10 +35,10 @@ from collections import Counter
 from twin.exchange.encoding import get_encoding
 from twin.runtime.functions import c_served, cannot_serve, lookup
 
-HELLO, OK = b"HBHELLO1", b"HBOK0001"
+HELLO, OK, BYE = b"HBHELLO1", b"HBOK0001", b"HBBYE001"
 #: Why a datagram was rejected.
 REASONS = ("too_short", "too_long", "bad_length", "torn_piece", "zero_seq", "replay", "out_of_order",
-           "unknown_function", "bad_control")
+           "unknown_function", "bad_control", "foreign_hello", "foreign_sender")
 _HDR = struct.Struct("<IHHII")
 
 
@@ -112,7 +115,7 @@ class Agent:
     runtime's own). Statistics: ``validator.accepted``, ``validator.rejected``, ``served``."""
 
     def __init__(self, functions: list[str], encoding: str = "classic", slot_bytes: int = 1024,
-                 bind: str = "127.0.0.1", port: int = 0):
+                 bind: str = "127.0.0.1", port: int = 0, session_idle_s: float = 5.0):
         from twin.runtime.code_consumer import c_function_address
         from twin.runtime.native import NativeEndpoint
 
@@ -131,6 +134,10 @@ class Agent:
         self.sock.settimeout(0.2)
         self.address = self.sock.getsockname()
         self.served = 0
+        self.session_idle_s = session_idle_s
+        self.peer = None          # the address that opened the session (HELLO)
+        self._session = False     # a HELLO has opened a session (until BYE)
+        self._last = 0.0          # monotonic time of the peer's last datagram
         self._stop = threading.Event()
 
     def _new_endpoint(self, first_seq: int) -> None:
@@ -140,15 +147,34 @@ class Agent:
         for fid, addr in self._symbols.items():
             self.ep.register(fid, addr)
 
-    def handle(self, data: bytes) -> bytes | None:
-        """The answer to one datagram, or None (rejected and counted)."""
-        if data[:8] == HELLO:
+    def live(self, now: float | None = None) -> bool:
+        """True while a session is open and its peer was heard within ``session_idle_s``."""
+        now = time.monotonic() if now is None else now
+        return self._session and now - self._last < self.session_idle_s
+
+    def handle(self, data: bytes, addr=None) -> bytes | None:
+        """The answer to one datagram from ``addr`` (the sender's address), or None (rejected and
+        counted). A session belongs to the address whose HELLO opened it: while it is live, a
+        HELLO (or BYE) from another address is ``foreign_hello``, a frame ``foreign_sender``."""
+        now = time.monotonic()
+        if data[:8] in (HELLO, BYE):
             if len(data) != 16:
                 self.validator.rejected["bad_control"] += 1
                 return None
+            if self.live(now) and addr != self.peer:
+                self.validator.rejected["foreign_hello"] += 1
+                return None
+            if data[:8] == BYE:
+                self._session = False
+                return BYE + data[8:]
             self.validator.reset()
             self._new_endpoint(1)
+            self.peer, self._session, self._last = addr, True, now
             return OK + data[8:]
+        if self._session and addr != self.peer:
+            self.validator.rejected["foreign_sender"] += 1
+            return None
+        self._last = now
         if self.validator.check(data) is not None:
             return None
         # the frame lands in the one request slot: every byte but the sequence word, then that word
@@ -170,7 +196,7 @@ class Agent:
             except socket.timeout:
                 data = None
             if data is not None:
-                out = self.handle(data)
+                out = self.handle(data, addr)
                 if out is not None:
                     self.sock.sendto(out, addr)
             if stats_every and time.monotonic() - last >= stats_every:
@@ -219,13 +245,13 @@ def _slot_bytes(text: str) -> int:
     return v
 
 
-def _stats_every(text: str) -> float:
+def _seconds(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: not a number of seconds") from None
     if not v >= 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text}: must be a finite number of seconds >= 0 (0: only on exit)")
+        raise argparse.ArgumentTypeError(f"{text}: must be a finite number of seconds >= 0")
     return v
 
 
@@ -247,19 +273,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--encoding", choices=("classic", "per_piece"), default="classic")
     ap.add_argument("--slot-bytes", type=_slot_bytes, default=1024,
                     help="largest frame accepted (a slot), bytes: a multiple of 16, at least 32")
-    ap.add_argument("--stats-every", type=_stats_every, default=0.0, help="print counters every N seconds")
+    ap.add_argument("--stats-every", type=_seconds, default=0.0, help="print counters every N seconds")
+    ap.add_argument("--session-idle", type=_seconds, default=5.0,
+                    help="seconds of silence after which another sender may open a new session (default 5)")
     a = ap.parse_args(argv)
     try:
-        agent = Agent(a.function, a.encoding, a.slot_bytes, a.bind, a.port)
+        agent = Agent(a.function, a.encoding, a.slot_bytes, a.bind, a.port, a.session_idle)
     except OSError as e:
         print(f"hw_bridge.agent: error: --bind {a.bind} --port {a.port}: {e.strerror or e}", file=sys.stderr)
         return 2
     except (KeyError, ValueError) as e:
         print(f"hw_bridge.agent: error: {e}", file=sys.stderr)
         return 2
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: agent.stop())  # before "serving" is said
     print(f"hw_bridge.agent: serving {sorted(agent.fn_ids)} ({a.encoding}) on {agent.address[0]}:{agent.address[1]}",
           file=sys.stderr, flush=True)
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: agent.stop())
     try:
         agent.serve(a.stats_every)
     except KeyboardInterrupt:

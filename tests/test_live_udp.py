@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hw_bridge.agent import HELLO, OK, REASONS, Agent, FrameValidator
+from hw_bridge.agent import BYE, HELLO, OK, REASONS, Agent, FrameValidator
 from hw_bridge.contract import BridgeSettings, LiveFailure
 from hw_bridge.udp import UdpEndpoint
 from twin.exchange.encoding import get_encoding
@@ -202,3 +202,46 @@ def test_agent_prints_its_counters_on_sigterm():
         if p.poll() is None:
             p.kill()
     assert p.returncode == 0 and "hw_bridge.agent: served 0, accepted 0, rejected: none" in rest
+
+
+def test_session_belongs_to_the_sender_that_opened_it(agent):
+    enc = get_encoding("classic")
+    owner, other = ("127.0.0.1", 40001), ("127.0.0.1", 40002)
+    assert agent.handle(HELLO + b"n" * 8, owner) == OK + b"n" * 8
+    assert agent.handle(frame(enc, 1, b"a"), owner) is not None
+    # another sender can neither reset the live session nor feed it
+    assert agent.handle(HELLO + b"x" * 8, other) is None and agent.validator.rejected["foreign_hello"] == 1
+    assert agent.handle(frame(enc, 2, b"b"), other) is None and agent.validator.rejected["foreign_sender"] == 1
+    assert agent.handle(frame(enc, 2, b"b"), owner) is not None and agent.served == 2  # not reset
+    # the owner's BYE ends the session: the other sender may open one
+    assert agent.handle(BYE + b"n" * 8, owner) == BYE + b"n" * 8
+    assert agent.handle(HELLO + b"x" * 8, other) == OK + b"x" * 8
+    assert agent.handle(frame(enc, 1, b"c"), other) is not None and agent.served == 3
+
+
+def test_silent_session_can_be_taken_over(agent):
+    agent.session_idle_s = 0.0
+    assert agent.handle(HELLO + bytes(8), ("127.0.0.1", 1)) is not None
+    assert agent.handle(HELLO + bytes(8), ("127.0.0.1", 2)) is not None and not agent.validator.rejected
+
+
+def test_hello_from_another_socket_during_a_run_is_rejected(agent):
+    t = threading.Thread(target=agent.serve, daemon=True)
+    t.start()
+    try:
+        ep = UdpEndpoint(BridgeSettings("udp", timeout_ns=2_000_000_000, port=agent.address[1]))
+        ep.open(SLOT, 4, "classic")
+        enc = get_encoding("classic")
+        assert ep.exchange(1, frame(enc, 1, b"abc")).data[:4] == struct.pack("<I", 1)
+        intruder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        intruder.sendto(HELLO + bytes(8), agent.address)
+        intruder.settimeout(0.3)
+        with pytest.raises(socket.timeout):
+            intruder.recv(64)
+        intruder.close()
+        assert ep.exchange(2, frame(enc, 2, b"def")).data[:4] == struct.pack("<I", 2)  # session unharmed
+        ep.close()
+    finally:
+        agent.stop()
+        t.join()
+    assert agent.validator.rejected["foreign_hello"] == 1 and agent.served == 2
