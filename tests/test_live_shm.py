@@ -98,6 +98,10 @@ def test_killing_the_consumer_ends_the_run_with_the_rounds_so_far(tmp_path, caps
     assert killed
     assert rc == 3
     assert "dead" in err and "killed by signal 9" in err and "rounds completed and saved" in err
+    done = doc["consumers"][0]["replies_checked"]
+    assert 0 < done < 2_000_000
+    assert doc["rounds"] == doc["consumers"][0]["rounds"] == done  # completed, not requested
+    assert doc["rounds_requested"] == doc["consumers"][0]["rounds_requested"] == 2_000_000
     s = doc["consumers"][0]
     assert s["live"]["error"]["kind"] == "dead"
     done = s["live"]["rounds"]
