@@ -289,11 +289,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     c = sub.add_parser("calibrate", help="fit a prior parameter set to its measurements")
     c.add_argument("prior", nargs="?", help=f"prior parameter set (default {DEFAULT_PRIOR}); with --from-live, "
-                                            "the scenario the run came from (default scenarios/<its name>.yaml)")
+                                            "the scenario the run came from (default: the file the run recorded, else scenarios/<its name>.yaml)")
     c.add_argument("--from-live", metavar="RUN", help="fit a consumer model to the live node of a `twin run` "
                                                       "output folder (results.json + live_rounds.npz)")
     c.add_argument("--node", help="with --from-live: which live node (default: the first)")
-    c.add_argument("--out", help=f"fitted set to write (default {DEFAULT_FITTED})")
+    c.add_argument("--out", help=f"fitted set to write (default {DEFAULT_FITTED}; with --from-live "
+                                 "calibrations/fitted/<scenario>_<node>_fitted.yaml)")
     c.add_argument("--rounds", type=_count, help="rounds per evaluation (default: the prior's fit.rounds)")
     c.add_argument("--maxiter", type=_count, help="differential-evolution generations (default: fit.maxiter)")
     c.add_argument("--popsize", type=_count, help="population multiplier (default: fit.popsize)")

@@ -152,6 +152,7 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
         if node.model == "live":
             from hw_bridge.report import live_summary
             s["live"] = live_summary(res, failure, spec, engine, verify_rounds)
+            s["live"]["scenario_file"] = str(Path(loaded.path).resolve())  # for `twin calibrate --from-live RUN`
         if sc.deadline:
             s["deadline_ns"] = time_ps(sc.deadline) / 1000
             s["deadline_misses"] = int((res.loop_ps > time_ps(sc.deadline)).sum())
