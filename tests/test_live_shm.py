@@ -123,7 +123,7 @@ def test_dead_or_hung_consumer_is_reported_with_its_round(tmp_path, capsys, kind
 
 def test_wrong_answer_is_a_mismatch_on_its_round(tmp_path, capsys):
     rc, err, doc, out = run(tmp_path, capsys, rounds=2000, bridge={**SHM, "fault": {"kind": "wrong", "round": 777}})
-    assert rc == 1 and "did not match" in err
+    assert rc == 1 and "1 reply did not match the reference answer (bridge.fault: a wrong answer injected at round 777)" in err
     s = doc["consumers"][0]
     assert s["mismatches"] == 1 and s["live"]["error"] is None
     assert s["live"]["mismatch_rounds"] == [777] and "answered wrongly at round(s) 777" in err
