@@ -11,8 +11,11 @@ functions are in its dispatch table) and the reply slot's bytes go back to the s
 else is dropped and counted under its reason (:data:`REASONS`); nothing is executed for it.
 
 A session starts with the control datagram ``HBHELLO1`` + 8 bytes (any nonce): the agent expects
-sequence 1 again and answers ``HBOK0001`` + the nonce. Stats go to stderr on exit (and every
-``--stats-every`` seconds).
+sequence 1 again and answers ``HBOK0001`` + the nonce. The session belongs to the sender address
+that opened it: until that sender ends it (``HBBYE001`` + nonce, answered in kind) or falls silent
+for ``--session-idle`` seconds, a HELLO from any other address is rejected (``foreign_hello``) and
+so is a frame (``foreign_sender``), so another local program cannot reset or feed a running session. Stats go to stderr on exit (Ctrl-C or
+SIGTERM; and every ``--stats-every`` seconds).
 
 Binds 127.0.0.1 unless ``--bind`` says otherwise. Usage::
 
@@ -21,6 +24,7 @@ Binds 127.0.0.1 unless ``--bind`` says otherwise. Usage::
 from __future__ import annotations
 
 import argparse
+import signal
 import socket
 import struct
 import sys
@@ -29,12 +33,12 @@ import time
 from collections import Counter
 
 from twin.exchange.encoding import get_encoding
-from twin.runtime.functions import lookup
+from twin.runtime.functions import c_served, cannot_serve, lookup
 
-HELLO, OK = b"HBHELLO1", b"HBOK0001"
+HELLO, OK, BYE = b"HBHELLO1", b"HBOK0001", b"HBBYE001"
 #: Why a datagram was rejected.
 REASONS = ("too_short", "too_long", "bad_length", "torn_piece", "zero_seq", "replay", "out_of_order",
-           "unknown_function", "bad_control")
+           "unknown_function", "bad_control", "foreign_hello", "foreign_sender")
 _HDR = struct.Struct("<IHHII")
 
 
@@ -90,20 +94,32 @@ class FrameValidator:
         return None
 
 
+def resolve_function(key: str | int):
+    """The :class:`twin.runtime.functions.Function` named (or numbered) ``key`` that the agent can
+    serve; raises ValueError (one line, no quotes around the message) for an unknown function or one
+    without a C implementation (:func:`twin.runtime.functions.cannot_serve`, the rule a scenario's
+    model live follows too). The "have" list names only the servable functions."""
+    try:
+        f = lookup(int(key) if str(key).isdigit() else key)
+    except KeyError:
+        raise ValueError(f"no function {key!r} (have: {', '.join(c_served())})") from None
+    why = cannot_serve(f, "live")
+    if why:
+        raise ValueError(why)
+    return f
+
+
 class Agent:
     """The UDP server (see module docstring). ``functions``: names or ids from
     :mod:`twin.runtime.functions`; each needs a C implementation (the built-in echo is the
     runtime's own). Statistics: ``validator.accepted``, ``validator.rejected``, ``served``."""
 
     def __init__(self, functions: list[str], encoding: str = "classic", slot_bytes: int = 1024,
-                 bind: str = "127.0.0.1", port: int = 0):
+                 bind: str = "127.0.0.1", port: int = 0, session_idle_s: float = 5.0):
         from twin.runtime.code_consumer import c_function_address
         from twin.runtime.native import NativeEndpoint
 
-        fns = [lookup(int(f) if str(f).isdigit() else f) for f in functions]
-        for f in fns:
-            if f.id and not f.c_symbol:
-                raise ValueError(f"function {f.name!r} has no C implementation to serve")
+        fns = [resolve_function(f) for f in functions]
         self.fn_ids = {f.id for f in fns}
         self.encoding = encoding
         self.slot_bytes = slot_bytes
@@ -118,6 +134,10 @@ class Agent:
         self.sock.settimeout(0.2)
         self.address = self.sock.getsockname()
         self.served = 0
+        self.session_idle_s = session_idle_s
+        self.peer = None          # the address that opened the session (HELLO)
+        self._session = False     # a HELLO has opened a session (until BYE)
+        self._last = 0.0          # monotonic time of the peer's last datagram
         self._stop = threading.Event()
 
     def _new_endpoint(self, first_seq: int) -> None:
@@ -127,15 +147,34 @@ class Agent:
         for fid, addr in self._symbols.items():
             self.ep.register(fid, addr)
 
-    def handle(self, data: bytes) -> bytes | None:
-        """The answer to one datagram, or None (rejected and counted)."""
-        if data[:8] == HELLO:
+    def live(self, now: float | None = None) -> bool:
+        """True while a session is open and its peer was heard within ``session_idle_s``."""
+        now = time.monotonic() if now is None else now
+        return self._session and now - self._last < self.session_idle_s
+
+    def handle(self, data: bytes, addr=None) -> bytes | None:
+        """The answer to one datagram from ``addr`` (the sender's address), or None (rejected and
+        counted). A session belongs to the address whose HELLO opened it: while it is live, a
+        HELLO (or BYE) from another address is ``foreign_hello``, a frame ``foreign_sender``."""
+        now = time.monotonic()
+        if data[:8] in (HELLO, BYE):
             if len(data) != 16:
                 self.validator.rejected["bad_control"] += 1
                 return None
+            if self.live(now) and addr != self.peer:
+                self.validator.rejected["foreign_hello"] += 1
+                return None
+            if data[:8] == BYE:
+                self._session = False
+                return BYE + data[8:]
             self.validator.reset()
             self._new_endpoint(1)
+            self.peer, self._session, self._last = addr, True, now
             return OK + data[8:]
+        if self._session and addr != self.peer:
+            self.validator.rejected["foreign_sender"] += 1
+            return None
+        self._last = now
         if self.validator.check(data) is not None:
             return None
         # the frame lands in the one request slot: every byte but the sequence word, then that word
@@ -157,7 +196,7 @@ class Agent:
             except socket.timeout:
                 data = None
             if data is not None:
-                out = self.handle(data)
+                out = self.handle(data, addr)
                 if out is not None:
                     self.sock.sendto(out, addr)
             if stats_every and time.monotonic() - last >= stats_every:
@@ -178,22 +217,75 @@ class Agent:
         return f"hw_bridge.agent: served {self.served}, accepted {self.validator.accepted}, rejected: {rej}"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (no usage block): ``hw_bridge.agent: error: argument --OPT: VALUE:
+    why``, exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"hw_bridge.agent: error: {message} (see --help)\n")
+
+
+def _port(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a whole number") from None
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"{v}: a UDP port is 0..65535 (0: any free port)")
+    return v
+
+
+def _slot_bytes(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a whole number") from None
+    if v < 32 or v % 16:
+        raise argparse.ArgumentTypeError(f"{v}: a slot is a multiple of 16 bytes, at least 32 (the runtime library's rule)")
+    return v
+
+
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a number of seconds") from None
+    if not v >= 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: must be a finite number of seconds >= 0")
+    return v
+
+
+def _function(text: str) -> str:
+    try:
+        return resolve_function(text).name
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point."""
-    ap = argparse.ArgumentParser(prog="python -m hw_bridge.agent", description=__doc__.splitlines()[0])
+    """Command-line entry point. Bad options: one line naming the option and value, exit 2. Prints
+    the counters on exit: Ctrl-C (SIGINT) or SIGTERM."""
+    ap = _Parser(prog="python -m hw_bridge.agent", description=__doc__.splitlines()[0])
     ap.add_argument("--bind", default="127.0.0.1", help="address to bind (default 127.0.0.1: loopback only)")
-    ap.add_argument("--port", type=int, default=0, help="UDP port (default 0: any free port, printed)")
-    ap.add_argument("--function", action="append", required=True,
+    ap.add_argument("--port", type=_port, default=0, help="UDP port (default 0: any free port, printed)")
+    ap.add_argument("--function", action="append", required=True, type=_function,
                     help="a function to serve, by name or id (repeat); nothing else is executed")
     ap.add_argument("--encoding", choices=("classic", "per_piece"), default="classic")
-    ap.add_argument("--slot-bytes", type=int, default=1024, help="largest frame accepted (a slot), bytes")
-    ap.add_argument("--stats-every", type=float, default=0.0, help="print counters every N seconds")
+    ap.add_argument("--slot-bytes", type=_slot_bytes, default=1024,
+                    help="largest frame accepted (a slot), bytes: a multiple of 16, at least 32")
+    ap.add_argument("--stats-every", type=_seconds, default=0.0, help="print counters every N seconds")
+    ap.add_argument("--session-idle", type=_seconds, default=5.0,
+                    help="seconds of silence after which another sender may open a new session (default 5)")
     a = ap.parse_args(argv)
     try:
-        agent = Agent(a.function, a.encoding, a.slot_bytes, a.bind, a.port)
-    except (KeyError, ValueError, OSError) as e:
+        agent = Agent(a.function, a.encoding, a.slot_bytes, a.bind, a.port, a.session_idle)
+    except OSError as e:
+        print(f"hw_bridge.agent: error: --bind {a.bind} --port {a.port}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except (KeyError, ValueError) as e:
         print(f"hw_bridge.agent: error: {e}", file=sys.stderr)
         return 2
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: agent.stop())  # before "serving" is said
     print(f"hw_bridge.agent: serving {sorted(agent.fn_ids)} ({a.encoding}) on {agent.address[0]}:{agent.address[1]}",
           file=sys.stderr, flush=True)
     try:
@@ -201,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        print(agent.stats_line(), file=sys.stderr)
+        signal.signal(signal.SIGTERM, previous)
+        print(agent.stats_line(), file=sys.stderr, flush=True)
         agent.close()
     return 0
 

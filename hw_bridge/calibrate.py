@@ -75,6 +75,26 @@ def load_live_run(run: Path, node: str | None = None) -> tuple[dict, dict, np.nd
     return doc, s, rtt
 
 
+def run_scenario(run: Path, doc: dict, summary: dict) -> Path:
+    """The scenario file a live run came from: the path ``twin run`` recorded (``live.scenario_file``
+    in results.json), or for a run that recorded none ``scenarios/<name>.yaml`` beside the working
+    folder or the source tree. Raises ConfigError (naming results.json) saying to pass SCENARIO when
+    the recorded file is gone or there is none to find."""
+    from twin.cli import _bundled
+    res = run / "results.json"
+    rec = summary.get("live", {}).get("scenario_file")
+    if rec:
+        if Path(rec).is_file():
+            return Path(rec)
+        raise ConfigError(res, "live.scenario_file", rec, "the run's scenario file is gone; pass SCENARIO "
+                          "(twin calibrate --from-live RUN SCENARIO)")
+    guess = _bundled(f"scenarios/{doc['scenario']}.yaml")
+    if not guess.is_file():
+        raise ConfigError(res, "scenario", doc["scenario"], f"the run recorded no scenario file and there is no "
+                          f"{guess}; pass SCENARIO (twin calibrate --from-live RUN SCENARIO)")
+    return guess
+
+
 def _live_set(base: ParamSet, device: str, node: str, encoding: str, v: dict[str, float],
               set_name: str = "") -> ParamSet:
     data = base.model_dump()
@@ -105,12 +125,11 @@ def calibrate_from_live(run: str | Path, scenario: str | Path | None = None, nod
                         rounds: int = 20_000, rounds_check: int = 100_000, maxiter: int = 30, popsize: int = 8,
                         fit_seed: int = 1, log=print) -> LiveFit:
     """Fit the live node of ``run`` (see module docstring). ``scenario``: the scenario file the run
-    came from (default ``scenarios/<name>.yaml`` beside the working folder or the source tree)."""
+    came from (default: the one the run recorded, :func:`run_scenario`)."""
     run = Path(run)
     doc, s, rtt = load_live_run(run, node)
     if scenario is None:
-        from twin.cli import _bundled
-        scenario = _bundled(f"scenarios/{doc['scenario']}.yaml")
+        scenario = run_scenario(run, doc, s)
     loaded = load_scenario(scenario)
     sc = loaded.scenario
     base = loaded.params

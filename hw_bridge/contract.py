@@ -153,6 +153,21 @@ class LiveEndpoint(abc.ABC):
         self.close()
 
 
+def preflight(settings: BridgeSettings) -> None:
+    """Cheap checks that a session of ``settings`` can start here, made before a run shows any
+    progress: the pinning cores (shm) and a usable GPU (cuda). Raises the :class:`LiveFailure`
+    (kind ``error``) that :meth:`LiveEndpoint.open` would raise; the udp agent is checked by its
+    handshake at open."""
+    if settings.backend == "shm":
+        from hw_bridge.shm import check_cores
+        check_cores(settings)
+    elif settings.backend == "cuda":
+        from hw_bridge.cuda import GpuUnavailable, gpu_available
+        ok, why = gpu_available(settings.device)
+        if not ok:
+            raise GpuUnavailable(why)
+
+
 def open_endpoint(settings: BridgeSettings) -> LiveEndpoint:
     """A (not yet opened) endpoint of ``settings.backend``."""
     if settings.backend == "shm":

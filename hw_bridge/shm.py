@@ -10,7 +10,9 @@ exchange layer. The producer side of each round is C too (``c/hb_producer.c`` th
 both timestamps), so no Python runs inside a measured round.
 
 Pinning: ``settings.cpu`` pins the consumer (``sched_setaffinity`` in the child),
-``settings.producer_cpu`` this process while the session is open (restored by :meth:`close`).
+``settings.producer_cpu`` this process while the session is open (restored by :meth:`close`). A core
+outside ``os.sched_getaffinity(0)``, or a pin that fails, stops the session start (LiveFailure
+``error``, naming the key); nothing runs unpinned while the results say pinned.
 
 Statistics (``close()``): ``served`` by the consumer, ``state``, ``exit`` (its exit status).
 """
@@ -42,6 +44,23 @@ def _page(n: int) -> int:
     return -(-n // 4096) * 4096
 
 
+def _cores(cores: set[int]) -> str:
+    return ", ".join(str(c) for c in sorted(cores))
+
+
+def check_cores(settings: BridgeSettings) -> None:
+    """Raise :class:`LiveFailure` (kind ``error``, one line naming ``bridge.cpu`` or
+    ``bridge.producer_cpu`` and its value) when a core to pin to is not one this process may run
+    on (``os.sched_getaffinity(0)``): a pin there would fail, and the consumer would run unpinned."""
+    if not hasattr(os, "sched_getaffinity"):
+        return
+    allowed = os.sched_getaffinity(0)
+    for key, core in (("cpu", settings.cpu), ("producer_cpu", settings.producer_cpu)):
+        if core is not None and core not in allowed:
+            raise LiveFailure("error", 0, f"bridge.{key}: {core}: not a core this process may run on "
+                              f"(allowed: {_cores(allowed)})", settings.backend)
+
+
 class ShmEndpoint(CProducerEndpoint):
     """A live CPU consumer in its own process over POSIX shared memory (see module docstring)."""
 
@@ -61,6 +80,7 @@ class ShmEndpoint(CProducerEndpoint):
         """Create the shared memory, start and (optionally) pin the consumer, wait until it serves
         (at most 10 s). Raises :class:`LiveFailure` kind ``error``."""
         self.slot_bytes, self.slots, self.encoding = slot_bytes, slots, encoding
+        check_cores(self.settings)
         self._enc = ENCODINGS[encoding]
         self._lib = producer_library()
         prog = consumer_program()
@@ -82,8 +102,11 @@ class ShmEndpoint(CProducerEndpoint):
             self._affinity = os.sched_getaffinity(0)
             try:
                 os.sched_setaffinity(0, {self.settings.producer_cpu})
-            except OSError:
+            except OSError as e:
                 self._affinity = None
+                self.close()
+                raise LiveFailure("error", 0, f"bridge.producer_cpu: {self.settings.producer_cpu}: cannot pin the "
+                                  f"producer there ({e.strerror})", "shm") from None
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 10
         while self._ctl[1] == 0:

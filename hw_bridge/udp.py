@@ -5,7 +5,8 @@ waits for the reply slot's bytes. A reply whose sequence number is not the reque
 answer to an earlier round) is discarded and counted (``stale_replies``). Timestamps are
 ``time.monotonic_ns()`` around the exchange (Python is inside the measured round here: this
 backend is for boards across a network, where that is small against the wire). A session starts
-with the agent's ``HBHELLO1`` handshake, so the agent expects sequence 1 again.
+with the agent's ``HBHELLO1`` handshake, so the agent expects sequence 1 again, and ends with
+``HBBYE001`` so the agent takes a session from another address at once.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import socket
 import struct
 import time
 
-from hw_bridge.agent import HELLO, OK
+from hw_bridge.agent import BYE, HELLO, OK
 from hw_bridge.contract import BridgeSettings, LiveEndpoint, LiveFailure, LiveReply
 
 
@@ -33,8 +34,13 @@ class UdpEndpoint(LiveEndpoint):
         """Connect the socket and do the handshake (within the timeout)."""
         self.slot_bytes, self.slots, self.encoding = slot_bytes, slots, encoding
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.connect((self.settings.host, self.settings.port))
-        nonce = os.urandom(8)
+        try:
+            self.sock.connect((self.settings.host, self.settings.port))
+        except (OSError, UnicodeError) as e:
+            self.close()
+            raise LiveFailure("error", 0, f"bridge.host: {self.settings.host}: cannot reach the agent "
+                              f"({getattr(e, 'strerror', None) or e})", "udp") from None
+        nonce = self._nonce = os.urandom(8)
         self.sock.settimeout(self.settings.timeout_ns / 1e9)
         try:
             self.sock.send(HELLO + nonce)
@@ -48,8 +54,12 @@ class UdpEndpoint(LiveEndpoint):
                               "udp") from None
 
     def close(self) -> dict:
-        """Close the socket."""
+        """End the agent's session (``HBBYE001``, best effort: not waited for) and close the socket."""
         if self.sock is not None:
+            try:
+                self.sock.send(BYE + getattr(self, "_nonce", bytes(8)))
+            except OSError:
+                pass
             self.sock.close()
             self.sock = None
         return {"stale_replies": self.stale_replies}

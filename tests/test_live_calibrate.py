@@ -53,3 +53,42 @@ def test_not_a_live_run(tmp_path):
     with pytest.raises(ConfigError) as e:
         calibrate_from_live(tmp_path)
     assert "no live consumer" in str(e.value)
+
+
+def test_from_live_finds_a_scenario_outside_scenarios(tmp_path, capsys):
+    from test_live_shm import scenario
+    sc_dir = tmp_path / "elsewhere"
+    sc_dir.mkdir()
+    sc = scenario(sc_dir, rounds=500, bridge={"backend": "shm", "timeout": "2 s"})
+    run = tmp_path / "run"
+    assert main(["run", str(sc), "--out", str(run), "--quiet", "--no-plot", "--no-csv"]) == 0
+    doc = json.loads((run / "results.json").read_text())
+    assert doc["consumers"][0]["live"]["scenario_file"] == str(sc.resolve())
+    capsys.readouterr()
+    out = tmp_path / "fitted.yaml"
+    assert main(["calibrate", "--from-live", str(run), "--out", str(out), "--rounds", "500", "--maxiter", "1",
+                 "--popsize", "3"]) == 0
+    assert "live_fitted" in load_params(out).consumers
+    sc.unlink()  # the recorded file is gone: say to pass SCENARIO, do not guess
+    capsys.readouterr()
+    assert main(["calibrate", "--from-live", str(run), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "live.scenario_file" in err and "pass SCENARIO" in err
+
+
+def test_from_live_without_a_recorded_scenario_says_pass_scenario(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    doc = json.loads((RUN / "results.json").read_text())
+    doc["scenario"] = "no_such_scenario"
+    (run / "results.json").write_text(json.dumps(doc))
+    (run / "live_rounds.npz").write_bytes((RUN / "live_rounds.npz").read_bytes())
+    assert main(["calibrate", "--from-live", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "scenario: 'no_such_scenario'" in err and "pass SCENARIO" in err
+
+
+def test_from_live_out_help_states_its_default(capsys):
+    with pytest.raises(SystemExit):
+        main(["calibrate", "--help"])
+    assert "calibrations/fitted/<scenario>_<node>_fitted.yaml" in " ".join(capsys.readouterr().out.split())

@@ -55,3 +55,15 @@ def test_twin_run_with_live_gpu(tmp_path):
     import json
     s = json.loads((tmp_path / "results.json").read_text())["consumers"][0]
     assert s["mismatches"] == 0 and s["replies_checked"] == 5000 and s["live"]["backend"] == "cuda"
+
+
+def test_without_gpu_twin_run_says_why_before_any_progress(tmp_path, capsys):
+    ok, why = gpu_available(0)
+    if ok:
+        pytest.skip("a GPU is present: the no-GPU error path is not reachable here")
+    from test_live_shm import scenario
+    from twin.cli import main
+    rc = main(["run", str(scenario(tmp_path, rounds=100, bridge={"backend": "cuda"})), "--out", str(tmp_path / "o")])
+    cap = capsys.readouterr()
+    assert rc == 3 and cap.err.count("\n") == 1 and why in cap.err and "live cuda error at session start" in cap.err
+    assert "0/100" not in cap.out  # no empty progress bar before it

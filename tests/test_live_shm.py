@@ -98,6 +98,10 @@ def test_killing_the_consumer_ends_the_run_with_the_rounds_so_far(tmp_path, caps
     assert killed
     assert rc == 3
     assert "dead" in err and "killed by signal 9" in err and "rounds completed and saved" in err
+    done = doc["consumers"][0]["replies_checked"]
+    assert 0 < done < 2_000_000
+    assert doc["rounds"] == doc["consumers"][0]["rounds"] == done  # completed, not requested
+    assert doc["rounds_requested"] == doc["consumers"][0]["rounds_requested"] == 2_000_000
     s = doc["consumers"][0]
     assert s["live"]["error"]["kind"] == "dead"
     done = s["live"]["rounds"]
@@ -119,7 +123,7 @@ def test_dead_or_hung_consumer_is_reported_with_its_round(tmp_path, capsys, kind
 
 def test_wrong_answer_is_a_mismatch_on_its_round(tmp_path, capsys):
     rc, err, doc, out = run(tmp_path, capsys, rounds=2000, bridge={**SHM, "fault": {"kind": "wrong", "round": 777}})
-    assert rc == 1 and "did not match" in err
+    assert rc == 1 and "1 reply did not match the reference answer (bridge.fault: a wrong answer injected at round 777)" in err
     s = doc["consumers"][0]
     assert s["mismatches"] == 1 and s["live"]["error"] is None
     assert s["live"]["mismatch_rounds"] == [777] and "answered wrongly at round(s) 777" in err
@@ -168,6 +172,13 @@ def test_bridge_block_errors_name_the_key(tmp_path, node, msg):
     with pytest.raises(ConfigError) as e:
         load_scenario(p)
     assert msg in str(e.value) and "nodes[2]" in str(e.value)
+
+
+@pytest.mark.parametrize("bridge,value", [({"backend": "udp"}, "'<missing>'"), ({"backend": "udp", "port": 0}, "0")])
+def test_udp_port_missing_or_zero(tmp_path, bridge, value):
+    with pytest.raises(ConfigError) as e:
+        load_scenario(scenario(tmp_path, bridge=bridge))
+    assert f"nodes[2].bridge.port: {value}: the udp backend needs the agent's port" in str(e.value)
 
 
 @pytest.mark.parametrize("encoding", ["classic", "per_piece"])
@@ -223,3 +234,47 @@ def test_consumer_does_not_outlive_a_killed_twin(tmp_path):
     else:
         os.kill(pid, signal.SIGKILL)
         pytest.fail("the consumer kept running after the twin was killed")
+
+
+@pytest.mark.parametrize("model,function,bridge", [
+    ("live", "decode_rep3", SHM), ("live", "decode_surface5", SHM), ("live", "decode_steane7", {"backend": "cuda"}),
+    ("live", "decode_rep3", {"backend": "udp", "port": 47000}), ("code", "decode_surface5", None)])
+def test_function_without_c_code_is_refused_at_load(tmp_path, model, function, bridge):
+    # a live consumer serves only the runtime library's C functions; model code those or a numba build
+    p = scenario(tmp_path, model=model, function=function, bridge=bridge)
+    with pytest.raises(ConfigError) as e:
+        load_scenario(p)
+    line = str(e.value)
+    assert "\n" not in line and f"function: '{function}'" in line and f"model {model}" in line
+    assert "nodes[2]" in line and "invert" in line
+
+
+@pytest.mark.parametrize("model,function", [("code", "decode_rep3"), ("live", "sum32"), ("live", "echo")])
+def test_function_with_c_or_native_build_loads(tmp_path, model, function):
+    load_scenario(scenario(tmp_path, model=model, function=function, bridge=SHM if model == "live" else None))
+
+
+@pytest.mark.parametrize("key", ["cpu", "producer_cpu"])
+def test_core_outside_the_affinity_is_refused_in_one_line(tmp_path, capsys, key):
+    core = max(os.sched_getaffinity(0)) + 97
+    rc, err, doc, _ = run(tmp_path, capsys, rounds=100, bridge={**SHM, key: core})
+    assert rc == 3 and doc is None
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len([ln for ln in lines if "error" in ln]) == 1
+    assert f"bridge.{key}: {core}: not a core this process may run on" in err
+
+
+def test_failed_consumer_pin_is_visible(monkeypatch):
+    # skip the up-front check: the consumer's own failed sched_setaffinity must stop the session
+    monkeypatch.setattr("hw_bridge.shm.check_cores", lambda settings: None)
+    core = max(os.sched_getaffinity(0)) + 97
+    ep = ShmEndpoint(BridgeSettings("shm", cpu=core))
+    with pytest.raises(LiveFailure) as e:
+        ep.open(80, 4, "classic")
+    assert e.value.kind == "error" and f"bridge.cpu: {core}: cannot pin the consumer there" in str(e.value)
+
+
+def test_pinning_is_for_shm_only(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load_scenario(scenario(tmp_path, bridge={"backend": "cuda", "cpu": 0}))
+    assert "nodes[2].bridge.cpu: 0: pinning is for the shm backend" in str(e.value)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hw_bridge.agent import HELLO, OK, REASONS, Agent, FrameValidator
+from hw_bridge.agent import BYE, HELLO, OK, REASONS, Agent, FrameValidator
 from hw_bridge.contract import BridgeSettings, LiveFailure
 from hw_bridge.udp import UdpEndpoint
 from twin.exchange.encoding import get_encoding
@@ -144,3 +144,104 @@ def test_no_agent_is_a_clear_error():
     with pytest.raises(LiveFailure) as e:
         UdpEndpoint(BridgeSettings("udp", timeout_ns=300_000_000, port=port)).open(SLOT, 4, "classic")
     assert e.value.kind == "error" and "no agent answered" in str(e.value)
+
+
+@pytest.mark.parametrize("name,msg", [("decode_rep3", "function decode_rep3 has no C implementation"),
+                                      ("decode_surface5", "function decode_surface5 has no C implementation"),
+                                      ("nosuch", "no function 'nosuch' (have: echo, invert, xor_fold, sum32)")])
+def test_agent_refuses_functions_it_cannot_serve(name, msg):
+    with pytest.raises(ValueError) as e:
+        Agent([name], "classic", SLOT)
+    assert msg in str(e.value) and "decode" not in str(e.value).split("have:")[-1].split("functions (")[-1]
+
+
+def test_unresolvable_host_names_the_key(tmp_path):
+    from test_live_shm import scenario
+    from twin.config import ConfigError
+    from twin.scenario import load_scenario
+    p = scenario(tmp_path, bridge={"backend": "udp", "host": "no.such.host.invalid", "port": 47000})
+    with pytest.raises(ConfigError) as e:
+        load_scenario(p)
+    assert "nodes[2].bridge.host: 'no.such.host.invalid': cannot resolve" in str(e.value)
+    with pytest.raises(LiveFailure) as e:  # the same at session start (a name that stopped resolving)
+        UdpEndpoint(BridgeSettings("udp", host="no.such.host.invalid", port=47000)).open(SLOT, 4, "classic")
+    assert e.value.kind == "error" and "bridge.host: no.such.host.invalid: cannot reach" in str(e.value)
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--slot-bytes", "0"], "argument --slot-bytes: 0: a slot is a multiple of 16"),
+    (["--slot-bytes", "8"], "argument --slot-bytes: 8: a slot is a multiple of 16"),
+    (["--slot-bytes", "-1"], "argument --slot-bytes: -1: a slot is a multiple of 16"),
+    (["--port", "99999"], "argument --port: 99999: a UDP port is 0..65535"),
+    (["--function", "decode_rep3"], "argument --function: function decode_rep3 has no C implementation"),
+    (["--function", "nosuch"], "argument --function: no function 'nosuch' (have: echo, invert, xor_fold, sum32)"),
+])
+def test_agent_command_line_errors_are_one_line(capsys, args, msg):
+    from hw_bridge.agent import main
+    argv = ["--function", "echo"] + args
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and err.startswith("hw_bridge.agent: error: ") and msg in err
+
+
+def test_agent_prints_its_counters_on_sigterm():
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    p = subprocess.Popen([sys.executable, "-m", "hw_bridge.agent", "--function", "echo"], cwd=root,
+                         env={**os.environ, "PYTHONPATH": str(root)}, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "serving" in p.stderr.readline()
+        p.send_signal(signal.SIGTERM)
+        rest = p.communicate(timeout=20)[1]
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0 and "hw_bridge.agent: served 0, accepted 0, rejected: none" in rest
+
+
+def test_session_belongs_to_the_sender_that_opened_it(agent):
+    enc = get_encoding("classic")
+    owner, other = ("127.0.0.1", 40001), ("127.0.0.1", 40002)
+    assert agent.handle(HELLO + b"n" * 8, owner) == OK + b"n" * 8
+    assert agent.handle(frame(enc, 1, b"a"), owner) is not None
+    # another sender can neither reset the live session nor feed it
+    assert agent.handle(HELLO + b"x" * 8, other) is None and agent.validator.rejected["foreign_hello"] == 1
+    assert agent.handle(frame(enc, 2, b"b"), other) is None and agent.validator.rejected["foreign_sender"] == 1
+    assert agent.handle(frame(enc, 2, b"b"), owner) is not None and agent.served == 2  # not reset
+    # the owner's BYE ends the session: the other sender may open one
+    assert agent.handle(BYE + b"n" * 8, owner) == BYE + b"n" * 8
+    assert agent.handle(HELLO + b"x" * 8, other) == OK + b"x" * 8
+    assert agent.handle(frame(enc, 1, b"c"), other) is not None and agent.served == 3
+
+
+def test_silent_session_can_be_taken_over(agent):
+    agent.session_idle_s = 0.0
+    assert agent.handle(HELLO + bytes(8), ("127.0.0.1", 1)) is not None
+    assert agent.handle(HELLO + bytes(8), ("127.0.0.1", 2)) is not None and not agent.validator.rejected
+
+
+def test_hello_from_another_socket_during_a_run_is_rejected(agent):
+    t = threading.Thread(target=agent.serve, daemon=True)
+    t.start()
+    try:
+        ep = UdpEndpoint(BridgeSettings("udp", timeout_ns=2_000_000_000, port=agent.address[1]))
+        ep.open(SLOT, 4, "classic")
+        enc = get_encoding("classic")
+        assert ep.exchange(1, frame(enc, 1, b"abc")).data[:4] == struct.pack("<I", 1)
+        intruder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        intruder.sendto(HELLO + bytes(8), agent.address)
+        intruder.settimeout(0.3)
+        with pytest.raises(socket.timeout):
+            intruder.recv(64)
+        intruder.close()
+        assert ep.exchange(2, frame(enc, 2, b"def")).data[:4] == struct.pack("<I", 2)  # session unharmed
+        ep.close()
+    finally:
+        agent.stop()
+        t.join()
+    assert agent.validator.rejected["foreign_hello"] == 1 and agent.served == 2

@@ -138,6 +138,14 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
                              f"(--rounds or the scenario's rounds)")
         trace = (str(out / "waves.vcd"), *args.trace)
         waves_before = {f: f.stat().st_mtime_ns for f in out.glob("waves.*.vcd")} if out.is_dir() else {}
+    for n in consumers:  # a live endpoint that cannot start here: say so before any progress bar
+        if n.bridge is not None:
+            from hw_bridge.contract import LiveFailure, preflight
+            try:
+                preflight(n.bridge.settings())
+            except LiveFailure as e:
+                print(f"twin: error: node {n.name!r}: {e}", file=sys.stderr)
+                return 3
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False, disable=args.quiet) as bar:
         tasks = {n.name: bar.add_task(n.device, total=rounds) for n in consumers}
@@ -183,8 +191,13 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     for r in study.runs:
         injected = r.summary.get("faults", {}).get("injected", {}).get("corrupt_piece", 0)
         if r.summary["engine"] == "event" and r.summary["mismatches"] != injected:
-            console.print(f"[red]{r.node}: {r.summary['mismatches']} replies did not match the reference answer "
-                          f"({injected} corrupted on purpose)[/red]")
+            m = r.summary["mismatches"]
+            node = next(n for n in consumers if n.name == r.node)
+            why = [f"{injected} corrupted on purpose"] if injected else []
+            if node.bridge is not None and node.bridge.fault is not None and node.bridge.fault.kind == "wrong":
+                why.append(f"bridge.fault: a wrong answer injected at round {node.bridge.fault.round}")
+            console.print(f"[red]{r.node}: {m} {'reply' if m == 1 else 'replies'} did not match the reference answer"
+                          + (f" ({'; '.join(why)})" if why else "") + "[/red]")
             rc = 1
         elif r.summary["engine"] != "event" and r.summary["mismatches"]:
             console.print(f"[red]{r.node}: {r.summary['mismatches']} replies did not match the reference answer[/red]")
@@ -289,11 +302,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     c = sub.add_parser("calibrate", help="fit a prior parameter set to its measurements")
     c.add_argument("prior", nargs="?", help=f"prior parameter set (default {DEFAULT_PRIOR}); with --from-live, "
-                                            "the scenario the run came from (default scenarios/<its name>.yaml)")
+                                            "the scenario the run came from (default: the file the run recorded, else scenarios/<its name>.yaml)")
     c.add_argument("--from-live", metavar="RUN", help="fit a consumer model to the live node of a `twin run` "
                                                       "output folder (results.json + live_rounds.npz)")
     c.add_argument("--node", help="with --from-live: which live node (default: the first)")
-    c.add_argument("--out", help=f"fitted set to write (default {DEFAULT_FITTED})")
+    c.add_argument("--out", help=f"fitted set to write (default {DEFAULT_FITTED}; with --from-live "
+                                 "calibrations/fitted/<scenario>_<node>_fitted.yaml)")
     c.add_argument("--rounds", type=_count, help="rounds per evaluation (default: the prior's fit.rounds)")
     c.add_argument("--maxiter", type=_count, help="differential-evolution generations (default: fit.maxiter)")
     c.add_argument("--popsize", type=_count, help="population multiplier (default: fit.popsize)")

@@ -188,8 +188,12 @@ class Bridge(_Strict):
             raise Located(("timeout",), self.timeout, "must be > 0")
         if self.fault is not None and self.backend != "shm":
             raise Located(("fault",), self.fault.kind, "live fault injection is for the shm backend")
+        for key in ("cpu", "producer_cpu"):
+            if getattr(self, key) is not None and self.backend != "shm":
+                raise Located((key,), getattr(self, key), f"pinning is for the shm backend, not {self.backend}")
         if self.backend == "udp" and self.port == 0:
-            raise Located(("port",), self.port, "the udp backend needs the agent's port")
+            raise Located(("port",), self.port if "port" in self.model_fields_set else "<missing>",
+                          "the udp backend needs the agent's port")
         return self
 
     def settings(self):
@@ -532,6 +536,18 @@ def load_scenario(path: str | Path) -> LoadedScenario:
         if node.model in ("rtl", "live") and isinstance(params, RoceParamSet):
             raise ConfigError(path, f"nodes[{i}].model", node.model,
                               f"model {node.model} runs on the card path, not on a RoCE route")
+        if node.bridge is not None and node.bridge.backend == "udp":
+            import socket
+            try:
+                socket.getaddrinfo(node.bridge.host, node.bridge.port, socket.AF_INET, socket.SOCK_DGRAM)
+            except (socket.gaierror, UnicodeError) as e:
+                raise ConfigError(path, f"nodes[{i}].bridge.host", node.bridge.host,
+                                  f"cannot resolve it to an IPv4 address ({getattr(e, 'strerror', None) or e})") from None
+        if node.kind == "consumer" and node.model in ("code", "live"):
+            from twin.runtime.functions import cannot_serve, lookup
+            why = cannot_serve(lookup(sc.function), node.model)
+            if why:
+                raise ConfigError(path, "function", sc.function, f"nodes[{i}] ({node.name}) is model {node.model}: {why}")
         if node.model == "rtl" and sc.faults is not None:
             raise ConfigError(path, "faults", "{...}", f"fault injection is not available with model rtl (nodes[{i}])")
         for j, src in enumerate(node.rtl.sources if node.rtl else ()):

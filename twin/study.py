@@ -138,6 +138,8 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
              "host": dev.host, "encoding": spec.consumer.encoding, "engine": used, "rounds": int(rounds),
              "replies_checked": int(checked), "mismatches": int(mism),
              "backlog_max": int(res.stats.get("backlog_max", 0))}
+        if failure is not None:  # a live run stopped early: the rounds it completed, and what was asked
+            s["rounds"], s["rounds_requested"] = int(len(res.t_in)), int(rounds)
         s.update(summary_ns(res.rtt_ps))
         if sc.faults and "faults" in res.stats:
             s["faults"] = res.stats["faults"]
@@ -150,6 +152,7 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
         if node.model == "live":
             from hw_bridge.report import live_summary
             s["live"] = live_summary(res, failure, spec, engine, verify_rounds)
+            s["live"]["scenario_file"] = str(Path(loaded.path).resolve())  # for `twin calibrate --from-live RUN`
         if sc.deadline:
             s["deadline_ns"] = time_ps(sc.deadline) / 1000
             s["deadline_misses"] = int((res.loop_ps > time_ps(sc.deadline)).sum())

@@ -13,8 +13,9 @@
    `hang N` stops answering at request N, `wrong N` answers request N with its first payload byte
    flipped (the request is altered in place before the runtime serves it).
 
-   Exit status: 0 after a stop request, 1 on a bad argument or a runtime error, 3 for `die`. */
+   Exit status: 0 after a stop request, 1 on a bad argument, a failed pin or a runtime error, 3 for `die`. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sched.h>
@@ -72,9 +73,14 @@ int main(int argc, char **argv)
     if (cpu >= 0) {
         cpu_set_t set;
         CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-        if (sched_setaffinity(0, sizeof set, &set) != 0)
-            perror("hb_shm_consumer: sched_setaffinity (running unpinned)");
+        if (cpu < CPU_SETSIZE)
+            CPU_SET(cpu, &set);
+        errno = EINVAL;
+        if (cpu >= CPU_SETSIZE || sched_setaffinity(0, sizeof set, &set) != 0) {
+            /* fatal: a run must not record "on core N" while the consumer runs unpinned */
+            fprintf(stderr, "bridge.cpu: %d: cannot pin the consumer there (%s)\n", cpu, strerror(errno));
+            return 1;
+        }
     }
     int fd = shm_open(name, O_RDWR, 0);
     if (fd < 0) {

@@ -115,6 +115,31 @@ register(Function(C.FUNCTION_DECODE_SURFACE5, "decode_surface5", _matching_fn("s
                   min_payload=C.syndrome_bytes(120)))
 
 
+def c_served() -> list[str]:
+    """Names of the functions the runtime library serves itself (id 0, the echo, and every
+    function with a C symbol), in id order: what a live consumer (shm, cuda, udp agent) runs."""
+    return [f.name for f in sorted(REGISTRY.values(), key=lambda f: f.id) if f.id == 0 or f.c_symbol]
+
+
+def cannot_serve(fn: Function, model: str) -> str | None:
+    """Why a consumer of ``model`` cannot serve ``fn`` (one sentence), or None when it can.
+
+    ``live`` (hw_bridge shm, cuda, udp agent): the runtime library's own functions only (id 0 or a
+    C symbol). ``code``: those, or a function with a ``native`` (numba) build. ``sim`` and ``rtl``:
+    any (sim runs the Python implementation; rtl checks its own cores)."""
+    if fn.id == 0 or fn.c_symbol:
+        return None
+    if model == "code" and fn.native is not None:
+        return None
+    if model == "live":
+        return (f"function {fn.name} has no C implementation; a live consumer serves only the runtime "
+                f"library's functions ({', '.join(c_served())})")
+    if model == "code":
+        return (f"function {fn.name} has neither a C implementation nor a native (numba) build for model code "
+                f"to run (C: {', '.join(c_served())}); use model sim")
+    return None
+
+
 def lookup(key: int | str) -> Function:
     """The function with this id or name; raises KeyError naming the known ones."""
     if isinstance(key, int) and key in REGISTRY:
