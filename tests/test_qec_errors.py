@@ -112,3 +112,37 @@ def test_bytes_like_replies_are_accepted(bad):
     from twin.qec.study import load_decode, run_decode_study
     doc = run_decode_study(load_decode(scenario(bad, "qec_err_dec:array")), shots=300)
     assert all(p["identical_corrections"] == 300 for p in doc["placements"])
+
+
+def test_function_module_search_order_and_no_lasting_sys_path(tmp_path, monkeypatch):
+    """decode.function's module: the scenario's folder, then its parent, then the current directory."""
+    from twin.qec.study import resolve_function
+    scen, here = tmp_path / "a" / "scen", tmp_path / "cwd"
+    scen.mkdir(parents=True)
+    here.mkdir()
+    monkeypatch.chdir(here)
+    p = scenario(scen, "x:decode")
+    before = list(sys.path)
+    names = ["qec_order_own", "qec_order_parent", "qec_order_cwd", "qec_order_both"]
+    (scen / "qec_order_own.py").write_text("def decode(p):\n    return b'o'\n")
+    (scen.parent / "qec_order_parent.py").write_text("def decode(p):\n    return b'p'\n")
+    (here / "qec_order_cwd.py").write_text("def decode(p):\n    return b'c'\n")
+    (scen / "qec_order_both.py").write_text("def decode(p):\n    return b'o'\n")
+    (scen.parent / "qec_order_both.py").write_text("def decode(p):\n    return b'p'\n")
+    try:
+        got = [resolve_function(f"{n}:decode", p)(b"\0") for n in names]
+        assert got == [b"o", b"p", b"c", b"o"]  # the scenario's own folder first
+        assert sys.path == before
+        with pytest.raises(ConfigError, match=rf"decode\.function: 'qec_nowhere:decode': cannot import it \(no module "
+                                              rf"'qec_nowhere' in {scen}, {scen.parent}, {here} or on the import path\)"):
+            resolve_function("qec_nowhere:decode", p)
+    finally:
+        for n in names:
+            sys.modules.pop(n, None)
+
+
+def test_bundled_user_scenario_copied_outside_the_repo_runs_from_the_repo_root(tmp_path, monkeypatch):
+    from twin.qec.study import load_decode
+    p = scenario(tmp_path, "examples.rep3_rule:decode")
+    monkeypatch.chdir(ROOT)
+    assert load_decode(p).sc.decode.function == "examples.rep3_rule:decode"
