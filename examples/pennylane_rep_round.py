@@ -29,5 +29,5 @@ run = run_on_twin(rep_round, 0.3, device="epyc7282", shots=2000, seed=1)
 print("default.qubit:", rep_round(0.3).round(6))
 print("twin:         ", run.value.round(6), "matches:", run.matches)
 for ff in run.feed_forwards:
-    print(f"feed-forward {ff.index}: {ff.requests} requests, p50 {ff.rtt['p50_ns']:.0f} ns, "
-          f"p99 {ff.rtt['p99_ns']:.0f} ns, wrong replies {ff.wrong_replies}")
+    print(f"feed-forward {ff.index}: {ff.requests} timed requests (+{ff.branch_requests} branch checks), "
+          f"p50 {ff.rtt['p50_ns']:.0f} ns, p99 {ff.rtt['p99_ns']:.0f} ns, wrong replies {ff.wrong_replies}")

@@ -39,7 +39,8 @@ def test_repetition_round_matches_default_qubit_and_times_each_feed_forward():
     assert np.allclose(run.value, qn(0.4), atol=1e-10)
     assert len(run.feed_forwards) == 3
     for ff in run.feed_forwards:
-        assert ff.wrong_replies == 0 and ff.requests == 300 + len(run.branches)
+        # requests: the shots asked for, the ones timed; the branch requests are counted apart
+        assert ff.wrong_replies == 0 and ff.requests == 300 and ff.branch_requests == len(run.branches)
         # a loop round to an EPYC 7282 core: p50 2.172 us for the echo (amd-qblox-exchange-runtime.txt);
         # the feed-forward function adds its 20 ns, so the round trip is within a few buckets of it
         assert 2.0 < ff.rtt["p50_ns"] / 1000 < 2.6
@@ -114,3 +115,10 @@ def test_readme_example_runs_and_is_the_example_file():
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "matches: True" in out.stdout
+
+
+def test_without_shots_the_branch_requests_are_the_timed_ones():
+    run = run_on_twin(rep_round_qnode(), 0.4, device="epyc7282", shots=0, seed=2)
+    assert run.matches
+    for ff in run.feed_forwards:
+        assert ff.requests == ff.branch_requests == len(run.branches) == 4 and ff.wrong_replies == 0

@@ -122,10 +122,29 @@ class MatchingDecoder(Decoder):
                                                                bit_packed_predictions=True), dtype=np.uint8)
 
 
+class FunctionFailed(ValueError):
+    """A user decoder function failed on one request: it raised, or its reply is not ``reply_bytes``
+    bytes. ``payload``: the request payload it was given (bytes); ``problem``: what went wrong (one
+    line). A ValueError, so a consumer in the event model answers it with status ``function_failed``
+    as the runtime library does; :func:`twin.qec.study.run_decode_study` turns it into a ConfigError
+    naming ``decode.function`` and the shot."""
+
+    def __init__(self, payload: bytes, problem: str):
+        self.payload, self.problem = bytes(payload), problem
+        super().__init__(problem)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:160]}" if text else type(e).__name__
+
+
 class FunctionDecoder(Decoder):
     """A user function ``fn(payload: bytes) -> bytes`` (syndrome bytes in, correction bytes out)
-    for a code with ``n_detectors`` detectors and ``n_observables`` observables. Raises ValueError
-    (from :meth:`decode_payload`) when the function's reply has the wrong length."""
+    for a code with ``n_detectors`` detectors and ``n_observables`` observables. The reply may be
+    any bytes-like object (bytes, bytearray, memoryview, a uint8 array) of exactly ``reply_bytes``
+    bytes. Raises :class:`FunctionFailed` (from :meth:`decode_payload`) when the function raises or
+    its reply is None, a str, a number, or of the wrong length."""
 
     kind = "function"
 
@@ -136,11 +155,32 @@ class FunctionDecoder(Decoder):
         self.n_observables = n_observables
 
     def decode_payload(self, payload: bytes) -> bytes:
-        """``fn(payload)``, checked for length."""
-        r = bytes(self.fn(bytes(payload)))
+        """``fn(payload)``, checked: bytes-like, ``reply_bytes`` long. Raises :class:`FunctionFailed`."""
+        payload = bytes(payload)
+        try:
+            r = self.fn(payload)
+        except Exception as e:  # the user's code: any exception is its failure on this request
+            raise FunctionFailed(payload, f"it raised {_first_line(e)}") from e
+        if r is None or isinstance(r, (str, int, float, complex)):
+            return self._bad_type(payload, r)
+        try:
+            r = bytes(memoryview(r).cast("B")) if not isinstance(r, (bytes, bytearray)) else bytes(r)
+        except (TypeError, ValueError):
+            return self._bad_type(payload, r)
         if len(r) != self.reply_bytes:
-            raise ValueError(f"{self.name}: reply of {len(r)} bytes, expected {self.reply_bytes}")
+            raise FunctionFailed(payload, f"it returned {len(r)} bytes, expected {self._expected} "
+                                          f"(one bit per logical observable, {self.n_observables})")
         return r
+
+    def _bad_type(self, payload: bytes, r) -> bytes:
+        text = repr(r)
+        text = text if len(text) <= 40 else text[:37] + "..."
+        got = "None" if r is None else f"{type(r).__name__} {text}"
+        raise FunctionFailed(payload, f"it returned {got}, expected bytes ({self._expected})")
+
+    @property
+    def _expected(self) -> str:
+        return f"{self.reply_bytes} byte" + ("s" if self.reply_bytes != 1 else "")
 
 
 def make_decoder(kind: str, circuit: stim.Circuit, name: str = "") -> Decoder:

@@ -13,7 +13,10 @@ reply the loop delivered is right, and the twin adds the round-trip time of each
 Timing: ``shots`` shots are drawn from the branch probabilities (seeded); each shot's requests go
 through the loop of ``device`` (:func:`twin.qec.loop.run_decode`), one loop per feed-forward,
 with the function's compute time from ``compute_ns`` (a fixed cost per request, stated in the
-result). Supported final measurements: ``expval`` and ``probs`` (linear in the state, so a sum
+result). Before the shots, the loop answers one request per reachable branch, so every decision
+the result uses came through it; those are counted apart (:attr:`FeedForward.branch_requests`)
+and are not in the timing: :attr:`FeedForward.requests` is the shots' requests, the ones timed.
+Supported final measurements: ``expval`` and ``probs`` (linear in the state, so a sum
 over branches). PennyLane is imported only here (``pip install -e '.[pennylane]'``).
 """
 from __future__ import annotations
@@ -31,7 +34,11 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 @dataclass
 class FeedForward:
     """One feed-forward: its index, the mid-circuit measurements it reads (tape order) and the
-    conditional operations it gates; after a run, the loop's round-trip summary (ns)."""
+    conditional operations it gates; after a run, the loop's round-trip summary ``rtt`` (ns, and
+    ``loop`` under Aurora control) over ``requests`` requests: one per shot (the ``shots`` asked
+    for; with ``shots=0``, the branch requests). ``branch_requests``: the one request per reachable
+    branch the loop answers first, so every decision the result uses came through the loop; they
+    are not in the timing (unless ``shots=0``). ``wrong_replies``: over both."""
 
     index: int
     measurements: list
@@ -40,6 +47,7 @@ class FeedForward:
     rtt: dict = field(default_factory=dict)
     loop: dict = field(default_factory=dict)
     requests: int = 0
+    branch_requests: int = 0
     wrong_replies: int = 0
 
     def decide(self, bits: tuple[int, ...]) -> bool:
@@ -197,7 +205,8 @@ def run_on_twin(qnode, *args, device: str = "epyc7282", mode: str = "inline", sh
             raise RuntimeError(f"feed-forward {ff.index}: {ff.wrong_replies} replies differ from PennyLane's condition")
         for row, g in zip(bits, got[:, 0]):
             replies[(ff.index, tuple(int(b) for b in row))] = bool(g)
-        ff.requests = len(picks)
+        ff.requests = shots if shots else len(exact)  # the requests the timing summary is over
+        ff.branch_requests = len(exact)
         ff.rtt = summary_ns(r.result.rtt_ps[len(exact):] if shots else r.result.rtt_ps)
         if control == "aurora":
             ff.loop = summary_ns(r.result.loop_ps[len(exact):] if shots else r.result.loop_ps)

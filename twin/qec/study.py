@@ -188,28 +188,120 @@ def load_decode(path: str | Path) -> LoadedDecode:
     return LoadedDecode(path, sc, params, hosting, hp_path)
 
 
-def resolve_function(spec: str, path: Path | None = None):
-    """The callable named by ``spec``: ``package.module:callable`` (imported; the scenario's folder's
-    parent, the repository root for bundled scenarios, is on the import path) or a registered
-    function's name. Raises ConfigError naming ``decode.function``."""
+def function_roots(path: Path | None) -> list[Path]:
+    """Where ``decode.function``'s module is looked for, in order: the scenario's own folder, its
+    parent (the repository root for a bundled scenario, so ``examples.rep3_rule`` resolves), then
+    the current directory; duplicates dropped. After these, the ordinary import path (an installed
+    package)."""
+    roots = [path.resolve().parent, path.resolve().parent.parent] if path is not None else []
+    roots.append(Path.cwd().resolve())
+    out: list[Path] = []
+    for r in roots:
+        if r not in out:
+            out.append(r)
+    return out
+
+
+def _module_file(root: Path, mod: str) -> Path | None:
+    base = root.joinpath(*mod.split("."))
+    for f in (base.with_suffix(".py"), base / "__init__.py"):
+        if f.is_file():
+            return f
+    return None
+
+
+def _import_from(mod: str, roots: list[Path]):
+    """Import ``mod`` from the first of ``roots`` that holds its file (the root is on sys.path only
+    during the import), else from the ordinary import path. Returns (module, where it was found)
+    or raises ImportError listing the places looked in."""
     import importlib
     import sys
+    for root in roots:
+        if _module_file(root, mod) is None:
+            continue
+        cached = sys.modules.get(mod.split(".")[0])
+        if cached is not None:
+            homes = [getattr(cached, "__file__", None)] + list(getattr(cached, "__path__", []))
+            homes = [Path(h).resolve() for h in homes if h]
+            if homes and not any(h.is_relative_to(root) for h in homes):
+                raise ImportError(f"{root} holds it, but a module {cached.__name__!r} is already imported "
+                                  f"from {homes[0]}; give the decoder's module a name of its own")
+        sys.path.insert(0, str(root))
+        try:
+            return importlib.import_module(mod), root
+        finally:
+            try:
+                sys.path.remove(str(root))
+            except ValueError:
+                pass
+    try:
+        return importlib.import_module(mod), None
+    except ModuleNotFoundError as e:
+        if e.name and not (mod == e.name or mod.startswith(e.name + ".")):
+            raise  # the module exists but something it imports does not
+        where = ", ".join(str(r) for r in roots)
+        raise ImportError(f"no module {mod!r} in {where} or on the import path") from None
+
+
+def resolve_function(spec: str, path: Path | None = None):
+    """The callable named by ``spec``: ``package.module:callable`` or a registered function's name.
+
+    The module is imported from the first of :func:`function_roots` that holds it (the scenario's
+    folder, its parent, the current directory; each on ``sys.path`` only while importing), else from
+    the ordinary import path. The callable must take one positional argument (the request payload,
+    bytes). Raises ConfigError naming ``decode.function`` and its value: no such module (listing
+    where it looked), importing it raised, no such attribute, not callable, wrong signature."""
+    import inspect
     from twin.runtime.functions import lookup
+    where = path or "<scenario>"
     if ":" not in spec:
         try:
             return lookup(spec).python
         except KeyError as e:
-            raise ConfigError(path or "<scenario>", "decode.function", spec, str(e).strip("'\"")) from None
+            raise ConfigError(where, "decode.function", spec, str(e).strip("'\"")) from None
     mod, _, attr = spec.partition(":")
-    if path is not None and str(path.resolve().parent.parent) not in sys.path:
-        sys.path.append(str(path.resolve().parent.parent))
+    if not mod or not attr:
+        raise ConfigError(where, "decode.function", spec, "expected 'package.module:callable'")
     try:
-        fn = getattr(importlib.import_module(mod), attr)
-    except (ImportError, AttributeError) as e:
-        raise ConfigError(path or "<scenario>", "decode.function", spec, f"cannot import it ({e})") from None
+        module, _root = _import_from(mod, function_roots(path))
+    except ImportError as e:
+        raise ConfigError(where, "decode.function", spec, f"cannot import it ({e})") from None
+    except Exception as e:
+        raise ConfigError(where, "decode.function", spec, f"importing {mod} raised {type(e).__name__}: "
+                          f"{(str(e).splitlines() or [''])[0][:160]}") from None
+    try:
+        fn = getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(where, "decode.function", spec, f"module {mod} ({getattr(module, '__file__', '?')}) "
+                          f"has no {attr!r}") from None
     if not callable(fn):
-        raise ConfigError(path or "<scenario>", "decode.function", spec, "is not callable")
+        raise ConfigError(where, "decode.function", spec, f"is a {type(fn).__name__}, not a function")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return fn  # a builtin without a signature: checked when called
+    try:
+        sig.bind(b"")
+    except TypeError:
+        raise ConfigError(where, "decode.function", spec, f"takes {sig}; a decoder takes one positional "
+                          "argument, the request payload (bytes)") from None
     return fn
+
+
+def function_failure(ld: "LoadedDecode", w, e) -> ConfigError:
+    """A :class:`twin.qec.decoders.FunctionFailed` as the ConfigError naming ``decode.function``,
+    the first shot (and round, for per-round requests) whose payload made it fail, and the payload."""
+    g = w.requests_per_shot
+    frames = w.cumulative_frames() if g > 1 else w.frames()
+    sb = min(len(e.payload), frames.shape[1])
+    hits = np.flatnonzero((frames[:, :sb] == np.frombuffer(e.payload[:sb], np.uint8)).all(axis=1))
+    if len(hits):
+        j = int(hits[0])
+        at = f"shot {j // g}" + (f", round {j % g} of {g}" if g > 1 else "")
+    else:
+        at = "a request"
+    return ConfigError(ld.path, "decode.function", ld.sc.decode.function,
+                       f"failed at {at} (payload {e.payload.hex()}): {e.problem}")
 
 
 def interval(k: int, n: int, method: str, confidence: float) -> tuple[float, float]:
@@ -238,7 +330,7 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     data under the private key ``_runs`` (list of :class:`twin.qec.loop.DecodeRun`). ``engine`` and
     ``verify_rounds``: see :func:`twin.qec.loop.run_decode`."""
     from twin.qec.cost import CostModel
-    from twin.qec.decoders import FunctionDecoder, make_decoder
+    from twin.qec.decoders import FunctionDecoder, FunctionFailed, make_decoder
     from twin.qec.loop import queue_depth, run_decode
     from twin.qec.workload import sample
 
@@ -284,11 +376,14 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         cost = CostModel(how=d.cost.how, scale=d.cost.scale,
                          fixed_ns=time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None)
         cb = (lambda n, name=pl.device: progress(name, n)) if progress else None
-        r = run_decode(ld.params, pl.device, w, decoder, mode=pl.mode, hosting=ld.hosting, cost=cost,
-                       traffic=traffic, seed=seed, slots=sc.slots,
-                       encoding="classic" if sc.encoding == "default" else sc.encoding,
-                       external_control=sc.control == "aurora", progress=cb, engine=engine,
-                       verify_rounds=verify_rounds)
+        try:
+            r = run_decode(ld.params, pl.device, w, decoder, mode=pl.mode, hosting=ld.hosting, cost=cost,
+                           traffic=traffic, seed=seed, slots=sc.slots,
+                           encoding="classic" if sc.encoding == "default" else sc.encoding,
+                           external_control=sc.control == "aurora", progress=cb, engine=engine,
+                           verify_rounds=verify_rounds)
+        except FunctionFailed as e:
+            raise function_failure(ld, w, e) from None
         runs.append(r)
         res = r.result
         le_loop, le_direct = r.logical_errors_loop, r.logical_errors_direct
