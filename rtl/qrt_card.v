@@ -83,29 +83,9 @@ module qrt_card #(
     // message images of the frame in fbuf (flen bytes)
     wire [8*SLOTB-1:0] img_classic;
     wire [8*SLOTB-1:0] img_piece;
-    assign img_classic[127:0] = {32'd0, 32'd0, flen, cfg_function, a_seq};
-    genvar g, h;
-    generate
-        for (g = 0; g < SLOTB - 16; g = g + 1) begin : g_cl
-            if (g < MAXP) begin : g_p
-                assign img_classic[128 + 8*g +: 8] = (g < flen) ? fbuf[8*g +: 8] : 8'd0;
-            end else begin : g_z
-                assign img_classic[128 + 8*g +: 8] = 8'd0;
-            end
-        end
-        assign img_piece[127:0] = {32'd0, 32'd0, flen, cfg_function, a_seq};
-        for (g = 1; g < SLOTB / 16; g = g + 1) begin : g_pc
-            assign img_piece[128*g +: 32] = a_seq;
-            for (h = 0; h < 12; h = h + 1) begin : g_b
-                if ((g - 1) * 12 + h < MAXP) begin : g_p
-                    assign img_piece[128*g + 32 + 8*h +: 8] =
-                        (((g - 1) * 12 + h) < flen) ? fbuf[8*((g - 1) * 12 + h) +: 8] : 8'd0;
-                end else begin : g_z
-                    assign img_piece[128*g + 32 + 8*h +: 8] = 8'd0;
-                end
-            end
-        end
-    endgenerate
+    qrt_slot_image #(.SLOTB(SLOTB), .MAXP(MAXP)) u_req_image (
+        .seq(a_seq), .function_id(cfg_function), .length(flen), .flags(32'd0),
+        .payload(fbuf[8*MAXP-1:0]), .img_classic(img_classic), .img_piece(img_piece));
 
     // bytes of the message in its slot, and of the first posted write
     /* verilator lint_off UNUSEDSIGNAL */  // only some bits are used
@@ -153,6 +133,7 @@ module qrt_card #(
     wire [15:0] pieces_ok;
     wire [8*SLOTB-1:0] img_out;   // header then contiguous payload
     assign img_out[127:0] = rbuf[127:0];
+    genvar g;
     generate
         for (g = 0; g < 16; g = g + 1) begin : g_ok
             assign pieces_ok[g] = (g >= r_pieces) || (rbuf[128*g +: 32] == b_seq);

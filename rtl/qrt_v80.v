@@ -91,7 +91,7 @@ module qrt_v80 #(
     wire [15:0] r_pieces = 16'd1 + (r_len + 16'd11) / 16'd12;
     wire [15:0] pieces_ok;
     wire [8*MAXP-1:0] payload_in;
-    genvar g, h;
+    genvar g;
     generate
         for (g = 0; g < 16; g = g + 1) begin : g_ok
             assign pieces_ok[g] = (g >= r_pieces) || (rbuf[128*g +: 32] == seq);
@@ -122,28 +122,9 @@ module qrt_v80 #(
     wire [2:0]  w1_nb = w1_len[8:6] + {2'd0, |w1_len[5:0]};
     wire [8*SLOTB-1:0] img_classic;
     wire [8*SLOTB-1:0] img_piece;
-    assign img_classic[127:0] = {32'd0, out_status, out_len, fn_id, seq};
-    assign img_piece[127:0] = {32'd0, out_status, out_len, fn_id, seq};
-    generate
-        for (g = 0; g < SLOTB - 16; g = g + 1) begin : g_cl
-            if (g < MAXP) begin : g_p
-                assign img_classic[128 + 8*g +: 8] = (g < out_len) ? fn_out[8*g +: 8] : 8'd0;
-            end else begin : g_z
-                assign img_classic[128 + 8*g +: 8] = 8'd0;
-            end
-        end
-        for (g = 1; g < SLOTB / 16; g = g + 1) begin : g_pc
-            assign img_piece[128*g +: 32] = seq;
-            for (h = 0; h < 12; h = h + 1) begin : g_b
-                if ((g - 1) * 12 + h < MAXP) begin : g_p
-                    assign img_piece[128*g + 32 + 8*h +: 8] =
-                        (((g - 1) * 12 + h) < out_len) ? fn_out[8*((g - 1) * 12 + h) +: 8] : 8'd0;
-                end else begin : g_z
-                    assign img_piece[128*g + 32 + 8*h +: 8] = 8'd0;
-                end
-            end
-        end
-    endgenerate
+    qrt_slot_image #(.SLOTB(SLOTB), .MAXP(MAXP)) u_rep_image (
+        .seq(seq), .function_id(fn_id), .length(out_len), .flags(out_status),
+        .payload(fn_out), .img_classic(img_classic), .img_piece(img_piece));
     wire [15:0] beat_off  = wstart + {7'd0, wbeat, 6'd0};
     wire [15:0] beat_left = wlen - {7'd0, wbeat, 6'd0};
     /* verilator lint_off UNUSEDSIGNAL */  // only some bits are used

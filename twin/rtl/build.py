@@ -140,7 +140,7 @@ class NodeSources:
 
 def card_sources() -> NodeSources:
     """The link card's exchange engine."""
-    return NodeSources("card", "qrt_card", (RTL_DIR / "qrt_card.v",))
+    return NodeSources("card", "qrt_card", (RTL_DIR / "qrt_card.v", RTL_DIR / "qrt_slot_image.v"))
 
 
 def consumer_sources(function_top: str | None = None, user_sources: tuple[Path, ...] = ()) -> NodeSources:
@@ -149,7 +149,8 @@ def consumer_sources(function_top: str | None = None, user_sources: tuple[Path, 
     ``function_top`` from ``user_sources`` (same ports; docs/rtl.md)."""
     from twin.qec.lookup import standard_table
     roms = (("rep3.hex", standard_table("rep3").readmemh()), ("steane7.hex", standard_table("steane7").readmemh()))
-    srcs = [RTL_DIR / "qrt_v80.v", RTL_DIR / "qrt_functions.v", RTL_DIR / "lookup_decoder.v"]
+    srcs = [RTL_DIR / "qrt_v80.v", RTL_DIR / "qrt_slot_image.v", RTL_DIR / "qrt_functions.v",
+            RTL_DIR / "lookup_decoder.v"]
     defines: tuple[str, ...] = ()
     if function_top:
         srcs += [Path(s).resolve() for s in user_sources if Path(s).resolve() not in srcs]
