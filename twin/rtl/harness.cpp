@@ -77,6 +77,23 @@ static void get_wide(const W& w, uint8_t* dst, size_t n) {
     std::memcpy(dst, tmp, n);
 }
 
+// The memory read port as the rising edge sees it: the 64 bytes at the pending read address
+// (zero beyond the region), valid while a read is pending.
+static void drive_read_port(QrtNode* n, Vqrt_node* t) {
+    if (n->rd_pend) {
+        uint8_t tmp[64] = {0};
+        uint32_t a = n->rd_addr;
+        if (a < n->mem_bytes) {
+            uint32_t k = n->mem_bytes - a < 64 ? n->mem_bytes - a : 64;
+            std::memcpy(tmp, n->mem + a, k);
+        }
+        put_wide(t->mem_rd_data, tmp, 64);
+        t->mem_rd_valid = 1;
+    } else {
+        t->mem_rd_valid = 0;
+    }
+}
+
 static void dump(QrtNode* n, int64_t t) {
 #if QRT_TRACE
     if (n->tron && n->tfp) n->tfp->dump((uint64_t)t);
@@ -215,18 +232,7 @@ int qrt_step(QrtNode* n, uint64_t max_cycles, QrtStep* out, int stop_on_idle) {
     for (uint64_t i = 0; i < max_cycles; ++i) {
         const int64_t now = n->phase_ps + (int64_t)n->cycle * n->period_ps;
         // inputs seen by the rising edge of this cycle
-        if (n->rd_pend) {
-            uint8_t tmp[64] = {0};
-            uint32_t a = n->rd_addr;
-            if (a < n->mem_bytes) {
-                uint32_t k = n->mem_bytes - a < 64 ? n->mem_bytes - a : 64;
-                std::memcpy(tmp, n->mem + a, k);
-            }
-            put_wide(t->mem_rd_data, tmp, 64);
-            t->mem_rd_valid = 1;
-        } else {
-            t->mem_rd_valid = 0;
-        }
+        drive_read_port(n, t);
         bool fire = false;
 #if QRT_CARD
         if (!n->frames.empty()) {
@@ -322,18 +328,7 @@ uint64_t qrt_native_echo(QrtNode* n, uint64_t cycles, uint32_t latency, uint32_t
             std::memcpy(slot, &seq, 4);
             waiting = true;
         }
-        if (n->rd_pend) {
-            uint8_t tmp[64] = {0};
-            uint32_t a = n->rd_addr;
-            if (a < n->mem_bytes) {
-                uint32_t k = n->mem_bytes - a < 64 ? n->mem_bytes - a : 64;
-                std::memcpy(tmp, n->mem + a, k);
-            }
-            put_wide(t->mem_rd_data, tmp, 64);
-            t->mem_rd_valid = 1;
-        } else {
-            t->mem_rd_valid = 0;
-        }
+        drive_read_port(n, t);
         t->clk = 1;
         t->eval();
         n->rd_pend = t->mem_rd_en;
