@@ -30,8 +30,8 @@ from scipy.stats import ks_2samp, wasserstein_distance
 from hw_bridge.report import NPZ
 from twin.calibration.params import ParamSet
 from twin.config import ConfigError
-from twin.loop.build import loop_spec
-from twin.loop.direct import run_direct
+from twin.engine.build import loop_spec
+from twin.engine.direct import run_direct
 from twin.scenario import load_scenario
 from twin.units import PS_PER_NS
 

@@ -30,9 +30,9 @@ FAILURE_KINDS = ("dead", "hung", "wrong", "error")
 class LiveFailure(RuntimeError):
     """A live endpoint failed. ``kind`` one of :data:`FAILURE_KINDS`, ``round`` the sequence number
     of the request it failed on (0 before the first), ``detail`` one line. ``partial`` is set by
-    the event model to the :class:`twin.loop.spec.LoopResult` of the rounds completed before it."""
+    the event model to the :class:`twin.engine.spec.LoopResult` of the rounds completed before it."""
 
-    keeps_partial = True  # twin.loop.event attaches the rounds so far
+    keeps_partial = True  # twin.engine.event attaches the rounds so far
 
     def __init__(self, kind: str, round: int, detail: str, backend: str = ""):
         if kind not in FAILURE_KINDS:

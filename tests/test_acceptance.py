@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from twin.devices.generator import TrafficParams
-from twin.loop.build import loop_spec
-from twin.loop.direct import run_direct
+from twin.engine.build import loop_spec
+from twin.engine.direct import run_direct
 from twin.scenario import load_scenario
 from twin.stats import percentile_ps
 from twin.study import run_study

@@ -16,8 +16,8 @@ from scipy.stats import ks_2samp
 
 from twin.cli import main
 from twin.devices import TrafficParams
-from twin.loop.build import loop_spec
-from twin.loop.event import run_event
+from twin.engine.build import loop_spec
+from twin.engine.event import run_event
 from twin.runtime import functions as F
 from twin.scenario import load_scenario
 

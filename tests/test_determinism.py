@@ -14,7 +14,7 @@ import pytest
 
 from twin.devices import LinkCardParams, TrafficParams, cpu_core, fpga_logic, gpu_persistent_kernel
 from twin.links import Aurora64B66B, PcieLink
-from twin.loop import LoopSpec, run_direct, run_event
+from twin.engine import LoopSpec, run_direct, run_event
 
 FIELDS = ("t_send", "t_in", "t_have", "t_back")
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +99,7 @@ def test_same_seed_same_rounds_in_a_fresh_interpreter():
     here = digest(run_event(spec_for("cpu", 21, mode="open_loop", clock="independent", rounds=300)))
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2]);"
-        "from test_determinism import spec_for, digest; from twin.loop import run_event;"
+        "from test_determinism import spec_for, digest; from twin.engine import run_event;"
         "print(digest(run_event(spec_for('cpu', 21, mode='open_loop', clock='independent', rounds=300))))"
     )
     env = dict(os.environ, PYTHONHASHSEED="12345")

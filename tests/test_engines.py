@@ -1,5 +1,5 @@
-"""The two loop engines: the full event model (twin.loop.run_event, real bytes in memory) and the
-direct engine (twin.loop.run_direct, the same arithmetic without events) must give identical
+"""The two loop engines: the full event model (twin.engine.run_event, real bytes in memory) and the
+direct engine (twin.engine.run_direct, the same arithmetic without events) must give identical
 per-round timestamps; the event model checks every reply byte for byte; one deterministic round
 is computed here from its components and compared exactly.
 """
@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.control import currently_in_test_context, event
 from hypothesis import strategies as st
 
-import twin.loop.event as event_mod
+import twin.engine.event as event_mod
 from twin.devices import (LinkCardParams, PollingConsumer, TrafficParams, cpu_core, fpga_logic,
                           gpu_persistent_kernel)
 from twin.links import Aurora64B66B, PcieLink
-from twin.loop import DirectNotApplicable, LoopSpec, run_direct, run_event
+from twin.engine import DirectNotApplicable, LoopSpec, run_direct, run_event
 
 FIELDS = ("t_send", "t_in", "t_have", "t_back")
 PS_PER_S = 10**12
@@ -213,9 +213,7 @@ def test_event_model_counts_corrupted_replies_and_drops_none(monkeypatch):
         spec = LoopSpec("epyc", LinkCardParams(), c, tr, PcieLink(latency_ps=900_000), PcieLink(latency_ps=900_000),
                         20_000, seed=5)
         clean = run_event(spec)
-        with monkeypatch.context() as m:
-            m.setattr(event_mod, "PollingConsumer", CorruptingConsumer)
-            bad = run_event(spec)
+        bad = run_event(spec, consumer_class=lambda base: CorruptingConsumer)
         assert len(calls) == tr.rounds                        # the consumer ran every round
         expected_bad = np.zeros(tr.rounds, bool)
         expected_bad[2::3] = True                             # rounds 3, 6, 9, ...

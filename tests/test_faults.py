@@ -11,8 +11,8 @@ from twin.cli import main
 from twin.devices import LinkCardParams, TrafficParams, cpu_core, gpu_persistent_kernel
 from twin.faults import FaultPlan
 from twin.links import PcieLink
-from twin.loop import LoopSpec, run_event
-from twin.loop.direct import DirectNotApplicable, run_direct
+from twin.engine import LoopSpec, run_event
+from twin.engine.direct import DirectNotApplicable, run_direct
 
 ROOT = Path(__file__).resolve().parents[1]
 

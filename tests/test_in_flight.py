@@ -8,9 +8,9 @@ import pytest
 
 from twin.calibration.params import load_params
 from twin.devices.generator import TrafficParams
-from twin.loop.build import loop_spec
-from twin.loop.direct import run_direct
-from twin.loop.event import run_event
+from twin.engine.build import loop_spec
+from twin.engine.direct import run_direct
+from twin.engine.event import run_event
 from twin.sweep import Axis, run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent

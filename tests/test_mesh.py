@@ -156,8 +156,8 @@ def test_a_one_flow_mesh_reproduces_the_single_loop(tmp_path):
     within sampling error (the two use different random streams): p50 and p90 within two 4 ns
     buckets, p99 within five, the mean within 2 ns."""
     from twin.devices.generator import TrafficParams
-    from twin.loop.build import loop_spec
-    from twin.loop.direct import run_direct
+    from twin.engine.build import loop_spec
+    from twin.engine.direct import run_direct
     doc = {"name": "one_flow", "calibration": str(FITTED), "seed": 1, "rounds": 20000, "frame_bytes": 64,
            "nodes": [{"name": "gen", "kind": "generator"}, {"name": "u55c", "kind": "link_card", "routes": {"echo": "cpu"}},
                      {"name": "cpu", "kind": "consumer", "device": "epyc7282"}],

@@ -120,8 +120,8 @@ def test_short_payload_is_answered_function_failed_and_checked_as_right():
     from twin.calibration.params import load_params
     from twin.devices.generator import TrafficParams
     from twin.exchange.contract import STATUS
-    from twin.loop.build import loop_spec
-    from twin.loop.event import run_event
+    from twin.engine.build import loop_spec
+    from twin.engine.event import run_event
     from twin.runtime.functions import lookup
     from pathlib import Path
     params = load_params(Path(__file__).resolve().parent.parent / "calibrations" / "fitted" / "card_path.yaml")

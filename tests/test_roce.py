@@ -17,8 +17,8 @@ from twin.calibration.roce import load_roce_params, roce_loop_spec
 from twin.devices.generator import TrafficParams
 from twin.links.pcie import PcieLink
 from twin.links.roce import UDP_PORT_ROCEV2, RoceV2Packetiser, RoceV2Path
-from twin.loop.direct import run_direct
-from twin.loop.event import run_event
+from twin.engine.direct import run_direct
+from twin.engine.event import run_event
 from twin.scenario import load_scenario
 from twin.stats import percentile_ps
 from twin.study import run_study

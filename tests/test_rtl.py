@@ -27,8 +27,8 @@ from twin.exchange import CLASSIC, PER_PIECE  # noqa: E402
 from twin.exchange.contract import STATUS  # noqa: E402
 from twin.kernel import JitterStream, Kernel, MemoryRegion, PostedWritePath  # noqa: E402
 from twin.links.pcie import PcieLink  # noqa: E402
-from twin.loop.build import loop_spec  # noqa: E402
-from twin.loop.event import run_event  # noqa: E402
+from twin.engine.build import loop_spec  # noqa: E402
+from twin.engine.event import run_event  # noqa: E402
 from twin.qec.lookup import decode_payload, standard_table  # noqa: E402
 from twin.rtl import build as B  # noqa: E402
 from twin.rtl.cosim import RtlConsumer, RtlLinkCard  # noqa: E402

@@ -8,7 +8,7 @@ Layers (see docs/architecture.md):
 - :mod:`twin.exchange` — the memory contract (queues, classic and per-piece encodings);
 - :mod:`twin.devices` and :mod:`twin.runtime` — the compute (generator, link card, consumers;
   the device runtime library);
-- :mod:`twin.loop` — one loop assembled from them, with the event and direct engines;
+- :mod:`twin.engine` — one loop assembled from them, with the event and direct engines;
 - :mod:`twin.calibration`, :mod:`twin.scenario`, :mod:`twin.study`, :mod:`twin.report`,
   :mod:`twin.cli` — measured data, fitting, what-if studies and their outputs.
 """

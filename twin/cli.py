@@ -10,7 +10,7 @@ from rich.console import Console
 
 from twin import __version__
 from twin.config import ConfigError
-from twin.loop.direct import DirectNotApplicable
+from twin.engine.direct import DirectNotApplicable
 from twin.rtl.build import RtlError
 
 

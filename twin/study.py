@@ -9,10 +9,10 @@ from typing import Callable
 import numpy as np
 
 from twin.calibration.measured import Measured, load_measured
-from twin.loop.build import loop_spec
-from twin.loop.direct import DirectNotApplicable, run_direct
-from twin.loop.event import run_event
-from twin.loop.spec import LoopResult, LoopSpec
+from twin.engine.build import loop_spec
+from twin.engine.direct import DirectNotApplicable, run_direct
+from twin.engine.event import run_event
+from twin.engine.spec import LoopResult, LoopSpec
 from twin.scenario import LoadedScenario
 from twin.faults import FaultPlan
 from twin.runtime.functions import lookup

@@ -23,8 +23,8 @@ from scipy.optimize import differential_evolution
 from twin.calibration.measured import Measured, load_measured
 from twin.calibration.params import FitGroup, ParamSet, _DottedParams
 from twin.devices.generator import TrafficParams
-from twin.loop.build import loop_spec
-from twin.loop.direct import run_direct
+from twin.engine.build import loop_spec
+from twin.engine.direct import run_direct
 from twin.stats import percentile_ps
 from twin.units import time_ps
 

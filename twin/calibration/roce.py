@@ -34,7 +34,7 @@ from twin.devices.linkcard import LinkCardParams
 from twin.faults import FaultPlan
 from twin.links.pcie import PcieLink
 from twin.links.roce import RoceV2Packetiser, RoceV2Path
-from twin.loop.spec import LoopSpec
+from twin.engine.spec import LoopSpec
 from twin.stats import percentile_ps
 from twin.units import PS_PER_NS, freq_hz, period_ps, rate_bps, time_ps
 
@@ -259,7 +259,7 @@ def simulate_roce(params: RoceParamSet, consumer: str, rounds: int, seed: int, f
                   clock_ps: int, switch_hops: int = 0) -> np.ndarray:
     """Round trips (ps) of one consumer, closed loop on the controller's clock (direct engine),
     with ``switch_hops`` switches on the route."""
-    from twin.loop.direct import run_direct
+    from twin.engine.direct import run_direct
     tr = TrafficParams(mode="closed_loop", rounds=rounds, frame_bytes=frame_bytes, clock_ps=clock_ps)
     return run_direct(roce_loop_spec(params, consumer, tr, seed, switch_hops=switch_hops)).rtt_ps
 

@@ -61,24 +61,46 @@ class ConsumerParams:
         return replace(self, poll_phase_ps=int(phase_ps))
 
 
+class ServingThread:
+    """The one thread of a consumer node (a CPU core, a GPU persistent kernel, an FPGA engine):
+    it serves the node's request queues one request at a time, first come first served.
+
+    ``free``: the instant (ps) it has finished its current request and polls again; ``served``,
+    ``busy_ps`` (from taking a request to polling again, poll cost included).
+    """
+
+    def __init__(self):
+        self.free = 0
+        self.served = 0
+        self.busy_ps = 0
+
+
 class PollingConsumer:
-    """CPU core, GPU persistent kernel or FPGA logic serving one request queue.
+    """One request queue of a CPU core, GPU persistent kernel or FPGA logic, and its replies.
 
     Ports: ``requests`` (its own :class:`MemoryRegion`: the request queue, ``slots`` slots of
     ``slot_bytes``), ``reply`` (a :class:`PostedWritePath` into the producer's reply queue).
+    A node that serves several queues (a mesh: several flows routed to one consumer) has one
+    :class:`PollingConsumer` per queue sharing one :class:`ServingThread` (``thread=``).
 
-    Behaviour per request: a poll sees the slot complete (publish word, or every piece); it
-    reads the payload, runs the function, writes the reply (per-piece: one burst; classic: data,
-    release fence, ready word last), then polls the next slot. The echo returns the request
-    payload; other functions are looked up by function id by the runtime library.
+    Behaviour per request: a poll sees the slot complete (publish word, or every piece). If the
+    thread is free at that poll it takes the request at once; if it is busy with another queue's
+    request, it takes it at its first poll after it is free (the wait is queueing). It reads the
+    payload, runs the function, writes the reply (per-piece: one burst; classic: data, release
+    fence, ready word last), then polls the next slot. The echo returns the request payload;
+    other functions are looked up by function id by the runtime library.
 
-    Statistics: ``served``, ``poller.polls``, ``poller.hits``.
+    ``hops``: a :class:`twin.engine.hops.Hops` the consumer writes its per-round instants into
+    (seen, start, reply, publish, reply landed), or ``None``.
+
+    Statistics: ``served``, ``poller.polls``, ``poller.hits``; the thread's ``busy_ps``.
     """
 
     def __init__(self, kernel: Kernel, name: str, params: ConsumerParams, encoding: Encoding,
                  requests: MemoryRegion, reply: PostedWritePath, slots: int, slot_bytes: int,
                  frame_bytes: int, functions: Callable[[int], Callable[[bytes], bytes] | None] | None = None,
-                 tamper: Callable[[int, list], list] | None = None, stalls: tuple[tuple[int, int], ...] = ()):
+                 tamper: Callable[[int, list], list] | None = None, stalls: tuple[tuple[int, int], ...] = (),
+                 thread: ServingThread | None = None, hops=None):
         self.kernel = kernel
         self.name = name
         self.p = params
@@ -93,6 +115,8 @@ class PollingConsumer:
         self.poller = Poller(kernel, requests, params.poll_period_ps, phase, params.poll_cost_ps, name=f"{name}.poll",
                              blackouts=stalls)
         self.tamper = tamper
+        self.thread = thread if thread is not None else ServingThread()
+        self.hops = hops
         self.next_seq = 1
         self.served = 0
 
@@ -104,7 +128,19 @@ class PollingConsumer:
         seq = self.next_seq
         base = slot_offset(seq, self.slots, self.slot_bytes)
         self.poller.arm(lambda: self.enc.ready(self.requests.buf, base, seq, self.slot_bytes),
-                        lambda t: self._seen(seq, base))
+                        lambda t: self._take(seq, base))
+
+    def _take(self, seq: int, base: int) -> None:
+        """A poll has seen request ``seq`` (now = poll instant + cost): the thread takes it now, or
+        at its first poll after finishing the request it is busy with."""
+        t = self.kernel.now
+        cost = self.p.poll_cost_ps
+        free = self.thread.free
+        at = t if free <= t - cost else self.poller.first_poll(free) + cost
+        if self.hops is not None:
+            self.hops.seen[seq - 1] = t
+            self.hops.start[seq - 1] = at
+        self._seen(seq, base, at)
 
     def answer(self, seq: int, base: int) -> list[tuple[int, bytes]]:
         """The reply's posted writes (offsets in the reply slot, in issue order) for the request
@@ -125,25 +161,64 @@ class PollingConsumer:
             return self.enc.writes(seq, b"", function=h.function, flags=STATUS["bad_length"])
         return self.enc.writes(seq, reply, function=h.function)
 
-    def _seen(self, seq: int, base: int) -> None:
-        t = self.kernel.now + self.p.pre_service_ps(self.enc, self.frame_bytes) + self.p.service_ps
+    def _seen(self, seq: int, base: int, at: int) -> None:
+        """Serve request ``seq`` (slot at ``base``), taken by the thread at ``at`` (ps, >= now)."""
+        t = at + self.p.pre_service_ps(self.enc, self.frame_bytes) + self.p.service_ps
         writes = self.answer(seq, base)
         if self.tamper:
             writes = self.tamper(seq, writes)
+        fence = 0 if self.enc.per_piece else self.p.fence_ps
+        self._reply_at(seq, t, base, writes, fence)
+        self._done(seq, at, t + fence, t, t + fence)
+
+    def _reply_at(self, seq: int, t: int, base: int, writes, fence: int) -> None:
+        """Post the reply's writes from ``t``: per-piece one burst; classic the data, then after the
+        release ``fence`` (ps) the ready word. The reply uses its request's slot index (both
+        queues share the geometry)."""
         k = self.kernel
-        reply_base = base  # the reply uses its request's slot index; both queues share the geometry
         if self.enc.per_piece:
-            k.at(t, self._post, reply_base, writes)
-            t_free = t
+            k.at(t, self._post, seq, base, writes)
         else:
             (o_data, data), (o_word, word) = writes
-            k.at(t, self._post, reply_base, [(o_data, data)])
-            t_free = t + self.p.fence_ps
-            k.at(t_free, self._post, reply_base, [(o_word, word)])
+            k.at(t, self._post, seq, base, [(o_data, data)])
+            k.at(t + fence, self._post, seq, base, [(o_word, word)])
+
+    def _done(self, seq: int, at: int, t_free: int, t_reply: int, t_publish: int) -> None:
+        """Book request ``seq``: taken at ``at``, reply's first write issued at ``t_reply``, its
+        publishing write at ``t_publish``, the thread free (polling again) at ``t_free``."""
+        th = self.thread
+        th.busy_ps += t_free - at + self.p.poll_cost_ps
+        th.free = t_free
+        th.served += 1
+        if self.hops is not None:
+            self.hops.reply[seq - 1] = t_reply
+            self.hops.publish[seq - 1] = t_publish
         self.next_seq = seq + 1
         self.served += 1
-        k.at(t_free, self._arm)
+        self.kernel.at(max(t_free, self.kernel.now), self._arm)
 
-    def _post(self, base: int, writes: list[tuple[int, bytes]]) -> None:
+    def _post(self, seq: int, base: int, writes: list[tuple[int, bytes]]) -> None:
+        land = 0
         for off, data in writes:
-            self.reply.write(base + off, data)
+            land = self.reply.write(base + off, data)
+        if self.hops is not None:
+            self.hops.rland[seq - 1] = land
+
+
+def make_endpoint(cls: type, ctx, **extra) -> PollingConsumer:
+    """Build a consumer of class ``cls`` (or a subclass) for one queue pair from a
+    :class:`twin.engine.event.NodeContext`: the flow's consumer parameters with the node's poll
+    phase, its faults (reply tampering, stalls), the node's serving thread and the flow's hops;
+    the flow's workload may wrap the class (a hosting mode) and add keyword arguments."""
+    spec, fp, wl = ctx.spec, ctx.spec.faults, ctx.workload
+    if wl.consumer_class is not None:
+        cls = wl.consumer_class(cls)
+    return cls(ctx.kernel, ctx.name, spec.consumer.with_phase(ctx.phase_ps), ctx.enc, ctx.req_region, ctx.rep_path,
+               spec.slots, ctx.slot_bytes, spec.traffic.frame_bytes, ctx.functions(),
+               fp.tamper("reply", ctx.enc.per_piece), fp.consumer_stalls(spec.consumer.kind), ctx.thread, ctx.hops,
+               **extra, **wl.consumer_kwargs)
+
+
+def build_endpoint(ctx) -> PollingConsumer:
+    """Model ``sim`` of a consumer (registered in :mod:`twin.nodes.models`)."""
+    return make_endpoint(PollingConsumer, ctx)

@@ -5,9 +5,50 @@ import struct
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 from twin.kernel import Clock, Kernel
+from twin.kernel.sim import stream_rng
 
 _WORD = struct.Struct("<Q")
+
+GAP_KINDS = ("fixed", "uniform", "exponential", "file")
+
+
+@dataclass(frozen=True)
+class Gaps:
+    """Random gaps between requests (integer ps), drawn per flow from its own random stream.
+
+    kind: "fixed" (every gap ``a_ps``), "uniform" (uniform in [``a_ps``, ``b_ps``], whole ps),
+    "exponential" (mean ``a_ps``, rounded to 1 ps: Poisson arrivals in open loop), or "file"
+    (``values_ps`` in order, repeated when the run is longer than the file).
+    """
+
+    kind: str
+    a_ps: int = 0
+    b_ps: int = 0
+    values_ps: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        if self.kind not in GAP_KINDS:
+            raise ValueError(f"gaps kind must be one of {', '.join(GAP_KINDS)}, got {self.kind!r}")
+        if self.a_ps < 0 or self.b_ps < 0 or any(v < 0 for v in self.values_ps):
+            raise ValueError("gaps must be >= 0 ps")
+        if self.kind == "uniform" and self.b_ps < self.a_ps:
+            raise ValueError(f"uniform gaps need min <= max, got {self.a_ps} > {self.b_ps} ps")
+        if self.kind == "file" and not self.values_ps:
+            raise ValueError("a gaps file needs at least one gap")
+
+    def draw(self, seed: int, stream: str, n: int) -> np.ndarray:
+        """``n`` gaps (int64 ps) from stream ``stream`` of ``seed``."""
+        if self.kind == "fixed":
+            return np.full(n, self.a_ps, np.int64)
+        if self.kind == "file":
+            return np.resize(np.asarray(self.values_ps, np.int64), n)
+        rng = stream_rng(seed, stream)
+        if self.kind == "uniform":
+            return rng.integers(self.a_ps, self.b_ps + 1, size=n, dtype=np.int64)
+        return np.rint(rng.exponential(self.a_ps, size=n)).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -33,6 +74,10 @@ class TrafficParams:
         cluster's first publish and its trigger network; default 0).
     in_flight: closed loop only: requests in flight (default 1, the seeds' measurement). The first
         ``in_flight`` requests leave at edge 0; each reply sends the next request.
+    gaps: random gaps (:class:`Gaps`) or None. Open loop: request k+1 leaves at the first
+        generator edge at or after request k's send instant plus gap k (instead of a fixed
+        ``period_ps``). Closed loop: the next request leaves at the first edge at or after the
+        reply plus the gap (instead of a fixed ``gap_ps``).
     """
 
     mode: str = "closed_loop"
@@ -46,6 +91,7 @@ class TrafficParams:
     drift_ppb_per_s: float = 0.0
     offset_ps: int = 0
     in_flight: int = 1
+    gaps: Gaps | None = None
 
     def __post_init__(self):
         if self.in_flight < 1 or (self.in_flight > 1 and self.mode != "closed_loop"):
@@ -58,7 +104,9 @@ class TrafficParams:
             raise ValueError(f"rounds and frame_bytes must be >= 1, got {self.rounds}, {self.frame_bytes}")
         if self.clock_ps <= 0 or self.gap_ps < 0:
             raise ValueError(f"clock_ps must be > 0 and gap_ps >= 0, got {self.clock_ps}, {self.gap_ps}")
-        if self.mode == "open_loop" and (self.period_ps <= 0 or self.period_ps % self.clock_ps):
+        if self.gaps is not None and (self.gap_ps or (self.mode == "open_loop" and self.period_ps)):
+            raise ValueError("random gaps replace the open-loop period and the closed-loop gap: give one")
+        if self.mode == "open_loop" and self.gaps is None and (self.period_ps <= 0 or self.period_ps % self.clock_ps):
             raise ValueError(f"open-loop period_ps must be a positive multiple of clock_ps ({self.clock_ps}), "
                              f"got {self.period_ps}")
 
@@ -71,6 +119,10 @@ class TrafficParams:
             return DriftingClock(self.clock_ps, int(round(self.ppm * 1000)), phase_ps + self.offset_ps,
                                  int(round(self.drift_ppb_per_s * 1000)))
         return Clock(self.clock_ps, int(round(self.ppm * 1000)), phase_ps + self.offset_ps)
+
+    def gaps_array(self, seed: int, stream: str) -> np.ndarray | None:
+        """This run's gaps (int64 ps, one per round) from ``stream``, or None without random gaps."""
+        return None if self.gaps is None else self.gaps.draw(seed, stream, self.rounds)
 
     @property
     def period_cycles(self) -> int:
@@ -96,7 +148,7 @@ class TrafficGenerator:
 
     def __init__(self, kernel: Kernel, params: TrafficParams, clock: Clock,
                  send: Callable[[int, bytes], None], salt: int,
-                 payloads: Callable[[int], bytes] | None = None):
+                 payloads: Callable[[int], bytes] | None = None, gaps_ps: np.ndarray | None = None):
         self.kernel = kernel
         self.payloads = payloads  # seq -> payload (e.g. a QEC workload's syndrome frames); None: payload_for
         self.p = params
@@ -106,6 +158,7 @@ class TrafficGenerator:
         self.sent = 0
         self.received = 0
         self.t_send: list[int] = []
+        self.gaps = None if gaps_ps is None else gaps_ps.tolist()
 
     def start(self) -> None:
         """Schedule the first request (at the generator clock's edge 0)."""
@@ -125,10 +178,15 @@ class TrafficGenerator:
     def _send_open(self, k: int) -> None:
         self._send_next()
         if k + 1 < self.p.rounds:
-            self.kernel.at(self.clock.edge((k + 1) * self.p.period_cycles), self._send_open, k + 1)
+            if self.gaps is None:
+                t = self.clock.edge((k + 1) * self.p.period_cycles)
+            else:
+                t = self.clock.at_or_after(self.kernel.now + self.gaps[k])
+            self.kernel.at(t, self._send_open, k + 1)
 
     def reply(self, seq: int) -> None:
         """A reply is back at the generator (now)."""
         self.received += 1
         if self.p.mode == "closed_loop" and self.sent < self.p.rounds:
-            self.kernel.at(self.clock.at_or_after(self.kernel.now + self.p.gap_ps), self._send_next)
+            gap = self.p.gap_ps if self.gaps is None else self.gaps[self.sent - 1]
+            self.kernel.at(self.clock.at_or_after(self.kernel.now + gap), self._send_next)

@@ -41,8 +41,19 @@ class LinkCardParams:
         return ceil_to_grid(t_ps, self.clock_ps)
 
 
+class CardBridge:
+    """The card's bridge core, shared by every queue pair of one card: frames pass it one after
+    another, in arrival order. ``free``: the instant (ps) it can take the next frame."""
+
+    def __init__(self):
+        self.free = 0
+
+
 class LinkCard:
     """The U55C exchange engine and reply poller for one consumer's queues.
+
+    A card that serves several queue pairs (a mesh: flows to several consumers) has one
+    :class:`LinkCard` per queue pair sharing one :class:`CardBridge` (``bridge=``).
 
     Ports: ``requests`` (a :class:`PostedWritePath` into the consumer's request queue),
     ``replies`` (the card's own :class:`MemoryRegion` holding the reply queue), ``on_reply``
@@ -71,7 +82,7 @@ class LinkCard:
                  frame_bytes: int, reference: Callable[[bytes], bytes],
                  on_reply: Callable[[int, int, int, bool], None],
                  tamper: Callable[[int, list], list] | None = None, timeout_ps: int = 0, function: int = 0,
-                 keep_replies: bool = False):
+                 keep_replies: bool = False, bridge: CardBridge | None = None, hops=None):
         self.kernel = kernel
         self.p = params
         self.enc = encoding
@@ -90,7 +101,8 @@ class LinkCard:
         self.function = function
         self.timeout_ps = timeout_ps
         self._replied_upto = 0
-        self._bridge_free = 0
+        self.bridge = bridge if bridge is not None else CardBridge()
+        self.hops = hops  # a twin.engine.hops.Hops: issue, land, have per round (or None)
         self._ready_at: dict[int, int] = {}
         self.reply_digest = hashlib.sha256()  # over every reply read: sequence, status, payload
         self.kept_replies: list[bytes] | None = [] if keep_replies else None  # every reply payload, in order
@@ -108,9 +120,9 @@ class LinkCard:
             raise ValueError(f"request {seq} of {len(payload)} bytes does not fit a {self.slot_bytes}-byte "
                              f"{self.enc.name} slot")
         t_in = self.kernel.now
-        start = max(t_in, self._bridge_free)
-        self._bridge_free = start + self.p.bridge_ps(len(payload))
-        self._ready_at[seq] = self._bridge_free + self.p.engine_land_ps
+        b = self.bridge
+        b.free = max(t_in, b.free) + self.p.bridge_ps(len(payload))
+        self._ready_at[seq] = b.free + self.p.engine_land_ps
         if len(self._outstanding) < self.slots:
             self._issue(seq, t_in, payload)
         else:
@@ -132,8 +144,12 @@ class LinkCard:
         writes = self.enc.writes(seq, payload, function=self.function)
         if self.tamper:
             writes = self.tamper(seq, writes)
+        land = 0
         for off, data in writes:
-            self.requests.write(base + off, data)
+            land = self.requests.write(base + off, data)
+        if self.hops is not None:
+            self.hops.issue[seq - 1] = self.kernel.now
+            self.hops.land[seq - 1] = land
 
     def _overdue(self, seq: int) -> None:
         if seq > self._replied_upto:
@@ -168,3 +184,13 @@ class LinkCard:
         elif self._outstanding:
             self._watch()
         self.on_reply(seq, t_in, self.kernel.now, ok)
+
+
+def build_endpoint(ctx) -> LinkCard:
+    """Model ``sim`` of a link card for one queue pair (registered in :mod:`twin.nodes.models`):
+    request tampering and the reply timeout from the flow's faults, the card's shared bridge."""
+    spec, fp = ctx.spec, ctx.spec.faults
+    return LinkCard(ctx.kernel, spec.card, ctx.enc, ctx.req_path, ctx.rep_region, spec.slots, ctx.slot_bytes,
+                    spec.traffic.frame_bytes, ctx.reference(), ctx.on_reply,
+                    tamper=fp.tamper("request", ctx.enc.per_piece), timeout_ps=fp.timeout_ps, function=spec.function,
+                    keep_replies=ctx.workload.keep_replies, bridge=ctx.bridge, hops=ctx.hops)

@@ -5,9 +5,9 @@ Everything above this package (links, exchange, devices) is built from these pri
 """
 from twin.kernel.sim import Kernel
 from twin.kernel.memory import MemoryRegion
-from twin.kernel.posted import PostedWritePath
+from twin.kernel.posted import Lane, PostedWritePath
 from twin.kernel.poller import Poller
 from twin.kernel.streams import JitterStream
 from twin.kernel.clock import Clock
 
-__all__ = ["Clock", "Kernel", "MemoryRegion", "PostedWritePath", "Poller", "JitterStream"]
+__all__ = ["Clock", "Kernel", "Lane", "MemoryRegion", "PostedWritePath", "Poller", "JitterStream"]

@@ -20,38 +20,39 @@ class Wire(Protocol):
     # bytes have landed (store-and-forward hops, a DMA write at the far end; see twin.links.roce).
 
 
-class PostedWritePath:
-    """One directed path of posted writes from a source node into a destination region.
+class Lane:
+    """One direction of one link: the state every posted write on it shares.
 
-    A write issued at ``t`` starts when the path is free (writes on one path serialise), is on
+    A write issued at ``t`` starts when the lane is free (writes on one lane serialise), is on
     the wire for ``wire.serialise_ps(n)``, and lands ``wire.latency_ps + jitter`` later (plus
     ``wire.tail_ps(n)`` for a wire that has one: store-and-forward hops, e.g. RoCE v2). A write
-    never lands before an earlier write on the same path (PCIe keeps posted writes in order per
-    path), so a sequence word written last is seen last. There is no acknowledgement: the writer
-    goes on at once.
+    never lands before an earlier write on the same lane (PCIe keeps posted writes in order per
+    path), so a sequence word written last is seen last. Several queue pairs routed over one
+    link direction (a mesh) share its lane, and so its serialisation and its order.
 
-    Statistics: ``writes``, ``bytes``, ``reorders_held`` (writes held back to keep order).
+    Statistics: ``writes``, ``bytes``, ``busy_ps`` (time spent serialising), ``reorders_held``
+    (writes held back to keep order).
     """
 
-    def __init__(self, kernel: Kernel, name: str, wire: Wire, dst: MemoryRegion, jitter: JitterStream):
-        self.kernel = kernel
+    def __init__(self, name: str, wire: Wire, jitter: JitterStream):
         self.name = name
         self.wire = wire
-        self.dst = dst
         self.jitter = jitter
         self._free = 0
         self._last_land = 0
         self.writes = 0
         self.bytes = 0
+        self.busy_ps = 0
         self.reorders_held = 0
         self._tail = getattr(wire, "tail_ps", None)
 
     def plan(self, t_issue: int, nbytes: int) -> int:
-        """Advance the path state for a write of ``nbytes`` issued at ``t_issue``; return its
-        landing time in ps. Used by :meth:`write` and by the direct loop (same arithmetic)."""
+        """Advance the lane for a write of ``nbytes`` issued at ``t_issue``; return its landing
+        time in ps. The event model and the direct engine both call this (same arithmetic)."""
         start = t_issue if t_issue > self._free else self._free
         ser = self.wire.serialise_ps(nbytes)
         self._free = start + ser
+        self.busy_ps += ser
         land = start + ser + self.wire.latency_ps + self.jitter.next()
         if self._tail is not None:
             land += self._tail(nbytes)
@@ -62,6 +63,28 @@ class PostedWritePath:
         self.writes += 1
         self.bytes += nbytes
         return land
+
+
+class PostedWritePath:
+    """One directed path of posted writes from a source node into a destination region.
+
+    The timing is its :class:`Lane`'s (its own, or one shared with other paths over the same
+    link direction: ``lane=``). There is no acknowledgement: the writer goes on at once.
+    Statistics (of the lane): ``writes``, ``bytes``, ``reorders_held``.
+    """
+
+    def __init__(self, kernel: Kernel, name: str, wire: Wire | None, dst: MemoryRegion | None,
+                 jitter: JitterStream | None = None, *, lane: Lane | None = None):
+        self.kernel = kernel
+        self.name = name
+        self.dst = dst
+        self.lane = lane if lane is not None else Lane(name, wire, jitter)
+        self.wire = self.lane.wire
+        self.plan = self.lane.plan
+
+    writes = property(lambda self: self.lane.writes)
+    bytes = property(lambda self: self.lane.bytes)
+    reorders_held = property(lambda self: self.lane.reorders_held)
 
     def write(self, offset: int, data: bytes) -> int:
         """Post ``data`` to ``dst[offset:]`` now; returns the landing time (ps)."""

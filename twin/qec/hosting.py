@@ -101,13 +101,11 @@ class HostedConsumer(PollingConsumer):
         self.waited_for_rearm = 0
         self.trigger_ps: list[int] = []
 
-    def _seen(self, seq: int, base: int) -> None:
-        k = self.kernel
-        now = k.now
+    def _seen(self, seq: int, base: int, at: int) -> None:
         h = self.enc.header(self.requests.buf, base)
         gp = self.h.general_path_ps if h.function and self.p.kind == "gpu" else 0
         body = self.p.service_ps + int(self.compute_ps(seq))
-        t_ready = now + self.p.pre_service_ps(self.enc, self.frame_bytes) + gp
+        t_ready = at + self.p.pre_service_ps(self.enc, self.frame_bytes) + gp
         writes = self.answer(seq, base)
         if self.tamper:
             writes = self.tamper(seq, writes)
@@ -132,18 +130,8 @@ class HostedConsumer(PollingConsumer):
                 start = max(t_ready + hand, self.exec_free)
                 t_reply = start + body
             self.exec_free = t_reply + fence
-        self._reply_at(t_reply, base, writes, fence)
-        self.next_seq = seq + 1
-        self.served += 1
-        k.at(t_free, self._arm)
-
-    def _reply_at(self, t: int, base: int, writes, fence: int) -> None:
-        if self.enc.per_piece:
-            self.kernel.at(t, self._post, base, writes)
-        else:
-            (o_data, data), (o_word, word) = writes
-            self.kernel.at(t, self._post, base, [(o_data, data)])
-            self.kernel.at(t + fence, self._post, base, [(o_word, word)])
+        self._reply_at(seq, t_reply, base, writes, fence)
+        self._done(seq, at, t_free, t_reply, t_reply + fence)
 
 
 def check_mode(mode: str, kind: str, name: str = "consumer") -> None:
@@ -155,15 +143,19 @@ def check_mode(mode: str, kind: str, name: str = "consumer") -> None:
         raise ValueError(f"{name}: a kernel chain runs on a GPU, not a {kind}")
 
 
-def hosted_factory(mode: str, hosting: HostingParams, compute_ps=None, seed: int = 0, functions=None):
-    """A ``consumer_factory`` for :func:`twin.loop.event.run_event`: builds a
-    :class:`HostedConsumer`; ``functions`` (fid -> callable) replaces the registry's."""
-    def make(*args, **kwargs):
-        if functions is not None:
-            args = list(args)
-            args[9] = functions  # PollingConsumer's `functions` argument
-        return HostedConsumer(*args, mode=mode, hosting=hosting, compute_ps=compute_ps, seed=seed, **kwargs)
-    return make
+def hosted_class(base: type) -> type:
+    """The consumer class ``base`` (a model's :class:`PollingConsumer` subclass: sim, code) with
+    its function hosted in a mode (:class:`HostedConsumer`'s timing, ``base``'s behaviour)."""
+    if issubclass(base, HostedConsumer):
+        return base
+    if base is PollingConsumer:
+        return HostedConsumer
+    return type(f"Hosted{base.__name__}", (HostedConsumer, base), {})
+
+
+def hosting_kwargs(mode: str, hosting: HostingParams, compute_ps=None, seed: int = 0) -> dict:
+    """Keyword arguments of :class:`HostedConsumer` for a flow's workload."""
+    return {"mode": mode, "hosting": hosting, "compute_ps": compute_ps, "seed": seed}
 
 
 # -- the fitted parameters ------------------------------------------------------------------------

@@ -26,13 +26,13 @@ import numpy as np
 from twin.calibration.params import ParamSet
 from twin.devices.generator import TrafficParams
 from twin.exchange import contract as C
-from twin.loop.build import loop_spec
-from twin.loop.direct import DirectNotApplicable, run_direct
-from twin.loop.event import run_event
-from twin.loop.spec import LoopResult
+from twin.engine.build import loop_spec
+from twin.engine.direct import DirectNotApplicable, run_direct
+from twin.engine.event import run_event
+from twin.engine.spec import LoopResult
 from twin.qec.cost import CostModel
 from twin.qec.decoders import Decoder, LookupDecoder, MatchingDecoder, direct_corrections
-from twin.qec.hosting import HostingParams, hosted_factory
+from twin.qec.hosting import HostingParams, hosted_class, hosting_kwargs
 from twin.qec.workload import Workload, logical_errors
 from twin.runtime.functions import REGISTRY, Function, register
 from twin.study import EngineDisagreement
@@ -177,7 +177,7 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     (amd-qblox-exchange-runtime.txt); ``None`` keeps the consumer's own (its echo's).
     engine: ``event`` (default): the event model for every request, the card checks every reply;
     ``auto``: for inline hosting (and the OpenMP region routing itself) the direct engine
-    (:func:`twin.loop.direct.run_direct` with the per-request compute time) for every request,
+    (:func:`twin.engine.direct.run_direct` with the per-request compute time) for every request,
     with replies from the consumer's batch, and the event model over the first ``verify_rounds``
     requests, whose timestamps and replies must be identical (:class:`twin.study.EngineDisagreement`
     otherwise); other modes, and runs where requests queue for a slot, use the event model.
@@ -229,14 +229,18 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
             f = REGISTRY.get(fid)
             return f.python if f else None
         made = []
-        base_factory = hosted_factory(mode, hosting, compute_ps=lambda seq: compute[seq - 1], seed=seed,
-                                      functions=functions)
 
-        def factory(*args, **kwargs):
-            made.append(base_factory(*args, **kwargs))
-            return made[-1]
-        res = run_event(run_spec, prog, payloads=lambda seq: keys[seq - 1], reference=ref,
-                        consumer_factory=factory, keep_replies=True)
+        def wrap(base: type) -> type:
+            cls = hosted_class(base)
+
+            class Recorded(cls):  # keeps the consumer built, for its statistics
+                def __init__(self, *a, **kw):
+                    super().__init__(*a, **kw)
+                    made.append(self)
+            return Recorded
+        res = run_event(run_spec, prog, payloads=lambda seq: keys[seq - 1], reference=ref, functions=functions,
+                        consumer_class=wrap, keep_replies=True,
+                        consumer_kwargs=hosting_kwargs(mode, hosting, lambda seq: compute[seq - 1], seed))
         kept = res.stats.pop("replies")
         corr = np.frombuffer(b"".join(kept), np.uint8).reshape(len(kept), decoder.reply_bytes) if kept else \
             np.zeros((0, decoder.reply_bytes), np.uint8)

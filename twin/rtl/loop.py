@@ -60,3 +60,22 @@ def rtl_consumer(spec, kernel, enc, req_region, rep_path, slot_bytes, phase_ps, 
     return RtlConsumer(kernel, spec.name, lib, enc, req_region, rep_path, spec.slots, slot_bytes,
                        c.poll_period_ps, phase_ps, cycles(c.service_ps, c.poll_period_ps),
                        trace=cfg.trace_file(spec.name))
+
+
+def _no_faults(ctx) -> None:
+    if ctx.spec.faults.active:
+        raise ValueError(f"loop {ctx.spec.name!r}: fault injection is not available with model rtl")
+
+
+def build_card_endpoint(ctx):
+    """Model ``rtl`` of a link card (registered in :mod:`twin.nodes.models`)."""
+    _no_faults(ctx)
+    return rtl_card(ctx.spec, ctx.kernel, ctx.enc, ctx.req_path, ctx.rep_region, ctx.slot_bytes, ctx.reference(),
+                    ctx.on_reply, ctx.rtl)
+
+
+def build_consumer_endpoint(ctx):
+    """Model ``rtl`` of an FPGA consumer (registered in :mod:`twin.nodes.models`)."""
+    _no_faults(ctx)
+    return rtl_consumer(ctx.spec, ctx.kernel, ctx.enc, ctx.req_region, ctx.rep_path, ctx.slot_bytes, ctx.phase_ps,
+                        ctx.rtl)

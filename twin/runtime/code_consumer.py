@@ -57,3 +57,9 @@ class NativeConsumer(PollingConsumer):
         if self.enc.per_piece:
             return [(0, bytes(self.window[base:end]))]
         return [(4, bytes(self.window[base + 4:end])), (0, bytes(self.window[base:base + 4]))]
+
+
+def build_endpoint(ctx) -> NativeConsumer:
+    """Model ``code`` of a consumer (registered in :mod:`twin.nodes.models`)."""
+    from twin.devices.consumer import make_endpoint
+    return make_endpoint(NativeConsumer, ctx)

@@ -20,7 +20,8 @@ import numpy as np
 
 from twin.exchange.encoding import get_encoding
 from twin.kernel import JitterStream, PostedWritePath
-from twin.loop.spec import LoopResult, LoopSpec
+from twin.engine.hops import Hops
+from twin.engine.spec import LoopResult, LoopSpec
 
 Progress = Callable[[int], None]
 
@@ -80,6 +81,8 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     closed = tr.mode == "closed_loop"
     in_flight = tr.in_flight
     backs = [0] * in_flight  # ring: t_back of the last in_flight rounds (Python ints)
+    g = tr.gaps_array(spec.seed, spec.stream("gaps"))
+    gaps = None if g is None else g.tolist()
     slots = spec.slots
 
     n = tr.rounds
@@ -93,11 +96,13 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     last_have = 0      # card's watch for request j starts at max(t_in_j, t_have_{j-1})
     ts = clock.edge(0)
     req_plan, rep_plan = req.plan, rep.plan
+    rec: list[tuple[int, int, int, int, int, int]] = []  # per round: issue, land, seen, reply, publish, rland
+    keep = rec.append
     for i in range(n):
         if i and not closed:
-            ts = clock.edge(i * tr.period_cycles)
+            ts = clock.edge(i * tr.period_cycles) if gaps is None else clock.at_or_after(ts + gaps[i - 1])
         elif closed and i >= in_flight:  # sent when round i - in_flight's reply is back
-            ts = clock.at_or_after(backs[i % in_flight] + tr.gap_ps)
+            ts = clock.at_or_after(backs[i % in_flight] + (tr.gap_ps if gaps is None else gaps[i - 1]))
         t_send[i] = ts
         if aur is None:
             arrive = ts
@@ -113,7 +118,8 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
         for s in req_sizes:
             land = req_plan(t_issue, s)
         t = land if land > t_free_c else t_free_c
-        t2 = phase + -((phase - t) // P) * P + cost + body
+        seen = phase + -((phase - t) // P) * P + cost
+        t2 = seen + body
         if extra_ps is not None:
             t2 += int(extra_ps[i])
         if per_piece:
@@ -123,6 +129,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
             rep_plan(t2, rep_sizes[0])
             t_free_c = t2 + fence
             rland = rep_plan(t_free_c, rep_sizes[1])
+        keep((t_issue, land, seen, t2, t_free_c, rland))
         armed = tin if tin > last_have else last_have
         t = rland if rland > armed else armed
         th = -((-t) // cP) * cP + read
@@ -141,4 +148,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     if progress:
         progress(n)
     stats = {"mismatches": 0, "backlog_max": 0, "posted_writes": req.writes + rep.writes, "poll_phase_ps": phase}
-    return LoopResult(spec.name, "direct", t_send, t_in, t_have, t_back, np.ones(n, bool), stats)
+    a = np.array(rec, np.int64).reshape(n, 6).T
+    # one queue per thread: the thread takes a request when its poll sees it (start = seen)
+    hops = Hops(issue=a[0], land=a[1], seen=a[2], start=a[2].copy(), reply=a[3], publish=a[4], rland=a[5])
+    return LoopResult(spec.name, "direct", t_send, t_in, t_have, t_back, np.ones(n, bool), stats, hops)

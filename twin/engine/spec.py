@@ -12,6 +12,7 @@ from twin.faults import FaultPlan
 from twin.kernel.sim import stream_rng
 from twin.links.aurora import Aurora64B66B
 from twin.links.pcie import PcieLink
+from twin.engine.hops import Hops
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,8 @@ class LoopSpec:
         """Per-run random constants: (consumer poll phase, generator clock phase, payload salt)."""
         rng = stream_rng(self.seed, self.stream("setup"))
         phase = int(rng.integers(0, self.consumer.poll_period_ps))
-        span = self.traffic.period_ps if self.traffic.mode == "open_loop" else self.traffic.clock_ps
+        t = self.traffic
+        span = t.period_ps if t.mode == "open_loop" and t.period_ps else t.clock_ps
         gen_phase = int(rng.integers(0, max(1, span))) if self.traffic.clock == "independent" else 0
         salt = int(rng.integers(0, 2**63))
         if self.consumer.poll_phase_ps is not None:
@@ -82,6 +84,7 @@ class LoopResult:
     t_have: the card has the reply (read out of its memory, checked); t_back: reply is back at
     the generator. ``ok``: the card's check of each reply against the reference answer.
     ``stats``: counters from the devices (``mismatches``, ``backlog_max``, ``events``, ...).
+    ``hops``: every round's instants at each hop inside the card boundary (:class:`Hops`).
     """
 
     name: str
@@ -92,6 +95,7 @@ class LoopResult:
     t_back: np.ndarray
     ok: np.ndarray
     stats: dict = field(default_factory=dict)
+    hops: Hops | None = None  # per-round instants inside the card boundary (twin.engine.hops)
 
     @property
     def rtt_ps(self) -> np.ndarray:

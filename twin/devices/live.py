@@ -34,12 +34,12 @@ class LiveConsumer(PollingConsumer):
     """
 
     def __init__(self, kernel, name, params, encoding, requests, reply, slots, slot_bytes, frame_bytes,
-                 functions=None, tamper=None, stalls=(), *, bridge: BridgeSettings,
+                 functions=None, tamper=None, stalls=(), thread=None, hops=None, *, bridge: BridgeSettings,
                  host_freezes: tuple[tuple[int, int], ...] = ()):
         # The live device does its own noticing: the simulated side observes each landing at once.
         params = replace(params, poll_period_ps=1, poll_cost_ps=0, poll_phase_ps=0)
         super().__init__(kernel, name, params, encoding, requests, reply, slots, slot_bytes, frame_bytes,
-                         functions, tamper, ())
+                         functions, tamper, (), thread, hops)
         self.endpoint = open_endpoint(bridge)
         self.endpoint.open(slot_bytes, slots, encoding.name)
         self.description = self.endpoint.describe()
@@ -53,11 +53,11 @@ class LiveConsumer(PollingConsumer):
         """The endpoint's one-line description."""
         return self.description
 
-    def _seen(self, seq: int, base: int) -> None:
+    def _seen(self, seq: int, base: int, at: int) -> None:
         buf = self.requests.buf
         h = self.enc.header(buf, base)
         image = bytes(buf[base:base + min(self.slot_bytes, self.enc.slot_bytes(h.length))])
-        now = self.kernel.now
+        now = at
         while self._freezes and self._freezes[0][0] <= now:
             start, end = self._freezes.pop(0)
             if now < end and hasattr(self.endpoint, "freeze"):
@@ -72,10 +72,8 @@ class LiveConsumer(PollingConsumer):
         if self.tamper:
             writes = self.tamper(seq, writes)
         t = now + rep.service_ns * 1000
-        self.kernel.at(t, self._post, base, writes)
-        self.next_seq = seq + 1
-        self.served += 1
-        self.kernel.at(t, self._arm)
+        self.kernel.at(t, self._post, seq, base, writes)
+        self._done(seq, at, t, t, t)
 
     def close(self) -> dict:
         """End the live session; returns and keeps the endpoint's counters."""
@@ -94,3 +92,12 @@ class LiveConsumer(PollingConsumer):
     def service_array(self) -> np.ndarray:
         """Measured service time per completed round, int64 ns."""
         return np.asarray(self.service_ns, np.int64)
+
+
+def build_endpoint(ctx) -> LiveConsumer:
+    """Model ``live`` of a consumer (registered in :mod:`twin.nodes.models`): the flow's bridge
+    settings and host-freeze windows."""
+    from twin.devices.consumer import make_endpoint
+    if ctx.spec.bridge is None:
+        raise ValueError(f"consumer {ctx.name!r}: model live needs bridge settings")
+    return make_endpoint(LiveConsumer, ctx, bridge=ctx.spec.bridge, host_freezes=ctx.spec.faults.host_freezes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from twin.calibration.params import ParamSet
 from twin.devices.generator import TrafficParams
 from twin.faults import FaultPlan
-from twin.loop.spec import LoopSpec
+from twin.engine.spec import LoopSpec
 from twin.units import PS_PER_NS
 
 

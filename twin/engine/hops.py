@@ -1,0 +1,99 @@
+"""Where the time goes: every round's instants at each hop of its flow, and the latency budget.
+
+A round's card-boundary round trip (request enters the link card -> the card has read the reply)
+is cut at the instants the engine records (integer ps, one int64 array per instant, one entry
+per round):
+
+=========  =========================================================================
+t_in       the request enters the link card (a card clock edge)
+issue      the card's exchange engine issues the request's posted writes (bridge, landing
+           logic and any wait for a free slot before it)
+land       the request's last write (its sequence word, or last piece) has landed in the
+           consumer's request queue
+seen       the consumer's poll that saw it has its answer (poll instant + poll cost)
+start      the consumer's thread takes it (later than ``seen`` when it was busy with another
+           queue's request)
+reply      the reply's first posted write is issued (read, function, compute)
+publish    the reply's publishing write is issued (classic: after the release fence; per-piece:
+           the same instant as ``reply``)
+rland      the reply's publishing write has landed in the card's reply queue
+t_have     the card's reply poller has seen it and read it out (``reply_read``)
+=========  =========================================================================
+
+The stages between consecutive instants add up to ``t_have - t_in`` exactly. A node that does not
+expose an instant (a Verilated node keeps its inside to itself) leaves it at -1; its stage is
+merged into the next stage and named ``a+b`` (e.g. ``poll+queue+service+fence`` inside an RTL
+consumer), so the budget still adds up exactly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+INSTANTS = ("t_in", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have")
+STAGES = ("card", "request_write", "poll", "queue", "service", "fence", "reply_write", "card_poll")
+"""Stage k runs from instant k to instant k+1: card (bridge, engine, slot wait), request_write
+(the posted write's wire and landing), poll (landing -> the poll that saw it), queue (waiting for
+the consumer's thread), service (read, function, compute), fence (release fence before the
+publishing word), reply_write (its wire and landing), card_poll (card's poll and read-out)."""
+
+
+@dataclass
+class Hops:
+    """Per-round instants of one flow inside the card boundary (int64 ps, -1 where not known)."""
+
+    issue: np.ndarray
+    land: np.ndarray
+    seen: np.ndarray
+    start: np.ndarray
+    reply: np.ndarray
+    publish: np.ndarray
+    rland: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> "Hops":
+        """Hops for ``n`` rounds, every instant unknown (-1)."""
+        return cls(*(np.full(n, -1, np.int64) for _ in range(7)))
+
+    def head(self, n: int) -> "Hops":
+        """The first ``n`` rounds."""
+        return Hops(*(getattr(self, f)[:n] for f in INSTANTS[1:-1]))
+
+    def columns(self, t_in: np.ndarray, t_have: np.ndarray) -> dict[str, np.ndarray]:
+        """Every instant by name (``t_in`` .. ``t_have``), int64 ps."""
+        return {"t_in": t_in, **{f: getattr(self, f) for f in INSTANTS[1:-1]}, "t_have": t_have}
+
+
+def stage_times(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> dict[str, np.ndarray]:
+    """Per-round duration of each stage (int64 ps), unknown instants merged into the next stage.
+    The values of each round add up to ``t_have - t_in`` exactly."""
+    cols = hops.columns(t_in, t_have)
+    names = list(INSTANTS)
+    known = [n for n in names if n in ("t_in", "t_have") or (cols[n] >= 0).all()]
+    out: dict[str, np.ndarray] = {}
+    for a, b in zip(known, known[1:]):
+        ia, ib = names.index(a), names.index(b)
+        out["+".join(STAGES[ia:ib])] = cols[b] - cols[a]
+    return out
+
+
+def budget(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> list[dict]:
+    """The latency budget of one flow: per stage its median and p99 (ns) and its share of the
+    median and p99 round trip (the stage's mean over the rounds at or above that percentile of
+    the round trip, so the shares of the p99 rounds add up to their mean round trip)."""
+    st = stage_times(t_in, t_have, hops)
+    rtt = t_have - t_in
+    if not len(rtt):
+        return []
+    order = np.argsort(rtt, kind="stable")
+    mid = order[len(order) // 2]
+    tail = order[int(0.99 * (len(order) - 1)):]
+    rows = []
+    for name, d in st.items():
+        rows.append({"stage": name, "p50_ns": float(np.percentile(d, 50, method="inverted_cdf")) / 1000,
+                     "p99_ns": float(np.percentile(d, 99, method="inverted_cdf")) / 1000,
+                     "median_round_ns": int(d[mid]) / 1000,
+                     "p99_rounds_mean_ns": round(float(d[tail].mean()) / 1000, 3),
+                     "share_median_round": round(float(d[mid]) / max(1, int(rtt[mid])), 6)})
+    return rows

@@ -1,0 +1,78 @@
+"""A topology to run: flows over nodes and link directions, fully resolved (integer ps).
+
+A flow is one stream of requests from a generator (a control system) through a link card to a
+consumer and back, with its own queue pair (a request queue in the consumer's memory, a reply
+queue in the card's). What flows share, they contend for: a link direction (a :class:`Lane`:
+serialisation and posted-write order), a card's bridge, a consumer's serving thread. A single
+loop (``twin run`` on a loop scenario, ``twin decode``, the RoCE and Qblox paths) is the topology
+with one flow; a mesh has several. :func:`twin.engine.event.run_topology` runs any topology.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from twin.engine.spec import LoopSpec
+
+
+@dataclass(frozen=True)
+class FlowWorkload:
+    """What a flow's requests carry and how they are checked (default: the echo's counter words).
+
+    payloads(seq) -> bytes: request payloads; reference(payload) -> bytes: what the card checks
+    each reply against; keep_replies: keep every reply payload (``stats["replies"]``);
+    functions(fid) -> callable: the consumer's functions (replaces the registry's);
+    consumer_class(base) -> class: wraps the model's consumer class (e.g. a hosting mode);
+    consumer_kwargs: extra keyword arguments for it.
+    """
+
+    payloads: Callable[[int], bytes] | None = None
+    reference: Callable[[bytes], bytes] | None = None
+    keep_replies: bool = False
+    functions: Callable | None = None
+    consumer_class: Callable[[type], type] | None = None
+    consumer_kwargs: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One flow: its resolved path (``spec``: devices, wires, traffic, faults, models) and the
+    nodes and link directions it uses.
+
+    generator / card / consumer: node names (flows naming the same node share it).
+    lanes: stream names of the random jitter of each link direction it creates first
+    (``request``, ``reply``); flows over the same direction share one lane.
+    """
+
+    spec: LoopSpec
+    generator: str
+    card: str
+    consumer: str
+    workload: FlowWorkload = FlowWorkload()
+    lanes: dict = field(default_factory=dict)
+
+    def lane_stream(self, which: str) -> str:
+        """The jitter stream of this flow's ``request`` or ``reply`` lane."""
+        return self.lanes.get(which) or self.spec.stream(f"pcie.{which}")
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Flows to run together on one event timeline, with one seed."""
+
+    name: str
+    seed: int
+    flows: tuple[Flow, ...]
+
+    @classmethod
+    def single(cls, spec: LoopSpec, workload: FlowWorkload = FlowWorkload()) -> "Topology":
+        """The one-flow topology of a loop (generator -> card -> ``spec.name``)."""
+        return cls(spec.name, spec.seed, (Flow(spec, "generator", "card", spec.name, workload),))
+
+    def queue_pairs(self) -> dict[str, int]:
+        """Flows per consumer node and per card node."""
+        out: dict[str, int] = {}
+        for f in self.flows:
+            out[f.consumer] = out.get(f.consumer, 0) + 1
+            out[f.card] = out.get(f.card, 0) + 1
+        return out

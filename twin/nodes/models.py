@@ -1,0 +1,104 @@
+"""The registered models of every node kind (see :mod:`twin.nodes.registry`).
+
+Each refusal states what is physically true of the model, not a gap in the engine: the live
+bridge and the Verilated V80 logic serve one request queue; the RTL link card is the U55C's
+exchange engine, not a RoCE controller; FPGA logic hosts its function inline.
+"""
+from __future__ import annotations
+
+from twin.nodes.registry import Model, Situation, register
+
+RTL_FUNCTIONS = ("echo", "decode_rep3", "decode_steane7")  # the cores of rtl/qrt_functions.v
+RTL_MAX_FRAME = 180  # bytes: the RTL's slot images are 2,048 bits wide (rtl/qrt_slot_image.v)
+
+
+def _fname(s: Situation) -> str:
+    return getattr(s.function, "name", "echo")
+
+
+def _code(s: Situation) -> str | None:
+    from twin.runtime.functions import cannot_serve
+    return cannot_serve(s.function, "code") if s.function is not None else None
+
+
+def _live(s: Situation) -> str | None:
+    from twin.runtime.functions import cannot_serve
+    if s.queue_pairs > 1:
+        return (f"a live endpoint is one consumer process (or kernel) serving one request queue; {s.queue_pairs} "
+                "flows are routed to it: route one flow to each live node")
+    if s.hosting != "inline":
+        return (f"hosting mode {s.hosting} is a timing model of the simulated runtime; a live device hosts its "
+                "function as it is built (inline), and its measured time is the service time")
+    if "stall" in s.faults:
+        return "faults.stall stops a simulated poller; a live consumer is stopped with faults.host_freeze"
+    return cannot_serve(s.function, "live") if s.function is not None else None
+
+
+def _rtl_consumer(s: Situation) -> str | None:
+    if s.device_kind != "fpga":
+        return f"model rtl stands for FPGA logic (the V80's exchange logic); this device is a {s.device_kind}"
+    if s.queue_pairs > 1:
+        return (f"the V80 logic in rtl/qrt_v80.v polls one request queue; {s.queue_pairs} flows are routed to it")
+    return _rtl_common(s)
+
+
+def _rtl_common(s: Situation) -> str | None:
+    if s.frame_bytes > RTL_MAX_FRAME:
+        return f"the RTL's slot images hold frames of at most {RTL_MAX_FRAME} bytes, not {s.frame_bytes}"
+    if s.faults:
+        return (f"fault injection ({', '.join(sorted(s.faults))}) acts on the behavioural models' writes and "
+                "pollers; the RTL's own logic is not altered")
+    if s.engine == "direct":
+        return "the direct engine computes the behavioural models only; RTL runs in the event engine"
+    return None
+
+
+def _rtl_card(s: Situation) -> str | None:
+    if s.path != "card":
+        return ("the RTL link card (rtl/qrt_card.v) is the U55C's exchange engine behind an Aurora link; a RoCE "
+                "route's controller is an FPGA's ERNIC")
+    if s.queue_pairs > 1:
+        return f"rtl/qrt_card.v drives one consumer's queue pair; {s.queue_pairs} flows pass this card"
+    if _fname(s) not in RTL_FUNCTIONS and s.function is not None and getattr(s.function, "id", 0) >= 0x4000:
+        return f"the RTL card checks replies against the bundled functions; {_fname(s)} is a session decoder"
+    return _rtl_common(s)
+
+
+SUPPORT_ALL = {"encodings": ["classic", "per_piece"], "paths": ["card", "roce"], "queue_pairs": "any"}
+
+register(Model("consumer", "sim", "behavioural CPU core / GPU persistent kernel / FPGA logic (calibrated timing)",
+               "twin.devices.consumer:build_endpoint",
+               {**SUPPORT_ALL, "functions": "any registered function (Python implementation)",
+                "faults": ["corrupt_piece", "drop_frame", "stall", "host_freeze"], "engines": ["direct", "event"],
+                "hosting": ["inline", "worker", "external_self", "external_routed", "chain"]}))
+register(Model("consumer", "code", "the C runtime library (qrt.h) serving the twin's bytes; timing as sim",
+               "twin.runtime.code_consumer:build_endpoint",
+               {**SUPPORT_ALL, "functions": "functions with C code or a numba build",
+                "faults": ["corrupt_piece", "drop_frame", "stall", "host_freeze"], "engines": ["event"],
+                "hosting": ["inline", "worker", "external_self", "external_routed", "chain"]}, _code))
+register(Model("consumer", "rtl", "the V80 exchange logic in Verilog (rtl/qrt_v80.v), Verilated, cycle by cycle",
+               "twin.rtl.loop:build_consumer_endpoint",
+               {"encodings": ["classic", "per_piece"], "paths": ["card", "roce"], "queue_pairs": 1,
+                "functions": f"{', '.join(RTL_FUNCTIONS)} or a user's Verilog core (rtl: block)",
+                "faults": [], "engines": ["event"], "hosting": ["inline"], "device_kinds": ["fpga"],
+                "max_frame_bytes": RTL_MAX_FRAME}, _rtl_consumer))
+register(Model("consumer", "live", "a real device through hw_bridge (shm process, CUDA kernel, UDP agent)",
+               "twin.devices.live:build_endpoint",
+               {"encodings": ["classic", "per_piece"], "paths": ["card", "roce"], "queue_pairs": 1,
+                "functions": "the runtime library's C functions", "faults": ["host_freeze", "corrupt_piece",
+                                                                            "drop_frame"],
+                "engines": ["event"], "hosting": ["inline"]}, _live))
+register(Model("link_card", "sim", "behavioural U55C link card: bridge, exchange engine, reply poller",
+               "twin.devices.linkcard:build_endpoint",
+               {**SUPPORT_ALL, "faults": ["corrupt_piece", "drop_frame", "timeout"], "engines": ["direct", "event"]}))
+register(Model("link_card", "rtl", "the U55C exchange engine in Verilog (rtl/qrt_card.v), Verilated",
+               "twin.rtl.loop:build_card_endpoint",
+               {"encodings": ["classic", "per_piece"], "paths": ["card"], "queue_pairs": 1, "faults": [],
+                "engines": ["event"], "max_frame_bytes": RTL_MAX_FRAME}, _rtl_card))
+register(Model("generator", "sim", "control-side traffic: closed loop, open loop, random gaps, Qblox programs",
+               "twin.devices.generator:TrafficGenerator",
+               {"traffic": ["closed_loop", "open_loop", "gaps", "qblox"], "engines": ["direct", "event"]}))
+register(Model("nic", "sim", "RDMA NIC: store-and-forward hop and DMA write (part of the RoCE wire model)",
+               "twin.links.roce:RoceV2Path", {"engines": ["direct", "event"]}))
+register(Model("switch", "sim", "Ethernet switch hop (part of the RoCE wire model)",
+               "twin.links.roce:RoceV2Path", {"engines": ["direct", "event"]}))
