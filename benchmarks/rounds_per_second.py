@@ -14,9 +14,9 @@ import platform
 import time
 from pathlib import Path
 
-from twin.loop.build import loop_spec
-from twin.loop.direct import run_direct
-from twin.loop.event import run_event
+from twin.engine.build import loop_spec
+from twin.engine.direct import run_direct
+from twin.engine.event import run_event
 from twin.scenario import load_scenario
 from twin.study import run_study
 

@@ -29,7 +29,7 @@ def two_controllers(tmp_path: Path, mean_gap_us: float, consumer: str = "epyc728
     doc["nodes"][3] = {"name": "shared", "kind": "consumer", "device": consumer}
     doc["links"][2] = {"from": "u55c", "to": "shared", "kind": "pcie"}
     for f in doc["flows"]:
-        f["traffic"]["period"] = f"{mean_gap_us} us"
+        f["traffic"]["gaps"]["mean"] = f"{mean_gap_us} us"
     p = tmp_path / f"two_{mean_gap_us}.yaml"
     p.write_text(yaml.safe_dump(doc, sort_keys=False))
     return load_scenario(p)
@@ -121,7 +121,9 @@ def test_twin_run_and_topology_on_a_mesh(tmp_path, capsys):
     (lambda d: d["flows"][0].update({"function": "sum32"}), "flows[0].function"),
     (lambda d: d["flows"][0].update({"from": "u55c"}), "flows[0].from"),
     (lambda d: d["nodes"][2].update({"routes": {"echo": "qblox_a"}}), "nodes[2].routes.echo"),
-    (lambda d: d["flows"][0]["traffic"].pop("period"), "flows[0].traffic.period"),
+    (lambda d: d["flows"][0]["traffic"].pop("gaps"), "flows[0].traffic.period"),
+    (lambda d: d["flows"][0]["traffic"]["gaps"].update({"mean": "-3 us"}), "flows[0].traffic.gaps.mean"),
+    (lambda d: d["flows"][0]["traffic"].update({"mode": "poisson"}), "flows[0].traffic.mode"),
 ])
 def test_mesh_errors_name_the_key(tmp_path, mutate, key):
     doc = yaml.safe_load((ROOT / "scenarios" / "mesh_two_controllers_one_gpu.yaml").read_text())
@@ -186,7 +188,7 @@ def test_two_link_cards_into_one_consumer(tmp_path):
                      {"name": "gpu", "kind": "consumer", "device": "mi210"}],
            "links": [{"from": "a", "to": "card_a", "kind": "aurora"}, {"from": "b", "to": "card_b", "kind": "aurora"},
                      {"from": "card_a", "to": "gpu", "kind": "pcie"}, {"from": "card_b", "to": "gpu", "kind": "pcie"}],
-           "flows": [{"from": g, "function": "echo", "traffic": {"mode": "poisson", "period": "4 us",
+           "flows": [{"from": g, "function": "echo", "traffic": {"mode": "open_loop", "gaps": {"distribution": "exponential", "mean": "4 us"},
                                                                  "clock": "independent", "ppm": 3}} for g in "ab"]}
     p = tmp_path / "two_cards.yaml"
     p.write_text(yaml.safe_dump(doc, sort_keys=False))

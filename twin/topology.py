@@ -39,7 +39,7 @@ def out_path(value: str | None, name: str) -> Path:
 def cmd_topology(args: argparse.Namespace, console: Console) -> int:
     """Load the scenario (errors name file, key, value), draw it, print the file written. Returns 0;
     raises :class:`twin.cli.UsageError` for an ``--out`` that cannot be written."""
-    from twin.mesh.topology import draw
+    from twin.output.topology_figure import draw
     from twin.scenario import load_scenario
 
     loaded = load_scenario(Path(args.scenario))

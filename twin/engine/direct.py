@@ -96,7 +96,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     last_have = 0      # card's watch for request j starts at max(t_in_j, t_have_{j-1})
     ts = clock.edge(0)
     req_plan, rep_plan = req.plan, rep.plan
-    rec: list[tuple[int, int, int, int, int, int]] = []  # per round: issue, land, seen, reply, publish, rland
+    rec: list[tuple] = []  # per round: issue, land, seen, start, reply, publish, rland
     keep = rec.append
     for i in range(n):
         if i and not closed:
@@ -118,8 +118,9 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
         for s in req_sizes:
             land = req_plan(t_issue, s)
         t = land if land > t_free_c else t_free_c
-        seen = phase + -((phase - t) // P) * P + cost
-        t2 = seen + body
+        start = phase + -((phase - t) // P) * P + cost
+        seen = phase + -((phase - land) // P) * P + cost if t_free_c > land else start
+        t2 = start + body
         if extra_ps is not None:
             t2 += int(extra_ps[i])
         if per_piece:
@@ -129,7 +130,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
             rep_plan(t2, rep_sizes[0])
             t_free_c = t2 + fence
             rland = rep_plan(t_free_c, rep_sizes[1])
-        keep((t_issue, land, seen, t2, t_free_c, rland))
+        keep((t_issue, land, seen, start, t2, t_free_c, rland))
         armed = tin if tin > last_have else last_have
         t = rland if rland > armed else armed
         th = -((-t) // cP) * cP + read
@@ -148,7 +149,5 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     if progress:
         progress(n)
     stats = {"mismatches": 0, "backlog_max": 0, "posted_writes": req.writes + rep.writes, "poll_phase_ps": phase}
-    a = np.array(rec, np.int64).reshape(n, 6).T
-    # one queue per thread: the thread takes a request when its poll sees it (start = seen)
-    hops = Hops(issue=a[0], land=a[1], seen=a[2], start=a[2].copy(), reply=a[3], publish=a[4], rland=a[5])
+    hops = Hops(*np.array(rec, np.int64).reshape(n, 7).T.copy())
     return LoopResult(spec.name, "direct", t_send, t_in, t_have, t_back, np.ones(n, bool), stats, hops)

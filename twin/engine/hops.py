@@ -10,9 +10,10 @@ issue      the card's exchange engine issues the request's posted writes (bridge
            logic and any wait for a free slot before it)
 land       the request's last write (its sequence word, or last piece) has landed in the
            consumer's request queue
-seen       the consumer's poll that saw it has its answer (poll instant + poll cost)
-start      the consumer's thread takes it (later than ``seen`` when it was busy with another
-           queue's request)
+seen       the first poll after the landing has its answer (poll instant + poll cost): when an
+           idle thread would have seen it
+start      the consumer's thread takes it (later than ``seen`` when it was busy: with this
+           queue's previous request, or another queue's)
 reply      the reply's first posted write is issued (read, function, compute)
 publish    the reply's publishing write is issued (classic: after the release fence; per-piece:
            the same instant as ``reply``)
@@ -33,6 +34,7 @@ import numpy as np
 
 INSTANTS = ("t_in", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have")
 STAGES = ("card", "request_write", "poll", "queue", "service", "fence", "reply_write", "card_poll")
+# NB: a stall (a blackout of the poller) falls in "poll": the thread was stopped, not queueing
 """Stage k runs from instant k to instant k+1: card (bridge, engine, slot wait), request_write
 (the posted write's wire and landing), poll (landing -> the poll that saw it), queue (waiting for
 the consumer's thread), service (read, function, compute), fence (release fence before the

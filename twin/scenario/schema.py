@@ -1,8 +1,9 @@
 """Scenario files: a runnable what-if study (YAML), validated with pydantic.
 
 A scenario names a parameter set, the traffic, the frame size and encoding, and a topology of
-nodes and links. Every consumer node joined to the link card by a ``pcie`` link is one loop;
-loops run one at a time, one consumer per run, as the seeds measured them.
+nodes and links. Without ``flows``, every consumer node is one loop (a one-flow topology);
+loops run one at a time, one consumer per run, as the seeds measured them. With ``flows``, the
+whole mesh runs at once. Pure pydantic: no I/O (the loader, :mod:`twin.scenario.load`, reads files).
 
 Schema (keys; all optional keys show their default)::
 
@@ -18,7 +19,9 @@ Schema (keys; all optional keys show their default)::
     function: echo | invert | xor_fold | sum32   # what every request asks for (twin.runtime.functions)
     slots: 16
     traffic: {mode: closed_loop | open_loop, period: "5 us", clock: card | independent,
-              clock_period: "4 ns", ppm: 0.0, gap: "0 ns"}
+              clock_period: "4 ns", ppm: 0.0, gap: "0 ns", in_flight: 1,
+              gaps: null | {distribution: fixed | uniform | exponential | file,
+                            value | min, max | mean | file}}   # random gaps instead of period / gap
     deadline: null | "2 us"                      # count rounds whose loop exceeds it
     faults: null | {corrupt_piece: {rounds: [..], path: request | reply},
                     drop_frame: {rounds: [..]}, stall: [{at: "50 us", duration: "20 us"}],
@@ -32,8 +35,8 @@ Schema (keys; all optional keys show their default)::
     faults: ... host_freeze: [{at: "50 us", duration: "20 us"}]   # CPU consumers stop; live shm: SIGSTOP
     links:  [{from, to, kind: on_card | aurora | pcie | ethernet}]
     qblox:  null | a Qblox Cluster as the generator (twin.devices.qblox; replaces traffic)
-    flows:  [] | a mesh: [{from, function, via, rounds, traffic: {mode: closed_loop | open_loop | poisson,
-              period, clock, clock_period, ppm}}] (twin.mesh)
+    flows:  [] | a mesh: [{from, function, via, rounds, traffic: <as traffic above>}] (twin.mesh); faults
+              and deadline apply to every flow
 
 Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
 """
@@ -42,17 +45,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import networkx as nx
+import networkx as nx  # noqa: F401  (graph() returns one)
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from twin.calibration.params import ParamSet, load_params
 from twin.config import ConfigError, Located, load_model
-from twin.devices.generator import TrafficParams
+from twin.devices.generator import Gaps, TrafficParams
 from twin.devices.qblox import QbloxCluster
 from twin.faults import FaultPlan
 from twin.units import UnitError, time_ps
 
-MODELS_AVAILABLE = ("sim", "code", "rtl", "live")
+from twin.nodes.registry import MODELS as MODELS_AVAILABLE  # noqa: E402
 
 
 class _Strict(BaseModel):
@@ -74,6 +77,36 @@ def _duration(v: object) -> object:
     return v
 
 
+class GapsBlock(_Strict):
+    """Random gaps between requests (:class:`twin.devices.generator.Gaps`): ``distribution``
+    fixed (``value``), uniform (``min``..``max``), exponential (``mean``: Poisson arrivals in open
+    loop) or file (``file``: one duration per line, e.g. ``1.5 us``, relative to the scenario)."""
+
+    distribution: Literal["fixed", "uniform", "exponential", "file"]
+    value: str | None = None
+    min: str | None = None
+    max: str | None = None
+    mean: str | None = None
+    file: str | None = None
+    _d = field_validator("value", "min", "max", "mean", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        need = {"fixed": ("value",), "uniform": ("min", "max"), "exponential": ("mean",), "file": ("file",)}
+        want = need[self.distribution]
+        for key in ("value", "min", "max", "mean", "file"):
+            v = getattr(self, key)
+            if key in want and v is None:
+                raise Located((key,), "<missing>", f"{self.distribution} gaps need {' and '.join(want)}")
+            if key not in want and v is not None:
+                raise Located((key,), v, f"does not apply to {self.distribution} gaps (they take {', '.join(want)})")
+        if self.distribution == "uniform" and time_ps(self.min) > time_ps(self.max):
+            raise Located(("max",), self.max, f"must be >= min ({self.min})")
+        if self.distribution == "exponential" and time_ps(self.mean) <= 0:
+            raise Located(("mean",), self.mean, "must be > 0")
+        return self
+
+
 class Traffic(_Strict):
     """The control side's traffic (see :class:`twin.devices.TrafficParams`)."""
 
@@ -84,6 +117,7 @@ class Traffic(_Strict):
     ppm: float = Field(0.0, gt=-1e6, lt=1e6)
     gap: str = "0 ns"
     in_flight: int = Field(1, ge=1, le=65_536, strict=True)  # closed loop: requests in flight
+    gaps: GapsBlock | None = None  # random gaps: instead of period (open loop) or gap (closed loop)
 
     _d = field_validator("period", "clock_period", "gap", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
@@ -91,9 +125,15 @@ class Traffic(_Strict):
     def _consistent(self):
         if time_ps(self.clock_period) <= 0:
             raise Located(("clock_period",), self.clock_period, "must be > 0")
-        if self.mode == "open_loop":
+        if self.gaps is not None:
+            if self.period is not None:
+                raise Located(("period",), self.period, "gaps replace the period (request k+1 leaves a gap after "
+                              "request k); give one of period and gaps")
+            if time_ps(self.gap):
+                raise Located(("gap",), self.gap, "gaps replace the fixed gap after a reply; give one of gap and gaps")
+        elif self.mode == "open_loop":
             if self.period is None:
-                raise Located(("period",), "<missing>", "open_loop traffic needs a period (e.g. '5 us')")
+                raise Located(("period",), "<missing>", "open_loop traffic needs a period (e.g. '5 us') or gaps")
             if time_ps(self.period) <= 0 or time_ps(self.period) % time_ps(self.clock_period):
                 raise Located(("period",), self.period,
                               f"must be a positive whole number of clock_period ({self.clock_period}) cycles")
@@ -228,23 +268,20 @@ class Node(_Strict):
     @field_validator("model")
     @classmethod
     def _model(cls, v: str) -> str:
-        if v not in ("sim", "rtl", "code", "live"):
-            raise ValueError("model must be one of sim, rtl, code, live")
         if v not in MODELS_AVAILABLE:
-            raise ValueError(f"model {v!r} is not available in this version (available: {', '.join(MODELS_AVAILABLE)})")
+            raise ValueError(f"model must be one of {', '.join(MODELS_AVAILABLE)}")
         return v
 
     @model_validator(mode="after")
-    def _code_is_for_consumers(self):
-        if self.model == "code" and self.kind != "consumer":
-            raise Located(("model",), self.model, "model code (the C runtime library) stands for a consumer only")
-        if self.model == "rtl" and self.kind == "generator":
-            raise Located(("model",), self.model, "model rtl stands for the link card or an FPGA consumer")
+    def _model_stands_for_kind(self):
+        from twin.nodes.registry import model_for
+        try:
+            model_for(self.kind, self.model)
+        except KeyError as e:
+            raise Located(("model",), self.model, str(e).strip("'\"")) from None
         if self.rtl is not None and (self.model != "rtl" or self.kind != "consumer"):
             raise Located(("rtl",), "{...}", "an rtl block belongs to a consumer with model rtl")
         if self.model == "live":
-            if self.kind != "consumer":
-                raise Located(("model",), self.model, "model live (hw_bridge) stands for a consumer only")
             if self.bridge is None:
                 raise Located(("bridge",), "<missing>", "model live needs a bridge block (backend: shm | cuda | udp)")
         elif self.bridge is not None:
@@ -260,71 +297,16 @@ class Link(_Strict):
     kind: Literal["on_card", "aurora", "pcie", "ethernet"]
 
 
-_LINK_ENDS = {"pcie": ({"link_card", "consumer"}, {"nic", "consumer"}),
-              "on_card": ({"generator", "link_card"},), "aurora": ({"generator", "link_card"},),
-              "ethernet": ({"link_card", "nic"}, {"link_card", "switch"}, {"switch", "nic"}, {"switch"})}
-
-
-def check_link_ends(g: nx.Graph, link: "Link", j: int) -> None:
-    """Raise :class:`Located` when link ``j`` joins node kinds its kind cannot join."""
-    ends = {g.nodes[link.a]["node"].kind, g.nodes[link.b]["node"].kind}
-    allowed = _LINK_ENDS[link.kind]
-    if ends not in allowed:
-        text = " or ".join("a " + " and a ".join(sorted(a)) if len(a) > 1 else "two " + next(iter(a)) + "es"
-                           for a in allowed)
-        raise Located(("links", j, "kind"), link.kind, f"a {link.kind} link joins {text}, not {link.a} and {link.b}")
-
-
-def roce_route(g: nx.Graph, card: str, consumer: str) -> list[str] | None:
-    """The route link card -> (switch)* -> nic -> consumer over ethernet then pcie, or ``None``."""
-    sub = nx.Graph((a, b) for a, b, k in g.edges(data="kind") if k == "ethernet")
-    for nic in g.neighbors(consumer):
-        if g.nodes[nic]["node"].kind != "nic" or g.edges[nic, consumer]["kind"] != "pcie":
-            continue
-        if card in sub and nic in sub and nx.has_path(sub, card, nic):
-            return nx.shortest_path(sub, card, nic) + [consumer]
-    return None
-
-
 class Flow(_Strict):
     """A stream of requests in a mesh: from a generator, naming a function (the link card routes
-    it to a consumer by function id), with its own traffic and round count. ``via``: the link card
-    when the generator reaches several."""
+    it to a consumer by function id), with its own traffic (the same keys as the top-level
+    ``traffic``) and round count. ``via``: the link card when the generator reaches several."""
 
     a: str = Field(alias="from")
     function: str = "echo"
     via: str | None = None
     rounds: int | None = Field(None, gt=0, le=100_000_000)
-    traffic: "MeshTraffic"
-
-
-class MeshTraffic(_Strict):
-    """A flow's traffic: ``closed_loop``, ``open_loop`` (one request every ``period``) or
-    ``poisson`` (exponential gaps of mean ``period``), on the controller's clock (``card``: the
-    link card's; ``independent``: its own, ``ppm`` off, random phase)."""
-
-    mode: Literal["closed_loop", "open_loop", "poisson"] = "open_loop"
-    period: str | None = None
-    clock: Literal["card", "independent"] = "card"
-    clock_period: str = "4 ns"
-    ppm: float = Field(0.0, gt=-1e6, lt=1e6)
-
-    _d = field_validator("period", "clock_period", mode="before")(classmethod(lambda cls, v: _duration(v)))
-
-    @model_validator(mode="after")
-    def _consistent(self):
-        if time_ps(self.clock_period) <= 0:
-            raise Located(("clock_period",), self.clock_period, "must be > 0")
-        if self.mode != "closed_loop" and (self.period is None or time_ps(self.period) <= 0):
-            raise Located(("period",), self.period or "<missing>", f"{self.mode} traffic needs a period > 0 (e.g. '5 us')")
-        if self.mode == "closed_loop" and self.period is not None:  # would be silently ignored
-            raise Located(("period",), self.period, "applies to open_loop and poisson traffic only (closed_loop "
-                          "sends the next request when the reply arrives); set the mode or remove period")
-        if self.mode == "open_loop" and time_ps(self.period) % time_ps(self.clock_period):
-            raise Located(("period",), self.period, f"must be a whole number of clock_period ({self.clock_period}) cycles")
-        if self.clock == "card" and self.ppm:
-            raise Located(("ppm",), self.ppm, "applies only to an independent clock (clock: independent)")
-        return self
+    traffic: Traffic = Traffic()
 
 
 Flow.model_rebuild()
@@ -389,52 +371,11 @@ class Scenario(_Strict):
         return self
 
     def graph(self) -> nx.Graph:
-        """The topology as a networkx graph: nodes carry their :class:`Node`, edges their kind.
-        Without flows: one generator and one link card; each consumer on pcie from the card, or
-        reached over ethernet (RoCE: card -> switches -> nic -> pcie). With flows: a mesh, checked
-        by :func:`twin.mesh.topology.mesh_graph` (its routes in ``graph["routes"]``).
-        Raises ValueError (:class:`Located`) naming the key of the first problem."""
-        g = nx.Graph()
-        for i, n in enumerate(self.nodes):
-            if n.name in g:
-                raise Located(("nodes", i, "name"), n.name, "node name used twice")
-            g.add_node(n.name, node=n, index=i)
-        if self.flows:
-            from twin.mesh.topology import mesh_graph
-            return mesh_graph(self, g)
-        for kind in ("generator", "link_card"):
-            idx = [i for i, n in enumerate(self.nodes) if n.kind == kind]
-            if not idx:
-                raise Located(("nodes",), f"<no {kind}>", f"the topology needs exactly one {kind}")
-            if len(idx) > 1:
-                raise Located(("nodes", idx[1], "kind"), kind, f"a second {kind}; the topology needs exactly one")
-        if not any(n.kind == "consumer" for n in self.nodes):
-            raise Located(("nodes",), "<no consumer>", "the topology needs at least one consumer")
-        for j, link in enumerate(self.links):
-            for key, end in (("from", link.a), ("to", link.b)):
-                if end not in g:
-                    raise Located(("links", j, key), end, "no node of that name")
-            if g.has_edge(link.a, link.b):
-                raise Located(("links", j, "to"), link.b, f"a second link between {link.a} and {link.b}")
-            check_link_ends(g, link, j)
-            g.add_edge(link.a, link.b, kind=link.kind, index=j)
-        gen = next(n.name for n in self.nodes if n.kind == "generator")
-        card = next(n.name for n in self.nodes if n.kind == "link_card")
-        if not g.has_edge(gen, card):
-            raise Located(("nodes", g.nodes[gen]["index"], "name"), gen,
-                          f"the generator must be joined to link card {card!r} by an on_card or aurora link")
-        for i, n in enumerate(self.nodes):
-            if n.kind != "consumer":
-                continue
-            if n.device is None:
-                raise Located(("nodes", i, "device"), "<missing>", "a consumer needs a device (a consumer of the parameter set)")
-            if not g.has_edge(card, n.name) and roce_route(g, card, n.name) is None:
-                raise Located(("nodes", i, "name"), n.name, f"not joined to link card {card!r} by a pcie link"
-                              + (" or through an RDMA NIC" if any(m.kind == "nic" for m in self.nodes) else ""))
-        for i, n in enumerate(self.nodes):
-            if n.kind in ("nic", "switch", "link_card") and n.routes:
-                raise Located(("nodes", i, "routes"), n.routes, "routes by function id belong to a mesh (flows)")
-        return g
+        """The topology as a networkx graph (:func:`twin.scenario.graph.scenario_graph`): nodes carry
+        their :class:`Node`, edges their kind; a mesh's routes in ``graph["routes"]``. Raises
+        ValueError (:class:`Located`) naming the key of the first problem."""
+        from twin.scenario.graph import scenario_graph
+        return scenario_graph(self)
 
     def roce_hops(self, consumer: str) -> int | None:
         """Switches on the RoCE route from the link card (the FPGA's ERNIC) to ``consumer``, or
@@ -443,6 +384,7 @@ class Scenario(_Strict):
         card = next(n.name for n in self.nodes if n.kind == "link_card")
         if g.has_edge(card, consumer):
             return None
+        from twin.scenario.graph import roce_route
         route = roce_route(g, card, consumer)
         return None if route is None else sum(1 for v in route if g.nodes[v]["node"].kind == "switch")
 
@@ -462,103 +404,51 @@ class Scenario(_Strict):
         card = next(n.name for n in self.nodes if n.kind == "link_card")
         return g.edges[gen, card]["kind"] == "aurora"
 
-    def traffic_params(self, rounds: int | None = None) -> TrafficParams:
+    def traffic_params(self, rounds: int | None = None, gaps_file: Path | None = None) -> TrafficParams:
         """The traffic in ps for the devices; ``rounds`` overrides the scenario's."""
         if self.qblox is not None:
             return self.qblox.traffic(rounds or self.rounds, self.frame_bytes)
-        t = self.traffic
-        return TrafficParams(mode=t.mode, rounds=rounds or self.rounds, frame_bytes=self.frame_bytes,
-                             period_ps=time_ps(t.period) if t.period else 0, clock=t.clock,
-                             clock_ps=time_ps(t.clock_period), ppm=t.ppm, gap_ps=time_ps(t.gap),
-                             in_flight=t.in_flight)
+        return traffic_params(self.traffic, rounds or self.rounds, self.frame_bytes, gaps_file)
 
 
-class LoadedScenario:
-    """A validated scenario with its parameter set loaded and paths resolved."""
-
-    def __init__(self, path: Path, scenario: Scenario, params: ParamSet, measured_path: Path | None):
-        self.path = path
-        self.scenario = scenario
-        self.params = params
-        self.measured_path = measured_path
-
-
-def check_not_a_scenario(path: Path, key: str, value: str, target: Path) -> None:
-    """``target`` (named by ``key: value`` in the scenario ``path``) must be a parameter set, not a
-    scenario (a file with ``nodes`` or ``decode``). Raises :class:`ConfigError` naming file, key, value."""
-    from twin.config.errors import load_yaml
-    doc = load_yaml(target)
-    if isinstance(doc, dict) and ("nodes" in doc or "decode" in doc):
-        raise ConfigError(path, key, value, f"{target.name} is a scenario, not a parameter set; name a "
-                          "parameter set (e.g. calibrations/fitted/card_path.yaml)")
+def gaps_of(block: GapsBlock | None, gaps_file: Path | None = None) -> Gaps | None:
+    """The :class:`Gaps` of a ``gaps`` block; ``gaps_file`` is its file resolved (distribution file).
+    Raises ValueError naming the line of a file entry that is not a duration."""
+    if block is None:
+        return None
+    d = block.distribution
+    if d == "fixed":
+        return Gaps("fixed", time_ps(block.value))
+    if d == "uniform":
+        return Gaps("uniform", time_ps(block.min), time_ps(block.max))
+    if d == "exponential":
+        return Gaps("exponential", time_ps(block.mean))
+    return Gaps("file", values_ps=read_gaps(gaps_file or Path(block.file)))
 
 
-def load_scenario(path: str | Path) -> LoadedScenario:
-    """Load a scenario and the parameter set it names; check every device exists there.
+def read_gaps(path: Path) -> tuple[int, ...]:
+    """Durations from a text file, one per line (``1.5 us``; ``#`` starts a comment). Raises
+    ValueError naming the line of a bad entry."""
+    out = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        try:
+            v = time_ps(_duration(text))
+        except ValueError as e:
+            raise ValueError(f"line {i}: {text!r}: {e}") from None
+        out.append(v)
+    if not out:
+        raise ValueError("no durations in the file")
+    return tuple(out)
 
-    Raises :class:`ConfigError` naming the file, key and value of the first problem.
-    """
-    path = Path(path)
-    from twin.config.errors import load_yaml
-    data = load_yaml(path)
-    if isinstance(data, dict) and "decode" in data and "nodes" not in data:
-        raise ConfigError(path, "decode", "{...}", "this is a decode scenario (it has a decode block); "
-                          f"run it with `twin decode {path}`")
-    sc = load_model(path, Scenario, data=data)
-    cal_path = (path.parent / sc.calibration).resolve()
-    if not cal_path.is_file():
-        raise ConfigError(path, "calibration", sc.calibration, f"no such file ({cal_path})")
-    check_not_a_scenario(path, "calibration", sc.calibration, cal_path)
-    from twin.calibration.roce import RoceParamSet, load_any_params
-    params = load_any_params(cal_path)
-    if not sc.flows:
-        for i, node in enumerate(sc.nodes):
-            if node.kind != "consumer":
-                continue
-            roce = sc.roce_hops(node.name) is not None
-            if roce != isinstance(params, RoceParamSet):
-                raise ConfigError(path, "calibration", sc.calibration,
-                                  f"node {node.name!r} is reached over " + ("ethernet (RoCE): the calibration must be a "
-                                  "parameter set with kind: roce_path" if roce else "pcie from the link card: the "
-                                  "calibration must be a card-path parameter set"))
-    for i, node in enumerate(sc.nodes):
-        if node.kind == "consumer" and node.device not in params.consumers:
-            raise ConfigError(path, f"nodes[{i}].device", node.device,
-                              f"not a consumer of {cal_path.name} (have: {', '.join(params.consumers)})")
-        if node.kind == "consumer" and node.model == "rtl" and params.consumers[node.device].kind != "fpga":
-            raise ConfigError(path, f"nodes[{i}].model", node.model,
-                              f"model rtl stands for FPGA logic; {node.device} is a {params.consumers[node.device].kind}")
-        if node.model == "rtl" and sc.frame_bytes > 180:
-            raise ConfigError(path, "frame_bytes", sc.frame_bytes, f"model rtl (nodes[{i}]) takes frames of at most 180 bytes")
-        if node.model != "sim" and sc.flows:
-            raise ConfigError(path, f"nodes[{i}].model", node.model,
-                              "a mesh (flows) runs every node as model sim; code, rtl and live run one loop at a time")
-        if node.model in ("rtl", "live") and isinstance(params, RoceParamSet):
-            raise ConfigError(path, f"nodes[{i}].model", node.model,
-                              f"model {node.model} runs on the card path, not on a RoCE route")
-        if node.bridge is not None and node.bridge.backend == "udp":
-            import socket
-            try:
-                socket.getaddrinfo(node.bridge.host, node.bridge.port, socket.AF_INET, socket.SOCK_DGRAM)
-            except (socket.gaierror, UnicodeError) as e:
-                raise ConfigError(path, f"nodes[{i}].bridge.host", node.bridge.host,
-                                  f"cannot resolve it to an IPv4 address ({getattr(e, 'strerror', None) or e})") from None
-        if node.kind == "consumer" and node.model in ("code", "live"):
-            from twin.runtime.functions import cannot_serve, lookup
-            why = cannot_serve(lookup(sc.function), node.model)
-            if why:
-                raise ConfigError(path, "function", sc.function, f"nodes[{i}] ({node.name}) is model {node.model}: {why}")
-        if node.model == "rtl" and sc.faults is not None:
-            raise ConfigError(path, "faults", "{...}", f"fault injection is not available with model rtl (nodes[{i}])")
-        for j, src in enumerate(node.rtl.sources if node.rtl else ()):
-            if not (path.parent / src).is_file():
-                raise ConfigError(path, f"nodes[{i}].rtl.sources[{j}]", src, f"no such file ({(path.parent / src).resolve()})")
-        if node.rtl:
-            from twin.rtl.build import check_user_block
-            check_user_block(path, i, node.rtl.top, node.rtl.sources)
-    measured_path = None
-    if sc.measured is not None:
-        measured_path = (path.parent / sc.measured).resolve()
-        if not measured_path.is_file():
-            raise ConfigError(path, "measured", sc.measured, f"no such file ({measured_path})")
-    return LoadedScenario(path, sc, params, measured_path)
+
+def traffic_params(t: Traffic, rounds: int, frame_bytes: int, gaps_file: Path | None = None) -> TrafficParams:
+    """A ``traffic`` block as :class:`TrafficParams` (ps) for ``rounds`` requests of ``frame_bytes``."""
+    return TrafficParams(mode=t.mode, rounds=rounds, frame_bytes=frame_bytes,
+                         period_ps=time_ps(t.period) if t.period else 0, clock=t.clock,
+                         clock_ps=time_ps(t.clock_period), ppm=t.ppm, gap_ps=time_ps(t.gap),
+                         in_flight=t.in_flight, gaps=gaps_of(t.gaps, gaps_file))
+
+

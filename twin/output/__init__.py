@@ -1,0 +1,1 @@
+"""What studies write: tables, results files, figures."""

@@ -1,0 +1,185 @@
+"""The topology of a scenario as a networkx graph: checks, routes, the links' allowed ends.
+
+A loop scenario has one generator and one link card; each consumer hangs off the card on pcie, or
+is reached over ethernet (RoCE v2: card -> switches -> NIC -> pcie). A mesh scenario has ``flows``:
+each flow leaves a generator (a control system), enters a link card next to it (``via`` when there
+are several) and is routed by the card to a consumer by function id (the card's ``routes``:
+function name -> consumer node), over pcie. Two flows whose routes share an edge share that link
+direction (its wire serialises both); two flows routed to one consumer share its serving thread.
+Pure: no I/O.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from twin.config import Located
+
+_LINK_ENDS = {"pcie": ({"link_card", "consumer"}, {"nic", "consumer"}),
+              "on_card": ({"generator", "link_card"},), "aurora": ({"generator", "link_card"},),
+              "ethernet": ({"link_card", "nic"}, {"link_card", "switch"}, {"switch", "nic"}, {"switch"})}
+
+
+def check_link_ends(g: nx.Graph, link: "Link", j: int) -> None:
+    """Raise :class:`Located` when link ``j`` joins node kinds its kind cannot join."""
+    ends = {g.nodes[link.a]["node"].kind, g.nodes[link.b]["node"].kind}
+    allowed = _LINK_ENDS[link.kind]
+    if ends not in allowed:
+        text = " or ".join("a " + " and a ".join(sorted(a)) if len(a) > 1 else "two " + next(iter(a)) + "es"
+                           for a in allowed)
+        raise Located(("links", j, "kind"), link.kind, f"a {link.kind} link joins {text}, not {link.a} and {link.b}")
+
+
+def roce_route(g: nx.Graph, card: str, consumer: str) -> list[str] | None:
+    """The route link card -> (switch)* -> nic -> consumer over ethernet then pcie, or ``None``."""
+    sub = nx.Graph((a, b) for a, b, k in g.edges(data="kind") if k == "ethernet")
+    for nic in g.neighbors(consumer):
+        if g.nodes[nic]["node"].kind != "nic" or g.edges[nic, consumer]["kind"] != "pcie":
+            continue
+        if card in sub and nic in sub and nx.has_path(sub, card, nic):
+            return nx.shortest_path(sub, card, nic) + [consumer]
+    return None
+
+
+
+@dataclass(frozen=True)
+class Route:
+    """One flow's route: node names from the generator to the consumer, and the edge kinds."""
+
+    flow: int
+    generator: str
+    card: str
+    consumer: str
+    function: str
+    nodes: tuple[str, ...]
+
+    def edges(self) -> list[tuple[str, str]]:
+        """Directed edges (a, b) in the request's direction."""
+        return list(zip(self.nodes, self.nodes[1:]))
+
+
+def mesh_graph(sc, g: nx.Graph) -> nx.Graph:
+    """Finish and check the graph of a mesh scenario (``sc.flows`` non-empty); ``g`` holds the nodes.
+
+    Raises :class:`Located` (file, key, value) for: a link joining kinds it cannot join, a missing
+    generator/link card/consumer, a consumer without a device, a flow from a non-generator, a
+    generator not next to the card, a card without a route for the flow's function, a route that
+    is not generator -> link card -> (pcie) -> consumer.
+    """
+    from twin.runtime.functions import lookup
+
+    for kind in ("generator", "link_card", "consumer"):
+        if not any(n.kind == kind for n in sc.nodes):
+            raise Located(("nodes",), f"<no {kind}>", f"a mesh needs at least one {kind}")
+    for j, link in enumerate(sc.links):
+        for key, end in (("from", link.a), ("to", link.b)):
+            if end not in g:
+                raise Located(("links", j, key), end, "no node of that name")
+        if g.has_edge(link.a, link.b):
+            raise Located(("links", j, "to"), link.b, f"a second link between {link.a} and {link.b}")
+        if link.kind == "ethernet":
+            raise Located(("links", j, "kind"), link.kind, "RoCE (ethernet) routes are modelled one loop at a time, "
+                          "not in a mesh (no flows)")
+        check_link_ends(g, link, j)
+        g.add_edge(link.a, link.b, kind=link.kind, index=j)
+    for i, n in enumerate(sc.nodes):
+        if n.kind == "consumer" and n.device is None:
+            raise Located(("nodes", i, "device"), "<missing>", "a consumer needs a device (a consumer of the parameter set)")
+        if n.routes and n.kind != "link_card":
+            raise Located(("nodes", i, "routes"), n.routes, "only a link card routes by function id")
+        for fname, target in (n.routes or {}).items():
+            try:
+                lookup(fname)
+            except KeyError as e:
+                raise Located(("nodes", i, "routes", fname), fname, str(e).strip("'\"")) from None
+            if target not in g or g.nodes[target]["node"].kind != "consumer":
+                raise Located(("nodes", i, "routes", fname), target, "not a consumer node")
+    g.graph["routes"] = [_route(sc, g, fi) for fi in range(len(sc.flows))]
+    return g
+
+
+def _route(sc, g: nx.Graph, fi: int) -> Route:
+    from twin.runtime.functions import lookup
+
+    f = sc.flows[fi]
+    where = ("flows", fi)
+    if f.a not in g or g.nodes[f.a]["node"].kind != "generator":
+        raise Located(where + ("from",), f.a, "not a generator node")
+    try:
+        lookup(f.function)
+    except KeyError as e:
+        raise Located(where + ("function",), f.function, str(e).strip("'\"")) from None
+    cards = [v for v in g.neighbors(f.a) if g.nodes[v]["node"].kind == "link_card"]
+    if f.via is not None:
+        if f.via not in cards:
+            raise Located(where + ("via",), f.via, f"not a link card joined to {f.a} (have: {', '.join(cards) or 'none'})")
+        card = f.via
+    elif len(cards) == 1:
+        card = cards[0]
+    else:
+        raise Located(where + ("from",), f.a, f"joined to {len(cards)} link cards; name one with via"
+                      if cards else "not joined to a link card by an on_card or aurora link")
+    routes = g.nodes[card]["node"].routes or {}
+    if f.function not in routes:
+        raise Located(where + ("function",), f.function, f"link card {card!r} has no route for it "
+                      f"(routes: {', '.join(routes) or 'none'})")
+    consumer = routes[f.function]
+    pcie = nx.Graph((a, b) for a, b, k in g.edges(data="kind") if k == "pcie")
+    if card not in pcie or consumer not in pcie or not nx.has_path(pcie, card, consumer):
+        raise Located(where + ("function",), f.function, f"link card {card!r} routes it to {consumer!r}, "
+                      "which it does not reach over pcie")
+    path = nx.shortest_path(pcie, card, consumer)
+    if len(path) != 2:
+        raise Located(where + ("function",), f.function, f"the route {' -> '.join(path)} has hops between the card "
+                      "and the consumer; a mesh route is control -> link card -> consumer")
+    return Route(fi, f.a, card, consumer, f.function, (f.a, card, consumer))
+
+
+
+
+def scenario_graph(sc) -> nx.Graph:
+    """The graph of scenario ``sc`` (a :class:`twin.scenario.schema.Scenario`): nodes carry their
+    ``Node``, edges their kind. Without flows: one generator and one link card; each consumer on
+    pcie from the card, or reached over ethernet (RoCE). With flows: a mesh (:func:`mesh_graph`,
+    routes in ``graph["routes"]``). Raises :class:`Located` naming the key of the first problem."""
+    g = nx.Graph()
+    for i, n in enumerate(sc.nodes):
+        if n.name in g:
+            raise Located(("nodes", i, "name"), n.name, "node name used twice")
+        g.add_node(n.name, node=n, index=i)
+    if sc.flows:
+        return mesh_graph(sc, g)
+    for kind in ("generator", "link_card"):
+        idx = [i for i, n in enumerate(sc.nodes) if n.kind == kind]
+        if not idx:
+            raise Located(("nodes",), f"<no {kind}>", f"the topology needs exactly one {kind}")
+        if len(idx) > 1:
+            raise Located(("nodes", idx[1], "kind"), kind, f"a second {kind}; the topology needs exactly one")
+    if not any(n.kind == "consumer" for n in sc.nodes):
+        raise Located(("nodes",), "<no consumer>", "the topology needs at least one consumer")
+    for j, link in enumerate(sc.links):
+        for key, end in (("from", link.a), ("to", link.b)):
+            if end not in g:
+                raise Located(("links", j, key), end, "no node of that name")
+        if g.has_edge(link.a, link.b):
+            raise Located(("links", j, "to"), link.b, f"a second link between {link.a} and {link.b}")
+        check_link_ends(g, link, j)
+        g.add_edge(link.a, link.b, kind=link.kind, index=j)
+    gen = next(n.name for n in sc.nodes if n.kind == "generator")
+    card = next(n.name for n in sc.nodes if n.kind == "link_card")
+    if not g.has_edge(gen, card):
+        raise Located(("nodes", g.nodes[gen]["index"], "name"), gen,
+                      f"the generator must be joined to link card {card!r} by an on_card or aurora link")
+    for i, n in enumerate(sc.nodes):
+        if n.kind != "consumer":
+            continue
+        if n.device is None:
+            raise Located(("nodes", i, "device"), "<missing>", "a consumer needs a device (a consumer of the parameter set)")
+        if not g.has_edge(card, n.name) and roce_route(g, card, n.name) is None:
+            raise Located(("nodes", i, "name"), n.name, f"not joined to link card {card!r} by a pcie link"
+                          + (" or through an RDMA NIC" if any(m.kind == "nic" for m in sc.nodes) else ""))
+    for i, n in enumerate(sc.nodes):
+        if n.kind in ("nic", "switch", "link_card") and n.routes:
+            raise Located(("nodes", i, "routes"), n.routes, "routes by function id belong to a mesh (flows)")
+    return g

@@ -1,0 +1,157 @@
+"""Loading a scenario: the file, the parameter set it names, and every node's model checked
+against the model registry (:mod:`twin.nodes.registry`). The I/O lives here; the schema
+(:mod:`twin.scenario.schema`) is pure.
+
+Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from twin.calibration.params import ParamSet
+from twin.config import ConfigError, load_model
+from twin.nodes.registry import Situation, refusal
+from twin.scenario.schema import Scenario
+
+
+class LoadedScenario:
+    """A validated scenario with its parameter set loaded and paths resolved."""
+
+    def __init__(self, path: Path, scenario: Scenario, params: ParamSet, measured_path: Path | None):
+        self.path = path
+        self.scenario = scenario
+        self.params = params
+        self.measured_path = measured_path
+
+
+def check_not_a_scenario(path: Path, key: str, value: str, target: Path) -> None:
+    """``target`` (named by ``key: value`` in the scenario ``path``) must be a parameter set, not a
+    scenario (a file with ``nodes`` or ``decode``). Raises :class:`ConfigError` naming file, key, value."""
+    from twin.config.errors import load_yaml
+    doc = load_yaml(target)
+    if isinstance(doc, dict) and ("nodes" in doc or "decode" in doc):
+        raise ConfigError(path, key, value, f"{target.name} is a scenario, not a parameter set; name a "
+                          "parameter set (e.g. calibrations/fitted/card_path.yaml)")
+
+
+def load_scenario(path: str | Path) -> LoadedScenario:
+    """Load a scenario and the parameter set it names; check every device exists there.
+
+    Raises :class:`ConfigError` naming the file, key and value of the first problem.
+    """
+    path = Path(path)
+    from twin.config.errors import load_yaml
+    data = load_yaml(path)
+    if isinstance(data, dict) and "decode" in data and "nodes" not in data:
+        raise ConfigError(path, "decode", "{...}", "this is a decode scenario (it has a decode block); "
+                          f"run it with `twin decode {path}`")
+    sc = load_model(path, Scenario, data=data)
+    cal_path = (path.parent / sc.calibration).resolve()
+    if not cal_path.is_file():
+        raise ConfigError(path, "calibration", sc.calibration, f"no such file ({cal_path})")
+    check_not_a_scenario(path, "calibration", sc.calibration, cal_path)
+    from twin.calibration.roce import RoceParamSet, load_any_params
+    params = load_any_params(cal_path)
+    roce_params = isinstance(params, RoceParamSet)
+    if sc.flows and roce_params:
+        raise ConfigError(path, "calibration", sc.calibration, "a mesh (flows) runs on card-path links (aurora, "
+                          "pcie); its calibration must be a card-path parameter set")
+    if not sc.flows:
+        for i, node in enumerate(sc.nodes):
+            if node.kind != "consumer":
+                continue
+            roce = sc.roce_hops(node.name) is not None
+            if roce != roce_params:
+                raise ConfigError(path, "calibration", sc.calibration,
+                                  f"node {node.name!r} is reached over " + ("ethernet (RoCE): the calibration must be a "
+                                  "parameter set with kind: roce_path" if roce else "pcie from the link card: the "
+                                  "calibration must be a card-path parameter set"))
+    check_nodes(path, sc, params)
+    for key, t in [("traffic", sc.traffic)] + [(f"flows[{i}].traffic", f.traffic) for i, f in enumerate(sc.flows)]:
+        resolve_gaps_file(path, key, t)
+    measured_path = None
+    if sc.measured is not None:
+        measured_path = (path.parent / sc.measured).resolve()
+        if not measured_path.is_file():
+            raise ConfigError(path, "measured", sc.measured, f"no such file ({measured_path})")
+    return LoadedScenario(path, sc, params, measured_path)
+
+
+def _faults_on(sc: Scenario) -> frozenset[str]:
+    f = sc.faults
+    if f is None:
+        return frozenset()
+    return frozenset(k for k, on in (("corrupt_piece", f.corrupt_piece), ("drop_frame", f.drop_frame),
+                                    ("stall", f.stall), ("host_freeze", f.host_freeze)) if on)
+
+
+def check_nodes(path: Path, sc: Scenario, params) -> None:
+    """Every node's device exists in ``params`` and its model can stand where the scenario puts it
+    (asked of the model registry); a user RTL block's files exist and declare its top; a udp
+    bridge's host resolves. Raises :class:`ConfigError` naming file, key and value."""
+    from twin.calibration.roce import RoceParamSet
+    from twin.runtime.functions import lookup
+    g = sc.graph()
+    mesh = bool(sc.flows)
+    pairs: dict[str, int] = {}
+    fn_of: dict[str, str] = {}
+    if mesh:
+        for r in g.graph["routes"]:
+            for v in (r.card, r.consumer):
+                pairs[v] = pairs.get(v, 0) + 1
+                fn_of.setdefault(v, r.function)
+    faults = _faults_on(sc)
+    for i, node in enumerate(sc.nodes):
+        if node.kind == "consumer" and node.device not in params.consumers:
+            raise ConfigError(path, f"nodes[{i}].device", node.device,
+                              f"not a consumer of {Path(sc.calibration).name} (have: {', '.join(params.consumers)})")
+        if node.kind not in ("consumer", "link_card"):
+            if node.model != "sim":
+                raise ConfigError(path, f"nodes[{i}].model", node.model,
+                                  refusal(node.kind, node.model, Situation()) or f"a {node.kind} is model sim")
+            continue
+        if mesh and node.name not in pairs:
+            continue  # no flow passes it
+        situation = Situation(
+            device_kind=params.consumers[node.device].kind if node.kind == "consumer" else None,
+            path="roce" if isinstance(params, RoceParamSet) else "card",
+            queue_pairs=pairs.get(node.name, 1), frame_bytes=sc.frame_bytes,
+            function=lookup(fn_of.get(node.name, sc.function)), faults=faults, study="mesh" if mesh else "run")
+        why = refusal(node.kind, node.model, situation)
+        if why:
+            from twin.runtime.functions import cannot_serve
+            key, value = f"nodes[{i}].model", node.model
+            if why == cannot_serve(situation.function, node.model):  # the function is what cannot be served
+                key, value = "function", situation.function.name
+            raise ConfigError(path, key, value, f"nodes[{i}] ({node.name}) is model {node.model}: {why}")
+        if node.bridge is not None and node.bridge.backend == "udp":
+            import socket
+            try:
+                socket.getaddrinfo(node.bridge.host, node.bridge.port, socket.AF_INET, socket.SOCK_DGRAM)
+            except (socket.gaierror, UnicodeError) as e:
+                raise ConfigError(path, f"nodes[{i}].bridge.host", node.bridge.host,
+                                  f"cannot resolve it to an IPv4 address ({getattr(e, 'strerror', None) or e})") from None
+        for j, src in enumerate(node.rtl.sources if node.rtl else ()):
+            if not (path.parent / src).is_file():
+                raise ConfigError(path, f"nodes[{i}].rtl.sources[{j}]", src,
+                                  f"no such file ({(path.parent / src).resolve()})")
+        if node.rtl:
+            from twin.rtl.build import check_user_block
+            check_user_block(path, i, node.rtl.top, node.rtl.sources)
+
+
+def resolve_gaps_file(path: Path, key: str, traffic) -> None:
+    """A ``gaps: {distribution: file}`` block: resolve its file relative to the scenario, read it
+    (one duration per line) and keep its absolute path. Raises :class:`ConfigError`."""
+    from twin.scenario.schema import read_gaps
+    g = traffic.gaps
+    if g is None or g.distribution != "file":
+        return
+    f = (path.parent / g.file).resolve()
+    if not f.is_file():
+        raise ConfigError(path, f"{key}.gaps.file", g.file, f"no such file ({f})")
+    try:
+        read_gaps(f)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError(path, f"{key}.gaps.file", g.file, str(e)) from None
+    g.file = str(f)
