@@ -237,7 +237,8 @@ def test_percentiles_ordered_and_on_the_card_clock(default_run):
 def test_rounds_csv(default_run):
     path = default_run["out"] / "rounds.csv"
     lines = path.read_text().splitlines()
-    assert lines[0] == "consumer,round,t_in_ps,t_have_ps,rtt_ps,loop_ps"
+    hops = ["t_send", "t_in", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have", "t_back"]
+    assert lines[0] == "consumer,round,rtt_ps,loop_ps," + ",".join(f"{h}_ps" for h in hops)
     assert len(lines) - 1 == len(CONSUMERS) * ROUNDS
     rows = read_rounds(path)
     assert list(rows) == CONSUMERS
@@ -247,6 +248,9 @@ def test_rounds_csv(default_run):
             assert r["rtt_ps"] == r["t_have_ps"] - r["t_in_ps"], (name, r)
             assert r["t_in_ps"] % CARD_CLOCK_PS == 0 and r["t_have_ps"] % CARD_CLOCK_PS == 0, (name, r)
             assert r["rtt_ps"] > 0
+            # the hops are in order and their stages add up to the round trip exactly
+            inner = [r[f"{h}_ps"] for h in hops[1:-1]]
+            assert inner == sorted(inner) and sum(b - a for a, b in zip(inner, inner[1:])) == r["rtt_ps"], (name, r)
             # generator on the card: no link, so generator to generator is the card-boundary trip
             assert r["loop_ps"] == r["rtt_ps"], (name, r)
         # closed loop, one in flight, on the card's clock, no gap: the next request enters the

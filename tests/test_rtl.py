@@ -322,7 +322,7 @@ def test_trace_writes_a_vcd_for_the_window(tmp_path, card_lib, v80_lib, capsys):
                  "--trace", "2:3", "--quiet", "--no-plot"]) == 0
     wrote = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
     assert wrote.endswith(f", {out / 'waves.v80.card.vcd'}, {out / 'waves.v80.v80.vcd'}"), wrote
-    rounds = np.loadtxt(out / "rounds.csv", delimiter=",", skiprows=1, usecols=(2, 3), dtype=np.int64)
+    rounds = np.loadtxt(out / "rounds.csv", delimiter=",", skiprows=1, usecols=(5, 13), dtype=np.int64)  # t_in_ps, t_have_ps
     for node in ("u55c", "v80"):
         f = out / f"waves.v80.{'card' if node == 'u55c' else 'v80'}.vcd"
         text = f.read_text()

@@ -62,20 +62,29 @@ def write_results_json(study: StudyResult, path: Path) -> None:
     path.write_text(json.dumps(results_document(study), indent=2, sort_keys=True) + "\n")
 
 
+HOP_COLUMNS = ("t_send", "t_in", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have", "t_back")
+
+
 def write_rounds_csv(study: StudyResult, path: Path) -> None:
-    """Per-round CSV: consumer (the scenario's node name), round, t_in_ps, t_have_ps, rtt_ps,
-    loop_ps (integer picoseconds). ``rtt_ps`` is the card-boundary round trip; ``loop_ps`` generator
-    to generator (equal to ``rtt_ps`` when the generator sits on the card)."""
+    """Per-round CSV: consumer (the scenario's node name), round, rtt_ps, loop_ps, then every hop's
+    instant (integer picoseconds; -1 where a node does not expose it, e.g. inside RTL):
+    t_send, t_in, issue, land, seen, start, reply, publish, rland, t_have, t_back
+    (:mod:`twin.engine.hops`). ``rtt_ps`` is the card-boundary round trip (t_have - t_in);
+    ``loop_ps`` generator to generator (t_back - t_send)."""
     with path.open("w") as f:
-        f.write("consumer,round,t_in_ps,t_have_ps,rtt_ps,loop_ps\n")
+        f.write("consumer,round,rtt_ps,loop_ps," + ",".join(f"{c}_ps" for c in HOP_COLUMNS) + "\n")
         for run in study.runs:
             r = run.result
             n = len(r.t_in)
-            cols = np.column_stack([np.arange(1, n + 1), r.t_in, r.t_have, r.rtt_ps, r.loop_ps])
+            h = r.hops
+            unknown = np.full(n, -1, np.int64)
+            inner = [getattr(h, c) if h is not None else unknown for c in HOP_COLUMNS[2:-2]]
+            cols = np.column_stack([np.arange(1, n + 1), r.rtt_ps, r.loop_ps, r.t_send, r.t_in, *inner, r.t_have,
+                                    r.t_back])
             chunk = 200_000
             for i in range(0, n, chunk):
                 block = cols[i:i + chunk]
-                f.write("".join(f"{run.node},{a},{b},{c},{d},{e}\n" for a, b, c, d, e in block.tolist()))
+                f.write("".join(f"{run.node}," + ",".join(map(str, row)) + "\n" for row in block.tolist()))
 
 
 def print_table(study: StudyResult, console: Console) -> None:
@@ -109,6 +118,26 @@ def print_table(study: StudyResult, console: Console) -> None:
         if "deadline_ns" in s:
             console.print(f"{run.node}: {s['deadline_misses']:,} of {s['rounds']:,} rounds over the "
                           f"{s['deadline_ns'] / 1000:g} µs deadline")
+    print_budget(study, console)
+
+
+def print_budget(study: StudyResult, console: Console) -> None:
+    """Where the time goes: per consumer, each stage of the round trip in the median round (ns and
+    share) and its mean over the slowest 1 % of rounds (twin.engine.hops)."""
+    runs = [r for r in study.runs if r.summary.get("budget")]
+    if not runs:
+        return
+    stages = list(dict.fromkeys(b["stage"] for r in runs for b in r.summary["budget"]))
+    tb = Table(title="latency budget: the median round's stages in ns (share), and the mean over the slowest 1 %")
+    tb.add_column("consumer", no_wrap=True)
+    for st in stages:
+        tb.add_column(st.replace("+", "+\n"), justify="right")
+    for r in runs:
+        by = {b["stage"]: b for b in r.summary["budget"]}
+        tb.add_row(r.node, *[f"{by[st]['median_round_ns']:.0f} ({100 * by[st]['share_median_round']:.0f}%)"
+                             if st in by else "-" for st in stages])
+        tb.add_row("  slowest 1 %", *[f"{by[st]['p99_rounds_mean_ns']:.0f}" if st in by else "-" for st in stages])
+    console.print(tb)
 
 
 def plot_histograms(study: StudyResult, path: Path, bin_ps: int | None = None) -> None:

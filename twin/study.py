@@ -99,7 +99,7 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
         measured = (load_roce_measured if roce else load_measured)(loaded.measured_path)
     else:
         measured = None
-    traffic = sc.traffic_params(rounds)
+    traffic = sc.traffic_params(rounds)  # gaps files were resolved at load
     for i, node in enumerate(sc.nodes):  # a user's RTL that will not build is the scenario's error
         if node.rtl is not None:
             from twin.rtl.build import build_user_block
@@ -110,12 +110,13 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
             spec = roce_loop_spec(loaded.params, node.device, traffic, seed, sc.slots,
                                   None if sc.encoding == "default" else sc.encoding,
                                   sc.faults.plan() if sc.faults else FaultPlan(), lookup(sc.function).id, node.model,
-                                  switch_hops=sc.roce_hops(node.name) or 0)
+                                  switch_hops=sc.roce_hops(node.name) or 0,
+                                  bridge=node.bridge.settings() if node.bridge else None)
         else:
             spec = loop_spec(loaded.params, node.device, traffic, seed, sc.slots,
                              None if sc.encoding == "default" else sc.encoding, sc.external_control(),
                              sc.faults.plan() if sc.faults else FaultPlan(), lookup(sc.function).id, node.model,
-                             sc.card_model(), _rtl_config(loaded, node, trace),
+                             sc.card_model(), rtl_config(loaded, node, trace),
                              bridge=node.bridge.settings() if node.bridge else None)
         cb = (lambda n, name=node.name: progress(name, n)) if progress else None
         failure = None
@@ -141,6 +142,9 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
         if failure is not None:  # a live run stopped early: the rounds it completed, and what was asked
             s["rounds"], s["rounds_requested"] = int(len(res.t_in)), int(rounds)
         s.update(summary_ns(res.rtt_ps))
+        if res.hops is not None:
+            from twin.engine.hops import budget
+            s["budget"] = budget(res.t_in, res.t_have, res.hops)
         if sc.faults and "faults" in res.stats:
             s["faults"] = res.stats["faults"]
             if sc.faults.host_freeze:
@@ -183,7 +187,7 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
     return StudyResult(loaded, rounds, seed, engine, runs, measured)
 
 
-def _rtl_config(loaded: LoadedScenario, node, trace):
+def rtl_config(loaded: LoadedScenario, node, trace):
     """RTL options of one loop (``None`` when neither its card nor its consumer is RTL)."""
     if "rtl" not in (node.model, loaded.scenario.card_model()):
         return None

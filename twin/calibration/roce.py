@@ -196,7 +196,8 @@ def roce_paths(params: RoceParamSet, consumer: str, switch_hops: int = 0) -> tup
 
 def roce_loop_spec(params: RoceParamSet, consumer: str, traffic: TrafficParams, seed: int, slots: int = 16,
                    encoding: str | None = None, faults: FaultPlan = FaultPlan(), function: int = 0,
-                   model: str = "sim", switch_hops: int = 0, slot_bytes: int = 64) -> LoopSpec:
+                   model: str = "sim", switch_hops: int = 0, slot_bytes: int = 64,
+                   bridge: object | None = None) -> LoopSpec:
     """The RoCE loop for ``consumer`` (a :class:`LoopSpec` both engines run). The controller is on
     the card side, so ``aurora`` is ``None``; the jitter is the consumer's host path class's.
     ``slot_bytes``: the queues' slot size, 64 by default (Backline: 16-byte payloads in 64-byte
@@ -210,7 +211,7 @@ def roce_loop_spec(params: RoceParamSet, consumer: str, traffic: TrafficParams, 
     return LoopSpec(name=consumer, card=card, consumer=c.params(encoding), traffic=traffic,
                     request_link=req, reply_link=rep,  # type: ignore[arg-type]  (any Wire serves)
                     jitter_ps=int(round(host.path(c.path).jitter_ns * PS_PER_NS)), aurora=None, slots=slots,
-                    seed=seed, faults=faults, function=function, model=model, slot_bytes=slot_bytes)
+                    seed=seed, faults=faults, function=function, model=model, slot_bytes=slot_bytes, bridge=bridge)
 
 
 # -- measured numbers and the fit ---------------------------------------------------------------

@@ -27,15 +27,23 @@ SCHEMA = "twin.mesh-results/1"
 def mesh_document(loaded, res: MeshResult, seed: int) -> dict:
     """The results.json mapping of a mesh run."""
     sc = loaded.scenario
+    from twin.engine.hops import budget
+    from twin.units import time_ps
     flows = []
     for r, ft in zip(res.routes, res.flows):
         f = sc.flows[r.flow]
+        extra = {"budget": budget(ft.t_in, ft.t_have, ft.hops), "backlog_max": int(ft.stats.get("backlog_max", 0))}
+        if sc.faults:
+            extra["faults"] = ft.stats["faults"]
+        if sc.deadline:
+            extra["deadline_ns"] = time_ps(sc.deadline) / 1000
+            extra["deadline_misses"] = int((ft.loop_ps > time_ps(sc.deadline)).sum())
         flows.append({"flow": r.flow, "from": r.generator, "via": r.card, "to": r.consumer, "function": r.function,
                       "route": list(r.nodes), "traffic": f.traffic.model_dump(), "rounds": int(len(ft.t_in)),
                       "mismatches": int((~ft.ok).sum()), "rtt": summary_ns(ft.rtt_ps), "loop": summary_ns(ft.loop_ps),
                       "wait": {"mean_ns": round(float(ft.wait_ps.mean()) / 1000, 3),
                                "p99_ns": float(np.percentile(ft.wait_ps, 99, method="inverted_cdf")) / 1000,
-                               "waited_fraction": round(float((ft.wait_ps > 0).mean()), 6)}})
+                               "waited_fraction": round(float((ft.wait_ps > 0).mean()), 6)}, **extra})
     return {"schema": SCHEMA, "scenario": sc.name, "calibration": loaded.params.name, "seed": seed,
             "frame_bytes": sc.frame_bytes, "flows": flows, "shared": res.stats["links"],
             "consumers": res.stats["consumers"]}
@@ -46,6 +54,12 @@ def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     sc = loaded.scenario
+    if args.engine == "direct":
+        raise ConfigError(loaded.path, "flows", "[...]", "--engine direct computes one flow alone; a mesh's flows "
+                          "contend for links and consumers, so it runs on the event engine (--engine auto or event)")
+    if getattr(args, "trace", None):
+        raise ConfigError(loaded.path, "flows", "[...]", "--trace writes waveforms of one loop's RTL nodes; run "
+                          "the RTL node in a loop scenario to trace it")
     if not isinstance(loaded.params, ParamSet):
         raise ConfigError(loaded.path, "calibration", sc.calibration, "a mesh needs a card-path parameter set")
     from twin.cli import check_out_folder
@@ -54,8 +68,10 @@ def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=args.quiet) as bar:
         task = bar.add_task("replies (all flows)", total=None)
+        from twin.study import rtl_config
         res = run_mesh(sc, loaded.params, rounds=args.rounds, seed=seed,
-                       progress=lambda d, t: bar.update(task, completed=d, total=t))
+                       progress=lambda d, t: bar.update(task, completed=d, total=t),
+                       rtl_config=lambda node: rtl_config(loaded, node, None))
     out.mkdir(parents=True, exist_ok=True)
     doc = mesh_document(loaded, res, seed)
     (out / "results.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
@@ -71,6 +87,14 @@ def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
     console.print(tb)
     for name, c in doc["consumers"].items():
         console.print(f"{name}: served {c['served']:,}, utilisation {100 * c['utilisation']:.1f} %")
+    for f in doc["flows"]:
+        if "faults" in f:
+            inj, det = f["faults"]["injected"], f["faults"]["detected"]
+            console.print(f"flow {f['flow']}: faults injected " + ", ".join(f"{k} {v}" for k, v in inj.items())
+                          + "; detected " + ", ".join(f"{k} {v}" for k, v in det.items()))
+        if "deadline_ns" in f:
+            console.print(f"flow {f['flow']}: {f['deadline_misses']:,} of {f['rounds']:,} rounds over the "
+                          f"{f['deadline_ns'] / 1000:g} µs deadline")
     if not args.no_csv:
         with (out / "rounds.csv").open("w") as fh:
             fh.write("flow,round,t_in_ps,t_have_ps,rtt_ps,loop_ps,wait_ps\n")
@@ -81,7 +105,8 @@ def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
     if not args.no_plot:
         _plot(res, out / "histograms.png")
     console.print(f"wrote {out / 'results.json'}")
-    return 1 if any(f["mismatches"] for f in doc["flows"]) else 0
+    injected = [f.get("faults", {}).get("injected", {}).get("corrupt_piece", 0) for f in doc["flows"]]
+    return 1 if any(f["mismatches"] != k for f, k in zip(doc["flows"], injected)) else 0
 
 
 def _plot(res: MeshResult, path: Path, bin_ps: int = 4000) -> None:

@@ -166,7 +166,7 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
                mode: str = "inline", hosting: HostingParams = HostingParams(), cost: CostModel | None = None,
                traffic: TrafficParams | None = None, seed: int = 0, slots: int = 16, encoding: str | None = "classic",
                external_control: bool = False, progress=None, engine: str = "event",
-               verify_rounds: int = 10_000) -> DecodeRun:
+               verify_rounds: int = 10_000, model: str = "sim", bridge=None, rtl=None) -> DecodeRun:
     """Run every shot of ``workload`` through the loop to consumer ``device`` of ``params``.
 
     traffic: closed loop by default (one request in flight); an open-loop ``TrafficParams`` streams
@@ -181,6 +181,8 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     with replies from the consumer's batch, and the event model over the first ``verify_rounds``
     requests, whose timestamps and replies must be identical (:class:`twin.study.EngineDisagreement`
     otherwise); other modes, and runs where requests queue for a slot, use the event model.
+    model / bridge / rtl: what stands for the consumer (any registered model; ``bridge`` for live,
+    ``rtl`` a :class:`twin.rtl.loop.RtlConfig`); ``params`` may be a card-path or a RoCE parameter set.
     Raises KeyError for an unknown device, :class:`twin.qec.cost.CostError` when the device kind
     cannot serve the decoder under the cost model, ValueError for a bad mode or engine.
     """
@@ -192,7 +194,13 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     n = workload.requests
     traffic = replace(traffic or TrafficParams(), rounds=n, frame_bytes=workload.frame_bytes)
     fn = session_function(decoder, workload.name)
-    spec = loop_spec(params, device, traffic, seed, slots, encoding, external_control, function=fn.id)
+    from twin.calibration.roce import RoceParamSet, roce_loop_spec
+    if isinstance(params, RoceParamSet):  # the RoCE v2 path: the controller FPGA's ERNIC -> NIC -> consumer
+        spec = roce_loop_spec(params, device, traffic, seed, slots, encoding, function=fn.id, model=model,
+                              bridge=bridge)
+    else:
+        spec = loop_spec(params, device, traffic, seed, slots, encoding, external_control, function=fn.id,
+                         model=model, rtl=rtl, bridge=bridge)
     c = spec.consumer
     events = workload.cumulative_detectors().sum(axis=1)
     clock_ps = c.poll_period_ps if c.kind == "fpga" else 4000
@@ -248,7 +256,7 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
 
     res = None
     used, checked = "event", n
-    if engine == "auto" and mode in ("inline", "external_self"):
+    if engine == "auto" and mode in ("inline", "external_self") and model == "sim":
         gp = hosting.general_path_ps if c.kind == "gpu" else 0
         extra_ps = compute + gp + (hosting.omp_self_ps if mode == "external_self" else 0)
         try:

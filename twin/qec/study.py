@@ -44,12 +44,13 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from twin.calibration.params import ParamSet, load_params
 from twin.config import ConfigError, load_model
 from twin.qec.hosting import MODES, HostingParams, check_mode, load_hosting
-from twin.scenario import Traffic, _duration
+from twin.config import Located
+from twin.scenario import Bridge, Traffic, _duration
 from twin.stats import summary_ns
 from twin.units import time_ps
 
@@ -68,10 +69,21 @@ class Cost(_Strict):
 
 
 class Placement(_Strict):
-    """Where the decoder runs: a consumer of the parameter set and a hosting mode."""
+    """Where the decoder runs: a consumer of the parameter set, a hosting mode, and the model that
+    stands for the consumer (``sim``, ``code``, ``rtl``, ``live`` with its ``bridge``)."""
 
     device: str
     mode: Literal[MODES] = "inline"  # type: ignore[valid-type]
+    model: Literal["sim", "code", "rtl", "live"] = "sim"
+    bridge: Bridge | None = None
+
+    @model_validator(mode="after")
+    def _bridge(self):
+        if self.model == "live" and self.bridge is None:
+            raise Located(("bridge",), "<missing>", "model live needs a bridge block (backend: shm | cuda | udp)")
+        if self.model != "live" and self.bridge is not None:
+            raise Located(("bridge",), self.bridge.backend, f"a bridge block is for model live, not {self.model}")
+        return self
 
 
 class Decode(_Strict):
@@ -135,7 +147,13 @@ def load_decode(path: str | Path) -> LoadedDecode:
     if not cal.is_file():
         raise ConfigError(path, "calibration", sc.calibration, f"no such file ({cal})")
     check_not_a_scenario(path, "calibration", sc.calibration, cal)
-    params = load_params(cal)
+    from twin.calibration.roce import RoceParamSet, load_any_params
+    params = load_any_params(cal)
+    if isinstance(params, RoceParamSet) and sc.control != "on_card":
+        raise ConfigError(path, "control", sc.control, "a RoCE parameter set's controller is the FPGA itself "
+                          "(its ERNIC sends the requests): control: on_card")
+    from twin.scenario.load import resolve_gaps_file
+    resolve_gaps_file(path, "traffic", sc.traffic)
     for i, pl in enumerate(sc.decode.placements):
         if pl.device not in params.consumers:
             raise ConfigError(path, f"decode.placements[{i}].device", pl.device,
@@ -347,10 +365,8 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     pm, pm_how = _pymatching_direct(w.circuit, w.detectors)
     pm_errors = None if pm is None else int((pm != w.observables).any(axis=1).sum())
     t = ld.sc.traffic
-    from twin.devices.generator import TrafficParams
-    traffic = TrafficParams(mode=t.mode, rounds=w.requests, frame_bytes=w.frame_bytes,
-                            period_ps=time_ps(t.period) if t.period else 0, clock=t.clock,
-                            clock_ps=time_ps(t.clock_period), ppm=t.ppm, gap_ps=time_ps(t.gap))
+    from twin.scenario import traffic_params
+    traffic = traffic_params(t, w.requests, w.frame_bytes)
     deadline_ps = time_ps(sc.deadline) if sc.deadline else None
     doc = {"schema": "twin.decode/1", "scenario": sc.name, "calibration": ld.params.name,
            "hosting": ld.hosting.__dict__, "seed": seed,
@@ -361,7 +377,9 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
                         "one QEC round's detection events (the consumer decodes the shot's events so far)"},
            "decoder": {"kind": d.decoder, "name": decoder.name, "function": d.function},
            "traffic": {"mode": t.mode, "period_ns": time_ps(t.period) / 1000 if t.period else None,
-                       "clock": t.clock, "control": sc.control},
+                       "clock": t.clock, "control": sc.control,
+                       **({"in_flight": t.in_flight} if t.in_flight != 1 else {}),
+                       **({"gaps": t.gaps.model_dump(exclude_none=True)} if t.gaps else {})},
            "deadline_ns": deadline_ps / 1000 if deadline_ps else None,
            "interval": {"method": d.interval, "confidence": d.confidence},
            "stim_pymatching": None, "placements": []}
@@ -372,6 +390,18 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     else:
         doc["stim_pymatching"] = {"logical_errors": None, "how": pm_how}
     runs = []
+    from twin.calibration.roce import RoceParamSet
+    from twin.nodes.registry import Situation, refusal
+    from twin.qec.loop import session_function
+    fn = session_function(decoder, w.name)
+    for i, pl in enumerate(d.placements):  # before any loop runs: can each model stand there?
+        why = refusal("consumer", pl.model, Situation(
+            device_kind=ld.params.consumers[pl.device].kind,
+            path="roce" if isinstance(ld.params, RoceParamSet) else "card", frame_bytes=w.frame_bytes,
+            function=fn, study="decode", hosting=pl.mode))
+        if why:
+            from twin.config import ConfigError
+            raise ConfigError(ld.path, f"decode.placements[{i}].model", pl.model, why)
     for pl in d.placements:
         cost = CostModel(how=d.cost.how, scale=d.cost.scale,
                          fixed_ns=time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None)
@@ -381,13 +411,15 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
                            traffic=traffic, seed=seed, slots=sc.slots,
                            encoding="classic" if sc.encoding == "default" else sc.encoding,
                            external_control=sc.control == "aurora", progress=cb, engine=engine,
-                           verify_rounds=verify_rounds)
+                           verify_rounds=verify_rounds, model=pl.model,
+                           bridge=pl.bridge.settings() if pl.bridge else None)
         except FunctionFailed as e:
             raise function_failure(ld, w, e) from None
         runs.append(r)
         res = r.result
         le_loop, le_direct = r.logical_errors_loop, r.logical_errors_direct
-        s = {"device": pl.device, "mode": pl.mode, "function": {"id": r.function.id, "name": r.function.name},
+        s = {"device": pl.device, "mode": pl.mode, **({"model": pl.model} if pl.model != "sim" else {}),
+             "function": {"id": r.function.id, "name": r.function.name},
              "kind": ld.params.consumers[pl.device].kind, "shots": shots, "requests": w.requests,
              "identical_corrections": int((r.corrections == r.direct).all(axis=1).sum()),
              "card_mismatches": int(res.stats.get("mismatches", 0)), "engine": r.extra["engine"],
