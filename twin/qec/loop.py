@@ -252,7 +252,7 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
         kept = res.stats.pop("replies")
         corr = np.frombuffer(b"".join(kept), np.uint8).reshape(len(kept), decoder.reply_bytes) if kept else \
             np.zeros((0, decoder.reply_bytes), np.uint8)
-        return res, corr, made[0]
+        return res, corr, (made[0] if made else None)  # an RTL consumer times itself: no hosting
 
     res = None
     used, checked = "event", n
@@ -282,10 +282,13 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     else:
         res, corr, con = event_run(spec, progress)
     extra_batch = {"distinct_frames": replies.distinct, "decoded_on_the_spot": replies.on_the_spot}
-    extra = {"served": con.served, "engine": used, "replies_checked": checked, **extra_batch}
+    extra = {"served": con.served if con is not None else len(res.t_in), "engine": used, "replies_checked": checked,
+             **extra_batch}
     if mode == "chain":
         extra.update(waited_for_rearm=con.waited_for_rearm, trigger_ps=np.array(con.trigger_ps, np.int64))
-    return DecodeRun(workload, decoder, device, mode, fn, res, corr, direct, compute, cost.describe(),
+    described = cost.describe() if model in ("sim", "code") else \
+        {"how": "the Verilog's own cycles" if model == "rtl" else "measured on the live device"}
+    return DecodeRun(workload, decoder, device, mode, fn, res, corr, direct, compute, described,
                      decode_wall, direct_wall, extra)
 
 
