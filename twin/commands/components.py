@@ -1,0 +1,34 @@
+"""``twin components [KIND] [--format text|markdown|json]``: the declared node and wire kinds.
+
+Each kind's parameters (unit, default, source), ports, statistics and registered models with what
+they support (:mod:`twin.nodes.listing`; the declarations are in :mod:`twin.nodes.kinds`).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from twin.nodes.listing import FORMATS, render
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add ``components`` to the ``twin`` subcommands (it sets ``handler``)."""
+    p = subparsers.add_parser("components", help="list the node kinds: parameters (unit, default, source), "
+                                                 "ports, statistics and registered models")
+    p.add_argument("kind", nargs="?", help="one kind only (e.g. link_card, consumer, pcie)")
+    p.add_argument("--format", choices=FORMATS, default="text", help="text (default), markdown (docs/components.md) "
+                                                                     "or json")
+    p.set_defaults(handler=cmd_components)
+    return p
+
+
+def cmd_components(args: argparse.Namespace, console=None) -> int:
+    """Print the listing on stdout (exactly, without console markup); an unknown kind: one line on
+    stderr naming it and the known kinds, exit 2."""
+    try:
+        text = render(args.kind, args.format)
+    except KeyError as e:
+        print(f"twin: error: {e.args[0]}", file=sys.stderr)
+        return 2
+    sys.stdout.write(text)
+    return 0

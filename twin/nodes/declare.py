@@ -1,0 +1,160 @@
+"""Node kinds declare themselves: parameters, ports and statistics, in code.
+
+The way SST elements declare themselves with their ELI macros, every node kind (control system,
+link card, consumer, NIC, switch) and every wire kind (aurora, pcie, ethernet) is one
+:class:`NodeKind` registered here with :func:`declare`. The declarations themselves live in one
+place, :mod:`twin.nodes.kinds`, loaded on the first lookup; ``twin components`` prints them
+(:mod:`twin.nodes.listing`) and ``docs/components.md`` is generated from them.
+
+This module does no I/O and imports no device module: the declarations (which read their defaults
+from the devices' dataclasses) are imported only when :func:`kinds` or :func:`kind` is first called.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+DIRECTIONS = ("in", "out", "memory")
+ROLES = ("node", "link")
+
+
+class _Required:
+    """The default of a parameter that has none: the scenario or calibration must give it."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "required"
+
+    def __reduce__(self):
+        return (_Required, ())
+
+
+REQUIRED = _Required()
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a node kind.
+
+    name: the parameter's name; a dotted name (``hosting.chain_trigger_ps``) is a field of a
+        nested parameter group, the last part the field's name.
+    unit: the unit the code holds it in (``ps`` inside the engines; ``ns`` or a quantity string
+        where the calibration file takes it so), or ``""`` for choices, counts and flags.
+    default: the code's default (:data:`REQUIRED` where there is none).
+    source: where the number comes from: ``"<seed file>: <what it says>"`` for a measured number,
+        ``"fitted: <file>"`` for a fitted one, ``"assumption"`` (with why) where the code assumes.
+    doc: one line.
+    of: ``"module:Class"``, the dataclass or settings model whose field this is (``""``: none).
+    key: where a scenario or a calibration file sets it (e.g. ``calibration card.engine_land_ns``).
+    """
+
+    name: str
+    unit: str
+    default: object
+    source: str
+    doc: str
+    of: str = ""
+    key: str = ""
+
+    @property
+    def field(self) -> str:
+        """The field name in ``of`` (the last part of a dotted name)."""
+        return self.name.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Port:
+    """One port: ``direction`` "in" (takes frames or calls), "out" (posts writes or calls out) or
+    "memory" (a memory region of the node that others post writes into)."""
+
+    name: str
+    direction: str
+    doc: str
+
+    def __post_init__(self):
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"port {self.name!r}: direction must be one of {', '.join(DIRECTIONS)}, "
+                             f"got {self.direction!r}")
+
+
+@dataclass(frozen=True)
+class Stat:
+    """One statistic the code reports: ``name`` as the code (or results.json) spells it."""
+
+    name: str
+    unit: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class NodeKind:
+    """A node kind (``role`` "node": it has registered models) or a wire kind (``role`` "link")."""
+
+    name: str
+    doc: str
+    params: tuple[Param, ...] = ()
+    ports: tuple[Port, ...] = ()
+    stats: tuple[Stat, ...] = ()
+    role: str = "node"
+
+    def __post_init__(self):
+        if self.role not in ROLES:
+            raise ValueError(f"kind {self.name!r}: role must be one of {', '.join(ROLES)}, got {self.role!r}")
+        for what, items in (("parameter", self.params), ("port", self.ports), ("statistic", self.stats)):
+            names = [x.name for x in items]
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ValueError(f"kind {self.name!r} declares the {what} {', '.join(dup)} twice")
+
+    def param(self, name: str) -> Param:
+        """The parameter ``name``; raises KeyError naming the kind's parameters."""
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(f"{self.name} has no parameter {name!r} (parameters: {', '.join(p.name for p in self.params)})")
+
+
+_KINDS: dict[str, NodeKind] = {}
+
+
+def declare(kind: NodeKind) -> NodeKind:
+    """Register ``kind``; raises ValueError if a kind of that name is declared already."""
+    if kind.name in _KINDS:
+        raise ValueError(f"node kind {kind.name!r} is declared already")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def kinds(role: str | None = None) -> list[NodeKind]:
+    """Every declared kind in declaration order (only those of ``role`` "node" or "link" if given)."""
+    _load()
+    return [k for k in _KINDS.values() if role is None or k.role == role]
+
+
+def kind(name: str) -> NodeKind:
+    """The declared kind ``name``; raises KeyError naming the known kinds."""
+    _load()
+    k = _KINDS.get(name)
+    if k is None:
+        raise KeyError(f"no node kind {name!r} (known kinds: {', '.join(_KINDS)})")
+    return k
+
+
+_loaded = False
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        try:
+            importlib.import_module("twin.nodes.kinds")
+        except BaseException:
+            _KINDS.clear()  # a half-loaded set of declarations: the next lookup raises the same error
+            raise
+        _loaded = True

@@ -1,0 +1,436 @@
+"""Every node kind and wire kind of the twin, declared in one place (see :mod:`twin.nodes.declare`).
+
+What each declaration gives by hand is what the code cannot say: the unit, where the number comes
+from and one line of meaning. The defaults (and which fields exist) are read from the code — the
+devices' dataclasses and the calibration files' settings models — by :func:`_fields`, which
+refuses a declaration that names a field the class does not have or, unless ``partial``, leaves
+one of its fields out. So a field added to ``LinkCardParams`` without a declaration stops
+``twin components`` (and the tests) instead of drifting silently.
+
+Sources: ``amd-qblox-exchange-runtime.txt``, ``backline-paper-abstract.txt`` and
+``backline-announcement.txt`` are the seed files (measured numbers); ``calibrations/*.yaml``
+record each value's provenance; "fitted: <file>" names the fitted set; "assumption" says why.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+from typing import NamedTuple
+
+from twin.nodes.declare import REQUIRED, NodeKind, Param, Port, Stat, declare
+
+SEED = "amd-qblox-exchange-runtime.txt"
+BACKLINE = "backline-paper-abstract.txt, backline-announcement.txt"
+FIT_CARD = "fitted: calibrations/fitted/card_path.yaml"
+FIT_ROCE = "fitted: calibrations/fitted/backline_roce.yaml"
+FIT_HOSTING = "fitted: calibrations/hosting.yaml (at 64 B)"
+ROCE_PRIOR = "calibrations/backline_roce.yaml"
+
+LINK_CARD = "twin.devices.linkcard:LinkCardParams"
+CONSUMER = "twin.devices.consumer:ConsumerParams"
+HOSTING = "twin.qec.hosting:HostingParams"
+HOSTED = "twin.qec.hosting:HostedConsumer"
+TRAFFIC = "twin.devices.generator:TrafficParams"
+GAPS = "twin.devices.generator:Gaps"
+QBLOX = "twin.devices.qblox:QbloxCluster"
+SEQUENCER = "twin.devices.qblox:QbloxSequencer"
+CONTROLLER = "twin.calibration.roce:ControllerModel"
+NIC = "twin.calibration.roce:NicModel"
+ETHERNET = "twin.calibration.roce:EthernetModel"
+AURORA = "twin.links.aurora:Aurora64B66B"
+PCIE = "twin.links.pcie:PcieLink"
+PATH = "twin.calibration.params:PathModel"
+ROCE_PATH = "twin.links.roce:RoceV2Path"
+PACKETISER = "twin.links.roce:RoceV2Packetiser"
+
+
+class P(NamedTuple):
+    """What a declaration says of one field: unit, source, one line, and where it is set."""
+
+    unit: str
+    source: str
+    doc: str
+    key: str = ""
+
+
+def _cls(of: str) -> type:
+    mod, _, attr = of.partition(":")
+    return getattr(importlib.import_module(mod), attr)
+
+
+def code_defaults(of: str) -> dict[str, object]:
+    """The fields of ``of`` (``"module:Class"``: a dataclass, a pydantic model, or any other class's
+    keyword arguments) and their defaults in the code, in the code's order (:data:`REQUIRED`
+    where a field has none)."""
+    cls = _cls(of)
+    if dataclasses.is_dataclass(cls):
+        out = {}
+        for f in dataclasses.fields(cls):
+            if f.default is not dataclasses.MISSING:
+                out[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                out[f.name] = f.default_factory()
+            else:
+                out[f.name] = REQUIRED
+        return out
+    if hasattr(cls, "model_fields"):  # a pydantic settings model (a calibration file's section)
+        return {n: (REQUIRED if f.is_required() else f.get_default(call_default_factory=True))
+                for n, f in cls.model_fields.items()}
+    sig = inspect.signature(cls.__init__)
+    return {n: p.default for n, p in sig.parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY
+            or (p.default is not inspect.Parameter.empty and n != "self")}
+
+
+def _fields(of: str, spec: dict[str, P], prefix: str = "", partial: bool = False) -> tuple[Param, ...]:
+    """Params for the fields of ``of`` named in ``spec``, defaults read from the code, in the code's
+    order. Raises ValueError if ``spec`` names a field ``of`` does not have or (unless ``partial``)
+    leaves one out."""
+    have = code_defaults(of)
+    extra = [n for n in spec if n not in have]
+    missing = [] if partial else [n for n in have if n not in spec]
+    if extra or missing:
+        raise ValueError(f"declarations of {of} do not match its fields: "
+                         + "; ".join(x for x in (f"not fields: {', '.join(extra)}" if extra else "",
+                                                 f"not declared: {', '.join(missing)}" if missing else "") if x))
+    return tuple(Param(prefix + n, spec[n].unit, have[n], spec[n].source, spec[n].doc, of, spec[n].key)
+                 for n in have if n in spec)
+
+
+# -- the control system ----------------------------------------------------------------------------
+
+_TRAFFIC = {
+    "mode": P("", "scenario", "closed_loop (one request in flight per reply; the seeds' measurement) or "
+              "open_loop (one request every period)", "scenario traffic.mode"),
+    "rounds": P("", "scenario", "number of requests", "scenario rounds"),
+    "frame_bytes": P("B", f"{SEED}: the 64-byte frame of the measured round trips", "request payload size",
+                     "scenario frame_bytes"),
+    "period_ps": P("ps", "scenario", "open loop: the request period, a whole number of generator clock cycles",
+                   "scenario traffic.period"),
+    "clock": P("", f"{SEED}: traffic generated on the link card's FPGA, on its own clock",
+               "card (phase-locked to the card) or independent (own oscillator, random start phase)",
+               "scenario traffic.clock"),
+    "clock_ps": P("ps", f"{SEED}: the card's 250 MHz clock", "the generator clock's nominal period",
+                  "scenario traffic.clock_period"),
+    "ppm": P("ppm", "assumption: 0 (an ideal oscillator)", "independent clock: frequency offset",
+             "scenario traffic.ppm"),
+    "gap_ps": P("ps", "scenario", "closed loop: extra time between a reply and the next request",
+                "scenario traffic.gap"),
+    "drift_ppb_per_s": P("ppb/s", "assumption: 0 (no drift)", "independent clock: slow drift of its frequency "
+                         "offset", "scenario qblox.drift_ppb_per_s"),
+    "offset_ps": P("ps", "derived: a Qblox cluster's first publish instant", "independent clock: fixed delay "
+                   "added to every send instant", "derived from scenario qblox"),
+    "in_flight": P("", f"{SEED}: one request in flight", "closed loop: requests in flight",
+                   "scenario traffic.in_flight"),
+    "gaps": P("", "scenario", "random gaps between requests (a Gaps) instead of the fixed period or gap; "
+              "none: fixed"),
+}
+_GAPS = {
+    "kind": P("", "scenario", "fixed, uniform [a, b], exponential (mean a: Poisson arrivals) or file"),
+    "a_ps": P("ps", "scenario", "fixed gap, uniform minimum or exponential mean"),
+    "b_ps": P("ps", "scenario", "uniform maximum"),
+    "values_ps": P("ps", "scenario", "file: the gaps in order, repeated"),
+}
+_QBLOX = {
+    "device": P("", f"{SEED}: the Qblox Cluster", "device name", "scenario qblox.device"),
+    "sequencers": P("", "scenario", "the Q1 sequencers (name, Q1ASM program, measurements per round)",
+                    "scenario qblox.sequencers"),
+    "result_latency_ns": P("ns", "assumption: 0 unless the scenario gives it", "end of an acquisition to its "
+                           "result leaving the readout module", "scenario qblox.result_latency_ns"),
+    "trigger_network_ns": P("ns", f"assumption: parameterised latency of LINQ ({SEED}: results travel the LINQ "
+                            "feedback network)", "the intra-stack feedback network to the module driving the link",
+                            "scenario qblox.trigger_network_ns"),
+    "bits_per_measurement": P("", "assumption: one bit per ancilla", "syndrome bits per acquisition",
+                              "scenario qblox.bits_per_measurement"),
+    "clock": P("", f"{SEED}: the Qblox Cluster runs across a cable from an independent clock",
+               "independent (own 10 MHz reference) or card (phase-locked, for comparison)", "scenario qblox.clock"),
+    "ppm": P("ppm", "assumption: 0", "independent clock: frequency offset", "scenario qblox.ppm"),
+    "drift_ppb_per_s": P("ppb/s", "assumption: 0", "independent clock: drift of the offset",
+                         "scenario qblox.drift_ppb_per_s"),
+}
+_SEQUENCER = {
+    "name": P("", "scenario", "sequencer name (unique)"),
+    "program": P("", "scenario", "its Q1ASM program (timing from twin.devices.q1asm)"),
+    "measurements_per_round": P("", "scenario", "acquisitions that make up its share of one round's syndrome"),
+}
+
+declare(NodeKind(
+    "generator",
+    "The control system: issues requests (closed loop, open loop, random gaps) on its clock and takes the "
+    "replies. A Qblox Cluster (scenario qblox:) is a generator whose Q1 programs set the traffic.",
+    params=(_fields(TRAFFIC, _TRAFFIC) + _fields(GAPS, _GAPS, "gaps.") + _fields(QBLOX, _QBLOX, "qblox.")
+            + _fields(SEQUENCER, _SEQUENCER, "qblox.sequencers.")),
+    ports=(Port("send", "out", "requests towards the link card (over on_card or an Aurora link), at the send "
+                "instant"),
+           Port("reply", "in", "a reply is back at the control side")),
+    stats=(Stat("sent", "", "requests sent"),
+           Stat("received", "", "replies received"),
+           Stat("t_send", "ps", "send instant of every request"),
+           Stat("qblox.period_ns", "ns", "Qblox: the programs' round period"),
+           Stat("qblox.first_publish_ns", "ns", "Qblox: first round's publish instant"),
+           Stat("qblox.syndrome_bits", "", "Qblox: syndrome bits per round")),
+))
+
+# -- the link card ---------------------------------------------------------------------------------
+
+_CARD = {
+    "clock_ps": P("ps", f"{SEED}: 250 MHz bridge clock (4 ns timing resolution)", "the card's clock; every card "
+                  "timestamp is on its grid", "calibration card.clock"),
+    "bridge_bits": P("bit", f"{SEED}: whole frames as 512-bit words at 250 MHz", "bridge word: one per cycle",
+                     "calibration card.bridge_bits"),
+    "engine_land_ps": P("ps", f"{SEED}: 10 ns landing a request in accelerator memory", "the exchange engine "
+                        "landing a request", "calibration card.engine_land_ns"),
+    "reply_read_ps": P("ps", f"{SEED}: 40 ns reading the reply out of card memory", "reading a reply out",
+                       "calibration card.reply_read_ns"),
+    "reply_send_ps": P("ps", f"{SEED}: 30 ns sending it back", "sending the reply back towards the link",
+                       "calibration card.reply_send_ns"),
+    "reply_poll_period_ps": P("ps", "assumption: the card logic checks its own reply queue once a cycle",
+                              "reply poller period", "calibration card.reply_poll_period_ns"),
+}
+_CONTROLLER = {
+    "device": P("", f"{BACKLINE}: AMD Versal Premium VPK120 with the ERNIC", "controller device",
+                "calibration controller.device"),
+    "clock": P("quantity", f"{BACKLINE}: the FPGA's 200 MHz clock (5 ns resolution)", "controller clock",
+               "calibration controller.clock"),
+    "datapath_bits": P("bit", f"assumption: 512-bit AXI stream datapath ({ROCE_PRIOR})", "datapath word",
+                       "calibration controller.datapath_bits"),
+    "issue_ns": P("ns", f"assumption: two 200 MHz cycles ({ROCE_PRIOR})", "request in -> RDMA WRITE handed to "
+                  "the ERNIC", "calibration controller.issue_ns"),
+    "reply_read_ns": P("ns", f"assumption: two 200 MHz cycles ({ROCE_PRIOR})", "reading a landed reply",
+                       "calibration controller.reply_read_ns"),
+    "ernic_tx_ns": P("ns", f"assumption: not separable from the host path latency ({ROCE_PRIOR})",
+                     "ERNIC send queue -> first bit on the wire", "calibration controller.ernic_tx_ns"),
+    "ernic_rx_ns": P("ns", f"assumption: not separable from the host path latency ({ROCE_PRIOR})",
+                     "ERNIC last bit in -> bytes in FPGA memory", "calibration controller.ernic_rx_ns"),
+}
+
+declare(NodeKind(
+    "link_card",
+    "The Alveo U55C link card: bridge, exchange engine (posts each request into the consumer's request "
+    "queue) and reply poller (watches the reply queue in its own memory). On a RoCE route the FPGA "
+    "controller (VPK120 + ERNIC, calibration controller:) plays the card.",
+    params=_fields(LINK_CARD, _CARD) + _fields(CONTROLLER, _CONTROLLER, "controller."),
+    ports=(Port("submit", "in", "requests from the control side, at a card clock edge; frames pass the shared "
+                "bridge in arrival order"),
+           Port("requests", "out", "posted-write path into the consumer's request queue (slots x slot_bytes)"),
+           Port("replies", "memory", "the reply queue, in the card's own memory; the consumer posts its replies "
+                "here and the reply poller watches it"),
+           Port("on_reply", "out", "each reply (seq, t_in, t_have, ok) towards the control side")),
+    stats=(Stat("issued", "", "requests issued into the request queue"),
+           Stat("replies_seen", "", "replies read out"),
+           Stat("mismatches", "", "replies that did not match the reference answer (results.json: mismatches)"),
+           Stat("backlog_max", "", "most requests waiting for a free slot (results.json: backlog_max)"),
+           Stat("reply_timeouts", "", "replies not had within faults.timeout (results.json: "
+                "faults.detected.reply_timeouts)"),
+           Stat("card_polls", "", "reply poller polls (poller.polls)"),
+           Stat("reply_digest", "sha256", "digest of every reply read: sequence, status, payload"),
+           Stat("hops.t_in", "ps", "per round: the request enters the card"),
+           Stat("hops.issue", "ps", "per round: the engine issues its posted writes"),
+           Stat("hops.t_have", "ps", "per round: the card has read the reply"),
+           Stat("stage.card", "ps", "per round: t_in -> issue (bridge, landing logic, slot wait)"),
+           Stat("stage.card_poll", "ps", "per round: reply landed -> read out (poll and reply_read)")),
+))
+
+# -- consumers -------------------------------------------------------------------------------------
+
+_CONSUMER = {
+    "kind": P("", "calibration consumers.<name>.kind", "cpu (a core), gpu (a persistent kernel) or fpga (logic)",
+              "calibration consumers.<name>.kind"),
+    "poll_period_ps": P("ps", f"{FIT_CARD} (GPUs: consumers.mi210/mi355x.poll_period_ns); assumption for CPU "
+                        "cores (one spin-loop iteration, ~10 ns) and FPGA logic (a 250 MHz clock)",
+                        "time between two polls of the request queue",
+                        "calibration consumers.<name>.poll_period_ns (fpga: clock_ns)"),
+    "poll_cost_ps": P("ps", "assumption: a load that misses after the card's write invalidated the line (~100 ns, "
+                      "calibrations/card_path.yaml); GPU: its poll period; FPGA: 0",
+                      "a poll's instant to its answer", "calibration consumers.<name>.poll_cost_ns"),
+    "service_ps": P("ps", f"{SEED}: the V80's logic answers 28 ns after it sees a request (fpga answer_ns); "
+                    "assumption for CPU/GPU echo bodies (calibrations/card_path.yaml)",
+                    "the function body: having the request -> the reply's first write",
+                    "calibration consumers.<name>.service_ns (fpga: answer_ns)"),
+    "encoding": P("", f"{SEED}: GPUs and the EPYC 7282 use per-piece at 64 B; the V80 publishes last",
+                  "classic (sequence word last) or per_piece (self-validating 16-byte pieces)",
+                  "calibration consumers.<name>.encoding; scenario encoding"),
+    "read_ps": P("ps", "assumption: one dependent load (CPU: poll_cost; GPU: one poll period; FPGA: 0)",
+                 "classic: the dependent read of the payload after the publish word",
+                 "calibration consumers.<name>.read_ns"),
+    "piece_check_ps": P("ps", "assumption: checking one 16-byte piece's sequence number (calibrations/card_path.yaml)",
+                        "per_piece: per-piece check", "calibration consumers.<name>.piece_check_ns"),
+    "fence_ps": P("ps", "assumption: release fence cost (calibrations/card_path.yaml); FPGA: 0, it relies on "
+                  "posted-write order", "classic: fence between reply data and ready word",
+                  "calibration consumers.<name>.fence_ns"),
+    "poll_phase_ps": P("ps", "drawn from the run's seed unless given", "first poll instant (0 <= phase < period)"),
+}
+_HOSTING = {
+    "general_path_ps": P("ps", FIT_HOSTING, "runtime's general path for a user function on a GPU (dispatch by id)",
+                         "calibrations/hosting.yaml general_path_ns"),
+    "worker_handoff_ps": P("ps", FIT_HOSTING, "worker: device-queue push and the worker's poll",
+                           "calibrations/hosting.yaml worker_handoff_ns"),
+    "omp_self_ps": P("ps", FIT_HOSTING, "external_self: the region's own next/complete and routing",
+                     "calibrations/hosting.yaml omp_self_ns"),
+    "omp_routed_ps": P("ps", FIT_HOSTING, "external_routed: routing to the region",
+                       "calibrations/hosting.yaml omp_routed_ns"),
+    "chain_trigger_ps": P("ps", f"{SEED}: the trigger reaches the first kernel in 1.92 us (median)",
+                          "chain: median store -> first kernel", "calibrations/hosting.yaml chain_trigger_ns"),
+    "chain_trigger_jitter_ps": P("ps", "assumption: exponential, scale = the fitted P2P jitter "
+                                 "(calibrations/hosting.yaml)", "chain: the trigger's spread",
+                                 "calibrations/hosting.yaml chain_trigger_jitter_ns"),
+    "chain_complete_ps": P("ps", "assumption: one MI210 poll period, a load of the completion signal "
+                           "(calibrations/hosting.yaml)", "chain: completion signal -> reply",
+                           "calibrations/hosting.yaml chain_complete_ns"),
+    "rearm_mean_ps": P("ps", FIT_HOSTING, "chain: mean of the host thread's exponential re-arm time",
+                       "calibrations/hosting.yaml rearm_mean_ns"),
+}
+_HOSTED = {
+    "mode": P("", f"{SEED}: inline, resident worker, external, kernel chain", "hosting mode: inline, worker, "
+              "external_self, external_routed or chain (FPGA logic: inline only; chain: GPU only)",
+              "twin decode --hosting"),
+}
+
+declare(NodeKind(
+    "consumer",
+    "A CPU core, GPU persistent kernel or FPGA logic that polls its request queue, runs the function and "
+    "posts the reply into the card's reply queue; one serving thread per node serves its queues first come "
+    "first served. Hosting modes (twin decode) set how the function is hosted.",
+    params=_fields(CONSUMER, _CONSUMER) + _fields(HOSTED, _HOSTED, "hosting.", partial=True)
+    + _fields(HOSTING, _HOSTING, "hosting."),
+    ports=(Port("requests", "memory", "the request queue, in the consumer's memory (host memory for a CPU, "
+                "device memory for a GPU or FPGA): slots x slot_bytes; the card posts requests here"),
+           Port("reply", "out", "posted-write path into the card's reply queue (classic: data, fence, ready word; "
+                "per_piece: one burst)")),
+    stats=(Stat("served", "", "requests served (this queue)"),
+           Stat("consumer_polls", "", "polls of the request queue (poller.polls)"),
+           Stat("poller.hits", "", "polls that found a request"),
+           Stat("poll_phase_ps", "ps", "the poll phase this run used"),
+           Stat("threads.served", "", "requests served by the node's serving thread (results.json: shared.threads)"),
+           Stat("threads.busy_ps", "ps", "time the serving thread was busy, poll cost included"),
+           Stat("hosting.waited_for_rearm", "", "chain: requests that waited for the host to re-arm the chain"),
+           Stat("hosting.trigger_ps", "ps", "chain: the trigger's own latency per request"),
+           Stat("hops.seen", "ps", "per round: the poll that saw the request has its answer"),
+           Stat("hops.start", "ps", "per round: the serving thread takes it"),
+           Stat("hops.reply", "ps", "per round: the reply's first posted write"),
+           Stat("hops.publish", "ps", "per round: the reply's publishing write"),
+           Stat("stage.poll", "ps", "per round: request landed -> the poll that saw it"),
+           Stat("stage.queue", "ps", "per round: waiting for the serving thread"),
+           Stat("stage.service", "ps", "per round: read, function, compute"),
+           Stat("stage.fence", "ps", "per round: release fence before the publishing word")),
+))
+
+# -- the RoCE route's NIC and switch ------------------------------------------------------------------
+
+_NIC = {
+    "device": P("", f"{BACKLINE}: the host's RDMA NIC", "NIC device", "calibration nic.device"),
+    "rx_ns": P("ns", f"assumption: NIC receive pipeline, not separable from the host path latency ({ROCE_PRIOR})",
+               "packet in -> DMA write issued", "calibration nic.rx_ns"),
+    "tx_ns": P("ns", f"assumption: NIC transmit pipeline from doorbell ({ROCE_PRIOR})",
+               "doorbell seen -> first bit on the wire", "calibration nic.tx_ns"),
+    "doorbell": P("", f"assumption: the reply is posted inline with the doorbell ({ROCE_PRIOR})",
+                  "inline or dma_read (the NIC fetches work request and payload)", "calibration nic.doorbell"),
+    "dma_read_ns": P("ns", "assumption", "dma_read doorbell: the PCIe read round trip", "calibration nic.dma_read_ns"),
+}
+_SWITCH = {
+    "switch_latency_ns": P("ns", f"assumption: port-to-port latency of a cut-through switch; the measured route "
+                           f"has no switch ({ROCE_PRIOR})", "port-to-port latency",
+                           "calibration ethernet.switch_latency_ns"),
+    "switch_store_and_forward": P("", "assumption: cut-through", "store-and-forward (takes the whole packet "
+                                  "before passing it on) or cut-through", "calibration ethernet.switch_store_and_forward"),
+}
+
+declare(NodeKind(
+    "nic",
+    "The host's RDMA NIC on a RoCE route: receives RDMA WRITEs and DMA-writes them over PCIe into the "
+    "consumer's memory; sends the consumer's reply when it rings the doorbell. Part of the RoCE wire model.",
+    params=_fields(NIC, _NIC, "nic."),
+    ports=(Port("rx", "in", "RDMA WRITE packets from Ethernet (checks ICRC/FCS: one store-and-forward hop)"),
+           Port("dma", "out", "the DMA write over the host's PCIe link into the consumer's request queue"),
+           Port("doorbell", "in", "the consumer's MMIO doorbell write (calibration doorbell_ns per consumer)"),
+           Port("tx", "out", "the reply's RDMA WRITE onto Ethernet")),
+    stats=(),
+))
+declare(NodeKind(
+    "switch",
+    "An Ethernet switch hop on a RoCE route (port-to-port latency; store-and-forward or cut-through). Part of "
+    "the RoCE wire model.",
+    params=_fields(ETHERNET, _SWITCH, "ethernet.", partial=True),
+    ports=(Port("in", "in", "packets from the previous hop"), Port("out", "out", "packets to the next hop")),
+    stats=(),
+))
+
+# -- wires -----------------------------------------------------------------------------------------
+
+_LANE_STATS = (Stat("writes", "", "posted writes carried (results.json: shared.lanes.<a->b>.writes)"),
+               Stat("bytes", "B", "payload bytes carried"),
+               Stat("busy_ps", "ps", "time spent serialising"),
+               Stat("reorders_held", "", "writes held back to keep posted-write order"),
+               Stat("stage.request_write", "ps", "per round: the request's writes, issue -> landed"),
+               Stat("stage.reply_write", "ps", "per round: the reply's publishing write, issue -> landed"))
+
+_AURORA = {
+    "lanes": P("", f"{SEED}: four lanes", "bonded lanes", "calibration aurora.lanes"),
+    "lane_rate_bps": P("bit/s", f"{SEED}: 10.3125 Gb/s per lane", "line rate per lane", "calibration aurora.lane_rate"),
+    "link_stage_ps": P("ps", f"derived: link round trip / 2 - serialisation of a 64 B frame ({FIT_CARD}, "
+                       "from calibrations/measured/card_path_64b.yaml)", "both ends' link stages and the cable, one "
+                       "direction", "calibration aurora.link_stage_ns"),
+}
+_PCIE = {
+    "generation": P("", "assumption: the U55C's PCIe Gen3 x16 link (calibrations/card_path.yaml)", "PCIe generation "
+                    "(transfer rate and line coding)", "calibration hosts.<host>.pcie.generation"),
+    "lanes": P("", "assumption: x16", "lanes", "calibration hosts.<host>.pcie.lanes"),
+    "max_payload_bytes": P("B", "assumption: MPS 256 B", "MPS: a write is split into ceil(n / MPS) TLPs",
+                           "calibration hosts.<host>.pcie.max_payload_bytes"),
+    "tlp_header_bytes": P("B", "assumption: 4-DW memory-write header", "TLP header",
+                          "calibration hosts.<host>.pcie.tlp_header_bytes"),
+    "tlp_overhead_bytes": P("B", "PCIe base specification: Gen3+ STP token and LCRC", "per-TLP framing",
+                            "calibration hosts.<host>.pcie.tlp_overhead_bytes"),
+    "latency_ps": P("ps", f"{FIT_CARD} (per host and path class)", "one-way latency on top of serialisation",
+                    "calibration hosts.<host>.<host_memory|p2p>.latency_ns"),
+}
+_PATH = {
+    "jitter_ns": P("ns", f"{FIT_CARD} (per host and path class)", "scale of the path's exponential extra delay "
+                   "(queueing)", "calibration hosts.<host>.<host_memory|p2p>.jitter_ns"),
+}
+_ROCE = {
+    "rate_bps": P("bit/s", "assumption: 100 GbE between the VPK120 and the NIC", "Ethernet line rate",
+                  "calibration ethernet.rate"),
+    "store_and_forward_hops": P("", "derived: the receiving NIC, plus each store-and-forward switch",
+                                "hops that take a whole packet before passing it on", "scenario route"),
+    "latency_ps": P("ps", f"derived: ERNIC, switches, cable, NIC and host path latency ({FIT_ROCE})",
+                    "fixed one-way latency on top of serialisation", "derived from calibration"),
+}
+_PACKETISER = {
+    "mtu_bytes": P("B", f"assumption: RoCE path MTU 4096 ({ROCE_PRIOR})", "payload bytes per packet",
+                   "calibration ethernet.mtu_bytes"),
+    "vlan": P("", "assumption: no VLAN tag", "an 802.1Q tag on every frame", "calibration ethernet.vlan"),
+}
+_CABLE = {
+    "cable_ns": P("ns", f"assumption: about 2 m of cable ({ROCE_PRIOR})", "cable per hop",
+                  "calibration ethernet.cable_ns"),
+}
+
+declare(NodeKind(
+    "on_card", "The generator on the link card's own FPGA (the seeds' measurement): frames enter the card at "
+    "its clock edges, no wire.", role="link",
+    ports=(Port("tx", "in", "frames from the generator"), Port("rx", "out", "frames into the card")),
+))
+declare(NodeKind(
+    "aurora", "Aurora 64B/66B from an external control system to the link card: n // 8 + 1 66-bit blocks per "
+    "frame striped over the lanes, plus the link stages.", role="link",
+    params=_fields(AURORA, _AURORA),
+    ports=(Port("tx", "in", "frames in"), Port("rx", "out", "frames out, lossless and in order")),
+))
+declare(NodeKind(
+    "pcie", "PCIe posted writes (memory-write TLPs) into a device's memory: host memory or peer to peer; "
+    "serialised on the link, then the path's latency and exponential jitter.", role="link",
+    params=_fields(PCIE, _PCIE) + _fields(PATH, _PATH, "path.", partial=True),
+    ports=(Port("tx", "in", "posted writes from the writer"),
+           Port("rx", "out", "writes landing in the target memory region, in order")),
+    stats=_LANE_STATS,
+))
+declare(NodeKind(
+    "ethernet", "RoCE v2 RDMA WRITEs over UDP/IPv4/Ethernet: packets on the sender's link, store-and-forward "
+    "hops, the NIC's DMA write over PCIe.", role="link",
+    params=(_fields(ROCE_PATH, _ROCE, partial=True) + _fields(PACKETISER, _PACKETISER, "packetiser.")
+            + _fields(ETHERNET, _CABLE, "ethernet.", partial=True)),
+    ports=(Port("tx", "in", "RDMA WRITE messages from the sender's RDMA engine"),
+           Port("rx", "out", "messages complete in the target memory")),
+    stats=_LANE_STATS,
+))
