@@ -1,0 +1,106 @@
+"""The one engine's promises, checked from first principles: queueing with several requests in
+flight in twin decode (Little's law), faults counted per flow in a mesh, random gaps over RoCE,
+twin decode on the RoCE path, and the latency budget adding up to the round trip in every study."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from twin.cli import main
+from twin.engine.hops import stage_times
+
+ROOT = Path(__file__).resolve().parent.parent
+CAL = str(ROOT / "calibrations" / "fitted" / "card_path.yaml")
+ROCE = str(ROOT / "calibrations" / "fitted" / "backline_roce.yaml")
+HOSTING = str(ROOT / "calibrations" / "hosting.yaml")
+
+
+def write(tmp_path: Path, name: str, doc: dict) -> Path:
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return p
+
+
+def decode_runs(tmp_path: Path, in_flight: int, calibration: str = CAL, device: str = "epyc7282"):
+    from twin.qec.study import load_decode, run_decode_study
+    doc = {"name": f"dec{in_flight}", "calibration": calibration, "hosting": HOSTING, "seed": 9,
+           "traffic": {"mode": "closed_loop", "in_flight": in_flight},
+           "decode": {"code": "rep", "distance": 3, "p": 0.001, "shots": 3000, "decoder": "lookup",
+                      "cost": {"how": "model", "fixed": "2 us"}, "placements": [{"device": device, "mode": "inline"}]}}
+    ld = load_decode(write(tmp_path, f"dec{in_flight}", doc))
+    doc = run_decode_study(ld, engine="event")
+    return doc["_runs"][0], doc["placements"][0]
+
+
+def test_decode_in_flight_queues_as_littles_law_says(tmp_path):
+    one, s1 = decode_runs(tmp_path, 1)
+    eight, s8 = decode_runs(tmp_path, 8)
+    # one in flight: nothing waits; eight: the consumer is the bottleneck, so requests queue behind it
+    assert s8["rtt"]["p50_ns"] > 4 * s1["rtt"]["p50_ns"]
+    for run, k in ((one, 1), (eight, 8)):
+        r = run.result
+        span = int(r.t_back.max() - r.t_send.min())
+        throughput = len(r.t_send) / span                  # requests per ps
+        mean_loop = float((r.t_back - r.t_send).mean())    # ps in the system
+        assert abs(throughput * mean_loop - k) / k < 0.01  # Little's law: L = lambda W
+    # the consumer serves back to back with eight in flight: the service (2 us) sets the rate
+    r = eight.result
+    gaps = np.diff(np.sort(r.t_have))[10:]
+    assert np.median(gaps) >= 2_000_000
+    assert s8["identical_corrections"] == s1["identical_corrections"] == 3000 and s8["card_mismatches"] == 0
+
+
+def test_a_mesh_fault_is_counted_per_flow(tmp_path, capsys):
+    doc = yaml.safe_load((ROOT / "scenarios" / "mesh_fanout_by_function.yaml").read_text())
+    doc["calibration"] = CAL
+    doc["faults"] = {"corrupt_piece": {"rounds": [3, 7]}, "drop_frame": {"rounds": [5]}}
+    for f in doc["flows"]:
+        f["traffic"] = {"mode": "closed_loop"}
+    out = tmp_path / "out"
+    assert main(["run", str(write(tmp_path, "mesh_faults", doc)), "--rounds", "50", "--out", str(out), "--quiet",
+                 "--no-plot"]) == 0
+    res = json.loads((out / "results.json").read_text())
+    for f in res["flows"]:
+        assert f["faults"]["injected"] == {"corrupt_piece": 2, "drop_frame": 1, "stall": 0}
+        assert f["faults"]["detected"]["mismatches"] == f["mismatches"] == 2
+        assert f["faults"]["detected"]["resent_frames"] == 1
+
+
+def test_random_gaps_over_roce(tmp_path):
+    from twin.scenario import load_scenario
+    from twin.study import run_study
+    doc = yaml.safe_load((ROOT / "scenarios" / "backline_roce.yaml").read_text())
+    doc["calibration"] = ROCE
+    doc.pop("measured")
+    doc["traffic"] = {"mode": "open_loop", "clock": "card", "clock_period": "5 ns",
+                      "gaps": {"distribution": "exponential", "mean": "8 us"}}
+    study = run_study(load_scenario(write(tmp_path, "roce_gaps", doc)), rounds=4000, verify_rounds=4000)
+    for r in study.runs:
+        sends = np.diff(r.result.t_send)
+        assert r.summary["engine"] == "direct+event" and r.summary["mismatches"] == 0
+        assert abs(sends.mean() - 8e6) < 0.06 * 8e6          # exponential gaps of mean 8 us
+        assert sends.std() > 0.8 * sends.mean()               # and spread like them (std = mean)
+        assert (sends % 5000 == 0).all()                      # on the FPGA's 5 ns clock
+        st = stage_times(r.result.t_in, r.result.t_have, r.result.hops)
+        assert np.array_equal(sum(st.values()), r.result.rtt_ps)
+
+
+def test_decode_on_the_roce_path(tmp_path):
+    run, s = decode_runs(tmp_path, 1, ROCE, "threadripper_core")
+    assert s["card_mismatches"] == 0 and s["identical_corrections"] == 3000
+    r = run.result
+    assert np.array_equal(sum(stage_times(r.t_in, r.t_have, r.hops).values()), r.rtt_ps)
+
+
+def test_budget_adds_up_in_a_mesh():
+    from twin.mesh.engine import run_mesh
+    from twin.scenario import load_scenario
+    loaded = load_scenario(ROOT / "scenarios" / "mesh_two_controllers_one_gpu.yaml")
+    res = run_mesh(loaded.scenario, loaded.params, rounds=2000)
+    for ft in res.flows:
+        st = stage_times(ft.t_in, ft.t_have, ft.hops)
+        assert np.array_equal(sum(st.values()), ft.rtt_ps)
+        assert (st["queue"] > 0).any()  # two controllers share one GPU thread: some requests wait
