@@ -55,6 +55,7 @@ def test_every_c_function_matches_its_python_twin(params, name, fid):
 
 def test_corrupted_request_is_caught_in_code_model_too(params):
     from dataclasses import replace
+
     from twin.faults import FaultPlan
     spec = replace(loop_spec(params, "epyc7282", TrafficParams(rounds=300), 5, model="code"),
                    faults=FaultPlan(corrupt_rounds=frozenset({17})))
@@ -72,7 +73,7 @@ def sine_function():
         if n > cap:
             return -1
         for i in range(n):
-            out[i] = int(round(100.0 * math.sin(inp[i] / 16.0))) & 0xFF
+            out[i] = int(round(100.0 * math.sin(inp[i] / 16.0))) & 0xFF  # noqa: RUF046 -- numba types round() apart
         return n
 
     f = user_function(60, "sine_code", sine_code)
@@ -108,3 +109,25 @@ def test_scenario_key_swaps_sim_for_code(tmp_path, capsys):
     for k in ("p50_ns", "p90_ns", "p99_ns", "p999_ns", "mean_ns"):
         assert out["code"][k] == out["sim"][k]
     assert (tmp_path / "code" / "rounds.csv").read_bytes() == (tmp_path / "sim" / "rounds.csv").read_bytes()
+
+
+@pytest.mark.parametrize("first", ["twin.runtime.functions", "twin.qec.lookup"])
+def test_decoders_are_registered_whoever_is_imported_first(first):
+    """The QEC decoders (ids from the contract: 16, 17, 18) are registered by twin.qec.functions,
+    into the runtime's registry: a program that imports only the runtime finds them (through the
+    entry point, pyproject.toml), and so does one that imports twin.qec first; each once."""
+    import subprocess
+    import sys
+    code = (f"import sys, {first}\n"
+            "from twin.exchange import contract as C\n"
+            "from twin.runtime.functions import REGISTRY, lookup\n"
+            "ids = (C.FUNCTION_DECODE_REP3, C.FUNCTION_DECODE_STEANE7, C.FUNCTION_DECODE_SURFACE5)\n"
+            "print([lookup(i).name for i in ids], [lookup(i).native is not None for i in ids],\n"
+            "      sorted(m for m in sys.modules if m.startswith('twin.qec')) if "
+            f"{first!r}.startswith('twin.runtime') else '-')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    line = out.stdout.strip()
+    assert line.startswith("['decode_rep3', 'decode_steane7', 'decode_surface5'] [True, True, False] "), line
+    if first.startswith("twin.runtime"):  # only the provider module came in, not the tables or stim
+        assert line.endswith("['twin.qec', 'twin.qec.functions']"), line

@@ -4,13 +4,19 @@ Each function has a Python implementation (what the ``sim`` model runs, and the 
 card checks every reply against) and, for the ``code`` model, the name of its C implementation
 in the runtime library (``twin/runtime/c/qrt_functions.c``). Id 0 is the runtime's built-in
 echo. A user function written in Python can also be compiled to native code with numba and
-installed in the C runtime's dispatch table (:func:`twin.runtime.numba_fn.native_function`).
+installed in the C runtime's dispatch table (:func:`twin.runtime.numba_fn.user_function`).
+
+Other packages add their functions by registering them here, never the other way round: a
+provider module calls :func:`register` when imported and is declared under the entry-point group
+:data:`PROVIDERS`, which this module loads when it is imported (:func:`load_providers`). The QEC
+decoders (ids 16, 17, 18 from the contract's functions list) are served this way by
+:mod:`twin.qec.functions`; the runtime imports nothing of ``twin.qec``.
 """
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from twin.exchange import contract as C
 
@@ -59,6 +65,9 @@ def sum32(payload: bytes) -> bytes:
 
 REGISTRY: dict[int, Function] = {}
 
+#: Entry-point group of the packages that register functions here (see :func:`load_providers`).
+PROVIDERS = "twin.runtime.functions"
+
 
 def register(fn: Function) -> Function:
     """Add ``fn`` to the registry; raises ValueError if its id or name is taken or out of range."""
@@ -77,42 +86,24 @@ for _f in (Function(C.FUNCTION_ECHO, "echo", echo, None, "built-in: reply = requ
     register(_f)
 
 
-def _table_fn(name: str) -> Callable[[bytes], bytes]:
-    def decode(payload: bytes) -> bytes:
-        from twin.qec.lookup import decode_payload, standard_table
-        return decode_payload(standard_table(name), payload)
-    decode.__doc__ = f"Lookup-table decoder {name!r} (:func:`twin.qec.lookup.decode_payload`)."
-    return decode
-
-
-def _table_native(name: str) -> Callable[[], int]:
-    def address() -> int:
-        from twin.qec.native import table_native
-        return table_native(name)
-    return address
-
-
-# Decoders: ids from the contract's functions list (C.FUNCTION_DECODE_*: 16, 17, 18); syndrome bytes in,
-# correction bytes out, laid out by the contract's syndrome section; tables in twin.qec.lookup.STANDARD;
-# model code serves the tables compiled by numba, twin.qec.native
-for _f in (Function(C.FUNCTION_DECODE_REP3, "decode_rep3", _table_fn("rep3"), None, "repetition-3 lookup decoder, 4 detectors -> 1 byte",
-                    _table_native("rep3"), C.syndrome_bytes(4)),
-           Function(C.FUNCTION_DECODE_STEANE7, "decode_steane7", _table_fn("steane7"), None, "Steane-7 lookup decoder, 6 detectors -> 1 byte",
-                    _table_native("steane7"), C.syndrome_bytes(6))):
-    register(_f)
-
-
-def _matching_fn(name: str) -> Callable[[bytes], bytes]:
-    def decode(payload: bytes) -> bytes:
-        from twin.qec.decoders import standard_matching
-        return standard_matching(name).decode_payload(payload)
-    decode.__doc__ = f"PyMatching decoder {name!r} (:func:`twin.qec.decoders.standard_matching`)."
-    return decode
-
-
-register(Function(C.FUNCTION_DECODE_SURFACE5, "decode_surface5", _matching_fn("surface5"), None,
-                  "rotated surface code d=5, 5 rounds, PyMatching: 120 detectors (15 bytes) -> 1 byte",
-                  min_payload=C.syndrome_bytes(120)))
+def load_providers() -> list[str]:
+    """Import every function provider declared under the entry-point group :data:`PROVIDERS` (a
+    package's ``pyproject.toml``: ``[project.entry-points."twin.runtime.functions"]``); a provider
+    module registers its functions with :func:`register` when it is imported. Run once when this
+    module is imported, so a program that imported only the runtime still finds them (the QEC
+    decoders 16, 17, 18 come from ``twin.qec.functions`` this way); the runtime itself imports no
+    provider. Returns the names of the providers loaded; raises ImportError naming the entry point
+    of one that fails to import."""
+    from importlib.metadata import entry_points
+    loaded = []
+    for ep in entry_points(group=PROVIDERS):
+        try:
+            ep.load()
+        except Exception as e:
+            raise ImportError(f"function provider {ep.name} = {ep.value} (entry point group {PROVIDERS}) "
+                              f"failed to load: {e}") from e
+        loaded.append(ep.name)
+    return loaded
 
 
 def c_served() -> list[str]:
@@ -149,3 +140,6 @@ def lookup(key: int | str) -> Function:
             return f
     known = ", ".join(f"{f.id}={f.name}" for f in sorted(REGISTRY.values(), key=lambda f: f.id))
     raise KeyError(f"no function {key!r} (have: {known})")
+
+
+load_providers()

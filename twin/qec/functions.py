@@ -1,0 +1,58 @@
+"""The QEC decoders the runtime serves by function id, registered in :mod:`twin.runtime.functions`.
+
+Ids from the contract's functions list (``C.FUNCTION_DECODE_*``: 16, 17, 18); syndrome bytes in,
+correction bytes out, laid out by the contract's syndrome section. ``decode_rep3`` and
+``decode_steane7`` are the lookup tables of :data:`twin.qec.lookup.STANDARD` (model ``code`` serves
+them compiled by numba, :mod:`twin.qec.native`); ``decode_surface5`` is PyMatching
+(:func:`twin.qec.decoders.standard_matching`), Python only.
+
+Registration happens when this module is imported: by ``import twin.qec`` (the package imports it)
+and, for a program that imported only the runtime, by :func:`twin.runtime.functions.load_providers`
+through the entry point ``qec`` of group ``twin.runtime.functions`` (pyproject.toml). The tables,
+the matching graph and numba are imported on first use, not here.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from twin.exchange import contract as C
+from twin.runtime.functions import REGISTRY, Function, register
+
+
+def _table_fn(name: str) -> Callable[[bytes], bytes]:
+    def decode(payload: bytes) -> bytes:
+        from twin.qec.lookup import decode_payload, standard_table
+        return decode_payload(standard_table(name), payload)
+    decode.__doc__ = f"Lookup-table decoder {name!r} (:func:`twin.qec.lookup.decode_payload`)."
+    return decode
+
+
+def _table_native(name: str) -> Callable[[], int]:
+    def address() -> int:
+        from twin.qec.native import table_native
+        return table_native(name)
+    return address
+
+
+def _matching_fn(name: str) -> Callable[[bytes], bytes]:
+    def decode(payload: bytes) -> bytes:
+        from twin.qec.decoders import standard_matching
+        return standard_matching(name).decode_payload(payload)
+    decode.__doc__ = f"PyMatching decoder {name!r} (:func:`twin.qec.decoders.standard_matching`)."
+    return decode
+
+
+DECODERS = (
+    Function(C.FUNCTION_DECODE_REP3, "decode_rep3", _table_fn("rep3"), None,
+             "repetition-3 lookup decoder, 4 detectors -> 1 byte", _table_native("rep3"), C.syndrome_bytes(4)),
+    Function(C.FUNCTION_DECODE_STEANE7, "decode_steane7", _table_fn("steane7"), None,
+             "Steane-7 lookup decoder, 6 detectors -> 1 byte", _table_native("steane7"), C.syndrome_bytes(6)),
+    Function(C.FUNCTION_DECODE_SURFACE5, "decode_surface5", _matching_fn("surface5"), None,
+             "rotated surface code d=5, 5 rounds, PyMatching: 120 detectors (15 bytes) -> 1 byte",
+             min_payload=C.syndrome_bytes(120)),
+)
+
+for _f in DECODERS:
+    held = REGISTRY.get(_f.id)
+    if held is None or held.name != _f.name:  # held under its own name: a reload; another name: register raises
+        register(_f)
