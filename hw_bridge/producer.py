@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import ctypes
 
-from hw_bridge.contract import BridgeSettings, LiveEndpoint, LiveFailure, LiveReply
+from hw_bridge.endpoint import BridgeSettings, LiveEndpoint, LiveFailure, LiveReply
 
 
 class CProducerEndpoint(LiveEndpoint):

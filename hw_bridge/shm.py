@@ -30,7 +30,7 @@ from multiprocessing import shared_memory
 import numpy as np
 
 from hw_bridge.build import consumer_program, producer_library
-from hw_bridge.contract import BridgeSettings, LiveFailure, LiveReply
+from hw_bridge.endpoint import BridgeSettings, LiveFailure, LiveReply
 from hw_bridge.producer import CProducerEndpoint
 from twin.runtime.native import ENCODINGS
 

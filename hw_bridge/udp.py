@@ -16,7 +16,7 @@ import struct
 import time
 
 from hw_bridge.agent import BYE, HELLO, OK
-from hw_bridge.contract import BridgeSettings, LiveEndpoint, LiveFailure, LiveReply
+from hw_bridge.endpoint import BridgeSettings, LiveEndpoint, LiveFailure, LiveReply
 
 
 class UdpEndpoint(LiveEndpoint):
@@ -88,7 +88,7 @@ class UdpEndpoint(LiveEndpoint):
             self.sock.settimeout(left / 1e9)
             try:
                 data = self.sock.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError as e:  # e.g. ICMP port unreachable: nobody listens
                 raise LiveFailure("dead", seq, f"receive failed: {e}", "udp") from None
