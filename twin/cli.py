@@ -244,11 +244,11 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
-    """``twin calibrate --from-live RUN``: fit a consumer model to a live run (hw_bridge.calibrate),
+    """``twin calibrate --from-live RUN``: fit a consumer model to a live run (twin.calibration.live),
     write the fitted set, print measured vs predicted p50/p90/p99 and the Wasserstein-1 distance."""
     from rich.table import Table
 
-    from hw_bridge.calibrate import calibrate_from_live, write_fitted
+    from twin.calibration.live import calibrate_from_live, write_fitted
 
     run = Path(args.from_live)
     if not run.is_dir():

@@ -19,7 +19,7 @@ distance and the two-sample KS statistic. Other consumers and hosts are unchange
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -75,12 +75,17 @@ def load_live_run(run: Path, node: str | None = None) -> tuple[dict, dict, np.nd
     return doc, s, rtt
 
 
+def _bundled(rel: str) -> Path:  # bundled lookup: the lead switches this to twin.bundled at merge
+    """A bundled file: from the current folder if it has one, else from the source tree."""
+    here = Path(rel)
+    return here if here.exists() else Path(__file__).resolve().parents[2] / rel  # twin/calibration/ -> root
+
+
 def run_scenario(run: Path, doc: dict, summary: dict) -> Path:
     """The scenario file a live run came from: the path ``twin run`` recorded (``live.scenario_file``
     in results.json), or for a run that recorded none ``scenarios/<name>.yaml`` beside the working
     folder or the source tree. Raises ConfigError (naming results.json) saying to pass SCENARIO when
     the recorded file is gone or there is none to find."""
-    from twin.cli import _bundled
     res = run / "results.json"
     rec = summary.get("live", {}).get("scenario_file")
     if rec:
@@ -171,5 +176,5 @@ def write_fitted(fit: LiveFit, out: Path, run: Path) -> None:
     doc["provenance"] = {**doc.get("provenance", {}),
                          fit.consumer: f"fitted by `twin calibrate --from-live {run}` to {fit.measured_rounds} "
                                        f"live rounds (W1 {fit.w1_ns:.1f} ns on a fresh seed)"}
-    out.write_text(f"# Written by `twin calibrate --from-live`; do not edit by hand.\n"
+    out.write_text("# Written by `twin calibrate --from-live`; do not edit by hand.\n"
                    + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
