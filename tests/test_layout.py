@@ -1,0 +1,173 @@
+"""The package layout of docs/DESIGN ("One engine"): imports point down only.
+
+The import graph is read from the sources, not from a run: every ``.py`` file of ``twin/`` and
+``hw_bridge/`` is parsed with :mod:`ast` and every import of a project module is an arrow, at
+module level or inside a function (a lazy import still runs, and still ties the two files).
+``import a.b`` is an arrow to ``a/b.py`` (or ``a/b/__init__.py``); ``from a import b`` to ``a/b.py``
+when ``b`` is a submodule, else to ``a/__init__.py`` (a package's ``__init__`` is its own file: one
+that only re-exports stands for its package); relative imports are resolved against the file's
+package. Three rules:
+
+- no import cycle among these files (each cycle is printed with the arrows that tie it);
+- ``hw_bridge`` takes from ``twin`` only ``twin.exchange`` and ``twin.runtime`` (it is the live
+  endpoint library, below the engine and the studies);
+- the commands (``twin.cli``, ``twin.commands``) are imported by no library module: only by
+  ``twin/commands/``, ``twin/cli.py`` and ``twin/__main__.py``.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("twin", "hw_bridge")
+HW_BRIDGE_MAY_USE = ("twin.exchange", "twin.runtime")
+COMMANDS = ("twin.cli", "twin.commands")
+COMMAND_FILES = ("twin/cli.py", "twin/__main__.py")
+
+
+@dataclass(frozen=True)
+class Arrow:
+    """``src`` (a file, relative to the root) imports module ``module`` (file ``dst``) at ``line``."""
+
+    src: str
+    dst: str
+    module: str
+    line: int
+
+
+def project_modules(root: Path = ROOT) -> dict[str, str]:
+    """Dotted module name -> file (relative to the root) of every .py file of the packages."""
+    mods = {}
+    for pkg in PACKAGES:
+        for path in sorted((root / pkg).rglob("*.py")):
+            rel = path.relative_to(root)
+            parts = list(rel.with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            mods[".".join(parts)] = rel.as_posix()
+    return mods
+
+
+def _package_of(rel: str) -> list[str]:
+    parts = list(Path(rel).with_suffix("").parts)
+    return parts[:-1]  # a module's package; for an __init__ the package itself ("__init__" dropped)
+
+
+def _targets(node: ast.AST, rel: str, mods: dict[str, str]) -> list[str]:
+    """The project modules one import statement names (dotted), resolved."""
+    out = []
+    if isinstance(node, ast.Import):
+        for a in node.names:
+            out.append(a.name)
+    elif isinstance(node, ast.ImportFrom):
+        if node.level:
+            pkg = _package_of(rel)
+            base = pkg[:len(pkg) - (node.level - 1)] if node.level > 1 else pkg
+            module = ".".join(base + ([node.module] if node.module else []))
+        else:
+            module = node.module or ""
+        for a in node.names:
+            sub = f"{module}.{a.name}"
+            out.append(sub if sub in mods else module)
+    found = []
+    for name in dict.fromkeys(out):
+        while name and name not in mods:  # ``import twin.x.y`` of a name below a module: its module
+            name = name.rpartition(".")[0]
+        if name and name.split(".")[0] in PACKAGES and name not in found:
+            found.append(name)
+    return found
+
+
+def arrows(root: Path = ROOT) -> list[Arrow]:
+    """Every import arrow between files of the packages under ``root`` (self-imports left out)."""
+    mods = project_modules(root)
+    result = []
+    for rel in mods.values():
+        tree = ast.parse((root / rel).read_text(), filename=rel)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for name in _targets(node, rel, mods):
+                    if mods[name] != rel:
+                        result.append(Arrow(rel, mods[name], name, node.lineno))
+    return result
+
+
+def import_cycles(arr: list[Arrow]) -> list[list[str]]:
+    """The strongly connected components of more than one file (each holds at least one cycle),
+    files sorted, components sorted."""
+    g = nx.DiGraph((a.src, a.dst) for a in arr)
+    return sorted(sorted(c) for c in nx.strongly_connected_components(g) if len(c) > 1)
+
+
+def describe_cycles(cycles: list[list[str]], arr: list[Arrow]) -> str:
+    lines = []
+    for i, comp in enumerate(cycles, 1):
+        inside = set(comp)
+        lines.append(f"cycle {i}: {', '.join(comp)}")
+        ties = sorted({(a.src, a.dst, a.line) for a in arr if a.src in inside and a.dst in inside})
+        for src, dst, line in ties:
+            lines.append(f"  {src}:{line} -> {dst}")
+    return "\n".join(lines)
+
+
+def _listing(arr: list[Arrow]) -> str:
+    return "\n".join(f"  {a.src}:{a.line} -> {a.module}" for a in sorted(set(arr), key=lambda a: (a.src, a.line)))
+
+
+def test_the_finder_sees_lazy_relative_and_submodule_imports(tmp_path):
+    """The finder itself: a function-level import, ``from pkg import submodule``, a relative import
+    and ``import a.b`` each make an arrow, and a two-file cycle is reported as one component."""
+    pkg = tmp_path / "twin"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from twin.sub.a import f\n")
+    (pkg / "sub" / "a.py").write_text("def f():\n    from twin import b\n    return b\n")
+    (pkg / "b.py").write_text("from .sub import c\n")
+    (pkg / "sub" / "c.py").write_text("import twin.sub.a\nimport os\n")
+    (tmp_path / "hw_bridge").mkdir()
+    (tmp_path / "hw_bridge" / "__init__.py").write_text("from twin.sub import f\n")
+    arr = arrows(tmp_path)
+    got = {(a.src, a.dst) for a in arr}
+    assert got == {("twin/sub/__init__.py", "twin/sub/a.py"), ("twin/sub/a.py", "twin/b.py"),
+                   ("twin/b.py", "twin/sub/c.py"), ("twin/sub/c.py", "twin/sub/a.py"),
+                   ("hw_bridge/__init__.py", "twin/sub/__init__.py")}
+    assert import_cycles(arr) == [["twin/b.py", "twin/sub/a.py", "twin/sub/c.py"]]
+
+
+def test_no_import_cycles():
+    arr = arrows()
+    cycles = import_cycles(arr)
+    if cycles:
+        pytest.fail("import cycles among twin/ and hw_bridge/ files:\n" + describe_cycles(cycles, arr), pytrace=False)
+
+
+def test_hw_bridge_imports_only_exchange_and_runtime():
+    bad = [a for a in arrows() if a.src.startswith("hw_bridge/") and a.module.split(".")[0] == "twin"
+           and not any(a.module == m or a.module.startswith(m + ".") for m in HW_BRIDGE_MAY_USE)]
+    if bad:
+        pytest.fail("hw_bridge imports from twin other than " + ", ".join(HW_BRIDGE_MAY_USE) + ":\n"
+                    + _listing(bad), pytrace=False)
+
+
+def test_commands_are_not_imported_by_library_modules():
+    def is_command_file(rel: str) -> bool:
+        return rel.startswith("twin/commands/") or rel in COMMAND_FILES
+
+    bad = [a for a in arrows() if not is_command_file(a.src)
+           and any(a.module == m or a.module.startswith(m + ".") for m in COMMANDS)]
+    if bad:
+        pytest.fail("library modules import the commands (" + ", ".join(COMMANDS) + "):\n" + _listing(bad),
+                    pytrace=False)
+
+
+def test_the_runtime_imports_nothing_of_qec():
+    """The runtime's function registry is below the QEC package: twin.qec registers its decoders
+    into it (twin.qec.functions), the runtime names no twin.qec module."""
+    bad = [a for a in arrows() if a.src.startswith("twin/runtime/") and a.module.startswith("twin.qec")]
+    if bad:
+        pytest.fail("the runtime imports twin.qec:\n" + _listing(bad), pytrace=False)
