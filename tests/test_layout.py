@@ -6,7 +6,8 @@ module level or inside a function (a lazy import still runs, and still ties the 
 ``import a.b`` is an arrow to ``a/b.py`` (or ``a/b/__init__.py``); ``from a import b`` to ``a/b.py``
 when ``b`` is a submodule, else to ``a/__init__.py`` (a package's ``__init__`` is its own file: one
 that only re-exports stands for its package); relative imports are resolved against the file's
-package. Three rules:
+package; ``importlib.import_module("a.b")`` and ``__import__("a.b")`` with a literal name count as
+``import a.b`` (an import by a string is still an import). Three rules:
 
 - no import cycle among these files (each cycle is printed with the arrows that tie it);
 - ``hw_bridge`` takes from ``twin`` only ``twin.exchange`` and ``twin.runtime`` (it is the live
@@ -64,6 +65,12 @@ def _targets(node: ast.AST, rel: str, mods: dict[str, str]) -> list[str]:
     if isinstance(node, ast.Import):
         for a in node.names:
             out.append(a.name)
+    elif isinstance(node, ast.Call):
+        f = node.func
+        fname = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        if (fname in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str) and not node.args[0].value.startswith(".")):
+            out.append(node.args[0].value)
     elif isinstance(node, ast.ImportFrom):
         if node.level:
             pkg = _package_of(rel)
@@ -90,7 +97,7 @@ def arrows(root: Path = ROOT) -> list[Arrow]:
     for rel in mods.values():
         tree = ast.parse((root / rel).read_text(), filename=rel)
         for node in ast.walk(tree):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if isinstance(node, (ast.Import, ast.ImportFrom, ast.Call)):
                 for name in _targets(node, rel, mods):
                     if mods[name] != rel:
                         result.append(Arrow(rel, mods[name], name, node.lineno))
@@ -120,8 +127,8 @@ def _listing(arr: list[Arrow]) -> str:
 
 
 def test_the_finder_sees_lazy_relative_and_submodule_imports(tmp_path):
-    """The finder itself: a function-level import, ``from pkg import submodule``, a relative import
-    and ``import a.b`` each make an arrow, and a two-file cycle is reported as one component."""
+    """The finder itself: a function-level import, ``from pkg import submodule``, a relative import,
+    ``import a.b`` and ``importlib.import_module("a.b")`` each make an arrow, and a two-file cycle is reported as one component."""
     pkg = tmp_path / "twin"
     (pkg / "sub").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
@@ -129,12 +136,13 @@ def test_the_finder_sees_lazy_relative_and_submodule_imports(tmp_path):
     (pkg / "sub" / "a.py").write_text("def f():\n    from twin import b\n    return b\n")
     (pkg / "b.py").write_text("from .sub import c\n")
     (pkg / "sub" / "c.py").write_text("import twin.sub.a\nimport os\n")
+    (pkg / "d.py").write_text("import importlib\nimportlib.import_module('twin.b')\n__import__('json')\n")
     (tmp_path / "hw_bridge").mkdir()
     (tmp_path / "hw_bridge" / "__init__.py").write_text("from twin.sub import f\n")
     arr = arrows(tmp_path)
     got = {(a.src, a.dst) for a in arr}
     assert got == {("twin/sub/__init__.py", "twin/sub/a.py"), ("twin/sub/a.py", "twin/b.py"),
-                   ("twin/b.py", "twin/sub/c.py"), ("twin/sub/c.py", "twin/sub/a.py"),
+                   ("twin/b.py", "twin/sub/c.py"), ("twin/sub/c.py", "twin/sub/a.py"), ("twin/d.py", "twin/b.py"),
                    ("hw_bridge/__init__.py", "twin/sub/__init__.py")}
     assert import_cycles(arr) == [["twin/b.py", "twin/sub/a.py", "twin/sub/c.py"]]
 
