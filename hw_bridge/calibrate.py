@@ -80,7 +80,7 @@ def run_scenario(run: Path, doc: dict, summary: dict) -> Path:
     in results.json), or for a run that recorded none ``scenarios/<name>.yaml`` beside the working
     folder or the source tree. Raises ConfigError (naming results.json) saying to pass SCENARIO when
     the recorded file is gone or there is none to find."""
-    from twin.cli import _bundled
+    from twin.bundled import local_or_bundled as _bundled
     res = run / "results.json"
     rec = summary.get("live", {}).get("scenario_file")
     if rec:
