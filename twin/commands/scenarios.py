@@ -65,9 +65,8 @@ def cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
     print(f"{'name':<{width}}  {'kind':<6}  description")
     for name, kind, text in rows:
         print(f"{name:<{width}}  {kind:<6}  {text}")
-    print(f"\n{len(rows)} scenarios in {bundled_path('scenarios')}. Run one: `twin run NAME.yaml` from that folder, "
-          "or copy it here to edit: `twin scenarios copy NAME [DEST]`, then `twin run NAME.yaml` "
-          "(kind decode: `twin decode NAME.yaml`).")
+    print(f"\n{len(rows)} scenarios in {bundled_path('scenarios')}. Copy one here to edit: "
+          "`twin scenarios copy NAME [DEST]`, then `twin run NAME.yaml` (kind decode: `twin decode NAME.yaml`).")
     return 0
 
 
