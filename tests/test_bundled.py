@@ -141,7 +141,13 @@ def test_every_bundled_scenario_copies_to_a_file_that_loads_elsewhere(name, tmp_
             assert Path(doc[key]).is_absolute() and Path(doc[key]).is_file(), (key, doc[key])
     if "decode" in doc:
         from twin.qec.study import load_decode
-        load_decode(tmp_path / f"{name}.yaml")
+        before = set(sys.modules)
+        try:
+            load_decode(tmp_path / f"{name}.yaml")  # imports a copied decoder (examples.rep3_rule) from tmp_path
+        finally:
+            for mod in set(sys.modules) - before:  # ... which later tests must not find already imported
+                if mod == "examples" or mod.startswith("examples."):
+                    del sys.modules[mod]
     else:
         from twin.scenario import load_scenario
         load_scenario(tmp_path / f"{name}.yaml")
