@@ -1,6 +1,14 @@
-"""Build step of twin: the device runtime library (twin/runtime/c) as the extension twin.runtime._qrt.
+"""Build step of twin: the device runtime library (twin/runtime/c) as the extension twin.runtime._qrt,
+and the bundled files (scenarios/, calibrations/, rtl/, examples/) as package data.
 
-The project's metadata is in pyproject.toml; setuptools reads both. The extension is an empty
+The project's metadata is in pyproject.toml; setuptools reads both. The packages are listed here
+(pyproject cannot combine a package search with extra packages): every ``twin*`` and
+``hw_bridge*`` package, plus ``twin._bundled.<folder>`` for each folder of :data:`BUNDLED`, which
+pyproject.toml maps (``package-dir``) onto the repository's top-level folder of that name and whose
+files it lists (``package-data``). So a wheel holds
+``twin/_bundled/scenarios/card_path_64b.yaml`` beside ``twin/_bundled/calibrations/fitted/...``
+(a scenario's ``../calibrations/...`` still resolves) without a second copy in git;
+twin/bundled.py finds them there, or in a checkout at the top level. The extension is an empty
 CPython module (_qrt_module.c) linked with the runtime (qrt_lib.c, plus qrt_functions.c, the C
 builds of the registered functions, when present); twin.runtime.native loads the same shared
 object with ctypes. A C compiler (gcc or clang) is required.
@@ -11,7 +19,7 @@ import importlib.util
 import shutil
 from pathlib import Path
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
@@ -31,6 +39,12 @@ def _runtime_sources() -> tuple[str, list[str]]:
 
 
 BUILD_ID, LIB_SOURCES = _runtime_sources()
+
+# the top-level folders a wheel carries as twin._bundled.<folder>; pyproject.toml's [tool.setuptools.package-dir]
+# maps each onto its folder and [tool.setuptools.package-data] names the files (it overrides package_data here)
+BUNDLED = ("scenarios", "calibrations", "rtl", "examples")
+PACKAGES = [*find_packages(include=["twin", "twin.*", "hw_bridge", "hw_bridge.*"]),
+            *(f"twin._bundled.{d}" for d in BUNDLED)]
 
 
 class BuildRuntime(build_ext):
@@ -54,6 +68,7 @@ class BuildRuntime(build_ext):
 
 
 setup(
+    packages=PACKAGES,
     ext_modules=[
         Extension(
             "twin.runtime._qrt",

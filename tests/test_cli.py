@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from twin.calibration.params import load_params
-from twin.cli import main
+from twin.commands import main
 
 ROOT = Path(__file__).resolve().parents[1]
 QBLOX = ROOT / "scenarios" / "qblox_open_loop.yaml"
@@ -400,7 +400,7 @@ def test_qblox_requests_every_5us_on_an_offset_clock(qblox_run):
 def test_twin_run_as_a_process_from_another_folder(tmp_path):
     """`twin run` with no scenario from a folder without scenarios/: the bundled default, output
     under ./runs/card_path_64b/, exit status 0."""
-    proc = subprocess.run([sys.executable, "-m", "twin.cli", "run", "--rounds", "300", "--verify-rounds", "30",
+    proc = subprocess.run([sys.executable, "-m", "twin", "run", "--rounds", "300", "--verify-rounds", "30",
                            "--no-plot", "--quiet"], capture_output=True, text=True, cwd=tmp_path,
                           env=env_with_root())
     assert proc.returncode == 0, proc.stderr

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from twin.calibration.measured import load_measured
-from twin.cli import main
+from twin.commands import main
 from twin.config import ConfigError
 from twin.scenario import load_scenario
 

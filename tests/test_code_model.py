@@ -14,7 +14,7 @@ import pytest
 import yaml
 from scipy.stats import ks_2samp
 
-from twin.cli import main
+from twin.commands import main
 from twin.devices import TrafficParams
 from twin.engine.build import loop_spec
 from twin.engine.event import run_event

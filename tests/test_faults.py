@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from twin.cli import main
+from twin.commands import main
 from twin.devices import LinkCardParams, TrafficParams, cpu_core, gpu_persistent_kernel
 from twin.faults import FaultPlan
 from twin.links import PcieLink

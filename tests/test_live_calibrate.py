@@ -8,7 +8,7 @@ import pytest
 from twin.calibration.live import calibrate_from_live, load_live_run
 from twin.calibration.measured import load_measured
 from twin.calibration.params import load_params
-from twin.cli import main
+from twin.commands import main
 from twin.config import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -48,7 +48,7 @@ def test_kernel_answers_every_function(encoding):
 
 @needs_gpu
 def test_twin_run_with_live_gpu(tmp_path):
-    from twin.cli import main
+    from twin.commands import main
     rc = main(["run", "scenarios/live_gpu_cuda.yaml", "--rounds", "5000", "--out", str(tmp_path), "--quiet",
                "--no-plot"])
     assert rc == 0
@@ -62,7 +62,7 @@ def test_without_gpu_twin_run_says_why_before_any_progress(tmp_path, capsys):
     if ok:
         pytest.skip("a GPU is present: the no-GPU error path is not reachable here")
     from test_live_shm import scenario
-    from twin.cli import main
+    from twin.commands import main
     rc = main(["run", str(scenario(tmp_path, rounds=100, bridge={"backend": "cuda"})), "--out", str(tmp_path / "o")])
     cap = capsys.readouterr()
     assert rc == 3 and cap.err.count("\n") == 1 and why in cap.err and "live cuda error at session start" in cap.err

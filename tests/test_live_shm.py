@@ -13,7 +13,7 @@ import yaml
 
 from hw_bridge.contract import BridgeSettings, LiveFailure
 from hw_bridge.shm import ShmEndpoint
-from twin.cli import main
+from twin.commands import main
 from twin.config import ConfigError
 from twin.exchange.encoding import get_encoding
 from twin.runtime.functions import lookup

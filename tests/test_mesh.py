@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from twin.cli import main
+from twin.commands import main
 from twin.config import ConfigError
 from twin.mesh.engine import run_mesh
 from twin.scenario import load_scenario

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from twin.cli import main
+from twin.commands import main
 from twin.config import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent

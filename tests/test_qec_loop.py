@@ -152,7 +152,7 @@ def test_chain_mode_counts_frames_waiting_for_the_rearm():
 
 
 def test_twin_decode_cli_writes_deterministic_results(tmp_path):
-    from twin.cli import main
+    from twin.commands import main
     a, b = tmp_path / "a", tmp_path / "b"
     for out in (a, b):
         assert main(["decode", str(ROOT / "scenarios/decode_rep3.yaml"), "--shots", "3000", "--quiet",
@@ -196,7 +196,7 @@ def test_per_round_requests_carry_one_round_each_and_end_with_the_shot_correctio
 
 
 def test_user_function_decoder_scenario(tmp_path):
-    from twin.cli import main
+    from twin.commands import main
     from twin.qec.study import resolve_function
     decode = resolve_function("examples.rep3_rule:decode", ROOT / "scenarios/decode_rep3_user.yaml")
     # the example rule chooses as the exact maximum-likelihood table on every syndrome

@@ -156,7 +156,7 @@ def test_twin_calibrate_fits_a_roce_prior(tmp_path, capsys):
     in their bounds, and reports one residual per published statistic (4 per consumer)."""
     import yaml
     from twin.calibration.roce import RoceParamSet
-    from twin.cli import main
+    from twin.commands import main
     out = tmp_path / "fitted.yaml"
     assert main(["calibrate", str(ROOT / "calibrations" / "backline_roce.yaml"), "--out", str(out),
                  "--rounds", "1500", "--maxiter", "1", "--popsize", "2"]) == 0

@@ -316,7 +316,7 @@ def test_user_module_runs_from_a_scenario():
 
 
 def test_trace_writes_a_vcd_for_the_window(tmp_path, card_lib, v80_lib, capsys):
-    from twin.cli import main
+    from twin.commands import main
     out = tmp_path / "run"
     assert main(["run", str(ROOT / "scenarios" / "v80_rtl.yaml"), "--rounds", "6", "--out", str(out),
                  "--trace", "2:3", "--quiet", "--no-plot"]) == 0
@@ -359,7 +359,7 @@ def user_copy(tmp_path: Path, top: str = "user_invert", edit=None) -> Path:
 
 
 def test_user_top_not_declared_in_the_sources_is_refused_at_load(tmp_path, capsys):
-    from twin.cli import main
+    from twin.commands import main
     p = user_copy(tmp_path, top="user_inv")
     rc = main(["run", str(p), "--rounds", "5", "--out", str(tmp_path / "out"), "--quiet"])
     err = capsys.readouterr().err
@@ -368,7 +368,7 @@ def test_user_top_not_declared_in_the_sources_is_refused_at_load(tmp_path, capsy
 
 
 def test_user_source_with_a_syntax_error_names_the_scenario_key_on_one_line(tmp_path, capsys, monkeypatch):
-    from twin.cli import main
+    from twin.commands import main
     monkeypatch.setenv("TWIN_RTL_CACHE", str(tmp_path / "cache"))  # a failed build keeps its log there
     p = user_copy(tmp_path, edit=lambda t: t.replace("done <= start;", "done <= start; assign = ;", 1))
     rc = main(["run", str(p), "--rounds", "5", "--out", str(tmp_path / "out"), "--quiet"])

@@ -22,7 +22,7 @@ import yaml
 
 from twin.calibration.measured import load_measured
 from twin.calibration.params import load_params
-from twin.cli import main
+from twin.commands import main
 from twin.config import ConfigError
 from twin.scenario import load_scenario
 
@@ -231,7 +231,7 @@ def test_error_through_a_real_process(tmp_path):
     """The installed entry point: real exit status 2, exactly one line on stderr, nothing on stdout."""
     path = write(tmp_path, set_traffic(mode="open_loop", period="5 parsecs")(base_scenario()))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run([sys.executable, "-m", "twin.cli", "run", str(path), "--rounds", "10",
+    proc = subprocess.run([sys.executable, "-m", "twin", "run", str(path), "--rounds", "10",
                            "--out", str(tmp_path / "out"), "--quiet"],
                           capture_output=True, text=True, env=env, cwd=tmp_path)
     assert proc.returncode == 2, proc

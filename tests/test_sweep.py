@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from twin.calibration.roce import load_roce_params
-from twin.cli import main
+from twin.commands import main
 from twin.sweep import Axis, SweepError, grid, parse_param, point_seed, run_point, run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent

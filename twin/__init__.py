@@ -10,7 +10,8 @@ Layers (see docs/architecture.md):
   the device runtime library);
 - :mod:`twin.engine` — one loop assembled from them, with the event and direct engines;
 - :mod:`twin.calibration`, :mod:`twin.scenario`, :mod:`twin.study`, :mod:`twin.report`,
-  :mod:`twin.cli` — measured data, fitting, what-if studies and their outputs.
+  :mod:`twin.commands` — measured data, fitting, what-if studies and their outputs;
+  :mod:`twin.bundled` finds the bundled scenarios, calibrations and Verilog.
 """
 
 __version__ = "0.1.0"

@@ -154,7 +154,7 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
         if "rtl" in res.stats:
             s["rtl"] = res.stats["rtl"]
         if node.model == "live":
-            from hw_bridge.report import live_summary
+            from twin.output.live import live_summary
             s["live"] = live_summary(res, failure, spec, engine, verify_rounds)
             s["live"]["scenario_file"] = str(Path(loaded.path).resolve())  # for `twin calibrate --from-live RUN`
         if sc.deadline:

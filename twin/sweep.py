@@ -19,12 +19,10 @@ parameter, one colour per consumer).
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import itertools
 import json
 import os
-import sys
 import zlib
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -32,8 +30,6 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from rich.console import Console
-from rich.table import Table
 
 from twin.config import ConfigError, load_model
 
@@ -127,7 +123,8 @@ def load_point(scenario_path: str, point: dict):
     try:
         sc = load_model(path, Scenario, data=doc)
     except ConfigError as e:
-        raise SweepError(f"--param {', '.join(f'{k}={v!r}' for k, v in sc_vals.items())}: {e.key}: {e.problem}") from None
+        values = ", ".join(f"{k}={v!r}" for k, v in sc_vals.items())
+        raise SweepError(f"--param {values}: {e.key}: {e.problem}") from None
     params = base.params
     if par_vals:
         for k in par_vals:
@@ -138,8 +135,9 @@ def load_point(scenario_path: str, point: dict):
         try:
             params = params.with_values(par_vals)
         except Exception as e:  # pydantic ValidationError: the value is out of range
-            first = getattr(e, "errors", lambda: [{"msg": str(e)}])()[0]["msg"]
-            raise SweepError(f"--param {', '.join(f'params.{k}={v!r}' for k, v in par_vals.items())}: {first}") from None
+            first = e.errors()[0]["msg"] if hasattr(e, "errors") else str(e)
+            values = ", ".join(f"params.{k}={v!r}" for k, v in par_vals.items())
+            raise SweepError(f"--param {values}: {first}") from None
     return LoadedScenario(path, sc, params, base.measured_path)
 
 
@@ -147,7 +145,8 @@ def run_point(scenario_path: str, point: dict, rounds: int | None, seed: int | N
     """Run one point; returns one row per consumer (loop) or flow (mesh): the point's values,
     ``consumer``, ``seed``, ``rounds``, ``p50_ns``/``p90_ns``/``p99_ns``/``p999_ns``/``mean_ns``
     of the round trip (card or FPGA boundary), with an external control system the same five for the
-    controller-to-controller loop (``loop_p50_ns``, ...), and for a mesh ``wait_mean_ns``. Pure function of its arguments (worker-safe)."""
+    controller-to-controller loop (``loop_p50_ns``, ...), and for a mesh ``wait_mean_ns``. Pure function of its
+    arguments (worker-safe)."""
     from twin.stats import summary_ns
     from twin.study import run_study
 
@@ -188,7 +187,8 @@ def run_sweep(scenario_path: str | Path, axes: list[Axis], rounds: int | None = 
         from distributed import Client
         from distributed import as_completed as dask_completed
         with Client(cluster, timeout="20s") as client:
-            futs = {client.submit(run_point, scenario_path, p, rounds, seed, pure=False, key=f"twin-sweep-{i}-{point_seed(0, p)}"): i
+            futs = {client.submit(run_point, scenario_path, p, rounds, seed, pure=False,
+                                  key=f"twin-sweep-{i}-{point_seed(0, p)}"): i
                     for i, p in enumerate(points)}
             for fut in dask_completed(list(futs)):
                 results[futs[fut]] = fut.result()
@@ -259,72 +259,6 @@ def plot(rows: list[dict], axes: list[Axis], path: Path, title: str, measure: st
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-def register(sub) -> None:
-    """Add the ``sweep`` subcommand to the ``twin`` parser's subparsers."""
-    from twin.cli import _count, _seed
-
-    s = sub.add_parser("sweep", help="run a scenario over a grid of parameter values; table and plot of p50/p90/p99")
-    s.add_argument("scenario", help="scenario YAML")
-    s.add_argument("--param", action="append", required=True, metavar="PATH=V1,V2,...",
-                   help="a swept parameter: scenario key (frame_bytes, traffic.period) or params.<key of the "
-                        "parameter set>; values V1,V2,... or a range START:STOP:STEP; repeat for a grid")
-    s.add_argument("--rounds", type=_count, help="rounds per point (default: the scenario's)")
-    s.add_argument("--seed", type=_seed, help="base seed (default: the scenario's); each point derives its own")
-    s.add_argument("--workers", type=_count, help="local worker processes (default: CPU count)")
-    s.add_argument("--cluster", metavar="tcp://HOST:PORT", help="run the points on this Dask distributed scheduler")
-    s.add_argument("--out", help="output folder (default runs/<scenario name>/sweep)")
-    s.add_argument("--measure", choices=("rtt", "loop"), default="rtt",
-                   help="what the table and plot show: rtt (card/FPGA-boundary round trip, default) or loop "
-                        "(controller to controller: adds an external control system's link)")
-    s.add_argument("--quiet", action="store_true", help="no progress bar")
-
-
-def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
-    """``twin sweep``: returns 0, or 2 with one ``twin: error:`` line for a bad ``--param``."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from twin.scenario import load_scenario
-
-    from twin.cli import check_out_folder, out_error
-
-    loaded = load_scenario(Path(args.scenario))
-    out = check_out_folder(args.out or Path("runs") / loaded.scenario.name / "sweep")  # before the points run
-    try:
-        axes = [parse_param(p) for p in args.param]
-        if len({a.path for a in axes}) != len(axes):
-            raise SweepError("--param: a path named twice")
-        points = grid(axes)
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, disable=args.quiet) as bar:
-            task = bar.add_task(f"sweep ({'dask ' + args.cluster if args.cluster else 'local'})", total=len(points))
-            rows = run_sweep(args.scenario, axes, args.rounds, args.seed, args.workers, args.cluster,
-                             progress=lambda d, t: bar.update(task, completed=d))
-    except SweepError as e:  # one line, exit 2, as for any bad command-line value
-        print(f"twin: error: {e}", file=sys.stderr)
-        return 2
-    pre = "loop_" if args.measure == "loop" else ""
-    if pre and any(pre + "p50_ns" not in r for r in rows):
-        print("twin: error: --measure loop: the scenario has no external control system (no loop beyond "
-              "the card boundary)", file=sys.stderr)
-        return 2
-    try:
-        write_outputs(rows, axes, out, loaded.scenario.name, args.measure)
-    except OSError as e:
-        raise out_error("--out", out, e) from None
-    tb = Table(title=f"{loaded.scenario.name}: sweep, {len(points)} points, "
-                     f"{'controller loop' if pre else 'round trip'} (µs)")
-    for a in axes:
-        tb.add_column(a.path, justify="right")
-    for col in ("consumer", "p50", "p90", "p99", "mean"):
-        tb.add_column(col, justify="left" if col == "consumer" else "right")
-    for r in rows:
-        tb.add_row(*[str(r[a.path]) for a in axes], r["consumer"],
-                   *[f"{r[pre + k] / 1000:.3f}" for k in ("p50_ns", "p90_ns", "p99_ns", "mean_ns")])
-    console.print(tb)
-    console.print(f"wrote {out / 'sweep.csv'}, {out / 'sweep.json'}, {out / 'sweep.png'}")
-    return 0
 
 
 __all__ = ["Axis", "SweepError", "parse_param", "grid", "point_seed", "run_point", "run_sweep", "write_outputs"]

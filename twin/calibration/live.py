@@ -27,7 +27,7 @@ import yaml
 from scipy.optimize import differential_evolution
 from scipy.stats import ks_2samp, wasserstein_distance
 
-from hw_bridge.report import NPZ
+from twin.output.live import NPZ
 from twin.calibration.params import ParamSet
 from twin.config import ConfigError
 from twin.engine.build import loop_spec
@@ -75,17 +75,12 @@ def load_live_run(run: Path, node: str | None = None) -> tuple[dict, dict, np.nd
     return doc, s, rtt
 
 
-def _bundled(rel: str) -> Path:  # bundled lookup: the lead switches this to twin.bundled at merge
-    """A bundled file: from the current folder if it has one, else from the source tree."""
-    here = Path(rel)
-    return here if here.exists() else Path(__file__).resolve().parents[2] / rel  # twin/calibration/ -> root
-
-
 def run_scenario(run: Path, doc: dict, summary: dict) -> Path:
     """The scenario file a live run came from: the path ``twin run`` recorded (``live.scenario_file``
     in results.json), or for a run that recorded none ``scenarios/<name>.yaml`` beside the working
     folder or the source tree. Raises ConfigError (naming results.json) saying to pass SCENARIO when
     the recorded file is gone or there is none to find."""
+    from twin.bundled import local_or_bundled
     res = run / "results.json"
     rec = summary.get("live", {}).get("scenario_file")
     if rec:
@@ -93,7 +88,7 @@ def run_scenario(run: Path, doc: dict, summary: dict) -> Path:
             return Path(rec)
         raise ConfigError(res, "live.scenario_file", rec, "the run's scenario file is gone; pass SCENARIO "
                           "(twin calibrate --from-live RUN SCENARIO)")
-    guess = _bundled(f"scenarios/{doc['scenario']}.yaml")
+    guess = local_or_bundled(f"scenarios/{doc['scenario']}.yaml")
     if not guess.is_file():
         raise ConfigError(res, "scenario", doc["scenario"], f"the run recorded no scenario file and there is no "
                           f"{guess}; pass SCENARIO (twin calibrate --from-live RUN SCENARIO)")

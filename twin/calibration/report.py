@@ -1,5 +1,5 @@
-"""What ``twin calibrate`` writes and prints, for either path (card: :mod:`twin.cli`; RoCE:
-:mod:`twin.calibration.roce_cmd`): the fitted set's YAML file and the residuals table."""
+"""What ``twin calibrate`` writes and prints, for either path (both in
+:mod:`twin.commands.calibrate`): the fitted set's YAML file and the residuals table."""
 from __future__ import annotations
 
 from pathlib import Path

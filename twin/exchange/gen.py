@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from twin.bundled import bundled_path
 from twin.config import Located, load_model
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -22,7 +23,7 @@ SPEC = ROOT / "twin" / "exchange" / "contract.yaml"
 OUTPUTS = {
     "c": ROOT / "twin" / "runtime" / "c" / "qrt_contract.h",
     "python": ROOT / "twin" / "exchange" / "contract.py",
-    "verilog": ROOT / "rtl" / "qrt_contract.vh",
+    "verilog": bundled_path("rtl/qrt_contract.vh"),
 }
 SIZES = {"u8": 1, "u16": 2, "u32": 4, "u64": 8}
 C_TYPES = {"u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t"}
@@ -187,7 +188,8 @@ def _wrap(doc: str, prefix: str) -> list[str]:
 def gen_c(c: Contract, spec_text: str) -> str:
     """The C header: constants, the two records as packed-by-construction structs, size checks."""
     P = c.name.upper()
-    L = ["/* qrt_contract.h: the exchange layer's byte layout.", *("   " + x.strip() for x in _banner(spec_text, "").splitlines()), "*/",
+    L = ["/* qrt_contract.h: the exchange layer's byte layout.",
+         *("   " + x.strip() for x in _banner(spec_text, "").splitlines()), "*/",
          f"#ifndef {P}_CONTRACT_H", f"#define {P}_CONTRACT_H", "", "#include <stdint.h>", "#include <stddef.h>", "",
          "#if defined(__cplusplus)", f"#define {P}_STATIC_ASSERT(c, m) static_assert(c, m)", "#else",
          f"#define {P}_STATIC_ASSERT(c, m) _Static_assert(c, m)", "#endif", "",
@@ -213,15 +215,17 @@ def gen_c(c: Contract, spec_text: str) -> str:
           f"#define {P}_SYNDROME_BITS_PER_BYTE {c.syndrome.bits_per_byte}u",
           f"#define {P}_SYNDROME_PAD_VALUE 0u  /* padding is written as zero and ignored when read */",
           f"#define {P}_SYNDROME_SHORT_STATUS {P}_STATUS_{c.syndrome.short_status.upper()}",
-          f"/* bytes holding n detectors (a request's syndrome) or n observables (a reply's correction) */",
+          "/* bytes holding n detectors (a request's syndrome) or n observables (a reply's correction) */",
           f"#define {P}_SYNDROME_BYTES(n) (((n) + 7u) / 8u)",
-          f"/* byte and bit of detector (or observable) i */",
+          "/* byte and bit of detector (or observable) i */",
           f"#define {P}_SYNDROME_BYTE(i) ((i) / 8u)",
           f"#define {P}_SYNDROME_BIT(i) ((i) % 8u)",
-          f"/* detector i of the syndrome at p (a const uint8_t *): 0 or 1 */",
-          f"#define {P}_SYNDROME_GET(p, i) ((unsigned)((((const uint8_t *)(p))[{P}_SYNDROME_BYTE(i)] >> {P}_SYNDROME_BIT(i)) & 1u))",
-          f"/* set detector i of the syndrome at p (a uint8_t *, zeroed first: padding stays zero) */",
-          f"#define {P}_SYNDROME_SET(p, i) (((uint8_t *)(p))[{P}_SYNDROME_BYTE(i)] |= (uint8_t)(1u << {P}_SYNDROME_BIT(i)))",
+          "/* detector i of the syndrome at p (a const uint8_t *): 0 or 1 */",
+          f"#define {P}_SYNDROME_GET(p, i) "
+          f"((unsigned)((((const uint8_t *)(p))[{P}_SYNDROME_BYTE(i)] >> {P}_SYNDROME_BIT(i)) & 1u))",
+          "/* set detector i of the syndrome at p (a uint8_t *, zeroed first: padding stays zero) */",
+          f"#define {P}_SYNDROME_SET(p, i) "
+          f"(((uint8_t *)(p))[{P}_SYNDROME_BYTE(i)] |= (uint8_t)(1u << {P}_SYNDROME_BIT(i)))",
           ""]
     for rec_name, rec in (("header", c.header), ("piece", c.piece)):
         L.append(f"/* {rec.doc.strip()} */" if len(rec.doc) < 90 else f"/* {rec_name}: see contract.yaml */")
@@ -232,7 +236,8 @@ def gen_c(c: Contract, spec_text: str) -> str:
         L.append(f"}} {c.name}_{rec_name};")
         L.append(f"{P}_STATIC_ASSERT(sizeof({c.name}_{rec_name}) == {rec.bytes}, \"{rec_name} size\");")
         for f, off in rec.offsets():
-            L.append(f"{P}_STATIC_ASSERT(offsetof({c.name}_{rec_name}, {f.name}) == {off}, \"{rec_name}.{f.name} offset\");")
+            L.append(f"{P}_STATIC_ASSERT(offsetof({c.name}_{rec_name}, {f.name}) == {off}, "
+                     f"\"{rec_name}.{f.name} offset\");")
         L.append("")
     L += [f"#endif /* {P}_CONTRACT_H */", ""]
     return "\n".join(L)
@@ -251,8 +256,10 @@ def gen_python(c: Contract, spec_text: str) -> str:
         fmts = [(np_types[f.type], (f.count,)) if f.count > 1 else np_types[f.type] for f in rec.fields]
         offs = [off for _, off in rec.offsets()]
         L.append(f"{R}_BYTES = {rec.bytes}")
-        L.append(f"{R}_FIELDS = {{" + ", ".join(f"{f.name!r}: ({off}, {f.size})" for f, off in rec.offsets()) + "}  # name: (offset, bytes)")
-        L.append(f"{R}_DTYPE = np.dtype({{'names': {names!r}, 'formats': {fmts!r}, 'offsets': {offs!r}, 'itemsize': {rec.bytes}}})")
+        L.append(f"{R}_FIELDS = {{" + ", ".join(f"{f.name!r}: ({off}, {f.size})" for f, off in rec.offsets())
+                 + "}  # name: (offset, bytes)")
+        L.append(f"{R}_DTYPE = np.dtype({{'names': {names!r}, 'formats': {fmts!r}, 'offsets': {offs!r}, "
+                 f"'itemsize': {rec.bytes}}})")
         L.append("")
     for group, items in (("ENCODINGS", c.encodings), ("FUNCTIONS", c.functions), ("STATUS", c.status)):
         L.append(f"{group} = {{" + ", ".join(f"{it.name!r}: {it.value}" for it in items) + "}")

@@ -62,7 +62,7 @@ def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
                           "the RTL node in a loop scenario to trace it")
     if not isinstance(loaded.params, ParamSet):
         raise ConfigError(loaded.path, "calibration", sc.calibration, "a mesh needs a card-path parameter set")
-    from twin.cli import check_out_folder
+    from twin.usage import check_out_folder
     out = check_out_folder(args.out or Path("runs") / sc.name)  # before the run, not after
     seed = sc.seed if args.seed is None else args.seed
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

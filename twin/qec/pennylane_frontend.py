@@ -26,9 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from twin.bundled import bundled_path
 from twin.qec.workload import Workload
-
-ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 @dataclass
@@ -64,7 +63,8 @@ class FeedForward:
 class TwinExecution:
     """The QNode run through the twin: ``value`` (the twin's result), ``reference`` (the QNode on
     ``default.qubit``), ``feed_forwards`` (with timing), ``branches`` (reachable mid-circuit outcomes:
-    (probability, {"m<i>": bit}) with ``i`` the measurement's place in the circuit), ``device``, ``mode``, ``compute_ns``."""
+    (probability, {"m<i>": bit}) with ``i`` the measurement's place in the circuit), ``device``, ``mode``,
+    ``compute_ns``."""
 
     value: object
     reference: object
@@ -109,8 +109,8 @@ def _parse(tape):
 
 def _branches(tape, program, decide):
     """Every reachable branch: (probability, {MidMeasure: bit}, final state)."""
-    from pennylane.devices.qubit import apply_operation, create_initial_state
     import pennylane as qml
+    from pennylane.devices.qubit import apply_operation, create_initial_state
     n = len(tape.wires)
     out = []
 
@@ -165,8 +165,8 @@ def run_on_twin(qnode, *args, device: str = "epyc7282", mode: str = "inline", sh
     (each reachable branch once more, so every decision the result uses came through the loop);
     compute_ns: the function's compute time per request; control: ``on_card`` or ``aurora``.
     Raises ValueError for circuits outside what the front end supports (postselection, final
-    measurements other than expval/probs, a QNode with shots: the comparison is analytic) and RuntimeError if a reply the loop delivered differs
-    from PennyLane's own evaluation of the condition.
+    measurements other than expval/probs, a QNode with shots: the comparison is analytic) and RuntimeError if a
+    reply the loop delivered differs from PennyLane's own evaluation of the condition.
     """
     import pennylane as qml
 
@@ -186,8 +186,8 @@ def run_on_twin(qnode, *args, device: str = "epyc7282", mode: str = "inline", sh
         raise ValueError(f"the QNode runs with {tape.shots}; the twin compares with PennyLane's analytic result: "
                          "use a QNode without shots (shots= here sets only the twin's timing samples)")
     exact = _branches(tape, program, lambda ff, bits: ff.decide(bits))
-    params = load_params(calibration or ROOT / "calibrations/fitted/card_path.yaml")
-    hp, _ = load_hosting(hosting or ROOT / "calibrations/hosting.yaml")
+    params = load_params(calibration or bundled_path("calibrations/fitted/card_path.yaml"))
+    hp, _ = load_hosting(hosting or bundled_path("calibrations/hosting.yaml"))
     rng = np.random.default_rng(seed)
     probs = np.array([p for p, _, _ in exact])
     picks = np.concatenate([np.arange(len(exact)), rng.choice(len(exact), size=shots, p=probs / probs.sum())])

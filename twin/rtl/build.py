@@ -31,8 +31,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-RTL_DIR = ROOT / "rtl"
+from twin.bundled import bundled_path
+
+RTL_DIR = bundled_path("rtl")
 HARNESS = Path(__file__).resolve().parent / "harness.cpp"
 CONTRACT_VH = RTL_DIR / "qrt_contract.vh"
 

@@ -1,11 +1,13 @@
 """``twin topology SCENARIO``: draw a scenario's graph (nodes by kind, links by kind, each mesh
-flow's route) to a PNG, PDF or SVG."""
+flow's route) to a PNG, PDF or SVG (the drawing itself: :func:`twin.output.topology_figure.draw`)."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
 from rich.console import Console
+
+from twin.commands.common import UsageError, check_out_folder, out_error
 
 
 def register(sub) -> None:
@@ -14,6 +16,7 @@ def register(sub) -> None:
     t.add_argument("scenario", help="scenario YAML")
     t.add_argument("--out", help="image to write: a .png, .pdf or .svg file, or a folder to write "
                                  "topology.png in (default runs/<scenario name>/topology.png)")
+    t.set_defaults(handler=cmd_topology)
 
 
 FORMATS = (".png", ".pdf", ".svg")
@@ -22,9 +25,7 @@ FORMATS = (".png", ".pdf", ".svg")
 def out_path(value: str | None, name: str) -> Path:
     """The file ``twin topology --out VALUE`` writes: ``runs/NAME/topology.png`` by default,
     ``VALUE/topology.png`` for an existing folder, else ``VALUE`` itself, which must end in
-    .png, .pdf or .svg. Raises :class:`twin.cli.UsageError` naming ``--out`` and the value."""
-    from twin.cli import UsageError
-
+    .png, .pdf or .svg. Raises :class:`twin.usage.UsageError` naming ``--out`` and the value."""
     if not value:
         return Path("runs") / name / "topology.png"
     out = Path(value)
@@ -38,14 +39,12 @@ def out_path(value: str | None, name: str) -> Path:
 
 def cmd_topology(args: argparse.Namespace, console: Console) -> int:
     """Load the scenario (errors name file, key, value), draw it, print the file written. Returns 0;
-    raises :class:`twin.cli.UsageError` for an ``--out`` that cannot be written."""
+    raises :class:`twin.usage.UsageError` for an ``--out`` that cannot be written."""
     from twin.output.topology_figure import draw
     from twin.scenario import load_scenario
 
     loaded = load_scenario(Path(args.scenario))
     sc = loaded.scenario
-    from twin.cli import check_out_folder, out_error
-
     out = out_path(args.out, sc.name)
     check_out_folder(out.parent, shown=args.out or out)
     try:

@@ -1,0 +1,67 @@
+"""What the commands share: the argparse value types (``_count``, ``_nonneg``, ``_seed``,
+``_window``), the one-line errors and output-folder checks (from :mod:`twin.usage`) and the
+bundled-file lookup (from :mod:`twin.bundled`)."""
+from __future__ import annotations
+
+import argparse
+
+from twin.bundled import bundled_path, local_or_bundled
+from twin.usage import UsageError, check_out_folder, out_error
+
+_bundled = local_or_bundled  # a bundled file: from the current folder if it has one, else the bundled copy
+
+DEFAULT_SCENARIO = "scenarios/card_path_64b.yaml"
+DEFAULT_PRIOR = "calibrations/card_path.yaml"
+DEFAULT_FITTED = "calibrations/fitted/card_path.yaml"
+DEFAULT_DECODE = "scenarios/decode_rep3.yaml"
+DEFAULT_HOSTING = "calibrations/hosting.yaml"
+DEFAULT_CARD = "calibrations/fitted/card_path.yaml"
+
+MAX_ROUNDS = 100_000_000  # the scenario schema's bound too
+
+
+def _whole(text: str, low: int) -> int:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (low <= value <= MAX_ROUNDS) or value != int(value):
+        raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {MAX_ROUNDS:.0e}: {text!r}")
+    return int(value)
+
+
+def _count(text: str) -> int:
+    """A round count >= 1; accepts ``100000``, ``1e5``, ``3e6``."""
+    return _whole(text, 1)
+
+
+def _nonneg(text: str) -> int:
+    """A round count that may be 0."""
+    return _whole(text, 0)
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+    return value
+
+
+def _window(text: str) -> tuple[int, int]:
+    """A round window ``FIRST:LAST`` (1-based, inclusive) or one round ``N``."""
+    parts = text.split(":")
+    try:
+        first, last = (int(parts[0]), int(parts[-1])) if len(parts) in (1, 2) else (0, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a round window FIRST:LAST: {text!r}") from None
+    if not 1 <= first <= last:
+        raise argparse.ArgumentTypeError(f"needs 1 <= FIRST <= LAST: {text!r}")
+    return first, last
+
+
+__all__ = ["UsageError", "check_out_folder", "out_error", "bundled_path", "local_or_bundled", "_bundled",
+           "_count", "_nonneg", "_seed", "_window", "MAX_ROUNDS", "DEFAULT_SCENARIO", "DEFAULT_PRIOR",
+           "DEFAULT_FITTED", "DEFAULT_DECODE", "DEFAULT_HOSTING", "DEFAULT_CARD"]

@@ -1,0 +1,71 @@
+"""``twin hosting [--fit]``: the hosting modes' costs, seed value vs model (``--fit`` refits them)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from twin.bundled import is_bundled
+from twin.commands.common import DEFAULT_CARD, DEFAULT_HOSTING, _bundled, _count, _seed
+
+
+def register(sub) -> None:
+    """Add ``hosting`` to the ``twin`` subcommands."""
+    h = sub.add_parser("hosting", help="hosting-mode costs: seed value vs model (--fit to refit)")
+    h.add_argument("--fit", action="store_true", help="refit the costs and write the file first")
+    h.add_argument("--file", help=f"hosting parameter file (default {DEFAULT_HOSTING})")
+    h.add_argument("--calibration", help=f"card-path parameter set (default {DEFAULT_CARD})")
+    h.add_argument("--rounds", type=_count, default=20_000, help="rounds per model run (default 20000)")
+    h.add_argument("--seed", type=_seed, default=1, help="seed (default 1)")
+    h.add_argument("--closed-loop", action="store_true",
+                   help="measure the round-trip figures in the closed loop on the card's clock instead (shows "
+                        "the poll-grid quantisation; see docs/decisions.md)")
+    h.set_defaults(handler=cmd_hosting)
+
+
+def cmd_hosting(args: argparse.Namespace, console) -> int:
+    """Print seed value vs model for the hosting modes (``--fit``: refit first and write the file)."""
+    import yaml
+    from rich.table import Table
+
+    from twin.calibration.params import load_params
+    from twin.qec.hosting import hosting_document, load_hosting
+    from twin.qec.hosting_fit import CLOSED, CONSUMER, SWEEP, fit, measure, table_rows
+
+    card = Path(args.calibration) if args.calibration else _bundled(DEFAULT_CARD)
+    params = load_params(card)
+    path = Path(args.file) if args.file else _bundled(DEFAULT_HOSTING)
+    if args.fit:
+        if not args.file and is_bundled(path):  # never write into an installed wheel: ./calibrations/ instead
+            path = Path("calibrations") / path.name
+            path.parent.mkdir(parents=True, exist_ok=True)
+        hp = fit(params, rounds=args.rounds, seed=args.seed, log=console.print)
+        meta = {"description": "Hosting-mode costs fitted by `twin hosting --fit` to "
+                               "amd-qblox-exchange-runtime.txt (see twin/qec/hosting_fit.py); do not edit by hand.",
+                "consumer": CONSUMER, "calibration": str(card), "function": "decode_rep3",
+                "rounds": args.rounds, "seed": args.seed,
+                "provenance": {"fitted_at_64_bytes": ["general_path", "omp_self", "omp_routed", "worker_handoff",
+                                                      "chain_trigger", "rearm_mean"],
+                               "held_out": "every 1,792-byte figure",
+                               "assumed": {"chain_complete": "one MI210 poll period (a load of the completion signal)",
+                                           "chain_trigger_jitter": "exponential, scale = the fitted P2P jitter"}}}
+        path.write_text(yaml.safe_dump(hosting_document(hp, meta), sort_keys=False))
+        console.print(f"wrote {path}")
+    hp, _ = load_hosting(path)
+    rows = table_rows(measure(params, hp, rounds=args.rounds, seed=args.seed,
+                              traffic=CLOSED if args.closed_loop else SWEEP))
+    setting = ("closed loop on the card's clock: GPU round trips move in whole 0.93 us poll periods"
+               if args.closed_loop else "requests from an independent clock, one at a time")
+    tb = Table(title=f"hosting modes on the {CONSUMER} (amd-qblox-exchange-runtime.txt vs model, {args.rounds} rounds; "
+                     f"{setting})")
+    for col in ("quantity", "frame", "seed", "model", "error", "within 5 %"):
+        tb.add_column(col, justify="left" if col in ("quantity", "frame") else "right")
+    ok = True
+    for q, sz, seed, model, err, within in rows:
+        ok &= within
+        if isinstance(seed, str):
+            tb.add_row(q, sz, seed, f"{model:.2f}", "inside" if within else f"{err:.2f} outside",
+                       "yes" if within else "NO")
+        else:
+            tb.add_row(q, sz, f"{seed:.3f}", f"{model:.3f}", f"{err:+.2f} %", "yes" if within else "NO")
+    console.print(tb)
+    return 0 if ok else 1

@@ -1,0 +1,140 @@
+"""``twin run [SCENARIO]``: run a scenario (a mesh's flows through :func:`twin.mesh.run.cmd_run_mesh`),
+print the table, write results.json, rounds.csv and histograms.png."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from twin.commands.common import (
+    DEFAULT_SCENARIO,
+    UsageError,
+    _bundled,
+    _count,
+    _nonneg,
+    _seed,
+    _window,
+    check_out_folder,
+    out_error,
+)
+
+
+def register(sub) -> None:
+    """Add ``run`` to the ``twin`` subcommands."""
+    r = sub.add_parser("run", help="run a scenario (default: the bundled card_path_64b)")
+    r.add_argument("scenario", nargs="?", help=f"scenario YAML (default {DEFAULT_SCENARIO})")
+    r.add_argument("--rounds", type=_count, help="rounds per consumer (default: the scenario's; e.g. 1e5, 3e6)")
+    r.add_argument("--seed", type=_seed, help="seed >= 0 (default: the scenario's)")
+    r.add_argument("--out", help="output folder (default runs/<scenario name>)")
+    r.add_argument("--engine", choices=("auto", "direct", "event"), default="auto",
+                   help="auto: direct engine, checked against the byte-level event model over "
+                        "--verify-rounds (event model alone when requests queue); direct: direct engine "
+                        "only, no byte check, refuses runs where requests queue; event: event model "
+                        "for every round")
+    r.add_argument("--verify-rounds", type=_nonneg, default=10_000,
+                   help="rounds the event model checks in auto mode (default 10000)")
+    r.add_argument("--trace", type=_window, metavar="FIRST:LAST",
+                   help="write VCD waveforms of the RTL nodes for rounds FIRST..LAST (within the run's rounds) "
+                        "(OUT/waves.<loop>.<node>.vcd; needs a node with model rtl)")
+    r.add_argument("--no-plot", action="store_true", help="skip histograms.png")
+    r.add_argument("--no-csv", action="store_true", help="skip rounds.csv")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.set_defaults(handler=cmd_run)
+
+
+def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    """``twin run``: run a scenario, print the table, write results.json, rounds.csv, histograms.png.
+    Returns 0, or 1 if any reply mismatched; raises ConfigError for bad input."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from twin.report import plot_histograms, print_table, write_results_json, write_rounds_csv
+    from twin.scenario import load_scenario
+    from twin.study import run_study
+
+    path = Path(args.scenario) if args.scenario else _bundled(DEFAULT_SCENARIO)
+    loaded = load_scenario(path)
+    sc = loaded.scenario
+    if args.trace and "rtl" not in [n.model for n in sc.nodes]:
+        raise UsageError(f"--trace: scenario {path} has no node with model rtl")
+    if sc.flows:  # a mesh: every flow at once (twin.mesh)
+        from twin.mesh.run import cmd_run_mesh
+        return cmd_run_mesh(args, console, loaded)
+    rounds = args.rounds or sc.rounds
+    out = check_out_folder(args.out or Path("runs") / sc.name)  # before the run, not after
+    consumers = sc.consumers()
+    trace = None
+    waves_before: dict[Path, int] = {}
+    if args.trace:
+        if args.trace[1] > rounds:
+            raise UsageError(f"--trace {args.trace[0]}:{args.trace[1]}: outside the run's rounds 1:{rounds} "
+                             f"(--rounds or the scenario's rounds)")
+        trace = (str(out / "waves.vcd"), *args.trace)
+        waves_before = {f: f.stat().st_mtime_ns for f in out.glob("waves.*.vcd")} if out.is_dir() else {}
+    for n in consumers:  # a live endpoint that cannot start here: say so before any progress bar
+        if n.bridge is not None:
+            from hw_bridge.contract import LiveFailure, preflight
+            try:
+                preflight(n.bridge.settings())
+            except LiveFailure as e:
+                print(f"twin: error: node {n.name!r}: {e}", file=sys.stderr)
+                return 3
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False, disable=args.quiet) as bar:
+        tasks = {n.name: bar.add_task(n.device, total=rounds) for n in consumers}
+        study = run_study(loaded, rounds=rounds, seed=args.seed, engine=args.engine,
+                          verify_rounds=args.verify_rounds, trace=trace,
+                          progress=lambda name, done: bar.update(tasks[name], completed=done))
+    if study.failures and not study.runs:  # a live endpoint could not start: nothing to write
+        f = study.failures[0]
+        print(f"twin: error: node {getattr(f, 'node', '?')!r}: {f}", file=sys.stderr)
+        return 3
+    try:
+        out.mkdir(parents=True, exist_ok=True)  # only once the study has run: a refused run leaves nothing
+    except OSError as e:
+        raise out_error("--out", out, e) from None
+    for flag, name in ((args.no_csv, "rounds.csv"), (args.no_plot, "histograms.png")):
+        if flag and (out / name).exists():
+            (out / name).unlink()  # an earlier run's file would not match this results.json
+    print_table(study, console)
+    write_results_json(study, out / "results.json")
+    live_npz = None
+    if any(n.model == "live" for n in consumers):
+        from twin.output.live import print_live, write_live_rounds
+        print_live(study, console)
+        live_npz = write_live_rounds(study, out)
+    if not args.no_csv:
+        write_rounds_csv(study, out / "rounds.csv")
+    if not args.no_plot and study.runs:
+        plot_histograms(study, out / "histograms.png")
+    for r in study.runs:
+        if r.summary["backlog_max"]:
+            console.print(f"[yellow]warning: {r.node}: requests waited for a free slot (up to "
+                          f"{r.summary['backlog_max']} at once): the consumer fell behind (offered load, "
+                          "or a stall)[/yellow]")
+    waves = [f for f in sorted(out.glob("waves.*.vcd")) if trace and waves_before.get(f) != f.stat().st_mtime_ns]
+    console.print(f"wrote {out / 'results.json'}" + ("" if args.no_csv else f", {out / 'rounds.csv'}")
+                  + ("" if args.no_plot else f", {out / 'histograms.png'}")
+                  + (f", {live_npz}" if live_npz else "") + "".join(f", {f}" for f in waves))
+    rc = 0
+    for f in study.failures:  # a live endpoint died, hung or answered wrongly
+        done = next((len(r.result.t_in) for r in study.runs if r.node == getattr(f, "node", None)), 0)
+        print(f"twin: error: node {getattr(f, 'node', '?')!r}: {f}; {done:,} rounds completed and saved in {out}",
+              file=sys.stderr)
+        rc = 3
+    for r in study.runs:
+        injected = r.summary.get("faults", {}).get("injected", {}).get("corrupt_piece", 0)
+        if r.summary["engine"] == "event" and r.summary["mismatches"] != injected:
+            m = r.summary["mismatches"]
+            node = next(n for n in consumers if n.name == r.node)
+            why = [f"{injected} corrupted on purpose"] if injected else []
+            if node.bridge is not None and node.bridge.fault is not None and node.bridge.fault.kind == "wrong":
+                why.append(f"bridge.fault: a wrong answer injected at round {node.bridge.fault.round}")
+            console.print(f"[red]{r.node}: {m} {'reply' if m == 1 else 'replies'} did not match the reference answer"
+                          + (f" ({'; '.join(why)})" if why else "") + "[/red]")
+            rc = 1
+        elif r.summary["engine"] != "event" and r.summary["mismatches"]:
+            console.print(f"[red]{r.node}: {r.summary['mismatches']} replies did not match the reference answer[/red]")
+            rc = 1
+    return 3 if study.failures else rc

@@ -1,0 +1,149 @@
+"""``twin scenarios``: list the bundled studies; ``twin scenarios copy NAME [DEST]``: copy one into
+your folder to edit.
+
+A copy keeps the scenario's text (comments included) and rewrites only its data paths
+(``calibration:``, ``hosting:``, ``measured:``, relative to the bundled file) to the absolute paths
+of the bundled files, so it runs from any folder; a decode scenario without ``hosting:`` gets the
+bundled hosting costs the same way. Code the scenario names that you would edit — a ``decode.function``
+module or ``rtl.sources`` found beside the bundled scenario — is copied along, at the same path
+relative to the copy. Nothing is overwritten: an existing file is refused (one line, exit 2).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+
+from twin.bundled import bundled_path, scenario_files
+from twin.commands.common import UsageError, check_out_folder
+
+DATA_KEYS = ("calibration", "hosting", "measured")
+_TOP_KEY = re.compile(r"^(?P<key>calibration|hosting|measured):(?P<sp>[ \t]*)(?P<value>[^#\n]*?)"
+                      r"(?P<tail>[ \t]+#[^\n]*)?[ \t]*$", re.M)
+
+
+def register(sub) -> None:
+    """Add ``scenarios`` (``list``, ``copy``) to the ``twin`` subcommands."""
+    s = sub.add_parser("scenarios", help="list the bundled scenarios; `twin scenarios copy NAME` copies one to edit",
+                       description="List the bundled scenarios, or copy one into your folder to edit. A copy's "
+                                   "calibration/hosting/measured paths point at the bundled files (absolute "
+                                   "paths); a decoder module it names is copied along.")
+    s.set_defaults(handler=cmd_scenarios, action="list")
+    ss = s.add_subparsers(dest="action")
+    ss.add_parser("list", help="list the bundled scenarios (the default)")
+    c = ss.add_parser("copy", help="copy a bundled scenario into your folder (refuses to overwrite)")
+    c.add_argument("name", help="a bundled scenario's name (see `twin scenarios`), e.g. card_path_64b")
+    c.add_argument("dest", nargs="?", help="file to write, or a folder (existing, or ending in /) to write NAME.yaml "
+                                           "in (default ./NAME.yaml)")
+
+
+def describe(path: Path) -> tuple[str, str, str]:
+    """(name, kind ``run`` or ``decode``, one-line description) of a scenario file."""
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        return path.stem, "?", f"(cannot read it: {' '.join(str(e).split())[:80]})"
+    if not isinstance(doc, dict):
+        return path.stem, "?", "(not a mapping)"
+    kind = "decode" if "decode" in doc else "run"
+    return path.stem, kind, " ".join(str(doc.get("description") or "").split())
+
+
+def cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
+    """List (the default) or copy. Returns 0; raises :class:`UsageError` for an unknown name or a
+    destination that exists."""
+    if getattr(args, "action", None) == "copy":
+        return cmd_copy(args, console)
+    rows = [describe(p) for p in scenario_files()]
+    width = max((len(n) for n, _, _ in rows), default=4)
+    print(f"{'name':<{width}}  {'kind':<6}  description")
+    for name, kind, text in rows:
+        print(f"{name:<{width}}  {kind:<6}  {text}")
+    print(f"\n{len(rows)} scenarios in {bundled_path('scenarios')}. Copy one here to edit: "
+          "`twin scenarios copy NAME [DEST]`, then `twin run NAME.yaml` (kind decode: `twin decode NAME.yaml`).")
+    return 0
+
+
+def _quote(text: str) -> str:
+    """``text`` as a YAML scalar: plain when that reads back the same, else double-quoted."""
+    try:
+        if yaml.safe_load(text) == text and not text.startswith(("'", '"')):
+            return text
+    except yaml.YAMLError:
+        pass
+    return json.dumps(text)
+
+
+def rewrite_paths(text: str, src: Path) -> str:
+    """``text`` (the scenario ``src``) with its top-level data paths made absolute (resolved against
+    ``src``'s folder); ``null`` and absent keys stay. Comments and everything else are kept."""
+    def sub(m: re.Match) -> str:
+        raw = m["value"].strip()
+        value = yaml.safe_load(raw) if raw else None
+        if not isinstance(value, str) or not value:
+            return m[0]
+        absolute = (src.parent / value).resolve() if not Path(value).is_absolute() else Path(value)
+        return f"{m['key']}:{m['sp'] or ' '}{_quote(str(absolute))}{m['tail'] or ''}"
+    return _TOP_KEY.sub(sub, text)
+
+
+def _along(doc: dict, src: Path) -> list[tuple[Path, Path]]:
+    """Files the scenario names as code to edit, found beside the bundled file: (source, path
+    relative to the copy's folder). A ``decode.function`` module is looked for where the loader looks
+    (the scenario's folder, then its parent); ``rtl.sources`` are relative to the scenario."""
+    out: list[tuple[Path, Path]] = []
+    decode = doc.get("decode") if isinstance(doc.get("decode"), dict) else {}
+    fn = decode.get("function")
+    if isinstance(fn, str) and ":" in fn:
+        parts = fn.split(":")[0].split(".")
+        for root in (src.parent, src.parent.parent):
+            f = root.joinpath(*parts).with_suffix(".py")
+            if f.is_file():
+                out.append((f, Path(*parts).with_suffix(".py")))
+                break
+    for node in doc.get("nodes") or []:
+        rtl = node.get("rtl") if isinstance(node, dict) else None
+        for s in (rtl or {}).get("sources") or [] if isinstance(rtl, dict) else []:
+            rel = Path(str(s))
+            if not rel.is_absolute() and ".." not in rel.parts and (src.parent / rel).is_file():
+                out.append((src.parent / rel, rel))
+    return out
+
+
+def cmd_copy(args: argparse.Namespace, console: Console) -> int:
+    """``twin scenarios copy NAME [DEST]``: write the copy (and what it needs) or refuse, before
+    writing anything, when a file is in the way."""
+    name = args.name[:-5] if args.name.endswith(".yaml") else args.name
+    src = bundled_path("scenarios") / f"{name}.yaml"
+    if "/" in name or not src.is_file():
+        known = ", ".join(p.stem for p in scenario_files())
+        raise UsageError(f"scenarios copy {args.name}: no bundled scenario of that name (there are: {known})")
+    dest = Path(args.dest) if args.dest else Path(f"{name}.yaml")
+    if dest.is_dir() or (args.dest or "").endswith(("/", os.sep)):  # a folder (made if need be)
+        dest = dest / f"{name}.yaml"
+    check_out_folder(dest.parent, option="DEST", shown=args.dest or dest)
+    text = src.read_text()
+    doc = yaml.safe_load(text)
+    new = rewrite_paths(text, src)
+    if "decode" in doc and "hosting" not in doc:  # the loader's default is relative to the scenario
+        hosting = _quote(str(bundled_path("calibrations/hosting.yaml").resolve()))
+        new = re.sub(r"^(calibration:[^\n]*\n)", lambda m: m[1] + f"hosting: {hosting}\n", new, count=1, flags=re.M)
+    along = [(f, dest.parent / rel) for f, rel in _along(doc, src)]
+    for target in [dest, *(t for _, t in along)]:
+        if target.exists() or target.is_symlink():
+            raise UsageError(f"scenarios copy: {target} exists; not overwriting it (remove it or name another DEST)")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(new)
+    for f, target in along:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(f, target)
+    kind = "decode" if "decode" in doc else "run"
+    console.print(f"wrote {dest}" + "".join(f", {t}" for _, t in along)
+                  + f" (its calibration files are the bundled ones, by absolute path); run it: twin {kind} {dest}")
+    return 0

@@ -1,0 +1,76 @@
+"""``twin sweep SCENARIO --param PATH=V1,V2,...``: a what-if grid (the library: :mod:`twin.sweep`),
+a table and sweep.csv, sweep.json, sweep.png."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from twin.commands.common import _count, _seed, check_out_folder, out_error
+
+
+def register(sub) -> None:
+    """Add the ``sweep`` subcommand to the ``twin`` parser's subparsers."""
+    s = sub.add_parser("sweep", help="run a scenario over a grid of parameter values; table and plot of p50/p90/p99")
+    s.add_argument("scenario", help="scenario YAML")
+    s.add_argument("--param", action="append", required=True, metavar="PATH=V1,V2,...",
+                   help="a swept parameter: scenario key (frame_bytes, traffic.period) or params.<key of the "
+                        "parameter set>; values V1,V2,... or a range START:STOP:STEP; repeat for a grid")
+    s.add_argument("--rounds", type=_count, help="rounds per point (default: the scenario's)")
+    s.add_argument("--seed", type=_seed, help="base seed (default: the scenario's); each point derives its own")
+    s.add_argument("--workers", type=_count, help="local worker processes (default: CPU count)")
+    s.add_argument("--cluster", metavar="tcp://HOST:PORT", help="run the points on this Dask distributed scheduler")
+    s.add_argument("--out", help="output folder (default runs/<scenario name>/sweep)")
+    s.add_argument("--measure", choices=("rtt", "loop"), default="rtt",
+                   help="what the table and plot show: rtt (card/FPGA-boundary round trip, default) or loop "
+                        "(controller to controller: adds an external control system's link)")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(handler=cmd_sweep)
+
+
+def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
+    """``twin sweep``: returns 0, or 2 with one ``twin: error:`` line for a bad ``--param``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from twin.scenario import load_scenario
+    from twin.sweep import SweepError, grid, parse_param, run_sweep, write_outputs  # run_sweep looked up per call
+
+    loaded = load_scenario(Path(args.scenario))
+    out = check_out_folder(args.out or Path("runs") / loaded.scenario.name / "sweep")  # before the points run
+    try:
+        axes = [parse_param(p) for p in args.param]
+        if len({a.path for a in axes}) != len(axes):
+            raise SweepError("--param: a path named twice")
+        points = grid(axes)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, disable=args.quiet) as bar:
+            task = bar.add_task(f"sweep ({'dask ' + args.cluster if args.cluster else 'local'})", total=len(points))
+            rows = run_sweep(args.scenario, axes, args.rounds, args.seed, args.workers, args.cluster,
+                             progress=lambda d, t: bar.update(task, completed=d))
+    except SweepError as e:  # one line, exit 2, as for any bad command-line value
+        print(f"twin: error: {e}", file=sys.stderr)
+        return 2
+    pre = "loop_" if args.measure == "loop" else ""
+    if pre and any(pre + "p50_ns" not in r for r in rows):
+        print("twin: error: --measure loop: the scenario has no external control system (no loop beyond "
+              "the card boundary)", file=sys.stderr)
+        return 2
+    try:
+        write_outputs(rows, axes, out, loaded.scenario.name, args.measure)
+    except OSError as e:
+        raise out_error("--out", out, e) from None
+    tb = Table(title=f"{loaded.scenario.name}: sweep, {len(points)} points, "
+                     f"{'controller loop' if pre else 'round trip'} (µs)")
+    for a in axes:
+        tb.add_column(a.path, justify="right")
+    for col in ("consumer", "p50", "p90", "p99", "mean"):
+        tb.add_column(col, justify="left" if col == "consumer" else "right")
+    for r in rows:
+        tb.add_row(*[str(r[a.path]) for a in axes], r["consumer"],
+                   *[f"{r[pre + k] / 1000:.3f}" for k in ("p50_ns", "p90_ns", "p99_ns", "mean_ns")])
+    console.print(tb)
+    console.print(f"wrote {out / 'sweep.csv'}, {out / 'sweep.json'}, {out / 'sweep.png'}")
+    return 0
