@@ -155,7 +155,10 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
             s["rtl"] = res.stats["rtl"]
         if node.model == "live":
             from twin.output.live import live_summary
-            s["live"] = live_summary(res, failure, spec, engine, verify_rounds)
+            n = max(1, len(res.t_in))  # after a failure: the rounds completed
+            sim_spec = replace(spec, model="sim", bridge=None, traffic=replace(spec.traffic, rounds=n))
+            sim, _, _, _ = run_one(sim_spec, engine, verify_rounds, None)  # the node's sim model, same rounds
+            s["live"] = live_summary(res, failure, sim.rtt_ps)
             s["live"]["scenario_file"] = str(Path(loaded.path).resolve())  # for `twin calibrate --from-live RUN`
         if sc.deadline:
             s["deadline_ns"] = time_ps(sc.deadline) / 1000

@@ -23,7 +23,7 @@ from twin.engine.spec import LoopResult, LoopSpec
 from twin.engine.topology import FlowWorkload, Topology
 from twin.exchange.encoding import get_encoding
 from twin.kernel import JitterStream, Kernel, Lane, MemoryRegion, PostedWritePath
-from twin.nodes.registry import model_for
+from twin.nodes.models import model_for
 from twin.runtime.functions import REGISTRY, lookup
 
 Progress = Callable[[int], None]

@@ -133,28 +133,12 @@ def declare(kind: NodeKind) -> NodeKind:
 
 def kinds(role: str | None = None) -> list[NodeKind]:
     """Every declared kind in declaration order (only those of ``role`` "node" or "link" if given)."""
-    _load()
     return [k for k in _KINDS.values() if role is None or k.role == role]
 
 
 def kind(name: str) -> NodeKind:
     """The declared kind ``name``; raises KeyError naming the known kinds."""
-    _load()
     k = _KINDS.get(name)
     if k is None:
         raise KeyError(f"no node kind {name!r} (known kinds: {', '.join(_KINDS)})")
     return k
-
-
-_loaded = False
-
-
-def _load() -> None:
-    global _loaded
-    if not _loaded:
-        try:
-            importlib.import_module("twin.nodes.kinds")
-        except BaseException:
-            _KINDS.clear()  # a half-loaded set of declarations: the next lookup raises the same error
-            raise
-        _loaded = True

@@ -18,7 +18,9 @@ import importlib
 import inspect
 from typing import NamedTuple
 
-from twin.nodes.declare import REQUIRED, NodeKind, Param, Port, Stat, declare
+from twin.nodes.declare import REQUIRED, NodeKind, Param, Port, Stat, declare, kind, kinds
+
+__all__ = ["kind", "kinds"]  # the lookups, every kind declared
 
 SEED = "amd-qblox-exchange-runtime.txt"
 BACKLINE = "backline-paper-abstract.txt, backline-announcement.txt"

@@ -6,7 +6,9 @@ exchange engine, not a RoCE controller; FPGA logic hosts its function inline.
 """
 from __future__ import annotations
 
-from twin.nodes.registry import Model, Situation, register
+from twin.nodes.registry import MODELS, Model, Situation, model_for, models_for, refusal, register
+
+__all__ = ["MODELS", "Situation", "model_for", "models_for", "refusal"]  # the lookups, every model registered
 
 RTL_FUNCTIONS = ("echo", "decode_rep3", "decode_steane7")  # the cores of rtl/qrt_functions.v
 RTL_MAX_FRAME = 180  # bytes: the RTL's slot images are 2,048 bits wide (rtl/qrt_slot_image.v)

@@ -6,7 +6,8 @@ device through :mod:`hw_bridge`). Each (node kind, model) pair is one :class:`Mo
 factory (imported only when a node of that model is built) and what it supports. The scenario
 loader asks :func:`refusal` whether a node can stand where the scenario puts it and refuses at load
 with the reason; the engine asks :func:`model_for` for the factory. Nothing else branches on model
-names.
+names. The entries themselves are registered by :mod:`twin.nodes.models`; import the lookups from
+there (it registers every model first).
 """
 from __future__ import annotations
 
@@ -78,13 +79,11 @@ def register(model: Model) -> Model:
 
 def models_for(kind: str) -> list[Model]:
     """The models registered for node kind ``kind``, in registration order."""
-    _load()
     return [m for (k, _), m in _REGISTRY.items() if k == kind]
 
 
 def model_for(kind: str, name: str) -> Model:
     """The entry of (``kind``, ``name``); raises KeyError with the models that kind has."""
-    _load()
     m = _REGISTRY.get((kind, name))
     if m is None:
         have = ", ".join(x.name for x in models_for(kind)) or "none"
@@ -99,13 +98,3 @@ def refusal(kind: str, name: str, situation: Situation) -> str | None:
     except KeyError as e:
         return str(e).strip("'\"")
     return m.refuse(situation)
-
-
-_loaded = False
-
-
-def _load() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        importlib.import_module("twin.nodes.models")

@@ -8,7 +8,6 @@ card-boundary round trip percentiles in ns), ``error`` (None, or kind, round, de
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,19 +17,14 @@ from twin.stats import summary_ns
 NPZ = "live_rounds.npz"
 
 
-def live_summary(res, failure, spec, engine: str, verify_rounds: int) -> dict:
-    """The ``live`` mapping of one live consumer (see module docstring); runs the node's ``sim``
-    model over the same rounds for the side-by-side."""
-    from twin.study import run_one
-
+def live_summary(res, failure, sim_rtt_ps: np.ndarray) -> dict:
+    """The ``live`` mapping of one live consumer (see module docstring); ``sim_rtt_ps``: the round
+    trips of the node's ``sim`` model over the same rounds (the side-by-side)."""
     live = dict(res.stats.get("live", {}))
     live.pop("endpoint_stats", None)
     svc = np.asarray(res.stats.get("service_ns", []), np.int64)
     live["service"] = summary_ns(svc * 1000) if len(svc) else None
-    n = max(1, len(res.t_in))  # after a failure: the rounds completed
-    sim_spec = replace(spec, model="sim", bridge=None, traffic=replace(spec.traffic, rounds=n))
-    sim, _, _, _ = run_one(sim_spec, engine if engine != "event" else "event", verify_rounds, None)
-    live["simulated"] = summary_ns(sim.rtt_ps)
+    live["simulated"] = summary_ns(sim_rtt_ps)
     live["simulated"]["model"] = "sim"
     bad = np.nonzero(~np.asarray(res.ok, bool))[0]
     live["mismatch_rounds"] = [int(i) + 1 for i in bad[:20]]  # the first 20 wrong replies, by round

@@ -396,7 +396,7 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         doc["stim_pymatching"] = {"logical_errors": None, "how": pm_how}
     runs = []
     from twin.calibration.roce import RoceParamSet
-    from twin.nodes.registry import Situation, refusal
+    from twin.nodes.models import Situation, refusal
     from twin.qec.loop import session_function
     fn = session_function(decoder, w.name)
     for i, pl in enumerate(d.placements):  # before any loop runs: can each model stand there?

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from twin.calibration.params import ParamSet
 from twin.config import ConfigError, load_model
-from twin.nodes.registry import Situation, refusal
+from twin.nodes.models import Situation, refusal
 from twin.scenario.schema import Scenario
 
 

@@ -55,7 +55,7 @@ from twin.devices.qblox import QbloxCluster
 from twin.faults import FaultPlan
 from twin.units import UnitError, time_ps
 
-from twin.nodes.registry import MODELS as MODELS_AVAILABLE  # noqa: E402
+from twin.nodes.models import MODELS as MODELS_AVAILABLE  # noqa: E402
 
 
 class _Strict(BaseModel):
@@ -274,7 +274,7 @@ class Node(_Strict):
 
     @model_validator(mode="after")
     def _model_stands_for_kind(self):
-        from twin.nodes.registry import model_for
+        from twin.nodes.models import model_for
         try:
             model_for(self.kind, self.model)
         except KeyError as e:
