@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 
 from twin.cli import main
@@ -104,3 +105,25 @@ def test_budget_adds_up_in_a_mesh():
         st = stage_times(ft.t_in, ft.t_have, ft.hops)
         assert np.array_equal(sum(st.values()), ft.rtt_ps)
         assert (st["queue"] > 0).any()  # two controllers share one GPU thread: some requests wait
+
+
+def test_decode_with_a_qblox_cluster_in_control(tmp_path):
+    """The cluster's Q1ASM programs time the requests (one round every period_ns of the programs,
+    on its own clock); the correction's trip is reported from the round's last acquisition."""
+    from twin.qec.study import load_decode, run_decode_study
+    q = yaml.safe_load((ROOT / "scenarios" / "qblox_cluster.yaml").read_text())["qblox"]
+    doc = {"name": "dq", "calibration": CAL, "hosting": HOSTING, "seed": 2, "control": "aurora", "qblox": q,
+           "decode": {"code": "rep", "distance": 3, "p": 0.001, "shots": 1500, "decoder": "lookup",
+                      "placements": [{"device": "epyc7282"}]}}
+    out = run_decode_study(load_decode(write(tmp_path, "dq", doc)))
+    r = out["_runs"][0].result
+    period_ps = out["traffic"]["period_ns"] * 1000
+    assert abs(np.median(np.diff(r.t_send)) - period_ps) <= 4000   # one request per program round
+    pl = out["placements"][0]
+    extra = q["result_latency_ns"] + q["trigger_network_ns"]
+    assert pl["publish_to_reply"]["p50_ns"] == pytest.approx(pl["loop"]["p50_ns"] + extra)
+    doc["control"] = "on_card"
+    from twin.config import ConfigError
+    with pytest.raises(ConfigError) as e:
+        load_decode(write(tmp_path, "dq_bad", doc))
+    assert e.value.key == "control"

@@ -48,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from twin.calibration.params import ParamSet, load_params
 from twin.config import ConfigError, load_model
+from twin.devices.qblox import QbloxCluster
 from twin.qec.hosting import MODES, HostingParams, check_mode, load_hosting
 from twin.config import Located
 from twin.scenario import Bridge, Traffic, _duration
@@ -117,8 +118,20 @@ class DecodeScenario(_Strict):
     encoding: Literal["default", "classic", "per_piece"] = "default"
     control: Literal["on_card", "aurora"] = "on_card"
     traffic: Traffic = Traffic()
+    qblox: QbloxCluster | None = None  # the control system is a Qblox cluster: its programs time the requests
     deadline: str | None = None
     decode: Decode
+
+    @model_validator(mode="after")
+    def _qblox(self):
+        if self.qblox is not None:
+            if "traffic" in self.model_fields_set:
+                raise Located(("traffic",), "<set>", "a Qblox cluster's requests are timed by its programs (qblox); "
+                              "leave traffic out")
+            if self.control != "aurora":
+                raise Located(("control",), self.control, "a Qblox cluster reaches the link card across a cable: "
+                              "control: aurora")
+        return self
     _dl = field_validator("deadline", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
 
@@ -371,7 +384,8 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     pm_errors = None if pm is None else int((pm != w.observables).any(axis=1).sum())
     t = ld.sc.traffic
     from twin.scenario import traffic_params
-    traffic = traffic_params(t, w.requests, w.frame_bytes)
+    q = ld.sc.qblox
+    traffic = q.traffic(w.requests, w.frame_bytes) if q is not None else traffic_params(t, w.requests, w.frame_bytes)
     deadline_ps = time_ps(sc.deadline) if sc.deadline else None
     doc = {"schema": "twin.decode/1", "scenario": sc.name, "calibration": ld.params.name,
            "hosting": ld.hosting.__dict__, "seed": seed,
@@ -381,10 +395,7 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
                         "per_request": "one shot's detection events" if d.per == "shot" else
                         "one QEC round's detection events (the consumer decodes the shot's events so far)"},
            "decoder": {"kind": d.decoder, "name": decoder.name, "function": d.function},
-           "traffic": {"mode": t.mode, "period_ns": time_ps(t.period) / 1000 if t.period else None,
-                       "clock": t.clock, "control": sc.control,
-                       **({"in_flight": t.in_flight} if t.in_flight != 1 else {}),
-                       **({"gaps": t.gaps.model_dump(exclude_none=True)} if t.gaps else {})},
+           "traffic": traffic_document(sc),
            "deadline_ns": deadline_ps / 1000 if deadline_ps else None,
            "interval": {"method": d.interval, "confidence": d.confidence},
            "stim_pymatching": None, "placements": []}
@@ -439,6 +450,9 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
              "rtt": summary_ns(res.rtt_ps)}
         if res.loop_ps is not None and sc.control == "aurora":
             s["loop"] = summary_ns(res.loop_ps)
+            if q is not None:  # from a round's last acquisition integrated to the correction back at the link
+                extra = q.result_latency_ns + q.trigger_network_ns
+                s["publish_to_reply"] = {k: round(v + extra, 3) for k, v in s["loop"].items()}
         if deadline_ps is not None:
             lat = res.loop_ps if sc.control == "aurora" else res.rtt_ps
             s["deadline_misses"] = int((lat > deadline_ps).sum())
@@ -452,6 +466,22 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         s["_queue"] = (tq, queue_depth(res, tq))
         doc["placements"].append(s)
     doc["_runs"] = runs
+    return doc
+
+
+def traffic_document(sc: DecodeScenario) -> dict:
+    """The ``traffic`` mapping of a decode study's results.json: the control side's traffic (mode,
+    period, clock, where it sits; in_flight and gaps when set), or the Qblox cluster's."""
+    q, t = sc.qblox, sc.traffic
+    if q is not None:
+        return {"mode": "open_loop", "period_ns": q.period_ns(), "clock": q.clock, "ppm": q.ppm,
+                "control": "qblox cluster (aurora)", "device": q.device}
+    doc = {"mode": t.mode, "period_ns": time_ps(t.period) / 1000 if t.period else None, "clock": t.clock,
+           "control": sc.control}
+    if t.in_flight != 1:
+        doc["in_flight"] = t.in_flight
+    if t.gaps is not None:
+        doc["gaps"] = t.gaps.model_dump(exclude_none=True)
     return doc
 
 
