@@ -199,7 +199,13 @@ def test_results_json_consumers_follow_docs(default_run):
         name = c["name"]
         assert c["model"] == "sim" and c["function"] == "echo"
         assert set(c) == {"name", "node", "model", "function", "device", "kind", "host", "encoding", "engine", "rounds",
-                          "replies_checked", "mismatches", "backlog_max", *STATS, "measured", "error_pct"}, name
+                          "replies_checked", "mismatches", "backlog_max", *STATS, "budget", "measured", "error_pct"}, name
+        budget = c["budget"]
+        assert [b["stage"] for b in budget] == ["card", "request_write", "poll", "queue", "service", "fence",
+                                                "reply_write", "card_poll"], name
+        # the median round's stages add up to a real round trip on the card's 4 ns clock
+        total_ps = round(sum(b["median_round_ns"] for b in budget) * 1000)
+        assert total_ps % CARD_CLOCK_PS == 0 and total_ps > 0, name
         assert c["node"] == name  # the default scenario's node names are the consumers' names
         assert isinstance(c["device"], str) and c["device"]
         assert c["kind"] == KIND[name]

@@ -225,17 +225,17 @@ class ObservedConsumer(PollingConsumer):
         self.rig = rig
         super().__init__(*args)
 
-    def _seen(self, seq, base):
+    def _seen(self, seq, base, at):
         self.rig.consumer_sees(seq, base)
         self.enc.seq = seq
-        super()._seen(seq, base)
+        super()._seen(seq, base, at)
         self.enc.seq = None
 
-    def _post(self, base, writes):
+    def _post(self, seq, base, writes):
         owner = self.enc.owner.get(id(writes[0][1])) if writes else None
         self.reply.tag = owner[0] if owner else None
         try:
-            super()._post(base, writes)
+            super()._post(seq, base, writes)
         finally:
             self.reply.tag = None
 
@@ -624,9 +624,9 @@ class SeenConsumer(PollingConsumer):
         super().__init__(*args)
         self.seen: list[tuple[int, int, bytes]] = []
 
-    def _seen(self, seq, base):
-        self.seen.append((seq, self.kernel.now, self.enc.payload(self.requests.buf, base)))
-        super()._seen(seq, base)
+    def _seen(self, seq, base, at):
+        self.seen.append((seq, at, self.enc.payload(self.requests.buf, base)))
+        super()._seen(seq, base, at)
 
 
 @st.composite

@@ -337,7 +337,7 @@ def test_scenario_errors(tmp_path):
     base = (ROOT / "scenarios" / "v80_rtl.yaml").read_text().replace("../calibrations", str(ROOT / "calibrations"))
     cases = {
         "device: v80, model: rtl": ("device: epyc7282, model: rtl", "model rtl stands for FPGA logic"),
-        "kind: generator}": ("kind: generator, model: rtl}", "link card or an FPGA consumer"),
+        "kind: generator}": ("kind: generator, model: rtl}", "does not stand for a generator"),
         "model: rtl}\nlinks": ("model: rtl, rtl: {top: x, sources: [nope.v]}}\nlinks", "no such file"),
         "frame_bytes: 64": ("frame_bytes: 200", "at most 180 bytes"),
     }

@@ -169,7 +169,7 @@ def test_unknown_models_name_the_known_ones(model, tmp_path, capsys):
     path = write(tmp_path, set_node(2, "model", model)(base_scenario()))
     line = twin_run_error(path, tmp_path, capsys)
     assert_names(line, path, [("nodes[2].model", repr(model))])
-    assert "must be one of sim, rtl, code, live" in line
+    assert "must be one of sim, code, rtl, live" in line
 
 
 def test_device_error_lists_the_calibrations_consumers(tmp_path, capsys):
@@ -404,14 +404,15 @@ def test_bad_measured_named_by_a_scenario_exits_2(tmp_path, capsys):
     assert_names(line, m_path, [("consumers.v80.p50", "'fast'")])
 
 
-@pytest.mark.parametrize("scenario,node,model", [("mesh_two_controllers_one_gpu.yaml", None, "code"),
+@pytest.mark.parametrize("scenario,node,model", [("mesh_two_controllers_one_gpu.yaml", None, "rtl"),
                                                  ("backline_roce.yaml", None, "rtl")])
 def test_models_a_path_cannot_run_are_refused(scenario, node, model, tmp_path, capsys):
-    """A mesh runs every node as sim and a RoCE route has no RTL or live node: say so, don't ignore it."""
+    """RTL stands for FPGA logic (the mesh's consumer is an MI210) and the RTL link card is the U55C's
+    engine, not a RoCE controller: say so, don't ignore it."""
     import yaml
     src = Path(__file__).resolve().parent.parent / "scenarios" / scenario
     doc = yaml.safe_load(src.read_text())
-    i = next(j for j, n in enumerate(doc["nodes"]) if n["kind"] == ("consumer" if model == "code" else "link_card"))
+    i = next(j for j, n in enumerate(doc["nodes"]) if n["kind"] == ("consumer" if "mesh" in scenario else "link_card"))
     doc["nodes"][i]["model"] = model
     for key in ("calibration", "measured"):
         if doc.get(key):
