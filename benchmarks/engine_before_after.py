@@ -24,12 +24,18 @@ PROBE = r"""
 import json, sys, time
 from pathlib import Path
 root = Path(sys.argv[1]); n_direct = int(sys.argv[2]); n_event = int(sys.argv[3])
+import importlib
 try:
-    from twin.engine.build import loop_spec; from twin.engine.direct import run_direct; from twin.engine.event import run_event
+    importlib.import_module("twin.engine.direct")
+    pkg = "twin.engine"
 except ImportError:  # a checkout from before the one engine
-    from twin.loop.build import loop_spec; from twin.loop.direct import run_direct; from twin.loop.event import run_event
+    pkg = "twin.loop"
+loop_spec = importlib.import_module(pkg + ".build").loop_spec
+run_direct = importlib.import_module(pkg + ".direct").run_direct
+run_event = importlib.import_module(pkg + ".event").run_event
 from twin.scenario import load_scenario
-loaded = load_scenario(root / "scenarios" / "card_path_64b.yaml"); sc = loaded.scenario
+loaded = load_scenario(root / "scenarios" / "card_path_64b.yaml")
+sc = loaded.scenario
 out = {}
 for engine, n, fn in (("direct", n_direct, run_direct), ("event", n_event, run_event)):
     total = 0.0
@@ -63,7 +69,8 @@ def main() -> None:
     for k in range(args.repeat):
         for side, tree in (("before", args.before.resolve()), ("after", ROOT)):
             m = measure(tree, args.rounds, args.event_rounds)
-            print(f"  run {k + 1} {side:6s} direct {m['direct']:10,.0f}  event {m['event']:9,.0f} rounds/CPU-s", flush=True)
+            print(f"  run {k + 1} {side:6s} direct {m['direct']:10,.0f}  event {m['event']:9,.0f} rounds/CPU-s",
+                  flush=True)
             for e, v in m.items():
                 best[side][e] = max(best[side].get(e, 0.0), v)
     for e in ("direct", "event"):

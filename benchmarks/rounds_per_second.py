@@ -55,7 +55,8 @@ def main() -> None:
     print(f"ratio direct/target (150,000 rounds/s): {d / 150_000:.2f}")
     rates = {}
     for model in ("sim", "code"):
-        spec = loop_spec(loaded.params, "epyc7282", sc.traffic_params(args.event_rounds), sc.seed, sc.slots, model=model)
+        spec = loop_spec(loaded.params, "epyc7282", sc.traffic_params(args.event_rounds), sc.seed, sc.slots,
+                         model=model)
         t0 = time.perf_counter()
         run_event(spec)
         rates[model] = args.event_rounds / (time.perf_counter() - t0)

@@ -20,9 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from twin.kernel import Kernel, MemoryRegion  # noqa: E402
 from twin.engine import event as E  # noqa: E402
 from twin.engine.build import loop_spec  # noqa: E402
+from twin.kernel import Kernel, MemoryRegion  # noqa: E402
 from twin.rtl import build as B  # noqa: E402
 from twin.rtl import cosim  # noqa: E402
 from twin.scenario import load_scenario  # noqa: E402

@@ -16,8 +16,10 @@ dev = qml.device("default.qubit", wires=5)
 def rep_round(theta):
     for q in range(3):
         qml.RX(theta, wires=q)                       # coherent error on each data qubit
-    qml.CNOT([0, 3]); qml.CNOT([1, 3])              # ancilla 3: parity Z0 Z1
-    qml.CNOT([1, 4]); qml.CNOT([2, 4])              # ancilla 4: parity Z1 Z2
+    qml.CNOT([0, 3])                                 # ancilla 3: parity Z0 Z1
+    qml.CNOT([1, 3])
+    qml.CNOT([1, 4])                                 # ancilla 4: parity Z1 Z2
+    qml.CNOT([2, 4])
     s0, s1 = qml.measure(3), qml.measure(4)          # mid-circuit syndrome
     qml.cond(s0 & ~s1, qml.X)(0)                     # feed-forward: the correction
     qml.cond(s0 & s1, qml.X)(1)

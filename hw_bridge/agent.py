@@ -14,7 +14,8 @@ A session starts with the control datagram ``HBHELLO1`` + 8 bytes (any nonce): t
 sequence 1 again and answers ``HBOK0001`` + the nonce. The session belongs to the sender address
 that opened it: until that sender ends it (``HBBYE001`` + nonce, answered in kind) or falls silent
 for ``--session-idle`` seconds, a HELLO from any other address is rejected (``foreign_hello``) and
-so is a frame (``foreign_sender``), so another local program cannot reset or feed a running session. Stats go to stderr on exit (Ctrl-C or
+so is a frame (``foreign_sender``), so another local program cannot reset or feed a running session. Stats go to
+stderr on exit (Ctrl-C or
 SIGTERM; and every ``--stats-every`` seconds).
 
 Binds 127.0.0.1 unless ``--bind`` says otherwise. Usage::
@@ -241,7 +242,8 @@ def _slot_bytes(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: not a whole number") from None
     if v < 32 or v % 16:
-        raise argparse.ArgumentTypeError(f"{v}: a slot is a multiple of 16 bytes, at least 32 (the runtime library's rule)")
+        raise argparse.ArgumentTypeError(f"{v}: a slot is a multiple of 16 bytes, at least 32 (the runtime library's "
+                                         f"rule)")
     return v
 
 

@@ -16,7 +16,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from twin.runtime.native import C_DIR as RUNTIME_C, _compiler
+from twin.runtime.native import C_DIR as RUNTIME_C
+from twin.runtime.native import _compiler
 
 HERE = Path(__file__).resolve().parent / "c"
 

@@ -158,7 +158,8 @@ class CudaEndpoint(CProducerEndpoint):
         if r == 1:
             n = self._nb.value
             if n > self.slot_bytes:
-                raise LiveFailure("wrong", seq, f"reply header claims {n} bytes, the slot holds {self.slot_bytes}", "cuda")
+                raise LiveFailure("wrong", seq, f"reply header claims {n} bytes, the slot holds {self.slot_bytes}",
+                                  "cuda")
             data = ctypes.string_at(self._rep + off, n)
             self._record(self._t[0], self._t[1])
             return LiveReply(seq, data, self._t[0], self._t[1])

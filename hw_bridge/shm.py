@@ -174,7 +174,8 @@ class ShmEndpoint(CProducerEndpoint):
         if r == 1:
             n = self._nb.value
             if n > self.slot_bytes:
-                raise LiveFailure("wrong", seq, f"reply header claims {n} bytes, the slot holds {self.slot_bytes}", "shm")
+                raise LiveFailure("wrong", seq, f"reply header claims {n} bytes, the slot holds {self.slot_bytes}",
+                                  "shm")
             data = self._mem[CONTROL_BYTES + self._qbytes + off:CONTROL_BYTES + self._qbytes + off + n].tobytes()
             self._record(self._t[0], self._t[1])
             return LiveReply(seq, data, self._t[0], self._t[1])

@@ -199,7 +199,8 @@ def test_results_json_consumers_follow_docs(default_run):
         name = c["name"]
         assert c["model"] == "sim" and c["function"] == "echo"
         assert set(c) == {"name", "node", "model", "function", "device", "kind", "host", "encoding", "engine", "rounds",
-                          "replies_checked", "mismatches", "backlog_max", *STATS, "budget", "measured", "error_pct"}, name
+                          "replies_checked", "mismatches", "backlog_max", *STATS, "budget", "measured",
+                          "error_pct"}, name
         budget = c["budget"]
         assert [b["stage"] for b in budget] == ["card", "request_write", "poll", "queue", "service", "fence",
                                                 "reply_write", "card_poll"], name

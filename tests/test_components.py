@@ -17,7 +17,7 @@ from twin.devices.generator import Gaps, TrafficParams
 from twin.devices.linkcard import LinkCardParams
 from twin.engine.hops import INSTANTS, STAGES
 from twin.nodes import kinds as K
-from twin.nodes import listing, models as registry_models, registry  # noqa: F401
+from twin.nodes import listing, registry  # noqa: F401
 from twin.nodes.declare import REQUIRED, NodeKind, Param, Port, declare
 from twin.nodes.kinds import kind, kinds
 from twin.qec.hosting import HostingParams

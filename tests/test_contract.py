@@ -39,7 +39,8 @@ def test_check_mode_exit_codes(tmp_path, monkeypatch, capsys):
     outputs = {k: tmp_path / p.name for k, p in gen.OUTPUTS.items()}
     for k, p in gen.OUTPUTS.items():
         shutil.copy(p, outputs[k])
-    outputs["verilog"].write_text(outputs["verilog"].read_text().replace("`define QRT_HEADER_BYTES 16", "`define QRT_HEADER_BYTES 17"))
+    vh = outputs["verilog"]
+    vh.write_text(vh.read_text().replace("`define QRT_HEADER_BYTES 16", "`define QRT_HEADER_BYTES 17"))
     monkeypatch.setattr(gen, "OUTPUTS", outputs)
     assert gen.main(["--check"]) == 1
     assert "qrt_contract.vh" in capsys.readouterr().out
@@ -84,17 +85,17 @@ def test_python_dtypes_match_the_encoding():
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc on PATH")
 def test_c_header_compiles_and_agrees_with_python(tmp_path):
     src = tmp_path / "t.c"
-    src.write_text(f'''#include "qrt_contract.h"
+    src.write_text('''#include "qrt_contract.h"
 #include <stdio.h>
-int main(void) {{
+int main(void) {
   printf("%zu %zu %u %u %u\\n", sizeof(qrt_header), sizeof(qrt_piece), QRT_HEADER_LENGTH_OFFSET,
          QRT_PIECE_DATA_BYTES, QRT_ENCODING_PER_PIECE);
   return 0;
-}}
+}
 ''')
     exe = tmp_path / "t"
-    subprocess.run(["gcc", "-std=c11", "-Wall", "-Werror", "-I", str(ROOT / "twin/runtime/c"), str(src), "-o", str(exe)],
-                   check=True)
+    subprocess.run(["gcc", "-std=c11", "-Wall", "-Werror", "-I", str(ROOT / "twin/runtime/c"), str(src), "-o",
+                    str(exe)], check=True)
     out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
     assert out == ["16", "16", str(C.HEADER_FIELDS["length"][0]), str(C.PIECE_FIELDS["data"][1]),
                    str(C.ENCODINGS["per_piece"])]
@@ -102,7 +103,8 @@ int main(void) {{
 
 def test_verilog_include_bit_ranges():
     text = (ROOT / "rtl" / "qrt_contract.vh").read_text()
-    defs = dict(line.split()[1:3] for line in text.splitlines() if line.startswith("`define") and len(line.split()) >= 3)
+    defs = dict(line.split()[1:3] for line in text.splitlines()
+                if line.startswith("`define") and len(line.split()) >= 3)
     for name, (off, size) in C.HEADER_FIELDS.items():
         N = name.upper()
         assert int(defs[f"QRT_HEADER_{N}_LSB"]) == 8 * off
@@ -206,7 +208,7 @@ int main(void) {{
 }}
 ''')
     exe = tmp_path / "s"
-    subprocess.run(["gcc", "-std=c11", "-Wall", "-Werror", "-I", str(ROOT / "twin/runtime/c"), str(src), "-o", str(exe)],
-                   check=True)
+    subprocess.run(["gcc", "-std=c11", "-Wall", "-Werror", "-I", str(ROOT / "twin/runtime/c"), str(src), "-o",
+                    str(exe)], check=True)
     out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
     assert out == [str(len(packed)), "1", "1", str(C.FUNCTION_DECODE_REP3), str(C.STATUS["function_failed"]), "0"]

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from twin.devices import LinkCardParams, TrafficParams, cpu_core, fpga_logic, gpu_persistent_kernel
-from twin.links import Aurora64B66B, PcieLink
 from twin.engine import LoopSpec, run_direct, run_event
+from twin.links import Aurora64B66B, PcieLink
 
 FIELDS = ("t_send", "t_in", "t_have", "t_back")
 ROOT = Path(__file__).resolve().parents[1]

@@ -47,7 +47,8 @@ def test_classic_writes_data_first_and_the_sequence_word_last():
     assert len(writes) == 2
     (o_data, data), (o_word, word) = writes
     assert o_data == SEQ and len(data) == HDR - SEQ + 64
-    assert (u16(data, 0), u16(data, 2), u32(data, 4), u32(data, 8)) == (3, 64, 1, 0)  # function, length, flags, reserved
+    # function, length, flags, reserved
+    assert (u16(data, 0), u16(data, 2), u32(data, 4), u32(data, 8)) == (3, 64, 1, 0)
     assert data[HDR - SEQ:] == payload
     assert o_word == 0 and len(word) == SEQ and u32(word, 0) == 7
 

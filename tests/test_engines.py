@@ -10,14 +10,12 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis.control import currently_in_test_context, event
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context, event
 
-import twin.engine.event as event_mod
-from twin.devices import (LinkCardParams, PollingConsumer, TrafficParams, cpu_core, fpga_logic,
-                          gpu_persistent_kernel)
-from twin.links import Aurora64B66B, PcieLink
+from twin.devices import LinkCardParams, PollingConsumer, TrafficParams, cpu_core, fpga_logic, gpu_persistent_kernel
 from twin.engine import DirectNotApplicable, LoopSpec, run_direct, run_event
+from twin.links import Aurora64B66B, PcieLink
 
 FIELDS = ("t_send", "t_in", "t_have", "t_back")
 PS_PER_S = 10**12

@@ -36,8 +36,8 @@ import random
 from dataclasses import dataclass
 
 from hypothesis import HealthCheck, event, given, note, settings
-from hypothesis.control import currently_in_test_context
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 
 from twin.devices.consumer import ConsumerParams, PollingConsumer
 from twin.devices.linkcard import LinkCard, LinkCardParams

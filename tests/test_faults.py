@@ -9,16 +9,17 @@ import pytest
 
 from twin.commands import main
 from twin.devices import LinkCardParams, TrafficParams, cpu_core, gpu_persistent_kernel
-from twin.faults import FaultPlan
-from twin.links import PcieLink
 from twin.engine import LoopSpec, run_event
 from twin.engine.direct import DirectNotApplicable, run_direct
+from twin.faults import FaultPlan
+from twin.links import PcieLink
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def spec(faults: FaultPlan, encoding="per_piece", rounds=400, kind="cpu") -> LoopSpec:
-    c = cpu_core(20_000, 100_000, 20_000, encoding) if kind == "cpu" else gpu_persistent_kernel(500_000, 100_000, encoding, 1_000_000)
+    c = (cpu_core(20_000, 100_000, 20_000, encoding) if kind == "cpu"
+         else gpu_persistent_kernel(500_000, 100_000, encoding, 1_000_000))
     return LoopSpec("c", LinkCardParams(), c, TrafficParams(rounds=rounds), PcieLink(latency_ps=900_000),
                     PcieLink(latency_ps=900_000), 10_000, seed=4, faults=faults)
 

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from twin.kernel import Clock, JitterStream, Kernel, MemoryRegion, Poller, PostedWritePath
 from twin.kernel.streams import BLOCK
 
-
 # ---------------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------------

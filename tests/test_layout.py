@@ -128,7 +128,8 @@ def _listing(arr: list[Arrow]) -> str:
 
 def test_the_finder_sees_lazy_relative_and_submodule_imports(tmp_path):
     """The finder itself: a function-level import, ``from pkg import submodule``, a relative import,
-    ``import a.b`` and ``importlib.import_module("a.b")`` each make an arrow, and a two-file cycle is reported as one component."""
+    ``import a.b`` and ``importlib.import_module("a.b")`` each make an arrow, and a two-file cycle is reported as one
+    component."""
     pkg = tmp_path / "twin"
     (pkg / "sub").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")

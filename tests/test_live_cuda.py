@@ -62,6 +62,7 @@ def test_without_gpu_twin_run_says_why_before_any_progress(tmp_path, capsys):
     if ok:
         pytest.skip("a GPU is present: the no-GPU error path is not reachable here")
     from test_live_shm import scenario
+
     from twin.commands import main
     rc = main(["run", str(scenario(tmp_path, rounds=100, bridge={"backend": "cuda"})), "--out", str(tmp_path / "o")])
     cap = capsys.readouterr()

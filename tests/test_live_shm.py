@@ -123,7 +123,8 @@ def test_dead_or_hung_consumer_is_reported_with_its_round(tmp_path, capsys, kind
 
 def test_wrong_answer_is_a_mismatch_on_its_round(tmp_path, capsys):
     rc, err, doc, out = run(tmp_path, capsys, rounds=2000, bridge={**SHM, "fault": {"kind": "wrong", "round": 777}})
-    assert rc == 1 and "1 reply did not match the reference answer (bridge.fault: a wrong answer injected at round 777)" in err
+    assert rc == 1
+    assert "1 reply did not match the reference answer (bridge.fault: a wrong answer injected at round 777)" in err
     s = doc["consumers"][0]
     assert s["mismatches"] == 1 and s["live"]["error"] is None
     assert s["live"]["mismatch_rounds"] == [777] and "answered wrongly at round(s) 777" in err
@@ -193,7 +194,8 @@ def test_batch_rounds_in_c_check_every_reply(encoding):
     for i in range(n):
         seq, p = i + 1, bytes((i * 7 + j) & 255 for j in range(64))
         fid = 1 + i % 3
-        for arr, writes in ((img, enc.writes(seq, p, function=fid)), (exp, enc.writes(seq, lookup(fid).python(p), function=fid))):
+        for arr, writes in ((img, enc.writes(seq, p, function=fid)),
+                            (exp, enc.writes(seq, lookup(fid).python(p), function=fid))):
             for off, d in writes:
                 arr[i, off:off + len(d)] = np.frombuffer(d, np.uint8)
         ln[i], eln[i] = enc.slot_bytes(64), enc.slot_bytes(len(lookup(fid).python(p)))

@@ -157,6 +157,7 @@ def test_agent_refuses_functions_it_cannot_serve(name, msg):
 
 def test_unresolvable_host_names_the_key(tmp_path):
     from test_live_shm import scenario
+
     from twin.config import ConfigError
     from twin.scenario import load_scenario
     p = scenario(tmp_path, bridge={"backend": "udp", "host": "no.such.host.invalid", "port": 47000})

@@ -161,7 +161,8 @@ def test_a_one_flow_mesh_reproduces_the_single_loop(tmp_path):
     from twin.engine.build import loop_spec
     from twin.engine.direct import run_direct
     doc = {"name": "one_flow", "calibration": str(FITTED), "seed": 1, "rounds": 20000, "frame_bytes": 64,
-           "nodes": [{"name": "gen", "kind": "generator"}, {"name": "u55c", "kind": "link_card", "routes": {"echo": "cpu"}},
+           "nodes": [{"name": "gen", "kind": "generator"},
+                     {"name": "u55c", "kind": "link_card", "routes": {"echo": "cpu"}},
                      {"name": "cpu", "kind": "consumer", "device": "epyc7282"}],
            "links": [{"from": "gen", "to": "u55c", "kind": "on_card"}, {"from": "u55c", "to": "cpu", "kind": "pcie"}],
            "flows": [{"from": "gen", "function": "echo", "traffic": {"mode": "closed_loop"}}]}
@@ -188,7 +189,8 @@ def test_two_link_cards_into_one_consumer(tmp_path):
                      {"name": "gpu", "kind": "consumer", "device": "mi210"}],
            "links": [{"from": "a", "to": "card_a", "kind": "aurora"}, {"from": "b", "to": "card_b", "kind": "aurora"},
                      {"from": "card_a", "to": "gpu", "kind": "pcie"}, {"from": "card_b", "to": "gpu", "kind": "pcie"}],
-           "flows": [{"from": g, "function": "echo", "traffic": {"mode": "open_loop", "gaps": {"distribution": "exponential", "mean": "4 us"},
+           "flows": [{"from": g, "function": "echo",
+                      "traffic": {"mode": "open_loop", "gaps": {"distribution": "exponential", "mean": "4 us"},
                                                                  "clock": "independent", "ppm": 3}} for g in "ab"]}
     p = tmp_path / "two_cards.yaml"
     p.write_text(yaml.safe_dump(doc, sort_keys=False))

@@ -22,8 +22,10 @@ def rep_round_qnode():
     def rep_round(theta):
         for q in range(3):
             qml.RX(theta, wires=q)
-        qml.CNOT([0, 3]); qml.CNOT([1, 3])
-        qml.CNOT([1, 4]); qml.CNOT([2, 4])
+        qml.CNOT([0, 3])
+        qml.CNOT([1, 3])
+        qml.CNOT([1, 4])
+        qml.CNOT([2, 4])
         s0, s1 = qml.measure(3), qml.measure(4)
         qml.cond(s0 & ~s1, qml.X)(0)
         qml.cond(s0 & s1, qml.X)(1)
@@ -64,9 +66,12 @@ def test_teleportation_with_reset_and_expval_on_a_gpu_worker():
 
     @qml.qnode(dev)
     def teleport(a, b):
-        qml.RY(a, 0); qml.RZ(b, 0)
-        qml.Hadamard(1); qml.CNOT([1, 2])
-        qml.CNOT([0, 1]); qml.Hadamard(0)
+        qml.RY(a, 0)
+        qml.RZ(b, 0)
+        qml.Hadamard(1)
+        qml.CNOT([1, 2])
+        qml.CNOT([0, 1])
+        qml.Hadamard(0)
         m0 = qml.measure(0, reset=True)
         m1 = qml.measure(1)
         qml.cond(m1, qml.X)(2)

@@ -102,7 +102,8 @@ def test_publish_instants_period_and_syndrome_size():
     assert c.period_ns() == 996 + 400 + 3600
     assert c.syndrome_bits() == 2
     tr = c.traffic(rounds=10, frame_bytes=8)
-    assert (tr.mode, tr.period_ps, tr.clock_ps, tr.offset_ps) == ("open_loop", 4_996_000, 1000, (first_end + 400) * 1000)
+    assert (tr.mode, tr.period_ps, tr.clock_ps, tr.offset_ps) == \
+        ("open_loop", 4_996_000, 1000, (first_end + 400) * 1000)
 
 
 def test_unequal_rounds_and_partial_rounds_are_refused():
@@ -148,7 +149,7 @@ def only_mi210(name: str, tmp_path: Path):
     doc["measured"] = None
     keep = {n["name"] for n in doc["nodes"] if n["kind"] != "consumer" or n["name"] == "mi210"}
     doc["nodes"] = [n for n in doc["nodes"] if n["name"] in keep]
-    doc["links"] = [l for l in doc["links"] if l["from"] in keep and l["to"] in keep]
+    doc["links"] = [e for e in doc["links"] if e["from"] in keep and e["to"] in keep]
     p = tmp_path / name
     p.write_text(yaml.safe_dump(doc, sort_keys=False))
     return load_scenario(p)
@@ -220,7 +221,8 @@ def q1simulator_core():
 CROSS_CHECK = [
     "move 3,R0\nmove 0,R1\nl: wait 100\nacquire 0,R1,20\nadd R1,1,R1\nloop R0,@l\nupd_param 8\nacquire 1,0,300\nstop",
     "move 0,R1\nmove 40,R2\ntop: add R1,1,R1\nwait R2\nacquire 0,R1,4\njlt R1,4,@top\nstop",
-    "move 5,R0\nr: set_mrk 1\nupd_param 4\nwait 996\nacquire 0,0,300\nacquire 1,0,300\nset_mrk 0\nwait 600\nloop R0,@r\nstop",
+    "move 5,R0\nr: set_mrk 1\nupd_param 4\nwait 996\nacquire 0,0,300\nacquire 1,0,300\nset_mrk 0\nwait 600\nloop "
+    "R0,@r\nstop",
 ]
 
 

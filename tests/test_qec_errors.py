@@ -133,8 +133,9 @@ def test_function_module_search_order_and_no_lasting_sys_path(tmp_path, monkeypa
         got = [resolve_function(f"{n}:decode", p)(b"\0") for n in names]
         assert got == [b"o", b"p", b"c", b"o"]  # the scenario's own folder first
         assert sys.path == before
-        with pytest.raises(ConfigError, match=rf"decode\.function: 'qec_nowhere:decode': cannot import it \(no module "
-                                              rf"'qec_nowhere' in {scen}, {scen.parent}, {here} or on the import path\)"):
+        msg = (rf"decode\.function: 'qec_nowhere:decode': cannot import it \(no module "
+               rf"'qec_nowhere' in {scen}, {scen.parent}, {here} or on the import path\)")
+        with pytest.raises(ConfigError, match=msg):
             resolve_function("qec_nowhere:decode", p)
     finally:
         for n in names:

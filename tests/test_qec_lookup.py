@@ -104,26 +104,27 @@ def test_decoder_min_payload_is_the_syndrome_of_its_table():
     """The registered syndrome sizes agree with the tables and matching graph they decode."""
     from twin.exchange import contract as C
     from twin.qec.codes import memory_circuit
-    from twin.qec.lookup import STANDARD, standard_table
+    from twin.qec.lookup import standard_table
     from twin.runtime.functions import lookup
     for fname, tname in (("decode_rep3", "rep3"), ("decode_steane7", "steane7")):
         assert lookup(fname).min_payload == C.syndrome_bytes(standard_table(tname).n_detectors)
-    assert lookup("decode_surface5").min_payload == C.syndrome_bytes(memory_circuit("surface", 5, 5, 1e-3).num_detectors)
+    surface = memory_circuit("surface", 5, 5, 1e-3)
+    assert lookup("decode_surface5").min_payload == C.syndrome_bytes(surface.num_detectors)
     assert lookup("echo").min_payload == 0
 
 
 def test_short_payload_is_answered_function_failed_and_checked_as_right():
     """A request too short for the decoder's syndrome: the consumer answers status function_failed
     (as the runtime library does when a function returns < 0) and the card accepts exactly that."""
-    from dataclasses import replace
+
+    from pathlib import Path
 
     from twin.calibration.params import load_params
     from twin.devices.generator import TrafficParams
-    from twin.exchange.contract import STATUS
     from twin.engine.build import loop_spec
     from twin.engine.event import run_event
+    from twin.exchange.contract import STATUS
     from twin.runtime.functions import lookup
-    from pathlib import Path
     params = load_params(Path(__file__).resolve().parent.parent / "calibrations" / "fitted" / "card_path.yaml")
     tr = TrafficParams(mode="closed_loop", rounds=50, frame_bytes=8)
     spec = loop_spec(params, "epyc7282", tr, 3, function=lookup("decode_surface5").id)

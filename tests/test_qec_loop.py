@@ -15,7 +15,7 @@ from twin.qec.decoders import LookupDecoder, MatchingDecoder, direct_corrections
 from twin.qec.hosting import load_hosting
 from twin.qec.lookup import standard_table
 from twin.qec.loop import queue_depth, run_decode, session_function
-from twin.qec.workload import logical_errors, sample
+from twin.qec.workload import sample
 
 ROOT = Path(__file__).resolve().parent.parent
 PARAMS = load_params(ROOT / "calibrations/fitted/card_path.yaml")
@@ -263,7 +263,9 @@ def test_auto_engine_falls_back_to_the_event_model_when_requests_queue():
 
 
 def test_batch_replies_answer_any_payload_as_the_decoder_does():
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
     from twin.qec.loop import BatchReplies, frame_keys
     w = sample("surface", 3, 2, 1e-2, 300, seed=3)
     dec = make_decoder("matching", w.circuit)

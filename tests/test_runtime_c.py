@@ -10,7 +10,6 @@ holds S - 16 payload bytes, a per-piece slot (S / 16 - 1) * 12.
 from __future__ import annotations
 
 import ctypes
-import itertools
 import shutil
 import subprocess
 from collections import deque
@@ -23,8 +22,7 @@ from hypothesis import strategies as st
 from twin.exchange import CLASSIC, PER_PIECE
 from twin.exchange import contract as C
 from twin.runtime import native
-from twin.runtime.native import (QRT_FN, Msg, NativeDeviceQueue, NativeEndpoint, NativeQueue, NativeSignal,
-                                 QrtError)
+from twin.runtime.native import QRT_FN, Msg, NativeDeviceQueue, NativeEndpoint, NativeQueue, NativeSignal, QrtError
 
 C_DIR = Path(native.__file__).resolve().parent / "c"
 ENC = {"classic": CLASSIC, "per_piece": PER_PIECE}
@@ -709,7 +707,8 @@ static int run(uint32_t enc, uint32_t slots, int mode, long count)
     qrt_signal_raise(&c.stop, 1);
     pthread_join(t1, NULL);
     if (mode) pthread_join(t2, NULL);
-    if (c.err) fprintf(stderr, "enc %u slots %u mode %d: error %d after %ld replies\n", enc, slots, mode, c.err, consumed);
+    if (c.err) fprintf(stderr, "enc %u slots %u mode %d: error %d after %ld replies\n", enc, slots, mode, c.err,
+    consumed);
     return c.err;
 }
 

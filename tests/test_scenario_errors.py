@@ -430,7 +430,8 @@ DECODE = ROOT / "scenarios" / "decode_rep3.yaml"
 
 @pytest.mark.parametrize("argv", [["run"], ["sweep", "--param", "frame_bytes=64"], ["topology"]])
 def test_a_decode_scenario_given_to_run_sweep_topology_says_use_twin_decode(argv, tmp_path, capsys):
-    rc = main([argv[0], str(DECODE), *argv[1:], "--out", str(tmp_path / "o.png" if argv[0] == "topology" else tmp_path)])
+    out = tmp_path / "o.png" if argv[0] == "topology" else tmp_path
+    rc = main([argv[0], str(DECODE), *argv[1:], "--out", str(out)])
     captured = capsys.readouterr()
     assert rc == 2 and captured.err.splitlines() == [
         f"{PREFIX}{DECODE}: decode: '{{...}}': this is a decode scenario (it has a decode block); "

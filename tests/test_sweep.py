@@ -93,7 +93,8 @@ def test_dask_cluster_gives_the_local_numbers(tmp_path):
     assert remote == local
     assert {r["seed"] for r in local} == {point_seed(20261129, {"frame_bytes": v}) for v in (16, 256, 1024)}
     # one point run alone gives its row of the grid
-    assert run_point(str(ROCE.resolve()), {"frame_bytes": 256}, 3000, None) == [r for r in local if r["frame_bytes"] == 256]
+    row = [r for r in local if r["frame_bytes"] == 256]
+    assert run_point(str(ROCE.resolve()), {"frame_bytes": 256}, 3000, None) == row
 
 
 def test_twin_sweep_writes_table_csv_json_and_plot(tmp_path, capsys):

@@ -9,8 +9,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from twin.units import (PS_PER_MS, PS_PER_NS, PS_PER_S, PS_PER_US, UnitError, ceil_to_grid, freq_hz,
-                        period_ps, rate_bps, time_ps)
+from twin.units import (
+    PS_PER_MS,
+    PS_PER_NS,
+    PS_PER_S,
+    PS_PER_US,
+    UnitError,
+    ceil_to_grid,
+    freq_hz,
+    period_ps,
+    rate_bps,
+    time_ps,
+)
 
 # SI: picoseconds per unit, written out here rather than imported.
 PS_PER = {"ps": 1, "ns": 10**3, "us": 10**6, "µs": 10**6, "ms": 10**9, "s": 10**12}

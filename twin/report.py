@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from twin.stats import histogram_ps
-from twin.units import period_ps, time_ps
 from twin.study import StudyResult
+from twin.units import period_ps, time_ps
 
 SCHEMA = "twin.results/1"
 

@@ -20,7 +20,7 @@ from twin.devices.gpu import gpu_persistent_kernel
 from twin.devices.linkcard import LinkCardParams
 from twin.links.aurora import Aurora64B66B
 from twin.links.pcie import PcieLink
-from twin.units import PS_PER_NS, UnitError, freq_hz, period_ps, rate_bps, time_ps
+from twin.units import PS_PER_NS, UnitError, freq_hz, period_ps, rate_bps
 
 
 class _Strict(BaseModel):
@@ -58,7 +58,8 @@ class CardModel(_Strict):
         clk = period_ps(self.clock)
         for key in ("reply_poll_period_ns", "reply_read_ns"):
             if _ps(getattr(self, key)) % clk:
-                raise Located((key,), getattr(self, key), f"must be a whole number of card clock cycles ({clk / 1000:g} ns)")
+                raise Located((key,), getattr(self, key),
+                              f"must be a whole number of card clock cycles ({clk / 1000:g} ns)")
         return self
 
     def params(self) -> LinkCardParams:
@@ -261,7 +262,8 @@ class ParamSet(_DottedParams):
                 raise Located(("consumers", name, "host"), c.host, f"no such host (have: {', '.join(self.hosts)})")
         if self.fit:
             named = [(("fit", "groups", gi, "free"), k) for gi, g in enumerate(self.fit.groups) for k in g.free]
-            named += [(("fit", "tie"), k) for k in self.fit.tie] + [(("fit", "tie", k), v) for k, v in self.fit.tie.items()]
+            named += [(("fit", "tie"), k) for k in self.fit.tie]
+            named += [(("fit", "tie", k), v) for k, v in self.fit.tie.items()]
             for where, key in named:
                 self._check_numeric(where, key)
             for gi, g in enumerate(self.fit.groups):

@@ -31,10 +31,10 @@ from twin.calibration.params import ConsumerModel, FitGroup, HostModel, _DottedP
 from twin.config import ConfigError, Located, load_model
 from twin.devices.generator import TrafficParams
 from twin.devices.linkcard import LinkCardParams
+from twin.engine.spec import LoopSpec
 from twin.faults import FaultPlan
 from twin.links.pcie import PcieLink
 from twin.links.roce import RoceV2Packetiser, RoceV2Path
-from twin.engine.spec import LoopSpec
 from twin.stats import percentile_ps
 from twin.units import PS_PER_NS, freq_hz, period_ps, rate_bps, time_ps
 
@@ -161,7 +161,8 @@ def load_any_params(path: str | Path):
     return load_roce_params(path) if is_roce_file(path) else load_params(path)
 
 
-def roce_paths(params: RoceParamSet, consumer: str, switch_hops: int = 0) -> tuple[RoceV2Path, RoceV2Path, LinkCardParams]:
+def roce_paths(params: RoceParamSet, consumer: str,
+               switch_hops: int = 0) -> tuple[RoceV2Path, RoceV2Path, LinkCardParams]:
     """The two wires of ``consumer``'s loop and the controller as a link card.
 
     Request (controller -> consumer memory): ``latency = ernic_tx + hops x (switch + cable) + cable

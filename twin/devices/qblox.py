@@ -91,7 +91,7 @@ class QbloxCluster(BaseModel):
             ends.append([tl.acquisitions[k] + tl.durations[k] for k in range(m - 1, len(tl.acquisitions), m)])
         counts = {len(e) for e in ends}
         if len(counts) != 1:
-            raise Q1AsmError(f"sequencers complete different numbers of rounds: "
+            raise Q1AsmError("sequencers complete different numbers of rounds: "
                              + ", ".join(f"{s.name} {len(e)}" for s, e in zip(self.sequencers, ends)))
         extra = self.result_latency_ns + self.trigger_network_ns
         return [int(round(max(col) + extra)) for col in zip(*ends)]

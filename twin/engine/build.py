@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from twin.calibration.params import ParamSet
 from twin.devices.generator import TrafficParams
-from twin.faults import FaultPlan
 from twin.engine.spec import LoopSpec
+from twin.faults import FaultPlan
 from twin.units import PS_PER_NS
 
 

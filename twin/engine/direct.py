@@ -18,10 +18,10 @@ from typing import Callable
 
 import numpy as np
 
-from twin.exchange.encoding import get_encoding
-from twin.kernel import JitterStream, PostedWritePath
 from twin.engine.hops import Hops
 from twin.engine.spec import LoopResult, LoopSpec
+from twin.exchange.encoding import get_encoding
+from twin.kernel import JitterStream, PostedWritePath
 
 Progress = Callable[[int], None]
 

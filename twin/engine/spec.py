@@ -8,11 +8,11 @@ import numpy as np
 from twin.devices.consumer import ConsumerParams
 from twin.devices.generator import TrafficParams
 from twin.devices.linkcard import LinkCardParams
+from twin.engine.hops import Hops
 from twin.faults import FaultPlan
 from twin.kernel.sim import stream_rng
 from twin.links.aurora import Aurora64B66B
 from twin.links.pcie import PcieLink
-from twin.engine.hops import Hops
 
 
 @dataclass(frozen=True)

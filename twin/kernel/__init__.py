@@ -3,11 +3,11 @@ posted writes that land bytes after a path latency, and event-driven pollers.
 
 Everything above this package (links, exchange, devices) is built from these primitives.
 """
-from twin.kernel.sim import Kernel
-from twin.kernel.memory import MemoryRegion
-from twin.kernel.posted import Lane, PostedWritePath
-from twin.kernel.poller import Poller
-from twin.kernel.streams import JitterStream
 from twin.kernel.clock import Clock
+from twin.kernel.memory import MemoryRegion
+from twin.kernel.poller import Poller
+from twin.kernel.posted import Lane, PostedWritePath
+from twin.kernel.sim import Kernel
+from twin.kernel.streams import JitterStream
 
 __all__ = ["Clock", "Kernel", "Lane", "MemoryRegion", "PostedWritePath", "Poller", "JitterStream"]

@@ -151,7 +151,8 @@ class RoceV2Path:
 def header_overhead_bytes(vlan: bool = False) -> int:
     """Bytes of a single-packet RDMA WRITE on the wire beyond its (4-byte padded) payload, when
     the frame is above the 64-byte minimum: 8 + 14 (+4) + 20 + 8 + 12 + 16 + 4 + 4 + 12 = 98 (102)."""
-    return PREAMBLE_SFD + ETH_HEADER + (VLAN_TAG if vlan else 0) + IPV4_HEADER + UDP_HEADER + BTH + RETH + ICRC + FCS + IFG
+    return (PREAMBLE_SFD + ETH_HEADER + (VLAN_TAG if vlan else 0) + IPV4_HEADER + UDP_HEADER + BTH + RETH + ICRC + FCS
+            + IFG)
 
 
 __all__ = ["RoceV2Packetiser", "RoceV2Path", "UDP_PORT_ROCEV2", "header_overhead_bytes"]

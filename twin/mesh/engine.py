@@ -126,8 +126,8 @@ def run_mesh(sc, params: ParamSet, rounds: int | None = None, seed: int | None =
     end = max(int(ft.t_back.max()) for ft in flows) or 1
     service = {f.consumer: f.spec.consumer for f in topo.flows}
     stats = {"events": results[0].stats["events"],
-             "links": {name: {"writes": ln["writes"], "bytes": ln["bytes"], "utilisation": round(ln["busy_ps"] / end, 6)}
-                       for name, ln in shared["lanes"].items()},
+             "links": {name: {"writes": ln["writes"], "bytes": ln["bytes"],
+                              "utilisation": round(ln["busy_ps"] / end, 6)} for name, ln in shared["lanes"].items()},
              "consumers": {name: {"served": t["served"], "utilisation": round(t["busy_ps"] / end, 6),
                                   "service_ns": service[name].service_ps / 1000}
                            for name, t in shared["threads"].items()}}

@@ -11,7 +11,6 @@ from the devices' dataclasses) are imported only when :func:`kinds` or :func:`ki
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 
 DIRECTIONS = ("in", "out", "memory")

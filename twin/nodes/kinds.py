@@ -334,7 +334,8 @@ _SWITCH = {
                            f"has no switch ({ROCE_PRIOR})", "port-to-port latency",
                            "calibration ethernet.switch_latency_ns"),
     "switch_store_and_forward": P("", "assumption: cut-through", "store-and-forward (takes the whole packet "
-                                  "before passing it on) or cut-through", "calibration ethernet.switch_store_and_forward"),
+                                  "before passing it on) or cut-through",
+                                  "calibration ethernet.switch_store_and_forward"),
 }
 
 declare(NodeKind(

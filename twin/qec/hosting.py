@@ -35,11 +35,9 @@ latency per request, store -> first kernel once the chain is armed).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from twin.devices.consumer import PollingConsumer
@@ -190,7 +188,8 @@ def load_hosting(path: str | Path) -> tuple[HostingParams, dict]:
     from twin.config import load_model
     doc = load_model(Path(path), _HostingFile)
     v = doc.values
-    return HostingParams(**{k[:-3] + "_ps": int(round(getattr(v, k) * 1000)) for k in type(v).model_fields}), doc.model_dump()
+    params = HostingParams(**{k[:-3] + "_ps": int(round(getattr(v, k) * 1000)) for k in type(v).model_fields})
+    return params, doc.model_dump()
 
 
 def hosting_document(params: HostingParams, meta: dict) -> dict:

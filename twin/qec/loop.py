@@ -25,11 +25,11 @@ import numpy as np
 
 from twin.calibration.params import ParamSet
 from twin.devices.generator import TrafficParams
-from twin.exchange import contract as C
 from twin.engine.build import loop_spec
 from twin.engine.direct import DirectNotApplicable, run_direct
 from twin.engine.event import run_event
 from twin.engine.spec import LoopResult
+from twin.exchange import contract as C
 from twin.qec.cost import CostModel
 from twin.qec.decoders import Decoder, LookupDecoder, MatchingDecoder, direct_corrections
 from twin.qec.hosting import HostingParams, hosted_class, hosting_kwargs
@@ -90,7 +90,8 @@ def accumulate(fn, per_shot: int):
 
 def session_function(decoder: Decoder, workload_name: str) -> Function:
     """The function id a decoder is served under. The bundled decoders keep their ids (the
-    contract's ``functions``: 16 ``decode_rep3``, 17 ``decode_steane7``, 18 ``decode_surface5``) when the decoder is the same
+    contract's ``functions``: 16 ``decode_rep3``, 17 ``decode_steane7``, 18 ``decode_surface5``) when the decoder is
+    the same
     table or model; any other decoder is registered under ``decode_<workload>_<kind>`` with the
     first free id from 0x4000; the same name keeps its id within a process and is served by the
     latest decoder registered under it."""

@@ -46,11 +46,10 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from twin.calibration.params import ParamSet, load_params
-from twin.config import ConfigError, load_model
+from twin.calibration.params import ParamSet
+from twin.config import ConfigError, Located, load_model
 from twin.devices.qblox import QbloxCluster
 from twin.qec.hosting import MODES, HostingParams, check_mode, load_hosting
-from twin.config import Located
 from twin.scenario import Bridge, Traffic, _duration
 from twin.stats import summary_ns
 from twin.units import time_ps
@@ -215,7 +214,8 @@ def load_decode(path: str | Path) -> LoadedDecode:
                           f"holds at most {MAX_DETECTORS} (use matching)")
     if d.frame_bytes is not None and d.frame_bytes < syndrome_bytes(circuit.num_detectors):
         raise ConfigError(path, "decode.frame_bytes", d.frame_bytes,
-                          f"the syndrome of {circuit.num_detectors} detectors needs {syndrome_bytes(circuit.num_detectors)}")
+                          f"the syndrome of {circuit.num_detectors} detectors needs "
+                          f"{syndrome_bytes(circuit.num_detectors)}")
     return LoadedDecode(path, sc, params, hosting, hp_path)
 
 
@@ -283,6 +283,7 @@ def resolve_function(spec: str, path: Path | None = None):
     bytes). Raises ConfigError naming ``decode.function`` and its value: no such module (listing
     where it looked), importing it raised, no such attribute, not callable, wrong signature."""
     import inspect
+
     from twin.runtime.functions import lookup
     where = path or "<scenario>"
     if ":" not in spec:

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import math
 from collections import deque
 from pathlib import Path
 from typing import Callable
 
 from simpy.core import Infinity
 
-from twin.exchange.encoding import Encoding, HEADER
+from twin.exchange.encoding import HEADER, Encoding
 from twin.kernel import Kernel, MemoryRegion, PostedWritePath
 from twin.kernel.sim import _Call
 from twin.rtl.build import RtlError

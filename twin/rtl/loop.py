@@ -43,7 +43,8 @@ def rtl_card(spec, kernel, enc, req_path, rep_region, slot_bytes, reference, on_
     lib = B.build(B.card_sources())
     p = spec.card
     if p.bridge_bits != 512:
-        raise ValueError(f"loop {spec.name!r}: the RTL card has a 512-bit bridge, the parameter set says {p.bridge_bits}")
+        raise ValueError(f"loop {spec.name!r}: the RTL card has a 512-bit bridge, the parameter set says "
+                         f"{p.bridge_bits}")
     return RtlLinkCard(kernel, "card", lib, enc, req_path, rep_region, spec.slots, slot_bytes, spec.function,
                        reference, on_reply, p.clock_ps, cycles(p.clock_ps + p.engine_land_ps, p.clock_ps),
                        cycles(p.reply_read_ps, p.clock_ps), trace=cfg.trace_file("card"))

@@ -2,8 +2,17 @@
 pydantic), the topology graph (:mod:`twin.scenario.graph`) and the loader
 (:mod:`twin.scenario.load`: files, parameter sets, the model registry's checks)."""
 from twin.scenario.load import LoadedScenario, check_not_a_scenario, load_scenario
-from twin.scenario.schema import (MODELS_AVAILABLE, Bridge, Flow, Link, Node, Scenario, Traffic, _duration,
-                                  traffic_params)
+from twin.scenario.schema import (
+                                  MODELS_AVAILABLE,
+                                  Bridge,
+                                  Flow,
+                                  Link,
+                                  Node,
+                                  Scenario,
+                                  Traffic,
+                                  _duration,
+                                  traffic_params,
+)
 
 __all__ = ["LoadedScenario", "check_not_a_scenario", "load_scenario", "MODELS_AVAILABLE", "Bridge", "Flow", "Link",
            "Node", "Scenario", "Traffic", "_duration", "traffic_params"]

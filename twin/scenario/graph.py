@@ -21,8 +21,9 @@ _LINK_ENDS = {"pcie": ({"link_card", "consumer"}, {"nic", "consumer"}),
               "ethernet": ({"link_card", "nic"}, {"link_card", "switch"}, {"switch", "nic"}, {"switch"})}
 
 
-def check_link_ends(g: nx.Graph, link: "Link", j: int) -> None:
-    """Raise :class:`Located` when link ``j`` joins node kinds its kind cannot join."""
+def check_link_ends(g: nx.Graph, link, j: int) -> None:
+    """Raise :class:`Located` when ``link`` (the scenario's ``links[j]``, a
+    :class:`twin.scenario.schema.Link`) joins node kinds its kind cannot join."""
     ends = {g.nodes[link.a]["node"].kind, g.nodes[link.b]["node"].kind}
     allowed = _LINK_ENDS[link.kind]
     if ends not in allowed:
@@ -85,7 +86,8 @@ def mesh_graph(sc, g: nx.Graph) -> nx.Graph:
         g.add_edge(link.a, link.b, kind=link.kind, index=j)
     for i, n in enumerate(sc.nodes):
         if n.kind == "consumer" and n.device is None:
-            raise Located(("nodes", i, "device"), "<missing>", "a consumer needs a device (a consumer of the parameter set)")
+            raise Located(("nodes", i, "device"), "<missing>",
+                          "a consumer needs a device (a consumer of the parameter set)")
         if n.routes and n.kind != "link_card":
             raise Located(("nodes", i, "routes"), n.routes, "only a link card routes by function id")
         for fname, target in (n.routes or {}).items():
@@ -113,7 +115,8 @@ def _route(sc, g: nx.Graph, fi: int) -> Route:
     cards = [v for v in g.neighbors(f.a) if g.nodes[v]["node"].kind == "link_card"]
     if f.via is not None:
         if f.via not in cards:
-            raise Located(where + ("via",), f.via, f"not a link card joined to {f.a} (have: {', '.join(cards) or 'none'})")
+            raise Located(where + ("via",), f.via,
+                          f"not a link card joined to {f.a} (have: {', '.join(cards) or 'none'})")
         card = f.via
     elif len(cards) == 1:
         card = cards[0]
@@ -175,7 +178,8 @@ def scenario_graph(sc) -> nx.Graph:
         if n.kind != "consumer":
             continue
         if n.device is None:
-            raise Located(("nodes", i, "device"), "<missing>", "a consumer needs a device (a consumer of the parameter set)")
+            raise Located(("nodes", i, "device"), "<missing>",
+                          "a consumer needs a device (a consumer of the parameter set)")
         if not g.has_edge(card, n.name) and roce_route(g, card, n.name) is None:
             raise Located(("nodes", i, "name"), n.name, f"not joined to link card {card!r} by a pcie link"
                           + (" or through an RDMA NIC" if any(m.kind == "nic" for m in sc.nodes) else ""))

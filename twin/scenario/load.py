@@ -63,7 +63,8 @@ def load_scenario(path: str | Path) -> LoadedScenario:
             roce = sc.roce_hops(node.name) is not None
             if roce != roce_params:
                 raise ConfigError(path, "calibration", sc.calibration,
-                                  f"node {node.name!r} is reached over " + ("ethernet (RoCE): the calibration must be a "
+                                  f"node {node.name!r} is reached over " + ("ethernet (RoCE): the calibration must "
+                                                                            "be a "
                                   "parameter set with kind: roce_path" if roce else "pcie from the link card: the "
                                   "calibration must be a card-path parameter set"))
     check_nodes(path, sc, params)
@@ -129,8 +130,9 @@ def check_nodes(path: Path, sc: Scenario, params) -> None:
             try:
                 socket.getaddrinfo(node.bridge.host, node.bridge.port, socket.AF_INET, socket.SOCK_DGRAM)
             except (socket.gaierror, UnicodeError) as e:
+                why = getattr(e, "strerror", None) or e
                 raise ConfigError(path, f"nodes[{i}].bridge.host", node.bridge.host,
-                                  f"cannot resolve it to an IPv4 address ({getattr(e, 'strerror', None) or e})") from None
+                                  f"cannot resolve it to an IPv4 address ({why})") from None
         for j, src in enumerate(node.rtl.sources if node.rtl else ()):
             if not (path.parent / src).is_file():
                 raise ConfigError(path, f"nodes[{i}].rtl.sources[{j}]", src,

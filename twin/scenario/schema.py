@@ -48,14 +48,12 @@ from typing import Literal
 import networkx as nx  # noqa: F401  (graph() returns one)
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from twin.calibration.params import ParamSet, load_params
-from twin.config import ConfigError, Located, load_model
+from twin.config import Located
 from twin.devices.generator import Gaps, TrafficParams
 from twin.devices.qblox import QbloxCluster
 from twin.faults import FaultPlan
-from twin.units import UnitError, time_ps
-
 from twin.nodes.models import MODELS as MODELS_AVAILABLE  # noqa: E402
+from twin.units import UnitError, time_ps
 
 
 class _Strict(BaseModel):
