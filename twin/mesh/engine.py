@@ -124,11 +124,14 @@ def run_mesh(sc, params: ParamSet, rounds: int | None = None, seed: int | None =
         flows.append(FlowTimes(res.t_send, res.t_in, h.seen, h.start, res.t_have, res.t_back, res.ok, h, stats))
     shared = results[0].stats["shared"]
     end = max(int(ft.t_back.max()) for ft in flows) or 1
-    service = {f.consumer: f.spec.consumer for f in topo.flows}
+    from twin.exchange.encoding import get_encoding
+    body_ps = {f.consumer: f.spec.consumer.pre_service_ps(get_encoding(f.spec.consumer.encoding),
+                                                          f.spec.traffic.frame_bytes) + f.spec.consumer.service_ps
+               for f in topo.flows}  # the thread's time per request from having it to the reply: read + body
     stats = {"events": results[0].stats["events"],
              "links": {name: {"writes": ln["writes"], "bytes": ln["bytes"],
                               "utilisation": round(ln["busy_ps"] / end, 6)} for name, ln in shared["lanes"].items()},
              "consumers": {name: {"served": t["served"], "utilisation": round(t["busy_ps"] / end, 6),
-                                  "service_ns": service[name].service_ps / 1000}
+                                  "service_ns": body_ps[name] / 1000}
                            for name, t in shared["threads"].items()}}
     return MeshResult(routes, flows, stats)
