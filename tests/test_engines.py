@@ -22,8 +22,12 @@ PS_PER_S = 10**12
 
 
 def assert_same_timestamps(e, d):
-    for f in FIELDS:
-        a, b = getattr(e, f), getattr(d, f)
+    """Same per-round timestamps and, where both engines recorded them, the same hops."""
+    pairs = [(f, getattr(e, f), getattr(d, f)) for f in FIELDS]
+    if e.hops is not None and d.hops is not None:
+        pairs += [(f"hops.{f}", getattr(e.hops, f), getattr(d.hops, f))
+                  for f in ("issue", "land", "seen", "start", "reply", "publish", "rland")]
+    for f, a, b in pairs:
         assert a.shape == b.shape, f
         if not np.array_equal(a, b):
             i = int(np.flatnonzero(a != b)[0])

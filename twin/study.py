@@ -50,8 +50,12 @@ class StudyResult:
 
 
 def _check_same(direct: LoopResult, event: LoopResult, n: int) -> None:
-    for f in ("t_send", "t_in", "t_have", "t_back"):
-        a, b = getattr(direct, f)[:n], getattr(event, f)[:n]
+    """Raise :class:`EngineDisagreement` unless the first ``n`` rounds have the same timestamps and
+    the same hops in both engines."""
+    pairs = [(f, getattr(direct, f)[:n], getattr(event, f)[:n]) for f in ("t_send", "t_in", "t_have", "t_back")]
+    pairs += [(f"hop {f}", getattr(direct.hops, f)[:n], getattr(event.hops, f)[:n])
+              for f in ("issue", "land", "seen", "start", "reply", "publish", "rland")]
+    for f, a, b in pairs:
         if not np.array_equal(a, b):
             i = int(np.argmax(a != b))
             raise EngineDisagreement(f"loop {direct.name!r}: engines disagree on {f} at round {i + 1}: "
