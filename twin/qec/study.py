@@ -24,7 +24,7 @@ Schema (keys; optional keys show their default)::
       frame_bytes: null                      # default: the syndrome in whole 16-byte pieces
       decoder: lookup | matching | function
       function: null | "package.module:callable" | a registered function name   # decoder: function
-      cost: {how: model | host_timed, scale: 1.0, fixed: null | "300 ns"}
+      cost: {how: model | host_timed, scale: 1.0, fixed: null | "300 ns"}   # scale: host_timed; fixed: model
       interval: wilson | clopper_pearson     # confidence interval of the logical error rate
       confidence: 0.95
       placements: [{device: <consumer in calibration>, mode: inline | worker | external_self |
@@ -46,11 +46,10 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from twin.calibration.params import ParamSet, load_params
-from twin.config import ConfigError, load_model
+from twin.calibration.params import ParamSet
+from twin.config import ConfigError, Located, load_model
 from twin.devices.qblox import QbloxCluster
 from twin.qec.hosting import MODES, HostingParams, check_mode, load_hosting
-from twin.config import Located
 from twin.scenario import Bridge, Traffic, _duration
 from twin.stats import summary_ns
 from twin.units import time_ps
@@ -67,6 +66,16 @@ class Cost(_Strict):
     scale: float = Field(1.0, gt=0)
     fixed: str | None = None
     _d = field_validator("fixed", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+    @model_validator(mode="after")
+    def _applies(self):  # each would be silently ignored under the other ``how``
+        if self.how == "model" and "scale" in self.model_fields_set and self.scale != 1.0:
+            raise Located(("scale",), self.scale, "applies to how: host_timed only (it scales this host's timing); "
+                          "under how: model give fixed, or use host_timed")
+        if self.how == "host_timed" and self.fixed is not None:
+            raise Located(("fixed",), self.fixed, "applies to how: model only (host_timed measures the decoder on "
+                          "this host); give one of fixed and how: host_timed")
+        return self
 
 
 class Placement(_Strict):
@@ -214,8 +223,9 @@ def load_decode(path: str | Path) -> LoadedDecode:
         raise ConfigError(path, "decode.decoder", d.decoder, f"{circuit.num_detectors} detectors; a lookup table "
                           f"holds at most {MAX_DETECTORS} (use matching)")
     if d.frame_bytes is not None and d.frame_bytes < syndrome_bytes(circuit.num_detectors):
+        need = syndrome_bytes(circuit.num_detectors)
         raise ConfigError(path, "decode.frame_bytes", d.frame_bytes,
-                          f"the syndrome of {circuit.num_detectors} detectors needs {syndrome_bytes(circuit.num_detectors)}")
+                          f"the syndrome of {circuit.num_detectors} detectors needs {need}")
     return LoadedDecode(path, sc, params, hosting, hp_path)
 
 
@@ -283,6 +293,7 @@ def resolve_function(spec: str, path: Path | None = None):
     bytes). Raises ConfigError naming ``decode.function`` and its value: no such module (listing
     where it looked), importing it raised, no such attribute, not callable, wrong signature."""
     import inspect
+
     from twin.runtime.functions import lookup
     where = path or "<scenario>"
     if ":" not in spec:
