@@ -13,9 +13,9 @@ from twin.engine.build import loop_spec
 from twin.engine.direct import DirectNotApplicable, run_direct
 from twin.engine.event import run_event
 from twin.engine.spec import LoopResult, LoopSpec
-from twin.scenario import LoadedScenario
 from twin.faults import FaultPlan
 from twin.runtime.functions import lookup
+from twin.scenario import LoadedScenario
 from twin.stats import summary_ns
 from twin.units import time_ps
 
@@ -58,7 +58,8 @@ def _check_same(direct: LoopResult, event: LoopResult, n: int) -> None:
                                      f"direct {a[i]} ps, event {b[i]} ps")
 
 
-def run_one(spec: LoopSpec, engine: str, verify_rounds: int, progress: Callable[[int], None] | None) -> tuple[LoopResult, int, int, str]:
+def run_one(spec: LoopSpec, engine: str, verify_rounds: int,
+            progress: Callable[[int], None] | None) -> tuple[LoopResult, int, int, str]:
     """Run one loop. Returns (result, replies checked byte for byte, mismatches, engine used).
 
     ``auto``: the direct engine for every round, and the event model (which moves the bytes and
@@ -147,6 +148,8 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
             s["budget"] = budget(res.t_in, res.t_have, res.hops)
         if sc.faults and "faults" in res.stats:
             s["faults"] = res.stats["faults"]
+            if sc.faults.corrupt_piece:  # which rounds the card caught, not only how many
+                s["faults"]["detected"]["mismatch_rounds"] = [int(i) + 1 for i in np.flatnonzero(~res.ok)]
             if sc.faults.host_freeze:
                 from twin.faults import freeze_report
                 s["host_freeze"] = freeze_report(res.rtt_ps, res.t_in, spec.faults.host_freezes,
@@ -175,7 +178,8 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
             from twin.stats import percentile_ps
             have = row.stats_ps()
             s["measured"] = {f"{k}_ns": v / 1000 for k, v in have.items()} | {"device": row.device}
-            s["error_pct"] = {k: round(100 * (percentile_ps(res.rtt_ps, STAT_Q[k]) - v) / v, 3) for k, v in have.items()}
+            s["error_pct"] = {k: round(100 * (percentile_ps(res.rtt_ps, STAT_Q[k]) - v) / v, 3)
+                              for k, v in have.items()}
         elif row is not None:
             s["measured"] = {"p50_ns": row.p50_ps / 1000, "p90_ns": row.p90_ps / 1000, "device": row.device,
                              "platform": row.platform}
