@@ -561,3 +561,13 @@ def test_key_changes_the_outcome_or_is_refused(runner, schema, key, case):
     before = runner.outcome(kind, doc)
     after = runner.outcome(kind, edit(doc, case.alt))
     assert after != before, f"{schema}: {key}: {case.alt} changed nothing (accepted and ignored)"
+
+
+def test_bridge_device_reaches_the_gpu_check(monkeypatch):
+    """No GPU here: the cuda backend's ``device`` is shown to be the ordinal the GPU check asks for."""
+    from hw_bridge.contract import preflight
+    from twin.scenario import Bridge
+    asked = []
+    monkeypatch.setattr("hw_bridge.cuda.gpu_available", lambda device=0: (asked.append(device) or True, "fake"))
+    preflight(Bridge(backend="cuda", device=3).settings())
+    assert asked == [3]
