@@ -93,7 +93,8 @@ def test_fault_scenario_counts_land_in_results_json(tmp_path, capsys):
     (c,) = json.loads((out / "results.json").read_text())["consumers"]
     assert c["engine"] == "event" and c["replies_checked"] == 20_000
     assert c["faults"] == {"injected": {"corrupt_piece": 2, "drop_frame": 1, "stall": 1},
-                           "detected": {"mismatches": 2, "resent_frames": 1, "reply_timeouts": 1}}
+                           "detected": {"mismatches": 2, "resent_frames": 1, "reply_timeouts": 1,
+                                        "mismatch_rounds": [100, 5000]}}
     assert c["mismatches"] == 2
     # the stalled round and the dropped frame's round miss the 3 us deadline
     assert c["deadline_ns"] == 3000 and c["deadline_misses"] >= 2

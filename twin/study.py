@@ -152,6 +152,8 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
             s["budget"] = budget(res.t_in, res.t_have, res.hops)
         if sc.faults and "faults" in res.stats:
             s["faults"] = res.stats["faults"]
+            if sc.faults.corrupt_piece:  # which rounds the card caught, not only how many
+                s["faults"]["detected"]["mismatch_rounds"] = [int(i) + 1 for i in np.flatnonzero(~res.ok)]
             if sc.faults.host_freeze:
                 from twin.faults import freeze_report
                 s["host_freeze"] = freeze_report(res.rtt_ps, res.t_in, spec.faults.host_freezes,

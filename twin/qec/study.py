@@ -24,7 +24,7 @@ Schema (keys; optional keys show their default)::
       frame_bytes: null                      # default: the syndrome in whole 16-byte pieces
       decoder: lookup | matching | function
       function: null | "package.module:callable" | a registered function name   # decoder: function
-      cost: {how: model | host_timed, scale: 1.0, fixed: null | "300 ns"}
+      cost: {how: model | host_timed, scale: 1.0, fixed: null | "300 ns"}   # scale: host_timed; fixed: model
       interval: wilson | clopper_pearson     # confidence interval of the logical error rate
       confidence: 0.95
       placements: [{device: <consumer in calibration>, mode: inline | worker | external_self |
@@ -66,6 +66,16 @@ class Cost(_Strict):
     scale: float = Field(1.0, gt=0)
     fixed: str | None = None
     _d = field_validator("fixed", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+    @model_validator(mode="after")
+    def _applies(self):  # each would be silently ignored under the other ``how``
+        if self.how == "model" and "scale" in self.model_fields_set and self.scale != 1.0:
+            raise Located(("scale",), self.scale, "applies to how: host_timed only (it scales this host's timing); "
+                          "under how: model give fixed, or use host_timed")
+        if self.how == "host_timed" and self.fixed is not None:
+            raise Located(("fixed",), self.fixed, "applies to how: model only (host_timed measures the decoder on "
+                          "this host); give one of fixed and how: host_timed")
+        return self
 
 
 class Placement(_Strict):
@@ -213,9 +223,9 @@ def load_decode(path: str | Path) -> LoadedDecode:
         raise ConfigError(path, "decode.decoder", d.decoder, f"{circuit.num_detectors} detectors; a lookup table "
                           f"holds at most {MAX_DETECTORS} (use matching)")
     if d.frame_bytes is not None and d.frame_bytes < syndrome_bytes(circuit.num_detectors):
+        need = syndrome_bytes(circuit.num_detectors)
         raise ConfigError(path, "decode.frame_bytes", d.frame_bytes,
-                          f"the syndrome of {circuit.num_detectors} detectors needs "
-                          f"{syndrome_bytes(circuit.num_detectors)}")
+                          f"the syndrome of {circuit.num_detectors} detectors needs {need}")
     return LoadedDecode(path, sc, params, hosting, hp_path)
 
 

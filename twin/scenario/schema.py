@@ -52,7 +52,7 @@ from twin.config import Located
 from twin.devices.generator import Gaps, TrafficParams
 from twin.devices.qblox import QbloxCluster
 from twin.faults import FaultPlan
-from twin.nodes.models import MODELS as MODELS_AVAILABLE  # noqa: E402
+from twin.nodes.models import MODELS as MODELS_AVAILABLE
 from twin.units import UnitError, time_ps
 
 
@@ -229,6 +229,9 @@ class Bridge(_Strict):
         for key in ("cpu", "producer_cpu"):
             if getattr(self, key) is not None and self.backend != "shm":
                 raise Located((key,), getattr(self, key), f"pinning is for the shm backend, not {self.backend}")
+        for key, backend in (("host", "udp"), ("port", "udp"), ("device", "cuda")):
+            if key in self.model_fields_set and self.backend != backend:  # would be silently ignored
+                raise Located((key,), getattr(self, key), f"applies to the {backend} backend only, not {self.backend}")
         if self.backend == "udp" and self.port == 0:
             raise Located(("port",), self.port if "port" in self.model_fields_set else "<missing>",
                           "the udp backend needs the agent's port")
