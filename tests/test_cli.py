@@ -200,7 +200,7 @@ def test_results_json_consumers_follow_docs(default_run):
         assert c["model"] == "sim" and c["function"] == "echo"
         assert set(c) == {"name", "node", "model", "function", "device", "kind", "host", "encoding", "engine", "rounds",
                           "replies_checked", "mismatches", "backlog_max", *STATS, "budget", "measured",
-                          "error_pct"}, name
+                          "error_pct", "reply_digest"}, name
         budget = c["budget"]
         assert [b["stage"] for b in budget] == ["card", "request_write", "poll", "queue", "service", "fence",
                                                 "reply_write", "card_poll"], name

@@ -147,7 +147,10 @@ def qblox_cases(base: str) -> dict[str, list[Case]]:
                                                   refused="qblox.sequencers")],  # not whole rounds
         "result_latency_ns": [C(base, {"qblox.result_latency_ns": 900.0})],
         "trigger_network_ns": [C(base, {"qblox.trigger_network_ns": 900.0})],
-        "bits_per_measurement": [C(base, {"qblox.bits_per_measurement": 2})],
+        # loop: the frames carry the acquisitions (more bits of each frame); decode: refused, its requests
+        # carry one bit per detector
+        "bits_per_measurement": [C(base, {"qblox.bits_per_measurement": 2},
+                                   refused="qblox.bits_per_measurement" if base == "decode_qblox" else None)],
         "clock": [C(base, {"qblox.clock": "card"}, {"qblox.ppm": 0.0, "qblox.drift_ppb_per_s": 0.0}),
                   C(base, {"qblox.clock": "card"}, refused="qblox.clock")],  # ppm and drift are set
         "ppm": [C(base, {"qblox.ppm": 300.0})],
@@ -525,14 +528,7 @@ def runner(tmp_path_factory):
 
 
 # Accepted and ignored, and not fixable without an engine change: they fail until someone fixes them.
-XFAIL = {
-    ("run", "faults.corrupt_piece.path", 0): "a corrupted request and a corrupted reply end the same way: the card "
-    "finds one mismatching reply; no consumer checks a request, so the path shows nowhere in the outcome",
-    ("run", "qblox.bits_per_measurement", 0): "only checked against frame_bytes; the frame's size and timing do not "
-    "follow the cluster's syndrome bits",
-    ("decode", "qblox.bits_per_measurement", 0): "the decode workload's syndrome (stim's detectors) fills the "
-    "frame; the cluster's syndrome bits are not compared with it or used",
-}
+XFAIL: dict = {}  # (schema, key, case index): why a key is still accepted and ignored (none today)
 
 
 def _cases():

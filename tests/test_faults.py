@@ -32,6 +32,8 @@ def test_corrupted_piece_is_a_counted_mismatch_on_exactly_that_round(encoding, p
     assert list(np.flatnonzero(~res.ok) + 1) == [7, 150]
     f = res.stats["faults"]
     assert f["injected"]["corrupt_piece"] == 2 and f["detected"]["mismatches"] == 2
+    # the twin sees both memories: a corrupted request sat in the consumer's queue as it was not sent
+    assert f["detected"]["mismatches_from_corrupted_requests"] == (2 if path == "request" else 0)
 
 
 def test_corruption_leaves_timing_alone():
@@ -94,7 +96,7 @@ def test_fault_scenario_counts_land_in_results_json(tmp_path, capsys):
     assert c["engine"] == "event" and c["replies_checked"] == 20_000
     assert c["faults"] == {"injected": {"corrupt_piece": 2, "drop_frame": 1, "stall": 1},
                            "detected": {"mismatches": 2, "resent_frames": 1, "reply_timeouts": 1,
-                                        "mismatch_rounds": [100, 5000]}}
+                                        "mismatches_from_corrupted_requests": 2, "mismatch_rounds": [100, 5000]}}
     assert c["mismatches"] == 2
     # the stalled round and the dropped frame's round miss the 3 us deadline
     assert c["deadline_ns"] == 3000 and c["deadline_misses"] >= 2

@@ -85,6 +85,7 @@ def run_one(spec: LoopSpec, engine: str, verify_rounds: int,
     n = min(verify_rounds, spec.traffic.rounds)
     ev = run_event(replace(spec, traffic=replace(spec.traffic, rounds=n)))
     _check_same(res, ev, n)
+    res.stats["reply_digest"] = ev.stats["reply_digest"]  # over the replies the event model checked
     return res, n, ev.mismatches, "direct+event"
 
 
@@ -144,6 +145,8 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
              "host": dev.host, "encoding": spec.consumer.encoding, "engine": used, "rounds": int(rounds),
              "replies_checked": int(checked), "mismatches": int(mism),
              "backlog_max": int(res.stats.get("backlog_max", 0))}
+        if "reply_digest" in res.stats:  # SHA-256 over the checked replies' sequence, status and bytes
+            s["reply_digest"] = res.stats["reply_digest"]
         if failure is not None:  # a live run stopped early: the rounds it completed, and what was asked
             s["rounds"], s["rounds_requested"] = int(len(res.t_in)), int(rounds)
         s.update(summary_ns(res.rtt_ps))

@@ -74,6 +74,9 @@ class TrafficParams:
         cluster's first publish and its trigger network; default 0).
     in_flight: closed loop only: requests in flight (default 1, the seeds' measurement). The first
         ``in_flight`` requests leave at edge 0; each reply sends the next request.
+    syndrome_bits: bits at the start of each frame that carry the round's acquisition results (a
+        Qblox cluster: measurements x bits per measurement), the rest zero; 0 (default): the frame
+        is the mixed counter words of :func:`payload_for`.
     gaps: random gaps (:class:`Gaps`) or None. Open loop: request k+1 leaves at the first
         generator edge at or after request k's send instant plus gap k (instead of a fixed
         ``period_ps``). Closed loop: the next request leaves at the first edge at or after the
@@ -92,6 +95,7 @@ class TrafficParams:
     offset_ps: int = 0
     in_flight: int = 1
     gaps: Gaps | None = None
+    syndrome_bits: int = 0
 
     def __post_init__(self):
         if self.in_flight < 1 or (self.in_flight > 1 and self.mode != "closed_loop"):
@@ -100,6 +104,8 @@ class TrafficParams:
             raise ValueError(f"traffic mode must be 'closed_loop' or 'open_loop', got {self.mode!r}")
         if self.clock not in ("card", "independent"):
             raise ValueError(f"traffic clock must be 'card' or 'independent', got {self.clock!r}")
+        if not 0 <= self.syndrome_bits <= 8 * self.frame_bytes:
+            raise ValueError(f"syndrome_bits must be in [0, 8 * frame_bytes], got {self.syndrome_bits}")
         if self.rounds < 1 or self.frame_bytes < 1:
             raise ValueError(f"rounds and frame_bytes must be >= 1, got {self.rounds}, {self.frame_bytes}")
         if self.clock_ps <= 0 or self.gap_ps < 0:
@@ -130,10 +136,16 @@ class TrafficParams:
         return self.period_ps // self.clock_ps
 
 
-def payload_for(seq: int, nbytes: int, salt: int) -> bytes:
-    """Deterministic request payload for round ``seq``: a mixed counter word, repeated."""
+def payload_for(seq: int, nbytes: int, salt: int, syndrome_bits: int = 0) -> bytes:
+    """Deterministic request payload for round ``seq``: a mixed counter word, repeated; with
+    ``syndrome_bits`` only those leading bits (little-endian bit order, the contract's) are the
+    mixed word's (the round's acquisition results) and the rest of the frame is zero padding."""
     word = _WORD.pack((seq * 0x9E3779B97F4A7C15 ^ salt) & 0xFFFFFFFFFFFFFFFF)
-    return (word * (-(-nbytes // 8)))[:nbytes]
+    full = (word * (-(-nbytes // 8)))[:nbytes]
+    if not syndrome_bits:
+        return full
+    v = int.from_bytes(full, "little") & ((1 << syndrome_bits) - 1)
+    return v.to_bytes(nbytes, "little")
 
 
 class TrafficGenerator:
@@ -172,7 +184,7 @@ class TrafficGenerator:
         self.sent += 1
         self.t_send.append(self.kernel.now)
         payload = (self.payloads(self.sent) if self.payloads is not None
-                   else payload_for(self.sent, self.p.frame_bytes, self.salt))
+                   else payload_for(self.sent, self.p.frame_bytes, self.salt, self.p.syndrome_bits))
         self.send(self.sent, payload)
 
     def _send_open(self, k: int) -> None:

@@ -74,7 +74,9 @@ class LinkCard:
     (a QEC workload's corrections, counted against ground truth by :mod:`twin.qec`).
 
     Statistics: ``issued``, ``replies_seen``, ``mismatches``, ``backlog_max``, ``reply_timeouts``,
-    ``poller.polls``.
+    ``poller.polls``; ``corrupted_requests``: mismatches whose request did not sit in the consumer's
+    memory as the card sent it (a diagnosis only a twin can make: it sees both memories; the rest of
+    the mismatches were corrupted on the reply's way or by the consumer).
     """
 
     def __init__(self, kernel: Kernel, params: LinkCardParams, encoding: Encoding,
@@ -107,6 +109,7 @@ class LinkCard:
         self.reply_digest = hashlib.sha256()  # over every reply read: sequence, status, payload
         self.kept_replies: list[bytes] | None = [] if keep_replies else None  # every reply payload, in order
         self.reply_timeouts = 0
+        self.corrupted_requests = 0
         self.issued = 0
         self.replies_seen = 0
         self.mismatches = 0
@@ -177,6 +180,9 @@ class LinkCard:
         self._replied_upto = seq
         if not ok:
             self.mismatches += 1
+            dst = getattr(self.requests, "dst", None)  # the twin sees both memories: which side was corrupted?
+            if dst is not None and self.enc.payload(dst.buf, base) != payload:
+                self.corrupted_requests += 1  # the consumer served a request that did not arrive as sent
         self._watching = False
         if self._backlog:
             bseq, bt_in, bpayload = self._backlog.popleft()

@@ -112,11 +112,14 @@ class QbloxCluster(BaseModel):
         """Syndrome bits per round over all sequencers."""
         return sum(s.measurements_per_round for s in self.sequencers) * self.bits_per_measurement
 
-    def traffic(self, rounds: int, frame_bytes: int) -> TrafficParams:
+    def traffic(self, rounds: int, frame_bytes: int, carry_syndrome: bool = True) -> TrafficParams:
         """The cluster's frames as open-loop traffic: one per round at the program's period, on a
-        1 ns timing grid (Q1 durations are whole ns), first at the first publish instant."""
+        1 ns timing grid (Q1 durations are whole ns), first at the first publish instant. With
+        ``carry_syndrome`` each frame's leading :meth:`syndrome_bits` are the round's acquisition
+        results and the rest is zero padding; without, the workload fills the frames."""
         first = self.publish_ns()[0]
         return TrafficParams(mode="open_loop", rounds=rounds, frame_bytes=frame_bytes,
+                             syndrome_bits=self.syndrome_bits() if carry_syndrome else 0,
                              period_ps=self.period_ns() * PS_PER_NS, clock=self.clock, clock_ps=PS_PER_NS,
                              ppm=self.ppm if self.clock == "independent" else 0.0,
                              drift_ppb_per_s=self.drift_ppb_per_s if self.clock == "independent" else 0.0,

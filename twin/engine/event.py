@@ -201,7 +201,9 @@ class _FlowRun:
                                          **({"host_freeze": sum(1 for s, _ in fp.host_freezes if s < k.now)}
                                             if fp.host_freezes else {})},
                             "detected": {"mismatches": card.mismatches, "resent_frames": self.dropped["resent"],
-                                         "reply_timeouts": card.reply_timeouts}}}
+                                         "reply_timeouts": card.reply_timeouts,
+                                         **({"mismatches_from_corrupted_requests": card.corrupted_requests}
+                                            if hasattr(card, "corrupted_requests") else {})}}}
         if self.flow.workload.keep_replies:
             stats["replies"] = card.kept_replies
         return stats

@@ -126,6 +126,9 @@ _TRAFFIC = {
                    "scenario traffic.in_flight"),
     "gaps": P("", "scenario", "random gaps between requests (a Gaps) instead of the fixed period or gap; "
               "none: fixed"),
+    "syndrome_bits": P("bit", "derived: a Qblox cluster's measurements x bits per measurement",
+                       "bits of each frame that carry the round's acquisitions (the rest is zero padding); 0: the "
+                       "frame is counter words", "derived from scenario qblox"),
 }
 _GAPS = {
     "kind": P("", "scenario", "fixed, uniform [a, b], exponential (mean a: Poisson arrivals) or file"),

@@ -140,6 +140,10 @@ class DecodeScenario(_Strict):
             if self.control != "aurora":
                 raise Located(("control",), self.control, "a Qblox cluster reaches the link card across a cable: "
                               "control: aurora")
+            if self.qblox.bits_per_measurement != 1:
+                raise Located(("qblox", "bits_per_measurement"), self.qblox.bits_per_measurement,
+                              "a decode study's requests carry its detection events, one bit per detector (the "
+                              "contract's syndrome section); the cluster's programs time them: 1 bit per measurement")
         return self
     _dl = field_validator("deadline", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
@@ -396,7 +400,8 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     t = ld.sc.traffic
     from twin.scenario import traffic_params
     q = ld.sc.qblox
-    traffic = q.traffic(w.requests, w.frame_bytes) if q is not None else traffic_params(t, w.requests, w.frame_bytes)
+    traffic = (q.traffic(w.requests, w.frame_bytes, carry_syndrome=False) if q is not None
+               else traffic_params(t, w.requests, w.frame_bytes))
     deadline_ps = time_ps(sc.deadline) if sc.deadline else None
     doc = {"schema": "twin.decode/1", "scenario": sc.name, "calibration": ld.params.name,
            "hosting": ld.hosting.__dict__, "seed": seed,
