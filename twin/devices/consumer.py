@@ -138,7 +138,7 @@ class PollingConsumer:
         free = self.thread.free
         at = t if free <= t - cost else self.poller.first_poll(free) + cost
         if self.hops is not None:  # seen: the poll an idle thread would have seen it with (queueing after it)
-            land = int(self.hops.land[seq - 1])
+            land = self.hops.land[seq - 1]
             self.hops.seen[seq - 1] = t if land < 0 else min(t, self.poller.first_poll(land) + cost)
             self.hops.start[seq - 1] = at
         self._seen(seq, base, at)

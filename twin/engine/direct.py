@@ -22,8 +22,15 @@ from twin.engine.hops import Hops
 from twin.engine.spec import LoopResult, LoopSpec
 from twin.exchange.encoding import get_encoding
 from twin.kernel import JitterStream, PostedWritePath
+from twin.nodes.models import model_for
 
 Progress = Callable[[int], None]
+
+
+def direct_computes(kind: str, model: str) -> bool:
+    """Whether the direct engine computes a ``kind`` node of ``model`` (the model registry says:
+    its ``supports["engines"]`` lists ``direct``)."""
+    return "direct" in model_for(kind, model).supports.get("engines", ())
 
 
 class DirectNotApplicable(Exception):
@@ -41,11 +48,9 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     """
     if spec.faults.active:
         raise DirectNotApplicable(f"loop {spec.name!r}: fault injection needs the event model")
-    why = []  # what this loop has that the direct engine does not compute
-    if spec.model != "sim":
-        why.append(f"the consumer is model {spec.model}")
-    if spec.card_model != "sim":
-        why.append(f"the link card is model {spec.card_model}")
+    why = [f"the {what} is model {name}" for what, kind, name in (("consumer", "consumer", spec.model),
+                                                                     ("link card", "link_card", spec.card_model))
+           if not direct_computes(kind, name)]  # what this loop has that the direct engine does not compute
     if spec.function != 0 and reply_bytes is None:
         from twin.runtime.functions import lookup
         try:

@@ -113,7 +113,7 @@ class _FlowRun:
         self.t_have = np.zeros(n, np.int64)
         self.t_back = np.zeros(n, np.int64)
         self.ok = np.zeros(n, bool)
-        self.hops = Hops.empty(n)
+        self.hops = Hops.recorder(n)  # lists while running; arrays in the result
         self.consumer_phase = phase
         self.counter = counter
         req_region = MemoryRegion(f"{flow.consumer}.{spec.name}.request_queue", flow.consumer, spec.slots * slot_bytes)
@@ -187,7 +187,7 @@ class _FlowRun:
         """The flow's :class:`LoopResult` (its first ``m`` rounds after a failure)."""
         m = self.n if m is None else m
         return LoopResult(self.spec.name, "event", self.t_send[:m], self.t_in[:m], self.t_have[:m],
-                          self.t_back[:m], self.ok[:m], {}, self.hops.head(m))
+                          self.t_back[:m], self.ok[:m], {}, self.hops.frozen().head(m))
 
     def stats(self, k: Kernel) -> dict:
         card, consumer, fp, n = self.card, self.consumer, self.fp, self.n

@@ -58,6 +58,16 @@ class Hops:
         """Hops for ``n`` rounds, every instant unknown (-1)."""
         return cls(*(np.full(n, -1, np.int64) for _ in range(7)))
 
+    @classmethod
+    def recorder(cls, n: int) -> "Hops":
+        """Hops for ``n`` rounds held in Python lists (cheap to write one instant at a time while
+        the event engine runs), every instant unknown (-1); :meth:`frozen` turns them into arrays."""
+        return cls(*([-1] * n for _ in range(7)))
+
+    def frozen(self) -> "Hops":
+        """The same hops as int64 arrays."""
+        return Hops(*(np.asarray(getattr(self, f), np.int64) for f in INSTANTS[1:-1]))
+
     def head(self, n: int) -> "Hops":
         """The first ``n`` rounds."""
         return Hops(*(getattr(self, f)[:n] for f in INSTANTS[1:-1]))

@@ -257,7 +257,8 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
 
     res = None
     used, checked = "event", n
-    if engine == "auto" and mode in ("inline", "external_self") and model == "sim":
+    from twin.engine.direct import direct_computes
+    if engine == "auto" and mode in ("inline", "external_self") and direct_computes("consumer", model):
         gp = hosting.general_path_ps if c.kind == "gpu" else 0
         extra_ps = compute + gp + (hosting.omp_self_ps if mode == "external_self" else 0)
         try:
