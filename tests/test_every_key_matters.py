@@ -411,7 +411,7 @@ ECHO_TOP = {"scenario", "seed", "rounds", "frame_bytes", "traffic", "measured", 
             "hosting", "interval", "deadline_ns"}
 ECHO_ITEM = {"function", "model", "node", "name", "encoding", "rounds", "device", "kind", "host", "engine", "mode",
              "cost", "throughput", "scenario_file", "traffic", "deadline_ns", "from", "via", "to", "route", "flow",
-             "_queue", "requests", "shots"}
+             "requests", "shots"}
 
 
 def strip_echo(doc: dict) -> dict:
@@ -495,8 +495,8 @@ class Runner:
 
     def _decode(self, p: Path) -> dict:
         from twin.qec.study import load_decode, run_decode_study
-        doc = run_decode_study(load_decode(p))
-        runs = doc["_runs"]
+        study = run_decode_study(load_decode(p))
+        doc, runs = study.document, study.runs
         rounds = _digest(*[a for r in runs for a in (r.result.t_in, r.result.t_have, r.result.t_back, r.corrections)])
         return {"rounds": rounds, "results": json.loads(json.dumps(strip_echo(doc), default=float))}
 

@@ -32,8 +32,8 @@ def decode_runs(tmp_path: Path, in_flight: int, calibration: str = CAL, device: 
            "decode": {"code": "rep", "distance": 3, "p": 0.001, "shots": 3000, "decoder": "lookup",
                       "cost": {"how": "model", "fixed": "2 us"}, "placements": [{"device": device, "mode": "inline"}]}}
     ld = load_decode(write(tmp_path, f"dec{in_flight}", doc))
-    doc = run_decode_study(ld, engine="event")
-    return doc["_runs"][0], doc["placements"][0]
+    study = run_decode_study(ld, engine="event")
+    return study.runs[0], study.document["placements"][0]
 
 
 def test_decode_in_flight_queues_as_littles_law_says(tmp_path):
@@ -115,8 +115,9 @@ def test_decode_with_a_qblox_cluster_in_control(tmp_path):
     doc = {"name": "dq", "calibration": CAL, "hosting": HOSTING, "seed": 2, "control": "aurora", "qblox": q,
            "decode": {"code": "rep", "distance": 3, "p": 0.001, "shots": 1500, "decoder": "lookup",
                       "placements": [{"device": "epyc7282"}]}}
-    out = run_decode_study(load_decode(write(tmp_path, "dq", doc)))
-    r = out["_runs"][0].result
+    study = run_decode_study(load_decode(write(tmp_path, "dq", doc)))
+    out = study.document
+    r = study.runs[0].result
     period_ps = out["traffic"]["period_ns"] * 1000
     assert abs(np.median(np.diff(r.t_send)) - period_ps) <= 4000   # one request per program round
     pl = out["placements"][0]

@@ -110,7 +110,7 @@ def test_unusable_function_is_refused_at_load(bad, fn, problem):
 
 def test_bytes_like_replies_are_accepted(bad):
     from twin.qec.study import load_decode, run_decode_study
-    doc = run_decode_study(load_decode(scenario(bad, "qec_err_dec:array")), shots=300)
+    doc = run_decode_study(load_decode(scenario(bad, "qec_err_dec:array")), shots=300).document
     assert all(p["identical_corrections"] == 300 for p in doc["placements"])
 
 

@@ -46,16 +46,16 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
             if name not in tasks:
                 tasks[name] = bar.add_task(name, total=total)
             bar.update(tasks[name], completed=done)
-        doc = run_decode_study(ld, shots=shots, seed=args.seed, progress=progress, engine=args.engine,
+        study = run_decode_study(ld, shots=shots, seed=args.seed, progress=progress, engine=args.engine,
                                verify_rounds=args.verify_rounds)
-    print_decode(doc, console)
+    print_decode(study, console)
     try:
-        paths = write_decode_outputs(doc, out)
+        paths = write_decode_outputs(study, out)
     except OSError as e:
         raise out_error("--out", out, e) from None
     console.print("wrote " + ", ".join(str(p) for p in paths))
     rc = 0
-    for s in doc["placements"]:
+    for s in study.document["placements"]:
         if s["identical_corrections"] != s["requests"] or s["card_mismatches"]:
             console.print(f"[red]{s['device']} ({s['mode']}): {s['requests'] - s['identical_corrections']} corrections "
                           f"differ from the direct decode, {s['card_mismatches']} card mismatches[/red]")

@@ -370,11 +370,27 @@ def _pymatching_direct(circuit, detectors: np.ndarray) -> tuple[np.ndarray | Non
     return pred, "pymatching.Matching.decode_batch on stim's detection events"
 
 
+@dataclass
+class DecodeStudy:
+    """A decode study's outcome.
+
+    document: the results.json mapping (deterministic for a seed; each placement's ``throughput``
+    is the wall clock of this machine and is printed, not written); runs: one
+    :class:`twin.qec.loop.DecodeRun` per placement (per-request timestamps, corrections, hops);
+    queues: per placement ``(t_ps, depth)``, the requests in the card at 200 instants (int64).
+    """
+
+    document: dict
+    runs: list
+    queues: list
+
+
 def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | None = None, progress=None,
                      engine: str = "auto", verify_rounds: int = 10_000) -> dict:
-    """Run every placement; returns the results document (results.json) and keeps the per-round
-    data under the private key ``_runs`` (list of :class:`twin.qec.loop.DecodeRun`). ``engine`` and
-    ``verify_rounds``: see :func:`twin.qec.loop.run_decode`."""
+    """Run every placement; returns a :class:`DecodeStudy` (the results document, the per-request
+    runs, the queue depths). ``engine`` and ``verify_rounds``: see :func:`twin.qec.loop.run_decode`.
+    Raises :class:`ConfigError` for a placement whose model cannot stand there or a user decoder
+    that fails."""
     from twin.qec.cost import CostModel
     from twin.qec.decoders import FunctionDecoder, FunctionFailed, make_decoder
     from twin.qec.loop import queue_depth, run_decode
@@ -422,6 +438,7 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     else:
         doc["stim_pymatching"] = {"logical_errors": None, "how": pm_how}
     runs = []
+    queues = []
     from twin.calibration.roce import RoceParamSet
     from twin.nodes.models import Situation, refusal
     from twin.qec.loop import session_function
@@ -479,10 +496,9 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
                            "note": "wall clock of this machine; not part of the deterministic results"}
         if pl.mode == "chain":
             s["waited_for_rearm"] = int(r.extra["waited_for_rearm"])
-        s["_queue"] = (tq, queue_depth(res, tq))
+        queues.append((tq, queue_depth(res, tq)))
         doc["placements"].append(s)
-    doc["_runs"] = runs
-    return doc
+    return DecodeStudy(doc, runs, queues)
 
 
 def traffic_document(sc: DecodeScenario) -> dict:
@@ -501,9 +517,10 @@ def traffic_document(sc: DecodeScenario) -> dict:
     return doc
 
 
-def print_decode(doc: dict, console) -> None:
+def print_decode(study: DecodeStudy, console) -> None:
     """The terminal table of a decode study."""
     from rich.table import Table
+    doc = study.document
     w = doc["workload"]
     tb = Table(title=f"{doc['scenario']}: {w['code']} d={w['distance']} rounds={w['rounds']} p={w['p']:g}, "
                      f"{w['shots']} shots, {w['requests']} requests, {doc['decoder']['kind']} decoder")
@@ -535,7 +552,7 @@ def print_decode(doc: dict, console) -> None:
                       f"{s['replies_checked']:,} replies checked byte for byte by the card")
 
 
-def write_decode_outputs(doc: dict, out: Path) -> list[Path]:
+def write_decode_outputs(study: DecodeStudy, out: Path) -> list[Path]:
     """results.json (deterministic for a seed: no wall-clock numbers), queue_depth.csv (requests
     in the card at 200 instants per placement: placement, t_ps, depth), latency_vs_round.png,
     backlog_vs_time.png. Returns the paths written."""
@@ -543,19 +560,18 @@ def write_decode_outputs(doc: dict, out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     out.mkdir(parents=True, exist_ok=True)
-    clean = {k: v for k, v in doc.items() if not k.startswith("_")}
-    clean["placements"] = [{k: v for k, v in s.items() if not k.startswith("_") and k != "throughput"}
-                           for s in doc["placements"]]
+    doc = study.document
+    clean = dict(doc)
+    clean["placements"] = [{k: v for k, v in s.items() if k != "throughput"} for s in doc["placements"]]
     paths = [out / "results.json", out / "latency_vs_round.png", out / "backlog_vs_time.png"]
     paths[0].write_text(json.dumps(clean, indent=2, sort_keys=True, default=float) + "\n")
     paths.insert(1, out / "queue_depth.csv")
     with paths[1].open("w") as f:
         f.write("placement,t_ps,depth\n")
-        for s in doc["placements"]:
-            tq, depth = s["_queue"]
+        for s, (tq, depth) in zip(doc["placements"], study.queues):
             f.writelines(f"{s['device']}:{s['mode']},{int(t)},{int(d)}\n" for t, d in zip(tq, depth))
     fig, ax = plt.subplots(figsize=(8, 4))
-    for s, r in zip(doc["placements"], doc["_runs"]):
+    for s, r in zip(doc["placements"], study.runs):
         rtt = r.result.rtt_ps / 1e6
         ax.plot(np.arange(1, len(rtt) + 1), rtt, ".", ms=1, label=f"{s['device']} ({s['mode']})")
     if doc["deadline_ns"]:
@@ -568,8 +584,7 @@ def write_decode_outputs(doc: dict, out: Path) -> list[Path]:
     fig.savefig(paths[2], dpi=120)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(8, 4))
-    for s in doc["placements"]:
-        tq, depth = s["_queue"]
+    for s, (tq, depth) in zip(doc["placements"], study.queues):
         ax.step((tq - tq[0]) / 1e6, depth, where="post", label=f"{s['device']} ({s['mode']})")
     ax.set_xlabel("time (µs)")
     ax.set_ylabel("requests in the card (queue depth)")
