@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context, event
 
 from twin.devices import LinkCardParams, PollingConsumer, TrafficParams, cpu_core, fpga_logic, gpu_persistent_kernel
+from twin.devices.generator import Gaps
 from twin.engine import DirectNotApplicable, LoopSpec, run_direct, run_event
 from twin.links import Aurora64B66B, PcieLink
 
@@ -80,11 +81,16 @@ def specs(draw, open_loop_period_cycles=st.integers(min_value=1, max_value=3000)
     mode = draw(st.sampled_from(["closed_loop", "open_loop"]))
     clock = draw(st.sampled_from(["card", "independent"]))
     frame = draw(st.integers(min_value=1, max_value=512))
+    gaps = draw(st.one_of(st.none(), st.none(), st.builds(
+        Gaps, st.sampled_from(["fixed", "uniform", "exponential"]), st.integers(0, 5_000_000),
+        st.integers(5_000_000, 9_000_000)), st.builds(
+        lambda v: Gaps("file", values_ps=tuple(v)), st.lists(st.integers(0, 3_000_000), min_size=1, max_size=5))))
     traffic = TrafficParams(
         mode=mode, rounds=draw(st.integers(min_value=150, max_value=300)), frame_bytes=frame,
-        period_ps=4000 * draw(open_loop_period_cycles) if mode == "open_loop" else 0,
+        period_ps=4000 * draw(open_loop_period_cycles) if mode == "open_loop" and gaps is None else 0,
         clock=clock, ppm=draw(st.floats(min_value=-200, max_value=200, allow_nan=False)),
-        gap_ps=draw(st.sampled_from([0, 0, 1234, 40_000])) if mode == "closed_loop" else 0)
+        gap_ps=draw(st.sampled_from([0, 0, 1234, 40_000])) if mode == "closed_loop" and gaps is None else 0,
+        gaps=gaps)
     card = LinkCardParams(engine_land_ps=draw(st.sampled_from([10_000, 0, 7_777])),
                           reply_read_ps=draw(st.sampled_from([40_000, 0, 41_111])))
     pcie = PcieLink(generation=draw(st.sampled_from([3, 4, 5])), lanes=draw(st.sampled_from([4, 8, 16])),
