@@ -49,7 +49,9 @@ print(json.dumps(out))
 
 def measure(tree: Path, n_direct: int, n_event: int) -> dict:
     """Rounds per CPU-second of both engines on checkout ``tree`` (a fresh interpreter)."""
-    env = {"PYTHONPATH": str(tree), "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"}
+    import os
+    path = os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {"PYTHONPATH": path, "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"}
     r = subprocess.run([sys.executable, "-c", PROBE, str(tree), str(n_direct), str(n_event)], env=env, cwd=tree,
                        capture_output=True, text=True, check=False)
     if r.returncode:
