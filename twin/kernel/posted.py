@@ -45,15 +45,19 @@ class Lane:
         self.busy_ps = 0
         self.reorders_held = 0
         self._tail = getattr(wire, "tail_ps", None)
+        self._ser: dict[int, int] = {}
+        self._latency = wire.latency_ps if wire is not None else 0
 
     def plan(self, t_issue: int, nbytes: int) -> int:
         """Advance the lane for a write of ``nbytes`` issued at ``t_issue``; return its landing
         time in ps. The event model and the direct engine both call this (same arithmetic)."""
         start = t_issue if t_issue > self._free else self._free
-        ser = self.wire.serialise_ps(nbytes)
+        ser = self._ser.get(nbytes)
+        if ser is None:  # a wire's serialisation depends on the size only: computed once per size
+            ser = self._ser[nbytes] = self.wire.serialise_ps(nbytes)
         self._free = start + ser
         self.busy_ps += ser
-        land = start + ser + self.wire.latency_ps + self.jitter.next()
+        land = start + ser + self._latency + self.jitter.next()
         if self._tail is not None:
             land += self._tail(nbytes)
         if land < self._last_land:
