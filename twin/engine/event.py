@@ -238,7 +238,7 @@ def run_topology(topo: Topology, progress: Progress | None = None, chunk_rounds:
             r.consumer.start()
         for r in runs:
             r.gen.start()
-        step = k.env.step
+        step = k.step
         queue = k.env._queue
         while counter[0] < total:
             target = min(total, counter[0] + chunk_rounds)

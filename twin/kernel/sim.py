@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import zlib
+from heapq import heappop, heappush
 from typing import Any, Callable
 
 import numpy as np
@@ -38,9 +39,21 @@ class Kernel:
         delay = t_ps - env._now
         if delay < 0:
             raise ValueError(f"cannot schedule in the past: t={t_ps} ps < now={env._now} ps")
-        ev = _Call(env, fn, args)
-        env.schedule(ev, NORMAL, delay)
+        heappush(env._queue, (t_ps, NORMAL, next(env._eid), _Call(env, fn, args)))  # = env.schedule(ev, NORMAL, delay)
         self.events += 1
+
+    def step(self) -> None:
+        """Process the next event: a kernel callback directly, any other simpy event (a process
+        of a node written with simpy) through simpy. Same order as ``env.step()``: simpy's queue
+        of (time, priority, id). Raises ``simpy.core.EmptySchedule`` when nothing is queued."""
+        env = self.env
+        queue = env._queue
+        if queue and type(queue[0][3]) is _Call:
+            env._now, _, _, ev = heappop(queue)
+            ev.callbacks = None
+            ev._fn(*ev._args)
+        else:
+            env.step()
 
     def after(self, delay_ps: int, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` ``delay_ps`` picoseconds from now."""
@@ -73,10 +86,14 @@ class _Call(simpy.Event):
         self._value = None
         self._fn = fn
         self._args = args
-        self.callbacks = [self._run]
+        self.callbacks = _DISPATCH
 
-    def _run(self, _e: Any) -> None:
-        self._fn(*self._args)
+
+def _dispatch(ev: _Call) -> None:
+    ev._fn(*ev._args)
+
+
+_DISPATCH = [_dispatch]  # every kernel callback's callback list (simpy swaps it out, never appends to it)
 
 
 def _raise_stop(_e: Any) -> None:
