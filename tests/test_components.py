@@ -1,7 +1,6 @@
 """Node kinds declare themselves (twin/nodes/declare.py, kinds.py) and `twin components` lists them."""
 from __future__ import annotations
 
-import argparse
 import ast
 import dataclasses
 import json
@@ -127,13 +126,9 @@ def test_lookup_and_registration_errors():
 
 
 def _cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    """`twin components ...` through the command module (twin/cli.py wires it the same way)."""
-    from twin.commands.components import register
-    p = argparse.ArgumentParser(prog="twin")
-    sub = p.add_subparsers(dest="command", required=True)
-    register(sub)
-    args = p.parse_args(argv)
-    rc = args.handler(args, None)
+    """`twin components ...` through the `twin` command line itself."""
+    from twin.commands import main
+    rc = main(argv)
     out = capsys.readouterr()
     return rc, out.out, out.err
 

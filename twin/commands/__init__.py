@@ -3,7 +3,8 @@
 
 ``twin run`` (:mod:`.run`), ``decode`` (:mod:`.decode`), ``hosting`` (:mod:`.hosting`), ``calibrate``
 (:mod:`.calibrate`), ``gen`` (:mod:`.gen`), ``topology`` (:mod:`.topology`), ``sweep``
-(:mod:`.sweep`), ``scenarios`` (:mod:`.scenarios`); shared helpers in :mod:`.common`. Commands import
+(:mod:`.sweep`), ``scenarios`` (:mod:`.scenarios`), ``components`` (:mod:`.components`); shared helpers in
+:mod:`.common`. Commands import
 the library; the library never imports the commands (what library code needs of them lives in
 :mod:`twin.usage` and :mod:`twin.bundled`). ``python -m twin`` and the ``twin`` script both call
 :func:`main`.
@@ -16,13 +17,13 @@ import sys
 from rich.console import Console
 
 from twin import __version__
-from twin.commands import calibrate, decode, gen, hosting, run, scenarios, sweep, topology
+from twin.commands import calibrate, components, decode, gen, hosting, run, scenarios, sweep, topology
 from twin.commands.common import UsageError
 from twin.config import ConfigError
 from twin.engine.direct import DirectNotApplicable
 from twin.rtl.build import RtlError
 
-COMMANDS = (run, calibrate, gen, decode, hosting, topology, sweep, scenarios)  # the order `twin --help` lists
+COMMANDS = (run, calibrate, gen, decode, hosting, topology, sweep, scenarios, components)  # `twin --help` order
 
 
 def build_parser() -> argparse.ArgumentParser:
