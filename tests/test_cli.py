@@ -200,7 +200,10 @@ def test_results_json_consumers_follow_docs(default_run):
         assert c["model"] == "sim" and c["function"] == "echo"
         assert set(c) == {"name", "node", "model", "function", "device", "kind", "host", "encoding", "engine", "rounds",
                           "replies_checked", "mismatches", "backlog_max", *STATS, "budget", "measured",
-                          "error_pct", "reply_digest"}, name
+                          "error_pct", "reply_digest", "slowest_round"}, name
+        w = c["slowest_round"]
+        assert w["rtt_ns"] == c["p999_ns"] or w["rtt_ns"] >= c["p999_ns"], name  # the slowest round
+        assert round(sum(w["stages"].values()) * 1000) == round(w["rtt_ns"] * 1000), name
         budget = c["budget"]
         assert [b["stage"] for b in budget] == ["card", "request_write", "poll", "queue", "service", "fence",
                                                 "reply_write", "card_poll"], name

@@ -138,6 +138,11 @@ def print_budget(study: StudyResult, console: Console) -> None:
                              if st in by else "-" for st in stages])
         tb.add_row("  slowest 1 %", *[f"{by[st]['p99_rounds_mean_ns']:.0f}" if st in by else "-" for st in stages])
     console.print(tb)
+    for r in runs:
+        w = r.summary.get("slowest_round")
+        if w:
+            console.print(f"{r.node}: slowest round {w['round']:,}: {w['rtt_ns'] / 1000:.3f} µs, held by "
+                          f"{w['held_by']} ({w['stages'][w['held_by']] / 1000:.3f} µs)")
 
 
 def plot_histograms(study: StudyResult, path: Path, bin_ps: int | None = None) -> None:

@@ -151,8 +151,9 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
             s["rounds"], s["rounds_requested"] = int(len(res.t_in)), int(rounds)
         s.update(summary_ns(res.rtt_ps))
         if res.hops is not None:
-            from twin.engine.hops import budget
+            from twin.engine.hops import budget, slowest_round
             s["budget"] = budget(res.t_in, res.t_have, res.hops)
+            s["slowest_round"] = slowest_round(res.t_in, res.t_have, res.hops)
         if sc.faults and "faults" in res.stats:
             s["faults"] = res.stats["faults"]
             if sc.faults.corrupt_piece:  # which rounds the card caught, not only how many

@@ -109,3 +109,15 @@ def budget(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> list[dict]:
                      "p99_rounds_mean_ns": round(float(d[tail].mean()) / 1000, 3),
                      "share_median_round": round(float(d[mid]) / max(1, int(rtt[mid])), 6)})
     return rows
+
+
+def slowest_round(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> dict | None:
+    """Where the slowest round's time went: ``{round (1-based), rtt_ns, stages: {stage: ns}, held_by:
+    the largest stage}`` (the stages add up to ``rtt_ns``), or None without rounds. Traces a stall
+    to the hop that held it."""
+    rtt = t_have - t_in
+    if not len(rtt):
+        return None
+    i = int(np.argmax(rtt))
+    st = {name: int(d[i]) / 1000 for name, d in stage_times(t_in, t_have, hops).items()}
+    return {"round": i + 1, "rtt_ns": int(rtt[i]) / 1000, "stages": st, "held_by": max(st, key=st.get)}

@@ -27,12 +27,13 @@ SCHEMA = "twin.mesh-results/1"
 def mesh_document(loaded, res: MeshResult, seed: int) -> dict:
     """The results.json mapping of a mesh run."""
     sc = loaded.scenario
-    from twin.engine.hops import budget
+    from twin.engine.hops import budget, slowest_round
     from twin.units import time_ps
     flows = []
     for r, ft in zip(res.routes, res.flows):
         f = sc.flows[r.flow]
-        extra = {"budget": budget(ft.t_in, ft.t_have, ft.hops), "backlog_max": int(ft.stats.get("backlog_max", 0))}
+        extra = {"budget": budget(ft.t_in, ft.t_have, ft.hops), "backlog_max": int(ft.stats.get("backlog_max", 0)),
+                 "slowest_round": slowest_round(ft.t_in, ft.t_have, ft.hops)}
         if sc.faults:
             extra["faults"] = ft.stats["faults"]
         if sc.deadline:
