@@ -27,10 +27,10 @@ root = Path(sys.argv[1]); n_direct = int(sys.argv[2]); n_event = int(sys.argv[3]
 import importlib
 try:
     importlib.import_module("twin.engine.direct")
-    pkg = "twin.engine"
+    pkg, build = "twin.engine", "twin.calibration.params"
 except ImportError:  # a checkout from before the one engine
-    pkg = "twin.loop"
-loop_spec = importlib.import_module(pkg + ".build").loop_spec
+    pkg, build = "twin.loop", "twin.loop.build"
+loop_spec = importlib.import_module(build).loop_spec
 run_direct = importlib.import_module(pkg + ".direct").run_direct
 run_event = importlib.import_module(pkg + ".event").run_event
 from twin.scenario import load_scenario

@@ -14,7 +14,7 @@ import platform
 import time
 from pathlib import Path
 
-from twin.engine.build import loop_spec
+from twin.calibration.params import loop_spec
 from twin.engine.direct import run_direct
 from twin.engine.event import run_event
 from twin.scenario import load_scenario

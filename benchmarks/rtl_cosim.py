@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from twin.calibration.params import loop_spec  # noqa: E402
 from twin.engine import event as E  # noqa: E402
-from twin.engine.build import loop_spec  # noqa: E402
 from twin.kernel import Kernel, MemoryRegion  # noqa: E402
 from twin.rtl import build as B  # noqa: E402
 from twin.rtl import cosim  # noqa: E402

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from twin.calibration.params import loop_spec
 from twin.devices.generator import TrafficParams
-from twin.engine.build import loop_spec
 from twin.engine.direct import run_direct
 from twin.scenario import load_scenario
 from twin.stats import percentile_ps

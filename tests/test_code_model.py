@@ -14,9 +14,9 @@ import pytest
 import yaml
 from scipy.stats import ks_2samp
 
+from twin.calibration.params import loop_spec
 from twin.commands import main
 from twin.devices import TrafficParams
-from twin.engine.build import loop_spec
 from twin.engine.event import run_event
 from twin.runtime import functions as F
 from twin.scenario import load_scenario

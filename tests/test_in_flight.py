@@ -6,9 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from twin.calibration.params import load_params
+from twin.calibration.params import load_params, loop_spec
 from twin.devices.generator import TrafficParams
-from twin.engine.build import loop_spec
 from twin.engine.direct import run_direct
 from twin.engine.event import run_event
 from twin.sweep import Axis, run_sweep

@@ -157,8 +157,8 @@ def test_a_one_flow_mesh_reproduces_the_single_loop(tmp_path):
     clock to one EPYC 7282 core is the seeds' card-path loop; its distribution must match the loop's
     within sampling error (the two use different random streams): p50 and p90 within two 4 ns
     buckets, p99 within five, the mean within 2 ns."""
+    from twin.calibration.params import loop_spec
     from twin.devices.generator import TrafficParams
-    from twin.engine.build import loop_spec
     from twin.engine.direct import run_direct
     doc = {"name": "one_flow", "calibration": str(FITTED), "seed": 1, "rounds": 20000, "frame_bytes": 64,
            "nodes": [{"name": "gen", "kind": "generator"},

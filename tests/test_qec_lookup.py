@@ -119,9 +119,8 @@ def test_short_payload_is_answered_function_failed_and_checked_as_right():
 
     from pathlib import Path
 
-    from twin.calibration.params import load_params
+    from twin.calibration.params import load_params, loop_spec
     from twin.devices.generator import TrafficParams
-    from twin.engine.build import loop_spec
     from twin.engine.event import run_event
     from twin.exchange.contract import STATUS
     from twin.runtime.functions import lookup

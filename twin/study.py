@@ -9,8 +9,8 @@ from typing import Callable
 import numpy as np
 
 from twin.calibration.measured import Measured, load_measured
-from twin.engine.build import loop_spec
-from twin.engine.direct import DirectNotApplicable, run_direct
+from twin.calibration.params import loop_spec
+from twin.engine.direct import DirectNotApplicable, check_same, run_direct
 from twin.engine.event import run_event
 from twin.engine.spec import LoopResult, LoopSpec
 from twin.faults import FaultPlan
@@ -20,10 +20,6 @@ from twin.stats import summary_ns
 from twin.units import time_ps
 
 Progress = Callable[[str, int], None]
-
-
-class EngineDisagreement(RuntimeError):
-    """The direct engine and the event model gave different timestamps for the same rounds."""
 
 
 @dataclass
@@ -49,19 +45,6 @@ class StudyResult:
     failures: list = field(default_factory=list)
 
 
-def _check_same(direct: LoopResult, event: LoopResult, n: int) -> None:
-    """Raise :class:`EngineDisagreement` unless the first ``n`` rounds have the same timestamps and
-    the same hops in both engines."""
-    pairs = [(f, getattr(direct, f)[:n], getattr(event, f)[:n]) for f in ("t_send", "t_in", "t_have", "t_back")]
-    pairs += [(f"hop {f}", getattr(direct.hops, f)[:n], getattr(event.hops, f)[:n])
-              for f in ("issue", "land", "seen", "start", "reply", "publish", "rland")]
-    for f, a, b in pairs:
-        if not np.array_equal(a, b):
-            i = int(np.argmax(a != b))
-            raise EngineDisagreement(f"loop {direct.name!r}: engines disagree on {f} at round {i + 1}: "
-                                     f"direct {a[i]} ps, event {b[i]} ps")
-
-
 def run_one(spec: LoopSpec, engine: str, verify_rounds: int,
             progress: Callable[[int], None] | None) -> tuple[LoopResult, int, int, str]:
     """Run one loop. Returns (result, replies checked byte for byte, mismatches, engine used).
@@ -84,7 +67,7 @@ def run_one(spec: LoopSpec, engine: str, verify_rounds: int,
         return res, 0, 0, "direct"
     n = min(verify_rounds, spec.traffic.rounds)
     ev = run_event(replace(spec, traffic=replace(spec.traffic, rounds=n)))
-    _check_same(res, ev, n)
+    check_same(res, ev, n)
     res.stats["reply_digest"] = ev.stats["reply_digest"]  # over the replies the event model checked
     return res, n, ev.mismatches, "direct+event"
 

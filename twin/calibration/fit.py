@@ -21,9 +21,8 @@ import numpy as np
 from scipy.optimize import differential_evolution
 
 from twin.calibration.measured import Measured, load_measured
-from twin.calibration.params import FitGroup, ParamSet, _DottedParams
+from twin.calibration.params import FitGroup, ParamSet, _DottedParams, loop_spec
 from twin.devices.generator import TrafficParams
-from twin.engine.build import loop_spec
 from twin.engine.direct import run_direct
 from twin.stats import percentile_ps
 from twin.units import time_ps

@@ -27,9 +27,8 @@ import yaml
 from scipy.optimize import differential_evolution
 from scipy.stats import ks_2samp, wasserstein_distance
 
-from twin.calibration.params import ParamSet
+from twin.calibration.params import ParamSet, loop_spec
 from twin.config import ConfigError
-from twin.engine.build import loop_spec
 from twin.engine.direct import run_direct
 from twin.output.live import NPZ
 from twin.scenario import load_scenario

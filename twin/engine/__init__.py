@@ -1,8 +1,12 @@
-"""One QEC loop (control -> link card -> consumer -> back): its resolved specification, the full
-event model, and the direct engine (the same arithmetic without an event queue)."""
-from twin.engine.build import loop_spec
-from twin.engine.direct import DirectNotApplicable, run_direct
-from twin.engine.event import run_event
+"""The one engine: topologies of flows (:mod:`.topology`), the event engine every study runs on
+(:mod:`.event`), the direct fast path for one-flow loops (:mod:`.direct`), a flow's resolved
+specification (:mod:`.spec`) and the per-round hops (:mod:`.hops`). A loop's spec is built from a
+parameter set by :func:`twin.calibration.params.loop_spec` (card path) or
+:func:`twin.calibration.roce.roce_loop_spec` (RoCE path)."""
+from twin.engine.direct import DirectNotApplicable, EngineDisagreement, run_direct
+from twin.engine.event import run_event, run_topology
 from twin.engine.spec import LoopResult, LoopSpec
+from twin.engine.topology import Flow, FlowWorkload, Topology
 
-__all__ = ["LoopSpec", "LoopResult", "run_event", "run_direct", "DirectNotApplicable", "loop_spec"]
+__all__ = ["LoopSpec", "LoopResult", "run_event", "run_topology", "run_direct", "DirectNotApplicable",
+           "EngineDisagreement", "Flow", "FlowWorkload", "Topology"]

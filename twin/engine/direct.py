@@ -33,6 +33,24 @@ def direct_computes(kind: str, model: str) -> bool:
     return "direct" in model_for(kind, model).supports.get("engines", ())
 
 
+class EngineDisagreement(RuntimeError):
+    """The direct engine and the event model gave different timestamps for the same rounds."""
+
+
+
+def check_same(direct: LoopResult, event: LoopResult, n: int) -> None:
+    """Raise :class:`EngineDisagreement` unless the first ``n`` rounds have the same timestamps and
+    the same hops in both engines."""
+    pairs = [(f, getattr(direct, f)[:n], getattr(event, f)[:n]) for f in ("t_send", "t_in", "t_have", "t_back")]
+    pairs += [(f"hop {f}", getattr(direct.hops, f)[:n], getattr(event.hops, f)[:n])
+              for f in ("issue", "land", "seen", "start", "reply", "publish", "rland")]
+    for f, a, b in pairs:
+        if not np.array_equal(a, b):
+            i = int(np.argmax(a != b))
+            raise EngineDisagreement(f"loop {direct.name!r}: engines disagree on {f} at round {i + 1}: "
+                                     f"direct {a[i]} ps, event {b[i]} ps")
+
+
 class DirectNotApplicable(Exception):
     """The direct engine cannot reproduce the event model for this run (backlog)."""
 

@@ -18,8 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-from twin.calibration.params import ParamSet
-from twin.engine.build import loop_spec
+from twin.calibration.params import ParamSet, loop_spec
 from twin.engine.event import run_topology
 from twin.engine.hops import Hops
 from twin.engine.topology import Flow, Topology

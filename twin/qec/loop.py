@@ -23,10 +23,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from twin.calibration.params import ParamSet
+from twin.calibration.params import ParamSet, loop_spec
 from twin.devices.generator import TrafficParams
-from twin.engine.build import loop_spec
-from twin.engine.direct import DirectNotApplicable, run_direct
+from twin.engine.direct import DirectNotApplicable, EngineDisagreement, run_direct
 from twin.engine.event import run_event
 from twin.engine.spec import LoopResult
 from twin.exchange import contract as C
@@ -35,7 +34,6 @@ from twin.qec.decoders import Decoder, LookupDecoder, MatchingDecoder, direct_co
 from twin.qec.hosting import HostingParams, hosted_class, hosting_kwargs
 from twin.qec.workload import Workload, logical_errors
 from twin.runtime.functions import REGISTRY, Function, register
-from twin.study import EngineDisagreement
 
 SESSION_IDS = range(0x4000, 0x8000)  # ids given to decoders built for a workload (see session_function)
 
@@ -180,7 +178,7 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     ``auto``: for inline hosting (and the OpenMP region routing itself) the direct engine
     (:func:`twin.engine.direct.run_direct` with the per-request compute time) for every request,
     with replies from the consumer's batch, and the event model over the first ``verify_rounds``
-    requests, whose timestamps and replies must be identical (:class:`twin.study.EngineDisagreement`
+    requests, whose timestamps and replies must be identical (:class:`twin.engine.direct.EngineDisagreement`
     otherwise); other modes, and runs where requests queue for a slot, use the event model.
     model / bridge / rtl: what stands for the consumer (any registered model; ``bridge`` for live,
     ``rtl`` a :class:`twin.rtl.loop.RtlConfig`); ``params`` may be a card-path or a RoCE parameter set.
