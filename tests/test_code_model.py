@@ -131,3 +131,34 @@ def test_decoders_are_registered_whoever_is_imported_first(first):
     assert line.startswith("['decode_rep3', 'decode_steane7', 'decode_surface5'] [True, True, False] "), line
     if first.startswith("twin.runtime"):  # only the provider module came in, not the tables or stim
         assert line.endswith("['twin.qec', 'twin.qec.functions']"), line
+
+
+def test_model_code_without_numba_serves_c_functions_and_refuses_numba_builds(tmp_path, monkeypatch, capsys):
+    """numba is an extra: without it a code consumer still serves the runtime library's C functions,
+    and a function that exists for model code only as a numba build is refused at load, one line."""
+    import yaml
+
+    import twin.runtime.code_consumer as cc
+    import twin.runtime.functions as fns
+    from twin.commands import main
+    monkeypatch.setattr(fns, "numba_available", lambda: False)
+    monkeypatch.setattr(cc, "numba_available", lambda: False)
+    root = Path(__file__).resolve().parent.parent
+    doc = {"name": "code_no_numba", "calibration": str(root / "calibrations/fitted/card_path.yaml"), "rounds": 300,
+           "function": "invert",
+           "nodes": [{"name": "g", "kind": "generator"}, {"name": "card", "kind": "link_card"},
+                     {"name": "c", "kind": "consumer", "device": "epyc7282", "model": "code"}],
+           "links": [{"from": "g", "to": "card", "kind": "on_card"}, {"from": "card", "to": "c", "kind": "pcie"}]}
+    p = tmp_path / "loop.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    assert main(["run", str(p), "--out", str(tmp_path / "o"), "--quiet", "--no-plot", "--no-csv"]) == 0
+    dec = {"name": "dec_no_numba", "calibration": doc["calibration"],
+           "hosting": str(root / "calibrations/hosting.yaml"),
+           "decode": {"code": "rep", "distance": 3, "p": 0.001, "shots": 200, "decoder": "lookup",
+                      "placements": [{"device": "epyc7282", "model": "code"}]}}
+    q = tmp_path / "dec.yaml"
+    q.write_text(yaml.safe_dump(dec))
+    capsys.readouterr()
+    assert main(["decode", str(q), "--out", str(tmp_path / "d"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "decode.placements[0].model: 'code'" in err[0] and "numba is not installed" in err[0]

@@ -12,7 +12,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from twin.stats import histogram_ps
+from twin.engine.hops import CSV_COLUMNS
+from twin.stats import histogram_ps, plot_bin_ps
 from twin.study import StudyResult
 from twin.units import period_ps, time_ps
 
@@ -62,9 +63,6 @@ def write_results_json(study: StudyResult, path: Path) -> None:
     path.write_text(json.dumps(results_document(study), indent=2, sort_keys=True) + "\n")
 
 
-HOP_COLUMNS = ("t_send", "t_in", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have", "t_back")
-
-
 def write_rounds_csv(study: StudyResult, path: Path) -> None:
     """Per-round CSV: consumer (the scenario's node name), round, rtt_ps, loop_ps, then every hop's
     instant (integer picoseconds; -1 where a node does not expose it, e.g. inside RTL):
@@ -72,13 +70,13 @@ def write_rounds_csv(study: StudyResult, path: Path) -> None:
     (:mod:`twin.engine.hops`). ``rtt_ps`` is the card-boundary round trip (t_have - t_in);
     ``loop_ps`` generator to generator (t_back - t_send)."""
     with path.open("w") as f:
-        f.write("consumer,round,rtt_ps,loop_ps," + ",".join(f"{c}_ps" for c in HOP_COLUMNS) + "\n")
+        f.write("consumer,round,rtt_ps,loop_ps," + ",".join(f"{c}_ps" for c in CSV_COLUMNS) + "\n")
         for run in study.runs:
             r = run.result
             n = len(r.t_in)
             h = r.hops
             unknown = np.full(n, -1, np.int64)
-            inner = [getattr(h, c) if h is not None else unknown for c in HOP_COLUMNS[2:-2]]
+            inner = [getattr(h, c) if h is not None else unknown for c in CSV_COLUMNS[2:-2]]
             cols = np.column_stack([np.arange(1, n + 1), r.rtt_ps, r.loop_ps, r.t_send, r.t_in, *inner, r.t_have,
                                     r.t_back])
             chunk = 200_000
@@ -161,10 +159,7 @@ def plot_histograms(study: StudyResult, path: Path, bin_ps: int | None = None) -
         rtt = run.result.rtt_ps
         if not len(rtt):
             continue
-        # A run with rare long stalls (a live device descheduled, a host freeze) would need millions
-        # of 4 ns bars: widen the bins to whole multiples of bin_ps, at most 20,000 bars.
-        span = int(rtt.max() - rtt.min())
-        b = bin_ps * max(1, -(-span // (bin_ps * 20_000)))
+        b = plot_bin_ps(rtt, bin_ps)  # rare long stalls (a live device descheduled) widen the bars
         starts, counts = histogram_ps(rtt, b)
         ax.bar(starts / 1e6, counts, width=b / 1e6, align="edge", color="#3b6ea8", linewidth=0)
         s = run.summary
@@ -177,7 +172,8 @@ def plot_histograms(study: StudyResult, path: Path, bin_ps: int | None = None) -
                     ax.axvline(s["measured"][key] / 1000, color=colour, lw=1, ls="--", label=f"measured {key[:-3]}")
         ax.set_yscale("log")
         ax.set_ylabel("rounds")
-        ax.set_title(f"{run.node} — {s['device']}", fontsize=9, loc="left")
+        ax.set_title(f"{run.node} — {s['device']}" + (f" (bars widened to {b / 1000:g} ns to span the tail)"
+                                                     if b != bin_ps else ""), fontsize=9, loc="left")
         lo, hi = rtt.min() / 1e6, (rtt.max() + b) / 1e6
         pad = max(0.02, (hi - lo) * 0.05)
         ax.set_xlim(lo - pad, hi + pad)

@@ -28,3 +28,11 @@ def histogram_ps(samples_ps: np.ndarray, bin_ps: int = 4000) -> tuple[np.ndarray
     idx = (samples_ps - lo) // bin_ps
     counts = np.bincount(idx.astype(np.int64))
     return lo + np.arange(len(counts), dtype=np.int64) * bin_ps, counts
+
+
+def plot_bin_ps(samples_ps: np.ndarray, bin_ps: int = 4000, max_bars: int = 20_000) -> int:
+    """The bar width for a histogram figure of ``samples_ps``: ``bin_ps`` (the timing clock's
+    resolution), widened to a whole multiple of it so that at most ``max_bars`` bars span the
+    samples (a run with rare long stalls would otherwise need millions of bars)."""
+    span = int(samples_ps.max() - samples_ps.min()) if len(samples_ps) else 0
+    return bin_ps * max(1, -(-span // (bin_ps * max_bars)))

@@ -33,6 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 
 INSTANTS = ("t_in", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have")
+CSV_COLUMNS = ("t_send", "t_in", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have", "t_back")
+"""Every instant of a round as the per-round files write them (``<name>_ps``): the send and the
+reply's return at the control system around the card-boundary instants."""
 STAGES = ("card", "request_write", "poll", "queue", "service", "fence", "reply_write", "card_poll")
 # NB: a stall (a blackout of the poller) falls in "poll": the thread was stopped, not queueing
 """Stage k runs from instant k to instant k+1: card (bridge, engine, slot wait), request_write

@@ -18,8 +18,9 @@ from rich.table import Table
 
 from twin.calibration.params import ParamSet
 from twin.config import ConfigError
+from twin.engine.hops import CSV_COLUMNS
 from twin.mesh.engine import MeshResult, run_mesh
-from twin.stats import histogram_ps, summary_ns
+from twin.stats import histogram_ps, plot_bin_ps, summary_ns
 
 SCHEMA = "twin.mesh-results/1"
 
@@ -97,17 +98,26 @@ def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
             console.print(f"flow {f['flow']}: {f['deadline_misses']:,} of {f['rounds']:,} rounds over the "
                           f"{f['deadline_ns'] / 1000:g} µs deadline")
     if not args.no_csv:
-        with (out / "rounds.csv").open("w") as fh:
-            fh.write("flow,round,t_in_ps,t_have_ps,rtt_ps,loop_ps,wait_ps\n")
-            for r, ft in zip(res.routes, res.flows):
-                cols = np.column_stack([np.arange(1, len(ft.t_in) + 1), ft.t_in, ft.t_have, ft.rtt_ps, ft.loop_ps,
-                                        ft.wait_ps]).tolist()
-                fh.write("".join(f"{r.flow},{a},{b},{c},{d},{e},{w}\n" for a, b, c, d, e, w in cols))
+        write_mesh_rounds(res, out / "rounds.csv")
     if not args.no_plot:
         _plot(res, out / "histograms.png")
-    console.print(f"wrote {out / 'results.json'}")
+    console.print(f"wrote {out / 'results.json'}" + ("" if args.no_csv else f", {out / 'rounds.csv'}")
+                  + ("" if args.no_plot else f", {out / 'histograms.png'}"))
     injected = [f.get("faults", {}).get("injected", {}).get("corrupt_piece", 0) for f in doc["flows"]]
     return 1 if any(f["mismatches"] != k for f, k in zip(doc["flows"], injected)) else 0
+
+
+def write_mesh_rounds(res: MeshResult, path: Path) -> None:
+    """Per request: flow, round, rtt_ps, loop_ps, wait_ps (queueing at the shared consumer), then
+    every hop's instant as in a loop's rounds.csv (integer ps; docs/results.md)."""
+    with path.open("w") as fh:
+        fh.write("flow,round,rtt_ps,loop_ps,wait_ps," + ",".join(f"{c}_ps" for c in CSV_COLUMNS) + "\n")
+        for r, ft in zip(res.routes, res.flows):
+            h = ft.hops
+            cols = np.column_stack([np.arange(1, len(ft.t_in) + 1), ft.rtt_ps, ft.loop_ps, ft.wait_ps, ft.t_send,
+                                    ft.t_in, *(getattr(h, c) for c in CSV_COLUMNS[2:-2]), ft.t_have, ft.t_back])
+            for i in range(0, len(cols), 200_000):
+                fh.write("".join(f"{r.flow}," + ",".join(map(str, row)) + "\n" for row in cols[i:i + 200_000].tolist()))
 
 
 def _plot(res: MeshResult, path: Path, bin_ps: int = 4000) -> None:
@@ -118,10 +128,14 @@ def _plot(res: MeshResult, path: Path, bin_ps: int = 4000) -> None:
     n = len(res.flows)
     fig, axes = plt.subplots(n, 1, figsize=(8, 1.9 * n + 0.6), squeeze=False)
     for ax, r, ft in zip(axes[:, 0], res.routes, res.flows):
-        starts, counts = histogram_ps(ft.rtt_ps, bin_ps)
-        ax.bar(starts / 1e6, counts, width=bin_ps / 1e6, align="edge", color="#3b6ea8", linewidth=0)
+        if not len(ft.rtt_ps):
+            continue
+        b = plot_bin_ps(ft.rtt_ps, bin_ps)  # a long tail (queueing, a stalled live node) widens the bars
+        starts, counts = histogram_ps(ft.rtt_ps, b)
+        ax.bar(starts / 1e6, counts, width=b / 1e6, align="edge", color="#3b6ea8", linewidth=0)
         ax.set_yscale("log")
-        ax.set_title(f"flow {r.flow}: {' -> '.join(r.nodes)} ({r.function})", fontsize=9, loc="left")
+        ax.set_title(f"flow {r.flow}: {' -> '.join(r.nodes)} ({r.function})" + (
+            f" (bars widened to {b / 1000:g} ns to span the tail)" if b != bin_ps else ""), fontsize=9, loc="left")
     axes[-1, 0].set_xlabel(f"card-boundary round trip (µs), {bin_ps / 1000:g} ns bins")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

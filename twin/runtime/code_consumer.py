@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 
 from twin.devices.consumer import PollingConsumer
-from twin.runtime.functions import REGISTRY
+from twin.runtime.functions import REGISTRY, numba_available
 from twin.runtime.native import NativeEndpoint, library
 
 
@@ -37,8 +37,8 @@ class NativeConsumer(PollingConsumer):
         for f in REGISTRY.values():
             if f.id and f.c_symbol:
                 self.endpoint.register(f.id, c_function_address(f.c_symbol))
-            elif f.id and f.native is not None:
-                self.endpoint.register(f.id, f.native())
+            elif f.id and f.native is not None and numba_available():  # a numba build (the extra); without
+                self.endpoint.register(f.id, f.native())              # numba the loader refuses such functions
         self.native_served = 0
 
     def install(self, function_id: int, address: int) -> None:

@@ -112,6 +112,13 @@ def c_served() -> list[str]:
     return [f.name for f in sorted(REGISTRY.values(), key=lambda f: f.id) if f.id == 0 or f.c_symbol]
 
 
+def numba_available() -> bool:
+    """Whether numba (the ``numba`` extra) is importable: model ``code`` serves Python functions and
+    the lookup tables as numba builds installed in the C dispatch table."""
+    import importlib.util
+    return importlib.util.find_spec("numba") is not None
+
+
 def cannot_serve(fn: Function, model: str) -> str | None:
     """Why a consumer of ``model`` cannot serve ``fn`` (one sentence), or None when it can.
 
@@ -121,6 +128,9 @@ def cannot_serve(fn: Function, model: str) -> str | None:
     if fn.id == 0 or fn.c_symbol:
         return None
     if model == "code" and fn.native is not None:
+        if not numba_available():
+            return (f"function {fn.name} runs under model code as a numba build, and numba is not installed "
+                    "(pip install 'twin[numba]'); or use model sim")
         return None
     if model == "live":
         return (f"function {fn.name} has no C implementation; a live consumer serves only the runtime "
