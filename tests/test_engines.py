@@ -45,8 +45,9 @@ def check_event_result(e, spec):
     assert ((e.t_have - spec.card.reply_read_ps) % spec.card.reply_poll_period_ps == 0).all()
     assert (e.t_send <= e.t_in).all() and (e.t_in < e.t_have).all() and (e.t_have <= e.t_back).all()
     assert (np.diff(e.t_have) >= spec.card.reply_read_ps).all()   # consumed in order, one read-out each
-    if spec.traffic.mode == "closed_loop":
-        assert (e.t_send[1:] >= e.t_back[:-1] + spec.traffic.gap_ps).all()   # one in flight
+    if spec.traffic.mode == "closed_loop":  # request i + k leaves after reply i is back (k in flight)
+        k = spec.traffic.in_flight
+        assert (e.t_send[k:] >= e.t_back[:-k] + spec.traffic.gap_ps).all()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -90,7 +91,7 @@ def specs(draw, open_loop_period_cycles=st.integers(min_value=1, max_value=3000)
         period_ps=4000 * draw(open_loop_period_cycles) if mode == "open_loop" and gaps is None else 0,
         clock=clock, ppm=draw(st.floats(min_value=-200, max_value=200, allow_nan=False)),
         gap_ps=draw(st.sampled_from([0, 0, 1234, 40_000])) if mode == "closed_loop" and gaps is None else 0,
-        gaps=gaps)
+        gaps=gaps, in_flight=draw(st.sampled_from([1, 1, 2, 5])) if mode == "closed_loop" else 1)
     card = LinkCardParams(engine_land_ps=draw(st.sampled_from([10_000, 0, 7_777])),
                           reply_read_ps=draw(st.sampled_from([40_000, 0, 41_111])))
     pcie = PcieLink(generation=draw(st.sampled_from([3, 4, 5])), lanes=draw(st.sampled_from([4, 8, 16])),

@@ -128,3 +128,64 @@ def test_decode_with_a_qblox_cluster_in_control(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_decode(write(tmp_path, "dq_bad", doc))
     assert e.value.key == "control"
+
+
+@pytest.mark.parametrize("traffic, key", [
+    ({"mode": "open_loop", "gaps": {"distribution": "exponential", "mean": "1e9 s"}}, "traffic.gaps.mean"),
+    ({"mode": "open_loop", "period": "1e6 s"}, "traffic.period"),
+    ({"mode": "closed_loop", "gap": "900 s"}, "traffic.gap"),
+    ({"mode": "open_loop", "gaps": {"distribution": "uniform", "min": "0 s", "max": "900 s"}}, "traffic.gaps"),
+    ({"mode": "open_loop", "gaps": {"distribution": "fixed", "value": "500 s"}}, "traffic.gaps"),
+])
+def test_spacings_past_the_simulated_horizon_are_refused(tmp_path, capsys, traffic, key):
+    """Integer picoseconds in int64 end after ~106 days: a duration over 1,000 s, or rounds x spacing
+    past 2**62 ps, is one line naming the key (it was an overflow traceback)."""
+    doc = yaml.safe_load((ROOT / "scenarios" / "card_path_64b.yaml").read_text())
+    doc.update(calibration=CAL, measured=None, traffic=traffic, rounds=100_000)
+    rc = main(["run", str(write(tmp_path, "far", doc)), "--quiet", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and f": {key}" in err[0], err
+
+
+def test_a_scenario_that_is_not_utf8_is_one_line(tmp_path, capsys):
+    p = tmp_path / "latin.yaml"
+    p.write_bytes(b"name: x\n# caf\xe9\n")
+    assert main(["run", str(p), "--quiet", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"twin: error: {p}: line 2: 'byte 0xe9': not UTF-8 text (a scenario, calibration or measurement "
+                   "file is YAML in UTF-8)"]
+
+
+@pytest.mark.parametrize("key, value", [("function", "invert"), ("traffic", {"mode": "closed_loop", "in_flight": 8}),
+                                        ("measured", str(ROOT / "calibrations/measured/card_path_64b.yaml"))])
+def test_a_mesh_refuses_the_top_level_keys_it_takes_per_flow(tmp_path, capsys, key, value):
+    doc = yaml.safe_load((ROOT / "scenarios" / "mesh_two_controllers_one_gpu.yaml").read_text())
+    doc.update(calibration=CAL, **{key: value})
+    p = write(tmp_path, "mesh_key", doc)
+    assert main(["run", str(p), "--rounds", "100", "--quiet", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"twin: error: {p}: {key}: ") and "not for a mesh" in err[0], err
+
+
+def test_decode_cost_with_only_rtl_placements_is_refused(tmp_path, capsys):
+    doc = {"name": "rtl_cost", "calibration": CAL, "hosting": HOSTING,
+           "decode": {"code": "rep", "distance": 3, "p": 0.001, "shots": 100, "decoder": "lookup",
+                      "cost": {"how": "host_timed", "scale": 2.0},
+                      "placements": [{"device": "v80", "model": "rtl"}]}}
+    p = write(tmp_path, "rtl_cost", doc)
+    assert main(["decode", str(p), "--quiet", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "decode.cost" in err[0] and "no placement uses it" in err[0], err
+
+
+def test_verify_rounds_with_the_direct_engine_is_refused_and_traffic_is_named_in_results(tmp_path, capsys):
+    assert main(["run", "--engine", "direct", "--verify-rounds", "10", "--quiet", "--out", str(tmp_path / "d")]) == 2
+    assert "--verify-rounds 10" in capsys.readouterr().err
+    doc = yaml.safe_load((ROOT / "scenarios" / "card_path_64b.yaml").read_text())
+    doc.update(calibration=CAL, measured=None, traffic={"mode": "closed_loop", "in_flight": 4,
+                                                        "gaps": {"distribution": "fixed", "value": "1 us"}})
+    out = tmp_path / "r"
+    assert main(["run", str(write(tmp_path, "tr", doc)), "--rounds", "300", "--quiet", "--no-plot", "--out",
+                 str(out)]) == 0
+    t = json.loads((out / "results.json").read_text())["traffic"]
+    assert t["in_flight"] == 4 and t["gaps"] == {"distribution": "fixed", "value": "1 us"}

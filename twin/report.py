@@ -26,6 +26,12 @@ def results_document(study: StudyResult) -> dict:
     t = sc.traffic
     traffic = {"mode": t.mode, "clock": t.clock, "period_ns": time_ps(t.period) / 1000 if t.period else None,
                "ppm": t.ppm, "control": "external (aurora)" if sc.external_control() else "on card"}
+    if t.in_flight != 1:
+        traffic["in_flight"] = t.in_flight
+    if time_ps(t.gap):
+        traffic["gap_ns"] = time_ps(t.gap) / 1000
+    if t.gaps is not None:
+        traffic["gaps"] = t.gaps.model_dump(exclude_none=True)
     if sc.qblox is not None:  # a Qblox cluster: traffic from its Q1ASM programs
         q = sc.qblox
         traffic = {"mode": "open_loop", "clock": q.clock, "period_ns": q.period_ns(), "ppm": q.ppm,

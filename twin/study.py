@@ -82,6 +82,8 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
     sc = loaded.scenario
     rounds = rounds or sc.rounds
     seed = sc.seed if seed is None else seed
+    from twin.scenario.load import check_rounds
+    check_rounds(loaded, rounds)
     from twin.calibration.roce import RoceParamSet, load_roce_measured, roce_loop_spec
     roce = isinstance(loaded.params, RoceParamSet)
     if loaded.measured_path:

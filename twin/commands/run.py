@@ -30,11 +30,12 @@ def register(sub) -> None:
     r.add_argument("--out", help="output folder (default runs/<scenario name>)")
     r.add_argument("--engine", choices=("auto", "direct", "event"), default="auto",
                    help="auto: direct engine, checked against the byte-level event model over "
-                        "--verify-rounds (event model alone when requests queue); direct: direct engine "
-                        "only, no byte check, refuses runs where requests queue; event: event model "
-                        "for every round")
-    r.add_argument("--verify-rounds", type=_nonneg, default=10_000,
-                   help="rounds the event model checks in auto mode (default 10000)")
+                        "--verify-rounds (event model alone where the direct engine does not apply: a "
+                        "request waiting for a free slot, faults, models other than sim, a function other "
+                        "than the echo); direct: direct engine only, no byte check, refuses those runs; "
+                        "event: event model for every round. A mesh runs on the event engine")
+    r.add_argument("--verify-rounds", type=_nonneg, default=None,
+                   help="rounds the event model checks in auto mode (default 10000; loops only)")
     r.add_argument("--trace", type=_window, metavar="FIRST:LAST",
                    help="write VCD waveforms of the RTL nodes for rounds FIRST..LAST (within the run's rounds) "
                         "(OUT/waves.<loop>.<node>.vcd; needs a node with model rtl)")
@@ -58,6 +59,12 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     sc = loaded.scenario
     if args.trace and "rtl" not in [n.model for n in sc.nodes]:
         raise UsageError(f"--trace: scenario {path} has no node with model rtl")
+    if args.verify_rounds is not None and (sc.flows or args.engine == "direct"):  # it would change nothing
+        raise UsageError(f"--verify-rounds {args.verify_rounds}: the event model checks the direct engine's "
+                         "rounds in --engine auto on a loop scenario; " + (
+                             "a mesh runs on the event engine, every reply checked" if sc.flows else
+                             "--engine direct checks no reply"))
+    args.verify_rounds = 10_000 if args.verify_rounds is None else args.verify_rounds
     if sc.flows:  # a mesh: every flow at once (twin.mesh)
         from twin.mesh.run import cmd_run_mesh
         return cmd_run_mesh(args, console, loaded)

@@ -72,9 +72,13 @@ def load_yaml(path: str | Path) -> object:
     """Parse a YAML file; raises :class:`ConfigError` if it is missing or not valid YAML."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(p, "", str(p), f"cannot read file ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        line = p.read_bytes()[:e.start].count(b"\n") + 1
+        raise ConfigError(p, f"line {line}", f"byte 0x{e.object[e.start]:02x}",
+                          "not UTF-8 text (a scenario, calibration or measurement file is YAML in UTF-8)") from None
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as e:

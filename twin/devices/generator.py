@@ -170,12 +170,14 @@ class TrafficGenerator:
         self.sent = 0
         self.received = 0
         self.t_send: list[int] = []
+        self.scheduled = 0  # closed loop: requests scheduled to leave (sent, or waiting for their edge)
         self.gaps = None if gaps_ps is None else gaps_ps.tolist()
 
     def start(self) -> None:
         """Schedule the first request (at the generator clock's edge 0)."""
         if self.p.mode == "closed_loop":
-            for _ in range(min(self.p.in_flight, self.p.rounds)):
+            self.scheduled = min(self.p.in_flight, self.p.rounds)
+            for _ in range(self.scheduled):
                 self.kernel.at(self.clock.edge(0), self._send_next)
         else:
             self.kernel.at(self.clock.edge(0), self._send_open, 0)
@@ -199,6 +201,9 @@ class TrafficGenerator:
     def reply(self, seq: int) -> None:
         """A reply is back at the generator (now)."""
         self.received += 1
-        if self.p.mode == "closed_loop" and self.sent < self.p.rounds:
-            gap = self.p.gap_ps if self.gaps is None else self.gaps[self.sent - 1]
+        if self.p.mode == "closed_loop" and self.scheduled < self.p.rounds:
+            # the next request is number scheduled + 1; counted now, since it leaves only at a later
+            # clock edge (or after its gap) and another reply may come back before it has left
+            gap = self.p.gap_ps if self.gaps is None else self.gaps[self.scheduled - 1]
+            self.scheduled += 1
             self.kernel.at(self.clock.at_or_after(self.kernel.now + gap), self._send_next)

@@ -14,6 +14,7 @@ the bridge), so that case is computed.
 """
 from __future__ import annotations
 
+from heapq import heappop, heappush
 from typing import Callable
 
 import numpy as np
@@ -103,7 +104,12 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     aur = spec.aurora
     closed = tr.mode == "closed_loop"
     in_flight = tr.in_flight
-    backs = [0] * in_flight  # ring: t_back of the last in_flight rounds (Python ints)
+    back = 0
+    # several in flight: each reply starts the next request's gap; requests leave in time order and
+    # take their sequence numbers in that order (a short gap may overtake a long one), as the
+    # generator's own events do: a heap of (send instant, order scheduled)
+    pending = [(clock.edge(0), j) for j in range(min(in_flight, tr.rounds))] if closed and in_flight > 1 else None
+    scheduled = len(pending) if pending is not None else 0
     g = tr.gaps_array(spec.seed, spec.stream("gaps"))
     gaps = None if g is None else g.tolist()
     slots = spec.slots
@@ -126,8 +132,10 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     for i in range(n):
         if i and not closed:
             ts = clock.edge(i * tr.period_cycles) if gaps is None else clock.at_or_after(ts + gaps[i - 1])
-        elif closed and i >= in_flight:  # sent when round i - in_flight's reply is back
-            ts = clock.at_or_after(backs[i % in_flight] + (tr.gap_ps if gaps is None else gaps[i - 1]))
+        elif pending is not None:
+            ts = heappop(pending)[0]
+        elif closed and i:  # one in flight: sent when the previous round's reply is back, after its gap
+            ts = clock.at_or_after(back + (tr.gap_ps if gaps is None else gaps[i - 1]))
         t_send[i] = ts
         if aur is None:
             arrive = ts
@@ -168,7 +176,10 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
             rx_free = max(th + card.reply_send_ps, rx_free) + aur.serialise_ps(frame)
             back = rx_free + aur.latency_ps
         t_back[i] = back
-        backs[i % in_flight] = back
+        if pending is not None and scheduled < n:  # this reply starts request scheduled + 1's gap
+            gap = tr.gap_ps if gaps is None else gaps[scheduled - 1]
+            heappush(pending, (clock.at_or_after(back + gap), scheduled))
+            scheduled += 1
         if progress and (i + 1) % chunk_rounds == 0:
             progress(i + 1)
     if progress:

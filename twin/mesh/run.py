@@ -67,6 +67,9 @@ def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
     from twin.usage import check_out_folder
     out = check_out_folder(args.out or Path("runs") / sc.name)  # before the run, not after
     seed = sc.seed if args.seed is None else args.seed
+    if args.rounds:
+        from twin.scenario.load import check_rounds
+        check_rounds(loaded, args.rounds)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=args.quiet) as bar:
         task = bar.add_task("replies (all flows)", total=None)

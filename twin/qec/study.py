@@ -132,6 +132,13 @@ class DecodeScenario(_Strict):
     decode: Decode
 
     @model_validator(mode="after")
+    def _horizon(self):
+        from twin.scenario.schema import check_horizon
+        d = self.decode
+        check_horizon(self.traffic, d.shots * (d.rounds if d.per == "round" else 1), ("traffic",))
+        return self
+
+    @model_validator(mode="after")
     def _qblox(self):
         if self.qblox is not None:
             if "traffic" in self.model_fields_set:
@@ -179,7 +186,8 @@ def load_decode(path: str | Path) -> LoadedDecode:
         raise ConfigError(path, "control", sc.control, "a RoCE parameter set's controller is the FPGA itself "
                           "(its ERNIC sends the requests): control: on_card")
     from twin.scenario.load import resolve_gaps_file
-    resolve_gaps_file(path, "traffic", sc.traffic)
+    requests = sc.decode.shots * (sc.decode.rounds if sc.decode.per == "round" else 1)
+    resolve_gaps_file(path, "traffic", sc.traffic, requests)
     for i, pl in enumerate(sc.decode.placements):
         if pl.device not in params.consumers:
             raise ConfigError(path, f"decode.placements[{i}].device", pl.device,
@@ -207,6 +215,9 @@ def load_decode(path: str | Path) -> LoadedDecode:
                               "model: give its time (fixed: '50 ns') or use how: host_timed")
     elif d.function:
         raise ConfigError(path, "decode.function", d.function, f"only for decoder: function (decoder is {d.decoder})")
+    if "cost" in d.model_fields_set and all(pl.model in ("rtl", "live") for pl in d.placements):
+        raise ConfigError(path, "decode.cost", "{...}", "no placement uses it: an rtl placement's time is the "
+                          "Verilog's own cycles, a live one's is measured; cost applies to sim and code placements")
     if d.cost.how == "model" and d.cost.fixed is None and d.decoder != "function":
         from twin.qec.cost import MODEL_NS
         for i, pl in enumerate(d.placements):

@@ -68,8 +68,9 @@ def load_scenario(path: str | Path) -> LoadedScenario:
                                   "parameter set with kind: roce_path" if roce else "pcie from the link card: the "
                                   "calibration must be a card-path parameter set"))
     check_nodes(path, sc, params)
-    for key, t in [("traffic", sc.traffic)] + [(f"flows[{i}].traffic", f.traffic) for i, f in enumerate(sc.flows)]:
-        resolve_gaps_file(path, key, t)
+    for key, t, n in [("traffic", sc.traffic, sc.rounds)] + [(f"flows[{i}].traffic", f.traffic, f.rounds or sc.rounds)
+                                                           for i, f in enumerate(sc.flows)]:
+        resolve_gaps_file(path, key, t, n)
     measured_path = None
     if sc.measured is not None:
         measured_path = (path.parent / sc.measured).resolve()
@@ -142,18 +143,39 @@ def check_nodes(path: Path, sc: Scenario, params) -> None:
             check_user_block(path, i, node.rtl.top, node.rtl.sources)
 
 
-def resolve_gaps_file(path: Path, key: str, traffic) -> None:
+def resolve_gaps_file(path: Path, key: str, traffic, rounds: int) -> None:
     """A ``gaps: {distribution: file}`` block: resolve its file relative to the scenario, read it
-    (one duration per line) and keep its absolute path. Raises :class:`ConfigError`."""
-    from twin.scenario.schema import read_gaps
+    (one duration per line), check ``rounds`` of them stay within the simulated horizon, and keep
+    its absolute path. Raises :class:`ConfigError` naming the key."""
+    from twin.scenario.schema import MAX_HORIZON_PS, read_gaps
     g = traffic.gaps
     if g is None or g.distribution != "file":
         return
     f = (path.parent / g.file).resolve()
+    if f.is_dir():
+        raise ConfigError(path, f"{key}.gaps.file", g.file, f"a folder, not a file of gaps ({f})")
     if not f.is_file():
         raise ConfigError(path, f"{key}.gaps.file", g.file, f"no such file ({f})")
     try:
-        read_gaps(f)
+        values = read_gaps(f)
     except (ValueError, UnicodeDecodeError) as e:
         raise ConfigError(path, f"{key}.gaps.file", g.file, str(e)) from None
+    if rounds * max(values) > MAX_HORIZON_PS:
+        raise ConfigError(path, f"{key}.gaps.file", g.file, f"{rounds:,} requests at these gaps run past the "
+                          "simulated horizon (integer picoseconds); use fewer rounds or shorter gaps")
     g.file = str(f)
+
+
+def check_rounds(loaded: LoadedScenario, rounds: int) -> None:
+    """``rounds`` (e.g. ``twin run --rounds``) of the scenario's traffic stay within the simulated
+    horizon. Raises :class:`ConfigError` naming the traffic key."""
+    from twin.config import Located
+    from twin.config.errors import _key
+    from twin.scenario.schema import check_horizon
+    sc = loaded.scenario
+    blocks = [(("traffic",), sc.traffic)] + [(("flows", i, "traffic"), f.traffic) for i, f in enumerate(sc.flows)]
+    for where, t in blocks:
+        try:
+            check_horizon(t, rounds, where)
+        except Located as e:
+            raise ConfigError(loaded.path, _key(e.path), e.value, e.problem) from None

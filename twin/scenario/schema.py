@@ -68,11 +68,35 @@ def _duration(v: object) -> object:
     if not isinstance(v, str):
         raise ValueError("must be a quantity string such as '5 us'")
     try:
-        if time_ps(v) < 0:
-            raise ValueError("must not be negative")
+        t = time_ps(v)
     except UnitError as e:
         raise ValueError(str(e)) from None
+    if t < 0:
+        raise ValueError("must not be negative")
+    if t > MAX_DURATION_PS:
+        raise ValueError(f"must be at most {MAX_DURATION_PS // 10**12:,} s (a timing parameter of the loop, not a "
+                         "wall-clock time)")
     return v
+
+
+MAX_DURATION_PS = 1000 * 10**12  # 1,000 s: any one duration in a scenario
+MAX_HORIZON_PS = 2**62  # the simulated time a run may reach (int64 picoseconds, with headroom): ~53 days
+
+
+def check_horizon(t: "Traffic", rounds: int, where: tuple) -> None:
+    """Refuse traffic whose ``rounds`` requests would run past :data:`MAX_HORIZON_PS` of simulated
+    time (integer picoseconds in int64): rounds x the largest of period, gap and the gaps' scale
+    (twice an exponential mean). Raises :class:`Located` naming the key."""
+    spans = [("period", time_ps(t.period) if t.period else 0), ("gap", time_ps(t.gap))]
+    g = t.gaps
+    if g is not None:
+        scale = {"fixed": g.value, "uniform": g.max, "exponential": g.mean}.get(g.distribution)
+        spans.append(("gaps", (2 if g.distribution == "exponential" else 1) * time_ps(scale) if scale else 0))
+    key, span = max(spans, key=lambda kv: kv[1])
+    if rounds * span > MAX_HORIZON_PS:
+        raise Located(where + (key,), getattr(t, key) if key != "gaps" else "{...}",
+                      f"{rounds:,} requests at this spacing run past {MAX_HORIZON_PS / 1e12 / 86400:.0f} days of "
+                      "simulated time (integer picoseconds); use fewer rounds or a shorter spacing")
 
 
 class GapsBlock(_Strict):
@@ -349,6 +373,17 @@ class Scenario(_Strict):
     @model_validator(mode="after")
     def _topology(self):
         self.graph()  # raises ValueError on a bad topology
+        check_horizon(self.traffic, self.rounds, ("traffic",))
+        if self.flows:  # a mesh: these are per flow, or have nothing to compare with
+            for key, why in (("function", "each flow names its function (flows[].function)"),
+                             ("traffic", "each flow has its traffic (flows[].traffic)"),
+                             ("measured", "the published measurements are of single loops, not of a mesh")):
+                if key in self.model_fields_set:
+                    value = getattr(self, key)
+                    raise Located((key,), value if isinstance(value, str) else "{...}",
+                                  f"not for a mesh (flows): {why}")
+        for i, f in enumerate(self.flows):
+            check_horizon(f.traffic, f.rounds or self.rounds, ("flows", i, "traffic"))
         if self.faults and self.faults.drop_frame and self.traffic.mode != "closed_loop":
             raise Located(("traffic", "mode"), self.traffic.mode,
                           "faults.drop_frame needs closed_loop traffic (one request in flight)")
