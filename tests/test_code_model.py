@@ -36,6 +36,7 @@ def both(params, name, rounds, function=0, seed=5):
     return sim, code
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["epyc7282", "epyc9755"])  # per-piece and classic at 64 B
 def test_code_equals_sim_byte_for_byte_over_1e5_rounds(params, name):
     sim, code = both(params, name, 100_000)

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PARAMS = load_params(ROOT / "calibrations/fitted/card_path.yaml")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("table,code,rounds", [("rep3", "rep", 1), ("steane7", "steane", 2)])
 def test_lookup_through_loop_equals_direct_over_1e5_shots(table, code, rounds):
     w = sample(code, 3, rounds, 1e-3, 100_000, seed=21)
