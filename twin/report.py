@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from twin.engine.hops import CSV_COLUMNS
+from twin.output.budget import print_budget_table
 from twin.stats import histogram_ps, plot_bin_ps
 from twin.study import StudyResult
 from twin.units import period_ps, time_ps
@@ -126,27 +127,8 @@ def print_table(study: StudyResult, console: Console) -> None:
 
 
 def print_budget(study: StudyResult, console: Console) -> None:
-    """Where the time goes: per consumer, each stage of the round trip in the median round (ns and
-    share) and its mean over the slowest 1 % of rounds (twin.engine.hops)."""
-    runs = [r for r in study.runs if r.summary.get("budget")]
-    if not runs:
-        return
-    stages = list(dict.fromkeys(b["stage"] for r in runs for b in r.summary["budget"]))
-    tb = Table(title="latency budget: the median round's stages in ns (share), and the mean over the slowest 1 %")
-    tb.add_column("consumer", no_wrap=True)
-    for st in stages:
-        tb.add_column(st.replace("+", "+\n"), justify="right")
-    for r in runs:
-        by = {b["stage"]: b for b in r.summary["budget"]}
-        tb.add_row(r.node, *[f"{by[st]['median_round_ns']:.0f} ({100 * by[st]['share_median_round']:.0f}%)"
-                             if st in by else "-" for st in stages])
-        tb.add_row("  slowest 1 %", *[f"{by[st]['p99_rounds_mean_ns']:.0f}" if st in by else "-" for st in stages])
-    console.print(tb)
-    for r in runs:
-        w = r.summary.get("slowest_round")
-        if w:
-            console.print(f"{r.node}: slowest round {w['round']:,}: {w['rtt_ns'] / 1000:.3f} µs, held by "
-                          f"{w['held_by']} ({w['stages'][w['held_by']] / 1000:.3f} µs)")
+    """Where the time goes, per consumer (:func:`twin.output.budget.print_budget_table`)."""
+    print_budget_table([(r.node, r.summary) for r in study.runs], console, "consumer")
 
 
 def plot_histograms(study: StudyResult, path: Path, bin_ps: int | None = None) -> None:

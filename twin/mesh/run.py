@@ -90,6 +90,8 @@ def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
                    us(f["rtt"]["p90_ns"]), us(f["rtt"]["p99_ns"]), us(f["loop"]["p50_ns"]),
                    us(f["wait"]["mean_ns"]), us(f["wait"]["p99_ns"]), str(f["mismatches"]))
     console.print(tb)
+    from twin.output.budget import print_budget_table
+    print_budget_table([(f"flow {f['flow']}", f) for f in doc["flows"]], console, "flow")
     for name, c in doc["consumers"].items():
         console.print(f"{name}: served {c['served']:,}, utilisation {100 * c['utilisation']:.1f} %")
     for f in doc["flows"]:

@@ -1,0 +1,31 @@
+"""The latency budget table a study prints: each stage of the round trip (twin.engine.hops) in the
+median round and over the slowest 1 %, and the slowest round with the hop that held it."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+
+def print_budget_table(rows: list[tuple[str, dict]], console: Console, what: str) -> None:
+    """``rows``: (label, summary) per consumer or flow, each summary with ``budget`` and
+    ``slowest_round`` as results.json holds them (docs/results.md); ``what`` names the first column.
+    Prints nothing when no row has a budget."""
+    rows = [(label, s) for label, s in rows if s.get("budget")]
+    if not rows:
+        return
+    stages = list(dict.fromkeys(b["stage"] for _, s in rows for b in s["budget"]))
+    tb = Table(title="latency budget: the median round's stages in ns (share), and the mean over the slowest 1 %")
+    tb.add_column(what, no_wrap=True)
+    for st in stages:
+        tb.add_column(st.replace("+", "+\n"), justify="right")
+    for label, s in rows:
+        by = {b["stage"]: b for b in s["budget"]}
+        tb.add_row(label, *[f"{by[st]['median_round_ns']:.0f} ({100 * by[st]['share_median_round']:.0f}%)"
+                            if st in by else "-" for st in stages])
+        tb.add_row("  slowest 1 %", *[f"{by[st]['p99_rounds_mean_ns']:.0f}" if st in by else "-" for st in stages])
+    console.print(tb)
+    for label, s in rows:
+        w = s.get("slowest_round")
+        if w:
+            console.print(f"{label}: slowest round {w['round']:,}: {w['rtt_ns'] / 1000:.3f} µs, held by "
+                          f"{w['held_by']} ({w['stages'][w['held_by']] / 1000:.3f} µs)")
