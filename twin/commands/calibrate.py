@@ -36,6 +36,20 @@ def _writable(default: Path) -> Path:
     return Path("calibrations") / "fitted" / default.name if is_bundled(default) else default
 
 
+def fitted_out(args: argparse.Namespace, prior_path: Path) -> Path:
+    """Where a fit writes its fitted set: ``--out`` or ``fitted/<prior's name>`` beside the prior (in
+    the working folder for a bundled prior). Checked before the fit: raises :class:`UsageError` for a
+    folder or a place that cannot be created."""
+    out = Path(args.out) if args.out else _writable(prior_path.parent / "fitted" / prior_path.name)
+    if out.is_dir():
+        raise UsageError(f"--out {out}: is a folder; name the file to write")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)  # fail now, not after the fit
+    except OSError as e:
+        raise out_error("--out", out, e) from None
+    return out
+
+
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     """``twin calibrate``: fit a prior parameter set, write the fitted set, print the residuals."""
     from twin.calibration.fit import calibrate, fitted_document
@@ -51,13 +65,7 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     prior = load_params(prior_path)
     if prior.fit is None:
         raise ConfigError(prior_path, "fit", None, "a prior needs a fit section to calibrate")
-    out = Path(args.out) if args.out else _writable(prior_path.parent / "fitted" / prior_path.name)
-    if out.is_dir():
-        raise UsageError(f"--out {out}: is a folder; name the file to write")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)  # fail now, not after the fit
-    except OSError as e:
-        raise out_error("--out", out, e) from None
+    out = fitted_out(args, prior_path)
     result = calibrate(prior, prior_path, log=console.print, rounds=args.rounds, maxiter=args.maxiter,
                        popsize=args.popsize)
     measured_rel = str((prior_path.parent / prior.fit.measured))
@@ -116,13 +124,7 @@ def cmd_calibrate_roce(args: argparse.Namespace, console: Console, prior_path: P
     prior = load_roce_params(prior_path)
     if prior.fit is None:
         raise ConfigError(prior_path, "fit", None, "a prior needs a fit section to calibrate")
-    out = Path(args.out) if args.out else _writable(prior_path.parent / "fitted" / prior_path.name)
-    if out.is_dir():
-        raise UsageError(f"--out {out}: is a folder; name the file to write")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)  # fail now, not after the fit
-    except OSError as e:
-        raise out_error("--out", out, e) from None
+    out = fitted_out(args, prior_path)
     result = calibrate_roce(prior, prior_path, log=console.print, rounds=args.rounds, maxiter=args.maxiter,
                             popsize=args.popsize)
     doc = roce_fitted_document(result, prior_path, prior.fit.measured)

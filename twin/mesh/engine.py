@@ -20,7 +20,7 @@ import numpy as np
 
 from twin.calibration.params import ParamSet, loop_spec
 from twin.engine.event import run_topology
-from twin.engine.hops import Hops
+from twin.engine.spec import LoopResult
 from twin.engine.topology import Flow, Topology
 from twin.faults import FaultPlan
 from twin.runtime.functions import lookup
@@ -29,38 +29,26 @@ from twin.scenario.schema import traffic_params
 from twin.units import PS_PER_NS
 
 
-@dataclass
-class FlowTimes:
-    """Per-request instants of one flow (int64 ps, in order): ``t_send`` (leaves the controller),
-    ``t_in`` (enters the card, clock edge), ``t_seen`` (the consumer's poll saw it), ``t_start``
-    (the thread took it), ``t_have`` (the card has read the reply), ``t_back`` (the reply is at the
-    controller); ``ok`` the card's byte check; ``hops`` every hop's instant (:class:`Hops`);
-    ``stats`` the flow's counters (mismatches, faults, backlog)."""
+class FlowTimes(LoopResult):
+    """One flow's per-request results (a :class:`LoopResult`: int64 ps per request, in order, the
+    card's ``ok``, ``stats``, ``hops``), with the shared consumer's view: ``t_seen`` (the first poll
+    after the request landed, its answer had: when an idle thread would have taken it) and ``t_start``
+    (when the consumer's thread took it)."""
 
-    t_send: np.ndarray
-    t_in: np.ndarray
-    t_seen: np.ndarray
-    t_start: np.ndarray
-    t_have: np.ndarray
-    t_back: np.ndarray
-    ok: np.ndarray
-    hops: Hops | None = None
-    stats: dict = field(default_factory=dict)
+    @property
+    def t_seen(self) -> np.ndarray:
+        """The idle-thread poll that saw each request (hop ``seen``)."""
+        return self.hops.seen
+
+    @property
+    def t_start(self) -> np.ndarray:
+        """When the consumer's thread took each request (hop ``start``)."""
+        return self.hops.start
 
     @property
     def wait_ps(self) -> np.ndarray:
-        """Queueing delay at the shared consumer per request (its thread busy with other queues)."""
+        """Queueing delay at the shared consumer per request (its thread busy with other requests)."""
         return self.t_start - self.t_seen
-
-    @property
-    def rtt_ps(self) -> np.ndarray:
-        """Card-boundary round trip per request."""
-        return self.t_have - self.t_in
-
-    @property
-    def loop_ps(self) -> np.ndarray:
-        """Controller-to-controller round trip per request."""
-        return self.t_back - self.t_send
 
 
 @dataclass
@@ -118,9 +106,9 @@ def run_mesh(sc, params: ParamSet, rounds: int | None = None, seed: int | None =
     routes = sc.graph().graph["routes"]
     flows = []
     for res in results:
-        h = res.hops
         stats = {k: v for k, v in res.stats.items() if k not in ("shared", "events")}
-        flows.append(FlowTimes(res.t_send, res.t_in, h.seen, h.start, res.t_have, res.t_back, res.ok, h, stats))
+        flows.append(FlowTimes(res.name, res.engine, res.t_send, res.t_in, res.t_have, res.t_back, res.ok, stats,
+                               res.hops))
     shared = results[0].stats["shared"]
     end = max(int(ft.t_back.max()) for ft in flows) or 1
     from twin.exchange.encoding import get_encoding

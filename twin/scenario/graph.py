@@ -32,6 +32,25 @@ def check_link_ends(g: nx.Graph, link, j: int) -> None:
         raise Located(("links", j, "kind"), link.kind, f"a {link.kind} link joins {text}, not {link.a} and {link.b}")
 
 
+def add_links(sc, g: nx.Graph, mesh: bool) -> None:
+    """Add the scenario's links to ``g`` (its nodes already there) as edges carrying their kind and
+    index. Raises :class:`Located` for an end that is no node, a second link between two nodes, a
+    link joining kinds it cannot join, and in a mesh an ethernet link (the RoCE wire is modelled end
+    to end per card-consumer pair: flows to different consumers behind one NIC would not contend on
+    the cable, so RoCE routes run as loops)."""
+    for j, link in enumerate(sc.links):
+        for key, end in (("from", link.a), ("to", link.b)):
+            if end not in g:
+                raise Located(("links", j, key), end, "no node of that name")
+        if g.has_edge(link.a, link.b):
+            raise Located(("links", j, "to"), link.b, f"a second link between {link.a} and {link.b}")
+        if mesh and link.kind == "ethernet":
+            raise Located(("links", j, "kind"), link.kind, "RoCE (ethernet) routes are modelled one loop at a time, "
+                          "not in a mesh (no flows)")
+        check_link_ends(g, link, j)
+        g.add_edge(link.a, link.b, kind=link.kind, index=j)
+
+
 def roce_route(g: nx.Graph, card: str, consumer: str) -> list[str] | None:
     """The route link card -> (switch)* -> nic -> consumer over ethernet then pcie, or ``None``."""
     sub = nx.Graph((a, b) for a, b, k in g.edges(data="kind") if k == "ethernet")
@@ -73,17 +92,7 @@ def mesh_graph(sc, g: nx.Graph) -> nx.Graph:
     for kind in ("generator", "link_card", "consumer"):
         if not any(n.kind == kind for n in sc.nodes):
             raise Located(("nodes",), f"<no {kind}>", f"a mesh needs at least one {kind}")
-    for j, link in enumerate(sc.links):
-        for key, end in (("from", link.a), ("to", link.b)):
-            if end not in g:
-                raise Located(("links", j, key), end, "no node of that name")
-        if g.has_edge(link.a, link.b):
-            raise Located(("links", j, "to"), link.b, f"a second link between {link.a} and {link.b}")
-        if link.kind == "ethernet":
-            raise Located(("links", j, "kind"), link.kind, "RoCE (ethernet) routes are modelled one loop at a time, "
-                          "not in a mesh (no flows)")
-        check_link_ends(g, link, j)
-        g.add_edge(link.a, link.b, kind=link.kind, index=j)
+    add_links(sc, g, mesh=True)
     for i, n in enumerate(sc.nodes):
         if n.kind == "consumer" and n.device is None:
             raise Located(("nodes", i, "device"), "<missing>",
@@ -161,14 +170,7 @@ def scenario_graph(sc) -> nx.Graph:
             raise Located(("nodes", idx[1], "kind"), kind, f"a second {kind}; the topology needs exactly one")
     if not any(n.kind == "consumer" for n in sc.nodes):
         raise Located(("nodes",), "<no consumer>", "the topology needs at least one consumer")
-    for j, link in enumerate(sc.links):
-        for key, end in (("from", link.a), ("to", link.b)):
-            if end not in g:
-                raise Located(("links", j, key), end, "no node of that name")
-        if g.has_edge(link.a, link.b):
-            raise Located(("links", j, "to"), link.b, f"a second link between {link.a} and {link.b}")
-        check_link_ends(g, link, j)
-        g.add_edge(link.a, link.b, kind=link.kind, index=j)
+    add_links(sc, g, mesh=False)
     gen = next(n.name for n in sc.nodes if n.kind == "generator")
     card = next(n.name for n in sc.nodes if n.kind == "link_card")
     if not g.has_edge(gen, card):
