@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from twin.engine.hops import CSV_COLUMNS
-from twin.output.budget import print_budget_table
+from twin.output.budget import print_budget_table, print_fault_and_deadline_lines
 from twin.stats import histogram_ps, plot_bin_ps
 from twin.study import StudyResult
 from twin.units import period_ps, time_ps
@@ -114,15 +114,7 @@ def print_table(study: StudyResult, console: Console) -> None:
                    f"{e[second]:+.2f}%" if e and second in e else "-",
                    f"{s['replies_checked']:,}", str(s["mismatches"]))
     console.print(tb)
-    for run in study.runs:
-        s = run.summary
-        if "faults" in s:
-            inj, det = s["faults"]["injected"], s["faults"]["detected"]
-            console.print(f"{run.node}: faults injected " + ", ".join(f"{k} {v}" for k, v in inj.items())
-                          + "; detected " + ", ".join(f"{k} {v}" for k, v in det.items()))
-        if "deadline_ns" in s:
-            console.print(f"{run.node}: {s['deadline_misses']:,} of {s['rounds']:,} rounds over the "
-                          f"{s['deadline_ns'] / 1000:g} µs deadline")
+    print_fault_and_deadline_lines([(r.node, r.summary) for r in study.runs], console)
     print_budget(study, console)
 
 

@@ -90,18 +90,11 @@ def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
                    us(f["rtt"]["p90_ns"]), us(f["rtt"]["p99_ns"]), us(f["loop"]["p50_ns"]),
                    us(f["wait"]["mean_ns"]), us(f["wait"]["p99_ns"]), str(f["mismatches"]))
     console.print(tb)
-    from twin.output.budget import print_budget_table
+    from twin.output.budget import print_budget_table, print_fault_and_deadline_lines
     print_budget_table([(f"flow {f['flow']}", f) for f in doc["flows"]], console, "flow")
     for name, c in doc["consumers"].items():
         console.print(f"{name}: served {c['served']:,}, utilisation {100 * c['utilisation']:.1f} %")
-    for f in doc["flows"]:
-        if "faults" in f:
-            inj, det = f["faults"]["injected"], f["faults"]["detected"]
-            console.print(f"flow {f['flow']}: faults injected " + ", ".join(f"{k} {v}" for k, v in inj.items())
-                          + "; detected " + ", ".join(f"{k} {v}" for k, v in det.items()))
-        if "deadline_ns" in f:
-            console.print(f"flow {f['flow']}: {f['deadline_misses']:,} of {f['rounds']:,} rounds over the "
-                          f"{f['deadline_ns'] / 1000:g} µs deadline")
+    print_fault_and_deadline_lines([(f"flow {f['flow']}", f) for f in doc["flows"]], console)
     if not args.no_csv:
         write_mesh_rounds(res, out / "rounds.csv")
     if not args.no_plot:

@@ -1,5 +1,6 @@
-"""The latency budget table a study prints: each stage of the round trip (twin.engine.hops) in the
-median round and over the slowest 1 %, and the slowest round with the hop that held it."""
+"""What a study prints under its table, per consumer or flow: faults injected and detected, deadline
+misses, and the latency budget (each stage of the round trip, twin.engine.hops, in the median round
+and over the slowest 1 %, and the slowest round with the hop that held it)."""
 from __future__ import annotations
 
 from rich.console import Console
@@ -29,3 +30,16 @@ def print_budget_table(rows: list[tuple[str, dict]], console: Console, what: str
         if w:
             console.print(f"{label}: slowest round {w['round']:,}: {w['rtt_ns'] / 1000:.3f} µs, held by "
                           f"{w['held_by']} ({w['stages'][w['held_by']] / 1000:.3f} µs)")
+
+
+def print_fault_and_deadline_lines(rows: list[tuple[str, dict]], console: Console) -> None:
+    """For each (label, summary) with ``faults`` or ``deadline_ns`` (results.json's keys): one line of
+    the faults injected and detected, one of the rounds over the deadline."""
+    for label, s in rows:
+        if "faults" in s:
+            inj, det = s["faults"]["injected"], s["faults"]["detected"]
+            console.print(f"{label}: faults injected " + ", ".join(f"{k} {v}" for k, v in inj.items())
+                          + "; detected " + ", ".join(f"{k} {v}" for k, v in det.items()))
+        if "deadline_ns" in s:
+            console.print(f"{label}: {s['deadline_misses']:,} of {s['rounds']:,} rounds over the "
+                          f"{s['deadline_ns'] / 1000:g} µs deadline")

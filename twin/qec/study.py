@@ -170,18 +170,14 @@ def load_decode(path: str | Path) -> LoadedDecode:
     """Load a decode scenario; raises :class:`ConfigError` naming file, key and value."""
     path = Path(path)
     from twin.config.errors import load_yaml
-    from twin.scenario import check_not_a_scenario
     data = load_yaml(path)
     if isinstance(data, dict) and "nodes" in data and "decode" not in data:
         raise ConfigError(path, "nodes", "[...]", f"this is a loop scenario (nodes, no decode block); run it "
                           f"with `twin run {path}`")
     sc = load_model(path, DecodeScenario, data=data)
-    cal = (path.parent / sc.calibration).resolve()
-    if not cal.is_file():
-        raise ConfigError(path, "calibration", sc.calibration, f"no such file ({cal})")
-    check_not_a_scenario(path, "calibration", sc.calibration, cal)
-    from twin.calibration.roce import RoceParamSet, load_any_params
-    params = load_any_params(cal)
+    from twin.calibration.roce import RoceParamSet
+    from twin.scenario.load import load_calibration
+    cal, params = load_calibration(path, sc.calibration)
     if isinstance(params, RoceParamSet) and sc.control != "on_card":
         raise ConfigError(path, "control", sc.control, "a RoCE parameter set's controller is the FPGA itself "
                           "(its ERNIC sends the requests): control: on_card")

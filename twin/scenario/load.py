@@ -34,6 +34,18 @@ def check_not_a_scenario(path: Path, key: str, value: str, target: Path) -> None
                           "parameter set (e.g. calibrations/fitted/card_path.yaml)")
 
 
+def load_calibration(path: Path, value: str):
+    """The parameter set a scenario ``path`` names by ``calibration: value`` (relative to the
+    scenario): a card-path or a RoCE one. Returns (its resolved path, the parameter set). Raises
+    :class:`ConfigError` naming file, key and value for a missing file or a scenario named instead."""
+    from twin.calibration.roce import load_any_params
+    cal_path = (path.parent / value).resolve()
+    if not cal_path.is_file():
+        raise ConfigError(path, "calibration", value, f"no such file ({cal_path})")
+    check_not_a_scenario(path, "calibration", value, cal_path)
+    return cal_path, load_any_params(cal_path)
+
+
 def load_scenario(path: str | Path) -> LoadedScenario:
     """Load a scenario and the parameter set it names; check every device exists there.
 
@@ -46,12 +58,8 @@ def load_scenario(path: str | Path) -> LoadedScenario:
         raise ConfigError(path, "decode", "{...}", "this is a decode scenario (it has a decode block); "
                           f"run it with `twin decode {path}`")
     sc = load_model(path, Scenario, data=data)
-    cal_path = (path.parent / sc.calibration).resolve()
-    if not cal_path.is_file():
-        raise ConfigError(path, "calibration", sc.calibration, f"no such file ({cal_path})")
-    check_not_a_scenario(path, "calibration", sc.calibration, cal_path)
-    from twin.calibration.roce import RoceParamSet, load_any_params
-    params = load_any_params(cal_path)
+    cal_path, params = load_calibration(path, sc.calibration)
+    from twin.calibration.roce import RoceParamSet
     roce_params = isinstance(params, RoceParamSet)
     if sc.flows and roce_params:
         raise ConfigError(path, "calibration", sc.calibration, "a mesh (flows) runs on card-path links (aurora, "
