@@ -14,7 +14,7 @@ from rich.table import Table
 
 from twin.engine.hops import CSV_COLUMNS
 from twin.output.budget import print_budget_table, print_fault_and_deadline_lines
-from twin.stats import histogram_ps, plot_bin_ps
+from twin.output.histogram import draw_histogram
 from twin.study import StudyResult
 from twin.units import period_ps, time_ps
 
@@ -139,9 +139,7 @@ def plot_histograms(study: StudyResult, path: Path, bin_ps: int | None = None) -
         rtt = run.result.rtt_ps
         if not len(rtt):
             continue
-        b = plot_bin_ps(rtt, bin_ps)  # rare long stalls (a live device descheduled) widen the bars
-        starts, counts = histogram_ps(rtt, b)
-        ax.bar(starts / 1e6, counts, width=b / 1e6, align="edge", color="#3b6ea8", linewidth=0)
+        drawn = draw_histogram(ax, rtt, bin_ps)  # up to p99.9: a live device's rare stalls are counted, not drawn
         s = run.summary
         ax.axvline(s["p50_ns"] / 1000, color="#c03030", lw=2.2, label="twin p50")
         ax.axvline(s["p90_ns"] / 1000, color="#e08020", lw=1, label="twin p90")
@@ -150,13 +148,8 @@ def plot_histograms(study: StudyResult, path: Path, bin_ps: int | None = None) -
             for key, colour in (("p90_ns", "#e08020"), ("p99_ns", "#208040")):
                 if s["measured"].get(key) is not None:
                     ax.axvline(s["measured"][key] / 1000, color=colour, lw=1, ls="--", label=f"measured {key[:-3]}")
-        ax.set_yscale("log")
         ax.set_ylabel("rounds")
-        ax.set_title(f"{run.node} — {s['device']}" + (f" (bars widened to {b / 1000:g} ns to span the tail)"
-                                                     if b != bin_ps else ""), fontsize=9, loc="left")
-        lo, hi = rtt.min() / 1e6, (rtt.max() + b) / 1e6
-        pad = max(0.02, (hi - lo) * 0.05)
-        ax.set_xlim(lo - pad, hi + pad)
+        ax.set_title(f"{run.node} — {s['device']}{drawn.note(bin_ps)}", fontsize=9, loc="left")
         ax.legend(fontsize=7, loc="upper right")
     axes[-1, 0].set_xlabel(f"round trip (µs), {bin_ps / 1000:g} ns bins")
     fig.tight_layout()

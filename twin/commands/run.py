@@ -59,11 +59,12 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     sc = loaded.scenario
     if args.trace and "rtl" not in [n.model for n in sc.nodes]:
         raise UsageError(f"--trace: scenario {path} has no node with model rtl")
-    if args.verify_rounds is not None and (sc.flows or args.engine == "direct"):  # it would change nothing
+    if args.verify_rounds is not None and (sc.flows or args.engine != "auto"):  # it would change nothing
         raise UsageError(f"--verify-rounds {args.verify_rounds}: the event model checks the direct engine's "
                          "rounds in --engine auto on a loop scenario; " + (
                              "a mesh runs on the event engine, every reply checked" if sc.flows else
-                             "--engine direct checks no reply"))
+                             "--engine direct checks no reply" if args.engine == "direct" else
+                             "--engine event checks every reply"))
     args.verify_rounds = 10_000 if args.verify_rounds is None else args.verify_rounds
     if sc.flows:  # a mesh: every flow at once (twin.mesh)
         from twin.mesh.run import cmd_run_mesh

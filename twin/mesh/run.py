@@ -20,7 +20,8 @@ from twin.calibration.params import ParamSet
 from twin.config import ConfigError
 from twin.engine.hops import CSV_COLUMNS
 from twin.mesh.engine import MeshResult, run_mesh
-from twin.stats import histogram_ps, plot_bin_ps, summary_ns
+from twin.output.histogram import draw_histogram
+from twin.stats import summary_ns
 
 SCHEMA = "twin.mesh-results/1"
 
@@ -93,7 +94,8 @@ def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
     from twin.output.budget import print_budget_table, print_fault_and_deadline_lines
     print_budget_table([(f"flow {f['flow']}", f) for f in doc["flows"]], console, "flow")
     for name, c in doc["consumers"].items():
-        console.print(f"{name}: served {c['served']:,}, utilisation {100 * c['utilisation']:.1f} %")
+        util = "n/a (model rtl: its own logic)" if c["utilisation"] is None else f"{100 * c['utilisation']:.1f} %"
+        console.print(f"{name}: served {c['served']:,}, utilisation {util}")
     print_fault_and_deadline_lines([(f"flow {f['flow']}", f) for f in doc["flows"]], console)
     if not args.no_csv:
         write_mesh_rounds(res, out / "rounds.csv")
@@ -128,12 +130,9 @@ def _plot(res: MeshResult, path: Path, bin_ps: int = 4000) -> None:
     for ax, r, ft in zip(axes[:, 0], res.routes, res.flows):
         if not len(ft.rtt_ps):
             continue
-        b = plot_bin_ps(ft.rtt_ps, bin_ps)  # a long tail (queueing, a stalled live node) widens the bars
-        starts, counts = histogram_ps(ft.rtt_ps, b)
-        ax.bar(starts / 1e6, counts, width=b / 1e6, align="edge", color="#3b6ea8", linewidth=0)
-        ax.set_yscale("log")
-        ax.set_title(f"flow {r.flow}: {' -> '.join(r.nodes)} ({r.function})" + (
-            f" (bars widened to {b / 1000:g} ns to span the tail)" if b != bin_ps else ""), fontsize=9, loc="left")
+        drawn = draw_histogram(ax, ft.rtt_ps, bin_ps)  # up to p99.9; the rounds beyond are counted in the title
+        ax.set_title(f"flow {r.flow}: {' -> '.join(r.nodes)} ({r.function}){drawn.note(bin_ps)}", fontsize=9,
+                     loc="left")
     axes[-1, 0].set_xlabel(f"card-boundary round trip (µs), {bin_ps / 1000:g} ns bins")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
