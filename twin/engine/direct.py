@@ -125,10 +125,11 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     last_have = 0      # card's watch for request j starts at max(t_in_j, t_have_{j-1})
     ts = clock.edge(0)
     req_plan, rep_plan = req.plan, rep.plan
-    issues: list[int] = []  # per round: the instants the arithmetic below cannot recover afterwards
+    issues: list[int] = []  # per round: the instants the other hops follow from (_hops)
     lands: list[int] = []
+    replies: list[int] = []
     rlands: list[int] = []
-    keep_issue, keep_land, keep_rland = issues.append, lands.append, rlands.append
+    keep_issue, keep_land, keep_reply, keep_rland = issues.append, lands.append, replies.append, rlands.append
     for i in range(n):
         if i and not closed:
             ts = clock.edge(i * tr.period_cycles) if gaps is None else clock.at_or_after(ts + gaps[i - 1])
@@ -163,6 +164,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
             rland = rep_plan(t_free_c, rep_sizes[1])
         keep_issue(t_issue)
         keep_land(land)
+        keep_reply(t2)
         keep_rland(rland)
         armed = tin if tin > last_have else last_have
         t = rland if rland > armed else armed
@@ -185,42 +187,18 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     if progress:
         progress(n)
     stats = {"mismatches": 0, "backlog_max": 0, "posted_writes": req.writes + rep.writes, "poll_phase_ps": phase}
-    hops = _hops(np.array(issues, np.int64), np.array(lands, np.int64), np.array(rlands, np.int64), phase, P, cost,
-                 body, fence if not per_piece else 0, extra_ps)
+    hops = _hops(np.array(issues, np.int64), np.array(lands, np.int64), np.array(replies, np.int64),
+                 np.array(rlands, np.int64), phase, P, cost, body, fence if not per_piece else 0, extra_ps)
     return LoopResult(spec.name, "direct", t_send, t_in, t_have, t_back, np.ones(n, bool), stats, hops)
 
 
-def _hops(issue: np.ndarray, land: np.ndarray, rland: np.ndarray, phase: int, period: int, cost: int, body: int,
-          fence: int, extra_ps) -> Hops:
-    """Every round's hops from the three instants the loop keeps (issue, land, reply landed): the
-    consumer's thread is free again at the previous round's publish, so its poll that takes round i
-    is the first at or after max(land_i, publish_{i-1}), the idle-thread poll the first after land_i;
-    the reply follows by ``body`` (+ ``extra_ps``) and the publish by ``fence`` (0 per-piece). The
-    same arithmetic as the loop, vectorised."""
-    def first_poll(t: np.ndarray) -> np.ndarray:
-        return phase + -((phase - t) // period) * period
+def _hops(issue: np.ndarray, land: np.ndarray, reply: np.ndarray, rland: np.ndarray, phase: int, period: int,
+          cost: int, body: int, fence: int, extra_ps) -> Hops:
+    """Every round's hops from the four instants the loop keeps (issue, land, reply, reply landed):
+    the thread took round i ``body`` (+ ``extra_ps``) before its reply, the publish follows the reply
+    by ``fence`` (0 per-piece), and the idle-thread poll is the first poll after the landing."""
     n = len(land)
-    extra = np.zeros(n, np.int64) if extra_ps is None else np.asarray(extra_ps, np.int64)[:n]
-    seen = first_poll(land) + cost
-    start = np.empty(n, np.int64)
-    reply = np.empty(n, np.int64)
-    free = 0
-    # the recurrence start_i = poll(max(land_i, publish_{i-1})) runs over rounds; only rounds whose
-    # request landed before the thread was free differ from seen, so walk those in Python
-    start[:] = seen
-    reply[:] = seen + body + extra
-    publish = reply + fence
-    busy = np.nonzero(land[1:] < publish[:-1])[0] + 1 if n > 1 else np.zeros(0, np.int64)
-    if len(busy):
-        land_l, start_l, reply_l, extra_l = land.tolist(), start.tolist(), reply.tolist(), extra.tolist()
-        free = 0
-        for i in range(n):
-            t = land_l[i] if land_l[i] > free else free
-            s = phase + -((phase - t) // period) * period + cost
-            start_l[i] = s
-            reply_l[i] = s + body + extra_l[i]
-            free = reply_l[i] + fence
-        start = np.array(start_l, np.int64)
-        reply = np.array(reply_l, np.int64)
-        publish = reply + fence
-    return Hops(issue=issue, land=land, seen=seen, start=start, reply=reply, publish=publish, rland=rland)
+    extra = 0 if extra_ps is None else np.asarray(extra_ps, np.int64)[:n]
+    seen = phase + -((phase - land) // period) * period + cost
+    return Hops(issue=issue, land=land, seen=seen, start=reply - body - extra, reply=reply, publish=reply + fence,
+                rland=rland)

@@ -96,9 +96,9 @@ class _FlowRun:
         spec = flow.spec
         self.flow, self.spec, self.k = flow, spec, k
         tr = spec.traffic
-        self.enc = enc = get_encoding(spec.consumer.encoding)
+        enc = get_encoding(spec.consumer.encoding)
         self.frame = tr.frame_bytes
-        self.slot_bytes = slot_bytes = slot_bytes_of(spec)
+        slot_bytes = slot_bytes_of(spec)
         phase, gen_phase, salt = spec.draws()
         phase = phases.setdefault(flow.consumer, phase)  # one poll grid per consumer node (its first flow's)
         gen_phase = clocks.setdefault(flow.generator, gen_phase)  # one oscillator per control system

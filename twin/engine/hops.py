@@ -57,11 +57,6 @@ class Hops:
     rland: np.ndarray
 
     @classmethod
-    def empty(cls, n: int) -> "Hops":
-        """Hops for ``n`` rounds, every instant unknown (-1)."""
-        return cls(*(np.full(n, -1, np.int64) for _ in range(7)))
-
-    @classmethod
     def recorder(cls, n: int) -> "Hops":
         """Hops for ``n`` rounds held in Python lists (cheap to write one instant at a time while
         the event engine runs), every instant unknown (-1); :meth:`frozen` turns them into arrays."""

@@ -68,11 +68,3 @@ class Topology:
     def single(cls, spec: LoopSpec, workload: FlowWorkload = FlowWorkload()) -> "Topology":
         """The one-flow topology of a loop (generator -> card -> ``spec.name``)."""
         return cls(spec.name, spec.seed, (Flow(spec, "generator", "card", spec.name, workload),))
-
-    def queue_pairs(self) -> dict[str, int]:
-        """Flows per consumer node and per card node."""
-        out: dict[str, int] = {}
-        for f in self.flows:
-            out[f.consumer] = out.get(f.consumer, 0) + 1
-            out[f.card] = out.get(f.card, 0) + 1
-        return out
