@@ -25,7 +25,7 @@ import numpy as np
 
 from twin.calibration.params import ParamSet, loop_spec
 from twin.devices.generator import TrafficParams
-from twin.engine.direct import DirectNotApplicable, EngineDisagreement, run_direct
+from twin.engine.direct import DirectNotApplicable, EngineDisagreement, check_same, run_direct
 from twin.engine.event import run_event
 from twin.engine.spec import LoopResult
 from twin.exchange import contract as C
@@ -268,12 +268,7 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
         corr = np.frombuffer(b"".join(serve(k) for k in keys), np.uint8).reshape(n, decoder.reply_bytes)
         checked = min(verify_rounds, n)
         ev, ev_corr, con = event_run(replace(spec, traffic=replace(traffic, rounds=checked)), None)
-        for f in ("t_send", "t_in", "t_have", "t_back"):
-            a, b = getattr(res, f)[:checked], getattr(ev, f)
-            if not np.array_equal(a, b):
-                i = int(np.argmax(a != b))
-                raise EngineDisagreement(f"decode loop {device!r}: engines disagree on {f} at request {i + 1}: "
-                                         f"direct {a[i]} ps, event {b[i]} ps")
+        check_same(res, ev, checked)  # timestamps and hops of the requests the event model ran
         if not np.array_equal(ev_corr, corr[:checked]):
             raise EngineDisagreement(f"decode loop {device!r}: the event model's replies differ from the batch's")
         res.stats.update(mismatches=ev.mismatches, backlog_max=0)
