@@ -280,3 +280,12 @@ def test_pinning_is_for_shm_only(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_scenario(scenario(tmp_path, bridge={"backend": "cuda", "cpu": 0}))
     assert "nodes[2].bridge.cpu: 0: pinning is for the shm backend" in str(e.value)
+
+
+def test_a_timeout_shorter_than_one_round_trip_always_fails(tmp_path, capsys):
+    # the producer checks its clock only every 1,024 polls while spinning; a reply first seen after
+    # the deadline is still late, so 1 ns fails on a fast machine as on a slow one
+    rc, err, doc, _ = run(tmp_path, capsys, rounds=200, bridge={"backend": "shm", "timeout": "1 ns"})
+    assert rc == 3, err
+    assert "live shm hung at round 1: no reply within 1e-06 ms" in err
+    assert doc is None  # no round completed, nothing to save

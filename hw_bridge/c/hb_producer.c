@@ -53,8 +53,9 @@ HB_API int hb_deliver(uint8_t *slot, const uint8_t *image, uint32_t nbytes, uint
 
 /* Poll reply slot `slot` (slot_bytes bytes, `encoding`) until message `seq` is complete there or
    the clock passes deadline_ns. On success writes the instant it was seen to *t_seen and the
-   reply's bytes (header + payload, or whole pieces) to *nbytes, returns 1; on timeout returns 0;
-   -1 on a bad argument. *stop (may be NULL) non-zero also ends the wait (returns 0). */
+   reply's bytes (header + payload, or whole pieces) to *nbytes, returns 1; on timeout returns 0
+   (a reply first seen after deadline_ns is late: 0 too, however few polls it took, so a timeout
+   shorter than one round trip always fails); -1 on a bad argument. *stop (may be NULL) non-zero also ends the wait (returns 0). */
 HB_API int hb_wait(uint8_t *slot, uint32_t slot_bytes, uint32_t encoding, uint32_t seq, int64_t deadline_ns,
                    int64_t *t_seen, uint32_t *nbytes, const volatile uint32_t *stop)
 {
@@ -67,6 +68,8 @@ HB_API int hb_wait(uint8_t *slot, uint32_t slot_bytes, uint32_t encoding, uint32
         int r = qrt_peek(&q, 0, seq, &m);
         if (r == 1) {
             *t_seen = hb_now_ns();
+            if (*t_seen > deadline_ns)
+                return 0;
             *nbytes = encoding == QRT_ENCODING_CLASSIC ? QRT_HEADER_BYTES + m.length
                                                        : QRT_PIECE_BYTES * (1u + (m.length + 11u) / 12u);
             return 1;
