@@ -154,6 +154,13 @@ class CudaEndpoint(CProducerEndpoint):
         return (f"cuda: persistent kernel (qrt.h, qrt_dispatch_one) on {self.name} (GPU {self.settings.device}); "
                 "queues in pinned mapped host memory")
 
+    def _batch_failure(self, seq: int) -> LiveFailure:
+        """A batch's reply did not come: the kernel exited (``dead``) or is not answering (``hung``)."""
+        status = int(self._ctl[16])
+        if status != 1:
+            return LiveFailure("dead", seq, f"the persistent kernel exited (status {status})", "cuda")
+        return LiveFailure("hung", seq, "no reply within the timeout in a batch", "cuda")
+
     def _finish(self, seq: int, r: int, off: int, timeout: int) -> LiveReply:
         if r == 1:
             n = self._nb.value
