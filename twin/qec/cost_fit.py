@@ -149,8 +149,9 @@ class DecoderFit:
     ``levels`` / ``residual_ns`` (quantiles of the residual, ns, same length, levels 0..1),
     ``outliers`` (rule, k_mad, threshold_ns: the residual above which a call is one, count, fraction,
     max_ns: the slowest call), ``groups`` (event count ->
-    [calls, median ns] of the calls kept), ``n_calls``; ``meta``: what the file says about where and
-    how it was measured (machine, versions, date, workloads, ...)."""
+    [calls, median ns] of the calls kept), ``n_calls``; ``decoder``: the decoder kind measured;
+    ``meta``: what the file says about where and how it was measured (machine, versions, date,
+    workloads, ...); ``outlier_mask``: after :func:`fit_calls`, which calls were left out."""
 
     overhead_ns: float
     per_event_ns: float
@@ -161,6 +162,7 @@ class DecoderFit:
     n_calls: int
     decoder: str = "matching"
     meta: dict = field(default_factory=dict)
+    outlier_mask: np.ndarray | None = None  # after fit_calls: bool (n,), the calls left out (not in the file)
 
     def draw_ns(self, events: np.ndarray, seed: int) -> np.ndarray:
         """One time per request, float64 ns (n,), for requests with ``events`` detection events
@@ -219,7 +221,7 @@ def fit_calls(events: np.ndarray, ns: np.ndarray, *, k_mad: float = 10.0, min_gr
     outliers = {"rule": f"residual > median + {k_mad:g} MAD", "k_mad": k_mad,
                 "threshold_ns": round(threshold, 1), "count": int(out.sum()),
                 "fraction": round(float(out.mean()), 5), "max_ns": round(float(t[out].max()), 1) if out.any() else None}
-    return DecoderFit(a, b, levels, resid, outliers, groups, int(len(t)))
+    return DecoderFit(a, b, levels, resid, outliers, groups, int(len(t)), outlier_mask=out)
 
 
 # -- the calibration file --------------------------------------------------------------------------
