@@ -133,19 +133,25 @@ class CostModel:
 
 
 def time_on_host(decoder: Decoder, frames: np.ndarray, events: np.ndarray, min_batch: int = 2000,
-                 repeats: int = 3) -> tuple[float, float]:
+                 repeats: int = 5) -> tuple[float, float]:
     """Time ``decoder.decode_frames`` on this host per request, grouped by detection events;
     returns the least-squares (base_ns, per_event_ns) (per_event >= 0). Each group is repeated up to
-    ``min_batch`` frames and timed ``repeats`` times (minimum kept)."""
+    ``min_batch`` frames and timed ``repeats`` times, the groups taken in turn (so a slow spell of a
+    shared host falls on every group in some repeat, not on all repeats of one group); the minimum
+    of each group is kept."""
     ev = np.asarray(events)
-    xs, ys, ws = [], [], []
-    for k in np.unique(ev):
+    ks = np.unique(ev)
+    batches = []
+    for k in ks:
         sel = frames[ev == k]
-        batch = np.repeat(sel, max(1, -(-min_batch // len(sel))), axis=0)
-        best = min(_timed(decoder, batch) for _ in range(repeats))
-        xs.append(float(k))
-        ys.append(best / len(batch) * 1e9)
-        ws.append(float(len(sel)))
+        batches.append(np.repeat(sel, max(1, -(-min_batch // len(sel))), axis=0))
+    best = [float("inf")] * len(ks)
+    for _ in range(repeats):
+        for i, batch in enumerate(batches):
+            best[i] = min(best[i], _timed(decoder, batch))
+    xs = [float(k) for k in ks]
+    ys = [b / len(batch) * 1e9 for b, batch in zip(best, batches)]
+    ws = [float((ev == k).sum()) for k in ks]
     x, y, w = np.array(xs), np.array(ys), np.sqrt(np.array(ws))
     if len(x) == 1:
         return float(y[0]), 0.0
