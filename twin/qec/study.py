@@ -595,8 +595,9 @@ def print_decode(study: DecodeStudy, console) -> None:
     for s in doc["placements"]:
         tp = {k: (v or float("nan")) for k, v in s["throughput"].items()}
         c = s["cost"]
-        compute = (f"compute {c['how']} {c['base_ns']:g} ns + {c['per_event_ns']:g} ns per detection event (mean "
-                   f"{s['compute_ns_mean']:g} ns)") if "base_ns" in c else f"compute: {c['how']}"
+        drawn = " + a residual drawn from the fit's quantiles" if c["how"] == "fitted" else ""
+        compute = (f"compute {c['how']} {c['base_ns']:g} ns + {c['per_event_ns']:g} ns per detection event{drawn} "
+                   f"(mean {s['compute_ns_mean']:g} ns)") if "base_ns" in c else f"compute: {c['how']}"
         console.print(f"{s['device']} ({s['mode']}): {compute}; decoding in the loop "
                       f"{tp['loop_decode_requests_per_s']:,.0f} requests/s, direct "
                       f"{tp['direct_decode_requests_per_s']:,.0f} requests/s (this machine); engine {s['engine']}, "
