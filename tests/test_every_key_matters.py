@@ -101,6 +101,7 @@ STALL = {"faults": {"stall": [{"at": "100 us", "duration": "20 us"}]}}
 FREEZE = {"faults": {"host_freeze": [{"at": "100 us", "duration": "20 us"}]}}
 LIVE_FAULT = {"nodes[2].bridge.fault": {"kind": "die", "round": 50}}
 QB = "qblox.sequencers"
+FITTED = {"decode.cost.how": "fitted", "decode.cost.file": "DECCOST1"}  # a fitted lookup cost (the runner writes it)
 
 
 def traffic_cases(base: str, t: str, open_pre: dict, closed_pre: dict) -> dict[str, list[Case]]:
@@ -252,12 +253,19 @@ DEC: dict[str, list[Case]] = {
     "decode.decoder": [C("decode", {"decode.decoder": "matching"})],
     "decode.function": [C("decode", {"decode.function": "examples.rep3_rule:no_such"}, refused="decode.function"),
                         C("decode", {"decode.function": "examples.rep3_rule:decode"}, refused="decode.function")],
-    "decode.cost.how": [C("decode", {"decode.cost.how": "host_timed"})],
+    "decode.cost.how": [C("decode", {"decode.cost.how": "host_timed"}),
+                        C("decode", {"decode.cost.how": "fitted", "decode.cost.file": "DECCOST1"})],
     "decode.cost.scale": [C("decode", {"decode.cost.scale": 3.0}, {"decode.cost.how": "host_timed"}),
+                          C("decode", {"decode.cost.scale": 3.0}, FITTED),
                           C("decode", {"decode.cost.scale": 3.0}, refused="decode.cost.scale")],  # how: model
     "decode.cost.fixed": [C("decode", {"decode.cost.fixed": "700 ns"}),
                           C("decode", {"decode.cost.fixed": "700 ns"}, {"decode.cost.how": "host_timed"},
-                            refused="decode.cost.fixed")],
+                            refused="decode.cost.fixed"),
+                          C("decode", {"decode.cost.fixed": "700 ns"}, FITTED, refused="decode.cost.fixed")],
+    "decode.cost.file": [C("decode", {"decode.cost.file": "DECCOST2"}, FITTED),
+                         C("decode", {"decode.cost.file": "DECCOST1"}, refused="decode.cost.file"),  # how: model
+                         C("decode", {"decode.cost.file": "no_such_cost.yaml"}, FITTED, refused="decode.cost.file"),
+                         C("decode", {"decode.cost.file": DELETE}, FITTED, refused="decode.cost.file")],
     "decode.interval": [C("decode", {"decode.interval": "clopper_pearson"})],
     "decode.confidence": [C("decode", {"decode.confidence": 0.5})],
     "decode.placements[].device": [C("decode", {"decode.placements[0].device": "epyc9755"})],
@@ -501,6 +509,23 @@ class Runner:
         return {"rounds": rounds, "results": json.loads(json.dumps(strip_echo(doc), default=float))}
 
 
+def _lookup_cost(overhead_ns: float, slope_ns: float) -> dict:
+    """A decoder-cost calibration file (``decode.cost.how: fitted``) of a lookup decoder: a fit of
+    calls of ``overhead_ns + slope_ns * events`` with a spread, as ``twin calibrate decoder`` writes."""
+    import numpy as np
+
+    from twin.qec.cost_fit import fit_calls, fit_document, machine
+    rng = np.random.default_rng(0)
+    ev = rng.integers(0, 4, 2000)
+    fit = fit_calls(ev, overhead_ns + slope_ns * ev + rng.exponential(20.0, 2000))
+    w = {"label": "rep d=3", "code": "rep", "distance": 3, "rounds": 1, "p": 0.03, "noise": "circuit", "calls": 2000,
+         "outliers": fit.outliers["count"], "events": {}, "measured_ns": {}}
+    return fit_document(fit, {"description": "test", "decoder": "lookup", "implementation": "synthetic",
+                              "entry_point": "none", "machine": machine(), "measured_at": "2026-12-01T00:00:00Z",
+                              "command": "test", "seed": 0, "warmup": 0, "stratified": False,
+                              "timer_overhead_ns": 0.0, "workloads": [w], "min_group": 20})
+
+
 @pytest.fixture(scope="module")
 def runner(tmp_path_factory):
     from hw_bridge.agent import Agent
@@ -514,6 +539,8 @@ def runner(tmp_path_factory):
     (d / "hosting_slow.yaml").write_text(yaml.safe_dump(hosting))
     (d / "gaps1.txt").write_text("1 us\n2 us\n")
     (d / "gaps2.txt").write_text("3 us\n500 ns\n")
+    for i, (overhead, slope) in enumerate(((100.0, 10.0), (300.0, 40.0)), 1):
+        (d / f"deccost{i}.yaml").write_text(yaml.safe_dump(_lookup_cost(overhead, slope)))
     agent = Agent(["echo"], "classic", 1024)
     import threading
     t = threading.Thread(target=agent.serve, daemon=True)
@@ -521,7 +548,8 @@ def runner(tmp_path_factory):
     program = yaml.safe_dump(PROGRAM.replace("wait 3196", "wait 4196")).strip()
     yield Runner(d, {"CAL_SLOW": str(d / "cal_slow.yaml"), "HOSTING_SLOW": str(d / "hosting_slow.yaml"),
                      "GAPS1": str(d / "gaps1.txt"), "GAPS2": str(d / "gaps2.txt"),
-                     "UDP_PORT": str(agent.address[1]), "PROGRAM_6US": program})
+                     "UDP_PORT": str(agent.address[1]), "PROGRAM_6US": program,
+                     "DECCOST1": str(d / "deccost1.yaml"), "DECCOST2": str(d / "deccost2.yaml")})
     agent.stop()
     t.join(5)
     agent.close()

@@ -24,7 +24,8 @@ Schema (keys; optional keys show their default)::
       frame_bytes: null                      # default: the syndrome in whole 16-byte pieces
       decoder: lookup | matching | function
       function: null | "package.module:callable" | a registered function name   # decoder: function
-      cost: {how: model | host_timed, scale: 1.0, fixed: null | "300 ns"}   # scale: host_timed; fixed: model
+      cost: {how: model | host_timed | fitted, scale: 1.0, fixed: null | "300 ns",
+             file: null | ../calibrations/measured/decoders/X.yaml}   # scale: host_timed, fitted; fixed: model
       interval: wilson | clopper_pearson     # confidence interval of the logical error rate
       confidence: 0.95
       placements: [{device: <consumer in calibration>, mode: inline | worker | external_self |
@@ -60,21 +61,30 @@ class _Strict(BaseModel):
 
 
 class Cost(_Strict):
-    """How the decoder's compute time is accounted (:class:`twin.qec.cost.CostModel`)."""
+    """How the decoder's compute time is accounted (:class:`twin.qec.cost.CostModel`): ``model``
+    (the cost table, or ``fixed``), ``host_timed`` (timed now on this host), ``fitted`` (the
+    calibration ``file`` written by ``twin calibrate decoder``, relative to the scenario). ``scale``:
+    the factor from the host's time to the target device's (host_timed and fitted)."""
 
-    how: Literal["model", "host_timed"] = "model"
+    how: Literal["model", "host_timed", "fitted"] = "model"
     scale: float = Field(1.0, gt=0)
     fixed: str | None = None
+    file: str | None = None
     _d = field_validator("fixed", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
     @model_validator(mode="after")
     def _applies(self):  # each would be silently ignored under the other ``how``
         if self.how == "model" and "scale" in self.model_fields_set and self.scale != 1.0:
-            raise Located(("scale",), self.scale, "applies to how: host_timed only (it scales this host's timing); "
-                          "under how: model give fixed, or use host_timed")
-        if self.how == "host_timed" and self.fixed is not None:
-            raise Located(("fixed",), self.fixed, "applies to how: model only (host_timed measures the decoder on "
-                          "this host); give one of fixed and how: host_timed")
+            raise Located(("scale",), self.scale, "applies to how: host_timed or fitted only (it scales a host's "
+                          "timing); under how: model give fixed, or use host_timed or fitted")
+        if self.how != "model" and self.fixed is not None:
+            raise Located(("fixed",), self.fixed, f"applies to how: model only ({self.how} times the decoder "
+                          "on a host); give one of fixed and how: " + self.how)
+        if self.how == "fitted" and self.file is None:
+            raise Located(("file",), "<missing>", "how: fitted needs the calibration file (twin calibrate decoder "
+                          "writes one, e.g. ../calibrations/measured/decoders/...yaml)")
+        if self.how != "fitted" and self.file is not None:
+            raise Located(("file",), self.file, f"applies to how: fitted only (how is {self.how})")
         return self
 
 
@@ -164,6 +174,7 @@ class LoadedDecode:
     params: ParamSet
     hosting: HostingParams
     hosting_path: Path
+    cost_fit: object = None  # decode.cost.how fitted: its twin.qec.cost_fit.DecoderFit
 
 
 def load_decode(path: str | Path) -> LoadedDecode:
@@ -214,6 +225,7 @@ def load_decode(path: str | Path) -> LoadedDecode:
     if "cost" in d.model_fields_set and all(pl.model in ("rtl", "live") for pl in d.placements):
         raise ConfigError(path, "decode.cost", "{...}", "no placement uses it: an rtl placement's time is the "
                           "Verilog's own cycles, a live one's is measured; cost applies to sim and code placements")
+    fit = _load_cost_fit(path, d) if d.cost.how == "fitted" else None
     if d.cost.how == "model" and d.cost.fixed is None and d.decoder != "function":
         from twin.qec.cost import MODEL_NS
         for i, pl in enumerate(d.placements):
@@ -237,7 +249,25 @@ def load_decode(path: str | Path) -> LoadedDecode:
         need = syndrome_bytes(circuit.num_detectors)
         raise ConfigError(path, "decode.frame_bytes", d.frame_bytes,
                           f"the syndrome of {circuit.num_detectors} detectors needs {need}")
-    return LoadedDecode(path, sc, params, hosting, hp_path)
+    return LoadedDecode(path, sc, params, hosting, hp_path, fit)
+
+
+def _load_cost_fit(path: Path, d: Decode):
+    """The decoder-cost calibration of ``decode.cost.file`` (relative to the scenario), checked to be
+    of the scenario's decoder kind; raises ConfigError naming ``decode.cost.file``."""
+    from twin.qec.cost_fit import load_fit
+    f = (path.parent / d.cost.file).resolve()
+    if not f.is_file():
+        raise ConfigError(path, "decode.cost.file", d.cost.file, f"no such file ({f})")
+    try:
+        fit = load_fit(f)
+    except ConfigError as e:
+        raise ConfigError(path, "decode.cost.file", d.cost.file, f"not a decoder-cost file ({e})") from None
+    if fit.decoder != d.decoder:
+        raise ConfigError(path, "decode.cost.file", d.cost.file, f"measured on a {fit.decoder} decoder; this "
+                          f"scenario's decoder is {d.decoder}")
+    fit.meta["file"] = d.cost.file
+    return fit
 
 
 def function_roots(path: Path | None) -> list[Path]:
@@ -392,6 +422,22 @@ class DecodeStudy:
     queues: list
 
 
+def build_decoder(ld: LoadedDecode, w):
+    """The scenario's decoder for workload ``w`` (:class:`twin.qec.workload.Workload`): the user
+    function, or a lookup table / PyMatching for its circuit; a bundled table keeps its own name
+    so the loop serves it under its contract id (16, 17), the id a code, rtl or live consumer knows
+    it by. Raises ConfigError for a function that does not resolve."""
+    from twin.qec.decoders import FunctionDecoder, make_decoder
+    d = ld.sc.decode
+    if d.decoder == "function":
+        return FunctionDecoder(resolve_function(d.function, ld.path), w.n_detectors, w.n_observables,
+                               name=d.function)
+    from twin.qec.lookup import STANDARD
+    std = next((n for n, key in STANDARD.items() if key == (d.code, d.distance, d.rounds, d.p)), None)
+    name = std if std and d.decoder == "lookup" and d.noise == "circuit" else f"{w.name}_{d.decoder}"
+    return make_decoder(d.decoder, w.circuit, name=name)
+
+
 def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | None = None, progress=None,
                      engine: str = "auto", verify_rounds: int = 10_000) -> dict:
     """Run every placement; returns a :class:`DecodeStudy` (the results document, the per-request
@@ -399,7 +445,7 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     Raises :class:`ConfigError` for a placement whose model cannot stand there or a user decoder
     that fails."""
     from twin.qec.cost import CostModel
-    from twin.qec.decoders import FunctionDecoder, FunctionFailed, make_decoder
+    from twin.qec.decoders import FunctionFailed
     from twin.qec.loop import queue_depth, run_decode
     from twin.qec.workload import sample
 
@@ -408,16 +454,7 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     seed = sc.seed if seed is None else seed
     w = sample(d.code, d.distance, d.rounds, d.p, shots, seed=seed, noise=d.noise, frame_bytes=d.frame_bytes,
                per=d.per)
-    if d.decoder == "function":
-        decoder = FunctionDecoder(resolve_function(d.function, ld.path), w.n_detectors, w.n_observables,
-                                  name=d.function)
-    else:
-        from twin.qec.lookup import STANDARD
-        std = next((n for n, key in STANDARD.items() if key == (d.code, d.distance, d.rounds, d.p)), None)
-        # the bundled table's own name, so the loop serves it under its contract id (16, 17): the id a
-        # code, rtl or live consumer knows it by
-        name = std if std and d.decoder == "lookup" and d.noise == "circuit" else f"{w.name}_{d.decoder}"
-        decoder = make_decoder(d.decoder, w.circuit, name=name)
+    decoder = build_decoder(ld, w)
     pm, pm_how = _pymatching_direct(w.circuit, w.detectors)
     pm_errors = None if pm is None else int((pm != w.observables).any(axis=1).sum())
     t = ld.sc.traffic
@@ -460,7 +497,8 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
             raise ConfigError(ld.path, f"decode.placements[{i}].model", pl.model, why)
     for pl in d.placements:
         cost = CostModel(how=d.cost.how, scale=d.cost.scale,
-                         fixed_ns=time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None)
+                         fixed_ns=time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None, fit=ld.cost_fit,
+                         file=d.cost.file, seed=seed)
         cb = (lambda n, name=pl.device: progress(name, n)) if progress else None
         try:
             r = run_decode(ld.params, pl.device, w, decoder, mode=pl.mode, hosting=ld.hosting, cost=cost,
@@ -488,6 +526,8 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
              else None,
              "backlog_max": int(res.stats.get("backlog_max", 0)),
              "rtt": summary_ns(res.rtt_ps)}
+        if "base_ns" in r.cost:  # the decoder's own time per request, beside the round trip
+            s["decoder_only"] = summary_ns(r.compute_ps)
         if res.loop_ps is not None and sc.control == "aurora":
             s["loop"] = summary_ns(res.loop_ps)
             if q is not None:  # from a round's last acquisition integrated to the correction back at the link
@@ -525,21 +565,25 @@ def traffic_document(sc: DecodeScenario) -> dict:
 
 
 def print_decode(study: DecodeStudy, console) -> None:
-    """The terminal table of a decode study."""
+    """The terminal table of a decode study: per placement a row of round-trip percentiles and,
+    under it, the decoder's own time per request (``decoder only``)."""
     from rich.table import Table
     doc = study.document
     w = doc["workload"]
     tb = Table(title=f"{doc['scenario']}: {w['code']} d={w['distance']} rounds={w['rounds']} p={w['p']:g}, "
                      f"{w['shots']} shots, {w['requests']} requests, {doc['decoder']['kind']} decoder")
-    for col in ("device", "mode", "differ", "mism.", "LER loop [CI]", "LER direct", "p50", "p99",
+    for col in ("device", "mode", "differ", "mism.", "LER loop [CI]", "LER direct", "p50", "p99", "p99.9",
                 "misses", "backlog"):
-        tb.add_column(col, justify="left" if col in ("device", "mode") else "right")
+        tb.add_column(col, justify="left" if col in ("device", "mode") else "right", no_wrap=col == "mode")
     for s in doc["placements"]:
         lo, hi = s["ci"]["loop"]
         tb.add_row(s["device"], s["mode"], str(s["requests"] - s["identical_corrections"]), str(s["card_mismatches"]),
                    f"{s['ler']['loop']:.2e} [{lo:.1e},{hi:.1e}]", f"{s['ler']['direct']:.2e}",
-                   f"{s['rtt']['p50_ns'] / 1000:.3f} µs", f"{s['rtt']['p99_ns'] / 1000:.3f} µs",
+                   *(f"{s['rtt'][k] / 1000:.3f} µs" for k in ("p50_ns", "p99_ns", "p999_ns")),
                    str(s.get("deadline_misses", "-")), str(s["backlog_max"]))
+        if "decoder_only" in s:  # the decoder's own time per request, beside the round trip
+            tb.add_row("", "decoder only", "", "", "", "",
+                       *(f"{s['decoder_only'][k] / 1000:.3f} µs" for k in ("p50_ns", "p99_ns", "p999_ns")), "", "")
     console.print(tb)
     pm = doc["stim_pymatching"]
     if pm["logical_errors"] is not None:
@@ -551,8 +595,9 @@ def print_decode(study: DecodeStudy, console) -> None:
     for s in doc["placements"]:
         tp = {k: (v or float("nan")) for k, v in s["throughput"].items()}
         c = s["cost"]
-        compute = (f"compute {c['how']} {c['base_ns']:g} ns + {c['per_event_ns']:g} ns per detection event (mean "
-                   f"{s['compute_ns_mean']:g} ns)") if "base_ns" in c else f"compute: {c['how']}"
+        drawn = " + a residual drawn from the fit's quantiles" if c["how"] == "fitted" else ""
+        compute = (f"compute {c['how']} {c['base_ns']:g} ns + {c['per_event_ns']:g} ns per detection event{drawn} "
+                   f"(mean {s['compute_ns_mean']:g} ns)") if "base_ns" in c else f"compute: {c['how']}"
         console.print(f"{s['device']} ({s['mode']}): {compute}; decoding in the loop "
                       f"{tp['loop_decode_requests_per_s']:,.0f} requests/s, direct "
                       f"{tp['direct_decode_requests_per_s']:,.0f} requests/s (this machine); engine {s['engine']}, "
