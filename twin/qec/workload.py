@@ -21,6 +21,7 @@ import stim
 from twin.exchange import contract as C
 from twin.qec.codes import memory_circuit
 from twin.qec.lookup import syndrome_bytes
+from twin.qec.window import detector_rounds
 
 
 @dataclass(frozen=True)
@@ -114,11 +115,9 @@ class Workload:
 
     def detector_rounds(self) -> np.ndarray:
         """Round index (0-based) of every detector, int (D,), from stim's time coordinate (the last
-        coordinate of each detector); detectors without coordinates count as round 0."""
-        coords = self.circuit.get_detector_coordinates()
-        t = np.array([c[-1] if len(c) else 0.0 for _, c in sorted(coords.items())])
-        _, idx = np.unique(t, return_inverse=True)
-        return idx.astype(np.int64)
+        coordinate of each detector); detectors without coordinates count as round 0
+        (:func:`twin.qec.window.detector_rounds`)."""
+        return detector_rounds(self.circuit)
 
 
 def sample(code: str, distance: int, rounds: int, p: float, shots: int, seed: int = 0,
