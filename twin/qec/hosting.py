@@ -41,8 +41,10 @@ worker both orders are the same.
 
 Statistics: ``served``, ``waited_for_rearm`` (chain), ``trigger_ps`` (chain: the trigger's own
 latency per request, store -> first kernel once the chain is armed), ``executor`` (which of the N
-executors served each request, in request order), ``held_ps`` (in_order: per request, how long its
-finished reply waited for earlier ones).
+executors served each request, in request order, with N > 1), ``held_ps`` (per request, how long
+its finished reply waited for earlier ones: in_order only), ``decode_ready`` / ``decode_start`` /
+``decode_end`` (per request, ps: when an idle executor would have started its body, when one did,
+when the body ended; start - ready is its wait for a decoder).
 """
 from __future__ import annotations
 
@@ -120,6 +122,9 @@ class HostedConsumer(PollingConsumer):
         self.last_reply = 0  # the latest reply instant so far (in-order commit holds later ones behind it)
         self.executor: list[int] = []
         self.held_ps: list[int] = []
+        self.decode_ready: list[int] = []
+        self.decode_start: list[int] = []
+        self.decode_end: list[int] = []
         trig_fixed = hosting.chain_trigger_ps - int(round(hosting.chain_trigger_jitter_ps * np.log(2)))
         self._trig_fixed = max(0, trig_fixed)
         self._trig = JitterStream(seed, f"{self.name}.chain.trigger", hosting.chain_trigger_jitter_ps)
@@ -141,6 +146,11 @@ class HostedConsumer(PollingConsumer):
     def _next_poll_from(self, t_free: int) -> int:
         return min(th.free for th in self.pool) if len(self.pool) > 1 else t_free
 
+    def _record(self, ready: int, start: int, end: int) -> None:
+        self.decode_ready.append(ready)
+        self.decode_start.append(start)
+        self.decode_end.append(end)
+
     def _commit(self, end: int) -> int:
         """The reply instant of a body that ended at ``end``: in order, not before the previous reply."""
         t = max(end, self.last_reply) if self.order == "in_order" else end
@@ -159,7 +169,9 @@ class HostedConsumer(PollingConsumer):
         fence = 0 if self.enc.per_piece else self.p.fence_ps
         m = self.mode
         if m in INLINE:
-            t_reply = self._commit(t_ready + body + (self.h.omp_self_ps if m == "external_self" else 0))
+            end = t_ready + body + (self.h.omp_self_ps if m == "external_self" else 0)
+            self._record(self.kernel.now + (t_ready - at), t_ready, end)
+            t_reply = self._commit(end)
             t_free = t_reply + fence
         else:
             t_free = t_ready  # the control kernel hands the request on and polls again
@@ -173,12 +185,14 @@ class HostedConsumer(PollingConsumer):
                 start = max(t_ready, ready[j]) + trig
                 self.trigger_ps.append(trig)
                 end = start + body
+                self._record(t_ready + trig, start, end)
                 t_reply = self._commit(end + self.h.chain_complete_ps)
                 self.chain_armed_at[j] = end + self._rearm.next()
             else:
                 hand = self.h.worker_handoff_ps if m == "worker" else self.h.omp_routed_ps
                 j = min(range(len(ef)), key=lambda i: (max(t_ready + hand, ef[i]), i))
                 start = max(t_ready + hand, ef[j])
+                self._record(t_ready + hand, start, start + body)
                 t_reply = self._commit(start + body)
             ef[j] = t_reply + fence
             if len(ef) > 1:
