@@ -80,7 +80,8 @@ class LinkCard:
     outstanding reply is complete first (the lowest sequence number among them), and a waiting
     request is issued once its own slot is free.
 
-    Statistics: ``issued``, ``replies_seen``, ``mismatches``, ``backlog_max``, ``reply_timeouts``,
+    Statistics: ``issued``, ``replies_seen``, ``mismatches``, ``backlog_max``, ``slot_wait_ps`` (per
+    request, in issue order: ready to issue -> issued, the wait for a free slot), ``reply_timeouts``,
     ``poller.polls``; ``corrupted_requests``: mismatches whose request did not sit in the consumer's
     memory as the card sent it (a diagnosis only a twin can make: it sees both memories; the rest of
     the mismatches were corrupted on the reply's way or by the consumer).
@@ -126,6 +127,7 @@ class LinkCard:
         self.replies_seen = 0
         self.mismatches = 0
         self.backlog_max = 0
+        self.slot_wait_ps: list[int] = []  # per request, in issue order: how long it waited for a free slot
 
     def submit(self, seq: int, payload: bytes) -> None:
         """A request enters the card now (``kernel.now`` must be a card clock edge). Frames pass the
@@ -158,7 +160,9 @@ class LinkCard:
     def _issue(self, seq: int, t_in: int, payload: bytes) -> None:
         self._outstanding.append((seq, t_in, payload))
         self.issued += 1
-        t_issue = max(self.kernel.now, self._ready_at.pop(seq))
+        ready = self._ready_at.pop(seq)
+        t_issue = max(self.kernel.now, ready)
+        self.slot_wait_ps.append(t_issue - ready)
         self.kernel.at(t_issue, self._write, seq, payload)
         if self.timeout_ps:
             self.kernel.at(t_issue + self.timeout_ps, self._overdue, seq)

@@ -44,7 +44,9 @@ latency per request, store -> first kernel once the chain is armed), ``executor`
 executors served each request, in request order, with N > 1), ``held_ps`` (per request, how long
 its finished reply waited for earlier ones: in_order only), ``decode_ready`` / ``decode_start`` /
 ``decode_end`` (per request, ps: when an idle executor would have started its body, when one did,
-when the body ended; start - ready is its wait for a decoder).
+when the body ended; start - ready is its wait for a decoder), ``decode_busy`` (per request, ps:
+how long it kept its executor from the next request: a thread from taking it to polling again, poll
+cost included; a worker or region until its reply is out; a chain also until it is re-armed).
 """
 from __future__ import annotations
 
@@ -125,6 +127,7 @@ class HostedConsumer(PollingConsumer):
         self.decode_ready: list[int] = []
         self.decode_start: list[int] = []
         self.decode_end: list[int] = []
+        self.decode_busy: list[int] = []
         trig_fixed = hosting.chain_trigger_ps - int(round(hosting.chain_trigger_jitter_ps * np.log(2)))
         self._trig_fixed = max(0, trig_fixed)
         self._trig = JitterStream(seed, f"{self.name}.chain.trigger", hosting.chain_trigger_jitter_ps)
@@ -173,6 +176,7 @@ class HostedConsumer(PollingConsumer):
             self._record(self.kernel.now + (t_ready - at), t_ready, end)
             t_reply = self._commit(end)
             t_free = t_reply + fence
+            self.decode_busy.append(t_free - at + self.p.poll_cost_ps)
         else:
             t_free = t_ready  # the control kernel hands the request on and polls again
             ef = self.exec_free
@@ -188,13 +192,17 @@ class HostedConsumer(PollingConsumer):
                 self._record(t_ready + trig, start, end)
                 t_reply = self._commit(end + self.h.chain_complete_ps)
                 self.chain_armed_at[j] = end + self._rearm.next()
+                began = start - trig
             else:
                 hand = self.h.worker_handoff_ps if m == "worker" else self.h.omp_routed_ps
                 j = min(range(len(ef)), key=lambda i: (max(t_ready + hand, ef[i]), i))
                 start = max(t_ready + hand, ef[j])
                 self._record(t_ready + hand, start, start + body)
                 t_reply = self._commit(start + body)
+                began = start
             ef[j] = t_reply + fence
+            again = max(ef[j], self.chain_armed_at[j]) if m == "chain" else ef[j]
+            self.decode_busy.append(again - began)
             if len(ef) > 1:
                 self.executor.append(j)
         self._reply_at(seq, t_reply, base, writes, fence)

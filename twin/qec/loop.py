@@ -26,8 +26,8 @@ request ``i`` leaves ``ready_rounds[i]`` cycles into the stream (:meth:`Workload
 Parallel decoders (``workers``, ``order``): :class:`twin.qec.hosting.HostedConsumer`; the direct
 engine computes one executor only, so runs with more use the event model throughout.
 
-:func:`request_table` is the per-request record (arrival, decoder start and end, queue wait,
-reaction time); :func:`backlog` the requests waiting anywhere over time.
+The per-request record (arrival, decoder start and end, queue wait, reaction time) and the
+backlog read from it are in :mod:`twin.qec.streaming`.
 """
 from __future__ import annotations
 
@@ -359,51 +359,20 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
         extra.update(waited_for_rearm=con.waited_for_rearm, trigger_ps=np.array(con.trigger_ps, np.int64))
     if used == "event" and con is not None and hasattr(con, "decode_start"):
         extra.update({f"decode_{k}_ps": np.array(getattr(con, f"decode_{k}"), np.int64)
-                      for k in ("ready", "start", "end")})
+                      for k in ("ready", "start", "end", "busy")})
         if workers > 1:
             extra.update(executor=np.array(con.executor, np.int64), held_ps=np.array(con.held_ps, np.int64))
     elif used == "direct+event":  # inline, one thread: the body ends at the reply; it waited for the thread
         h = res.hops
         start = h.reply - (c.service_ps + compute + (hosting.omp_self_ps if mode == "external_self" else 0))
-        extra.update(decode_start_ps=start, decode_end_ps=h.reply.copy(), decode_ready_ps=start - (h.start - h.seen))
+        from twin.exchange.encoding import get_encoding
+        fence = 0 if get_encoding(c.encoding).per_piece else c.fence_ps
+        extra.update(decode_start_ps=start, decode_end_ps=h.reply.copy(), decode_ready_ps=start - (h.start - h.seen),
+                     decode_busy_ps=h.reply + fence - h.start + c.poll_cost_ps)
     described = cost.describe() if model in ("sim", "code") else \
         {"how": "the Verilog's own cycles" if model == "rtl" else "measured on the live device"}
     return DecodeRun(workload, decoder, device, mode, fn, res, corr, direct, compute, described,
                      decode_wall, direct_wall, extra)
-
-
-def request_table(run: DecodeRun) -> dict[str, np.ndarray]:
-    """Every request of a decode run, columns of int64 (ps unless named otherwise), request order:
-
-    request (1-based), shot, index (request within its shot), arrival_ps (the request's last
-    syndrome round measured: the control system sends it), card_in_ps (it enters the link card),
-    ready_ps (an idle decoder could have started its body), start_ps (a decoder started it),
-    end_ps (its body ended), correction_ps (the correction is back at the control system),
-    decoder_ps (the decoder's compute time, cost model), queue_wait_ps (start - ready: waiting for
-    a decoder), reaction_ps (correction - arrival: the reaction time). A consumer that keeps its
-    inside to itself (RTL, live) gives the serving thread's take and reply for start and end, and
-    its first poll after the landing for ready."""
-    res, x = run.result, run.extra
-    n = len(res.t_in)
-    g = run.workload.requests_per_shot
-    h = res.hops
-    start = x.get("decode_start_ps", h.start)
-    ready = x.get("decode_ready_ps", h.seen)
-    end = x.get("decode_end_ps", h.reply)
-    i = np.arange(n, dtype=np.int64)
-    return {"request": i + 1, "shot": i // g, "index": i % g, "arrival_ps": res.t_send, "card_in_ps": res.t_in,
-            "ready_ps": ready, "start_ps": start, "end_ps": end, "correction_ps": res.t_back,
-            "decoder_ps": np.asarray(run.compute_ps[:n], np.int64), "queue_wait_ps": start - ready,
-            "reaction_ps": res.t_back - res.t_send}
-
-
-def backlog(arrival_ps: np.ndarray, start_ps: np.ndarray, t_ps: np.ndarray) -> np.ndarray:
-    """Requests waiting anywhere at each instant of ``t_ps`` (int64): sent by the control system
-    (arrival <= t) and not yet started by a decoder (start > t). Not the free slots: a request in the
-    card's backlog, on the wire, in the consumer's queue or held by a busy thread counts alike."""
-    a = np.sort(arrival_ps)
-    s = np.sort(start_ps)
-    return np.searchsorted(a, t_ps, side="right") - np.searchsorted(s, t_ps, side="right")
 
 
 def queue_depth(result: LoopResult, t_ps: np.ndarray) -> np.ndarray:
