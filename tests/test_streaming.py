@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pymatching
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from twin.calibration.params import load_params, loop_spec
 from twin.devices.generator import TrafficParams
@@ -163,3 +165,28 @@ def test_backlog_counts_waiting_requests_not_free_slots():
     a = np.array([0, 10, 20, 30], np.int64)
     s = np.array([5, 40, 50, 60], np.int64)
     assert backlog(a, s, np.array([0, 5, 20, 35, 45, 60])).tolist() == [1, 0, 2, 3, 2, 0]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workers=st.integers(1, 4), mode=st.sampled_from(["inline", "worker", "external_routed"]),
+       order=st.sampled_from(["in_order", "as_ready"]), period_ns=st.sampled_from([200, 400, 1000]),
+       p=st.sampled_from([0.01, 0.05]), seed=st.integers(0, 50))
+def test_parallel_decoders_properties(workers, mode, order, period_ns, p, seed):
+    """Any N, mode, order and load: every reply right; each request starts after it is ready and in
+    request order (one queue, first come first served); never more than N bodies at once; in order,
+    replies leave in request order; as ready, none is held."""
+    w = sample("rep", 3, 2, p, 60, seed=seed)
+    tr = TrafficParams(mode="open_loop", period_ps=period_ns * 1000)
+    r = run_decode(PARAMS, "epyc7282", w, make_decoder("matching", w.circuit), cost=CostModel(), traffic=tr,
+                   seed=seed, workers=workers, order=order, mode=mode, slots=8)
+    assert r.identical and r.result.mismatches == 0
+    t = request_table(r)
+    assert (t["start_ps"] >= t["ready_ps"]).all() and (t["end_ps"] >= t["start_ps"]).all()
+    assert (np.diff(t["start_ps"]) >= 0).all()
+    ev = sorted([(int(s), 1) for s in t["start_ps"]] + [(int(e), -1) for e in t["end_ps"]])
+    assert max(np.cumsum([d for _, d in ev])) <= workers
+    if workers > 1 and order == "as_ready":
+        assert not r.extra["held_ps"].any()
+    elif order == "in_order" or workers == 1:
+        assert (np.diff(r.result.hops.reply) >= 0).all()
+    assert (backlog(t["arrival_ps"], t["start_ps"], np.sort(t["arrival_ps"])) >= 0).all()
