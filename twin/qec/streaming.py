@@ -69,7 +69,9 @@ def stream_summary(table: dict[str, np.ndarray], cycle_ps: int | None, workers: 
     occupancy per request, ``service_ps``), ``workers``, ``rho`` (S / (N T_a)), ``throughput_per_cycle`` (requests
     started per cycle, first to last start), ``backlog`` {``max``, ``end`` (at the last arrival),
     ``growth_per_cycle`` (least-squares slope of the backlog at the arrivals), ``expected_growth_per_cycle``
-    (``max(0, 1 - 1/rho)`` times the arrivals per cycle)}, ``queue_wait`` and ``reaction`` (percentiles, ns).
+    (``max(0, 1 - 1/rho)`` times the arrivals per cycle)}, ``growth_agrees_with_rho`` (the two within
+    5 % of the larger of the expected growth and the arrivals per cycle), ``queue_wait`` and
+    ``reaction`` (percentiles, ns).
     """
     a, s = table["arrival_ps"], table["start_ps"]
     n = len(a)
@@ -83,14 +85,15 @@ def stream_summary(table: dict[str, np.ndarray], cycle_ps: int | None, workers: 
     starts = np.sort(s)
     thr = (n - 1) / ((starts[-1] - starts[0]) / unit) if n > 1 and starts[-1] > starts[0] else None
     per_cycle = unit / ta if ta else None
+    expected = round(max(0.0, 1 - 1 / rho) * per_cycle, 6) if rho and per_cycle else None
+    agrees = None if expected is None else bool(abs(growth - expected) <= 0.05 * max(expected, per_cycle))
     return {"cycle_ns": cycle_ps / 1000 if cycle_ps else None, "workers": workers,
             "arrivals_per_cycle": round(per_cycle, 6) if per_cycle else None,
             "service_ns_mean": round(S / 1000, 3), "rho": round(rho, 6) if rho is not None else None,
-            "throughput_per_cycle": round(thr, 6) if thr else None,
+            "throughput_per_cycle": round(thr, 6) if thr else None, "growth_agrees_with_rho": agrees,
             "backlog": {"max": int(q.max()) if n else 0, "end": int(q[-1]) if n else 0,
                         "growth_per_cycle": round(growth, 6),
-                        "expected_growth_per_cycle": round(max(0.0, 1 - 1 / rho) * per_cycle, 6)
-                        if rho and per_cycle else None},
+                        "expected_growth_per_cycle": expected},
             "queue_wait": summary_ns(table["queue_wait_ps"]), "reaction": summary_ns(table["reaction_ps"])}
 
 

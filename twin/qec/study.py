@@ -550,7 +550,7 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         res = r.result
         le_loop, le_direct = r.logical_errors_loop, r.logical_errors_direct
         table = request_table(r)
-        tables.append((f"{pl.device}:{pl.mode}", table))
+        tables.append((placement_label(pl.device, pl.mode, pl.workers, pl.order), table))
         cycle = traffic.period_ps if traffic.mode == "open_loop" and traffic.period_ps else None
         stream = stream_summary(table, cycle, pl.workers)
         s = {"device": pl.device, "mode": pl.mode, **({"model": pl.model} if pl.model != "sim" else {}),
@@ -608,6 +608,15 @@ def traffic_document(sc: DecodeScenario) -> dict:
     return doc
 
 
+def placement_label(device: str, mode: str, workers: int = 1, order: str = "in_order") -> str:
+    """A placement's name in the files and plots: ``device:mode``, with ``:xN:order`` for N > 1 workers."""
+    return f"{device}:{mode}" + (f":x{workers}:{order}" if workers > 1 else "")
+
+
+def _label(s: dict) -> str:
+    return placement_label(s["device"], s["mode"], s.get("workers", 1), s.get("order", "in_order"))
+
+
 def print_decode(study: DecodeStudy, console) -> None:
     """The terminal table of a decode study."""
     from rich.table import Table
@@ -644,7 +653,7 @@ def print_decode(study: DecodeStudy, console) -> None:
         c = s["cost"]
         compute = (f"compute {c['how']} {c['base_ns']:g} ns + {c['per_event_ns']:g} ns per detection event (mean "
                    f"{s['compute_ns_mean']:g} ns)") if "base_ns" in c else f"compute: {c['how']}"
-        console.print(f"{s['device']} ({s['mode']}): {compute}; decoding in the loop "
+        console.print(f"{_label(s)}: {compute}; decoding in the loop "
                       f"{tp['loop_decode_requests_per_s']:,.0f} requests/s, direct "
                       f"{tp['direct_decode_requests_per_s']:,.0f} requests/s (this machine); engine {s['engine']}, "
                       f"{s['replies_checked']:,} replies checked byte for byte by the card")
@@ -671,15 +680,15 @@ def write_decode_outputs(study: DecodeStudy, out: Path) -> list[Path]:
     with queue_csv.open("w") as f:
         f.write("placement,t_ps,depth\n")
         for s, (tq, depth) in zip(doc["placements"], study.queues):
-            f.writelines(f"{s['device']}:{s['mode']},{int(t)},{int(d)}\n" for t, d in zip(tq, depth))
+            f.writelines(f"{_label(s)},{int(t)},{int(d)}\n" for t, d in zip(tq, depth))
     if study.tables is not None:
         write_requests_csv(requests_csv, study.tables)
     fig, ax = plt.subplots(figsize=(8, 4))
     for s, r in zip(doc["placements"], study.runs):
         rtt = r.result.rtt_ps / 1e6
         react = (r.result.t_back - r.result.t_send) / 1e6
-        ax.plot(np.arange(1, len(rtt) + 1), rtt, ".", ms=1, label=f"{s['device']} ({s['mode']}) round trip")
-        ax.plot(np.arange(1, len(react) + 1), react, ".", ms=1, label=f"{s['device']} ({s['mode']}) reaction")
+        ax.plot(np.arange(1, len(rtt) + 1), rtt, ".", ms=1, label=f"{_label(s)} round trip")
+        ax.plot(np.arange(1, len(react) + 1), react, ".", ms=1, label=f"{_label(s)} reaction")
     if doc["deadline_ns"]:
         ax.axhline(doc["deadline_ns"] / 1000, color="r", lw=1, label="deadline")
     ax.set_xlabel("request")
@@ -691,7 +700,7 @@ def write_decode_outputs(study: DecodeStudy, out: Path) -> list[Path]:
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(8, 4))
     for s, (tq, depth) in zip(doc["placements"], study.backlogs or study.queues):
-        ax.step((tq - tq[0]) / 1e6, depth, where="post", label=f"{s['device']} ({s['mode']})")
+        ax.step((tq - tq[0]) / 1e6, depth, where="post", label=_label(s))
     ax.set_xlabel("time (µs)")
     ax.set_ylabel("requests waiting for a decoder" if study.backlogs else "requests in the card (queue depth)")
     ax.set_title(f"{doc['scenario']}: backlog vs time")
