@@ -61,17 +61,28 @@ def test_one_window_is_whole_shot_matching_and_the_stream_equals_the_batch():
     assert np.array_equal(np.array(served), batch[:300])
 
 
+def _windowed_against_whole(shots: int, widths: tuple[int, ...], seed: int):
+    w = sample("surface", 3, 12, 3e-3, shots, seed=seed)
+    whole = int(logical_errors(_whole(w), w).sum())
+    lo, hi = interval(whole, shots, "wilson", 0.95)
+    for W in widths:
+        errs = int(logical_errors(SlidingWindowDecoder(w.circuit, W, 3).decode_batch(w.detectors), w).sum())
+        assert lo <= errs / shots <= hi, (W, errs, whole)
+    return w, whole, hi
+
+
+def test_windowed_ler_within_the_whole_shot_interval_small():
+    """The acceptance below on 4,000 shots (about 100 logical errors), W = 2d, C = d."""
+    _windowed_against_whole(4000, (6,), seed=6)
+
+
+@pytest.mark.slow
 def test_windowed_ler_within_the_whole_shot_interval():
     """d = 3, 12 rounds, p = 3e-3: W = 2d and 3d with C = d stay within the whole-shot LER's 95 %
     interval; windows that do not overlap (W = C = d) are measurably worse, so the check can fail."""
     shots = 20_000
-    w = sample("surface", 3, 12, 3e-3, shots, seed=5)
-    whole = int(logical_errors(_whole(w), w).sum())
-    lo, hi = interval(whole, shots, "wilson", 0.95)
+    w, whole, hi = _windowed_against_whole(shots, (6, 9), seed=5)
     assert whole > 200  # enough errors for a meaningful interval
-    for W in (6, 9):
-        errs = int(logical_errors(SlidingWindowDecoder(w.circuit, W, 3).decode_batch(w.detectors), w).sum())
-        assert lo <= errs / shots <= hi, (W, errs, whole)
     bare = int(logical_errors(SlidingWindowDecoder(w.circuit, 3, 3).decode_batch(w.detectors), w).sum())
     assert bare / shots > hi
 
