@@ -589,6 +589,14 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         tb = np.linspace(int(table["arrival_ps"].min()), int(table["start_ps"].max()), 200).astype(np.int64)
         backlogs.append((tb, backlog(table["arrival_ps"], table["start_ps"], tb)))
         doc["placements"].append(s)
+    if d.per == "window" and runs and pm_errors is not None:  # the windowed decode against whole-shot matching
+        k = runs[0].logical_errors_direct
+        lo, hi = doc["stim_pymatching"]["ci"]
+        doc["windowed_vs_whole_shot"] = {
+            "windowed": {"logical_errors": k, "ler": k / shots,
+                         "ci": list(interval(k, shots, d.interval, d.confidence))},
+            "whole_shot": {"logical_errors": pm_errors, "ler": pm_errors / shots, "ci": [lo, hi]},
+            "windowed_within_whole_shot_ci": bool(lo <= k / shots <= hi)}
     return DecodeStudy(doc, runs, queues, tables, backlogs)
 
 
@@ -648,6 +656,12 @@ def print_decode(study: DecodeStudy, console) -> None:
                       f"({doc['interval']['method']}, {doc['interval']['confidence']:.0%})")
     else:
         console.print(f"stim+PyMatching direct: n/a, {pm['how']}")
+    ww = doc.get("windowed_vs_whole_shot")
+    if ww:
+        win = doc["workload"]["window"]
+        console.print(f"sliding windows (W={win['rounds']}, C={win['commit']}): LER {ww['windowed']['ler']:.2e} "
+                      f"against whole-shot matching {ww['whole_shot']['ler']:.2e}: "
+                      + ("within" if ww["windowed_within_whole_shot_ci"] else "OUTSIDE") + " its interval")
     for s in doc["placements"]:
         tp = {k: (v or float("nan")) for k, v in s["throughput"].items()}
         c = s["cost"]
