@@ -255,7 +255,7 @@ DEC: dict[str, list[Case]] = {
     "decode.per": [C("decode", {"decode.per": "round"}, {"decode.rounds": 2})],
     "decode.frame_bytes": [C("decode", {"decode.frame_bytes": 48})],
     "decode.decoder": [C("decode", {"decode.decoder": "matching"}),
-                       C("decode", {"decode.decoder": "lookup"}, WINDOW, refused="decode.decoder")],  # windows: matching
+                       C("decode", {"decode.decoder": "lookup"}, WINDOW, refused="decode.decoder")],  # windows
     "decode.function": [C("decode", {"decode.function": "examples.rep3_rule:no_such"}, refused="decode.function"),
                         C("decode", {"decode.function": "examples.rep3_rule:decode"}, refused="decode.function")],
     "decode.cost.how": [C("decode", {"decode.cost.how": "host_timed"})],

@@ -174,7 +174,9 @@ class DecodeRun:
     time per request (int64 ps); cost: the cost model's description; decode_wall_s: wall-clock
     seconds of the consumer's batched decode; direct_wall_s: of the direct decode; extra: the engine
     used and the replies the card checked byte for byte (``engine``, ``replies_checked``), the hosted
-    consumer's statistics (``served``; chain: ``waited_for_rearm``, ``trigger_ps`` per request).
+    consumer's statistics (``served``; chain: ``waited_for_rearm``, ``trigger_ps`` per request;
+    ``decode_ready_ps`` / ``decode_start_ps`` / ``decode_end_ps`` / ``decode_busy_ps`` per request,
+    int64 ps, for a hosted consumer; with workers > 1 ``executor`` and ``held_ps`` per request).
     """
 
     workload: Workload
