@@ -186,11 +186,15 @@ class LinkCard:
             self.reply_timeouts += 1
 
     def _ready(self, seq: int) -> bool:
-        return self.enc.ready(self.replies.buf, slot_offset(seq, self.slots, self.slot_bytes), seq, self.slot_bytes)
+        return self.enc.ready(self.replies.buf, self._base(seq), seq, self.slot_bytes)
+
+    def _base(self, seq: int) -> int:
+        return slot_offset(seq, self.slots, self.slot_bytes)
 
     def _first_ready(self) -> int | None:
-        """The outstanding request whose reply is complete with the lowest index (as-ready), or None."""
-        return next((i for i, (s, _, _) in enumerate(self._outstanding) if self._ready(s)), None)
+        """The slot base of the outstanding reply that is complete with the lowest sequence number
+        (as-ready), or None."""
+        return next((self._base(s) for s, _, _ in self._outstanding if self._ready(s)), None)
 
     def _watch(self) -> None:
         self._watching = True
@@ -199,12 +203,15 @@ class LinkCard:
                             lambda t: self.kernel.after(self.p.reply_read_ps, self._have, self._first_ready()))
             return
         seq, _, _ = self._outstanding[0]
-        self.poller.arm(lambda: self._ready(seq), lambda t: self.kernel.after(self.p.reply_read_ps, self._have, 0))
+        base = self._base(seq)
+        self.poller.arm(lambda: self._ready(seq), lambda t: self.kernel.after(self.p.reply_read_ps, self._have, base))
 
-    def _have(self, i: int) -> None:
+    def _have(self, base: int) -> None:
+        """The card reads out the reply in the slot at ``base`` (the oldest outstanding one, or as
+        ready the first complete one) and checks it."""
+        i = next(j for j, (s, _, _) in enumerate(self._outstanding) if self._base(s) == base)
         seq, t_in, payload = self._outstanding[i]
         del self._outstanding[i]
-        base = slot_offset(seq, self.slots, self.slot_bytes)
         got = self.enc.payload(self.replies.buf, base)
         h = self.enc.header(self.replies.buf, base)
         want, fails = self._expect.pop(seq)
