@@ -102,6 +102,11 @@ FREEZE = {"faults": {"host_freeze": [{"at": "100 us", "duration": "20 us"}]}}
 LIVE_FAULT = {"nodes[2].bridge.fault": {"kind": "die", "round": 50}}
 QB = "qblox.sequencers"
 FITTED = {"decode.cost.how": "fitted", "decode.cost.file": "DECCOST1"}  # a fitted lookup cost (the runner writes it)
+WINDOW = {"decode.code": "surface", "decode.rounds": 6, "decode.p": 0.01, "decode.shots": 100,
+          "decode.decoder": "matching", "decode.per": "window", "decode.window": {"rounds": 6, "commit": 2}}
+SLOW = {"traffic": {"mode": "open_loop", "period": "1 us"}, "decode.cost.fixed": "1500 ns"}
+ORDER = {"traffic": {"mode": "open_loop", "period": "300 ns"}, "decode.decoder": "matching",
+         "decode.placements[0].workers": 2}
 
 
 def traffic_cases(base: str, t: str, open_pre: dict, closed_pre: dict) -> dict[str, list[Case]]:
@@ -250,7 +255,8 @@ DEC: dict[str, list[Case]] = {
     "decode.shots": [C("decode", {"decode.shots": 200})],
     "decode.per": [C("decode", {"decode.per": "round"}, {"decode.rounds": 2})],
     "decode.frame_bytes": [C("decode", {"decode.frame_bytes": 48})],
-    "decode.decoder": [C("decode", {"decode.decoder": "matching"})],
+    "decode.decoder": [C("decode", {"decode.decoder": "matching"}),
+                       C("decode", {"decode.decoder": "lookup"}, WINDOW, refused="decode.decoder")],  # windows
     "decode.function": [C("decode", {"decode.function": "examples.rep3_rule:no_such"}, refused="decode.function"),
                         C("decode", {"decode.function": "examples.rep3_rule:decode"}, refused="decode.function")],
     "decode.cost.how": [C("decode", {"decode.cost.how": "host_timed"}),
@@ -268,6 +274,20 @@ DEC: dict[str, list[Case]] = {
                          C("decode", {"decode.cost.file": DELETE}, FITTED, refused="decode.cost.file")],
     "decode.interval": [C("decode", {"decode.interval": "clopper_pearson"})],
     "decode.confidence": [C("decode", {"decode.confidence": 0.5})],
+    # a windowed stream (issue 13): the surface code, six rounds, matching on each window's sub-graph
+    "decode.window.rounds": [C("decode", {"decode.window.rounds": 4}, WINDOW),
+                             C("decode", {"decode.window.rounds": 1}, WINDOW, refused="decode.window.commit")],
+    "decode.window.commit": [C("decode", {"decode.window.commit": 3}, WINDOW),
+                             C("decode", {"decode.window": {"rounds": 6, "commit": 2}}, refused="decode.window")],
+    # parallel decoders on a stream that one decoder cannot keep up with
+    "decode.placements[].workers": [C("decode", {"decode.placements[0].workers": 2}, SLOW),
+                                    C("decode", {"decode.placements[0].workers": 2},
+                                      {"decode.placements[0].model": "rtl", "decode.placements[0].device": "v80"},
+                                      refused="decode.placements[0].workers")],
+    # matching's time varies with the detection events: a short request overtakes a long one
+    "decode.placements[].order": [C("decode", {"decode.placements[0].order": "as_ready"}, ORDER),
+                                  C("decode", {"decode.placements[0].order": "as_ready"},
+                                    refused="decode.placements[0].order")],  # one worker
     "decode.placements[].device": [C("decode", {"decode.placements[0].device": "epyc9755"})],
     "decode.placements[].mode": [C("decode", {"decode.placements[0].mode": "worker"})],
     "decode.placements[].model": [C("decode", {"decode.placements[0].model": "rtl"},

@@ -37,7 +37,7 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
     shots = args.shots or ld.sc.decode.shots
     d = ld.sc.decode
     from twin.qec.workload import sample
-    total = shots * sample(d.code, d.distance, d.rounds, d.p, 1, per=d.per).requests_per_shot
+    total = shots * sample(d.code, d.distance, d.rounds, d.p, 1, per=d.per, window=d.window_tuple()).requests_per_shot
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=args.quiet) as bar:
         tasks = {}

@@ -20,7 +20,9 @@ Schema (keys; optional keys show their default)::
       p: 0.001                               # physical error rate
       noise: circuit | code_capacity
       shots: 100000
-      per: shot | round                      # one request per shot, or per QEC round of each shot
+      per: shot | round | window             # one request per shot, per QEC round, or per sliding window
+      window: null | {rounds: W, commit: C}  # per: window: each request carries W rounds, the decoder
+                                             # commits C and the window slides by C (matching only)
       frame_bytes: null                      # default: the syndrome in whole 16-byte pieces
       decoder: lookup | matching | function
       function: null | "package.module:callable" | a registered function name   # decoder: function
@@ -29,13 +31,18 @@ Schema (keys; optional keys show their default)::
       interval: wilson | clopper_pearson     # confidence interval of the logical error rate
       confidence: 0.95
       placements: [{device: <consumer in calibration>, mode: inline | worker | external_self |
-            external_routed | chain}]        # one loop per placement
+            external_routed | chain, workers: 1,     # N parallel decoders sharing the request queue
+            order: in_order | as_ready}]             # workers > 1: reply order; one loop per placement
 
 For every placement the study reports: corrections identical to the direct decode (same shots,
 byte for byte), the card's mismatches, logical errors and rate with its interval for the loop,
-for the direct decode and for stim+PyMatching run directly on the same shots, round-trip
-percentiles, deadline misses, the largest backlog, and the decode throughput of the loop's
-batched decode beside the direct decode's. Plots: round trip vs request, queue depth vs time.
+for the direct decode and for stim+PyMatching run directly on the same shots (and, for windows,
+the whole-shot decode of the same shots), the reaction time (a request's last syndrome round
+measured -> its correction at the control system) and the card-boundary round trip, deadline
+misses, the stream (throughput, the backlog: requests waiting anywhere for a decoder, its growth
+per cycle against the expected ``1 - N T / S``, rho), and the decode throughput of the loop's
+batched decode beside the direct decode's. Files: results.json, requests.csv (every request),
+queue_depth.csv; plots: latency vs request, backlog vs time.
 """
 from __future__ import annotations
 
@@ -89,13 +96,26 @@ class Cost(_Strict):
 
 
 class Placement(_Strict):
-    """Where the decoder runs: a consumer of the parameter set, a hosting mode, and the model that
-    stands for the consumer (``sim``, ``code``, ``rtl``, ``live`` with its ``bridge``)."""
+    """Where the decoder runs: a consumer of the parameter set, a hosting mode, the model that
+    stands for the consumer (``sim``, ``code``, ``rtl``, ``live`` with its ``bridge``), the number
+    of parallel decoders sharing its request queue (``workers``) and their reply ``order``."""
 
     device: str
     mode: Literal[MODES] = "inline"  # type: ignore[valid-type]
     model: Literal["sim", "code", "rtl", "live"] = "sim"
     bridge: Bridge | None = None
+    workers: int = Field(1, ge=1, le=1024, strict=True)
+    order: Literal["in_order", "as_ready"] = "in_order"
+
+    @model_validator(mode="after")
+    def _workers(self):
+        if self.workers > 1 and self.model in ("rtl", "live"):
+            raise Located(("workers",), self.workers, f"a {self.model} consumer is its own design (one serving "
+                          "engine); parallel decoders are modelled for sim and code placements")
+        if "order" in self.model_fields_set and self.workers == 1:
+            raise Located(("order",), self.order, "one worker replies in order either way; order applies to "
+                          "workers > 1")
+        return self
 
     @model_validator(mode="after")
     def _bridge(self):
@@ -103,6 +123,20 @@ class Placement(_Strict):
             raise Located(("bridge",), "<missing>", "model live needs a bridge block (backend: shm | cuda | udp)")
         if self.model != "live" and self.bridge is not None:
             raise Located(("bridge",), self.bridge.backend, f"a bridge block is for model live, not {self.model}")
+        return self
+
+
+class Window(_Strict):
+    """A sliding window (:mod:`twin.qec.window`): ``rounds`` W per window, ``commit`` C rounds
+    committed per window (the window slides by C)."""
+
+    rounds: int = Field(ge=1, le=101, strict=True)
+    commit: int = Field(ge=1, le=101, strict=True)
+
+    @model_validator(mode="after")
+    def _commit(self):
+        if self.commit > self.rounds:
+            raise Located(("commit",), self.commit, f"a window commits at most its {self.rounds} rounds")
         return self
 
 
@@ -115,7 +149,8 @@ class Decode(_Strict):
     p: float = Field(1e-3, ge=0, lt=0.5)
     noise: Literal["circuit", "code_capacity"] = "circuit"
     shots: int = Field(100_000, gt=0, le=10_000_000, strict=True)
-    per: Literal["shot", "round"] = "shot"
+    per: Literal["shot", "round", "window"] = "shot"
+    window: Window | None = None
     frame_bytes: int | None = Field(None, gt=0, le=65_535)
     decoder: Literal["lookup", "matching", "function"] = "lookup"
     function: str | None = None
@@ -123,6 +158,30 @@ class Decode(_Strict):
     interval: Literal["wilson", "clopper_pearson"] = "wilson"
     confidence: float = Field(0.95, gt=0, lt=1)
     placements: list[Placement] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _window(self):
+        if self.per == "window" and self.window is None:
+            raise Located(("window",), "<missing>", "per: window needs a window: {rounds: W, commit: C}")
+        if self.window is not None and self.per != "window":
+            raise Located(("window",), "{...}", f"a window is for per: window (per is {self.per})")
+        if self.window is not None and self.decoder != "matching":
+            raise Located(("decoder",), self.decoder, "windowed decoding runs PyMatching on each window's "
+                          "sub-graph: decoder: matching")
+        return self
+
+    def window_tuple(self) -> tuple[int, int] | None:
+        """``(W, C)`` of the window, or None."""
+        return None if self.window is None else (self.window.rounds, self.window.commit)
+
+    def requests_per_shot(self) -> int:
+        """Requests per shot (stim's memory circuits have rounds + 1 detector times: the final readout)."""
+        if self.per == "shot":
+            return 1
+        if self.per == "round":
+            return self.rounds
+        from twin.qec.window import window_starts
+        return len(window_starts(self.rounds + 1, self.window.rounds, self.window.commit))
 
 
 class DecodeScenario(_Strict):
@@ -145,7 +204,10 @@ class DecodeScenario(_Strict):
     def _horizon(self):
         from twin.scenario.schema import check_horizon
         d = self.decode
-        check_horizon(self.traffic, d.shots * (d.rounds if d.per == "round" else 1), ("traffic",))
+        check_horizon(self.traffic, d.shots * d.requests_per_shot(), ("traffic",))
+        if d.per == "window" and self.traffic.gaps is not None:
+            raise Located(("traffic", "gaps"), "{...}", "a windowed stream's requests leave when their last round "
+                          "is measured (traffic.period is the QEC cycle); random gaps do not apply")
         return self
 
     @model_validator(mode="after")
@@ -193,7 +255,7 @@ def load_decode(path: str | Path) -> LoadedDecode:
         raise ConfigError(path, "control", sc.control, "a RoCE parameter set's controller is the FPGA itself "
                           "(its ERNIC sends the requests): control: on_card")
     from twin.scenario.load import resolve_gaps_file
-    requests = sc.decode.shots * (sc.decode.rounds if sc.decode.per == "round" else 1)
+    requests = sc.decode.shots * sc.decode.requests_per_shot()
     resolve_gaps_file(path, "traffic", sc.traffic, requests)
     for i, pl in enumerate(sc.decode.placements):
         if pl.device not in params.consumers:
@@ -414,12 +476,17 @@ class DecodeStudy:
     document: the results.json mapping (deterministic for a seed; each placement's ``throughput``
     is the wall clock of this machine and is printed, not written); runs: one
     :class:`twin.qec.loop.DecodeRun` per placement (per-request timestamps, corrections, hops);
-    queues: per placement ``(t_ps, depth)``, the requests in the card at 200 instants (int64).
+    queues: per placement ``(t_ps, depth)``, the requests in the card at 200 instants (int64);
+    tables: per placement ``(name, request table)`` (:func:`twin.qec.streaming.request_table`);
+    backlogs: per placement ``(t_ps, backlog)``, the requests waiting anywhere for a decoder at 200
+    instants (:func:`twin.qec.streaming.backlog`).
     """
 
     document: dict
     runs: list
     queues: list
+    tables: list = None
+    backlogs: list = None
 
 
 def build_decoder(ld: LoadedDecode, w):
@@ -453,7 +520,7 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     shots = shots or d.shots
     seed = sc.seed if seed is None else seed
     w = sample(d.code, d.distance, d.rounds, d.p, shots, seed=seed, noise=d.noise, frame_bytes=d.frame_bytes,
-               per=d.per)
+               per=d.per, window=d.window_tuple())
     decoder = build_decoder(ld, w)
     pm, pm_how = _pymatching_direct(w.circuit, w.detectors)
     pm_errors = None if pm is None else int((pm != w.observables).any(axis=1).sum())
@@ -468,8 +535,13 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
            "workload": {"code": d.code, "distance": d.distance, "rounds": d.rounds, "p": d.p, "noise": d.noise,
                         "shots": shots, "detectors": w.n_detectors, "observables": w.n_observables,
                         "frame_bytes": w.frame_bytes, "requests": w.requests,
-                        "per_request": "one shot's detection events" if d.per == "shot" else
-                        "one QEC round's detection events (the consumer decodes the shot's events so far)"},
+                        "per_request": {"shot": "one shot's detection events",
+                                        "round": "one QEC round's detection events (the consumer decodes the "
+                                                 "shot's events so far)",
+                                        "window": "one sliding window's detection events (the consumer decodes "
+                                                  "the window, commits its first rounds and slides)"}[d.per],
+                        **({"window": {"rounds": d.window.rounds, "commit": d.window.commit,
+                                       "windows_per_shot": w.requests_per_shot}} if d.window else {})},
            "decoder": {"kind": d.decoder, "name": decoder.name, "function": d.function},
            "traffic": traffic_document(sc),
            "deadline_ns": deadline_ps / 1000 if deadline_ps else None,
@@ -483,9 +555,12 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         doc["stim_pymatching"] = {"logical_errors": None, "how": pm_how}
     runs = []
     queues = []
+    tables = []
+    backlogs = []
     from twin.calibration.roce import RoceParamSet
     from twin.nodes.models import Situation, refusal
     from twin.qec.loop import session_function
+    from twin.qec.streaming import backlog, request_table, stream_summary
     fn = session_function(decoder, w.name)
     for i, pl in enumerate(d.placements):  # before any loop runs: can each model stand there?
         why = refusal("consumer", pl.model, Situation(
@@ -506,13 +581,18 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
                            encoding="classic" if sc.encoding == "default" else sc.encoding,
                            external_control=sc.control == "aurora", progress=cb, engine=engine,
                            verify_rounds=verify_rounds, model=pl.model,
-                           bridge=pl.bridge.settings() if pl.bridge else None)
+                           bridge=pl.bridge.settings() if pl.bridge else None, workers=pl.workers, order=pl.order)
         except FunctionFailed as e:
             raise function_failure(ld, w, e) from None
         runs.append(r)
         res = r.result
         le_loop, le_direct = r.logical_errors_loop, r.logical_errors_direct
+        table = request_table(r)
+        tables.append((placement_label(pl.device, pl.mode, pl.workers, pl.order), table))
+        cycle = traffic.period_ps if traffic.mode == "open_loop" and traffic.period_ps else None
+        stream = stream_summary(table, cycle, pl.workers)
         s = {"device": pl.device, "mode": pl.mode, **({"model": pl.model} if pl.model != "sim" else {}),
+             **({"workers": pl.workers, "order": pl.order} if pl.workers > 1 else {}),
              "function": {"id": r.function.id, "name": r.function.name},
              "kind": ld.params.consumers[pl.device].kind, "shots": shots, "requests": w.requests,
              "identical_corrections": int((r.corrections == r.direct).all(axis=1).sum()),
@@ -524,7 +604,9 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
                     "direct": list(interval(le_direct, shots, d.interval, d.confidence))},
              "cost": r.cost, "compute_ns_mean": round(float(r.compute_ps.mean()) / 1000, 3) if "base_ns" in r.cost
              else None,
-             "backlog_max": int(res.stats.get("backlog_max", 0)),
+             "backlog_max": stream["backlog"]["max"],
+             "card_backlog_max": int(res.stats.get("backlog_max", 0)),
+             "reaction": stream["reaction"], "stream": stream,
              "rtt": summary_ns(res.rtt_ps)}
         if "base_ns" in r.cost:  # the decoder's own time per request, beside the round trip
             s["decoder_only"] = summary_ns(r.compute_ps)
@@ -544,8 +626,18 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         if pl.mode == "chain":
             s["waited_for_rearm"] = int(r.extra["waited_for_rearm"])
         queues.append((tq, queue_depth(res, tq)))
+        tb = np.linspace(int(table["arrival_ps"].min()), int(table["start_ps"].max()), 200).astype(np.int64)
+        backlogs.append((tb, backlog(table["arrival_ps"], table["start_ps"], tb)))
         doc["placements"].append(s)
-    return DecodeStudy(doc, runs, queues)
+    if d.per == "window" and runs and pm_errors is not None:  # the windowed decode against whole-shot matching
+        k = runs[0].logical_errors_direct
+        lo, hi = doc["stim_pymatching"]["ci"]
+        doc["windowed_vs_whole_shot"] = {
+            "windowed": {"logical_errors": k, "ler": k / shots,
+                         "ci": list(interval(k, shots, d.interval, d.confidence))},
+            "whole_shot": {"logical_errors": pm_errors, "ler": pm_errors / shots, "ci": [lo, hi]},
+            "windowed_within_whole_shot_ci": bool(lo <= k / shots <= hi)}
+    return DecodeStudy(doc, runs, queues, tables, backlogs)
 
 
 def traffic_document(sc: DecodeScenario) -> dict:
@@ -564,27 +656,49 @@ def traffic_document(sc: DecodeScenario) -> dict:
     return doc
 
 
+def placement_label(device: str, mode: str, workers: int = 1, order: str = "in_order") -> str:
+    """A placement's name in the files and plots: ``device:mode``, with ``:xN:order`` for N > 1 workers."""
+    return f"{device}:{mode}" + (f":x{workers}:{order}" if workers > 1 else "")
+
+
+def _label(s: dict) -> str:
+    return placement_label(s["device"], s["mode"], s.get("workers", 1), s.get("order", "in_order"))
+
+
 def print_decode(study: DecodeStudy, console) -> None:
-    """The terminal table of a decode study: per placement a row of round-trip percentiles and,
+    """The terminal table of a decode study: per placement a row of reaction-time percentiles and,
     under it, the decoder's own time per request (``decoder only``)."""
+    from rich import box
     from rich.table import Table
     doc = study.document
     w = doc["workload"]
-    tb = Table(title=f"{doc['scenario']}: {w['code']} d={w['distance']} rounds={w['rounds']} p={w['p']:g}, "
+    tb = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True,
+               title=f"{doc['scenario']}: {w['code']} d={w['distance']} rounds={w['rounds']} p={w['p']:g}, "
                      f"{w['shots']} shots, {w['requests']} requests, {doc['decoder']['kind']} decoder")
-    for col in ("device", "mode", "differ", "mism.", "LER loop [CI]", "LER direct", "p50", "p99", "p99.9",
-                "misses", "backlog"):
-        tb.add_column(col, justify="left" if col in ("device", "mode") else "right", no_wrap=col == "mode")
+    for col in ("device", "mode", "differ/mism.", "p50 µs", "p99 µs", "p99.9 µs", "misses", "backlog", "growth",
+                "ρ-growth"):
+        tb.add_column(col, justify="left" if col in ("device", "mode") else "right", no_wrap=True)
+    for s in doc["placements"]:
+        b = s["stream"]["backlog"]
+        exp = b["expected_growth_per_cycle"]
+        tb.add_row(s["device"], s["mode"] + (f" ×{s['workers']} {s['order']}" if "workers" in s else ""),
+                   f"{s['requests'] - s['identical_corrections']}/{s['card_mismatches']}",
+                   *(f"{s['reaction'][k] / 1000:.3f}" for k in ("p50_ns", "p99_ns", "p999_ns")),
+                   str(s.get("deadline_misses", "-")), str(s["backlog_max"]),
+                   f"{b['growth_per_cycle']:.3f}", "-" if exp is None else f"{exp:.3f}")
+        if "decoder_only" in s:  # the decoder's own time per request, beside the reaction time
+            tb.add_row("", " decoder only", "",
+                       *(f"{s['decoder_only'][k] / 1000:.3f}" for k in ("p50_ns", "p99_ns", "p999_ns")), "", "", "", "")
+    console.print(tb)
+    console.print("p50/p99/p99.9: reaction time, a request's last syndrome round measured -> its correction at the "
+                  "control system (decoder only: the decoder's own time); differ/mism.: corrections that differ "
+                  "from the direct decode / replies the card found wrong; backlog: "
+                  "requests sent and not yet started by a decoder (max); growth: backlog per QEC cycle, ρ-growth "
+                  "the expected max(0, 1 - 1/ρ) x arrivals per cycle with ρ = S / (N T_a)")
     for s in doc["placements"]:
         lo, hi = s["ci"]["loop"]
-        tb.add_row(s["device"], s["mode"], str(s["requests"] - s["identical_corrections"]), str(s["card_mismatches"]),
-                   f"{s['ler']['loop']:.2e} [{lo:.1e},{hi:.1e}]", f"{s['ler']['direct']:.2e}",
-                   *(f"{s['rtt'][k] / 1000:.3f} µs" for k in ("p50_ns", "p99_ns", "p999_ns")),
-                   str(s.get("deadline_misses", "-")), str(s["backlog_max"]))
-        if "decoder_only" in s:  # the decoder's own time per request, beside the round trip
-            tb.add_row("", "decoder only", "", "", "", "",
-                       *(f"{s['decoder_only'][k] / 1000:.3f} µs" for k in ("p50_ns", "p99_ns", "p999_ns")), "", "")
-    console.print(tb)
+        console.print(f"{_label(s)}: LER in the loop {s['ler']['loop']:.2e} [{lo:.1e}, {hi:.1e}], decoded directly "
+                      f"{s['ler']['direct']:.2e}")
     pm = doc["stim_pymatching"]
     if pm["logical_errors"] is not None:
         console.print(f"stim+PyMatching direct on the same shots: {pm['logical_errors']} logical errors, "
@@ -592,57 +706,71 @@ def print_decode(study: DecodeStudy, console) -> None:
                       f"({doc['interval']['method']}, {doc['interval']['confidence']:.0%})")
     else:
         console.print(f"stim+PyMatching direct: n/a, {pm['how']}")
+    ww = doc.get("windowed_vs_whole_shot")
+    if ww:
+        win = doc["workload"]["window"]
+        console.print(f"sliding windows (W={win['rounds']}, C={win['commit']}): LER {ww['windowed']['ler']:.2e} "
+                      f"against whole-shot matching {ww['whole_shot']['ler']:.2e}: "
+                      + ("within" if ww["windowed_within_whole_shot_ci"] else "OUTSIDE") + " its interval")
     for s in doc["placements"]:
         tp = {k: (v or float("nan")) for k, v in s["throughput"].items()}
         c = s["cost"]
         drawn = " + a residual drawn from the fit's quantiles" if c["how"] == "fitted" else ""
         compute = (f"compute {c['how']} {c['base_ns']:g} ns + {c['per_event_ns']:g} ns per detection event{drawn} "
                    f"(mean {s['compute_ns_mean']:g} ns)") if "base_ns" in c else f"compute: {c['how']}"
-        console.print(f"{s['device']} ({s['mode']}): {compute}; decoding in the loop "
+        console.print(f"{_label(s)}: {compute}; decoding in the loop "
                       f"{tp['loop_decode_requests_per_s']:,.0f} requests/s, direct "
                       f"{tp['direct_decode_requests_per_s']:,.0f} requests/s (this machine); engine {s['engine']}, "
                       f"{s['replies_checked']:,} replies checked byte for byte by the card")
 
 
 def write_decode_outputs(study: DecodeStudy, out: Path) -> list[Path]:
-    """results.json (deterministic for a seed: no wall-clock numbers), queue_depth.csv (requests
-    in the card at 200 instants per placement: placement, t_ps, depth), latency_vs_round.png,
-    backlog_vs_time.png. Returns the paths written."""
+    """results.json (deterministic for a seed: no wall-clock numbers), requests.csv (every request:
+    :func:`twin.qec.streaming.write_requests_csv`), queue_depth.csv (requests in the card at 200
+    instants per placement: placement, t_ps, depth), latency_vs_round.png (reaction time per
+    request), backlog_vs_time.png (requests waiting anywhere for a decoder). Returns the paths written."""
     import matplotlib
+
+    from twin.qec.streaming import write_requests_csv
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     out.mkdir(parents=True, exist_ok=True)
     doc = study.document
     clean = dict(doc)
     clean["placements"] = [{k: v for k, v in s.items() if k != "throughput"} for s in doc["placements"]]
-    paths = [out / "results.json", out / "latency_vs_round.png", out / "backlog_vs_time.png"]
-    paths[0].write_text(json.dumps(clean, indent=2, sort_keys=True, default=float) + "\n")
-    paths.insert(1, out / "queue_depth.csv")
-    with paths[1].open("w") as f:
+    results, queue_csv, requests_csv = out / "results.json", out / "queue_depth.csv", out / "requests.csv"
+    latency_png, backlog_png = out / "latency_vs_round.png", out / "backlog_vs_time.png"
+    paths = [results, queue_csv] + ([requests_csv] if study.tables is not None else []) + [latency_png, backlog_png]
+    results.write_text(json.dumps(clean, indent=2, sort_keys=True, default=float) + "\n")
+    with queue_csv.open("w") as f:
         f.write("placement,t_ps,depth\n")
         for s, (tq, depth) in zip(doc["placements"], study.queues):
-            f.writelines(f"{s['device']}:{s['mode']},{int(t)},{int(d)}\n" for t, d in zip(tq, depth))
+            f.writelines(f"{_label(s)},{int(t)},{int(d)}\n" for t, d in zip(tq, depth))
+    if study.tables is not None:
+        write_requests_csv(requests_csv, study.tables)
     fig, ax = plt.subplots(figsize=(8, 4))
     for s, r in zip(doc["placements"], study.runs):
         rtt = r.result.rtt_ps / 1e6
-        ax.plot(np.arange(1, len(rtt) + 1), rtt, ".", ms=1, label=f"{s['device']} ({s['mode']})")
+        react = (r.result.t_back - r.result.t_send) / 1e6
+        ax.plot(np.arange(1, len(rtt) + 1), rtt, ".", ms=1, label=f"{_label(s)} round trip")
+        ax.plot(np.arange(1, len(react) + 1), react, ".", ms=1, label=f"{_label(s)} reaction")
     if doc["deadline_ns"]:
         ax.axhline(doc["deadline_ns"] / 1000, color="r", lw=1, label="deadline")
     ax.set_xlabel("request")
-    ax.set_ylabel("round trip (µs)")
+    ax.set_ylabel("round trip, reaction time (µs)")
     ax.set_title(f"{doc['scenario']}: latency vs round")
     ax.legend(markerscale=8, fontsize=8)
     fig.tight_layout()
-    fig.savefig(paths[2], dpi=120)
+    fig.savefig(latency_png, dpi=120)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(8, 4))
-    for s, (tq, depth) in zip(doc["placements"], study.queues):
-        ax.step((tq - tq[0]) / 1e6, depth, where="post", label=f"{s['device']} ({s['mode']})")
+    for s, (tq, depth) in zip(doc["placements"], study.backlogs or study.queues):
+        ax.step((tq - tq[0]) / 1e6, depth, where="post", label=_label(s))
     ax.set_xlabel("time (µs)")
-    ax.set_ylabel("requests in the card (queue depth)")
+    ax.set_ylabel("requests waiting for a decoder" if study.backlogs else "requests in the card (queue depth)")
     ax.set_title(f"{doc['scenario']}: backlog vs time")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(paths[3], dpi=120)
+    fig.savefig(backlog_png, dpi=120)
     plt.close(fig)
     return paths
