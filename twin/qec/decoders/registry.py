@@ -134,9 +134,7 @@ def _tesseract(model, name, **kw):
     return SinterDecoder(TesseractSinterDecoder(), model, name, kind="tesseract")
 
 
-@register("relay_bp", requires="relay_bp", doc="Relay-BP (IBM's relay-bp, its sinter decoder's defaults)")
+@register("relay_bp", requires="relay_bp", doc="Relay-BP (IBM's relay-bp core, its sinter wrapper's defaults)")
 def _relay_bp(model, name, **kw):
-    from relay_bp.stim.sinter.decoders import SinterDecoder_RelayBP
-
-    from twin.qec.decoders.sinter_adapter import SinterDecoder
-    return SinterDecoder(SinterDecoder_RelayBP(), model, name, kind="relay_bp")
+    from twin.qec.decoders.relay import RelayBPDecoder
+    return RelayBPDecoder(model, name)

@@ -26,16 +26,17 @@ def sinter_dem(model: stim.Circuit | stim.DetectorErrorModel) -> stim.DetectorEr
 
 
 class SinterDecoder(Decoder):
-    """``inner`` (a ``sinter.Decoder`` instance) compiled for ``model``'s detector error model
-    (:func:`sinter_dem`) with ``compile_decoder_for_dem``; a decoder that implements only
-    ``decode_via_files`` decodes through files in a temporary folder. ``kind``: the cost-model key
-    (``bposd``, ``tesseract``, ``relay_bp``, ``sinter`` for a user's class)."""
+    """``inner`` (a ``sinter.Decoder`` instance, or any object with its methods, as Tesseract's
+    is) compiled for ``model``'s detector error model (:func:`sinter_dem`) with
+    ``compile_decoder_for_dem``; one that implements only ``decode_via_files`` decodes through b8
+    files in a temporary folder. ``kind``: the cost-model key (``bposd``, ``tesseract``, ``sinter``
+    for a user's class). Raises TypeError for an object that is not a sinter decoder."""
 
     def __init__(self, inner, model: stim.Circuit | stim.DetectorErrorModel, name: str = "sinter",
                  kind: str = "sinter"):
-        import sinter
-        if not isinstance(inner, sinter.Decoder):
-            raise TypeError(f"{type(inner).__name__} is not a sinter.Decoder")
+        if not any(callable(getattr(inner, m, None)) for m in ("compile_decoder_for_dem", "decode_via_files")):
+            raise TypeError(f"{type(inner).__name__} is not a sinter decoder (it has neither compile_decoder_for_dem "
+                            "nor decode_via_files)")
         self.inner, self.name, self.kind = inner, name, kind
         self.dem = sinter_dem(model)
         self.n_detectors = self.dem.num_detectors
