@@ -700,7 +700,8 @@ def print_decode(study: DecodeStudy, console) -> None:
 
 
 def write_decode_outputs(study: DecodeStudy, out: Path) -> list[Path]:
-    """results.json (deterministic for a seed: no wall-clock numbers), queue_depth.csv (requests
+    """results.json (deterministic for a seed: no wall-clock numbers), stats.csv (sinter's CSV,
+    :mod:`twin.qec.sinter_stats`; also deterministic), queue_depth.csv (requests
     in the card at 200 instants per placement: placement, t_ps, depth), latency_vs_round.png,
     backlog_vs_time.png. Returns the paths written."""
     import matplotlib
@@ -712,8 +713,10 @@ def write_decode_outputs(study: DecodeStudy, out: Path) -> list[Path]:
     clean["placements"] = [{k: v for k, v in s.items() if k != "throughput"} for s in doc["placements"]]
     paths = [out / "results.json", out / "latency_vs_round.png", out / "backlog_vs_time.png"]
     paths[0].write_text(json.dumps(clean, indent=2, sort_keys=True, default=float) + "\n")
-    paths.insert(1, out / "queue_depth.csv")
-    with paths[1].open("w") as f:
+    from twin.qec.sinter_stats import write_stats_csv
+    paths.insert(1, write_stats_csv(study, out / "stats.csv"))  # sinter's CSV: `sinter plot --in stats.csv`
+    paths.insert(2, out / "queue_depth.csv")
+    with paths[2].open("w") as f:
         f.write("placement,t_ps,depth\n")
         for s, (tq, depth) in zip(doc["placements"], study.queues):
             f.writelines(f"{s['device']}:{s['mode']},{int(t)},{int(d)}\n" for t, d in zip(tq, depth))
@@ -728,7 +731,7 @@ def write_decode_outputs(study: DecodeStudy, out: Path) -> list[Path]:
     ax.set_title(f"{doc['scenario']}: latency vs round")
     ax.legend(markerscale=8, fontsize=8)
     fig.tight_layout()
-    fig.savefig(paths[2], dpi=120)
+    fig.savefig(paths[-2], dpi=120)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(8, 4))
     for s, (tq, depth) in zip(doc["placements"], study.queues):
@@ -738,6 +741,6 @@ def write_decode_outputs(study: DecodeStudy, out: Path) -> list[Path]:
     ax.set_title(f"{doc['scenario']}: backlog vs time")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(paths[3], dpi=120)
+    fig.savefig(paths[-1], dpi=120)
     plt.close(fig)
     return paths
