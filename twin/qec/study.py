@@ -231,11 +231,12 @@ def load_decode(path: str | Path) -> LoadedDecode:
         raise ConfigError(path, "decode.decoder", d.decoder, why)
     circuit = decode_circuit(path, d)
     sinter_inner = resolve_sinter_decoder(d.decoder, path) if d.decoder.startswith("sinter:") else None
+    fn = None
     if d.decoder == "function":
         if not d.function:
             raise ConfigError(path, "decode.function", "<missing>", "decoder: function needs a function "
                               "('package.module:callable', 'lib.so:symbol' or a registered function name)")
-        resolve_function(d.function, path, reply_bytes=-(-circuit.num_observables // 8))
+        fn = resolve_function(d.function, path, reply_bytes=-(-circuit.num_observables // 8))
         for i, pl in enumerate(d.placements):
             if params.consumers[pl.device].kind == "fpga":
                 raise ConfigError(path, f"decode.placements[{i}].device", pl.device,
@@ -265,7 +266,7 @@ def load_decode(path: str | Path) -> LoadedDecode:
         raise ConfigError(path, "decode.frame_bytes", d.frame_bytes,
                           f"the syndrome of {circuit.num_detectors} detectors needs {need}")
     try:  # built once here, so a decoder that cannot take this model is refused at load (e.g. no matching graph)
-        decoder = build_decoder(d, circuit, path, sinter_inner=sinter_inner)
+        decoder = build_decoder(d, circuit, path, sinter_inner=sinter_inner, fn=fn)
     except ConfigError:
         raise
     except Exception as e:
@@ -320,14 +321,14 @@ def decode_circuit(path: Path, d: Decode):
         raise ConfigError(path, "decode.rounds", d.rounds, str(e).splitlines()[0]) from None
 
 
-def build_decoder(d: Decode, circuit, path: Path | None = None, sinter_inner=None):
+def build_decoder(d: Decode, circuit, path: Path | None = None, sinter_inner=None, fn=None):
     """The decoder ``d.decoder`` names (:func:`twin.qec.decoders.registry.build`) for ``circuit``;
-    for ``function`` with ``d.function`` resolved (:func:`resolve_function`), for ``sinter:...``
-    with ``sinter_inner`` (or the class resolved from ``path``'s folders). A bundled lookup table
+    for ``function`` with ``fn`` (or ``d.function`` resolved, :func:`resolve_function`), for
+    ``sinter:...`` with ``sinter_inner`` (or the class resolved from ``path``'s folders). A bundled lookup table
     keeps its own name (``rep3``, ``steane7``), so the loop serves it under its contract id."""
     from twin.qec.decoders.registry import build
     if d.decoder == "function":
-        fn = resolve_function(d.function, path, reply_bytes=-(-circuit.num_observables // 8))
+        fn = fn or resolve_function(d.function, path, reply_bytes=-(-circuit.num_observables // 8))
         return build("function", circuit, name=d.function, fn=fn)
     if d.decoder.startswith("sinter:"):
         return build(d.decoder, circuit, inner=sinter_inner or resolve_sinter_decoder(d.decoder, path))
