@@ -200,6 +200,9 @@ def test_sinter_plot_reads_the_stats_file(tmp_path):
         assert (r.shots, r.errors, r.decoder) == (300, s["logical_errors"]["loop"], "matching")
         assert r.json_metadata["rtt_p99_ns"] == s["rtt"]["p99_ns"]
         assert r.custom_counts["identical_corrections"] == 300
+    again = run_decode_study(load_decode(ROOT / "scenarios" / "decode_user_circuit.yaml"), shots=300)
+    write_decode_outputs(again, tmp_path / "out2")
+    assert (tmp_path / "out2" / "stats.csv").read_bytes() == stats_csv.read_bytes()  # same seed, same bytes
     png = tmp_path / "x.png"
     run = subprocess.run([_sinter_cli(), "plot", "--in", str(stats_csv), "--out", str(png),
                           "--x_func", "m.rtt_p99_ns", "--group_func", "m.mode"], capture_output=True, text=True)
