@@ -297,3 +297,14 @@ def test_a_c_function_decodes_like_the_python_rule(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_decode(scenario(tmp_path, {**base, "function": "librule.so:nosuch"}))
     assert e.value.key == "decode.function" and "\n" not in str(e.value)
+
+
+def test_a_circuit_files_rounds_count_toward_the_simulated_horizon(tmp_path):
+    from twin.qec.study import load_decode
+    shutil.copy(ROOT / "scenarios" / "decode_user_circuit.stim", tmp_path)
+    decode = {"circuit": "decode_user_circuit.stim", "decoder": "matching", "shots": 1_000_000}
+    traffic = {"mode": "open_loop", "period": "1 s"}
+    load_decode(scenario(tmp_path, decode, traffic=traffic))  # one request per shot: 11.6 days
+    with pytest.raises(ConfigError) as e:  # one per round: the file's 5 rounds make 58 days
+        load_decode(scenario(tmp_path, {**decode, "per": "round"}, name="r", traffic=traffic))
+    assert e.value.key == "traffic.period" and "5,000,000 requests" in str(e.value)

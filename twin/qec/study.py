@@ -230,6 +230,14 @@ def load_decode(path: str | Path) -> LoadedDecode:
     if why:
         raise ConfigError(path, "decode.decoder", d.decoder, why)
     circuit = decode_circuit(path, d)
+    if d.circuit is not None and d.per == "round":  # the file's rounds, not decode.rounds, set the requests
+        from twin.qec.workload import sample_circuit
+        from twin.scenario.schema import check_horizon
+        try:
+            check_horizon(sc.traffic, d.shots * sample_circuit(circuit, 1, per="round").requests_per_shot,
+                          ("traffic",))
+        except Located as e:
+            raise ConfigError(path, ".".join(map(str, e.path)), e.value, e.problem) from None
     sinter_inner = resolve_sinter_decoder(d.decoder, path) if d.decoder.startswith("sinter:") else None
     fn = None
     if d.decoder == "function":
