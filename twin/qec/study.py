@@ -191,7 +191,7 @@ class LoadedDecode:
     hosting: HostingParams
     hosting_path: Path
     circuit: object = None   # the stim.Circuit the decode block describes (decode_circuit)
-    decoder: object = None   # the decoder built for it at load (build_decoder)
+    decoder: object = None   # the decoder built for it at load (decoder_for)
 
 
 def load_decode(path: str | Path) -> LoadedDecode:
@@ -274,7 +274,7 @@ def load_decode(path: str | Path) -> LoadedDecode:
         raise ConfigError(path, "decode.frame_bytes", d.frame_bytes,
                           f"the syndrome of {circuit.num_detectors} detectors needs {need}")
     try:  # built once here, so a decoder that cannot take this model is refused at load (e.g. no matching graph)
-        decoder = build_decoder(d, circuit, path, sinter_inner=sinter_inner, fn=fn)
+        decoder = decoder_for(d, circuit, path, sinter_inner=sinter_inner, fn=fn)
     except ConfigError:
         raise
     except Exception as e:
@@ -329,11 +329,22 @@ def decode_circuit(path: Path, d: Decode):
         raise ConfigError(path, "decode.rounds", d.rounds, str(e).splitlines()[0]) from None
 
 
-def build_decoder(d: Decode, circuit, path: Path | None = None, sinter_inner=None, fn=None):
+def build_decoder(ld: LoadedDecode, w):
+    """The scenario's decoder for workload ``w`` (:class:`twin.qec.workload.Workload`): the one
+    built at load when ``w`` samples the scenario's own circuit, else :func:`decoder_for` its circuit
+    (e.g. another distance, for ``twin calibrate decoder``). Raises ConfigError for a function or a
+    sinter class that does not resolve."""
+    if ld.decoder is not None and w.circuit is ld.circuit:
+        return ld.decoder
+    return decoder_for(ld.sc.decode, w.circuit, ld.path, name=w.name)
+
+
+def decoder_for(d: Decode, circuit, path: Path | None = None, sinter_inner=None, fn=None, name: str | None = None):
     """The decoder ``d.decoder`` names (:func:`twin.qec.decoders.registry.build`) for ``circuit``;
     for ``function`` with ``fn`` (or ``d.function`` resolved, :func:`resolve_function`), for
-    ``sinter:...`` with ``sinter_inner`` (or the class resolved from ``path``'s folders). A bundled lookup table
-    keeps its own name (``rep3``, ``steane7``), so the loop serves it under its contract id."""
+    ``sinter:...`` with ``sinter_inner`` (or the class resolved from ``path``'s folders). A bundled
+    lookup table keeps its own name (``rep3``, ``steane7``), so the loop serves it under its contract
+    id; others are ``<name or the workload's name>_<decoder>``."""
     from twin.qec.decoders.registry import build
     if d.decoder == "function":
         fn = fn or resolve_function(d.function, path, reply_bytes=-(-circuit.num_observables // 8))
@@ -344,7 +355,7 @@ def build_decoder(d: Decode, circuit, path: Path | None = None, sinter_inner=Non
     std = next((n for n, key in STANDARD.items() if key == (d.code, d.distance, d.rounds, d.p)), None)
     if std and d.decoder == "lookup" and d.noise_model == "circuit":
         return build("lookup", circuit, name=std)
-    return build(d.decoder, circuit, name=f"{workload_name(d, path)}_{d.decoder}")
+    return build(d.decoder, circuit, name=f"{name or workload_name(d, path)}_{d.decoder}")
 
 
 def workload_name(d: Decode, path: Path | None) -> str:
@@ -553,7 +564,7 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     circuit = ld.circuit if ld.circuit is not None else decode_circuit(ld.path, d)
     w = sample_circuit(circuit, shots, seed=seed, frame_bytes=d.frame_bytes, per=d.per,
                        name=workload_name(d, ld.path))
-    decoder = ld.decoder if ld.decoder is not None else build_decoder(d, circuit, ld.path)
+    decoder = build_decoder(ld, w)
     pm, pm_how = _pymatching_direct(w.circuit, w.detectors)
     pm_errors = None if pm is None else int((pm != w.observables).any(axis=1).sum())
     t = ld.sc.traffic
