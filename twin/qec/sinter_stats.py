@@ -12,7 +12,8 @@ json_metadata, custom_counts``):
 - decoder: ``decode.decoder`` (``function:<spec>`` for a user function).
 - json_metadata: the workload (code or circuit file, d, rounds, p, noise, per), the placement
   (calibration, device, kind, mode, model) and the loop's round-trip latency (``rtt_p50_ns``,
-  ``rtt_p99_ns``; ``loop_p50_ns``, ``loop_p99_ns`` with ``control: aurora``), so
+  ``rtt_p99_ns``; ``loop_p50_ns``, ``loop_p99_ns`` with ``control: aurora``; ``reaction_p50_ns``,
+  ``reaction_p99_ns`` where the results give a reaction time), so
   ``--x_func m.p --group_func m.device`` or ``--y_func m.rtt_p99_ns`` work.
 - strong_id: sha256 of the circuit's text, the decoder and json_metadata (sinter's role for it:
   rows with the same id are the same task and ``sinter combine`` adds them).
@@ -41,6 +42,8 @@ def task_stats(study) -> list:
                 "model": s.get("model", "sim"), "rtt_p50_ns": s["rtt"]["p50_ns"], "rtt_p99_ns": s["rtt"]["p99_ns"]}
         if "loop" in s:
             meta.update(loop_p50_ns=s["loop"]["p50_ns"], loop_p99_ns=s["loop"]["p99_ns"])
+        if "reaction" in s:  # the stream report's reaction time (last syndrome round -> correction), when given
+            meta.update(reaction_p50_ns=s["reaction"]["p50_ns"], reaction_p99_ns=s["reaction"]["p99_ns"])
         counts = collections.Counter({"identical_corrections": s["identical_corrections"],
                                       "card_mismatches": s["card_mismatches"], "requests": s["requests"]})
         if "deadline_misses" in s:
