@@ -248,14 +248,23 @@ DEC: dict[str, list[Case]] = {
     **_prefixed("qblox.", qblox_cases("decode_qblox")),
     "deadline": [C("decode", {"deadline": "2200 ns"}, {"deadline": "10 us"})],
     "decode.code": [C("decode", {"decode.code": "surface"})],
+    # a stim file instead of a named code (the bundled one: a repetition code with feedback resets)
+    "decode.circuit": [C("decode", {"decode.circuit": "USER_STIM", "decode.code": DELETE, "decode.distance": DELETE,
+                                    "decode.p": DELETE}),
+                       C("decode", {"decode.circuit": "NO_DETECTORS_STIM", "decode.code": DELETE,
+                                    "decode.distance": DELETE, "decode.p": DELETE}, refused="decode.circuit"),
+                       C("decode", {"decode.circuit": "USER_STIM"}, refused="decode.code")],  # both given
     "decode.distance": [C("decode", {"decode.distance": 5})],
     "decode.rounds": [C("decode", {"decode.rounds": 2})],
     "decode.p": [C("decode", {"decode.p": 0.05})],
-    "decode.noise": [C("decode", {"decode.noise": "code_capacity"})],
+    "decode.noise": [C("decode", {"decode.noise": "code_capacity"}),
+                     C("decode", {"decode.noise": "phenomenological"}, refused="decode.noise")],  # BB codes only
     "decode.shots": [C("decode", {"decode.shots": 200})],
     "decode.per": [C("decode", {"decode.per": "round"}, {"decode.rounds": 2})],
     "decode.frame_bytes": [C("decode", {"decode.frame_bytes": 48})],
     "decode.decoder": [C("decode", {"decode.decoder": "matching"}),
+                       C("decode", {"decode.decoder": "bposd"}, {"decode.cost": {"fixed": "300 ns"}}),
+                       C("decode", {"decode.decoder": "nosuch"}, refused="decode.decoder"),
                        C("decode", {"decode.decoder": "lookup"}, WINDOW, refused="decode.decoder")],  # windows
     "decode.function": [C("decode", {"decode.function": "examples.rep3_rule:no_such"}, refused="decode.function"),
                         C("decode", {"decode.function": "examples.rep3_rule:decode"}, refused="decode.function")],
@@ -559,6 +568,7 @@ def runner(tmp_path_factory):
     (d / "hosting_slow.yaml").write_text(yaml.safe_dump(hosting))
     (d / "gaps1.txt").write_text("1 us\n2 us\n")
     (d / "gaps2.txt").write_text("3 us\n500 ns\n")
+    (d / "no_detectors.stim").write_text("H 0\nM 0\n")
     for i, (overhead, slope) in enumerate(((100.0, 10.0), (300.0, 40.0)), 1):
         (d / f"deccost{i}.yaml").write_text(yaml.safe_dump(_lookup_cost(overhead, slope)))
     agent = Agent(["echo"], "classic", 1024)
@@ -569,6 +579,8 @@ def runner(tmp_path_factory):
     yield Runner(d, {"CAL_SLOW": str(d / "cal_slow.yaml"), "HOSTING_SLOW": str(d / "hosting_slow.yaml"),
                      "GAPS1": str(d / "gaps1.txt"), "GAPS2": str(d / "gaps2.txt"),
                      "UDP_PORT": str(agent.address[1]), "PROGRAM_6US": program,
+                     "NO_DETECTORS_STIM": str(d / "no_detectors.stim"),
+                     "USER_STIM": str(ROOT / "scenarios" / "decode_user_circuit.stim"),
                      "DECCOST1": str(d / "deccost1.yaml"), "DECCOST2": str(d / "deccost2.yaml")})
     agent.stop()
     t.join(5)

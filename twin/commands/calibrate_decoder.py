@@ -64,6 +64,9 @@ def cmd_calibrate_decoder(args: argparse.Namespace, console, scenarios: list[str
     path = Path(scenarios[0])
     ld = load_decode(path)
     d = ld.sc.decode
+    if d.circuit is not None:
+        raise UsageError(f"calibrate decoder {path}: times a named code's decoder at --distance values; this "
+                         "scenario's decode.circuit is a file (time it with decode.cost how: host_timed)")
     calls = args.calls or 20_000
     warmup = 1000 if args.warmup is None else args.warmup
     if warmup < 0:
@@ -83,16 +86,16 @@ def cmd_calibrate_decoder(args: argparse.Namespace, console, scenarios: list[str
     for i, dist in enumerate(distances):
         rounds = dist if d.rounds == d.distance else d.rounds
         try:
-            w = sample(d.code, dist, rounds, d.p, shots, seed=seed + i, noise=d.noise, frame_bytes=d.frame_bytes,
+            w = sample(d.code, dist, rounds, d.p, shots, seed=seed + i, noise=d.noise_model, frame_bytes=d.frame_bytes,
                        per=d.per)
         except ValueError as e:
             raise UsageError(f"--distance {dist}: {str(e).splitlines()[0]}") from None
         frames = w.cumulative_frames() if w.per == "round" else w.frames()
         events = w.cumulative_detectors().sum(axis=1).astype(np.int64)
-        label = f"{d.code} d={dist} r={rounds} p={d.p:g} {d.noise}" + (" per round" if d.per == "round" else "")
+        label = f"{d.code} d={dist} r={rounds} p={d.p:g} {d.noise_model}" + (" per round" if d.per == "round" else "")
         jobs.append((label, build_decoder(ld, w), [f.tobytes() for f in frames], events))
         workloads.append({"label": label, "code": d.code, "distance": dist, "rounds": rounds, "p": d.p,
-                          "noise": d.noise})
+                          "noise": d.noise_model})
     console.print(f"timing {jobs[0][1].name if len(jobs) == 1 else d.decoder} per call: {calls:,} calls per "
                   f"workload after {warmup:,} warm-up calls, interleaved, spread over the numbers of detection "
                   "events")

@@ -14,18 +14,19 @@ Schema (keys; optional keys show their default)::
               clock_period: "4 ns", ppm: 0.0, gap: "0 ns"}   # open loop: one shot per period
     deadline: null | "2 us"                  # per request: card has the correction before it
     decode:
-      code: rep | steane | surface
-      distance: 3
+      code: rep | steane | surface | bb72 | bb90 | bb108 | bb144 | bb288   # or circuit:, not both
+      circuit: null | FILE.stim              # any stim circuit with detectors and observables (relative to this file)
+      distance: 3                            # a BB code's is its own (give none, or that one)
       rounds: 1                              # syndrome-extraction rounds per shot
       p: 0.001                               # physical error rate
-      noise: circuit | code_capacity
+      noise: circuit | code_capacity | phenomenological   # default: circuit; a BB code: phenomenological
       shots: 100000
       per: shot | round | window             # one request per shot, per QEC round, or per sliding window
       window: null | {rounds: W, commit: C}  # per: window: each request carries W rounds, the decoder
                                              # commits C and the window slides by C (matching only)
       frame_bytes: null                      # default: the syndrome in whole 16-byte pieces
-      decoder: lookup | matching | function
-      function: null | "package.module:callable" | a registered function name   # decoder: function
+      decoder: lookup | matching | function | bposd | tesseract | relay_bp | "sinter:pkg.module:Class"
+      function: null | "package.module:callable" | "lib.so:symbol" | a registered function name  # decoder: function
       cost: {how: model | host_timed | fitted, scale: 1.0, fixed: null | "300 ns",
              file: null | ../calibrations/measured/decoders/X.yaml}   # scale: host_timed, fitted; fixed: model
       interval: wilson | clopper_pearson     # confidence interval of the logical error rate
@@ -140,24 +141,53 @@ class Window(_Strict):
         return self
 
 
-class Decode(_Strict):
-    """The workload, the decoder and its placements."""
 
-    code: Literal["rep", "steane", "surface"]
+CIRCUIT_FILE_OWNS = ("distance", "rounds", "p", "noise")  # a circuit file fixes these itself
+
+
+class Decode(_Strict):
+    """The workload (a named code, or ``circuit``: a stim file), the decoder (a name in
+    :mod:`twin.qec.decoders.registry`) and its placements."""
+
+    code: Literal["rep", "steane", "surface", "bb72", "bb90", "bb108", "bb144", "bb288"] | None = None
+    circuit: str | None = Field(None, min_length=1)
     distance: int = Field(3, ge=2, le=25, strict=True)
     rounds: int = Field(1, ge=1, le=100, strict=True)
     p: float = Field(1e-3, ge=0, lt=0.5)
-    noise: Literal["circuit", "code_capacity"] = "circuit"
+    noise: Literal["circuit", "code_capacity", "phenomenological"] | None = None
     shots: int = Field(100_000, gt=0, le=10_000_000, strict=True)
     per: Literal["shot", "round", "window"] = "shot"
     window: Window | None = None
     frame_bytes: int | None = Field(None, gt=0, le=65_535)
-    decoder: Literal["lookup", "matching", "function"] = "lookup"
+    decoder: str = Field("lookup", min_length=1)
     function: str | None = None
     cost: Cost = Cost()
     interval: Literal["wilson", "clopper_pearson"] = "wilson"
     confidence: float = Field(0.95, gt=0, lt=1)
     placements: list[Placement] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _source(self):
+        if (self.code is None) == (self.circuit is None):
+            raise Located(("code",), self.code or "<missing>", "give either code (a named code) or circuit (a .stim "
+                          "file), one of them")
+        if self.circuit is not None:
+            if self.per == "window":
+                raise Located(("per",), self.per, "windows are cut from a named code's rounds; a circuit file "
+                              "decodes per shot or per round")
+            for k in CIRCUIT_FILE_OWNS:
+                if k in self.model_fields_set:
+                    raise Located((k,), getattr(self, k), f"the circuit file ({self.circuit}) fixes its own noise "
+                                  "and rounds; leave distance, rounds, p and noise out")
+        return self
+
+    @property
+    def noise_model(self) -> str | None:
+        """``noise`` or its default: ``phenomenological`` for a BB code, ``circuit`` for the others,
+        None for a circuit file."""
+        if self.circuit is not None:
+            return None
+        return self.noise or ("phenomenological" if self.code.startswith("bb") else "circuit")
 
     @model_validator(mode="after")
     def _window(self):
@@ -237,6 +267,8 @@ class LoadedDecode:
     hosting: HostingParams
     hosting_path: Path
     cost_fit: object = None  # decode.cost.how fitted: its twin.qec.cost_fit.DecoderFit
+    circuit: object = None   # the stim.Circuit the decode block describes (decode_circuit)
+    decoder: object = None   # the decoder built for it at load (decoder_for)
 
 
 def load_decode(path: str | Path) -> LoadedDecode:
@@ -270,11 +302,26 @@ def load_decode(path: str | Path) -> LoadedDecode:
         raise ConfigError(path, "hosting", sc.hosting, f"no such file ({hp_path})")
     hosting, _ = load_hosting(hp_path)
     d = sc.decode
+    from twin.qec.decoders.registry import kind_of, unavailable
+    why = unavailable(d.decoder)
+    if why:
+        raise ConfigError(path, "decode.decoder", d.decoder, why)
+    circuit = decode_circuit(path, d)
+    if d.circuit is not None and d.per == "round":  # the file's rounds, not decode.rounds, set the requests
+        from twin.qec.workload import sample_circuit
+        from twin.scenario.schema import check_horizon
+        try:
+            check_horizon(sc.traffic, d.shots * sample_circuit(circuit, 1, per="round").requests_per_shot,
+                          ("traffic",))
+        except Located as e:
+            raise ConfigError(path, ".".join(map(str, e.path)), e.value, e.problem) from None
+    sinter_inner = resolve_sinter_decoder(d.decoder, path) if d.decoder.startswith("sinter:") else None
+    fn = None
     if d.decoder == "function":
         if not d.function:
             raise ConfigError(path, "decode.function", "<missing>", "decoder: function needs a function "
-                              "('package.module:callable' or a registered function name)")
-        resolve_function(d.function, path)
+                              "('package.module:callable', 'lib.so:symbol' or a registered function name)")
+        fn = resolve_function(d.function, path, reply_bytes=-(-circuit.num_observables // 8))
         for i, pl in enumerate(d.placements):
             if params.consumers[pl.device].kind == "fpga":
                 raise ConfigError(path, f"decode.placements[{i}].device", pl.device,
@@ -292,18 +339,11 @@ def load_decode(path: str | Path) -> LoadedDecode:
         from twin.qec.cost import MODEL_NS
         for i, pl in enumerate(d.placements):
             kind = params.consumers[pl.device].kind
-            if (d.decoder, kind) not in MODEL_NS:
+            if (kind_of(d.decoder), kind) not in MODEL_NS:
                 raise ConfigError(path, f"decode.placements[{i}].device", pl.device,
                                   f"the cost model has no {d.decoder} decoder on a {kind}: give decode.cost.fixed "
                                   "or use how: host_timed")
-    if d.code == "steane" and d.distance != 3:
-        raise ConfigError(path, "decode.distance", d.distance, "the Steane code has distance 3")
-    from twin.qec.codes import memory_circuit
     from twin.qec.lookup import MAX_DETECTORS, syndrome_bytes
-    try:
-        circuit = memory_circuit(d.code, d.distance, d.rounds, d.p, d.noise)
-    except ValueError as e:  # stim's own limits, e.g. the color code needs two rounds
-        raise ConfigError(path, "decode.rounds", d.rounds, str(e).splitlines()[0]) from None
     if d.decoder == "lookup" and circuit.num_detectors > MAX_DETECTORS:
         raise ConfigError(path, "decode.decoder", d.decoder, f"{circuit.num_detectors} detectors; a lookup table "
                           f"holds at most {MAX_DETECTORS} (use matching)")
@@ -311,7 +351,116 @@ def load_decode(path: str | Path) -> LoadedDecode:
         need = syndrome_bytes(circuit.num_detectors)
         raise ConfigError(path, "decode.frame_bytes", d.frame_bytes,
                           f"the syndrome of {circuit.num_detectors} detectors needs {need}")
-    return LoadedDecode(path, sc, params, hosting, hp_path, fit)
+    try:  # built once here, so a decoder that cannot take this model is refused at load (e.g. no matching graph)
+        decoder = decoder_for(d, circuit, path, sinter_inner=sinter_inner, fn=fn)
+    except ConfigError:
+        raise
+    except Exception as e:
+        raise ConfigError(path, "decode.decoder", d.decoder, f"cannot be built for this circuit: "
+                          f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}") from None
+    return LoadedDecode(path, sc, params, hosting, hp_path, fit, circuit, decoder)
+
+
+def decode_circuit(path: Path, d: Decode):
+    """The ``stim.Circuit`` a decode block describes: ``decode.circuit`` (a .stim file, relative to
+    the scenario's folder) or the named code's memory experiment. Raises ConfigError naming the key:
+    a file that is missing, does not parse, or has no detectors or no observables; a noise model the
+    code is not built with; a distance the code does not have; stim's own limits (rounds)."""
+    import stim
+
+    from twin.qec.codes import memory_circuit
+    if d.circuit is not None:
+        f = (path.parent / d.circuit).resolve()
+        if not f.is_file():
+            raise ConfigError(path, "decode.circuit", d.circuit, f"no such file ({f})")
+        try:
+            c = stim.Circuit(f.read_text())
+        except Exception as e:  # stim raises ValueError with the offending line
+            raise ConfigError(path, "decode.circuit", d.circuit, f"stim cannot parse it: "
+                              f"{(str(e).strip().splitlines() or [''])[0][:160]}") from None
+        if c.num_detectors == 0 or c.num_observables == 0:
+            raise ConfigError(path, "decode.circuit", d.circuit, f"{c.num_detectors} detectors and "
+                              f"{c.num_observables} observables; a decode study needs at least one of each")
+        try:
+            c.detector_error_model(decompose_errors=False, approximate_disjoint_errors=True)
+        except ValueError as e:  # e.g. a non-deterministic detector or observable
+            raise ConfigError(path, "decode.circuit", d.circuit, f"stim has no detector error model for it: "
+                              f"{(str(e).strip().splitlines() or [''])[0][:160]}") from None
+        return c
+    from twin.qec.bb import BB_CODES
+    noise = d.noise_model
+    if d.code in BB_CODES:
+        if noise == "circuit":
+            raise ConfigError(path, "decode.noise", noise, "a BB code is built with phenomenological or "
+                              "code_capacity noise (no circuit-level syndrome extraction; docs/qec.md)")
+        if "distance" in d.model_fields_set and d.distance != BB_CODES[d.code].d:
+            raise ConfigError(path, "decode.distance", d.distance, f"{d.code} has distance {BB_CODES[d.code].d} "
+                              "(give none, or that one)")
+    elif noise == "phenomenological":
+        raise ConfigError(path, "decode.noise", noise, f"stim's generated {d.code} circuits have circuit or "
+                          "code_capacity noise; phenomenological is for the BB codes")
+    if d.code == "steane" and d.distance != 3:
+        raise ConfigError(path, "decode.distance", d.distance, "the Steane code has distance 3")
+    try:
+        return memory_circuit(d.code, d.distance, d.rounds, d.p, noise)
+    except ValueError as e:  # stim's own limits, e.g. the color code needs two rounds
+        raise ConfigError(path, "decode.rounds", d.rounds, str(e).splitlines()[0]) from None
+
+
+def build_decoder(ld: LoadedDecode, w):
+    """The scenario's decoder for workload ``w`` (:class:`twin.qec.workload.Workload`): the one
+    built at load when ``w`` samples the scenario's own circuit, else :func:`decoder_for` its circuit
+    (e.g. another distance, for ``twin calibrate decoder``). Raises ConfigError for a function or a
+    sinter class that does not resolve."""
+    if ld.decoder is not None and w.circuit is ld.circuit:
+        return ld.decoder
+    return decoder_for(ld.sc.decode, w.circuit, ld.path, name=w.name)
+
+
+def decoder_for(d: Decode, circuit, path: Path | None = None, sinter_inner=None, fn=None, name: str | None = None):
+    """The decoder ``d.decoder`` names (:func:`twin.qec.decoders.registry.build`) for ``circuit``;
+    for ``function`` with ``fn`` (or ``d.function`` resolved, :func:`resolve_function`), for
+    ``sinter:...`` with ``sinter_inner`` (or the class resolved from ``path``'s folders). A bundled
+    lookup table keeps its own name (``rep3``, ``steane7``), so the loop serves it under its contract
+    id; others are ``<name or the workload's name>_<decoder>``."""
+    from twin.qec.decoders.registry import build
+    if d.decoder == "function":
+        fn = fn or resolve_function(d.function, path, reply_bytes=-(-circuit.num_observables // 8))
+        return build("function", circuit, name=d.function, fn=fn)
+    if d.decoder.startswith("sinter:"):
+        return build(d.decoder, circuit, inner=sinter_inner or resolve_sinter_decoder(d.decoder, path))
+    from twin.qec.lookup import STANDARD
+    std = next((n for n, key in STANDARD.items() if key == (d.code, d.distance, d.rounds, d.p)), None)
+    if std and d.decoder == "lookup" and d.noise_model == "circuit":
+        return build("lookup", circuit, name=std)
+    return build(d.decoder, circuit, name=f"{name or workload_name(d, path)}_{d.decoder}")
+
+
+def workload_name(d: Decode, path: Path | None) -> str:
+    """The workload's label: ``<code>_d<distance>_r<rounds>_p<p>`` or the circuit file's stem."""
+    if d.circuit is not None:
+        return Path(d.circuit).stem
+    from twin.qec.bb import BB_CODES
+    dist = BB_CODES[d.code].d if d.code in BB_CODES else d.distance
+    return f"{d.code}_d{dist}_r{d.rounds}_p{d.p:g}"
+
+
+def resolve_sinter_decoder(spec: str, path: Path | None):
+    """``sinter:pkg.module:Class``: the class imported like ``decode.function``'s module
+    (:func:`function_roots`) and instantiated without arguments. Raises ConfigError naming
+    ``decode.decoder``: no such module or class, or an object that is not a sinter decoder."""
+    where = path or "<scenario>"
+    mod, _, cls = spec[len("sinter:"):].partition(":")
+    try:
+        module, _root = _import_from(mod, function_roots(path))
+        obj = getattr(module, cls)()
+    except Exception as e:
+        raise ConfigError(where, "decode.decoder", spec, f"cannot make the sinter decoder: {type(e).__name__}: "
+                          f"{(str(e).splitlines() or [''])[0][:160]}") from None
+    if not any(callable(getattr(obj, m, None)) for m in ("compile_decoder_for_dem", "decode_via_files")):
+        raise ConfigError(where, "decode.decoder", spec, f"{type(obj).__name__} is not a sinter.Decoder (no "
+                          "compile_decoder_for_dem or decode_via_files)")
+    return obj
 
 
 def _load_cost_fit(path: Path, d: Decode):
@@ -387,8 +536,10 @@ def _import_from(mod: str, roots: list[Path]):
         raise ImportError(f"no module {mod!r} in {where} or on the import path") from None
 
 
-def resolve_function(spec: str, path: Path | None = None):
-    """The callable named by ``spec``: ``package.module:callable`` or a registered function's name.
+def resolve_function(spec: str, path: Path | None = None, reply_bytes: int = 1):
+    """The callable named by ``spec``: ``package.module:callable``, ``lib.so:symbol`` (a C function
+    in a shared library, relative to the scenario's folder; :func:`twin.qec.decoders.function.c_function`,
+    whose reply is ``reply_bytes`` long) or a registered function's name.
 
     The module is imported from the first of :func:`function_roots` that holds it (the scenario's
     folder, its parent, the current directory; each on ``sys.path`` only while importing), else from
@@ -404,9 +555,17 @@ def resolve_function(spec: str, path: Path | None = None):
             return lookup(spec).python
         except KeyError as e:
             raise ConfigError(where, "decode.function", spec, str(e).strip("'\"")) from None
-    mod, _, attr = spec.partition(":")
+    mod, _, attr = spec.rpartition(":")
     if not mod or not attr:
         raise ConfigError(where, "decode.function", spec, "expected 'package.module:callable'")
+    if mod.endswith((".so", ".dylib")):
+        from twin.qec.decoders.function import c_function
+        lib = (path.parent / mod).resolve() if path is not None else Path(mod).resolve()
+        try:
+            return c_function(lib, attr, reply_bytes)
+        except (OSError, AttributeError) as e:
+            raise ConfigError(where, "decode.function", spec, f"cannot load the C function: "
+                              f"{(str(e).splitlines() or [''])[0][:160]}") from None
     try:
         module, _root = _import_from(mod, function_roots(path))
     except ImportError as e:
@@ -489,22 +648,6 @@ class DecodeStudy:
     backlogs: list = None
 
 
-def build_decoder(ld: LoadedDecode, w):
-    """The scenario's decoder for workload ``w`` (:class:`twin.qec.workload.Workload`): the user
-    function, or a lookup table / PyMatching for its circuit; a bundled table keeps its own name
-    so the loop serves it under its contract id (16, 17), the id a code, rtl or live consumer knows
-    it by. Raises ConfigError for a function that does not resolve."""
-    from twin.qec.decoders import FunctionDecoder, make_decoder
-    d = ld.sc.decode
-    if d.decoder == "function":
-        return FunctionDecoder(resolve_function(d.function, ld.path), w.n_detectors, w.n_observables,
-                               name=d.function)
-    from twin.qec.lookup import STANDARD
-    std = next((n for n, key in STANDARD.items() if key == (d.code, d.distance, d.rounds, d.p)), None)
-    name = std if std and d.decoder == "lookup" and d.noise == "circuit" else f"{w.name}_{d.decoder}"
-    return make_decoder(d.decoder, w.circuit, name=name)
-
-
 def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | None = None, progress=None,
                      engine: str = "auto", verify_rounds: int = 10_000) -> dict:
     """Run every placement; returns a :class:`DecodeStudy` (the results document, the per-request
@@ -514,13 +657,14 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     from twin.qec.cost import CostModel
     from twin.qec.decoders import FunctionFailed
     from twin.qec.loop import queue_depth, run_decode
-    from twin.qec.workload import sample
+    from twin.qec.workload import sample_circuit
 
     sc, d = ld.sc, ld.sc.decode
     shots = shots or d.shots
     seed = sc.seed if seed is None else seed
-    w = sample(d.code, d.distance, d.rounds, d.p, shots, seed=seed, noise=d.noise, frame_bytes=d.frame_bytes,
-               per=d.per, window=d.window_tuple())
+    circuit = ld.circuit if ld.circuit is not None else decode_circuit(ld.path, d)
+    w = sample_circuit(circuit, shots, seed=seed, frame_bytes=d.frame_bytes, per=d.per, window=d.window_tuple(),
+                       name=workload_name(d, ld.path))
     decoder = build_decoder(ld, w)
     pm, pm_how = _pymatching_direct(w.circuit, w.detectors)
     pm_errors = None if pm is None else int((pm != w.observables).any(axis=1).sum())
@@ -532,7 +676,7 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     deadline_ps = time_ps(sc.deadline) if sc.deadline else None
     doc = {"schema": "twin.decode/1", "scenario": sc.name, "calibration": ld.params.name,
            "hosting": ld.hosting.__dict__, "seed": seed,
-           "workload": {"code": d.code, "distance": d.distance, "rounds": d.rounds, "p": d.p, "noise": d.noise,
+           "workload": {**workload_document(d),
                         "shots": shots, "detectors": w.n_detectors, "observables": w.n_observables,
                         "frame_bytes": w.frame_bytes, "requests": w.requests,
                         "per_request": {"shot": "one shot's detection events",
@@ -640,6 +784,17 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     return DecodeStudy(doc, runs, queues, tables, backlogs)
 
 
+def workload_document(d: Decode) -> dict:
+    """The code part of results.json's ``workload``: code, distance, rounds, p, noise (the BB codes'
+    distance is their own; noise with its default); for a circuit file ``code: null`` and
+    ``circuit``: the file as the scenario names it (the file fixes the rest, given as null)."""
+    if d.circuit is not None:
+        return {"code": None, "circuit": d.circuit, "distance": None, "rounds": None, "p": None, "noise": None}
+    from twin.qec.bb import BB_CODES
+    dist = BB_CODES[d.code].d if d.code in BB_CODES else d.distance
+    return {"code": d.code, "distance": dist, "rounds": d.rounds, "p": d.p, "noise": d.noise_model}
+
+
 def traffic_document(sc: DecodeScenario) -> dict:
     """The ``traffic`` mapping of a decode study's results.json: the control side's traffic (mode,
     period, clock, where it sits; in_flight and gaps when set), or the Qblox cluster's."""
@@ -672,8 +827,10 @@ def print_decode(study: DecodeStudy, console) -> None:
     from rich.table import Table
     doc = study.document
     w = doc["workload"]
+    what = (f"{w['circuit']}" if w.get("circuit") else
+            f"{w['code']} d={w['distance']} rounds={w['rounds']} p={w['p']:g}")
     tb = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True,
-               title=f"{doc['scenario']}: {w['code']} d={w['distance']} rounds={w['rounds']} p={w['p']:g}, "
+               title=f"{doc['scenario']}: {what}, "
                      f"{w['shots']} shots, {w['requests']} requests, {doc['decoder']['kind']} decoder")
     for col in ("device", "mode", "differ/mism.", "p50 µs", "p99 µs", "p99.9 µs", "misses", "backlog", "growth",
                 "ρ-growth"):
@@ -725,7 +882,8 @@ def print_decode(study: DecodeStudy, console) -> None:
 
 
 def write_decode_outputs(study: DecodeStudy, out: Path) -> list[Path]:
-    """results.json (deterministic for a seed: no wall-clock numbers), requests.csv (every request:
+    """results.json (deterministic for a seed: no wall-clock numbers), stats.csv (sinter's CSV,
+    :mod:`twin.qec.sinter_stats`; also deterministic), requests.csv (every request:
     :func:`twin.qec.streaming.write_requests_csv`), queue_depth.csv (requests in the card at 200
     instants per placement: placement, t_ps, depth), latency_vs_round.png (reaction time per
     request), backlog_vs_time.png (requests waiting anywhere for a decoder). Returns the paths written."""
@@ -740,8 +898,12 @@ def write_decode_outputs(study: DecodeStudy, out: Path) -> list[Path]:
     clean["placements"] = [{k: v for k, v in s.items() if k != "throughput"} for s in doc["placements"]]
     results, queue_csv, requests_csv = out / "results.json", out / "queue_depth.csv", out / "requests.csv"
     latency_png, backlog_png = out / "latency_vs_round.png", out / "backlog_vs_time.png"
-    paths = [results, queue_csv] + ([requests_csv] if study.tables is not None else []) + [latency_png, backlog_png]
+    stats_csv = out / "stats.csv"  # sinter's CSV: `sinter plot --in stats.csv`
+    paths = [results, stats_csv, queue_csv] + ([requests_csv] if study.tables is not None else []) + \
+        [latency_png, backlog_png]
     results.write_text(json.dumps(clean, indent=2, sort_keys=True, default=float) + "\n")
+    from twin.qec.sinter_stats import write_stats_csv
+    write_stats_csv(study, stats_csv)
     with queue_csv.open("w") as f:
         f.write("placement,t_ps,depth\n")
         for s, (tq, depth) in zip(doc["placements"], study.queues):

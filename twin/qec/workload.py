@@ -169,16 +169,25 @@ def sample(code: str, distance: int, rounds: int, p: float, shots: int, seed: in
     piece (at least 16). Raises ValueError for bad arguments (naming them) or a frame too small
     for the syndrome.
     """
+    circuit = memory_circuit(code, distance, rounds, p, noise)
+    return sample_circuit(circuit, shots, seed, frame_bytes, per, name=f"{code}_d{distance}_r{rounds}_p{p:g}",
+                          window=window)
+
+
+def sample_circuit(circuit: stim.Circuit, shots: int, seed: int = 0, frame_bytes: int | None = None,
+                   per: str = "shot", name: str = "circuit", window: tuple[int, int] | None = None) -> Workload:
+    """Sample ``shots`` shots of any stim circuit with detectors and observables (a user's file,
+    feedback such as ``CX rec[-1] 0`` included) with stim's detector sampler (seeded).
+    frame_bytes, per, window: as :func:`sample`. Raises ValueError for fewer than one shot or a frame too
+    small for the syndrome."""
     if shots < 1:
         raise ValueError(f"shots {shots}: need at least 1")
-    circuit = memory_circuit(code, distance, rounds, p, noise)
     det, obs = circuit.compile_detector_sampler(seed=seed).sample(shots, separate_observables=True)
     need = syndrome_bytes(circuit.num_detectors)
     if frame_bytes is None:
         frame_bytes = max(16, -(-need // 16) * 16)
     if frame_bytes < need:
         raise ValueError(f"frame_bytes {frame_bytes}: the syndrome of {circuit.num_detectors} detectors needs {need}")
-    name = f"{code}_d{distance}_r{rounds}_p{p:g}"
     return Workload(name, circuit, det.astype(bool), obs.astype(bool), frame_bytes, per, window)
 
 
