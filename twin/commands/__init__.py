@@ -21,6 +21,7 @@ from twin.commands import calibrate, components, decode, gen, hosting, run, scen
 from twin.commands.common import UsageError
 from twin.config import ConfigError
 from twin.engine.direct import DirectNotApplicable
+from twin.output.files import OutputError
 from twin.rtl.build import RtlError
 
 COMMANDS = (run, calibrate, gen, decode, hosting, topology, sweep, scenarios, components)  # `twin --help` order
@@ -38,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (2 for bad input, with one line on stderr)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    args.argv = ["twin", *argv]  # recorded in a run folder's manifest.json
     console = Console() if sys.stdout.isatty() else Console(width=120)
     try:
         return args.handler(args, console)
@@ -51,8 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     except DirectNotApplicable as e:
         print(f"twin: error: --engine direct: {e}; use --engine auto or event", file=sys.stderr)
         return 2
+    except OutputError as e:  # cannot write PATH: reason (the previous file, if any, is intact)
+        print(f"twin: error: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
-        print(f"twin: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"twin: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
 
 
