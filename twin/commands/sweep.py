@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from twin.commands.common import _count, _seed, check_out_folder, out_error
+from twin.commands.common import _count, _seed, add_overwrite, check_out_folder, run_folder
 
 
 def register(sub) -> None:
@@ -28,6 +28,7 @@ def register(sub) -> None:
                    help="what the table and plot show: rtt (card/FPGA-boundary round trip, default) or loop "
                         "(controller to controller: adds an external control system's link)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_overwrite(s)
     s.set_defaults(handler=cmd_sweep)
 
 
@@ -36,10 +37,18 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from twin.scenario import load_scenario
-    from twin.sweep import SweepError, grid, parse_param, run_sweep, write_outputs  # run_sweep looked up per call
+    from twin.sweep import (  # run_sweep looked up per call
+        SWEEP_FILES,
+        SweepError,
+        grid,
+        parse_param,
+        run_sweep,
+        write_outputs,
+    )
 
     loaded = load_scenario(Path(args.scenario))
     out = check_out_folder(args.out or Path("runs") / loaded.scenario.name / "sweep")  # before the points run
+    folder = run_folder(args, out, loaded.scenario.seed if args.seed is None else args.seed).check(SWEEP_FILES)
     try:
         axes = [parse_param(p) for p in args.param]
         if len({a.path for a in axes}) != len(axes):
@@ -58,10 +67,9 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         print("twin: error: --measure loop: the scenario has no external control system (no loop beyond "
               "the card boundary)", file=sys.stderr)
         return 2
-    try:
-        write_outputs(rows, axes, out, loaded.scenario.name, args.measure)
-    except OSError as e:
-        raise out_error("--out", out, e) from None
+    with folder:  # an error or Ctrl-C before the commit leaves the folder as it was
+        write_outputs(rows, axes, folder, loaded.scenario.name, args.measure)
+        written = folder.commit()
     tb = Table(title=f"{loaded.scenario.name}: sweep, {len(points)} points, "
                      f"{'controller loop' if pre else 'round trip'} (µs)")
     for a in axes:
@@ -72,5 +80,5 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         tb.add_row(*[str(r[a.path]) for a in axes], r["consumer"],
                    *[f"{r[pre + k] / 1000:.3f}" for k in ("p50_ns", "p90_ns", "p99_ns", "mean_ns")])
     console.print(tb)
-    console.print(f"wrote {out / 'sweep.csv'}, {out / 'sweep.json'}, {out / 'sweep.png'}")
+    console.print("wrote " + ", ".join(map(str, written)) + f" ({out / 'manifest.json'} lists them)")
     return 0

@@ -38,7 +38,6 @@ batched decode beside the direct decode's. Plots: round trip vs request, queue d
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -559,24 +558,27 @@ def print_decode(study: DecodeStudy, console) -> None:
                       f"{s['replies_checked']:,} replies checked byte for byte by the card")
 
 
-def write_decode_outputs(study: DecodeStudy, out: Path) -> list[Path]:
-    """results.json (deterministic for a seed: no wall-clock numbers), queue_depth.csv (requests
-    in the card at 200 instants per placement: placement, t_ps, depth), latency_vs_round.png,
-    backlog_vs_time.png. Returns the paths written."""
+DECODE_FILES = ("results.json", "queue_depth.csv", "latency_vs_round.png", "backlog_vs_time.png")
+
+
+def write_decode_outputs(study: DecodeStudy, folder) -> list[Path]:
+    """Stage in ``folder`` (a :class:`twin.output.files.RunFolder`) results.json (deterministic for
+    a seed: no wall-clock numbers; a NaN or infinity refused naming the field), queue_depth.csv
+    (requests in the card at 200 instants per placement: placement, t_ps, depth),
+    latency_vs_round.png, backlog_vs_time.png (:data:`DECODE_FILES`). Returns their paths."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    out.mkdir(parents=True, exist_ok=True)
     doc = study.document
     clean = dict(doc)
     clean["placements"] = [{k: v for k, v in s.items() if k != "throughput"} for s in doc["placements"]]
-    paths = [out / "results.json", out / "latency_vs_round.png", out / "backlog_vs_time.png"]
-    paths[0].write_text(json.dumps(clean, indent=2, sort_keys=True, default=float) + "\n")
-    paths.insert(1, out / "queue_depth.csv")
-    with paths[1].open("w") as f:
+    paths = [folder.write_json(DECODE_FILES[0], clean, default=float)]
+
+    def queue_csv(f) -> None:
         f.write("placement,t_ps,depth\n")
         for s, (tq, depth) in zip(doc["placements"], study.queues):
             f.writelines(f"{s['device']}:{s['mode']},{int(t)},{int(d)}\n" for t, d in zip(tq, depth))
+    paths.append(folder.write(DECODE_FILES[1], queue_csv))
     fig, ax = plt.subplots(figsize=(8, 4))
     for s, r in zip(doc["placements"], study.runs):
         rtt = r.result.rtt_ps / 1e6
@@ -588,8 +590,10 @@ def write_decode_outputs(study: DecodeStudy, out: Path) -> list[Path]:
     ax.set_title(f"{doc['scenario']}: latency vs round")
     ax.legend(markerscale=8, fontsize=8)
     fig.tight_layout()
-    fig.savefig(paths[2], dpi=120)
-    plt.close(fig)
+    try:
+        paths.append(folder.savefig(DECODE_FILES[2], fig, dpi=120))
+    finally:
+        plt.close(fig)
     fig, ax = plt.subplots(figsize=(8, 4))
     for s, (tq, depth) in zip(doc["placements"], study.queues):
         ax.step((tq - tq[0]) / 1e6, depth, where="post", label=f"{s['device']} ({s['mode']})")
@@ -598,6 +602,8 @@ def write_decode_outputs(study: DecodeStudy, out: Path) -> list[Path]:
     ax.set_title(f"{doc['scenario']}: backlog vs time")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(paths[3], dpi=120)
-    plt.close(fig)
+    try:
+        paths.append(folder.savefig(DECODE_FILES[3], fig, dpi=120))
+    finally:
+        plt.close(fig)
     return paths
