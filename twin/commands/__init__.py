@@ -46,21 +46,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args, console)
     except RtlError as e:
-        print(f"twin: error: model rtl: {e}", file=sys.stderr)
-        return 2
+        return _error(f"model rtl: {e}")
     except (ConfigError, UsageError) as e:
-        print(f"twin: error: {e}", file=sys.stderr)
-        return 2
+        return _error(str(e))
     except DirectNotApplicable as e:
-        print(f"twin: error: --engine direct: {e}; use --engine auto or event", file=sys.stderr)
-        return 2
+        return _error(f"--engine direct: {e}; use --engine auto or event")
     except OutputError as e:  # cannot write PATH: reason (the previous file, if any, is intact)
-        print(f"twin: error: {e}", file=sys.stderr)
-        return 2
+        return _error(str(e))
     except OSError as e:
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"twin: error: {where}{e.strerror or e}", file=sys.stderr)
-        return 2
+        return _error((f"{e.filename}: " if e.filename else "") + str(e.strerror or e))
 
+
+def _error(text: str, code: int = 2) -> int:
+    """Print ``twin: error: TEXT`` as one line (a newline inside a value the user gave, a file
+    name say, is shown as ``\\n``) and return ``code``."""
+    print("twin: error: " + text.replace("\r", "\\r").replace("\n", "\\n"), file=sys.stderr)
+    return code
 
 __all__ = ["build_parser", "main", "COMMANDS"]

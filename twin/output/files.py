@@ -168,6 +168,8 @@ def check_file(path: str | Path, overwrite: bool, option: str, ours: tuple[str, 
     p = Path(path)
     if p.is_dir():
         raise UsageError(f"{option} {p}: is a folder; name the file to write")
+    if p.exists() and not p.is_file():
+        raise UsageError(f"{option} {p}: is not a regular file (a device, a pipe?); name the file to write")
     if (p.exists() or p.is_symlink()) and not overwrite and not any(m in _first_line(p) for m in ours):
         raise UsageError(f"{option} {p}: exists and the twin did not write it; add --overwrite to replace it, "
                          "or name another file")
@@ -181,6 +183,8 @@ def write_file(path: str | Path, data: str | bytes | Writer) -> Path:
     none) is left as it was and the temporary one removed. Raises :class:`OutputError`. Whether the
     file may be replaced is :func:`check_file`'s question (ask it first)."""
     p = Path(path)
+    if p.exists() and not p.is_file():  # os.replace would put a plain file where a device or pipe was
+        raise OutputError(p, "not a regular file")
     tmp = p.with_name(f".{p.name}{STAGING_PREFIX}{os.getpid()}-{secrets.token_hex(4)}")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,73 @@
+"""The CLI fuzzer at length: ``python benchmarks/fuzz_cli.py [--examples N] [--in-process]``.
+
+The argument lists of tests/cli_fuzz.py (every ``twin`` subcommand: flags, bad values, missing
+files, folders as files, huge numbers, unicode, empty strings), each run as ``python -m twin`` in
+its own process (``--in-process``: in this one, faster) in a scratch folder, with a 10 s limit.
+Prints every argument list that ended in a traceback, an exit code other than 0-3, a last stderr
+line that is not twin's, or more than 10 s, and a count per subcommand; exits 1 if any did.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from cli_fuzz import arguments, problem, run_one, sandbox  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+
+def in_subprocess(argv: list[str], cwd: Path, limit_s: float) -> tuple[int, str, str, float]:
+    t0 = time.monotonic()
+    try:
+        r = subprocess.run([sys.executable, "-m", "twin", *argv], cwd=cwd, capture_output=True, text=True,
+                           timeout=limit_s + 20, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    except subprocess.TimeoutExpired:
+        return 0, "", "", time.monotonic() - t0
+    return r.returncode, r.stdout, r.stderr, time.monotonic() - t0 - 1.5  # ~1.5 s: starting Python and twin
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--examples", type=int, default=600, help="argument lists to try (default 600)")
+    ap.add_argument("--in-process", action="store_true", help="run each in this process (faster, less isolated)")
+    ap.add_argument("--seed", type=int, default=0, help="hypothesis seed (default 0)")
+    args = ap.parse_args()
+    bad: list[tuple[list[str], str, str]] = []
+    per = collections.Counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        cwd = Path(tmp)
+        os.chdir(cwd)
+        where = sandbox(cwd)
+        t0 = time.monotonic()
+
+        @settings(max_examples=args.examples, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(arguments(where))
+        def one(argv):
+            rc, out, err, s = run_one(argv) if args.in_process else in_subprocess(argv, cwd, 10.0)
+            per[argv[0] if argv else ""] += 1
+            what = problem(rc, out, err, s)
+            if what:
+                bad.append((argv, what, err[-1500:]))
+                print(f"PROBLEM twin {argv!r}: {what}\n{err[-1500:]}", flush=True)
+            if sum(per.values()) % 50 == 0:
+                print(f"{sum(per.values())} argument lists, {len(bad)} problems, {time.monotonic() - t0:.0f} s",
+                      flush=True)
+
+        import hypothesis
+        hypothesis.seed(args.seed)(one)()
+    print(f"{sum(per.values())} argument lists in {time.monotonic() - t0:.0f} s: "
+          + ", ".join(f"{k or '(none)'} {v}" for k, v in sorted(per.items())) + f"; {len(bad)} problems")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
