@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's twin, and the fuzzer's strategies
 
 from cli_fuzz import arguments, problem, run_one, sandbox  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -39,6 +39,7 @@ def main() -> int:
     ap.add_argument("--examples", type=int, default=600, help="argument lists to try (default 600)")
     ap.add_argument("--in-process", action="store_true", help="run each in this process (faster, less isolated)")
     ap.add_argument("--seed", type=int, default=0, help="hypothesis seed (default 0)")
+    ap.add_argument("--verbose", action="store_true", help="print each argument list before running it")
     args = ap.parse_args()
     bad: list[tuple[list[str], str, str]] = []
     per = collections.Counter()
@@ -52,6 +53,8 @@ def main() -> int:
                   suppress_health_check=list(HealthCheck))
         @given(arguments(where))
         def one(argv):
+            if args.verbose:
+                print(f"twin {argv!r}", flush=True)
             rc, out, err, s = run_one(argv) if args.in_process else in_subprocess(argv, cwd, 10.0)
             per[argv[0] if argv else ""] += 1
             what = problem(rc, out, err, s)

@@ -225,3 +225,20 @@ def test_mark_partial_and_foreign_manifest(tmp_path):
     (out / MANIFEST).write_text('{"mine": true}')
     with pytest.raises(UsageError, match="not a twin run manifest"):
         RunFolder(out, overwrite=True).check(["a.txt"])
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", str(ROOT / "scenarios" / "mesh_two_controllers_one_gpu.yaml"), "--rounds", "30", "--quiet", "--no-plot"],
+    ["decode", str(ROOT / "scenarios" / "decode_rep3.yaml"), "--shots", "30", "--verify-rounds", "10", "--quiet"],
+], ids=["mesh", "decode"])
+def test_mesh_and_decode_keep_to_their_manifest(tmp_path, capsys, argv):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    assert main([*argv, "--out", str(out)]) == 0
+    first = snapshot(out)
+    assert set(read_manifest(out)["files"]) == set(first) - {"notes.txt", MANIFEST}
+    line = only_error_line(capsys, main([*argv, "--out", str(out)]))
+    assert "earlier run" in line and snapshot(out) == first
+    assert main([*argv, "--seed", "11", "--overwrite", "--out", str(out)]) == 0
+    assert (out / "notes.txt").read_text() == "mine\n" and read_manifest(out)["seed"] == 11

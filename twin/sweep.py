@@ -196,7 +196,7 @@ def run_sweep(scenario_path: str | Path, axes: list[Axis], rounds: int | None = 
                 if progress:
                     progress(done, len(points))
     else:
-        n = workers or min(os.cpu_count() or 1, len(points))
+        n = min(workers or os.cpu_count() or 1, len(points))  # never more processes than points
         if n <= 1:
             for i, p in enumerate(points):
                 results[i] = run_point(scenario_path, p, rounds, seed)

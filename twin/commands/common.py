@@ -47,8 +47,8 @@ def _seed(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+    if not 0 <= value < 2**64:  # stim's samplers take a 64-bit seed
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to 2**64-1: {text!r}")
     return value
 
 

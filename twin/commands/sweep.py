@@ -11,6 +11,16 @@ from rich.table import Table
 
 from twin.commands.common import _count, _seed, add_overwrite, check_out_folder, run_folder
 
+MAX_WORKERS = 256  # processes on one machine: more is a typo (and on Linux each one is forked at once)
+
+
+def _workers(text: str) -> int:
+    """``--workers``: a whole number from 1 to :data:`MAX_WORKERS`."""
+    n = _count(text)
+    if n > MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_WORKERS} worker processes: {text!r}")
+    return n
+
 
 def register(sub) -> None:
     """Add the ``sweep`` subcommand to the ``twin`` parser's subparsers."""
@@ -21,7 +31,8 @@ def register(sub) -> None:
                         "parameter set>; values V1,V2,... or a range START:STOP:STEP; repeat for a grid")
     s.add_argument("--rounds", type=_count, help="rounds per point (default: the scenario's)")
     s.add_argument("--seed", type=_seed, help="base seed (default: the scenario's); each point derives its own")
-    s.add_argument("--workers", type=_count, help="local worker processes (default: CPU count)")
+    s.add_argument("--workers", type=_workers, help=f"local worker processes, 1 to {MAX_WORKERS} (default: CPU count; "
+                   "never more than there are points)")
     s.add_argument("--cluster", metavar="tcp://HOST:PORT", help="run the points on this Dask distributed scheduler")
     s.add_argument("--out", help="output folder (default runs/<scenario name>/sweep)")
     s.add_argument("--measure", choices=("rtt", "loop"), default="rtt",
