@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's twin, and the fuzzer's strategies
 
-from cli_fuzz import arguments, problem, run_one, sandbox  # noqa: E402
+from cli_fuzz import arguments, problem, run_one, sandbox, warm_up  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 
 
@@ -47,6 +47,8 @@ def main() -> int:
         cwd = Path(tmp)
         os.chdir(cwd)
         where = sandbox(cwd)
+        if args.in_process:
+            warm_up()
         t0 = time.monotonic()
 
         @settings(max_examples=args.examples, deadline=None, database=None,

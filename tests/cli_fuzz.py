@@ -33,8 +33,8 @@ PRIORS = [str(ROOT / "calibrations" / "card_path.yaml"), str(ROOT / "calibration
 WEIRD = ["", " ", "-", "--", "ü", "日本語", "\u202e", "😀", "a" * 300, "../..", "/", ".", "~", "$HOME", "%s", "{}",
          "-1", "--rounds", "\t", "a\nb"]
 # counts: small good ones in odd spellings, and bad ones (a valid 1e8 rounds would run for hours)
-NUMBERS = ["1", "2", "3", "20", "1e1", "0", "-1", "-0", "1.5", "1e400", "-1e400", "nan", "inf", "-inf", "1e9",
-           "100000001", "9" * 400, "0x10", "1_0", "٣", "1e-5", " 5", "5 ", "+5", "2e1", "1e8x"]
+NUMBERS = ["1", "2", "0", "-1", "-0", "1.5", "1e400", "-1e400", "nan", "inf", "-inf", "1e9",
+           "100000001", "9" * 400, "0x10", "1_0", "٣", "1e-5", " 2", "2 ", "+2", "2e0", "1e8x"]
 SMALL = {"--rounds": "20", "--shots": "20", "--maxiter": "1", "--popsize": "1", "--workers": "1"}
 PARAMS = ["frame_bytes=64,128", "frame_bytes=64:256:64", "frame_bytes=", "=1", "frame_bytes", "nope=1",
           "params.hosts.epyc7282.pcie.lanes=8,16", "traffic.period=2 us,3 us", "frame_bytes=1:0:1", "frame_bytes=a,b",
@@ -81,7 +81,8 @@ def _values(action: argparse.Action, where: dict) -> st.SearchStrategy[str]:
     if action.choices is not None and not isinstance(action, argparse._SubParsersAction):
         return st.sampled_from([str(c) for c in action.choices]) | weird
     if dest in ("rounds", "shots", "maxiter", "popsize", "workers", "verify_rounds", "seed"):
-        whole = st.integers(-10**30, 0) | st.integers(1, 40) | st.integers(10**8 + 1, 10**30)
+        few = 2 if dest in ("maxiter", "popsize") else 40  # a fit's generations cost seconds each
+        whole = st.integers(-10**30, 0) | st.integers(1, few) | st.integers(10**8 + 1, 10**30)
         return st.sampled_from(NUMBERS) | whole.map(str) | weird
     if dest in ("scenario", "prior", "file", "calibration"):
         pool = SCENARIOS if dest == "scenario" else PRIORS if dest == "prior" else \
@@ -181,6 +182,15 @@ def run_one(argv: list[str]) -> tuple[int, str, str, float]:
             err.write(traceback.format_exc())
             rc = -1
     return rc, out.getvalue(), err.getvalue(), time.monotonic() - t0
+
+
+def warm_up() -> None:
+    """Run a small ``twin run`` and ``twin decode`` once, untimed: the first run in a process pays for
+    the imports and compilation every later one shares (the 10 s limit is for the later ones)."""
+    for argv in (budget(["run", "--out", "warm"]), budget(["decode", "--out", "warm_d", "--overwrite"])):
+        rc, out, err, _ = run_one(argv + (["--overwrite"] if argv[0] == "run" else []))
+        if rc != 0 or problem(rc, out, err, 0.0):
+            raise RuntimeError(f"warm-up twin {argv!r} failed (exit {rc}):\n{err[-2000:]}")
 
 
 def problem(rc: int, stdout: str, stderr: str, seconds: float, limit_s: float = 10.0) -> str | None:

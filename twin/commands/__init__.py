@@ -27,9 +27,17 @@ from twin.rtl.build import RtlError
 COMMANDS = (run, calibrate, gen, decode, hosting, topology, sweep, scenarios, components)  # `twin --help` order
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage error stays on one line whatever the user typed (the
+    subcommands' parsers are of this class too: argparse makes them of their parent's)."""
+
+    def error(self, message: str):
+        super().error(one_line(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for ``twin``."""
-    p = argparse.ArgumentParser(prog="twin", description="Digital twin of the real-time QEC loop.")
+    p = _Parser(prog="twin", description="Digital twin of the real-time QEC loop.")
     p.add_argument("--version", action="version", version=f"twin {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
@@ -58,9 +66,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _error(text: str, code: int = 2) -> int:
-    """Print ``twin: error: TEXT`` as one line (a newline inside a value the user gave, a file
-    name say, is shown as ``\\n``) and return ``code``."""
-    print("twin: error: " + text.replace("\r", "\\r").replace("\n", "\\n"), file=sys.stderr)
+    """Print ``twin: error: TEXT`` as one line and return ``code``: a character that is not
+    printable inside a value the user gave (a file name with a newline, a form feed, U+2028, ...)
+    is shown escaped, as Python writes it (``\\n``, ``\\x1e``), never as a line break."""
+    print("twin: error: " + one_line(text), file=sys.stderr)
     return code
+
+
+def one_line(text: str) -> str:
+    """``text`` with every non-printable character escaped (``repr`` style); spaces kept."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 __all__ = ["build_parser", "main", "COMMANDS"]
