@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from twin.commands.common import _count, _seed, add_overwrite, check_out_folder, run_folder
+from twin.commands.common import UsageError, _count, _seed, add_overwrite, check_out_folder, run_folder
 
 MAX_WORKERS = 256  # processes on one machine: more is a typo (and on Linux each one is forked at once)
 
@@ -71,8 +71,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
             rows = run_sweep(args.scenario, axes, args.rounds, args.seed, args.workers, args.cluster,
                              progress=lambda d, t: bar.update(task, completed=d))
     except SweepError as e:  # one line, exit 2, as for any bad command-line value
-        print(f"twin: error: {e}", file=sys.stderr)
-        return 2
+        raise UsageError(str(e)) from None
     pre = "loop_" if args.measure == "loop" else ""
     if pre and any(pre + "p50_ns" not in r for r in rows):
         print("twin: error: --measure loop: the scenario has no external control system (no loop beyond "
