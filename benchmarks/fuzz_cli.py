@@ -2,7 +2,8 @@
 
 The argument lists of tests/cli_fuzz.py (every ``twin`` subcommand: flags, bad values, missing
 files, folders as files, huge numbers, unicode, empty strings), each run as ``python -m twin`` in
-its own process (``--in-process``: in this one, faster) in a scratch folder, with a 10 s limit.
+its own process (``--in-process``: in this one, faster, after one untimed warm-up run) in a scratch
+folder, with a 10 s limit (the child's CPU time in its own process, the wall clock in this one).
 Prints every argument list that ended in a traceback, an exit code other than 0-3, a last stderr
 line that is not twin's, or more than 10 s, and a count per subcommand; exits 1 if any did.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -25,13 +27,18 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 
 
 def in_subprocess(argv: list[str], cwd: Path, limit_s: float) -> tuple[int, str, str, float]:
+    """Run ``python -m twin argv`` in ``cwd``; the seconds returned are the child's CPU time (user +
+    system: on a shared, loaded machine the wall clock measures the neighbours), or the wall time
+    when it ran past ``limit_s`` + 20 s and was killed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     try:
         r = subprocess.run([sys.executable, "-m", "twin", *argv], cwd=cwd, capture_output=True, text=True,
                            timeout=limit_s + 20, env={**os.environ, "PYTHONPATH": str(ROOT)})
     except subprocess.TimeoutExpired:
         return 0, "", "", time.monotonic() - t0
-    return r.returncode, r.stdout, r.stderr, time.monotonic() - t0 - 1.5  # ~1.5 s: starting Python and twin
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.returncode, r.stdout, r.stderr, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> int:

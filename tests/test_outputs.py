@@ -225,6 +225,11 @@ def test_mark_partial_and_foreign_manifest(tmp_path):
     (out / MANIFEST).write_text('{"mine": true}')
     with pytest.raises(UsageError, match="not a twin run manifest"):
         RunFolder(out, overwrite=True).check(["a.txt"])
+    (tmp_path / "precious").write_text("x")  # a manifest naming a file outside its folder is not the twin's
+    (out / MANIFEST).write_text(json.dumps({"schema": "twin.manifest/1", "files": {"../precious": {}}}))
+    with pytest.raises(UsageError, match="not a twin run manifest"):
+        RunFolder(out, overwrite=True).check(["a.txt"])
+    assert (tmp_path / "precious").exists()
 
 
 @pytest.mark.parametrize("argv", [

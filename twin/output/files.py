@@ -213,6 +213,11 @@ def npz_writer(arrays: dict) -> Writer:
 
 # -- a run folder with its manifest ----------------------------------------------------------------
 
+def _plain_name(name) -> bool:
+    return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and os.sep not in name \
+        and "\0" not in name
+
+
 def read_manifest(folder: str | Path) -> dict | None:
     """The manifest of ``folder`` (a dict, schema ``twin.manifest/1``), or ``None`` where there is
     none. Raises :class:`twin.usage.UsageError` when ``manifest.json`` is there but is not one."""
@@ -221,7 +226,8 @@ def read_manifest(folder: str | Path) -> dict | None:
         return None
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
-        ok = isinstance(doc, dict) and doc.get("schema") == SCHEMA and isinstance(doc.get("files"), dict)
+        ok = isinstance(doc, dict) and doc.get("schema") == SCHEMA and isinstance(doc.get("files"), dict) \
+            and all(_plain_name(n) for n in doc["files"])  # never a path out of the folder (../x, /etc/x)
     except (OSError, ValueError):
         ok = False
     if not ok:
@@ -295,7 +301,7 @@ class RunFolder:
         """A staged path for ``name`` that another writer fills (e.g. the RTL harness's VCD
         waveforms); :meth:`commit` fsyncs it, records it and moves it into place. A file that is
         never created there is simply not part of the run."""
-        if "/" in name or name in ("", ".", "..", MANIFEST):
+        if not _plain_name(name) or name == MANIFEST:
             raise ValueError(f"not a file name of a run folder: {name!r}")
         self._check_name(name, self.owned())
         self._staged[name] = self.stage_dir() / name
