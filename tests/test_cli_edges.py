@@ -132,7 +132,7 @@ def test_stale_outputs_are_not_left_beside_a_new_results_json(tmp_path):
     assert main(["run", "--rounds", "100", "--verify-rounds", "10", "--quiet", "--out", str(out)]) == 0
     assert (out / "rounds.csv").exists() and (out / "histograms.png").exists()
     assert main(["run", "--rounds", "50", "--verify-rounds", "10", "--quiet", "--no-csv", "--no-plot",
-                 "--out", str(out)]) == 0
+                 "--overwrite", "--out", str(out)]) == 0  # the earlier run's own files: replaced or removed
     assert not (out / "rounds.csv").exists() and not (out / "histograms.png").exists()
     assert json.loads((out / "results.json").read_text())["rounds"] == 50
 

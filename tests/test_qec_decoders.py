@@ -188,9 +188,12 @@ def _sinter_cli() -> str:
 def test_sinter_plot_reads_the_stats_file(tmp_path):
     import sinter
 
+    from twin.output.files import RunFolder
     from twin.qec.study import load_decode, run_decode_study, write_decode_outputs
     study = run_decode_study(load_decode(ROOT / "scenarios" / "decode_user_circuit.yaml"), shots=300)
-    paths = write_decode_outputs(study, tmp_path / "out")
+    with RunFolder(tmp_path / "out") as folder:
+        write_decode_outputs(study, folder)
+        paths = folder.commit()
     stats_csv = tmp_path / "out" / "stats.csv"
     assert stats_csv in paths
     assert stats_csv.read_text().splitlines()[0] == sinter.CSV_HEADER
@@ -201,7 +204,9 @@ def test_sinter_plot_reads_the_stats_file(tmp_path):
         assert r.json_metadata["rtt_p99_ns"] == s["rtt"]["p99_ns"]
         assert r.custom_counts["identical_corrections"] == 300
     again = run_decode_study(load_decode(ROOT / "scenarios" / "decode_user_circuit.yaml"), shots=300)
-    write_decode_outputs(again, tmp_path / "out2")
+    with RunFolder(tmp_path / "out2") as folder:
+        write_decode_outputs(again, folder)
+        folder.commit()
     assert (tmp_path / "out2" / "stats.csv").read_bytes() == stats_csv.read_bytes()  # same seed, same bytes
     png = tmp_path / "x.png"
     run = subprocess.run([_sinter_cli(), "plot", "--in", str(stats_csv), "--out", str(png),

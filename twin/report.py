@@ -5,7 +5,6 @@ or the machine, so two runs with the same seed write the same bytes.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +13,7 @@ from rich.table import Table
 
 from twin.engine.hops import CSV_COLUMNS
 from twin.output.budget import print_budget_table, print_fault_and_deadline_lines
+from twin.output.files import RunFolder
 from twin.output.histogram import draw_histogram
 from twin.study import StudyResult
 from twin.units import period_ps, time_ps
@@ -65,18 +65,19 @@ def _boundary(study: StudyResult) -> str:
     return "request enters the link card -> the card has the reply (4 ns card clock)"
 
 
-def write_results_json(study: StudyResult, path: Path) -> None:
-    """Write results.json (sorted keys, fixed float formatting: byte-identical for a seed)."""
-    path.write_text(json.dumps(results_document(study), indent=2, sort_keys=True) + "\n")
+def write_results_json(study: StudyResult, folder: RunFolder, name: str = "results.json") -> Path:
+    """Stage results.json in ``folder`` (sorted keys, fixed float formatting: byte-identical for a
+    seed; a NaN or infinity is refused naming the field: :func:`twin.output.files.dumps_json`)."""
+    return folder.write_json(name, results_document(study))
 
 
-def write_rounds_csv(study: StudyResult, path: Path) -> None:
+def write_rounds_csv(study: StudyResult, folder: RunFolder, name: str = "rounds.csv") -> Path:
     """Per-round CSV: consumer (the scenario's node name), round, rtt_ps, loop_ps, then every hop's
     instant (integer picoseconds; -1 where a node does not expose it, e.g. inside RTL):
     t_send, t_in, issue, land, seen, start, reply, publish, rland, t_have, t_back
     (:mod:`twin.engine.hops`). ``rtt_ps`` is the card-boundary round trip (t_have - t_in);
-    ``loop_ps`` generator to generator (t_back - t_send)."""
-    with path.open("w") as f:
+    ``loop_ps`` generator to generator (t_back - t_send). Staged in ``folder``; returns its path."""
+    def write(f) -> None:
         f.write("consumer,round,rtt_ps,loop_ps," + ",".join(f"{c}_ps" for c in CSV_COLUMNS) + "\n")
         for run in study.runs:
             r = run.result
@@ -90,6 +91,7 @@ def write_rounds_csv(study: StudyResult, path: Path) -> None:
             for i in range(0, n, chunk):
                 block = cols[i:i + chunk]
                 f.write("".join(f"{run.node}," + ",".join(map(str, row)) + "\n" for row in block.tolist()))
+    return folder.write(name, write)
 
 
 def print_table(study: StudyResult, console: Console) -> None:
@@ -123,9 +125,10 @@ def print_budget(study: StudyResult, console: Console) -> None:
     print_budget_table([(r.node, r.summary) for r in study.runs], console, "consumer")
 
 
-def plot_histograms(study: StudyResult, path: Path, bin_ps: int | None = None) -> None:
+def plot_histograms(study: StudyResult, folder: RunFolder, name: str = "histograms.png",
+                    bin_ps: int | None = None) -> Path:
     """Figure in the style of the seeds' Figure 7: one panel per consumer, 4 ns bins, the twin's
-    p50/p90 as solid lines and the measured p50/p90 as dashed lines."""
+    p50/p90 as solid lines and the measured p50/p90 as dashed lines. Staged in ``folder``."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -153,5 +156,7 @@ def plot_histograms(study: StudyResult, path: Path, bin_ps: int | None = None) -
         ax.legend(fontsize=7, loc="upper right")
     axes[-1, 0].set_xlabel(f"round trip (µs), {bin_ps / 1000:g} ns bins")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        return folder.savefig(name, fig, dpi=120)
+    finally:
+        plt.close(fig)

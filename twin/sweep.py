@@ -196,7 +196,7 @@ def run_sweep(scenario_path: str | Path, axes: list[Axis], rounds: int | None = 
                 if progress:
                     progress(done, len(points))
     else:
-        n = workers or min(os.cpu_count() or 1, len(points))
+        n = min(workers or os.cpu_count() or 1, len(points))  # never more processes than points
         if n <= 1:
             for i, p in enumerate(points):
                 results[i] = run_point(scenario_path, p, rounds, seed)
@@ -213,21 +213,27 @@ def run_sweep(scenario_path: str | Path, axes: list[Axis], rounds: int | None = 
     return [row for i in range(len(points)) for row in results[i]]
 
 
-def write_outputs(rows: list[dict], axes: list[Axis], out: Path, title: str, measure: str = "rtt") -> None:
-    """Write sweep.csv, sweep.json and sweep.png (``measure``: ``rtt`` or ``loop``) into ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
+SWEEP_FILES = ("sweep.csv", "sweep.json", "sweep.png")
+
+
+def write_outputs(rows: list[dict], axes: list[Axis], folder, title: str, measure: str = "rtt") -> list[Path]:
+    """Stage sweep.csv, sweep.json and sweep.png (``measure``: ``rtt`` or ``loop``) in ``folder``
+    (a :class:`twin.output.files.RunFolder`; the caller commits). Returns their paths."""
     cols = list(rows[0])
-    with (out / "sweep.csv").open("w", newline="") as f:
+
+    def write_csv(f) -> None:
         w = csv.DictWriter(f, fieldnames=cols)
         w.writeheader()
         w.writerows(rows)
-    (out / "sweep.json").write_text(json.dumps({"schema": "twin.sweep/1", "scenario": title,
-                                                "axes": [{"path": a.path, "values": list(a.values)} for a in axes],
-                                                "rows": rows}, indent=2, sort_keys=True, default=str) + "\n")
-    plot(rows, axes, out / "sweep.png", title, measure)
+    return [folder.write(SWEEP_FILES[0], write_csv),
+            folder.write_json(SWEEP_FILES[1], {"schema": "twin.sweep/1", "scenario": title,
+                                               "axes": [{"path": a.path, "values": list(a.values)} for a in axes],
+                                               "rows": rows}, default=str),
+            plot(rows, axes, folder, title, measure)]
 
 
-def plot(rows: list[dict], axes: list[Axis], path: Path, title: str, measure: str = "rtt") -> None:
+def plot(rows: list[dict], axes: list[Axis], folder, title: str, measure: str = "rtt",
+         name: str = SWEEP_FILES[2]) -> Path:
     """p50 (solid), p90 (dashed), p99 (dotted) of ``measure`` (``rtt``: the card/FPGA-boundary round
     trip; ``loop``: controller to controller) against the first axis; one colour per consumer and
     value of the other axes."""
@@ -257,8 +263,11 @@ def plot(rows: list[dict], axes: list[Axis], path: Path, title: str, measure: st
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        return folder.savefig(name, fig, dpi=120)
+    finally:
+        plt.close(fig)
 
 
-__all__ = ["Axis", "SweepError", "parse_param", "grid", "point_seed", "run_point", "run_sweep", "write_outputs"]
+__all__ = ["Axis", "SweepError", "parse_param", "grid", "point_seed", "run_point", "run_sweep", "write_outputs",
+           "SWEEP_FILES"]

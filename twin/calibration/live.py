@@ -165,10 +165,12 @@ def calibrate_from_live(run: str | Path, scenario: str | Path | None = None, nod
 
 
 def write_fitted(fit: LiveFit, out: Path, run: Path) -> None:
-    """Write the fitted parameter set (YAML, like ``twin calibrate`` writes)."""
+    """Write the fitted parameter set (YAML, like ``twin calibrate`` writes; whole or not at all:
+    :func:`twin.output.files.write_file`)."""
     doc = fit.params.model_dump(exclude_none=True, exclude={"fit", "fitted"})
     doc["provenance"] = {**doc.get("provenance", {}),
                          fit.consumer: f"fitted by `twin calibrate --from-live {run}` to {fit.measured_rounds} "
                                        f"live rounds (W1 {fit.w1_ns:.1f} ns on a fresh seed)"}
-    out.write_text("# Written by `twin calibrate --from-live`; do not edit by hand.\n"
-                   + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+    from twin.output.files import write_file
+    write_file(out, "# Written by `twin calibrate --from-live`; do not edit by hand.\n"
+               + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))

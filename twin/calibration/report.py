@@ -9,13 +9,15 @@ import yaml
 from rich.table import Table
 
 from twin.calibration.fit import Residual
+from twin.output.files import write_file
 
 
 def write_fitted_yaml(out: Path, prior_path: Path, doc: dict) -> None:
     """Write the fitted document ``doc`` to ``out`` as YAML (keys in order), headed by a comment
-    naming ``prior_path``'s file and saying not to edit it by hand."""
-    out.write_text("# Written by `twin calibrate` from " + prior_path.name + "; do not edit by hand.\n"
-                   + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+    naming ``prior_path``'s file and saying not to edit it by hand (whole or not at all:
+    :func:`twin.output.files.write_file`; raises its OutputError)."""
+    write_file(out, "# Written by `twin calibrate` from " + prior_path.name + "; do not edit by hand.\n"
+               + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
 
 
 def residuals_table(residuals: Iterable[Residual], title: str) -> Table:

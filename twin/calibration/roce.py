@@ -145,8 +145,8 @@ def is_roce_file(path: str | Path) -> bool:
     """True when the YAML file at ``path`` declares ``kind: roce_path`` (cheap peek, no validation)."""
     try:
         doc = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError):
-        return False
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False  # not a RoCE set: the card-path loader then says what is wrong with the file
     return isinstance(doc, dict) and doc.get("kind") == "roce_path"
 
 

@@ -21,14 +21,23 @@ from twin.commands import calibrate, components, decode, gen, hosting, run, scen
 from twin.commands.common import UsageError
 from twin.config import ConfigError
 from twin.engine.direct import DirectNotApplicable
+from twin.output.files import OutputError
 from twin.rtl.build import RtlError
 
 COMMANDS = (run, calibrate, gen, decode, hosting, topology, sweep, scenarios, components)  # `twin --help` order
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage error stays on one line whatever the user typed (the
+    subcommands' parsers are of this class too: argparse makes them of their parent's)."""
+
+    def error(self, message: str):
+        super().error(one_line(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for ``twin``."""
-    p = argparse.ArgumentParser(prog="twin", description="Digital twin of the real-time QEC loop.")
+    p = _Parser(prog="twin", description="Digital twin of the real-time QEC loop.")
     p.add_argument("--version", action="version", version=f"twin {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
@@ -38,22 +47,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (2 for bad input, with one line on stderr)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    args.argv = ["twin", *argv]  # recorded in a run folder's manifest.json
     console = Console() if sys.stdout.isatty() else Console(width=120)
     try:
         return args.handler(args, console)
     except RtlError as e:
-        print(f"twin: error: model rtl: {e}", file=sys.stderr)
-        return 2
+        return _error(f"model rtl: {e}")
     except (ConfigError, UsageError) as e:
-        print(f"twin: error: {e}", file=sys.stderr)
-        return 2
+        return _error(str(e))
     except DirectNotApplicable as e:
-        print(f"twin: error: --engine direct: {e}; use --engine auto or event", file=sys.stderr)
-        return 2
+        return _error(f"--engine direct: {e}; use --engine auto or event")
+    except OutputError as e:  # cannot write PATH: reason (the previous file, if any, is intact)
+        return _error(str(e))
     except OSError as e:
-        print(f"twin: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
-        return 2
+        return _error((f"{e.filename}: " if e.filename else "") + str(e.strerror or e))
 
+
+def _error(text: str, code: int = 2) -> int:
+    """Print ``twin: error: TEXT`` as one line and return ``code``: a character that is not
+    printable inside a value the user gave (a file name with a newline, a form feed, U+2028, ...)
+    is shown escaped, as Python writes it (``\\n``, ``\\x1e``), never as a line break."""
+    print("twin: error: " + one_line(text), file=sys.stderr)
+    return code
+
+
+def one_line(text: str) -> str:
+    """``text`` with every non-printable character escaped (``repr`` style); spaces kept."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 __all__ = ["build_parser", "main", "COMMANDS"]

@@ -10,8 +10,11 @@ from pathlib import Path
 from rich.console import Console
 
 from twin.bundled import is_bundled
-from twin.commands.common import DEFAULT_FITTED, DEFAULT_PRIOR, UsageError, _bundled, _count, out_error
+from twin.commands.common import DEFAULT_FITTED, DEFAULT_PRIOR, UsageError, _bundled, _count, add_overwrite, out_error
 from twin.config import ConfigError
+from twin.output.files import check_file
+
+OURS = ("Written by `twin calibrate",)  # the first line of a fitted set the twin wrote: it may be refitted
 
 
 def register(sub) -> None:
@@ -31,6 +34,8 @@ def register(sub) -> None:
     c.add_argument("--rounds", type=_count, help="rounds per evaluation (default: the prior's fit.rounds)")
     c.add_argument("--maxiter", type=_count, help="differential-evolution generations (default: fit.maxiter)")
     c.add_argument("--popsize", type=_count, help="population multiplier (default: fit.popsize)")
+    add_overwrite(c, "a file at --out that the twin did not write (a fitted set it wrote, headed "
+                     "'# Written by `twin calibrate`', is refitted in place)")
     from twin.commands.calibrate_decoder import add_options
     add_options(c)
     c.set_defaults(handler=cmd_calibrate)
@@ -45,10 +50,9 @@ def _writable(default: Path) -> Path:
 def fitted_out(args: argparse.Namespace, prior_path: Path) -> Path:
     """Where a fit writes its fitted set: ``--out`` or ``fitted/<prior's name>`` beside the prior (in
     the working folder for a bundled prior). Checked before the fit: raises :class:`UsageError` for a
-    folder or a place that cannot be created."""
+    folder, a file the twin did not write (without ``--overwrite``) or a place that cannot be created."""
     out = Path(args.out) if args.out else _writable(prior_path.parent / "fitted" / prior_path.name)
-    if out.is_dir():
-        raise UsageError(f"--out {out}: is a folder; name the file to write")
+    check_file(out, args.overwrite, "--out", OURS)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)  # fail now, not after the fit
     except OSError as e:
@@ -108,8 +112,7 @@ def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
     fit = calibrate_from_live(run, scenario=args.prior, node=args.node, rounds=args.rounds or 20_000,
                               maxiter=args.maxiter or 30, popsize=args.popsize or 8, log=console.print)
     out = Path(args.out) if args.out else _writable(_bundled("calibrations") / "fitted" / f"{fit.params.name}.yaml")
-    if out.is_dir():
-        raise UsageError(f"--out {out}: is a folder; name the file to write")
+    check_file(out, args.overwrite, "--out", OURS)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -169,8 +169,8 @@ def _argv(args: argparse.Namespace, scenarios: list[str]) -> list[str]:
 def _out(args: argparse.Namespace, d, distances: list[int]) -> Path:
     name = f"{d.decoder}_{d.code}_" + "_".join(f"d{x}" for x in distances) + f"_p{d.p:g}.yaml"
     out = Path(args.out) if args.out else DEFAULT_FOLDER / name
-    if out.is_dir():
-        raise UsageError(f"--out {out}: is a folder; name the file to write")
+    from twin.output.files import check_file
+    check_file(out, args.overwrite, "--out", (HEAD_MARK,))  # before the timing, not after it
     try:
         out.parent.mkdir(parents=True, exist_ok=True)  # fail now, not after the timing
     except OSError as e:
@@ -178,11 +178,14 @@ def _out(args: argparse.Namespace, d, distances: list[int]) -> Path:
     return out
 
 
+HEAD_MARK = "Decoder cost measured on this host by `twin calibrate decoder`"  # a file it may refit in place
+
+
 def _write(out: Path, doc: dict) -> None:
+    """Write the calibration whole (staged, fsynced, renamed into place; OutputError names the file)."""
     import yaml
-    head = ("# Decoder cost measured on this host by `twin calibrate decoder` (see twin/qec/cost_fit.py): one\n"
+
+    from twin.output.files import write_file
+    head = (f"# {HEAD_MARK} (see twin/qec/cost_fit.py): one\n"
             "# request per call through the decoder's per-request entry point. Machine, versions and date below.\n")
-    try:
-        out.write_text(head + yaml.safe_dump(doc, sort_keys=False, width=120))
-    except OSError as e:
-        raise out_error("--out", out, e) from None
+    write_file(out, head + yaml.safe_dump(doc, sort_keys=False, width=120))

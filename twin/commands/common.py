@@ -4,8 +4,10 @@ bundled-file lookup (from :mod:`twin.bundled`)."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from twin.bundled import bundled_path, local_or_bundled
+from twin.output.files import RunFolder
 from twin.usage import UsageError, check_out_folder, out_error
 
 _bundled = local_or_bundled  # a bundled file: from the current folder if it has one, else the bundled copy
@@ -45,9 +47,23 @@ def _seed(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+    if not 0 <= value < 2**64:  # stim's samplers take a 64-bit seed
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to 2**64-1: {text!r}")
     return value
+
+
+def add_overwrite(parser: argparse.ArgumentParser, what: str = "an earlier run's outputs in the output folder "
+                                                                "(only the files its manifest.json names)") -> None:
+    """Add ``--overwrite`` to a command that writes files (:mod:`twin.output.files`)."""
+    parser.add_argument("--overwrite", action="store_true", help=f"replace {what}; without it the twin refuses "
+                        "to write over anything already there")
+
+
+def run_folder(args: argparse.Namespace, out: str | Path, seed: int | None = None) -> RunFolder:
+    """The :class:`twin.output.files.RunFolder` of a command's output folder ``out``, with the
+    command line (``args.argv``, set by :func:`twin.commands.main`), ``--overwrite`` and ``seed``."""
+    return RunFolder(out, overwrite=getattr(args, "overwrite", False), command=getattr(args, "argv", None),
+                     seed=seed)
 
 
 def _window(text: str) -> tuple[int, int]:
@@ -62,6 +78,7 @@ def _window(text: str) -> tuple[int, int]:
     return first, last
 
 
-__all__ = ["UsageError", "check_out_folder", "out_error", "bundled_path", "local_or_bundled", "_bundled",
+__all__ = ["UsageError", "add_overwrite", "run_folder",
+           "check_out_folder", "out_error", "bundled_path", "local_or_bundled", "_bundled",
            "_count", "_nonneg", "_seed", "_window", "MAX_ROUNDS", "DEFAULT_SCENARIO", "DEFAULT_PRIOR",
            "DEFAULT_FITTED", "DEFAULT_DECODE", "DEFAULT_HOSTING", "DEFAULT_CARD"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from twin.commands.common import UsageError
 from twin.nodes.listing import FORMATS, render
 
 
@@ -27,8 +28,7 @@ def cmd_components(args: argparse.Namespace, console=None) -> int:
     stderr naming it and the known kinds, exit 2."""
     try:
         text = render(args.kind, args.format)
-    except KeyError as e:
-        print(f"twin: error: {e.args[0]}", file=sys.stderr)
-        return 2
+    except KeyError as e:  # one line (twin.commands.main), exit 2
+        raise UsageError(e.args[0]) from None
     sys.stdout.write(text)
     return 0

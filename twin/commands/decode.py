@@ -4,7 +4,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from twin.commands.common import DEFAULT_DECODE, _bundled, _count, _nonneg, _seed, check_out_folder, out_error
+from twin.commands.common import (
+    DEFAULT_DECODE,
+    _bundled,
+    _count,
+    _nonneg,
+    _seed,
+    add_overwrite,
+    check_out_folder,
+    run_folder,
+)
 
 
 def register(sub) -> None:
@@ -21,19 +30,29 @@ def register(sub) -> None:
     d.add_argument("--verify-rounds", type=_nonneg, default=10_000,
                    help="requests the event model checks in auto mode (default 10000)")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_overwrite(d)
     d.set_defaults(handler=cmd_decode)
 
 
 def cmd_decode(args: argparse.Namespace, console) -> int:
     """Run a decode scenario: table, results.json and plots. Returns 0, or 1 when a loop correction
     differs from the direct decode or the card counted a mismatch."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from twin.qec.study import load_decode, print_decode, run_decode_study, write_decode_outputs
+    from twin.qec.study import DECODE_FILES, load_decode
 
     path = Path(args.scenario) if args.scenario else _bundled(DEFAULT_DECODE)
     ld = load_decode(path)
     out = check_out_folder(args.out or Path("runs") / ld.sc.name)  # before the study, not after
+    folder = run_folder(args, out, ld.sc.seed if args.seed is None else args.seed).check(DECODE_FILES)
+    with folder:  # an error or Ctrl-C before the commit leaves the folder as it was
+        return _decode(args, console, ld, folder)
+
+
+def _decode(args: argparse.Namespace, console, ld, folder) -> int:
+    """Run the study, print it, write and commit its files in ``folder``; the exit code."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from twin.qec.study import print_decode, run_decode_study, write_decode_outputs
+
     shots = args.shots or ld.sc.decode.shots
     d = ld.sc.decode
     from twin.qec.workload import sample_circuit
@@ -49,11 +68,9 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
         study = run_decode_study(ld, shots=shots, seed=args.seed, progress=progress, engine=args.engine,
                                verify_rounds=args.verify_rounds)
     print_decode(study, console)
-    try:
-        paths = write_decode_outputs(study, out)
-    except OSError as e:
-        raise out_error("--out", out, e) from None
-    console.print("wrote " + ", ".join(str(p) for p in paths))
+    write_decode_outputs(study, folder)
+    paths = folder.commit()
+    console.print("wrote " + ", ".join(str(p) for p in paths) + f" ({folder.out / 'manifest.json'} lists them)")
     rc = 0
     for s in study.document["placements"]:
         if s["identical_corrections"] != s["requests"] or s["card_mismatches"]:

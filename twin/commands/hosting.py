@@ -5,7 +5,10 @@ import argparse
 from pathlib import Path
 
 from twin.bundled import is_bundled
-from twin.commands.common import DEFAULT_CARD, DEFAULT_HOSTING, _bundled, _count, _seed
+from twin.commands.common import DEFAULT_CARD, DEFAULT_HOSTING, _bundled, _count, _seed, add_overwrite
+from twin.output.files import check_file, write_file
+
+OURS = ("fitted by `twin hosting --fit`",)  # the first line of a hosting file the twin wrote: it may be refitted
 
 
 def register(sub) -> None:
@@ -19,6 +22,7 @@ def register(sub) -> None:
     h.add_argument("--closed-loop", action="store_true",
                    help="measure the round-trip figures in the closed loop on the card's clock instead (shows "
                         "the poll-grid quantisation; see docs/decisions.md)")
+    add_overwrite(h, "with --fit, a --file the twin did not write (one it wrote is refitted in place)")
     h.set_defaults(handler=cmd_hosting)
 
 
@@ -37,7 +41,7 @@ def cmd_hosting(args: argparse.Namespace, console) -> int:
     if args.fit:
         if not args.file and is_bundled(path):  # never write into an installed wheel: ./calibrations/ instead
             path = Path("calibrations") / path.name
-            path.parent.mkdir(parents=True, exist_ok=True)
+        check_file(path, args.overwrite, "--file", OURS)  # before the fit
         hp = fit(params, rounds=args.rounds, seed=args.seed, log=console.print)
         meta = {"description": "Hosting-mode costs fitted by `twin hosting --fit` to "
                                "amd-qblox-exchange-runtime.txt (see twin/qec/hosting_fit.py); do not edit by hand.",
@@ -48,7 +52,7 @@ def cmd_hosting(args: argparse.Namespace, console) -> int:
                                "held_out": "every 1,792-byte figure",
                                "assumed": {"chain_complete": "one MI210 poll period (a load of the completion signal)",
                                            "chain_trigger_jitter": "exponential, scale = the fitted P2P jitter"}}}
-        path.write_text(yaml.safe_dump(hosting_document(hp, meta), sort_keys=False))
+        write_file(path, yaml.safe_dump(hosting_document(hp, meta), sort_keys=False))
         console.print(f"wrote {path}")
     hp, _ = load_hosting(path)
     rows = table_rows(measure(params, hp, rounds=args.rounds, seed=args.seed,

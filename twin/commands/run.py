@@ -16,8 +16,9 @@ from twin.commands.common import (
     _nonneg,
     _seed,
     _window,
+    add_overwrite,
     check_out_folder,
-    out_error,
+    run_folder,
 )
 
 
@@ -39,9 +40,11 @@ def register(sub) -> None:
     r.add_argument("--trace", type=_window, metavar="FIRST:LAST",
                    help="write VCD waveforms of the RTL nodes for rounds FIRST..LAST (within the run's rounds) "
                         "(OUT/waves.<loop>.<node>.vcd; needs a node with model rtl)")
-    r.add_argument("--no-plot", action="store_true", help="skip histograms.png")
-    r.add_argument("--no-csv", action="store_true", help="skip rounds.csv")
+    r.add_argument("--no-plot", action="store_true", help="do not write histograms.png (one that is there is "
+                                                          "left alone, or removed if an earlier run wrote it)")
+    r.add_argument("--no-csv", action="store_true", help="do not write rounds.csv (likewise)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_overwrite(r)
     r.set_defaults(handler=cmd_run)
 
 
@@ -50,7 +53,6 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     Returns 0, or 1 if any reply mismatched; raises ConfigError for bad input."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from twin.report import plot_histograms, print_table, write_results_json, write_rounds_csv
     from twin.scenario import load_scenario
     from twin.study import run_study
 
@@ -72,14 +74,14 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     rounds = args.rounds or sc.rounds
     out = check_out_folder(args.out or Path("runs") / sc.name)  # before the run, not after
     consumers = sc.consumers()
-    trace = None
-    waves_before: dict[Path, int] = {}
-    if args.trace:
-        if args.trace[1] > rounds:
-            raise UsageError(f"--trace {args.trace[0]}:{args.trace[1]}: outside the run's rounds 1:{rounds} "
-                             f"(--rounds or the scenario's rounds)")
-        trace = (str(out / "waves.vcd"), *args.trace)
-        waves_before = {f: f.stat().st_mtime_ns for f in out.glob("waves.*.vcd")} if out.is_dir() else {}
+    if args.trace and args.trace[1] > rounds:
+        raise UsageError(f"--trace {args.trace[0]}:{args.trace[1]}: outside the run's rounds 1:{rounds} "
+                         f"(--rounds or the scenario's rounds)")
+    live = any(n.model == "live" for n in consumers)
+    folder = run_folder(args, out, sc.seed if args.seed is None else args.seed)
+    folder.check(["results.json", *([] if args.no_csv else ["rounds.csv"]),
+                  *([] if args.no_plot else ["histograms.png"]), *(["live_rounds.npz"] if live else []),
+                  *(_wave_names(sc, consumers) if args.trace else [])])  # before the run: refused, nothing written
     for n in consumers:  # a live endpoint that cannot start here: say so before any progress bar
         if n.bridge is not None:
             from hw_bridge.contract import LiveFailure, preflight
@@ -88,43 +90,53 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             except LiveFailure as e:
                 print(f"twin: error: node {n.name!r}: {e}", file=sys.stderr)
                 return 3
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False, disable=args.quiet) as bar:
-        tasks = {n.name: bar.add_task(n.device, total=rounds) for n in consumers}
-        study = run_study(loaded, rounds=rounds, seed=args.seed, engine=args.engine,
-                          verify_rounds=args.verify_rounds, trace=trace,
-                          progress=lambda name, done: bar.update(tasks[name], completed=done))
-    if study.failures and not study.runs:  # a live endpoint could not start: nothing to write
-        f = study.failures[0]
-        print(f"twin: error: node {getattr(f, 'node', '?')!r}: {f}", file=sys.stderr)
-        return 3
-    try:
-        out.mkdir(parents=True, exist_ok=True)  # only once the study has run: a refused run leaves nothing
-    except OSError as e:
-        raise out_error("--out", out, e) from None
-    for flag, name in ((args.no_csv, "rounds.csv"), (args.no_plot, "histograms.png")):
-        if flag and (out / name).exists():
-            (out / name).unlink()  # an earlier run's file would not match this results.json
+    with folder:  # an error or Ctrl-C before the commit leaves the folder as it was
+        trace = (str(folder.stage_dir() / "waves.vcd"), *args.trace) if args.trace else None
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=False, disable=args.quiet) as bar:
+            tasks = {n.name: bar.add_task(n.device, total=rounds) for n in consumers}
+            study = run_study(loaded, rounds=rounds, seed=args.seed, engine=args.engine,
+                              verify_rounds=args.verify_rounds, trace=trace,
+                              progress=lambda name, done: bar.update(tasks[name], completed=done))
+        if study.failures and not study.runs:  # a live endpoint could not start: nothing to write
+            f = study.failures[0]
+            print(f"twin: error: node {getattr(f, 'node', '?')!r}: {f}", file=sys.stderr)
+            return 3
+        folder.seed = study.seed
+        return _report(args, console, study, folder, consumers, live)
+
+
+def _wave_names(sc, consumers) -> list[str]:
+    """The VCD files ``--trace`` may write (``waves.<loop>.<node>.vcd``, :mod:`twin.rtl.loop`)."""
+    card = sc.card_model() == "rtl"
+    return [f"waves.{n.name}.{who}.vcd" for n in consumers for who, rtl in (("card", card), (n.name, n.model == "rtl"))
+            if rtl]
+
+
+def _report(args, console: Console, study, folder, consumers, live: bool) -> int:
+    """Print the tables, write the outputs into ``folder`` and commit them; the exit code."""
+    from twin.report import plot_histograms, print_table, write_results_json, write_rounds_csv
+
+    out = folder.out
     print_table(study, console)
-    write_results_json(study, out / "results.json")
-    live_npz = None
-    if any(n.model == "live" for n in consumers):
+    write_results_json(study, folder)
+    if live:
         from twin.output.live import print_live, write_live_rounds
         print_live(study, console)
-        live_npz = write_live_rounds(study, out)
+        write_live_rounds(study, folder)
     if not args.no_csv:
-        write_rounds_csv(study, out / "rounds.csv")
+        write_rounds_csv(study, folder)
     if not args.no_plot and study.runs:
-        plot_histograms(study, out / "histograms.png")
+        plot_histograms(study, folder)
+    for f in study.failures:
+        folder.mark_partial(f"node {getattr(f, 'node', '?')!r}: {f}")
+    written = folder.commit()
     for r in study.runs:
         if r.summary["backlog_max"]:
             console.print(f"[yellow]warning: {r.node}: requests waited for a free slot (up to "
                           f"{r.summary['backlog_max']} at once): the consumer fell behind (offered load, "
                           "or a stall)[/yellow]")
-    waves = [f for f in sorted(out.glob("waves.*.vcd")) if trace and waves_before.get(f) != f.stat().st_mtime_ns]
-    console.print(f"wrote {out / 'results.json'}" + ("" if args.no_csv else f", {out / 'rounds.csv'}")
-                  + ("" if args.no_plot else f", {out / 'histograms.png'}")
-                  + (f", {live_npz}" if live_npz else "") + "".join(f", {f}" for f in waves))
+    console.print("wrote " + ", ".join(str(p) for p in written) + f" ({out / 'manifest.json'} lists them)")
     rc = 0
     for f in study.failures:  # a live endpoint died, hung or answered wrongly
         done = next((len(r.result.t_in) for r in study.runs if r.node == getattr(f, "node", None)), 0)

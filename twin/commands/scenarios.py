@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 
 import yaml
@@ -143,11 +142,10 @@ def cmd_copy(args: argparse.Namespace, console: Console) -> int:
     for target in [dest, *(t for _, t in along)]:
         if target.exists() or target.is_symlink():
             raise UsageError(f"scenarios copy: {target} exists; not overwriting it (remove it or name another DEST)")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(new)
+    from twin.output.files import write_file
+    write_file(dest, new)  # each whole or not at all (twin.output.files)
     for f, target in along:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(f, target)
+        write_file(target, f.read_bytes())
     kind = "decode" if "decode" in doc else "run"
     console.print(f"wrote {dest}" + "".join(f", {t}" for _, t in along)
                   + f" (its calibration files are the bundled ones, by absolute path); run it: twin {kind} {dest}")

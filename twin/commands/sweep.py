@@ -9,7 +9,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from twin.commands.common import _count, _seed, check_out_folder, out_error
+from twin.commands.common import UsageError, _count, _seed, add_overwrite, check_out_folder, run_folder
+
+MAX_WORKERS = 256  # processes on one machine: more is a typo (and on Linux each one is forked at once)
+
+
+def _workers(text: str) -> int:
+    """``--workers``: a whole number from 1 to :data:`MAX_WORKERS`."""
+    n = _count(text)
+    if n > MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_WORKERS} worker processes: {text!r}")
+    return n
 
 
 def register(sub) -> None:
@@ -21,13 +31,15 @@ def register(sub) -> None:
                         "parameter set>; values V1,V2,... or a range START:STOP:STEP; repeat for a grid")
     s.add_argument("--rounds", type=_count, help="rounds per point (default: the scenario's)")
     s.add_argument("--seed", type=_seed, help="base seed (default: the scenario's); each point derives its own")
-    s.add_argument("--workers", type=_count, help="local worker processes (default: CPU count)")
+    s.add_argument("--workers", type=_workers, help=f"local worker processes, 1 to {MAX_WORKERS} (default: CPU count; "
+                   "never more than there are points)")
     s.add_argument("--cluster", metavar="tcp://HOST:PORT", help="run the points on this Dask distributed scheduler")
     s.add_argument("--out", help="output folder (default runs/<scenario name>/sweep)")
     s.add_argument("--measure", choices=("rtt", "loop"), default="rtt",
                    help="what the table and plot show: rtt (card/FPGA-boundary round trip, default) or loop "
                         "(controller to controller: adds an external control system's link)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_overwrite(s)
     s.set_defaults(handler=cmd_sweep)
 
 
@@ -36,10 +48,18 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from twin.scenario import load_scenario
-    from twin.sweep import SweepError, grid, parse_param, run_sweep, write_outputs  # run_sweep looked up per call
+    from twin.sweep import (  # run_sweep looked up per call
+        SWEEP_FILES,
+        SweepError,
+        grid,
+        parse_param,
+        run_sweep,
+        write_outputs,
+    )
 
     loaded = load_scenario(Path(args.scenario))
     out = check_out_folder(args.out or Path("runs") / loaded.scenario.name / "sweep")  # before the points run
+    folder = run_folder(args, out, loaded.scenario.seed if args.seed is None else args.seed).check(SWEEP_FILES)
     try:
         axes = [parse_param(p) for p in args.param]
         if len({a.path for a in axes}) != len(axes):
@@ -51,17 +71,15 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
             rows = run_sweep(args.scenario, axes, args.rounds, args.seed, args.workers, args.cluster,
                              progress=lambda d, t: bar.update(task, completed=d))
     except SweepError as e:  # one line, exit 2, as for any bad command-line value
-        print(f"twin: error: {e}", file=sys.stderr)
-        return 2
+        raise UsageError(str(e)) from None
     pre = "loop_" if args.measure == "loop" else ""
     if pre and any(pre + "p50_ns" not in r for r in rows):
         print("twin: error: --measure loop: the scenario has no external control system (no loop beyond "
               "the card boundary)", file=sys.stderr)
         return 2
-    try:
-        write_outputs(rows, axes, out, loaded.scenario.name, args.measure)
-    except OSError as e:
-        raise out_error("--out", out, e) from None
+    with folder:  # an error or Ctrl-C before the commit leaves the folder as it was
+        write_outputs(rows, axes, folder, loaded.scenario.name, args.measure)
+        written = folder.commit()
     tb = Table(title=f"{loaded.scenario.name}: sweep, {len(points)} points, "
                      f"{'controller loop' if pre else 'round trip'} (µs)")
     for a in axes:
@@ -72,5 +90,5 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         tb.add_row(*[str(r[a.path]) for a in axes], r["consumer"],
                    *[f"{r[pre + k] / 1000:.3f}" for k in ("p50_ns", "p90_ns", "p99_ns", "mean_ns")])
     console.print(tb)
-    console.print(f"wrote {out / 'sweep.csv'}, {out / 'sweep.json'}, {out / 'sweep.png'}")
+    console.print("wrote " + ", ".join(map(str, written)) + f" ({out / 'manifest.json'} lists them)")
     return 0

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from twin.commands.common import UsageError, check_out_folder, out_error
+from twin.commands.common import UsageError, add_overwrite, check_out_folder
+from twin.output.files import check_file
 
 
 def register(sub) -> None:
@@ -16,6 +17,7 @@ def register(sub) -> None:
     t.add_argument("scenario", help="scenario YAML")
     t.add_argument("--out", help="image to write: a .png, .pdf or .svg file, or a folder to write "
                                  "topology.png in (default runs/<scenario name>/topology.png)")
+    add_overwrite(t, "the image at --out if one is there")
     t.set_defaults(handler=cmd_topology)
 
 
@@ -39,7 +41,8 @@ def out_path(value: str | None, name: str) -> Path:
 
 def cmd_topology(args: argparse.Namespace, console: Console) -> int:
     """Load the scenario (errors name file, key, value), draw it, print the file written. Returns 0;
-    raises :class:`twin.usage.UsageError` for an ``--out`` that cannot be written."""
+    raises :class:`twin.usage.UsageError` for an ``--out`` that cannot be written or is there (without
+    ``--overwrite``), :class:`twin.output.files.OutputError` for a write that failed."""
     from twin.output.topology_figure import draw
     from twin.scenario import load_scenario
 
@@ -47,11 +50,8 @@ def cmd_topology(args: argparse.Namespace, console: Console) -> int:
     sc = loaded.scenario
     out = out_path(args.out, sc.name)
     check_out_folder(out.parent, shown=args.out or out)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        draw(sc, out)
-    except OSError as e:
-        raise out_error("--out", args.out or out, e) from None
+    check_file(out, args.overwrite, "--out")
+    draw(sc, out)
     g = sc.graph()
     console.print(f"{sc.name}: {g.number_of_nodes()} nodes, {g.number_of_edges()} links"
                   + (f", {len(sc.flows)} flows" if sc.flows else ""))

@@ -351,8 +351,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stale: {_rel(p)} (run `twin gen`)")
         return 1 if bad else 0
     for key, text in generate().items():
-        OUTPUTS[key].parent.mkdir(parents=True, exist_ok=True)
-        OUTPUTS[key].write_text(text)
+        from twin.output.files import write_file
+        write_file(OUTPUTS[key], text)  # whole or not at all: a generated file is never torn
         print(f"wrote {_rel(OUTPUTS[key])}")
     return 0
 

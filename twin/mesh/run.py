@@ -9,7 +9,6 @@ delay at the shared consumer; per shared link and consumer its utilisation), ``r
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
@@ -54,8 +53,6 @@ def mesh_document(loaded, res: MeshResult, seed: int) -> dict:
 
 def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
     """Run a mesh scenario (``flows``); returns 0, or 1 when a reply mismatched."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     sc = loaded.scenario
     if args.engine == "direct":
         raise ConfigError(loaded.path, "flows", "[...]", "--engine direct computes one flow alone; a mesh's flows "
@@ -65,9 +62,23 @@ def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
                           "the RTL node in a loop scenario to trace it")
     if not isinstance(loaded.params, ParamSet):
         raise ConfigError(loaded.path, "calibration", sc.calibration, "a mesh needs a card-path parameter set")
+    from twin.output.files import RunFolder
     from twin.usage import check_out_folder
     out = check_out_folder(args.out or Path("runs") / sc.name)  # before the run, not after
     seed = sc.seed if args.seed is None else args.seed
+    folder = RunFolder(out, overwrite=getattr(args, "overwrite", False), command=getattr(args, "argv", None),
+                       seed=seed)
+    folder.check(["results.json", *([] if args.no_csv else ["rounds.csv"]),
+                  *([] if args.no_plot else ["histograms.png"])])  # refused before the run, nothing written
+    with folder:  # an error or Ctrl-C before the commit leaves the folder as it was
+        return _run_and_write(args, console, loaded, folder, seed)
+
+
+def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, seed: int) -> int:
+    """Run the mesh, print its tables, stage and commit its files in ``folder``; the exit code."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    sc = loaded.scenario
     if args.rounds:
         from twin.scenario.load import check_rounds
         check_rounds(loaded, args.rounds)
@@ -78,9 +89,8 @@ def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
         res = run_mesh(sc, loaded.params, rounds=args.rounds, seed=seed,
                        progress=lambda d, t: bar.update(task, completed=d, total=t),
                        rtl_config=lambda node: rtl_config(loaded, node, None))
-    out.mkdir(parents=True, exist_ok=True)
     doc = mesh_document(loaded, res, seed)
-    (out / "results.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    folder.write_json("results.json", doc)
     tb = Table(title=f"{sc.name}: mesh, {len(res.flows)} flows, seed {seed} (µs)")
     for col in ("flow", "route", "function", "rounds", "rtt p50", "p90", "p99", "loop p50", "wait mean",
                 "wait p99", "mismatches"):
@@ -98,19 +108,20 @@ def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
         console.print(f"{name}: served {c['served']:,}, utilisation {util}")
     print_fault_and_deadline_lines([(f"flow {f['flow']}", f) for f in doc["flows"]], console)
     if not args.no_csv:
-        write_mesh_rounds(res, out / "rounds.csv")
+        write_mesh_rounds(res, folder)
     if not args.no_plot:
-        _plot(res, out / "histograms.png")
-    console.print(f"wrote {out / 'results.json'}" + ("" if args.no_csv else f", {out / 'rounds.csv'}")
-                  + ("" if args.no_plot else f", {out / 'histograms.png'}"))
+        _plot(res, folder)
+    written = folder.commit()
+    console.print("wrote " + ", ".join(map(str, written)) + f" ({folder.out / 'manifest.json'} lists them)")
     injected = [f.get("faults", {}).get("injected", {}).get("corrupt_piece", 0) for f in doc["flows"]]
     return 1 if any(f["mismatches"] != k for f, k in zip(doc["flows"], injected)) else 0
 
 
-def write_mesh_rounds(res: MeshResult, path: Path) -> None:
+def write_mesh_rounds(res: MeshResult, folder, name: str = "rounds.csv") -> Path:
     """Per request: flow, round, rtt_ps, loop_ps, wait_ps (queueing at the shared consumer), then
-    every hop's instant as in a loop's rounds.csv (integer ps; docs/results.md)."""
-    with path.open("w") as fh:
+    every hop's instant as in a loop's rounds.csv (integer ps; docs/results.md). Staged in
+    ``folder`` (a :class:`twin.output.files.RunFolder`); returns its path."""
+    def write(fh) -> None:
         fh.write("flow,round,rtt_ps,loop_ps,wait_ps," + ",".join(f"{c}_ps" for c in CSV_COLUMNS) + "\n")
         for r, ft in zip(res.routes, res.flows):
             h = ft.hops
@@ -118,9 +129,10 @@ def write_mesh_rounds(res: MeshResult, path: Path) -> None:
                                     ft.t_in, *(getattr(h, c) for c in CSV_COLUMNS[2:-2]), ft.t_have, ft.t_back])
             for i in range(0, len(cols), 200_000):
                 fh.write("".join(f"{r.flow}," + ",".join(map(str, row)) + "\n" for row in cols[i:i + 200_000].tolist()))
+    return folder.write(name, write)
 
 
-def _plot(res: MeshResult, path: Path, bin_ps: int = 4000) -> None:
+def _plot(res: MeshResult, folder, name: str = "histograms.png", bin_ps: int = 4000) -> Path:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -135,5 +147,7 @@ def _plot(res: MeshResult, path: Path, bin_ps: int = 4000) -> None:
                      loc="left")
     axes[-1, 0].set_xlabel(f"card-boundary round trip (µs), {bin_ps / 1000:g} ns bins")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        return folder.savefig(name, fig, dpi=110)
+    finally:
+        plt.close(fig)

@@ -71,9 +71,11 @@ def print_live(study, console) -> None:
                   f"timeout in the whole run (longest {hf['longest_stall_ns'] / 1e3:.1f} µs)")
 
 
-def write_live_rounds(study, out: Path) -> Path | None:
-    """Write ``live_rounds.npz``: per live consumer ``<node>.rtt_ps``, ``<node>.service_ns``,
-    ``<node>.t_in_ps``, ``<node>.t_have_ps``. Returns its path, or None without live consumers."""
+def write_live_rounds(study, folder) -> Path | None:
+    """Stage ``live_rounds.npz`` in ``folder`` (a :class:`twin.output.files.RunFolder`): per live
+    consumer ``<node>.rtt_ps``, ``<node>.service_ns``, ``<node>.t_in_ps``, ``<node>.t_have_ps``.
+    Returns its path, or None without live consumers (an earlier run's file is then the folder's
+    business: its manifest)."""
     arrays = {}
     for r in study.runs:
         if r.summary.get("live"):
@@ -81,10 +83,6 @@ def write_live_rounds(study, out: Path) -> Path | None:
             arrays[f"{r.node}.t_in_ps"] = r.result.t_in
             arrays[f"{r.node}.t_have_ps"] = r.result.t_have
             arrays[f"{r.node}.service_ns"] = np.asarray(r.result.stats.get("service_ns", []), np.int64)
-    path = out / NPZ
     if not arrays:
-        if path.exists():
-            path.unlink()
         return None
-    np.savez_compressed(path, **arrays)
-    return path
+    return folder.savez(NPZ, arrays)

@@ -5,11 +5,14 @@ from pathlib import Path
 
 import networkx as nx
 
+from twin.output.files import savefig_writer, write_file
+
 
 def draw(sc, path: Path) -> None:
     """Draw the scenario's graph to exactly ``path`` (its suffix picks png, pdf or svg; none: png):
     nodes coloured by kind, edges labelled by link kind, and for a mesh each flow's route as a
-    coloured arrow path. Raises OSError if it cannot write."""
+    coloured arrow path. Written whole or not at all (:func:`twin.output.files.write_file`); raises
+    its OutputError if it cannot write."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -43,5 +46,7 @@ def draw(sc, path: Path) -> None:
     ax.legend(fontsize=7, loc="lower left", markerscale=0.4)
     ax.axis("off")
     fig.tight_layout()
-    fig.savefig(path, dpi=110, format=Path(path).suffix.lower().lstrip(".") or "png")
-    plt.close(fig)
+    try:
+        write_file(path, savefig_writer(fig, Path(path).suffix.lower().lstrip(".") or "png", dpi=110))
+    finally:
+        plt.close(fig)

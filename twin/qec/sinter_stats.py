@@ -25,7 +25,6 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
-from pathlib import Path
 
 
 def task_stats(study) -> list:
@@ -56,8 +55,7 @@ def task_stats(study) -> list:
     return rows
 
 
-def write_stats_csv(study, path: Path) -> Path:
-    """Write :func:`task_stats` to ``path`` under ``sinter.CSV_HEADER``; returns ``path``."""
+def stats_csv(study) -> str:
+    """The text of ``stats.csv``: :func:`task_stats` under ``sinter.CSV_HEADER``."""
     import sinter
-    path.write_text(sinter.CSV_HEADER + "\n" + "".join(t.to_csv_line() + "\n" for t in task_stats(study)))
-    return path
+    return sinter.CSV_HEADER + "\n" + "".join(t.to_csv_line() + "\n" for t in task_stats(study))

@@ -11,8 +11,6 @@ between requests): ``max(0, 1 - 1 / rho) * T / T_a`` requests per QEC cycle ``T`
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from twin.stats import summary_ns
@@ -101,11 +99,10 @@ CSV_COLUMNS = ("request", "shot", "index", "arrival_ps", "card_in_ps", "ready_ps
                "correction_ps", "decoder_ps", "service_ps", "queue_wait_ps", "reaction_ps")
 
 
-def write_requests_csv(path: Path, tables: list[tuple[str, dict[str, np.ndarray]]]) -> None:
-    """``requests.csv``: one row per request of every placement (``placement`` first, then
-    :data:`CSV_COLUMNS`, integers)."""
-    with path.open("w") as f:
-        f.write("placement," + ",".join(CSV_COLUMNS) + "\n")
-        for name, t in tables:
-            cols = np.column_stack([np.asarray(t[c], np.int64) for c in CSV_COLUMNS])
-            f.writelines(f"{name}," + ",".join(map(str, row)) + "\n" for row in cols.tolist())
+def write_requests_csv(f, tables: list[tuple[str, dict[str, np.ndarray]]]) -> None:
+    """``requests.csv`` into the open text file ``f``: one row per request of every placement
+    (``placement`` first, then :data:`CSV_COLUMNS`, integers)."""
+    f.write("placement," + ",".join(CSV_COLUMNS) + "\n")
+    for name, t in tables:
+        cols = np.column_stack([np.asarray(t[c], np.int64) for c in CSV_COLUMNS])
+        f.writelines(f"{name}," + ",".join(map(str, row)) + "\n" for row in cols.tolist())

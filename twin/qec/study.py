@@ -47,7 +47,6 @@ queue_depth.csv; plots: latency vs request, backlog vs time.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -881,35 +880,37 @@ def print_decode(study: DecodeStudy, console) -> None:
                       f"{s['replies_checked']:,} replies checked byte for byte by the card")
 
 
-def write_decode_outputs(study: DecodeStudy, out: Path) -> list[Path]:
-    """results.json (deterministic for a seed: no wall-clock numbers), stats.csv (sinter's CSV,
-    :mod:`twin.qec.sinter_stats`; also deterministic), requests.csv (every request:
-    :func:`twin.qec.streaming.write_requests_csv`), queue_depth.csv (requests in the card at 200
-    instants per placement: placement, t_ps, depth), latency_vs_round.png (reaction time per
-    request), backlog_vs_time.png (requests waiting anywhere for a decoder). Returns the paths written."""
+DECODE_FILES = ("results.json", "stats.csv", "queue_depth.csv", "requests.csv", "latency_vs_round.png",
+                "backlog_vs_time.png")
+
+
+def write_decode_outputs(study: DecodeStudy, folder) -> list[Path]:
+    """Stage in ``folder`` (a :class:`twin.output.files.RunFolder`) results.json (deterministic for
+    a seed: no wall-clock numbers; a NaN or infinity refused naming the field), stats.csv (sinter's
+    CSV, :mod:`twin.qec.sinter_stats`; also deterministic), queue_depth.csv (requests in the card at
+    200 instants per placement: placement, t_ps, depth), requests.csv (every request:
+    :func:`twin.qec.streaming.write_requests_csv`; when the runs keep their tables),
+    latency_vs_round.png (round trip and reaction time per request), backlog_vs_time.png (requests
+    waiting anywhere for a decoder) (:data:`DECODE_FILES`). Returns their paths."""
     import matplotlib
 
     from twin.qec.streaming import write_requests_csv
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    out.mkdir(parents=True, exist_ok=True)
     doc = study.document
     clean = dict(doc)
     clean["placements"] = [{k: v for k, v in s.items() if k != "throughput"} for s in doc["placements"]]
-    results, queue_csv, requests_csv = out / "results.json", out / "queue_depth.csv", out / "requests.csv"
-    latency_png, backlog_png = out / "latency_vs_round.png", out / "backlog_vs_time.png"
-    stats_csv = out / "stats.csv"  # sinter's CSV: `sinter plot --in stats.csv`
-    paths = [results, stats_csv, queue_csv] + ([requests_csv] if study.tables is not None else []) + \
-        [latency_png, backlog_png]
-    results.write_text(json.dumps(clean, indent=2, sort_keys=True, default=float) + "\n")
-    from twin.qec.sinter_stats import write_stats_csv
-    write_stats_csv(study, stats_csv)
-    with queue_csv.open("w") as f:
+    paths = [folder.write_json(DECODE_FILES[0], clean, default=float)]
+    from twin.qec.sinter_stats import stats_csv
+    paths.append(folder.write(DECODE_FILES[1], stats_csv(study)))  # sinter's CSV: `sinter plot --in stats.csv`
+
+    def queue_csv(f) -> None:
         f.write("placement,t_ps,depth\n")
         for s, (tq, depth) in zip(doc["placements"], study.queues):
             f.writelines(f"{_label(s)},{int(t)},{int(d)}\n" for t, d in zip(tq, depth))
+    paths.append(folder.write(DECODE_FILES[2], queue_csv))
     if study.tables is not None:
-        write_requests_csv(requests_csv, study.tables)
+        paths.append(folder.write(DECODE_FILES[3], lambda f: write_requests_csv(f, study.tables)))
     fig, ax = plt.subplots(figsize=(8, 4))
     for s, r in zip(doc["placements"], study.runs):
         rtt = r.result.rtt_ps / 1e6
@@ -923,8 +924,10 @@ def write_decode_outputs(study: DecodeStudy, out: Path) -> list[Path]:
     ax.set_title(f"{doc['scenario']}: latency vs round")
     ax.legend(markerscale=8, fontsize=8)
     fig.tight_layout()
-    fig.savefig(latency_png, dpi=120)
-    plt.close(fig)
+    try:
+        paths.append(folder.savefig(DECODE_FILES[4], fig, dpi=120))
+    finally:
+        plt.close(fig)
     fig, ax = plt.subplots(figsize=(8, 4))
     for s, (tq, depth) in zip(doc["placements"], study.backlogs or study.queues):
         ax.step((tq - tq[0]) / 1e6, depth, where="post", label=_label(s))
@@ -933,6 +936,8 @@ def write_decode_outputs(study: DecodeStudy, out: Path) -> list[Path]:
     ax.set_title(f"{doc['scenario']}: backlog vs time")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(backlog_png, dpi=120)
-    plt.close(fig)
+    try:
+        paths.append(folder.savefig(DECODE_FILES[5], fig, dpi=120))
+    finally:
+        plt.close(fig)
     return paths
