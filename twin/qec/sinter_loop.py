@@ -114,9 +114,9 @@ class CompiledLoopDecoder(sinter.CompiledDecoder):
         rtt = np.asarray(r.result.rtt_ps, np.int64)
         o.rtt_ps.setdefault(self.key, []).append(rtt)
         if o.record_dir is not None:
-            folder = Path(o.record_dir)
-            folder.mkdir(parents=True, exist_ok=True)
-            np.save(folder / f"{self.key}-{os.getpid()}-{uuid.uuid4().hex[:8]}.npy", rtt)
+            from twin.output.files import binary, write_file  # whole or not at all: a reader never sees half
+            write_file(Path(o.record_dir) / f"{self.key}-{os.getpid()}-{uuid.uuid4().hex[:8]}.npy",
+                       binary(lambda f: np.save(f, rtt)))
         return r.corrections
 
 
