@@ -52,8 +52,9 @@ def results_document(study: StudyResult) -> dict:
     if study.measured is not None:
         doc["measured"] = {"file": sc.measured, "source": study.measured.source}
     short = [r.summary["rounds"] for r in study.runs if "rounds_requested" in r.summary]
-    if short:  # a live run stopped early: report the rounds completed, and the request separately
-        doc["rounds"], doc["rounds_requested"] = min(short), study.rounds
+    if short or study.failures:  # stopped early (a live failure, a signal): the rounds completed, and the request
+        doc["rounds"], doc["rounds_requested"] = min(short, default=0), study.rounds
+        doc["partial"] = True
     return doc
 
 

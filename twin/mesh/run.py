@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,9 +20,11 @@ from rich.table import Table
 from twin.calibration.params import ParamSet
 from twin.config import ConfigError
 from twin.engine.hops import CSV_COLUMNS
+from twin.engine.stop import Interrupted
 from twin.mesh.engine import MeshResult, run_mesh
 from twin.output.histogram import draw_histogram
 from twin.stats import summary_ns
+from twin.usage import INTERRUPTED_EXIT, interrupted_line
 
 SCHEMA = "twin.mesh-results/1"
 
@@ -53,7 +56,9 @@ def mesh_document(loaded, res: MeshResult, seed: int) -> dict:
 
 
 def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
-    """Run a mesh scenario (``flows``); returns 0, or 1 when a reply mismatched."""
+    """Run a mesh scenario (``flows``); returns 0, or 1 when a reply mismatched, or 130 when
+    stopped by a signal (the caller's :func:`twin.commands.interrupt.interruptible`): every flow's
+    rounds so far are written (``"partial": true``, per flow ``rounds`` and ``rounds_requested``)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     sc = loaded.scenario
@@ -75,11 +80,20 @@ def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
                   console=console, disable=args.quiet) as bar:
         task = bar.add_task("replies (all flows)", total=None)
         from twin.study import rtl_config
-        res = run_mesh(sc, loaded.params, rounds=args.rounds, seed=seed,
-                       progress=lambda d, t: bar.update(task, completed=d, total=t),
-                       rtl_config=lambda node: rtl_config(loaded, node, None))
+        stopped = None
+        try:
+            res = run_mesh(sc, loaded.params, rounds=args.rounds, seed=seed,
+                           progress=lambda d, t: bar.update(task, completed=d, total=t),
+                           rtl_config=lambda node: rtl_config(loaded, node, None))
+        except Interrupted as e:  # every flow's whole rounds so far (at least one each)
+            stopped, res = e, e.partial
     out.mkdir(parents=True, exist_ok=True)
     doc = mesh_document(loaded, res, seed)
+    if stopped is not None:  # the rounds each flow completed ("rounds") and was asked for
+        requested = {r.flow: (args.rounds or sc.flows[r.flow].rounds or sc.rounds) for r in res.routes}
+        for f in doc["flows"]:
+            f["rounds_requested"] = requested[f["flow"]]
+        doc["partial"] = True
     (out / "results.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     tb = Table(title=f"{sc.name}: mesh, {len(res.flows)} flows, seed {seed} (µs)")
     for col in ("flow", "route", "function", "rounds", "rtt p50", "p90", "p99", "loop p50", "wait mean",
@@ -104,6 +118,10 @@ def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
     console.print(f"wrote {out / 'results.json'}" + ("" if args.no_csv else f", {out / 'rounds.csv'}")
                   + ("" if args.no_plot else f", {out / 'histograms.png'}"))
     injected = [f.get("faults", {}).get("injected", {}).get("corrupt_piece", 0) for f in doc["flows"]]
+    if stopped is not None:  # rounds: replies of all flows together
+        print(interrupted_line(sum(f["rounds"] for f in doc["flows"]),
+                               sum(f["rounds_requested"] for f in doc["flows"]), out), file=sys.stderr)
+        return INTERRUPTED_EXIT
     return 1 if any(f["mismatches"] != k for f, k in zip(doc["flows"], injected)) else 0
 
 
