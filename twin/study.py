@@ -184,7 +184,7 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
             sim_spec = replace(spec, model="sim", bridge=None, traffic=replace(spec.traffic, rounds=n))
             # the node's sim model over the same rounds (after a stop: no event-model check, to end soon)
             sim, _, _, _ = run_one(sim_spec, engine, verify_rounds if failure is None else 0, None)
-            s["live"] = live_summary(res, failure, sim.rtt_ps)
+            s["live"] = live_summary(res, None if isinstance(failure, Interrupted) else failure, sim.rtt_ps)
             s["live"]["scenario_file"] = str(Path(loaded.path).resolve())  # for `twin calibrate --from-live RUN`
         if sc.deadline:
             s["deadline_ns"] = time_ps(sc.deadline) / 1000

@@ -57,7 +57,7 @@ class DirectNotApplicable(Exception):
     """The direct engine cannot reproduce the event model for this run (backlog)."""
 
 
-def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: int = 50_000, *,
+def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: int = 10_000, *,
                extra_ps=None, reply_bytes: int | None = None) -> LoopResult:
     """Compute every round of ``spec`` directly; same results as :func:`run_event` for a seed.
 
