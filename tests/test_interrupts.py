@@ -208,3 +208,35 @@ def test_a_killed_live_consumer_ends_the_run_within_its_timeout(tmp_path):
     assert elapsed < 0.3 + 0.5, f"verdict {elapsed:.3f} s after the kill"
     doc = json.loads((out / "results.json").read_text())
     assert doc["partial"] is True and doc["consumers"][0]["live"]["error"]["kind"] == "dead"
+
+
+# -- twin decode: the placements so far, the last one's whole shots ---------------------------------------
+@pytest.mark.parametrize("scenario,engine", [("decode_rep3.yaml", "auto"), ("decode_stream_1us.yaml", "event")])
+def test_twin_decode_stopped_keeps_whole_shots(tmp_path, capsys, scenario, engine):
+    """A stop requested before the study (as a signal during loading would): the first placement stops
+    at its first batch boundary and keeps its whole shots (per-round requests: a shot's every round)."""
+    from twin.commands import main
+    out = tmp_path / "out"
+    request_stop()
+    try:
+        rc = main(["decode", str(ROOT / "scenarios" / scenario), "--shots", "3000", "--engine", engine,
+                   "--verify-rounds", "500", "--out", str(out), "--quiet"])
+    finally:
+        clear_stop()
+    err = capsys.readouterr().err
+    assert rc == 130, err
+    done, requested, doc = _partial(err, out)
+    (s,) = doc["placements"]  # the first placement; the others did not run
+    g = s["requests"] // s["shots"]
+    assert done == s["requests"] and s["requests"] % g == 0 and 0 < s["shots"] < s["shots_requested"] == 3000
+    assert requested == s["requests_requested"] * len(load_decode_placements(scenario))
+    assert s["identical_corrections"] == s["requests"] and s["card_mismatches"] == 0
+    # 3000 requests run whole in the direct engine (it looks every 10,000): auto stops in the event
+    # model's check and keeps the shots it checked
+    assert s["engine"] == ("event" if engine == "event" else "direct+event") and s["replies_checked"] == s["requests"]
+    assert len((out / "queue_depth.csv").read_text().splitlines()) == 201
+
+
+def load_decode_placements(scenario: str) -> list:
+    from twin.qec.study import load_decode
+    return load_decode(ROOT / "scenarios" / scenario).sc.decode.placements

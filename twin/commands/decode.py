@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from twin.commands.common import DEFAULT_DECODE, _bundled, _count, _nonneg, _seed, check_out_folder, out_error
+from twin.commands.interrupt import EXIT, interrupted_before_any, interrupted_line, interruptible
 
 
 def register(sub) -> None:
@@ -26,7 +28,14 @@ def register(sub) -> None:
 
 def cmd_decode(args: argparse.Namespace, console) -> int:
     """Run a decode scenario: table, results.json and plots. Returns 0, or 1 when a loop correction
-    differs from the direct decode or the card counted a mismatch."""
+    differs from the direct decode or the card counted a mismatch, or 130 when a SIGINT or SIGTERM
+    stopped it (:mod:`twin.commands.interrupt`: the placements so far, the last one's whole shots,
+    written with ``"partial": true``)."""
+    with interruptible():
+        return _decode(args, console)
+
+
+def _decode(args: argparse.Namespace, console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from twin.qec.study import load_decode, print_decode, run_decode_study, write_decode_outputs
@@ -48,6 +57,10 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
             bar.update(tasks[name], completed=done)
         study = run_decode_study(ld, shots=shots, seed=args.seed, progress=progress, engine=args.engine,
                                verify_rounds=args.verify_rounds)
+    requested = total * len(d.placements)  # requests: each placement's stream
+    if study.interrupted and not study.document["placements"]:
+        print(interrupted_before_any(requested), file=sys.stderr)
+        return EXIT
     print_decode(study, console)
     try:
         paths = write_decode_outputs(study, out)
@@ -60,4 +73,8 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
             console.print(f"[red]{s['device']} ({s['mode']}): {s['requests'] - s['identical_corrections']} corrections "
                           f"differ from the direct decode, {s['card_mismatches']} card mismatches[/red]")
             rc = 1
+    if study.interrupted:
+        print(interrupted_line(sum(s["requests"] for s in study.document["placements"]), requested, out),
+              file=sys.stderr)
+        return EXIT
     return rc

@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from twin.calibration.params import ParamSet
 from twin.config import ConfigError, Located, load_model
 from twin.devices.qblox import QbloxCluster
+from twin.engine.stop import Interrupted
 from twin.qec.hosting import MODES, HostingParams, check_mode, load_hosting
 from twin.scenario import Bridge, Traffic, _duration
 from twin.stats import summary_ns
@@ -385,11 +386,14 @@ class DecodeStudy:
     is the wall clock of this machine and is printed, not written); runs: one
     :class:`twin.qec.loop.DecodeRun` per placement (per-request timestamps, corrections, hops);
     queues: per placement ``(t_ps, depth)``, the requests in the card at 200 instants (int64).
+    interrupted: a stop request ended it early (``document["partial"]``: the placements run, the
+    last one's whole shots so far).
     """
 
     document: dict
     runs: list
     queues: list
+    interrupted: bool = False  # stopped by a signal: the document is partial (twin.engine.stop)
 
 
 def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | None = None, progress=None,
@@ -397,7 +401,9 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     """Run every placement; returns a :class:`DecodeStudy` (the results document, the per-request
     runs, the queue depths). ``engine`` and ``verify_rounds``: see :func:`twin.qec.loop.run_decode`.
     Raises :class:`ConfigError` for a placement whose model cannot stand there or a user decoder
-    that fails."""
+    that fails. Asked to stop (:mod:`twin.engine.stop`), it ends after the placement running then,
+    keeping its whole shots so far (``shots`` completed, ``shots_requested``; no placement entry if
+    none completed); the study is ``interrupted`` and its document ``"partial": true``."""
     from twin.qec.cost import CostModel
     from twin.qec.decoders import FunctionDecoder, FunctionFailed, make_decoder
     from twin.qec.loop import queue_depth, run_decode
@@ -462,6 +468,7 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         cost = CostModel(how=d.cost.how, scale=d.cost.scale,
                          fixed_ns=time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None)
         cb = (lambda n, name=pl.device: progress(name, n)) if progress else None
+        stopped = None
         try:
             r = run_decode(ld.params, pl.device, w, decoder, mode=pl.mode, hosting=ld.hosting, cost=cost,
                            traffic=traffic, seed=seed, slots=sc.slots,
@@ -471,19 +478,25 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
                            bridge=pl.bridge.settings() if pl.bridge else None)
         except FunctionFailed as e:
             raise function_failure(ld, w, e) from None
+        except Interrupted as e:
+            stopped, r = e, e.partial
+            doc["partial"] = True
+            if r is None or not r.workload.shots:  # not one whole shot: nothing of this placement to keep
+                break
         runs.append(r)
         res = r.result
         le_loop, le_direct = r.logical_errors_loop, r.logical_errors_direct
+        done = r.workload.shots  # all of them, or those before a stop
         s = {"device": pl.device, "mode": pl.mode, **({"model": pl.model} if pl.model != "sim" else {}),
              "function": {"id": r.function.id, "name": r.function.name},
-             "kind": ld.params.consumers[pl.device].kind, "shots": shots, "requests": w.requests,
+             "kind": ld.params.consumers[pl.device].kind, "shots": done, "requests": r.workload.requests,
              "identical_corrections": int((r.corrections == r.direct).all(axis=1).sum()),
              "card_mismatches": int(res.stats.get("mismatches", 0)), "engine": r.extra["engine"],
              "replies_checked": int(r.extra["replies_checked"]),
              "logical_errors": {"loop": le_loop, "direct": le_direct},
-             "ler": {"loop": le_loop / shots, "direct": le_direct / shots},
-             "ci": {"loop": list(interval(le_loop, shots, d.interval, d.confidence)),
-                    "direct": list(interval(le_direct, shots, d.interval, d.confidence))},
+             "ler": {"loop": le_loop / done, "direct": le_direct / done},
+             "ci": {"loop": list(interval(le_loop, done, d.interval, d.confidence)),
+                    "direct": list(interval(le_direct, done, d.interval, d.confidence))},
              "cost": r.cost, "compute_ns_mean": round(float(r.compute_ps.mean()) / 1000, 3) if "base_ns" in r.cost
              else None,
              "backlog_max": int(res.stats.get("backlog_max", 0)),
@@ -504,8 +517,12 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         if pl.mode == "chain":
             s["waited_for_rearm"] = int(r.extra["waited_for_rearm"])
         queues.append((tq, queue_depth(res, tq)))
+        if stopped is not None:
+            s["shots_requested"], s["requests_requested"] = shots, w.requests
         doc["placements"].append(s)
-    return DecodeStudy(doc, runs, queues)
+        if stopped is not None:
+            break
+    return DecodeStudy(doc, runs, queues, interrupted="partial" in doc)
 
 
 def traffic_document(sc: DecodeScenario) -> dict:
