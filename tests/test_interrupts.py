@@ -240,3 +240,50 @@ def test_twin_decode_stopped_keeps_whole_shots(tmp_path, capsys, scenario, engin
 def load_decode_placements(scenario: str) -> list:
     from twin.qec.study import load_decode
     return load_decode(ROOT / "scenarios" / scenario).sc.decode.placements
+
+
+# -- twin sweep: the points completed ----------------------------------------------------------------------
+SWEEP = ["sweep", str(ROOT / "scenarios" / "card_path_64b.yaml"), "--param", "frame_bytes=16,32,48,64,96,128",
+         "--rounds", "3000", "--quiet"]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_twin_sweep_stopped_keeps_the_points_completed(tmp_path, capsys, monkeypatch, workers):
+    """A stop asked for once the first point is in (as a signal then would): the points completed are
+    written, sweep.json partial; the workers' points under way are abandoned."""
+    import twin.sweep
+    from twin.commands import main
+    real = twin.sweep.run_sweep
+
+    def stop_after_first(*a, progress=None, **kw):
+        def prog(done, total):
+            progress(done, total)
+            request_stop()
+        return real(*a, progress=prog, **kw)
+    monkeypatch.setattr(twin.sweep, "run_sweep", stop_after_first)
+    out = tmp_path / "out"
+    rc = main([*SWEEP, "--workers", str(workers), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 130, err
+    (line,) = err.strip().splitlines()
+    m = re.fullmatch(r"twin: interrupted at point (\d+) of 6; the \1 points so far are saved in (.+) \(partial\)", line)
+    assert m and Path(m.group(2)) == out, line
+    done = int(m.group(1))
+    doc = json.loads((out / "sweep.json").read_text())
+    assert doc["partial"] is True and doc["points"] == done and doc["points_requested"] == 6
+    rows = doc["rows"]  # one per point and consumer
+    assert 1 <= done < 6 and len({r["frame_bytes"] for r in rows}) == done and len(rows) % done == 0
+    assert all(r["rounds"] == 3000 for r in rows)
+    assert len((out / "sweep.csv").read_text().splitlines()) == len(rows) + 1
+    assert not stop_requested()
+
+
+def test_twin_sweep_ctrl_c_reaches_the_workers_without_a_traceback(tmp_path):
+    """The terminal's Ctrl-C goes to the whole group, workers included: they ignore it, the parent
+    ends them; one line, exit 130 (whether or not a point was in by then)."""
+    out = tmp_path / "out"
+    p = _start([*SWEEP, "--workers", "2", "--out", str(out)])
+    rc, _, err = _interrupt(p, signal.SIGINT)
+    assert rc == 130, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("twin: interrupted at point "), line

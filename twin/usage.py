@@ -54,13 +54,14 @@ def out_error(option: str, value: str | Path, e: OSError) -> UsageError:
 INTERRUPTED_EXIT = 130  # 128 + SIGINT: the shell's code for a command ended by Ctrl-C (also used for SIGTERM)
 
 
-def interrupted_line(done: int, requested: int, out) -> str:
+def interrupted_line(done: int, requested: int, out, unit: str = "round") -> str:
     """The one line a command prints when a signal stopped it and it saved ``done`` of ``requested``
-    rounds (a mesh: replies of all flows; a sweep: points) in folder ``out``."""
-    return (f"twin: interrupted at round {done:,} of {requested:,}; the {done:,} rounds so far are saved in "
+    rounds (a mesh: replies of all flows; a decode study: requests) in folder ``out``; ``unit``
+    ``point`` for a sweep."""
+    return (f"twin: interrupted at {unit} {done:,} of {requested:,}; the {done:,} {unit}s so far are saved in "
             f"{out} (partial)")
 
 
-def interrupted_before_any(requested: int) -> str:
-    """The line for a stop before the first whole round: nothing was written."""
-    return f"twin: interrupted at round 0 of {requested:,}; no round completed, nothing saved"
+def interrupted_before_any(requested: int, unit: str = "round") -> str:
+    """The line for a stop before the first whole round (or point): nothing was written."""
+    return f"twin: interrupted at {unit} 0 of {requested:,}; no {unit} completed, nothing saved"

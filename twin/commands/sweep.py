@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from twin.commands.common import _count, _seed, check_out_folder, out_error
+from twin.commands.interrupt import EXIT, Interrupted, interrupted_before_any, interrupted_line, interruptible
 
 
 def register(sub) -> None:
@@ -32,7 +33,14 @@ def register(sub) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
-    """``twin sweep``: returns 0, or 2 with one ``twin: error:`` line for a bad ``--param``."""
+    """``twin sweep``: returns 0, or 2 with one ``twin: error:`` line for a bad ``--param``, or 130
+    when a SIGINT or SIGTERM stopped it (:mod:`twin.commands.interrupt`: the points completed are
+    written, sweep.json ``"partial": true``; the points under way are abandoned)."""
+    with interruptible():
+        return _sweep(args, console)
+
+
+def _sweep(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from twin.scenario import load_scenario
@@ -48,18 +56,27 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, disable=args.quiet) as bar:
             task = bar.add_task(f"sweep ({'dask ' + args.cluster if args.cluster else 'local'})", total=len(points))
-            rows = run_sweep(args.scenario, axes, args.rounds, args.seed, args.workers, args.cluster,
-                             progress=lambda d, t: bar.update(task, completed=d))
+            stopped = None
+            try:
+                rows = run_sweep(args.scenario, axes, args.rounds, args.seed, args.workers, args.cluster,
+                                 progress=lambda d, t: bar.update(task, completed=d))
+            except Interrupted as e:
+                stopped, rows = e, e.partial
     except SweepError as e:  # one line, exit 2, as for any bad command-line value
         print(f"twin: error: {e}", file=sys.stderr)
         return 2
+    if stopped is not None and not rows:
+        print(interrupted_before_any(len(points), "point"), file=sys.stderr)
+        return EXIT
     pre = "loop_" if args.measure == "loop" else ""
     if pre and any(pre + "p50_ns" not in r for r in rows):
         print("twin: error: --measure loop: the scenario has no external control system (no loop beyond "
               "the card boundary)", file=sys.stderr)
         return 2
     try:
-        write_outputs(rows, axes, out, loaded.scenario.name, args.measure)
+        write_outputs(rows, axes, out, loaded.scenario.name, args.measure,
+                      None if stopped is None else {"points": stopped.points_done,
+                                                    "points_requested": stopped.points_requested})
     except OSError as e:
         raise out_error("--out", out, e) from None
     tb = Table(title=f"{loaded.scenario.name}: sweep, {len(points)} points, "
@@ -73,4 +90,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
                    *[f"{r[pre + k] / 1000:.3f}" for k in ("p50_ns", "p90_ns", "p99_ns", "mean_ns")])
     console.print(tb)
     console.print(f"wrote {out / 'sweep.csv'}, {out / 'sweep.json'}, {out / 'sweep.png'}")
+    if stopped is not None:
+        print(interrupted_line(stopped.points_done, stopped.points_requested, out, "point"), file=sys.stderr)
+        return EXIT
     return 0
