@@ -97,7 +97,9 @@ def print_table(study: StudyResult, console: Console) -> None:
     """One row per consumer: measured p50/p90 beside the twin's p50/p90/p99/p99.9 and errors."""
     where = "FPGA" if getattr(study.scenario.params, "kind", None) == "roce_path" else "card-boundary"
     tb = Table(title=f"{study.scenario.scenario.name}: {where} round trip in µs, "
-                     f"{study.rounds:,} rounds, seed {study.seed}")
+                     + (f"{study.rounds:,} rounds" if not study.failures else  # stopped early: what was kept
+                        f"{min(len(r.result.t_in) for r in study.runs):,} of {study.rounds:,} rounds (partial)")
+                     + f", seed {study.seed}")
     p99 = any((r.summary.get("measured") or {}).get("p99_ns") is not None for r in study.runs)
     second = "p99" if p99 else "p90"  # the RoCE path's published summary has p99, not p90
     for col in ("consumer", "meas p50", f"meas {second}", "twin p50", "p90", "p99", "p99.9",
