@@ -325,6 +325,16 @@ def _seconds(text: str) -> float:
     return v
 
 
+def _per_second(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a number of lines a second") from None
+    if not v >= 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: must be a finite number of lines a second >= 0 (0: none)")
+    return v
+
+
 def _function(text: str) -> str:
     try:
         return resolve_function(text).name
@@ -346,8 +356,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stats-every", type=_seconds, default=0.0, help="print counters every N seconds")
     ap.add_argument("--session-idle", type=_seconds, default=5.0,
                     help="seconds of silence after which another sender may open a new session (default 5)")
-    ap.add_argument("--log-rejections", type=_seconds, default=10.0, metavar="N",
-                    help="at most N lines a second naming a rejected datagram (default 10; all are counted)")
+    ap.add_argument("--log-rejections", type=_per_second, default=10.0, metavar="N",
+                    help="at most N lines a second naming a rejected datagram (default 10, 0: none; all are "
+                         "counted)")
     a = ap.parse_args(argv)
     try:
         agent = Agent(a.function, a.encoding, a.slot_bytes, a.bind, a.port, a.session_idle, a.log_rejections)

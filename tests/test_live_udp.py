@@ -182,6 +182,8 @@ def test_unresolvable_host_names_the_key(tmp_path):
     (["--slot-bytes", "8"], "argument --slot-bytes: 8: a slot is a multiple of 16"),
     (["--slot-bytes", "-1"], "argument --slot-bytes: -1: a slot is a multiple of 16"),
     (["--port", "99999"], "argument --port: 99999: a UDP port is 0..65535"),
+    (["--log-rejections", "-1"], "argument --log-rejections: -1: must be a finite number of lines a second"),
+    (["--log-rejections", "lots"], "argument --log-rejections: 'lots': not a number of lines a second"),
     (["--function", "decode_rep3"], "argument --function: function decode_rep3 has no C implementation"),
     (["--function", "nosuch"], "argument --function: no function 'nosuch' (have: echo, invert, xor_fold, sum32)"),
 ])
