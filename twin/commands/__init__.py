@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit code (2 for bad input, with one line on stderr)."""
+    """Entry point; returns the exit code (2 for bad input, with one line on stderr; 130 after Ctrl-C,
+    one line)."""
     args = build_parser().parse_args(argv)
     console = Console() if sys.stdout.isatty() else Console(width=120)
     try:
@@ -54,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"twin: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C in a command without a round boundary to stop at (run, decode and
+        print("twin: interrupted", file=sys.stderr)  # sweep stop at one: twin.commands.interrupt)
+        return 130
 
 
 __all__ = ["build_parser", "main", "COMMANDS"]
