@@ -268,7 +268,9 @@ def test_twin_sweep_stopped_keeps_the_points_completed(tmp_path, capsys, monkeyp
     rc = main([*SWEEP, "--workers", str(workers), "--out", str(out)])
     err = capsys.readouterr().err
     assert rc == 130, err
-    (line,) = err.strip().splitlines()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    line = lines[0]
     m = re.fullmatch(r"twin: interrupted at point (\d+) of 6; the \1 points so far are saved in (.+) \(partial\)", line)
     assert m and Path(m.group(2)) == out, line
     done = int(m.group(1))
@@ -288,8 +290,8 @@ def test_twin_sweep_ctrl_c_reaches_the_workers_without_a_traceback(tmp_path):
     p = _start([*SWEEP, "--workers", "2", "--out", str(out)])
     rc, _, err = _interrupt(p, signal.SIGINT)
     assert rc == 130, err
-    (line,) = err.strip().splitlines()
-    assert line.startswith("twin: interrupted at point "), line
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("twin: interrupted at point "), err
 
 
 def test_ctrl_c_in_another_command_is_one_line(tmp_path):

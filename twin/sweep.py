@@ -225,7 +225,14 @@ def run_sweep(scenario_path: str | Path, axes: list[Axis], rounds: int | None = 
         else:
             import multiprocessing
             ctx = multiprocessing.get_context()
-            with ctx.Pool(n, initializer=_worker_signals) as pool:
+            # the workers start with SIGINT and SIGTERM blocked (held, not lost, in this process) until
+            # they have set their own handlers: none runs a handler it was forked with
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            try:
+                pool = ctx.Pool(n, initializer=_worker_signals)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            with pool:
                 it = pool.imap_unordered(_run_indexed, [(i, scenario_path, p, rounds, seed)
                                                         for i, p in enumerate(points)])
                 while done < len(points):
@@ -251,9 +258,10 @@ def run_sweep(scenario_path: str | Path, axes: list[Axis], rounds: int | None = 
 def _worker_signals() -> None:
     """A worker ignores Ctrl-C (the terminal's SIGINT reaches the whole process group: the parent
     decides) and ends on SIGTERM (how the parent ends the points under way), whatever handlers it
-    was forked with."""
+    was forked with; then it takes the signals the parent held while forking it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})  # blocked by the parent
 
 
 def _run_indexed(args: tuple) -> tuple[int, list[dict]]:
