@@ -1,7 +1,8 @@
 """Backend ``cuda``: a persistent kernel built from the device runtime library on an NVIDIA GPU.
 
 The kernel (``c/hb_cuda_kernel.cu``: ``qrt.h`` + the C functions of ``qrt_functions.c`` built as
-device code) is compiled with ``nvcc -cubin -arch=sm_XY`` for the device's compute capability
+device code; one warp moves each slot across PCIe in one burst and the library dispatches on an
+on-chip copy) is compiled with ``nvcc -cubin -arch=sm_XY`` for the device's compute capability
 (cached under ``$TWIN_CACHE_DIR``) and loaded through CuPy (``cupy.RawModule(path=...)``). Both
 queues are in pinned, mapped host memory (``cudaHostAlloc(..., cudaHostAllocMapped)``): the
 kernel polls the request queue across PCIe, the host polls the reply's ready word in its own
@@ -57,7 +58,7 @@ def kernel_cubin(arch: str) -> str:
     """Build (once) and return the path of the persistent kernel's cubin for ``sm_<arch>``."""
     src = HERE / "hb_cuda_kernel.cu"
     flags = [f"-arch=sm_{arch}", "-O2", "-cubin"]
-    deps = [src, RUNTIME_C / "qrt_functions.c", RUNTIME_C / "qrt_serve.h"]
+    deps = [src, RUNTIME_C / "qrt_functions.c", RUNTIME_C / "qrt.h"]
     target = _cache() / f"hb_cuda_kernel-{_digest(deps, flags)}.cubin"
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -119,10 +120,13 @@ class CudaEndpoint(CProducerEndpoint):
         kern = self._module.get_function("hb_live_kernel")
         self._stream = cupy.cuda.Stream(non_blocking=True)
         u64, u32 = np.uint64, np.uint32
+        shared = 2 * slot_bytes  # the kernel's on-chip mirror of one request slot and one reply slot
+        if shared > 48 * 1024:
+            kern.max_dynamic_shared_size_bytes = shared
         with self._stream:
             kern((1,), (32,), (u64(dptr + 4096), u64(dptr + 4096 + self._qbytes), u32(slot_bytes), u32(slots),
                                u32(self._enc), u64(self._stage.data.ptr if stage_bytes else 0), u64(dptr),
-                               u64(dptr + 128), u64(dptr + 64)))
+                               u64(dptr + 128), u64(dptr + 64)), shared_mem=shared)
         deadline = time.monotonic() + 10
         while int(self._ctl[16]) == -100 and time.monotonic() < deadline:
             time.sleep(0.0005)
@@ -153,6 +157,13 @@ class CudaEndpoint(CProducerEndpoint):
         """Backend, GPU name, where the queues are."""
         return (f"cuda: persistent kernel (qrt.h, qrt_dispatch_one) on {self.name} (GPU {self.settings.device}); "
                 "queues in pinned mapped host memory")
+
+    def _batch_failure(self, seq: int) -> LiveFailure:
+        """A batch's reply did not come: the kernel exited (``dead``) or is not answering (``hung``)."""
+        status = int(self._ctl[16])
+        if status != 1:
+            return LiveFailure("dead", seq, f"the persistent kernel exited (status {status})", "cuda")
+        return LiveFailure("hung", seq, "no reply within the timeout in a batch", "cuda")
 
     def _finish(self, seq: int, r: int, off: int, timeout: int) -> LiveReply:
         if r == 1:

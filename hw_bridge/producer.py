@@ -2,7 +2,8 @@
 (:mod:`hw_bridge.shm`: POSIX shared memory; :mod:`hw_bridge.cuda`: pinned, mapped host memory).
 
 :class:`CProducerEndpoint` implements :meth:`deliver`, :meth:`wait_reply` and :meth:`exchange`
-with ``c/hb_producer.c`` through ctypes (``hb_deliver``, ``hb_wait``, ``hb_exchange``): the C code
+with ``c/hb_producer.c`` through ctypes (``hb_deliver``, ``hb_wait``, ``hb_exchange``), and
+:meth:`batch` (``hb_batch``: whole rounds in one C loop, for measurements): the C code
 writes the request, publishes it last, spins on the reply's ready word and takes both timestamps
 (CLOCK_MONOTONIC ns), so no Python runs inside a measured round.
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import abc
 import ctypes
+
+import numpy as np
 
 from hw_bridge.endpoint import BridgeSettings, LiveEndpoint, LiveFailure, LiveReply
 
@@ -54,6 +57,37 @@ class CProducerEndpoint(LiveEndpoint):
         r = self._lib.hb_exchange(self._req + off, self._rep + off, self.slot_bytes, self._enc, image, len(image),
                                   self.settings.timeout_ns, self._t, ctypes.byref(self._nb), None)
         return self._finish(seq, r, off, self.settings.timeout_ns)
+
+    def batch(self, images: np.ndarray, lengths: np.ndarray, expect: np.ndarray, expect_len: np.ndarray,
+              first_seq: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Run ``len(images)`` rounds in one C loop (``hb_batch``): images/expect are (n, stride)
+        uint8 arrays of request and expected reply slot images for sequence numbers first_seq..;
+        the session's next message must be ``first_seq`` (== 1 + rounds so far). Returns (t0 ns,
+        t1 ns, bad) per round; raises :class:`LiveFailure` when a reply times out."""
+        n = len(images)
+        if first_seq != self.rounds + 1 or (first_seq - 1) % self.slots:
+            raise ValueError("batch must start where the session is, on slot 0")
+        t0 = np.zeros(n, np.int64)
+        t1 = np.zeros(n, np.int64)
+        bad = np.zeros(n, np.uint8)
+        images = np.ascontiguousarray(images, np.uint8)
+        expect = np.ascontiguousarray(expect, np.uint8)
+        lengths = np.ascontiguousarray(lengths, np.uint32)
+        expect_len = np.ascontiguousarray(expect_len, np.uint32)
+        done = self._lib.hb_batch(self._req, self._rep, self.slot_bytes, self.slots, self._enc,
+                                  images.ctypes.data, lengths.ctypes.data, expect.ctypes.data, expect_len.ctypes.data,
+                                  images.shape[1], n, self.settings.timeout_ns, t0.ctypes.data, t1.ctypes.data,
+                                  bad.ctypes.data)
+        self._t0.extend(t0[:max(done, 0)].tolist())
+        self._t1.extend(t1[:max(done, 0)].tolist())
+        self.rounds += max(done, 0)
+        if done != n:
+            raise self._batch_failure(first_seq + max(done, 0))
+        return t0, t1, bad.astype(bool)
+
+    @abc.abstractmethod
+    def _batch_failure(self, seq: int) -> LiveFailure:
+        """The failure to raise when a batch's reply to ``seq`` did not come within the timeout."""
 
     @abc.abstractmethod
     def _finish(self, seq: int, r: int, off: int, timeout: int) -> LiveReply:

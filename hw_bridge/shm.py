@@ -209,31 +209,7 @@ class ShmEndpoint(CProducerEndpoint):
         t.start()
         return t
 
-    # -- measurements ---------------------------------------------------------------------
-    def batch(self, images: np.ndarray, lengths: np.ndarray, expect: np.ndarray, expect_len: np.ndarray,
-              first_seq: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Run ``len(images)`` rounds in one C loop (``hb_batch``): images/expect are (n, stride)
-        uint8 arrays of request and expected reply slot images for sequence numbers first_seq..;
-        the session's next message must be ``first_seq`` (== 1 + rounds so far). Returns (t0 ns,
-        t1 ns, bad) per round; raises :class:`LiveFailure` when a reply times out."""
-        n = len(images)
-        if first_seq != self.rounds + 1 or (first_seq - 1) % self.slots:
-            raise ValueError("batch must start where the session is, on slot 0")
-        t0 = np.zeros(n, np.int64)
-        t1 = np.zeros(n, np.int64)
-        bad = np.zeros(n, np.uint8)
-        images = np.ascontiguousarray(images, np.uint8)
-        expect = np.ascontiguousarray(expect, np.uint8)
-        lengths = np.ascontiguousarray(lengths, np.uint32)
-        expect_len = np.ascontiguousarray(expect_len, np.uint32)
-        done = self._lib.hb_batch(self._req, self._rep, self.slot_bytes, self.slots, self._enc,
-                                  images.ctypes.data, lengths.ctypes.data, expect.ctypes.data, expect_len.ctypes.data,
-                                  images.shape[1], n, self.settings.timeout_ns, t0.ctypes.data, t1.ctypes.data,
-                                  bad.ctypes.data)
-        self._t0.extend(t0[:max(done, 0)].tolist())
-        self._t1.extend(t1[:max(done, 0)].tolist())
-        self.rounds += max(done, 0)
-        if done != n:
-            raise LiveFailure("hung" if self.proc.poll() is None else "dead", first_seq + max(done, 0),
-                              "no reply within the timeout in a batch", "shm")
-        return t0, t1, bad.astype(bool)
+    def _batch_failure(self, seq: int) -> LiveFailure:
+        """A batch's reply did not come: the consumer process is gone (``dead``) or not answering."""
+        return LiveFailure("hung" if self.proc.poll() is None else "dead", seq,
+                           "no reply within the timeout in a batch", "shm")

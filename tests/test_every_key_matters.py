@@ -101,6 +101,12 @@ STALL = {"faults": {"stall": [{"at": "100 us", "duration": "20 us"}]}}
 FREEZE = {"faults": {"host_freeze": [{"at": "100 us", "duration": "20 us"}]}}
 LIVE_FAULT = {"nodes[2].bridge.fault": {"kind": "die", "round": 50}}
 QB = "qblox.sequencers"
+FITTED = {"decode.cost.how": "fitted", "decode.cost.file": "DECCOST1"}  # a fitted lookup cost (the runner writes it)
+WINDOW = {"decode.code": "surface", "decode.rounds": 6, "decode.p": 0.01, "decode.shots": 100,
+          "decode.decoder": "matching", "decode.per": "window", "decode.window": {"rounds": 6, "commit": 2}}
+SLOW = {"traffic": {"mode": "open_loop", "period": "1 us"}, "decode.cost.fixed": "1500 ns"}
+ORDER = {"traffic": {"mode": "open_loop", "period": "300 ns"}, "decode.decoder": "matching",
+         "decode.placements[0].workers": 2}
 
 
 def traffic_cases(base: str, t: str, open_pre: dict, closed_pre: dict) -> dict[str, list[Case]]:
@@ -242,24 +248,55 @@ DEC: dict[str, list[Case]] = {
     **_prefixed("qblox.", qblox_cases("decode_qblox")),
     "deadline": [C("decode", {"deadline": "2200 ns"}, {"deadline": "10 us"})],
     "decode.code": [C("decode", {"decode.code": "surface"})],
+    # a stim file instead of a named code (the bundled one: a repetition code with feedback resets)
+    "decode.circuit": [C("decode", {"decode.circuit": "USER_STIM", "decode.code": DELETE, "decode.distance": DELETE,
+                                    "decode.p": DELETE}),
+                       C("decode", {"decode.circuit": "NO_DETECTORS_STIM", "decode.code": DELETE,
+                                    "decode.distance": DELETE, "decode.p": DELETE}, refused="decode.circuit"),
+                       C("decode", {"decode.circuit": "USER_STIM"}, refused="decode.code")],  # both given
     "decode.distance": [C("decode", {"decode.distance": 5})],
     "decode.rounds": [C("decode", {"decode.rounds": 2})],
     "decode.p": [C("decode", {"decode.p": 0.05})],
-    "decode.noise": [C("decode", {"decode.noise": "code_capacity"})],
+    "decode.noise": [C("decode", {"decode.noise": "code_capacity"}),
+                     C("decode", {"decode.noise": "phenomenological"}, refused="decode.noise")],  # BB codes only
     "decode.shots": [C("decode", {"decode.shots": 200})],
     "decode.per": [C("decode", {"decode.per": "round"}, {"decode.rounds": 2})],
     "decode.frame_bytes": [C("decode", {"decode.frame_bytes": 48})],
-    "decode.decoder": [C("decode", {"decode.decoder": "matching"})],
+    "decode.decoder": [C("decode", {"decode.decoder": "matching"}),
+                       C("decode", {"decode.decoder": "bposd"}, {"decode.cost": {"fixed": "300 ns"}}),
+                       C("decode", {"decode.decoder": "nosuch"}, refused="decode.decoder"),
+                       C("decode", {"decode.decoder": "lookup"}, WINDOW, refused="decode.decoder")],  # windows
     "decode.function": [C("decode", {"decode.function": "examples.rep3_rule:no_such"}, refused="decode.function"),
                         C("decode", {"decode.function": "examples.rep3_rule:decode"}, refused="decode.function")],
-    "decode.cost.how": [C("decode", {"decode.cost.how": "host_timed"})],
+    "decode.cost.how": [C("decode", {"decode.cost.how": "host_timed"}),
+                        C("decode", {"decode.cost.how": "fitted", "decode.cost.file": "DECCOST1"})],
     "decode.cost.scale": [C("decode", {"decode.cost.scale": 3.0}, {"decode.cost.how": "host_timed"}),
+                          C("decode", {"decode.cost.scale": 3.0}, FITTED),
                           C("decode", {"decode.cost.scale": 3.0}, refused="decode.cost.scale")],  # how: model
     "decode.cost.fixed": [C("decode", {"decode.cost.fixed": "700 ns"}),
                           C("decode", {"decode.cost.fixed": "700 ns"}, {"decode.cost.how": "host_timed"},
-                            refused="decode.cost.fixed")],
+                            refused="decode.cost.fixed"),
+                          C("decode", {"decode.cost.fixed": "700 ns"}, FITTED, refused="decode.cost.fixed")],
+    "decode.cost.file": [C("decode", {"decode.cost.file": "DECCOST2"}, FITTED),
+                         C("decode", {"decode.cost.file": "DECCOST1"}, refused="decode.cost.file"),  # how: model
+                         C("decode", {"decode.cost.file": "no_such_cost.yaml"}, FITTED, refused="decode.cost.file"),
+                         C("decode", {"decode.cost.file": DELETE}, FITTED, refused="decode.cost.file")],
     "decode.interval": [C("decode", {"decode.interval": "clopper_pearson"})],
     "decode.confidence": [C("decode", {"decode.confidence": 0.5})],
+    # a windowed stream (issue 13): the surface code, six rounds, matching on each window's sub-graph
+    "decode.window.rounds": [C("decode", {"decode.window.rounds": 4}, WINDOW),
+                             C("decode", {"decode.window.rounds": 1}, WINDOW, refused="decode.window.commit")],
+    "decode.window.commit": [C("decode", {"decode.window.commit": 3}, WINDOW),
+                             C("decode", {"decode.window": {"rounds": 6, "commit": 2}}, refused="decode.window")],
+    # parallel decoders on a stream that one decoder cannot keep up with
+    "decode.placements[].workers": [C("decode", {"decode.placements[0].workers": 2}, SLOW),
+                                    C("decode", {"decode.placements[0].workers": 2},
+                                      {"decode.placements[0].model": "rtl", "decode.placements[0].device": "v80"},
+                                      refused="decode.placements[0].workers")],
+    # matching's time varies with the detection events: a short request overtakes a long one
+    "decode.placements[].order": [C("decode", {"decode.placements[0].order": "as_ready"}, ORDER),
+                                  C("decode", {"decode.placements[0].order": "as_ready"},
+                                    refused="decode.placements[0].order")],  # one worker
     "decode.placements[].device": [C("decode", {"decode.placements[0].device": "epyc9755"})],
     "decode.placements[].mode": [C("decode", {"decode.placements[0].mode": "worker"})],
     "decode.placements[].model": [C("decode", {"decode.placements[0].model": "rtl"},
@@ -501,6 +538,23 @@ class Runner:
         return {"rounds": rounds, "results": json.loads(json.dumps(strip_echo(doc), default=float))}
 
 
+def _lookup_cost(overhead_ns: float, slope_ns: float) -> dict:
+    """A decoder-cost calibration file (``decode.cost.how: fitted``) of a lookup decoder: a fit of
+    calls of ``overhead_ns + slope_ns * events`` with a spread, as ``twin calibrate decoder`` writes."""
+    import numpy as np
+
+    from twin.qec.cost_fit import fit_calls, fit_document, machine
+    rng = np.random.default_rng(0)
+    ev = rng.integers(0, 4, 2000)
+    fit = fit_calls(ev, overhead_ns + slope_ns * ev + rng.exponential(20.0, 2000))
+    w = {"label": "rep d=3", "code": "rep", "distance": 3, "rounds": 1, "p": 0.03, "noise": "circuit", "calls": 2000,
+         "outliers": fit.outliers["count"], "events": {}, "measured_ns": {}}
+    return fit_document(fit, {"description": "test", "decoder": "lookup", "implementation": "synthetic",
+                              "entry_point": "none", "machine": machine(), "measured_at": "2026-12-01T00:00:00Z",
+                              "command": "test", "seed": 0, "warmup": 0, "stratified": False,
+                              "timer_overhead_ns": 0.0, "workloads": [w], "min_group": 20})
+
+
 @pytest.fixture(scope="module")
 def runner(tmp_path_factory):
     from hw_bridge.agent import Agent
@@ -514,6 +568,9 @@ def runner(tmp_path_factory):
     (d / "hosting_slow.yaml").write_text(yaml.safe_dump(hosting))
     (d / "gaps1.txt").write_text("1 us\n2 us\n")
     (d / "gaps2.txt").write_text("3 us\n500 ns\n")
+    (d / "no_detectors.stim").write_text("H 0\nM 0\n")
+    for i, (overhead, slope) in enumerate(((100.0, 10.0), (300.0, 40.0)), 1):
+        (d / f"deccost{i}.yaml").write_text(yaml.safe_dump(_lookup_cost(overhead, slope)))
     agent = Agent(["echo"], "classic", 1024)
     import threading
     t = threading.Thread(target=agent.serve, daemon=True)
@@ -521,7 +578,10 @@ def runner(tmp_path_factory):
     program = yaml.safe_dump(PROGRAM.replace("wait 3196", "wait 4196")).strip()
     yield Runner(d, {"CAL_SLOW": str(d / "cal_slow.yaml"), "HOSTING_SLOW": str(d / "hosting_slow.yaml"),
                      "GAPS1": str(d / "gaps1.txt"), "GAPS2": str(d / "gaps2.txt"),
-                     "UDP_PORT": str(agent.address[1]), "PROGRAM_6US": program})
+                     "UDP_PORT": str(agent.address[1]), "PROGRAM_6US": program,
+                     "NO_DETECTORS_STIM": str(d / "no_detectors.stim"),
+                     "USER_STIM": str(ROOT / "scenarios" / "decode_user_circuit.stim"),
+                     "DECCOST1": str(d / "deccost1.yaml"), "DECCOST2": str(d / "deccost2.yaml")})
     agent.stop()
     t.join(5)
     agent.close()

@@ -42,7 +42,7 @@ def test_wheel_installs_and_runs_from_another_folder(tmp_path):
         assert f in names, f
     for top in ("scenarios", "calibrations", "rtl"):  # every file of the bundled folders the wheel means to carry
         for f in (ROOT / top).rglob("*"):
-            if f.is_file() and f.suffix in (".yaml", ".v", ".vh", ".npz", ".json"):
+            if f.is_file() and f.suffix in (".yaml", ".v", ".vh", ".npz", ".json", ".stim"):
                 assert f"twin/_bundled/{f.relative_to(ROOT).as_posix()}" in names, f
 
     venv = tmp_path / "venv"

@@ -1,30 +1,87 @@
 /* hb_cuda_kernel.cu: the cuda backend's persistent kernel, built from the device runtime library
    (qrt.h) and the same C functions the CPU consumers serve (twin/runtime/c/qrt_functions.c, built
-   here as device code). One thread loops on qrt_dispatch_one over the request queue until the
-   stop signal is raised (qrt_serve_until_stop, twin/runtime/c/qrt_serve.h); replies go to the
-   reply queue. hw_bridge/cuda.py puts both queues in
-   pinned, mapped host memory: the kernel polls the request queue across PCIe, the host polls the
-   reply's ready word in its own memory. On exit *served holds the requests served and *status 0
-   or the first negative qrt error. Launch with one block. */
+   here as device code). hw_bridge/cuda.py puts both queues in pinned, mapped host memory and
+   launches one block of one warp (32 threads) with 2 * slot_bytes of dynamic shared memory.
+
+   Every read of the request queue and every write of the reply queue crosses PCIe, and one
+   thread's reads that depend on each other (the sequence word, then the header, then the payload)
+   each cost a whole PCIe round trip. So the warp moves the slot and the runtime library dispatches
+   on an on-chip copy:
+   1. lane 0 polls the request slot's sequence word (qrt_peek's acquire load, on the real slot);
+   2. once it matches, the 32 lanes copy the whole slot into a one-slot mirror queue in shared
+      memory, all their 16-byte loads in flight together (one round trip for a slot of up to
+      512 bytes);
+   3. lane 0 runs qrt_dispatch_one on the mirror (claim, dispatch table, function, complete), so
+      the contract's checks and the reply's layout are the library's own; a per-piece message whose
+      pieces had not all landed when copied is simply copied again;
+   4. the lanes copy the mirror's reply slot to the real reply slot in 16-byte stores, then lane 0
+      makes them visible (system-scope fence) and writes the sequence word last (classic); a
+      per-piece reply's pieces are each one 16-byte store with their own sequence word.
+   The library is built with QRT_GPU_SCOPE "cta": its ordered accesses touch only the mirror, which
+   this warp alone uses, so they need no system-scope fence; the accesses to the real queues (the
+   poll, the copies, the fence before the reply's sequence word) are system scope, written here.
+   On exit *served holds the requests served and *status 0 or the first negative qrt error. The
+   stop signal is read once every 256 empty polls. */
+#define QRT_GPU_SCOPE "cta"
 #include "qrt.h"
-#include "qrt_serve.h"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 700
+#error "hb_cuda_kernel.cu needs sm_70 or newer (the PTX memory model's relaxed and acquire accesses)"
+#endif
 
 #define QRT_FN_EXPORT __device__
 #include "qrt_functions.c"
+
+/* Copy n16 16-byte chunks from src to dst, chunk i by lane i % 32, up to four loads in flight per
+   lane before their stores; relaxed system-scope accesses (either side may be the host's memory). */
+static __device__ __forceinline__ void hb_copy_warp(uint8_t *dst, const uint8_t *src, uint32_t n16, uint32_t lane)
+{
+    for (uint32_t base = lane; base < n16; base += 128u) {
+        uint4 v[4];
+#pragma unroll
+        for (uint32_t k = 0; k < 4u; ++k) {
+            uint32_t i = base + 32u * k;
+            if (i < n16)
+                asm volatile("ld.relaxed.sys.v4.u32 {%0, %1, %2, %3}, [%4];"
+                             : "=r"(v[k].x), "=r"(v[k].y), "=r"(v[k].z), "=r"(v[k].w) : "l"(src + 16u * i) : "memory");
+        }
+#pragma unroll
+        for (uint32_t k = 0; k < 4u; ++k) {
+            uint32_t i = base + 32u * k;
+            if (i < n16)
+                asm volatile("st.relaxed.sys.v4.u32 [%0], {%1, %2, %3, %4};"
+                             : : "l"(dst + 16u * i), "r"(v[k].x), "r"(v[k].y), "r"(v[k].z), "r"(v[k].w) : "memory");
+        }
+    }
+}
+
+/* An acquire load of a word the host writes (system scope). */
+static __device__ __forceinline__ uint32_t hb_load_acquire_sys(const void *p)
+{
+    uint32_t v;
+    asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
 
 extern "C" __global__ void hb_live_kernel(uint8_t *req, uint8_t *rep, uint32_t slot_bytes, uint32_t slots,
                                           uint32_t encoding, uint8_t *stage, const qrt_signal *stop,
                                           unsigned long long *served, int *status)
 {
-    qrt_queue rq, pq;
+    extern __shared__ __align__(16) uint8_t mirror[]; /* request slot, then reply slot */
+    qrt_queue rq, pq, real;
     qrt_endpoint ep;
+    const uint32_t lane = threadIdx.x, n16 = slot_bytes / 16u;
+    uint32_t idle = 0, slot = 0;
+    unsigned long long n = 0;
     int rc;
 
-    if (blockIdx.x != 0 || threadIdx.x != 0)
+    if (blockIdx.x != 0 || threadIdx.y != 0 || threadIdx.z != 0 || lane >= 32u)
         return;
-    rc = qrt_queue_init(&rq, req, slot_bytes, slots, encoding);
+    rc = qrt_queue_init(&real, req, slot_bytes, slots, encoding);
     if (rc == QRT_OK)
-        rc = qrt_queue_init(&pq, rep, slot_bytes, slots, encoding);
+        rc = qrt_queue_init(&rq, mirror, slot_bytes, 1u, encoding);
+    if (rc == QRT_OK)
+        rc = qrt_queue_init(&pq, mirror + slot_bytes, slot_bytes, 1u, encoding);
     if (rc == QRT_OK)
         rc = qrt_endpoint_init(&ep, &rq, &pq, stage);
     if (rc == QRT_OK)
@@ -33,7 +90,76 @@ extern "C" __global__ void hb_live_kernel(uint8_t *req, uint8_t *rep, uint32_t s
         rc = qrt_register(&ep, 2u, qrt_fn_xor_fold);
     if (rc == QRT_OK)
         rc = qrt_register(&ep, 3u, qrt_fn_sum32);
-    *(volatile int *)status = rc == QRT_OK ? 1 : rc; /* 1: serving */
-    __threadfence_system();
-    qrt_serve_until_stop(&ep, rc, stop, served, status);
+    for (uint32_t i = lane; i < 2u * n16; i += 32u) /* the mirror holds no message yet */
+        ((uint4 *)mirror)[i] = make_uint4(0u, 0u, 0u, 0u);
+    __syncwarp();
+    if (lane == 0) {
+        *(volatile int *)status = rc == QRT_OK ? 1 : rc; /* 1: serving */
+        __threadfence_system();
+    }
+    while (rc == QRT_OK) {
+        uint32_t go = 0;
+        if (lane == 0) { /* 1. poll the real slot */
+            for (;;) {
+                if (hb_load_acquire_sys(qrt__slot(&real, slot)) == ep.req.next_seq) {
+                    go = 1;
+                    break;
+                }
+                if (++idle == 256u) {
+                    idle = 0;
+                    if (hb_load_acquire_sys(&stop->value) >= 1u)
+                        break;
+                }
+            }
+        }
+        go = __shfl_sync(0xffffffffu, go, 0);
+        if (!go)
+            break;
+        __syncwarp();
+        hb_copy_warp(mirror, qrt__slot(&real, slot), n16, lane); /* 2. the slot, in one burst */
+        __syncwarp();
+        int r = 0;
+        if (lane == 0) /* 3. the library serves the on-chip copy */
+            r = qrt_dispatch_one(&ep);
+        r = __shfl_sync(0xffffffffu, r, 0);
+        if (r < 0) {
+            rc = r;
+            break;
+        }
+        if (r == 0) { /* a per-piece message still landing: copy it again (and heed the stop signal) */
+            uint32_t quit = 0;
+            if (lane == 0 && ++idle == 256u) {
+                idle = 0;
+                quit = hb_load_acquire_sys(&stop->value) >= 1u;
+            }
+            if (__shfl_sync(0xffffffffu, quit, 0))
+                break;
+            continue;
+        }
+        __syncwarp(); /* 4. the reply, sequence word last */
+        uint8_t *out = rep + (size_t)slot * slot_bytes;
+        if (encoding == QRT_ENCODING_CLASSIC) {
+            if (lane == 0) {
+                const uint32_t *h = (const uint32_t *)(mirror + slot_bytes);
+                asm volatile("st.relaxed.sys.u32 [%0], %1;" : : "l"(out + 4), "r"(h[1]) : "memory");
+                asm volatile("st.relaxed.sys.v2.u32 [%0], {%1, %2};" : : "l"(out + 8), "r"(h[2]), "r"(h[3]) : "memory");
+            }
+            if (n16 > 1u)
+                hb_copy_warp(out + 16, mirror + slot_bytes + 16, n16 - 1u, lane);
+            __syncwarp();
+            if (lane == 0) {
+                __threadfence_system();
+                qrt__store_publish(out, ((const uint32_t *)(mirror + slot_bytes))[0]);
+            }
+        } else {
+            hb_copy_warp(out, mirror + slot_bytes, n16, lane);
+        }
+        ++n;
+        slot = slot + 1u == slots ? 0u : slot + 1u;
+    }
+    if (lane == 0) {
+        *(volatile unsigned long long *)served = n;
+        *(volatile int *)status = rc;
+        __threadfence_system();
+    }
 }

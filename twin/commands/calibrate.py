@@ -1,6 +1,7 @@
 """``twin calibrate [PRIOR]``: fit a prior parameter set (card path, or RoCE: ``kind: roce_path``) to
 its measurements, write the fitted set, print the residuals; ``--from-live RUN`` fits a consumer
-model to a live run."""
+model to a live run; ``twin calibrate decoder SCENARIO.yaml`` times a decode scenario's decoder per
+call and fits its cost (:mod:`twin.commands.calibrate_decoder`)."""
 from __future__ import annotations
 
 import argparse
@@ -15,10 +16,13 @@ from twin.config import ConfigError
 
 def register(sub) -> None:
     """Add ``calibrate`` to the ``twin`` subcommands."""
-    c = sub.add_parser("calibrate", help="fit a prior parameter set to its measurements")
-    c.add_argument("prior", nargs="?", help=f"prior parameter set (default {DEFAULT_PRIOR}); with --from-live, "
-                                            "the scenario the run came from (default: the file the run recorded, "
-                                            "else scenarios/<its name>.yaml)")
+    c = sub.add_parser("calibrate", help="fit a prior parameter set to its measurements; `calibrate decoder "
+                                         "SCENARIO.yaml`: time a decoder per call and fit its cost")
+    c.add_argument("prior", nargs="*", metavar="prior",
+                   help=f"prior parameter set (default {DEFAULT_PRIOR}); with --from-live, "
+                        "the scenario the run came from (default: the file the run recorded, "
+                        "else scenarios/<its name>.yaml); `decoder SCENARIO.yaml`: time that decode "
+                        "scenario's decoder (see the options below)")
     c.add_argument("--from-live", metavar="RUN", help="fit a consumer model to the live node of a `twin run` "
                                                       "output folder (results.json + live_rounds.npz)")
     c.add_argument("--node", help="with --from-live: which live node (default: the first)")
@@ -27,6 +31,8 @@ def register(sub) -> None:
     c.add_argument("--rounds", type=_count, help="rounds per evaluation (default: the prior's fit.rounds)")
     c.add_argument("--maxiter", type=_count, help="differential-evolution generations (default: fit.maxiter)")
     c.add_argument("--popsize", type=_count, help="population multiplier (default: fit.popsize)")
+    from twin.commands.calibrate_decoder import add_options
+    add_options(c)
     c.set_defaults(handler=cmd_calibrate)
 
 
@@ -55,7 +61,15 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     from twin.calibration.fit import calibrate, fitted_document
     from twin.calibration.params import load_params
     from twin.calibration.report import residuals_table, write_fitted_yaml
+    from twin.commands.calibrate_decoder import cmd_calibrate_decoder, refuse_decoder_options
 
+    positional = args.prior or []
+    if positional and positional[0] == "decoder":
+        return cmd_calibrate_decoder(args, console, positional[1:])
+    refuse_decoder_options(args)
+    if len(positional) > 1:
+        raise UsageError(f"calibrate: one prior parameter set, got {len(positional)} ({' '.join(positional)})")
+    args.prior = positional[0] if positional else None
     if args.from_live:
         return cmd_calibrate_live(args, console)
     prior_path = Path(args.prior) if args.prior else _bundled(DEFAULT_PRIOR)

@@ -45,8 +45,8 @@ def _decode(args: argparse.Namespace, console) -> int:
     out = check_out_folder(args.out or Path("runs") / ld.sc.name)  # before the study, not after
     shots = args.shots or ld.sc.decode.shots
     d = ld.sc.decode
-    from twin.qec.workload import sample
-    total = shots * sample(d.code, d.distance, d.rounds, d.p, 1, per=d.per).requests_per_shot
+    from twin.qec.workload import sample_circuit
+    total = shots * sample_circuit(ld.circuit, 1, per=d.per, window=d.window_tuple()).requests_per_shot
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=args.quiet) as bar:
         tasks = {}

@@ -96,7 +96,8 @@ def rewrite_paths(text: str, src: Path) -> str:
 def _along(doc: dict, src: Path) -> list[tuple[Path, Path]]:
     """Files the scenario names as code to edit, found beside the bundled file: (source, path
     relative to the copy's folder). A ``decode.function`` module is looked for where the loader looks
-    (the scenario's folder, then its parent); ``rtl.sources`` are relative to the scenario."""
+    (the scenario's folder, then its parent); ``decode.circuit`` and ``rtl.sources`` are relative to
+    the scenario."""
     out: list[tuple[Path, Path]] = []
     decode = doc.get("decode") if isinstance(doc.get("decode"), dict) else {}
     fn = decode.get("function")
@@ -107,6 +108,10 @@ def _along(doc: dict, src: Path) -> list[tuple[Path, Path]]:
             if f.is_file():
                 out.append((f, Path(*parts).with_suffix(".py")))
                 break
+    circ = decode.get("circuit")  # a decode.circuit file (relative to the scenario) travels with it
+    if isinstance(circ, str) and not Path(circ).is_absolute() and ".." not in Path(circ).parts \
+            and (src.parent / circ).is_file():
+        out.append((src.parent / circ, Path(circ)))
     for node in doc.get("nodes") or []:
         rtl = node.get("rtl") if isinstance(node, dict) else None
         for s in (rtl or {}).get("sources") or [] if isinstance(rtl, dict) else []:

@@ -196,7 +196,12 @@ class PollingConsumer:
             self.hops.publish[seq - 1] = t_publish
         self.next_seq = seq + 1
         self.served += 1
-        self.kernel.at(max(t_free, self.kernel.now), self._arm)
+        self.kernel.at(max(self._next_poll_from(t_free), self.kernel.now), self._arm)
+
+    def _next_poll_from(self, t_free: int) -> int:
+        """When the queue is polled for its next request after one freed its thread at ``t_free``:
+        then (one thread); a consumer with several threads on the queue polls as soon as one is free."""
+        return t_free
 
     def _post(self, seq: int, base: int, writes: list[tuple[int, bytes]]) -> None:
         land = 0

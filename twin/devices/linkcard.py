@@ -70,10 +70,18 @@ class LinkCard:
     the PCIe path); with ``timeout_ps`` > 0 a reply not had ``timeout_ps`` after its request was
     issued is counted in ``reply_timeouts`` (the run goes on and takes the reply when it comes).
 
-    With ``keep_replies`` the card keeps every reply payload it reads, in order, in ``kept_replies``
-    (a QEC workload's corrections, counted against ground truth by :mod:`twin.qec`).
+    With ``keep_replies`` the card keeps every reply payload it reads, in request order, in
+    ``kept_replies`` (a QEC workload's corrections, counted against ground truth by :mod:`twin.qec`).
 
-    Statistics: ``issued``, ``replies_seen``, ``mismatches``, ``backlog_max``, ``reply_timeouts``,
+    The reference answer of a request is computed when it enters the card (in request order, so a
+    stateful reference, e.g. a decoder keeping a shot's rounds, sees the stream in order).
+    ``reply_order``: ``in_order`` (default) the reply poller watches the oldest outstanding reply;
+    ``as_ready`` (a consumer whose parallel decoders reply as they finish) it takes whichever
+    outstanding reply is complete first (the lowest sequence number among them), and a waiting
+    request is issued once its own slot is free.
+
+    Statistics: ``issued``, ``replies_seen``, ``mismatches``, ``backlog_max``, ``slot_wait_ps`` (per
+    request, in issue order: ready to issue -> issued, the wait for a free slot), ``reply_timeouts``,
     ``poller.polls``; ``corrupted_requests``: mismatches whose request did not sit in the consumer's
     memory as the card sent it (a diagnosis only a twin can make: it sees both memories; the rest of
     the mismatches were corrupted on the reply's way or by the consumer).
@@ -84,7 +92,8 @@ class LinkCard:
                  frame_bytes: int, reference: Callable[[bytes], bytes],
                  on_reply: Callable[[int, int, int, bool], None],
                  tamper: Callable[[int, list], list] | None = None, timeout_ps: int = 0, function: int = 0,
-                 keep_replies: bool = False, bridge: CardBridge | None = None, hops=None):
+                 keep_replies: bool = False, bridge: CardBridge | None = None, hops=None,
+                 reply_order: str = "in_order"):
         self.kernel = kernel
         self.p = params
         self.enc = encoding
@@ -102,7 +111,11 @@ class LinkCard:
         self.tamper = tamper
         self.function = function
         self.timeout_ps = timeout_ps
-        self._replied_upto = 0
+        self._replied: set[int] = set()
+        if reply_order not in ("in_order", "as_ready"):
+            raise ValueError(f"reply_order {reply_order!r}: expected in_order or as_ready")
+        self.as_ready = reply_order == "as_ready"
+        self._expect: dict[int, tuple[bytes | None, bool]] = {}  # seq -> (reference reply, function fails)
         self.bridge = bridge if bridge is not None else CardBridge()
         self.hops = hops  # a twin.engine.hops.Hops: issue, land, have per round (or None)
         self._ready_at: dict[int, int] = {}
@@ -114,6 +127,7 @@ class LinkCard:
         self.replies_seen = 0
         self.mismatches = 0
         self.backlog_max = 0
+        self.slot_wait_ps: list[int] = []  # per request, in issue order: how long it waited for a free slot
 
     def submit(self, seq: int, payload: bytes) -> None:
         """A request enters the card now (``kernel.now`` must be a card clock edge). Frames pass the
@@ -126,16 +140,29 @@ class LinkCard:
         b = self.bridge
         b.free = max(t_in, b.free) + self.p.bridge_ps(len(payload))
         self._ready_at[seq] = b.free + self.p.engine_land_ps
-        if len(self._outstanding) < self.slots:
+        try:
+            self._expect[seq] = (self.reference(payload), False)
+        except ValueError:  # the function cannot run on this payload: the right answer is that status
+            self._expect[seq] = (None, True)
+        if not self._backlog and self._slot_free(seq):
             self._issue(seq, t_in, payload)
         else:
             self._backlog.append((seq, t_in, payload))
             self.backlog_max = max(self.backlog_max, len(self._backlog))
 
+    def _slot_free(self, seq: int) -> bool:
+        """Whether request ``seq``'s slot is free: fewer than ``slots`` outstanding and (as-ready
+        replies free slots out of order) not the slot of request ``seq - slots``."""
+        if len(self._outstanding) >= self.slots:
+            return False
+        return not self.as_ready or all(s != seq - self.slots for s, _, _ in self._outstanding)
+
     def _issue(self, seq: int, t_in: int, payload: bytes) -> None:
         self._outstanding.append((seq, t_in, payload))
         self.issued += 1
-        t_issue = max(self.kernel.now, self._ready_at.pop(seq))
+        ready = self._ready_at.pop(seq)
+        t_issue = max(self.kernel.now, ready)
+        self.slot_wait_ps.append(t_issue - ready)
         self.kernel.at(t_issue, self._write, seq, payload)
         if self.timeout_ps:
             self.kernel.at(t_issue + self.timeout_ps, self._overdue, seq)
@@ -155,39 +182,58 @@ class LinkCard:
             self.hops.land[seq - 1] = land
 
     def _overdue(self, seq: int) -> None:
-        if seq > self._replied_upto:
+        if seq not in self._replied:
             self.reply_timeouts += 1
 
+    def _ready(self, seq: int) -> bool:
+        return self.enc.ready(self.replies.buf, self._base(seq), seq, self.slot_bytes)
+
+    def _base(self, seq: int) -> int:
+        return slot_offset(seq, self.slots, self.slot_bytes)
+
+    def _first_ready(self) -> int | None:
+        """The slot base of the outstanding reply that is complete with the lowest sequence number
+        (as-ready), or None."""
+        return next((self._base(s) for s, _, _ in self._outstanding if self._ready(s)), None)
+
     def _watch(self) -> None:
-        seq, _, _ = self._outstanding[0]
-        base = slot_offset(seq, self.slots, self.slot_bytes)
         self._watching = True
-        self.poller.arm(lambda: self.enc.ready(self.replies.buf, base, seq, self.slot_bytes),
-                        lambda t: self.kernel.after(self.p.reply_read_ps, self._have, base))
+        if self.as_ready:
+            self.poller.arm(lambda: self._first_ready() is not None,
+                            lambda t: self.kernel.after(self.p.reply_read_ps, self._have, self._first_ready()))
+            return
+        seq, _, _ = self._outstanding[0]
+        base = self._base(seq)
+        self.poller.arm(lambda: self._ready(seq), lambda t: self.kernel.after(self.p.reply_read_ps, self._have, base))
 
     def _have(self, base: int) -> None:
-        seq, t_in, payload = self._outstanding.popleft()
+        """The card reads out the reply in the slot at ``base`` (the oldest outstanding one, or as
+        ready the first complete one) and checks it."""
+        i = next(j for j, (s, _, _) in enumerate(self._outstanding) if self._base(s) == base)
+        seq, t_in, payload = self._outstanding[i]
+        del self._outstanding[i]
         got = self.enc.payload(self.replies.buf, base)
         h = self.enc.header(self.replies.buf, base)
-        try:
-            ok = got == self.reference(payload) and h.flags == 0
-        except ValueError:  # the function cannot run on this payload: the right answer is that status
-            ok = got == b"" and h.flags == STATUS["function_failed"]
+        want, fails = self._expect.pop(seq)
+        ok = (got == b"" and h.flags == STATUS["function_failed"]) if fails else (got == want and h.flags == 0)
         self.reply_digest.update(h.seq.to_bytes(4, "little") + h.flags.to_bytes(4, "little") + got)
         if self.kept_replies is not None:
-            self.kept_replies.append(got)
+            kept = self.kept_replies
+            if len(kept) < seq:
+                kept.extend([b""] * (seq - len(kept)))
+            kept[seq - 1] = got
         self.replies_seen += 1
-        self._replied_upto = seq
+        self._replied.add(seq)
         if not ok:
             self.mismatches += 1
             dst = getattr(self.requests, "dst", None)  # the twin sees both memories: which side was corrupted?
             if dst is not None and self.enc.payload(dst.buf, base) != payload:
                 self.corrupted_requests += 1  # the consumer served a request that did not arrive as sent
         self._watching = False
-        if self._backlog:
+        while self._backlog and self._slot_free(self._backlog[0][0]):
             bseq, bt_in, bpayload = self._backlog.popleft()
             self._issue(bseq, bt_in, bpayload)
-        elif self._outstanding:
+        if self._outstanding and not self._watching:
             self._watch()
         self.on_reply(seq, t_in, self.kernel.now, ok)
 
@@ -199,4 +245,5 @@ def build_endpoint(ctx) -> LinkCard:
     return LinkCard(ctx.kernel, spec.card, ctx.enc, ctx.req_path, ctx.rep_region, spec.slots, ctx.slot_bytes,
                     spec.traffic.frame_bytes, ctx.reference(), ctx.on_reply,
                     tamper=fp.tamper("request", ctx.enc.per_piece), timeout_ps=fp.timeout_ps, function=spec.function,
-                    keep_replies=ctx.workload.keep_replies, bridge=ctx.bridge, hops=ctx.hops)
+                    keep_replies=ctx.workload.keep_replies, bridge=ctx.bridge, hops=ctx.hops,
+                    reply_order=ctx.workload.reply_order)

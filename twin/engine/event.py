@@ -213,6 +213,8 @@ class _FlowRun:
                                             if hasattr(card, "corrupted_requests") else {})}}}
         if self.flow.workload.keep_replies:
             stats["replies"] = card.kept_replies
+        if hasattr(card, "slot_wait_ps"):
+            stats["slot_wait_ps"] = np.asarray(card.slot_wait_ps, np.int64)
         return stats
 
 

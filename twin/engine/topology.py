@@ -23,7 +23,9 @@ class FlowWorkload:
     each reply against; keep_replies: keep every reply payload (``stats["replies"]``);
     functions(fid) -> callable: the consumer's functions (replaces the registry's);
     consumer_class(base) -> class: wraps the model's consumer class (e.g. a hosting mode);
-    consumer_kwargs: extra keyword arguments for it.
+    consumer_kwargs: extra keyword arguments for it; reply_order: ``in_order`` (default) or
+    ``as_ready`` (the consumer replies as its parallel decoders finish and the card reads replies as
+    they land; :class:`twin.devices.linkcard.LinkCard`).
     """
 
     payloads: Callable[[int], bytes] | None = None
@@ -32,6 +34,7 @@ class FlowWorkload:
     functions: Callable | None = None
     consumer_class: Callable[[type], type] | None = None
     consumer_kwargs: dict = field(default_factory=dict)
+    reply_order: str = "in_order"
 
 
 @dataclass(frozen=True)

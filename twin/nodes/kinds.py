@@ -224,7 +224,9 @@ declare(NodeKind(
     stats=(Stat("issued", "", "requests issued into the request queue"),
            Stat("replies_seen", "", "replies read out"),
            Stat("mismatches", "", "replies that did not match the reference answer (results.json: mismatches)"),
-           Stat("backlog_max", "", "most requests waiting for a free slot (results.json: backlog_max)"),
+           Stat("backlog_max", "", "most requests waiting for a free slot (results.json: backlog_max; twin decode: "
+                "card_backlog_max)"),
+           Stat("slot_wait_ps", "ps", "per request: ready to issue -> issued, the wait for a free slot"),
            Stat("reply_timeouts", "", "replies not had within faults.timeout (results.json: "
                 "faults.detected.reply_timeouts)"),
            Stat("card_polls", "", "reply poller polls (poller.polls)"),
@@ -289,6 +291,11 @@ _HOSTED = {
     "mode": P("", f"{SEED}: inline, resident worker, external, kernel chain", "hosting mode: inline, worker, "
               "external_self, external_routed or chain (FPGA logic: inline only; chain: GPU only)",
               "twin decode --hosting"),
+    "workers": P("", "scenario (assumption: 1, the seeds' one serving thread)", "parallel decoders sharing the "
+                 "request queue (threads, GPU blocks, FPGA units): inline N serving threads, otherwise N hand-off "
+                 "executors", "scenario decode.placements[].workers"),
+    "order": P("", "scenario", "workers > 1: in_order (a finished reply waits for earlier ones) or as_ready "
+               "(replies when done; the card reads replies as they land)", "scenario decode.placements[].order"),
 }
 
 declare(NodeKind(
@@ -310,6 +317,9 @@ declare(NodeKind(
            Stat("threads.busy_ps", "ps", "time the serving thread was busy, poll cost included"),
            Stat("hosting.waited_for_rearm", "", "chain: requests that waited for the host to re-arm the chain"),
            Stat("hosting.trigger_ps", "ps", "chain: the trigger's own latency per request"),
+           Stat("hosting.executor", "", "workers > 1: which decoder served each request"),
+           Stat("hosting.held_ps", "ps", "in_order: per request, how long its finished reply waited for earlier ones"),
+           Stat("hosting.decode_busy", "ps", "per request: how long it kept its decoder from the next one"),
            Stat("hops.seen", "ps", "per round: the poll that saw the request has its answer"),
            Stat("hops.start", "ps", "per round: the serving thread takes it"),
            Stat("hops.reply", "ps", "per round: the reply's first posted write"),

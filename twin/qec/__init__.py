@@ -1,7 +1,10 @@
 """QEC workloads and decoders through the loop.
 
-``codes`` (stim memory circuits), ``workload`` (shots as request frames, ground truth), ``lookup``
-(exact maximum-likelihood tables), ``decoders`` (lookup, PyMatching, user functions), ``functions``
+``codes`` (stim memory circuits), ``bb`` (bivariate bicycle qLDPC codes), ``workload`` (shots of any
+stim circuit as request frames, ground truth), ``lookup`` (exact maximum-likelihood tables),
+``decoders`` (the registry behind one bit-packed interface: lookup, PyMatching, BP+OSD, Tesseract,
+Relay-BP, any sinter decoder, user functions), ``sinter_stats`` (sinter's CSV), ``sinter_loop`` (the
+loop as a sinter decoder), ``functions``
 (the decoders served by function id 16, 17, 18, registered in :mod:`twin.runtime.functions`),
 ``native`` (tables for the C runtime), ``cost`` (compute time per device kind), ``hosting`` and
 ``hosting_fit`` (the four hosting modes and their calibration), ``loop`` (a decoder through the

@@ -23,6 +23,11 @@ Two ways, stated in every result (``CostModel.describe()``):
   number of detection events, least-squares ``base + per_event * events``) and multiplied by
   ``scale`` (the device's speed against this host; 1.0 = as fast). Not deterministic across
   machines; the fitted numbers are written into the results.
+- ``fitted``: a calibration file written by ``twin calibrate decoder`` (:mod:`twin.qec.cost_fit`):
+  the decoder timed call by call on a host, fitted as ``overhead + per_event * events`` plus an
+  empirical residual distribution. Each request draws ``overhead + per_event * events + residual``
+  (residual from the file's quantiles, deterministic for the seed), times ``scale`` (the stated
+  factor from the measuring host to the target device; 1.0 = the same).
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from twin.qec.cost_fit import DecoderFit
 from twin.qec.decoders import Decoder
 
 MODEL_NS = {
@@ -50,7 +56,9 @@ class CostError(ValueError):
 class CostModel:
     """Per-request compute time of a decoder on a device.
 
-    how: ``model`` | ``host_timed``; scale: host_timed only, device time = host time * scale;
+    how: ``model`` | ``host_timed`` | ``fitted``; scale: host_timed and fitted, device time = host
+    time * scale; fit: the :class:`twin.qec.cost_fit.DecoderFit` of ``fitted`` (``file`` its path,
+    for the results); seed: the residual draws of ``fitted``;
     function_ns: the time of a user function under ``model`` (required for kind ``function``);
     fixed_ns: under ``model``, this time for every request of any decoder (overrides the table).
     After :meth:`per_request_ps`, ``base_ns`` and ``per_event_ns`` hold the numbers used.
@@ -60,13 +68,18 @@ class CostModel:
     scale: float = 1.0
     function_ns: float | None = None
     fixed_ns: float | None = None
+    fit: DecoderFit | None = None
+    file: str | None = None
+    seed: int = 0
     base_ns: float = 0.0
     per_event_ns: float = 0.0
     notes: list = field(default_factory=list)
 
     def __post_init__(self):
-        if self.how not in ("model", "host_timed"):
-            raise ValueError(f"cost {self.how!r}: expected 'model' or 'host_timed'")
+        if self.how not in ("model", "host_timed", "fitted"):
+            raise ValueError(f"cost {self.how!r}: expected 'model', 'host_timed' or 'fitted'")
+        if (self.how == "fitted") != (self.fit is not None):
+            raise ValueError("cost: how fitted needs a fit, and only it takes one")
         if not self.scale > 0:
             raise ValueError(f"cost scale {self.scale}: must be > 0")
 
@@ -74,7 +87,16 @@ class CostModel:
                        poll_period_ps: int = 0, clock_ps: int = 4000) -> np.ndarray:
         """Compute time per request, int64 ps (n,), for ``frames`` (uint8 (n, B)) whose syndromes
         hold ``events`` detection events each (int (n,)). Raises :class:`CostError` when the device
-        kind does not serve this decoder kind under ``model``."""
+        kind does not serve this decoder kind under ``model``, or a fit of another decoder kind."""
+        if self.how == "fitted":
+            if self.fit.decoder != decoder.kind:
+                raise CostError(f"decoder {decoder.name!r} ({decoder.kind}): the cost file {self.file} was "
+                                f"measured on a {self.fit.decoder} decoder")
+            self.base_ns = self.fit.overhead_ns * self.scale
+            self.per_event_ns = self.fit.per_event_ns * self.scale
+            self.notes.append(f"fitted per call on {self.fit.meta.get('machine', {}).get('cpu')}, residual drawn "
+                              f"from its quantiles (seed {self.seed}), scaled x{self.scale:g}")
+            return np.rint(self.fit.draw_ns(events, self.seed) * self.scale * 1000).astype(np.int64)
         if self.how == "host_timed":
             self.base_ns, self.per_event_ns = time_on_host(decoder, frames, events)
             self.base_ns *= self.scale
@@ -102,25 +124,34 @@ class CostModel:
         return per.astype(np.int64)
 
     def describe(self) -> dict:
-        """What was used, for results.json."""
-        return {"how": self.how, "scale": self.scale, "base_ns": round(self.base_ns, 3),
-                "per_event_ns": round(self.per_event_ns, 3), "notes": list(self.notes)}
+        """What was used, for results.json (fitted: also the file and the fit's numbers)."""
+        doc = {"how": self.how, "scale": self.scale, "base_ns": round(self.base_ns, 3),
+               "per_event_ns": round(self.per_event_ns, 3), "notes": list(self.notes)}
+        if self.fit is not None:
+            doc.update(file=self.file, fit=self.fit.describe())
+        return doc
 
 
 def time_on_host(decoder: Decoder, frames: np.ndarray, events: np.ndarray, min_batch: int = 2000,
-                 repeats: int = 3) -> tuple[float, float]:
+                 repeats: int = 5) -> tuple[float, float]:
     """Time ``decoder.decode_frames`` on this host per request, grouped by detection events;
     returns the least-squares (base_ns, per_event_ns) (per_event >= 0). Each group is repeated up to
-    ``min_batch`` frames and timed ``repeats`` times (minimum kept)."""
+    ``min_batch`` frames and timed ``repeats`` times, the groups taken in turn (so a slow spell of a
+    shared host falls on every group in some repeat, not on all repeats of one group); the minimum
+    of each group is kept."""
     ev = np.asarray(events)
-    xs, ys, ws = [], [], []
-    for k in np.unique(ev):
+    ks = np.unique(ev)
+    batches = []
+    for k in ks:
         sel = frames[ev == k]
-        batch = np.repeat(sel, max(1, -(-min_batch // len(sel))), axis=0)
-        best = min(_timed(decoder, batch) for _ in range(repeats))
-        xs.append(float(k))
-        ys.append(best / len(batch) * 1e9)
-        ws.append(float(len(sel)))
+        batches.append(np.repeat(sel, max(1, -(-min_batch // len(sel))), axis=0))
+    best = [float("inf")] * len(ks)
+    for _ in range(repeats):
+        for i, batch in enumerate(batches):
+            best[i] = min(best[i], _timed(decoder, batch))
+    xs = [float(k) for k in ks]
+    ys = [b / len(batch) * 1e9 for b, batch in zip(best, batches)]
+    ws = [float((ev == k).sum()) for k in ks]
     x, y, w = np.array(xs), np.array(ys), np.sqrt(np.array(ws))
     if len(x) == 1:
         return float(y[0]), 0.0

@@ -29,8 +29,24 @@ echo, for CPU cores, whose general path the seeds do not give, and for FPGA logi
 Executors other than the control kernel run one request at a time, so several rounds can be in
 flight (the control kernel polls on while the worker, region or chain computes).
 
+Parallel decoders (``workers`` = N, default 1): N executors share the one request queue. Inline
+(and ``external_self``) that is N serving threads polling the queue: each request is taken, in
+order, by the thread that can take it first (the earliest at its poll; the lowest index on a tie),
+and the queue is polled again as soon as any thread is free. In the hand-off modes the control
+kernel hands each request to the first free of N workers (regions, chains; each chain re-arms on
+its own). ``order``: ``in_order`` (default) commits replies in request order: a finished reply is
+held (its executor with it) until every earlier reply is out; ``as_ready`` replies when done
+(the card then reads replies as they land, :class:`twin.devices.linkcard.LinkCard`). With one
+worker both orders are the same.
+
 Statistics: ``served``, ``waited_for_rearm`` (chain), ``trigger_ps`` (chain: the trigger's own
-latency per request, store -> first kernel once the chain is armed).
+latency per request, store -> first kernel once the chain is armed), ``executor`` (which of the N
+executors served each request, in request order, with N > 1), ``held_ps`` (per request, how long
+its finished reply waited for earlier ones: in_order only), ``decode_ready`` / ``decode_start`` /
+``decode_end`` (per request, ps: when an idle executor would have started its body, when one did,
+when the body ended; start - ready is its wait for a decoder), ``decode_busy`` (per request, ps:
+how long it kept its executor from the next request: a thread from taking it to polling again, poll
+cost included; a worker or region until its reply is out; a chain also until it is re-armed).
 """
 from __future__ import annotations
 
@@ -40,10 +56,12 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from twin.devices.consumer import PollingConsumer
+from twin.devices.consumer import PollingConsumer, ServingThread
 from twin.kernel import JitterStream
 
 MODES = ("inline", "worker", "external_self", "external_routed", "chain")
+ORDERS = ("in_order", "as_ready")
+INLINE = ("inline", "external_self")  # the serving threads run the body themselves
 
 
 @dataclass(frozen=True)
@@ -77,27 +95,71 @@ class HostedConsumer(PollingConsumer):
 
     Extra arguments: ``mode`` (one of :data:`MODES`), ``hosting`` (:class:`HostingParams`),
     ``compute_ps(seq) -> int`` (the function's compute time for request ``seq``; default 0),
-    ``seed`` (for the chain's random streams). Raises ValueError for an unknown mode, or a mode
-    the consumer's kind cannot host (FPGA logic: inline only; a kernel chain: GPU only).
+    ``seed`` (for the chain's random streams), ``workers`` (N parallel executors, >= 1) and
+    ``order`` (``in_order`` | ``as_ready``). Raises ValueError for an unknown mode or order, fewer
+    than one worker, or a mode the consumer's kind cannot host (FPGA logic: inline only; a kernel
+    chain: GPU only).
     """
 
     def __init__(self, *args, mode: str = "inline", hosting: HostingParams = HostingParams(),
-                 compute_ps=None, seed: int = 0, **kwargs):
+                 compute_ps=None, seed: int = 0, workers: int = 1, order: str = "in_order", **kwargs):
         super().__init__(*args, **kwargs)
         if mode not in MODES:
             raise ValueError(f"hosting mode {mode!r}: expected one of {', '.join(MODES)}")
+        if order not in ORDERS:
+            raise ValueError(f"reply order {order!r}: expected one of {', '.join(ORDERS)}")
+        if int(workers) < 1:
+            raise ValueError(f"workers {workers}: need at least 1")
         check_mode(mode, self.p.kind, self.name)
         self.mode = mode
         self.h = hosting
         self.compute_ps = compute_ps or (lambda seq: 0)
-        self.exec_free = 0
-        self.chain_armed_at = 0
+        self.workers = int(workers)
+        self.order = order
+        n = self.workers if mode not in INLINE else 1
+        self.exec_free = [0] * n  # per hand-off executor: free again (ps)
+        self.chain_armed_at = [0] * n
+        self.pool = [self.thread] + [ServingThread() for _ in range(self.workers - 1)] if mode in INLINE \
+            else [self.thread]
+        self.last_reply = 0  # the latest reply instant so far (in-order commit holds later ones behind it)
+        self.executor: list[int] = []
+        self.held_ps: list[int] = []
+        self.decode_ready: list[int] = []
+        self.decode_start: list[int] = []
+        self.decode_end: list[int] = []
+        self.decode_busy: list[int] = []
         trig_fixed = hosting.chain_trigger_ps - int(round(hosting.chain_trigger_jitter_ps * np.log(2)))
         self._trig_fixed = max(0, trig_fixed)
         self._trig = JitterStream(seed, f"{self.name}.chain.trigger", hosting.chain_trigger_jitter_ps)
         self._rearm = JitterStream(seed, f"{self.name}.chain.rearm", hosting.rearm_mean_ps)
         self.waited_for_rearm = 0
         self.trigger_ps: list[int] = []
+
+    def _take(self, seq: int, base: int) -> None:
+        if len(self.pool) > 1:  # the thread that can take it first serves it
+            t, cost = self.kernel.now, self.p.poll_cost_ps
+
+            def at(th):
+                return t if th.free <= t - cost else self.poller.first_poll(th.free) + cost
+            j = min(range(len(self.pool)), key=lambda i: (at(self.pool[i]), i))
+            self.thread = self.pool[j]
+            self.executor.append(j)
+        super()._take(seq, base)
+
+    def _next_poll_from(self, t_free: int) -> int:
+        return min(th.free for th in self.pool) if len(self.pool) > 1 else t_free
+
+    def _record(self, ready: int, start: int, end: int) -> None:
+        self.decode_ready.append(ready)
+        self.decode_start.append(start)
+        self.decode_end.append(end)
+
+    def _commit(self, end: int) -> int:
+        """The reply instant of a body that ended at ``end``: in order, not before the previous reply."""
+        t = max(end, self.last_reply) if self.order == "in_order" else end
+        self.held_ps.append(t - end)
+        self.last_reply = max(self.last_reply, t)
+        return t
 
     def _seen(self, seq: int, base: int, at: int) -> None:
         h = self.enc.header(self.requests.buf, base)
@@ -109,25 +171,40 @@ class HostedConsumer(PollingConsumer):
             writes = self.tamper(seq, writes)
         fence = 0 if self.enc.per_piece else self.p.fence_ps
         m = self.mode
-        if m in ("inline", "external_self"):
-            t_reply = t_ready + body + (self.h.omp_self_ps if m == "external_self" else 0)
+        if m in INLINE:
+            end = t_ready + body + (self.h.omp_self_ps if m == "external_self" else 0)
+            self._record(self.kernel.now + (t_ready - at), t_ready, end)
+            t_reply = self._commit(end)
             t_free = t_reply + fence
+            self.decode_busy.append(t_free - at + self.p.poll_cost_ps)
         else:
             t_free = t_ready  # the control kernel hands the request on and polls again
+            ef = self.exec_free
             if m == "chain":
-                if self.chain_armed_at > t_ready:
+                ready = [max(a, f) for a, f in zip(self.chain_armed_at, ef)]
+                j = min(range(len(ef)), key=lambda i: (max(t_ready, ready[i]), i))
+                if self.chain_armed_at[j] > t_ready:
                     self.waited_for_rearm += 1
                 trig = self._trig_fixed + self._trig.next()
-                start = max(t_ready, self.chain_armed_at, self.exec_free) + trig
+                start = max(t_ready, ready[j]) + trig
                 self.trigger_ps.append(trig)
                 end = start + body
-                t_reply = end + self.h.chain_complete_ps
-                self.chain_armed_at = end + self._rearm.next()
+                self._record(t_ready + trig, start, end)
+                t_reply = self._commit(end + self.h.chain_complete_ps)
+                self.chain_armed_at[j] = end + self._rearm.next()
+                began = start - trig
             else:
                 hand = self.h.worker_handoff_ps if m == "worker" else self.h.omp_routed_ps
-                start = max(t_ready + hand, self.exec_free)
-                t_reply = start + body
-            self.exec_free = t_reply + fence
+                j = min(range(len(ef)), key=lambda i: (max(t_ready + hand, ef[i]), i))
+                start = max(t_ready + hand, ef[j])
+                self._record(t_ready + hand, start, start + body)
+                t_reply = self._commit(start + body)
+                began = start
+            ef[j] = t_reply + fence
+            again = max(ef[j], self.chain_armed_at[j]) if m == "chain" else ef[j]
+            self.decode_busy.append(again - began)
+            if len(ef) > 1:
+                self.executor.append(j)
         self._reply_at(seq, t_reply, base, writes, fence)
         self._done(seq, at, t_free, t_reply, t_reply + fence)
 
@@ -151,9 +228,11 @@ def hosted_class(base: type) -> type:
     return type(f"Hosted{base.__name__}", (HostedConsumer, base), {})
 
 
-def hosting_kwargs(mode: str, hosting: HostingParams, compute_ps=None, seed: int = 0) -> dict:
+def hosting_kwargs(mode: str, hosting: HostingParams, compute_ps=None, seed: int = 0, workers: int = 1,
+                   order: str = "in_order") -> dict:
     """Keyword arguments of :class:`HostedConsumer` for a flow's workload."""
-    return {"mode": mode, "hosting": hosting, "compute_ps": compute_ps, "seed": seed}
+    return {"mode": mode, "hosting": hosting, "compute_ps": compute_ps, "seed": seed, "workers": workers,
+            "order": order}
 
 
 # -- the fitted parameters ------------------------------------------------------------------------

@@ -15,6 +15,19 @@ event run (a matching decoder is one PyMatching ``decode_batch`` over the bit-pa
 consumer answers each request by looking up the bytes it finds in its memory; bytes the batch never
 saw (a corrupted request) are decoded on the spot, one frame. The wall-clock time of that batch gives
 the loop's decoding throughput (benchmarks/decode_throughput.py).
+
+Sliding windows (``per="window"``): each request carries a window's rounds and the consumer runs
+the sliding-window matching decoder (:class:`twin.qec.window.WindowStream`) on the bytes it reads,
+one PyMatching call per window, in request order; the card's reference runs the same algorithm on
+the payloads it sends and the direct decode runs it on stim's boolean events. In open loop the
+requests leave when their last round has been measured: the traffic's period is the QEC cycle and
+request ``i`` leaves ``ready_rounds[i]`` cycles into the stream (:meth:`Workload.ready_rounds`).
+
+Parallel decoders (``workers``, ``order``): :class:`twin.qec.hosting.HostedConsumer`; the direct
+engine computes one executor only, so runs with more use the event model throughout.
+
+The per-request record (arrival, decoder start and end, queue wait, reaction time) and the
+backlog read from it are in :mod:`twin.qec.streaming`.
 """
 from __future__ import annotations
 
@@ -24,11 +37,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from twin.calibration.params import ParamSet, loop_spec
-from twin.devices.generator import TrafficParams
+from twin.devices.generator import Gaps, TrafficParams
 from twin.engine.direct import DirectNotApplicable, EngineDisagreement, check_same, run_direct
-from twin.engine.event import run_event
+from twin.engine.event import run_topology
 from twin.engine.spec import LoopResult
 from twin.engine.stop import Interrupted
+from twin.engine.topology import FlowWorkload, Topology
 from twin.exchange import contract as C
 from twin.qec.cost import CostModel
 from twin.qec.decoders import Decoder, LookupDecoder, MatchingDecoder, direct_corrections
@@ -87,6 +101,45 @@ def accumulate(fn, per_shot: int):
     return serve
 
 
+def window_server(stream, n_detectors: int, reply_bytes: int):
+    """A served function for window requests: the payload's syndrome bits (detector ``i`` in bit
+    ``i % 8`` of byte ``i // 8``) go to ``stream`` (:class:`twin.qec.window.WindowStream`, called in
+    request order); the reply is the correction committed so far, packed like the replies."""
+    nb = -(-n_detectors // 8)
+
+    def serve(payload: bytes) -> bytes:
+        if len(payload) < nb:
+            raise ValueError(f"payload of {len(payload)} bytes; a window's syndrome needs {nb}")
+        det = np.unpackbits(np.frombuffer(payload[:nb], np.uint8), bitorder=C.SYNDROME_NUMPY_BITORDER,
+                            count=n_detectors).astype(bool)
+        obs = stream.step(det)
+        return np.packbits(obs, bitorder=C.SYNDROME_NUMPY_BITORDER).tobytes().ljust(reply_bytes, b"\0")
+    return serve
+
+
+def window_direct(decoder, workload: Workload) -> np.ndarray:
+    """The direct windowed decode of every request from stim's boolean events, uint8 (requests,
+    reply_bytes): the correction committed after each window (:class:`twin.qec.window.WindowStream`)."""
+    stream = decoder.stream()
+    rows = workload.request_detectors()
+    obs = np.stack([stream.step(r) for r in rows]) if len(rows) else np.zeros((0, workload.n_observables), bool)
+    return np.packbits(obs, axis=1, bitorder=C.SYNDROME_NUMPY_BITORDER)
+
+
+def stream_traffic(traffic: TrafficParams, workload: Workload) -> TrafficParams:
+    """Open-loop traffic for a windowed stream: the period is the QEC cycle and request ``i`` leaves
+    ``ready_rounds[i]`` cycles into the stream (as gaps between requests, a :class:`Gaps` file). Other
+    workloads and closed loops keep ``traffic``. Raises ValueError for random gaps with windows."""
+    if workload.per != "window" or traffic.mode != "open_loop":
+        return traffic
+    if traffic.gaps is not None:
+        raise ValueError("a windowed stream's requests leave when their last round is measured (period = the "
+                         "QEC cycle); random gaps do not apply")
+    ready = workload.ready_rounds()
+    gaps = np.append(np.diff(ready), 1) * traffic.period_ps
+    return replace(traffic, period_ps=0, gaps=Gaps("file", values_ps=tuple(int(g) for g in gaps)))
+
+
 def session_function(decoder: Decoder, workload_name: str) -> Function:
     """The function id a decoder is served under. The bundled decoders keep their ids (the
     contract's ``functions``: 16 ``decode_rep3``, 17 ``decode_steane7``, 18 ``decode_surface5``) when the decoder is
@@ -122,7 +175,9 @@ class DecodeRun:
     time per request (int64 ps); cost: the cost model's description; decode_wall_s: wall-clock
     seconds of the consumer's batched decode; direct_wall_s: of the direct decode; extra: the engine
     used and the replies the card checked byte for byte (``engine``, ``replies_checked``), the hosted
-    consumer's statistics (``served``; chain: ``waited_for_rearm``, ``trigger_ps`` per request).
+    consumer's statistics (``served``; chain: ``waited_for_rearm``, ``trigger_ps`` per request;
+    ``decode_ready_ps`` / ``decode_start_ps`` / ``decode_end_ps`` / ``decode_busy_ps`` per request,
+    int64 ps, for a hosted consumer; with workers > 1 ``executor`` and ``held_ps`` per request).
     """
 
     workload: Workload
@@ -166,7 +221,8 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
                mode: str = "inline", hosting: HostingParams = HostingParams(), cost: CostModel | None = None,
                traffic: TrafficParams | None = None, seed: int = 0, slots: int = 16, encoding: str | None = "classic",
                external_control: bool = False, progress=None, engine: str = "event",
-               verify_rounds: int = 10_000, model: str = "sim", bridge=None, rtl=None) -> DecodeRun:
+               verify_rounds: int = 10_000, model: str = "sim", bridge=None, rtl=None, workers: int = 1,
+               order: str = "in_order") -> DecodeRun:
     """Run every shot of ``workload`` through the loop to consumer ``device`` of ``params``.
 
     traffic: closed loop by default (one request in flight); an open-loop ``TrafficParams`` streams
@@ -183,6 +239,10 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     otherwise); other modes, and runs where requests queue for a slot, use the event model.
     model / bridge / rtl: what stands for the consumer (any registered model; ``bridge`` for live,
     ``rtl`` a :class:`twin.rtl.loop.RtlConfig`); ``params`` may be a card-path or a RoCE parameter set.
+    workers / order: N parallel decoders on the consumer's queue and their reply order
+    (:class:`twin.qec.hosting.HostedConsumer`; ``as_ready`` has the card read replies as they land).
+    A windowed workload (``per="window"``) needs a matching decoder; its open-loop stream leaves at
+    the rounds' measurement (:func:`stream_traffic`).
     Raises KeyError for an unknown device, :class:`twin.qec.cost.CostError` when the device kind
     cannot serve the decoder under the cost model, ValueError for a bad mode or engine, and
     :class:`twin.engine.stop.Interrupted` when asked to stop (:mod:`twin.engine.stop`): its
@@ -192,10 +252,14 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     if engine not in ("event", "auto"):
         raise ValueError(f"engine {engine!r}: expected 'event' or 'auto'")
     cost = cost or CostModel()
+    windowed = workload.per == "window"
+    if windowed and not isinstance(decoder, MatchingDecoder):
+        raise ValueError(f"windowed decoding runs the matching decoder on each window, not {decoder.kind}")
     frames = workload.frames()
     acc_frames = workload.cumulative_frames() if workload.per == "round" else frames
     n = workload.requests
-    traffic = replace(traffic or TrafficParams(), rounds=n, frame_bytes=workload.frame_bytes)
+    traffic = stream_traffic(replace(traffic or TrafficParams(), rounds=n, frame_bytes=workload.frame_bytes),
+                             workload)
     fn = session_function(decoder, workload.name)
     from twin.calibration.roce import RoceParamSet, roce_loop_spec
     if isinstance(params, RoceParamSet):  # the RoCE v2 path: the controller FPGA's ERNIC -> NIC -> consumer
@@ -212,21 +276,44 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
 
     keys = frame_keys(frames)
     acc_keys = keys if acc_frames is frames else frame_keys(acc_frames)
-    t0 = time.perf_counter()
-    replies = BatchReplies(decoder, acc_frames, acc_keys)  # the consumer's decoding of the stream, batched
-    decode_wall = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    direct = direct_corrections(decoder, workload.cumulative_detectors())
-    direct_wall = time.perf_counter() - t0
-    reference = dict(zip(acc_keys, (r.tobytes() for r in direct)))
+    g = workload.requests_per_shot
+    if windowed:
+        from twin.qec.window import SlidingWindowDecoder
+        wdec = SlidingWindowDecoder(workload.circuit, *workload.window)
+        replies = None
+        t0 = time.perf_counter()
+        direct = window_direct(wdec, workload)
+        direct_wall = time.perf_counter() - t0
+        decode_wall = 0.0  # the consumer decodes window by window as it serves them: timed there (spent)
+    else:
+        t0 = time.perf_counter()
+        replies = BatchReplies(decoder, acc_frames, acc_keys)  # the consumer's decoding of the stream, batched
+        decode_wall = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        direct = direct_corrections(decoder, workload.cumulative_detectors())
+        direct_wall = time.perf_counter() - t0
+        reference = dict(zip(acc_keys, (r.tobytes() for r in direct)))
+
+    spent = [0.0]  # wall seconds the consumer spent decoding (windows: decoded as served)
+
+    def timed(fn):
+        def serve(payload: bytes) -> bytes:
+            t0 = time.perf_counter()
+            try:
+                return fn(payload)
+            finally:
+                spent[0] += time.perf_counter() - t0
+        return serve
 
     def direct_one(acc: bytes) -> bytes:
         r = reference.get(acc)
         return r if r is not None else decoder.decode_payload(acc)
 
-    g = workload.requests_per_shot
-
-    def fresh():  # the consumer's and the card's per-run state (per-round accumulation)
+    def fresh():  # the consumer's and the card's per-run state (per-round accumulation, window streams)
+        if windowed:
+            spent[0] = 0.0
+            return (timed(window_server(wdec.stream(), workload.n_detectors, decoder.reply_bytes)),
+                    window_server(wdec.stream(), workload.n_detectors, decoder.reply_bytes))
         if g == 1:
             return replies.serve, direct_one
         return accumulate(replies.serve, g), accumulate(direct_one, g)
@@ -249,13 +336,15 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
                     super().__init__(*a, **kw)
                     made.append(self)
             return Recorded
+        wl = FlowWorkload(lambda seq: keys[seq - 1], ref, True, functions, wrap,
+                          hosting_kwargs(mode, hosting, lambda seq: compute[seq - 1], seed, workers, order),
+                          reply_order=order if workers > 1 else "in_order")
         stopped = None
         try:
-            res = run_event(run_spec, prog, payloads=lambda seq: keys[seq - 1], reference=ref, functions=functions,
-                            consumer_class=wrap, keep_replies=True,
-                            consumer_kwargs=hosting_kwargs(mode, hosting, lambda seq: compute[seq - 1], seed))
+            res = run_topology(Topology.single(run_spec, wl), prog)[0]
         except Interrupted as e:  # its whole requests so far (replies kept for those)
             stopped, res = e, e.partial
+        res.stats.pop("shared", None)
         kept = res.stats.pop("replies")
         corr = np.frombuffer(b"".join(kept), np.uint8).reshape(len(kept), decoder.reply_bytes) if kept else \
             np.zeros((0, decoder.reply_bytes), np.uint8)
@@ -265,7 +354,8 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     stopped = None
     used, checked = "event", n
     from twin.engine.direct import direct_computes
-    if engine == "auto" and mode in ("inline", "external_self") and direct_computes("consumer", model):
+    if engine == "auto" and mode in ("inline", "external_self") and workers == 1 and \
+            direct_computes("consumer", model):
         gp = hosting.general_path_ps if c.kind == "gpu" else 0
         extra_ps = compute + gp + (hosting.omp_self_ps if mode == "external_self" else 0)
         try:
@@ -277,9 +367,11 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
             serve, _ = fresh()
             m = len(res.t_in)
             corr = np.frombuffer(b"".join(serve(k) for k in keys[:m]), np.uint8).reshape(m, decoder.reply_bytes)
+            served_wall = spent[0]
     if res is not None and stopped is None:
         serve, _ = fresh()
         corr = np.frombuffer(b"".join(serve(k) for k in keys), np.uint8).reshape(n, decoder.reply_bytes)
+        served_wall = spent[0]
         checked = min(verify_rounds, n)
         ev, ev_corr, con, stopped = event_run(replace(spec, traffic=replace(traffic, rounds=checked)), None)
         checked = len(ev.t_in)  # all asked for, or those before a stop (then only these are kept)
@@ -291,6 +383,9 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
         used = "direct+event"
     elif res is None:
         res, corr, con, stopped = event_run(spec, progress)
+        served_wall = spent[0]
+    if windowed:
+        decode_wall = served_wall
     if stopped is not None:  # keep whole shots: the requests of the shots completed (checked ones, in auto)
         shots = (checked if used == "direct+event" else len(res.t_in)) // workload.requests_per_shot
         k = shots * workload.requests_per_shot
@@ -298,12 +393,25 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
         res, corr, direct, compute = res.head(k), corr[:k], direct[:k], compute[:k]
         res.stats["mismatches"] = res.mismatches
         checked = min(checked, k)
-    extra_batch = {"distinct_frames": replies.distinct, "decoded_on_the_spot": replies.on_the_spot}
-    extra = {"served": con.served if con is not None and stopped is None else len(res.t_in), "engine": used,
+    m = len(res.t_in)  # every request, or the whole shots kept after a stop
+    extra_batch = {} if replies is None else {"distinct_frames": replies.distinct,
+                                              "decoded_on_the_spot": replies.on_the_spot}
+    extra = {"served": con.served if con is not None and stopped is None else m, "engine": used,
              "replies_checked": checked, **extra_batch}
     if mode == "chain":
-        extra.update(waited_for_rearm=con.waited_for_rearm,
-                     trigger_ps=np.array(con.trigger_ps, np.int64)[:len(res.t_in)])
+        extra.update(waited_for_rearm=con.waited_for_rearm, trigger_ps=np.array(con.trigger_ps, np.int64)[:m])
+    if used == "event" and con is not None and hasattr(con, "decode_start"):
+        extra.update({f"decode_{k}_ps": np.array(getattr(con, f"decode_{k}"), np.int64)[:m]
+                      for k in ("ready", "start", "end", "busy")})
+        if workers > 1:
+            extra.update(executor=np.array(con.executor, np.int64)[:m], held_ps=np.array(con.held_ps, np.int64)[:m])
+    elif used in ("direct+event", "direct"):  # inline, one thread: the body ends at the reply; it waited for the thread
+        h = res.hops
+        start = h.reply - (c.service_ps + compute + (hosting.omp_self_ps if mode == "external_self" else 0))
+        from twin.exchange.encoding import get_encoding
+        fence = 0 if get_encoding(c.encoding).per_piece else c.fence_ps
+        extra.update(decode_start_ps=start, decode_end_ps=h.reply.copy(), decode_ready_ps=start - (h.start - h.seen),
+                     decode_busy_ps=h.reply + fence - h.start + c.poll_cost_ps)
     described = cost.describe() if model in ("sim", "code") else \
         {"how": "the Verilog's own cycles" if model == "rtl" else "measured on the live device"}
     run = DecodeRun(workload, decoder, device, mode, fn, res, corr, direct, compute, described,

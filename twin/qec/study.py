@@ -14,27 +14,36 @@ Schema (keys; optional keys show their default)::
               clock_period: "4 ns", ppm: 0.0, gap: "0 ns"}   # open loop: one shot per period
     deadline: null | "2 us"                  # per request: card has the correction before it
     decode:
-      code: rep | steane | surface
-      distance: 3
+      code: rep | steane | surface | bb72 | bb90 | bb108 | bb144 | bb288   # or circuit:, not both
+      circuit: null | FILE.stim              # any stim circuit with detectors and observables (relative to this file)
+      distance: 3                            # a BB code's is its own (give none, or that one)
       rounds: 1                              # syndrome-extraction rounds per shot
       p: 0.001                               # physical error rate
-      noise: circuit | code_capacity
+      noise: circuit | code_capacity | phenomenological   # default: circuit; a BB code: phenomenological
       shots: 100000
-      per: shot | round                      # one request per shot, or per QEC round of each shot
+      per: shot | round | window             # one request per shot, per QEC round, or per sliding window
+      window: null | {rounds: W, commit: C}  # per: window: each request carries W rounds, the decoder
+                                             # commits C and the window slides by C (matching only)
       frame_bytes: null                      # default: the syndrome in whole 16-byte pieces
-      decoder: lookup | matching | function
-      function: null | "package.module:callable" | a registered function name   # decoder: function
-      cost: {how: model | host_timed, scale: 1.0, fixed: null | "300 ns"}   # scale: host_timed; fixed: model
+      decoder: lookup | matching | function | bposd | tesseract | relay_bp | "sinter:pkg.module:Class"
+      function: null | "package.module:callable" | "lib.so:symbol" | a registered function name  # decoder: function
+      cost: {how: model | host_timed | fitted, scale: 1.0, fixed: null | "300 ns",
+             file: null | ../calibrations/measured/decoders/X.yaml}   # scale: host_timed, fitted; fixed: model
       interval: wilson | clopper_pearson     # confidence interval of the logical error rate
       confidence: 0.95
       placements: [{device: <consumer in calibration>, mode: inline | worker | external_self |
-            external_routed | chain}]        # one loop per placement
+            external_routed | chain, workers: 1,     # N parallel decoders sharing the request queue
+            order: in_order | as_ready}]             # workers > 1: reply order; one loop per placement
 
 For every placement the study reports: corrections identical to the direct decode (same shots,
 byte for byte), the card's mismatches, logical errors and rate with its interval for the loop,
-for the direct decode and for stim+PyMatching run directly on the same shots, round-trip
-percentiles, deadline misses, the largest backlog, and the decode throughput of the loop's
-batched decode beside the direct decode's. Plots: round trip vs request, queue depth vs time.
+for the direct decode and for stim+PyMatching run directly on the same shots (and, for windows,
+the whole-shot decode of the same shots), the reaction time (a request's last syndrome round
+measured -> its correction at the control system) and the card-boundary round trip, deadline
+misses, the stream (throughput, the backlog: requests waiting anywhere for a decoder, its growth
+per cycle against the expected ``1 - N T / S``, rho), and the decode throughput of the loop's
+batched decode beside the direct decode's. Files: results.json, requests.csv (every request),
+queue_depth.csv; plots: latency vs request, backlog vs time.
 """
 from __future__ import annotations
 
@@ -61,32 +70,54 @@ class _Strict(BaseModel):
 
 
 class Cost(_Strict):
-    """How the decoder's compute time is accounted (:class:`twin.qec.cost.CostModel`)."""
+    """How the decoder's compute time is accounted (:class:`twin.qec.cost.CostModel`): ``model``
+    (the cost table, or ``fixed``), ``host_timed`` (timed now on this host), ``fitted`` (the
+    calibration ``file`` written by ``twin calibrate decoder``, relative to the scenario). ``scale``:
+    the factor from the host's time to the target device's (host_timed and fitted)."""
 
-    how: Literal["model", "host_timed"] = "model"
+    how: Literal["model", "host_timed", "fitted"] = "model"
     scale: float = Field(1.0, gt=0)
     fixed: str | None = None
+    file: str | None = None
     _d = field_validator("fixed", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
     @model_validator(mode="after")
     def _applies(self):  # each would be silently ignored under the other ``how``
         if self.how == "model" and "scale" in self.model_fields_set and self.scale != 1.0:
-            raise Located(("scale",), self.scale, "applies to how: host_timed only (it scales this host's timing); "
-                          "under how: model give fixed, or use host_timed")
-        if self.how == "host_timed" and self.fixed is not None:
-            raise Located(("fixed",), self.fixed, "applies to how: model only (host_timed measures the decoder on "
-                          "this host); give one of fixed and how: host_timed")
+            raise Located(("scale",), self.scale, "applies to how: host_timed or fitted only (it scales a host's "
+                          "timing); under how: model give fixed, or use host_timed or fitted")
+        if self.how != "model" and self.fixed is not None:
+            raise Located(("fixed",), self.fixed, f"applies to how: model only ({self.how} times the decoder "
+                          "on a host); give one of fixed and how: " + self.how)
+        if self.how == "fitted" and self.file is None:
+            raise Located(("file",), "<missing>", "how: fitted needs the calibration file (twin calibrate decoder "
+                          "writes one, e.g. ../calibrations/measured/decoders/...yaml)")
+        if self.how != "fitted" and self.file is not None:
+            raise Located(("file",), self.file, f"applies to how: fitted only (how is {self.how})")
         return self
 
 
 class Placement(_Strict):
-    """Where the decoder runs: a consumer of the parameter set, a hosting mode, and the model that
-    stands for the consumer (``sim``, ``code``, ``rtl``, ``live`` with its ``bridge``)."""
+    """Where the decoder runs: a consumer of the parameter set, a hosting mode, the model that
+    stands for the consumer (``sim``, ``code``, ``rtl``, ``live`` with its ``bridge``), the number
+    of parallel decoders sharing its request queue (``workers``) and their reply ``order``."""
 
     device: str
     mode: Literal[MODES] = "inline"  # type: ignore[valid-type]
     model: Literal["sim", "code", "rtl", "live"] = "sim"
     bridge: Bridge | None = None
+    workers: int = Field(1, ge=1, le=1024, strict=True)
+    order: Literal["in_order", "as_ready"] = "in_order"
+
+    @model_validator(mode="after")
+    def _workers(self):
+        if self.workers > 1 and self.model in ("rtl", "live"):
+            raise Located(("workers",), self.workers, f"a {self.model} consumer is its own design (one serving "
+                          "engine); parallel decoders are modelled for sim and code placements")
+        if "order" in self.model_fields_set and self.workers == 1:
+            raise Located(("order",), self.order, "one worker replies in order either way; order applies to "
+                          "workers > 1")
+        return self
 
     @model_validator(mode="after")
     def _bridge(self):
@@ -97,23 +128,91 @@ class Placement(_Strict):
         return self
 
 
-class Decode(_Strict):
-    """The workload, the decoder and its placements."""
+class Window(_Strict):
+    """A sliding window (:mod:`twin.qec.window`): ``rounds`` W per window, ``commit`` C rounds
+    committed per window (the window slides by C)."""
 
-    code: Literal["rep", "steane", "surface"]
+    rounds: int = Field(ge=1, le=101, strict=True)
+    commit: int = Field(ge=1, le=101, strict=True)
+
+    @model_validator(mode="after")
+    def _commit(self):
+        if self.commit > self.rounds:
+            raise Located(("commit",), self.commit, f"a window commits at most its {self.rounds} rounds")
+        return self
+
+
+
+CIRCUIT_FILE_OWNS = ("distance", "rounds", "p", "noise")  # a circuit file fixes these itself
+
+
+class Decode(_Strict):
+    """The workload (a named code, or ``circuit``: a stim file), the decoder (a name in
+    :mod:`twin.qec.decoders.registry`) and its placements."""
+
+    code: Literal["rep", "steane", "surface", "bb72", "bb90", "bb108", "bb144", "bb288"] | None = None
+    circuit: str | None = Field(None, min_length=1)
     distance: int = Field(3, ge=2, le=25, strict=True)
     rounds: int = Field(1, ge=1, le=100, strict=True)
     p: float = Field(1e-3, ge=0, lt=0.5)
-    noise: Literal["circuit", "code_capacity"] = "circuit"
+    noise: Literal["circuit", "code_capacity", "phenomenological"] | None = None
     shots: int = Field(100_000, gt=0, le=10_000_000, strict=True)
-    per: Literal["shot", "round"] = "shot"
+    per: Literal["shot", "round", "window"] = "shot"
+    window: Window | None = None
     frame_bytes: int | None = Field(None, gt=0, le=65_535)
-    decoder: Literal["lookup", "matching", "function"] = "lookup"
+    decoder: str = Field("lookup", min_length=1)
     function: str | None = None
     cost: Cost = Cost()
     interval: Literal["wilson", "clopper_pearson"] = "wilson"
     confidence: float = Field(0.95, gt=0, lt=1)
     placements: list[Placement] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _source(self):
+        if (self.code is None) == (self.circuit is None):
+            raise Located(("code",), self.code or "<missing>", "give either code (a named code) or circuit (a .stim "
+                          "file), one of them")
+        if self.circuit is not None:
+            if self.per == "window":
+                raise Located(("per",), self.per, "windows are cut from a named code's rounds; a circuit file "
+                              "decodes per shot or per round")
+            for k in CIRCUIT_FILE_OWNS:
+                if k in self.model_fields_set:
+                    raise Located((k,), getattr(self, k), f"the circuit file ({self.circuit}) fixes its own noise "
+                                  "and rounds; leave distance, rounds, p and noise out")
+        return self
+
+    @property
+    def noise_model(self) -> str | None:
+        """``noise`` or its default: ``phenomenological`` for a BB code, ``circuit`` for the others,
+        None for a circuit file."""
+        if self.circuit is not None:
+            return None
+        return self.noise or ("phenomenological" if self.code.startswith("bb") else "circuit")
+
+    @model_validator(mode="after")
+    def _window(self):
+        if self.per == "window" and self.window is None:
+            raise Located(("window",), "<missing>", "per: window needs a window: {rounds: W, commit: C}")
+        if self.window is not None and self.per != "window":
+            raise Located(("window",), "{...}", f"a window is for per: window (per is {self.per})")
+        if self.window is not None and self.decoder != "matching":
+            raise Located(("decoder",), self.decoder, "windowed decoding runs PyMatching on each window's "
+                          "sub-graph: decoder: matching")
+        return self
+
+    def window_tuple(self) -> tuple[int, int] | None:
+        """``(W, C)`` of the window, or None."""
+        return None if self.window is None else (self.window.rounds, self.window.commit)
+
+    def requests_per_shot(self) -> int:
+        """Requests per shot (stim's memory circuits have rounds + 1 detector times: the final readout)."""
+        if self.per == "shot":
+            return 1
+        if self.per == "round":
+            return self.rounds
+        from twin.qec.window import window_starts
+        return len(window_starts(self.rounds + 1, self.window.rounds, self.window.commit))
 
 
 class DecodeScenario(_Strict):
@@ -136,7 +235,10 @@ class DecodeScenario(_Strict):
     def _horizon(self):
         from twin.scenario.schema import check_horizon
         d = self.decode
-        check_horizon(self.traffic, d.shots * (d.rounds if d.per == "round" else 1), ("traffic",))
+        check_horizon(self.traffic, d.shots * d.requests_per_shot(), ("traffic",))
+        if d.per == "window" and self.traffic.gaps is not None:
+            raise Located(("traffic", "gaps"), "{...}", "a windowed stream's requests leave when their last round "
+                          "is measured (traffic.period is the QEC cycle); random gaps do not apply")
         return self
 
     @model_validator(mode="after")
@@ -165,6 +267,9 @@ class LoadedDecode:
     params: ParamSet
     hosting: HostingParams
     hosting_path: Path
+    cost_fit: object = None  # decode.cost.how fitted: its twin.qec.cost_fit.DecoderFit
+    circuit: object = None   # the stim.Circuit the decode block describes (decode_circuit)
+    decoder: object = None   # the decoder built for it at load (decoder_for)
 
 
 def load_decode(path: str | Path) -> LoadedDecode:
@@ -183,7 +288,7 @@ def load_decode(path: str | Path) -> LoadedDecode:
         raise ConfigError(path, "control", sc.control, "a RoCE parameter set's controller is the FPGA itself "
                           "(its ERNIC sends the requests): control: on_card")
     from twin.scenario.load import resolve_gaps_file
-    requests = sc.decode.shots * (sc.decode.rounds if sc.decode.per == "round" else 1)
+    requests = sc.decode.shots * sc.decode.requests_per_shot()
     resolve_gaps_file(path, "traffic", sc.traffic, requests)
     for i, pl in enumerate(sc.decode.placements):
         if pl.device not in params.consumers:
@@ -198,11 +303,26 @@ def load_decode(path: str | Path) -> LoadedDecode:
         raise ConfigError(path, "hosting", sc.hosting, f"no such file ({hp_path})")
     hosting, _ = load_hosting(hp_path)
     d = sc.decode
+    from twin.qec.decoders.registry import kind_of, unavailable
+    why = unavailable(d.decoder)
+    if why:
+        raise ConfigError(path, "decode.decoder", d.decoder, why)
+    circuit = decode_circuit(path, d)
+    if d.circuit is not None and d.per == "round":  # the file's rounds, not decode.rounds, set the requests
+        from twin.qec.workload import sample_circuit
+        from twin.scenario.schema import check_horizon
+        try:
+            check_horizon(sc.traffic, d.shots * sample_circuit(circuit, 1, per="round").requests_per_shot,
+                          ("traffic",))
+        except Located as e:
+            raise ConfigError(path, ".".join(map(str, e.path)), e.value, e.problem) from None
+    sinter_inner = resolve_sinter_decoder(d.decoder, path) if d.decoder.startswith("sinter:") else None
+    fn = None
     if d.decoder == "function":
         if not d.function:
             raise ConfigError(path, "decode.function", "<missing>", "decoder: function needs a function "
-                              "('package.module:callable' or a registered function name)")
-        resolve_function(d.function, path)
+                              "('package.module:callable', 'lib.so:symbol' or a registered function name)")
+        fn = resolve_function(d.function, path, reply_bytes=-(-circuit.num_observables // 8))
         for i, pl in enumerate(d.placements):
             if params.consumers[pl.device].kind == "fpga":
                 raise ConfigError(path, f"decode.placements[{i}].device", pl.device,
@@ -215,22 +335,16 @@ def load_decode(path: str | Path) -> LoadedDecode:
     if "cost" in d.model_fields_set and all(pl.model in ("rtl", "live") for pl in d.placements):
         raise ConfigError(path, "decode.cost", "{...}", "no placement uses it: an rtl placement's time is the "
                           "Verilog's own cycles, a live one's is measured; cost applies to sim and code placements")
+    fit = _load_cost_fit(path, d) if d.cost.how == "fitted" else None
     if d.cost.how == "model" and d.cost.fixed is None and d.decoder != "function":
         from twin.qec.cost import MODEL_NS
         for i, pl in enumerate(d.placements):
             kind = params.consumers[pl.device].kind
-            if (d.decoder, kind) not in MODEL_NS:
+            if (kind_of(d.decoder), kind) not in MODEL_NS:
                 raise ConfigError(path, f"decode.placements[{i}].device", pl.device,
                                   f"the cost model has no {d.decoder} decoder on a {kind}: give decode.cost.fixed "
                                   "or use how: host_timed")
-    if d.code == "steane" and d.distance != 3:
-        raise ConfigError(path, "decode.distance", d.distance, "the Steane code has distance 3")
-    from twin.qec.codes import memory_circuit
     from twin.qec.lookup import MAX_DETECTORS, syndrome_bytes
-    try:
-        circuit = memory_circuit(d.code, d.distance, d.rounds, d.p, d.noise)
-    except ValueError as e:  # stim's own limits, e.g. the color code needs two rounds
-        raise ConfigError(path, "decode.rounds", d.rounds, str(e).splitlines()[0]) from None
     if d.decoder == "lookup" and circuit.num_detectors > MAX_DETECTORS:
         raise ConfigError(path, "decode.decoder", d.decoder, f"{circuit.num_detectors} detectors; a lookup table "
                           f"holds at most {MAX_DETECTORS} (use matching)")
@@ -238,7 +352,134 @@ def load_decode(path: str | Path) -> LoadedDecode:
         need = syndrome_bytes(circuit.num_detectors)
         raise ConfigError(path, "decode.frame_bytes", d.frame_bytes,
                           f"the syndrome of {circuit.num_detectors} detectors needs {need}")
-    return LoadedDecode(path, sc, params, hosting, hp_path)
+    try:  # built once here, so a decoder that cannot take this model is refused at load (e.g. no matching graph)
+        decoder = decoder_for(d, circuit, path, sinter_inner=sinter_inner, fn=fn)
+    except ConfigError:
+        raise
+    except Exception as e:
+        raise ConfigError(path, "decode.decoder", d.decoder, f"cannot be built for this circuit: "
+                          f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}") from None
+    return LoadedDecode(path, sc, params, hosting, hp_path, fit, circuit, decoder)
+
+
+def decode_circuit(path: Path, d: Decode):
+    """The ``stim.Circuit`` a decode block describes: ``decode.circuit`` (a .stim file, relative to
+    the scenario's folder) or the named code's memory experiment. Raises ConfigError naming the key:
+    a file that is missing, does not parse, or has no detectors or no observables; a noise model the
+    code is not built with; a distance the code does not have; stim's own limits (rounds)."""
+    import stim
+
+    from twin.qec.codes import memory_circuit
+    if d.circuit is not None:
+        f = (path.parent / d.circuit).resolve()
+        if not f.is_file():
+            raise ConfigError(path, "decode.circuit", d.circuit, f"no such file ({f})")
+        try:
+            c = stim.Circuit(f.read_text())
+        except Exception as e:  # stim raises ValueError with the offending line
+            raise ConfigError(path, "decode.circuit", d.circuit, f"stim cannot parse it: "
+                              f"{(str(e).strip().splitlines() or [''])[0][:160]}") from None
+        if c.num_detectors == 0 or c.num_observables == 0:
+            raise ConfigError(path, "decode.circuit", d.circuit, f"{c.num_detectors} detectors and "
+                              f"{c.num_observables} observables; a decode study needs at least one of each")
+        try:
+            c.detector_error_model(decompose_errors=False, approximate_disjoint_errors=True)
+        except ValueError as e:  # e.g. a non-deterministic detector or observable
+            raise ConfigError(path, "decode.circuit", d.circuit, f"stim has no detector error model for it: "
+                              f"{(str(e).strip().splitlines() or [''])[0][:160]}") from None
+        return c
+    from twin.qec.bb import BB_CODES
+    noise = d.noise_model
+    if d.code in BB_CODES:
+        if noise == "circuit":
+            raise ConfigError(path, "decode.noise", noise, "a BB code is built with phenomenological or "
+                              "code_capacity noise (no circuit-level syndrome extraction; docs/qec.md)")
+        if "distance" in d.model_fields_set and d.distance != BB_CODES[d.code].d:
+            raise ConfigError(path, "decode.distance", d.distance, f"{d.code} has distance {BB_CODES[d.code].d} "
+                              "(give none, or that one)")
+    elif noise == "phenomenological":
+        raise ConfigError(path, "decode.noise", noise, f"stim's generated {d.code} circuits have circuit or "
+                          "code_capacity noise; phenomenological is for the BB codes")
+    if d.code == "steane" and d.distance != 3:
+        raise ConfigError(path, "decode.distance", d.distance, "the Steane code has distance 3")
+    try:
+        return memory_circuit(d.code, d.distance, d.rounds, d.p, noise)
+    except ValueError as e:  # stim's own limits, e.g. the color code needs two rounds
+        raise ConfigError(path, "decode.rounds", d.rounds, str(e).splitlines()[0]) from None
+
+
+def build_decoder(ld: LoadedDecode, w):
+    """The scenario's decoder for workload ``w`` (:class:`twin.qec.workload.Workload`): the one
+    built at load when ``w`` samples the scenario's own circuit, else :func:`decoder_for` its circuit
+    (e.g. another distance, for ``twin calibrate decoder``). Raises ConfigError for a function or a
+    sinter class that does not resolve."""
+    if ld.decoder is not None and w.circuit is ld.circuit:
+        return ld.decoder
+    return decoder_for(ld.sc.decode, w.circuit, ld.path, name=w.name)
+
+
+def decoder_for(d: Decode, circuit, path: Path | None = None, sinter_inner=None, fn=None, name: str | None = None):
+    """The decoder ``d.decoder`` names (:func:`twin.qec.decoders.registry.build`) for ``circuit``;
+    for ``function`` with ``fn`` (or ``d.function`` resolved, :func:`resolve_function`), for
+    ``sinter:...`` with ``sinter_inner`` (or the class resolved from ``path``'s folders). A bundled
+    lookup table keeps its own name (``rep3``, ``steane7``), so the loop serves it under its contract
+    id; others are ``<name or the workload's name>_<decoder>``."""
+    from twin.qec.decoders.registry import build
+    if d.decoder == "function":
+        fn = fn or resolve_function(d.function, path, reply_bytes=-(-circuit.num_observables // 8))
+        return build("function", circuit, name=d.function, fn=fn)
+    if d.decoder.startswith("sinter:"):
+        return build(d.decoder, circuit, inner=sinter_inner or resolve_sinter_decoder(d.decoder, path))
+    from twin.qec.lookup import STANDARD
+    std = next((n for n, key in STANDARD.items() if key == (d.code, d.distance, d.rounds, d.p)), None)
+    if std and d.decoder == "lookup" and d.noise_model == "circuit":
+        return build("lookup", circuit, name=std)
+    return build(d.decoder, circuit, name=f"{name or workload_name(d, path)}_{d.decoder}")
+
+
+def workload_name(d: Decode, path: Path | None) -> str:
+    """The workload's label: ``<code>_d<distance>_r<rounds>_p<p>`` or the circuit file's stem."""
+    if d.circuit is not None:
+        return Path(d.circuit).stem
+    from twin.qec.bb import BB_CODES
+    dist = BB_CODES[d.code].d if d.code in BB_CODES else d.distance
+    return f"{d.code}_d{dist}_r{d.rounds}_p{d.p:g}"
+
+
+def resolve_sinter_decoder(spec: str, path: Path | None):
+    """``sinter:pkg.module:Class``: the class imported like ``decode.function``'s module
+    (:func:`function_roots`) and instantiated without arguments. Raises ConfigError naming
+    ``decode.decoder``: no such module or class, or an object that is not a sinter decoder."""
+    where = path or "<scenario>"
+    mod, _, cls = spec[len("sinter:"):].partition(":")
+    try:
+        module, _root = _import_from(mod, function_roots(path))
+        obj = getattr(module, cls)()
+    except Exception as e:
+        raise ConfigError(where, "decode.decoder", spec, f"cannot make the sinter decoder: {type(e).__name__}: "
+                          f"{(str(e).splitlines() or [''])[0][:160]}") from None
+    if not any(callable(getattr(obj, m, None)) for m in ("compile_decoder_for_dem", "decode_via_files")):
+        raise ConfigError(where, "decode.decoder", spec, f"{type(obj).__name__} is not a sinter.Decoder (no "
+                          "compile_decoder_for_dem or decode_via_files)")
+    return obj
+
+
+def _load_cost_fit(path: Path, d: Decode):
+    """The decoder-cost calibration of ``decode.cost.file`` (relative to the scenario), checked to be
+    of the scenario's decoder kind; raises ConfigError naming ``decode.cost.file``."""
+    from twin.qec.cost_fit import load_fit
+    f = (path.parent / d.cost.file).resolve()
+    if not f.is_file():
+        raise ConfigError(path, "decode.cost.file", d.cost.file, f"no such file ({f})")
+    try:
+        fit = load_fit(f)
+    except ConfigError as e:
+        raise ConfigError(path, "decode.cost.file", d.cost.file, f"not a decoder-cost file ({e})") from None
+    if fit.decoder != d.decoder:
+        raise ConfigError(path, "decode.cost.file", d.cost.file, f"measured on a {fit.decoder} decoder; this "
+                          f"scenario's decoder is {d.decoder}")
+    fit.meta["file"] = d.cost.file
+    return fit
 
 
 def function_roots(path: Path | None) -> list[Path]:
@@ -296,8 +537,10 @@ def _import_from(mod: str, roots: list[Path]):
         raise ImportError(f"no module {mod!r} in {where} or on the import path") from None
 
 
-def resolve_function(spec: str, path: Path | None = None):
-    """The callable named by ``spec``: ``package.module:callable`` or a registered function's name.
+def resolve_function(spec: str, path: Path | None = None, reply_bytes: int = 1):
+    """The callable named by ``spec``: ``package.module:callable``, ``lib.so:symbol`` (a C function
+    in a shared library, relative to the scenario's folder; :func:`twin.qec.decoders.function.c_function`,
+    whose reply is ``reply_bytes`` long) or a registered function's name.
 
     The module is imported from the first of :func:`function_roots` that holds it (the scenario's
     folder, its parent, the current directory; each on ``sys.path`` only while importing), else from
@@ -313,9 +556,17 @@ def resolve_function(spec: str, path: Path | None = None):
             return lookup(spec).python
         except KeyError as e:
             raise ConfigError(where, "decode.function", spec, str(e).strip("'\"")) from None
-    mod, _, attr = spec.partition(":")
+    mod, _, attr = spec.rpartition(":")
     if not mod or not attr:
         raise ConfigError(where, "decode.function", spec, "expected 'package.module:callable'")
+    if mod.endswith((".so", ".dylib")):
+        from twin.qec.decoders.function import c_function
+        lib = (path.parent / mod).resolve() if path is not None else Path(mod).resolve()
+        try:
+            return c_function(lib, attr, reply_bytes)
+        except (OSError, AttributeError) as e:
+            raise ConfigError(where, "decode.function", spec, f"cannot load the C function: "
+                              f"{(str(e).splitlines() or [''])[0][:160]}") from None
     try:
         module, _root = _import_from(mod, function_roots(path))
     except ImportError as e:
@@ -385,14 +636,18 @@ class DecodeStudy:
     document: the results.json mapping (deterministic for a seed; each placement's ``throughput``
     is the wall clock of this machine and is printed, not written); runs: one
     :class:`twin.qec.loop.DecodeRun` per placement (per-request timestamps, corrections, hops);
-    queues: per placement ``(t_ps, depth)``, the requests in the card at 200 instants (int64).
-    interrupted: a stop request ended it early (``document["partial"]``: the placements run, the
-    last one's whole shots so far).
+    queues: per placement ``(t_ps, depth)``, the requests in the card at 200 instants (int64);
+    tables: per placement ``(name, request table)`` (:func:`twin.qec.streaming.request_table`);
+    backlogs: per placement ``(t_ps, backlog)``, the requests waiting anywhere for a decoder at 200
+    instants (:func:`twin.qec.streaming.backlog`). interrupted: a stop request ended it early
+    (``document["partial"]``: the placements run, the last one's whole shots so far).
     """
 
     document: dict
     runs: list
     queues: list
+    tables: list = None
+    backlogs: list = None
     interrupted: bool = False  # stopped by a signal: the document is partial (twin.engine.stop)
 
 
@@ -405,25 +660,17 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     keeping its whole shots so far (``shots`` completed, ``shots_requested``; no placement entry if
     none completed); the study is ``interrupted`` and its document ``"partial": true``."""
     from twin.qec.cost import CostModel
-    from twin.qec.decoders import FunctionDecoder, FunctionFailed, make_decoder
+    from twin.qec.decoders import FunctionFailed
     from twin.qec.loop import queue_depth, run_decode
-    from twin.qec.workload import sample
+    from twin.qec.workload import sample_circuit
 
     sc, d = ld.sc, ld.sc.decode
     shots = shots or d.shots
     seed = sc.seed if seed is None else seed
-    w = sample(d.code, d.distance, d.rounds, d.p, shots, seed=seed, noise=d.noise, frame_bytes=d.frame_bytes,
-               per=d.per)
-    if d.decoder == "function":
-        decoder = FunctionDecoder(resolve_function(d.function, ld.path), w.n_detectors, w.n_observables,
-                                  name=d.function)
-    else:
-        from twin.qec.lookup import STANDARD
-        std = next((n for n, key in STANDARD.items() if key == (d.code, d.distance, d.rounds, d.p)), None)
-        # the bundled table's own name, so the loop serves it under its contract id (16, 17): the id a
-        # code, rtl or live consumer knows it by
-        name = std if std and d.decoder == "lookup" and d.noise == "circuit" else f"{w.name}_{d.decoder}"
-        decoder = make_decoder(d.decoder, w.circuit, name=name)
+    circuit = ld.circuit if ld.circuit is not None else decode_circuit(ld.path, d)
+    w = sample_circuit(circuit, shots, seed=seed, frame_bytes=d.frame_bytes, per=d.per, window=d.window_tuple(),
+                       name=workload_name(d, ld.path))
+    decoder = build_decoder(ld, w)
     pm, pm_how = _pymatching_direct(w.circuit, w.detectors)
     pm_errors = None if pm is None else int((pm != w.observables).any(axis=1).sum())
     t = ld.sc.traffic
@@ -434,11 +681,16 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     deadline_ps = time_ps(sc.deadline) if sc.deadline else None
     doc = {"schema": "twin.decode/1", "scenario": sc.name, "calibration": ld.params.name,
            "hosting": ld.hosting.__dict__, "seed": seed,
-           "workload": {"code": d.code, "distance": d.distance, "rounds": d.rounds, "p": d.p, "noise": d.noise,
+           "workload": {**workload_document(d),
                         "shots": shots, "detectors": w.n_detectors, "observables": w.n_observables,
                         "frame_bytes": w.frame_bytes, "requests": w.requests,
-                        "per_request": "one shot's detection events" if d.per == "shot" else
-                        "one QEC round's detection events (the consumer decodes the shot's events so far)"},
+                        "per_request": {"shot": "one shot's detection events",
+                                        "round": "one QEC round's detection events (the consumer decodes the "
+                                                 "shot's events so far)",
+                                        "window": "one sliding window's detection events (the consumer decodes "
+                                                  "the window, commits its first rounds and slides)"}[d.per],
+                        **({"window": {"rounds": d.window.rounds, "commit": d.window.commit,
+                                       "windows_per_shot": w.requests_per_shot}} if d.window else {})},
            "decoder": {"kind": d.decoder, "name": decoder.name, "function": d.function},
            "traffic": traffic_document(sc),
            "deadline_ns": deadline_ps / 1000 if deadline_ps else None,
@@ -452,9 +704,12 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         doc["stim_pymatching"] = {"logical_errors": None, "how": pm_how}
     runs = []
     queues = []
+    tables = []
+    backlogs = []
     from twin.calibration.roce import RoceParamSet
     from twin.nodes.models import Situation, refusal
     from twin.qec.loop import session_function
+    from twin.qec.streaming import backlog, request_table, stream_summary
     fn = session_function(decoder, w.name)
     for i, pl in enumerate(d.placements):  # before any loop runs: can each model stand there?
         why = refusal("consumer", pl.model, Situation(
@@ -466,7 +721,8 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
             raise ConfigError(ld.path, f"decode.placements[{i}].model", pl.model, why)
     for pl in d.placements:
         cost = CostModel(how=d.cost.how, scale=d.cost.scale,
-                         fixed_ns=time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None)
+                         fixed_ns=time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None, fit=ld.cost_fit,
+                         file=d.cost.file, seed=seed)
         cb = (lambda n, name=pl.device: progress(name, n)) if progress else None
         stopped = None
         try:
@@ -475,7 +731,7 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
                            encoding="classic" if sc.encoding == "default" else sc.encoding,
                            external_control=sc.control == "aurora", progress=cb, engine=engine,
                            verify_rounds=verify_rounds, model=pl.model,
-                           bridge=pl.bridge.settings() if pl.bridge else None)
+                           bridge=pl.bridge.settings() if pl.bridge else None, workers=pl.workers, order=pl.order)
         except FunctionFailed as e:
             raise function_failure(ld, w, e) from None
         except Interrupted as e:
@@ -487,7 +743,12 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         res = r.result
         le_loop, le_direct = r.logical_errors_loop, r.logical_errors_direct
         done = r.workload.shots  # all of them, or those before a stop
+        table = request_table(r)
+        tables.append((placement_label(pl.device, pl.mode, pl.workers, pl.order), table))
+        cycle = traffic.period_ps if traffic.mode == "open_loop" and traffic.period_ps else None
+        stream = stream_summary(table, cycle, pl.workers)
         s = {"device": pl.device, "mode": pl.mode, **({"model": pl.model} if pl.model != "sim" else {}),
+             **({"workers": pl.workers, "order": pl.order} if pl.workers > 1 else {}),
              "function": {"id": r.function.id, "name": r.function.name},
              "kind": ld.params.consumers[pl.device].kind, "shots": done, "requests": r.workload.requests,
              "identical_corrections": int((r.corrections == r.direct).all(axis=1).sum()),
@@ -499,8 +760,12 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
                     "direct": list(interval(le_direct, done, d.interval, d.confidence))},
              "cost": r.cost, "compute_ns_mean": round(float(r.compute_ps.mean()) / 1000, 3) if "base_ns" in r.cost
              else None,
-             "backlog_max": int(res.stats.get("backlog_max", 0)),
+             "backlog_max": stream["backlog"]["max"],
+             "card_backlog_max": int(res.stats.get("backlog_max", 0)),
+             "reaction": stream["reaction"], "stream": stream,
              "rtt": summary_ns(res.rtt_ps)}
+        if "base_ns" in r.cost:  # the decoder's own time per request, beside the round trip
+            s["decoder_only"] = summary_ns(r.compute_ps)
         if res.loop_ps is not None and sc.control == "aurora":
             s["loop"] = summary_ns(res.loop_ps)
             if q is not None:  # from a round's last acquisition integrated to the correction back at the link
@@ -517,12 +782,33 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         if pl.mode == "chain":
             s["waited_for_rearm"] = int(r.extra["waited_for_rearm"])
         queues.append((tq, queue_depth(res, tq)))
+        tb = np.linspace(int(table["arrival_ps"].min()), int(table["start_ps"].max()), 200).astype(np.int64)
+        backlogs.append((tb, backlog(table["arrival_ps"], table["start_ps"], tb)))
         if stopped is not None:
             s["shots_requested"], s["requests_requested"] = shots, w.requests
         doc["placements"].append(s)
         if stopped is not None:
             break
-    return DecodeStudy(doc, runs, queues, interrupted="partial" in doc)
+    if d.per == "window" and runs and pm_errors is not None:  # the windowed decode against whole-shot matching
+        k, kept = runs[0].logical_errors_direct, runs[0].workload.shots  # (after a stop: its whole shots)
+        lo, hi = doc["stim_pymatching"]["ci"]
+        doc["windowed_vs_whole_shot"] = {
+            "windowed": {"logical_errors": k, "ler": k / kept,
+                         "ci": list(interval(k, kept, d.interval, d.confidence))},
+            "whole_shot": {"logical_errors": pm_errors, "ler": pm_errors / shots, "ci": [lo, hi]},
+            "windowed_within_whole_shot_ci": bool(lo <= k / kept <= hi)}
+    return DecodeStudy(doc, runs, queues, tables, backlogs, interrupted="partial" in doc)
+
+
+def workload_document(d: Decode) -> dict:
+    """The code part of results.json's ``workload``: code, distance, rounds, p, noise (the BB codes'
+    distance is their own; noise with its default); for a circuit file ``code: null`` and
+    ``circuit``: the file as the scenario names it (the file fixes the rest, given as null)."""
+    if d.circuit is not None:
+        return {"code": None, "circuit": d.circuit, "distance": None, "rounds": None, "p": None, "noise": None}
+    from twin.qec.bb import BB_CODES
+    dist = BB_CODES[d.code].d if d.code in BB_CODES else d.distance
+    return {"code": d.code, "distance": dist, "rounds": d.rounds, "p": d.p, "noise": d.noise_model}
 
 
 def traffic_document(sc: DecodeScenario) -> dict:
@@ -541,23 +827,51 @@ def traffic_document(sc: DecodeScenario) -> dict:
     return doc
 
 
+def placement_label(device: str, mode: str, workers: int = 1, order: str = "in_order") -> str:
+    """A placement's name in the files and plots: ``device:mode``, with ``:xN:order`` for N > 1 workers."""
+    return f"{device}:{mode}" + (f":x{workers}:{order}" if workers > 1 else "")
+
+
+def _label(s: dict) -> str:
+    return placement_label(s["device"], s["mode"], s.get("workers", 1), s.get("order", "in_order"))
+
+
 def print_decode(study: DecodeStudy, console) -> None:
-    """The terminal table of a decode study."""
+    """The terminal table of a decode study: per placement a row of reaction-time percentiles and,
+    under it, the decoder's own time per request (``decoder only``)."""
+    from rich import box
     from rich.table import Table
     doc = study.document
     w = doc["workload"]
-    tb = Table(title=f"{doc['scenario']}: {w['code']} d={w['distance']} rounds={w['rounds']} p={w['p']:g}, "
+    what = (f"{w['circuit']}" if w.get("circuit") else
+            f"{w['code']} d={w['distance']} rounds={w['rounds']} p={w['p']:g}")
+    tb = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True,
+               title=f"{doc['scenario']}: {what}, "
                      f"{w['shots']} shots, {w['requests']} requests, {doc['decoder']['kind']} decoder")
-    for col in ("device", "mode", "differ", "mism.", "LER loop [CI]", "LER direct", "p50", "p99",
-                "misses", "backlog"):
-        tb.add_column(col, justify="left" if col in ("device", "mode") else "right")
+    for col in ("device", "mode", "differ/mism.", "p50 µs", "p99 µs", "p99.9 µs", "misses", "backlog", "growth",
+                "ρ-growth"):
+        tb.add_column(col, justify="left" if col in ("device", "mode") else "right", no_wrap=True)
+    for s in doc["placements"]:
+        b = s["stream"]["backlog"]
+        exp = b["expected_growth_per_cycle"]
+        tb.add_row(s["device"], s["mode"] + (f" ×{s['workers']} {s['order']}" if "workers" in s else ""),
+                   f"{s['requests'] - s['identical_corrections']}/{s['card_mismatches']}",
+                   *(f"{s['reaction'][k] / 1000:.3f}" for k in ("p50_ns", "p99_ns", "p999_ns")),
+                   str(s.get("deadline_misses", "-")), str(s["backlog_max"]),
+                   f"{b['growth_per_cycle']:.3f}", "-" if exp is None else f"{exp:.3f}")
+        if "decoder_only" in s:  # the decoder's own time per request, beside the reaction time
+            tb.add_row("", " decoder only", "",
+                       *(f"{s['decoder_only'][k] / 1000:.3f}" for k in ("p50_ns", "p99_ns", "p999_ns")), "", "", "", "")
+    console.print(tb)
+    console.print("p50/p99/p99.9: reaction time, a request's last syndrome round measured -> its correction at the "
+                  "control system (decoder only: the decoder's own time); differ/mism.: corrections that differ "
+                  "from the direct decode / replies the card found wrong; backlog: "
+                  "requests sent and not yet started by a decoder (max); growth: backlog per QEC cycle, ρ-growth "
+                  "the expected max(0, 1 - 1/ρ) x arrivals per cycle with ρ = S / (N T_a)")
     for s in doc["placements"]:
         lo, hi = s["ci"]["loop"]
-        tb.add_row(s["device"], s["mode"], str(s["requests"] - s["identical_corrections"]), str(s["card_mismatches"]),
-                   f"{s['ler']['loop']:.2e} [{lo:.1e},{hi:.1e}]", f"{s['ler']['direct']:.2e}",
-                   f"{s['rtt']['p50_ns'] / 1000:.3f} µs", f"{s['rtt']['p99_ns'] / 1000:.3f} µs",
-                   str(s.get("deadline_misses", "-")), str(s["backlog_max"]))
-    console.print(tb)
+        console.print(f"{_label(s)}: LER in the loop {s['ler']['loop']:.2e} [{lo:.1e}, {hi:.1e}], decoded directly "
+                      f"{s['ler']['direct']:.2e}")
     pm = doc["stim_pymatching"]
     if pm["logical_errors"] is not None:
         console.print(f"stim+PyMatching direct on the same shots: {pm['logical_errors']} logical errors, "
@@ -565,56 +879,76 @@ def print_decode(study: DecodeStudy, console) -> None:
                       f"({doc['interval']['method']}, {doc['interval']['confidence']:.0%})")
     else:
         console.print(f"stim+PyMatching direct: n/a, {pm['how']}")
+    ww = doc.get("windowed_vs_whole_shot")
+    if ww:
+        win = doc["workload"]["window"]
+        console.print(f"sliding windows (W={win['rounds']}, C={win['commit']}): LER {ww['windowed']['ler']:.2e} "
+                      f"against whole-shot matching {ww['whole_shot']['ler']:.2e}: "
+                      + ("within" if ww["windowed_within_whole_shot_ci"] else "OUTSIDE") + " its interval")
     for s in doc["placements"]:
         tp = {k: (v or float("nan")) for k, v in s["throughput"].items()}
         c = s["cost"]
-        compute = (f"compute {c['how']} {c['base_ns']:g} ns + {c['per_event_ns']:g} ns per detection event (mean "
-                   f"{s['compute_ns_mean']:g} ns)") if "base_ns" in c else f"compute: {c['how']}"
-        console.print(f"{s['device']} ({s['mode']}): {compute}; decoding in the loop "
+        drawn = " + a residual drawn from the fit's quantiles" if c["how"] == "fitted" else ""
+        compute = (f"compute {c['how']} {c['base_ns']:g} ns + {c['per_event_ns']:g} ns per detection event{drawn} "
+                   f"(mean {s['compute_ns_mean']:g} ns)") if "base_ns" in c else f"compute: {c['how']}"
+        console.print(f"{_label(s)}: {compute}; decoding in the loop "
                       f"{tp['loop_decode_requests_per_s']:,.0f} requests/s, direct "
                       f"{tp['direct_decode_requests_per_s']:,.0f} requests/s (this machine); engine {s['engine']}, "
                       f"{s['replies_checked']:,} replies checked byte for byte by the card")
 
 
 def write_decode_outputs(study: DecodeStudy, out: Path) -> list[Path]:
-    """results.json (deterministic for a seed: no wall-clock numbers), queue_depth.csv (requests
-    in the card at 200 instants per placement: placement, t_ps, depth), latency_vs_round.png,
-    backlog_vs_time.png. Returns the paths written."""
+    """results.json (deterministic for a seed: no wall-clock numbers), stats.csv (sinter's CSV,
+    :mod:`twin.qec.sinter_stats`; also deterministic), requests.csv (every request:
+    :func:`twin.qec.streaming.write_requests_csv`), queue_depth.csv (requests in the card at 200
+    instants per placement: placement, t_ps, depth), latency_vs_round.png (reaction time per
+    request), backlog_vs_time.png (requests waiting anywhere for a decoder). Returns the paths written."""
     import matplotlib
+
+    from twin.qec.streaming import write_requests_csv
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     out.mkdir(parents=True, exist_ok=True)
     doc = study.document
     clean = dict(doc)
     clean["placements"] = [{k: v for k, v in s.items() if k != "throughput"} for s in doc["placements"]]
-    paths = [out / "results.json", out / "latency_vs_round.png", out / "backlog_vs_time.png"]
-    paths[0].write_text(json.dumps(clean, indent=2, sort_keys=True, default=float) + "\n")
-    paths.insert(1, out / "queue_depth.csv")
-    with paths[1].open("w") as f:
+    results, queue_csv, requests_csv = out / "results.json", out / "queue_depth.csv", out / "requests.csv"
+    latency_png, backlog_png = out / "latency_vs_round.png", out / "backlog_vs_time.png"
+    stats_csv = out / "stats.csv"  # sinter's CSV: `sinter plot --in stats.csv`
+    paths = [results, stats_csv, queue_csv] + ([requests_csv] if study.tables is not None else []) + \
+        [latency_png, backlog_png]
+    results.write_text(json.dumps(clean, indent=2, sort_keys=True, default=float) + "\n")
+    from twin.qec.sinter_stats import write_stats_csv
+    write_stats_csv(study, stats_csv)
+    with queue_csv.open("w") as f:
         f.write("placement,t_ps,depth\n")
         for s, (tq, depth) in zip(doc["placements"], study.queues):
-            f.writelines(f"{s['device']}:{s['mode']},{int(t)},{int(d)}\n" for t, d in zip(tq, depth))
+            f.writelines(f"{_label(s)},{int(t)},{int(d)}\n" for t, d in zip(tq, depth))
+    if study.tables is not None:
+        write_requests_csv(requests_csv, study.tables)
     fig, ax = plt.subplots(figsize=(8, 4))
     for s, r in zip(doc["placements"], study.runs):
         rtt = r.result.rtt_ps / 1e6
-        ax.plot(np.arange(1, len(rtt) + 1), rtt, ".", ms=1, label=f"{s['device']} ({s['mode']})")
+        react = (r.result.t_back - r.result.t_send) / 1e6
+        ax.plot(np.arange(1, len(rtt) + 1), rtt, ".", ms=1, label=f"{_label(s)} round trip")
+        ax.plot(np.arange(1, len(react) + 1), react, ".", ms=1, label=f"{_label(s)} reaction")
     if doc["deadline_ns"]:
         ax.axhline(doc["deadline_ns"] / 1000, color="r", lw=1, label="deadline")
     ax.set_xlabel("request")
-    ax.set_ylabel("round trip (µs)")
+    ax.set_ylabel("round trip, reaction time (µs)")
     ax.set_title(f"{doc['scenario']}: latency vs round")
     ax.legend(markerscale=8, fontsize=8)
     fig.tight_layout()
-    fig.savefig(paths[2], dpi=120)
+    fig.savefig(latency_png, dpi=120)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(8, 4))
-    for s, (tq, depth) in zip(doc["placements"], study.queues):
-        ax.step((tq - tq[0]) / 1e6, depth, where="post", label=f"{s['device']} ({s['mode']})")
+    for s, (tq, depth) in zip(doc["placements"], study.backlogs or study.queues):
+        ax.step((tq - tq[0]) / 1e6, depth, where="post", label=_label(s))
     ax.set_xlabel("time (µs)")
-    ax.set_ylabel("requests in the card (queue depth)")
+    ax.set_ylabel("requests waiting for a decoder" if study.backlogs else "requests in the card (queue depth)")
     ax.set_title(f"{doc['scenario']}: backlog vs time")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(paths[3], dpi=120)
+    fig.savefig(backlog_png, dpi=120)
     plt.close(fig)
     return paths

@@ -78,11 +78,22 @@ typedef uint32_t __attribute__((__may_alias__)) qrt__w32;
 typedef uint32_t qrt__w32;
 #endif
 
+/* The scope of the GPU's ordered accesses (PTX memory-model scopes): "sys" by default, since the
+   peer is the host or a PCIe device. A kernel whose queues only its own thread block touches (an
+   on-chip mirror of a remote slot, as hw_bridge/c/hb_cuda_kernel.cu keeps) defines QRT_GPU_SCOPE
+   "cta" before including this header; its accesses to the real queues are then its own. */
+#ifndef QRT_GPU_SCOPE
+#define QRT_GPU_SCOPE "sys"
+#define QRT__GPU_FENCE() __threadfence_system()
+#else
+#define QRT__GPU_FENCE() asm volatile("fence.acq_rel." QRT_GPU_SCOPE ";" : : : "memory")
+#endif
+
 /* The release fence of the contract: every write before it is visible to the peer before any
-   write after it. Host: a C11 release fence; GPU: a system-scope fence (the peer is a PCIe
-   device or the host). */
+   write after it. Host: a C11 release fence; GPU: a fence at QRT_GPU_SCOPE (system scope unless
+   the kernel says otherwise). */
 #if defined(__CUDA_ARCH__)
-#define QRT_RELEASE_FENCE() __threadfence_system()
+#define QRT_RELEASE_FENCE() QRT__GPU_FENCE()
 #else
 #define QRT_RELEASE_FENCE() __atomic_thread_fence(__ATOMIC_RELEASE)
 #endif
@@ -183,7 +194,7 @@ QRT_INTERNAL uint32_t qrt__load_acquire(const void *p)
 #if defined(__CUDA_ARCH__)
 #if __CUDA_ARCH__ >= 700
     uint32_t v;
-    asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    asm volatile("ld.acquire." QRT_GPU_SCOPE ".u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 #else
     uint32_t v = *(const volatile qrt__w32 *)p;
@@ -208,7 +219,7 @@ QRT_INTERNAL uint32_t qrt__load_relaxed_dev(const void *p)
 {
 #if __CUDA_ARCH__ >= 700
     uint32_t v;
-    asm volatile("ld.relaxed.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    asm volatile("ld.relaxed." QRT_GPU_SCOPE ".u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 #else
     return *(const volatile qrt__w32 *)p;
@@ -218,7 +229,7 @@ QRT_INTERNAL uint32_t qrt__load_relaxed_dev(const void *p)
 QRT_INTERNAL void qrt__fence_acquire_dev(void)
 {
 #if __CUDA_ARCH__ >= 700
-    asm volatile("fence.acq_rel.sys;" : : : "memory");
+    asm volatile("fence.acq_rel." QRT_GPU_SCOPE ";" : : : "memory");
 #else
     __threadfence_system();
 #endif
@@ -236,7 +247,7 @@ QRT_INTERNAL void qrt__store_release(void *p, uint32_t v)
 {
 #if defined(__CUDA_ARCH__)
 #if __CUDA_ARCH__ >= 700
-    asm volatile("st.release.sys.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
+    asm volatile("st.release." QRT_GPU_SCOPE ".u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
 #else
     __threadfence_system();
     *(volatile qrt__w32 *)p = v;
@@ -263,7 +274,7 @@ QRT_INTERNAL uint32_t qrt__fetch_add_release(uint32_t *p, uint32_t n)
 #if defined(__CUDA_ARCH__)
 #if __CUDA_ARCH__ >= 700
     uint32_t old;
-    asm volatile("atom.release.sys.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(n) : "memory");
+    asm volatile("atom.release." QRT_GPU_SCOPE ".add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(n) : "memory");
     return old;
 #else
     __threadfence_system();
@@ -335,7 +346,7 @@ QRT_INTERNAL void qrt__put_piece(uint8_t *p, uint32_t seq, uint32_t w0, uint32_t
 #if defined(__CUDA_ARCH__)
     if (((uintptr_t)p & 15u) == 0u) {
 #if __CUDA_ARCH__ >= 700
-        asm volatile("st.relaxed.sys.v4.u32 [%0], {%1, %2, %3, %4};"
+        asm volatile("st.relaxed." QRT_GPU_SCOPE ".v4.u32 [%0], {%1, %2, %3, %4};"
                      : : "l"(p), "r"(seq), "r"(w0), "r"(w1), "r"(w2) : "memory");
 #else
         asm volatile("st.volatile.v4.u32 [%0], {%1, %2, %3, %4};"

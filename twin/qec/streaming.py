@@ -1,0 +1,111 @@
+"""A decode run read as a stream: per-request record, backlog, throughput and reaction time.
+
+The reaction time is the field's headline latency: from a request's last syndrome round measured
+(the control system sends it) to its correction available at the control system. Throughput and
+latency are reported apart: a decoder slower than the cycle has a finite throughput (requests it
+starts per cycle) and a reaction time that grows without bound; the backlog is the requests
+waiting anywhere (sent, not yet started by a decoder: in the card's backlog, on the wire, in the
+consumer's queue), not the card's free slots. Its growth per cycle is held against the load
+``rho = S / (N T_a)`` (S: a decoder's mean occupancy per request, N decoders, T_a: the mean time
+between requests): ``max(0, 1 - 1 / rho) * T / T_a`` requests per QEC cycle ``T``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from twin.stats import summary_ns
+
+
+def request_table(run) -> dict[str, np.ndarray]:
+    """Every request of a decode run, columns of int64 (ps unless named otherwise), request order:
+
+    request (1-based), shot, index (request within its shot), arrival_ps (the request's last
+    syndrome round measured: the control system sends it), card_in_ps (it enters the link card),
+    ready_ps (an idle decoder could have started its body), start_ps (a decoder started it),
+    end_ps (its body ended), correction_ps (the correction is back at the control system),
+    decoder_ps (the decoder's compute time, cost model), service_ps (how long the request kept its
+    decoder from the next one: :class:`twin.qec.hosting.HostedConsumer`'s ``decode_busy``),
+    queue_wait_ps (waiting for a free slot in the card, then start - ready: for a decoder),
+    reaction_ps (correction - arrival: the reaction time). A consumer that keeps its inside to
+    itself (RTL, live) gives the serving thread's take and reply for start, end and service, and
+    its first poll after the landing for ready."""
+    res, x = run.result, run.extra
+    n = len(res.t_in)
+    g = run.workload.requests_per_shot
+    h = res.hops
+    start = x.get("decode_start_ps", h.start)
+    ready = x.get("decode_ready_ps", h.seen)
+    end = x.get("decode_end_ps", h.reply)
+    busy = x.get("decode_busy_ps", end - start)
+    sw = res.stats.get("slot_wait_ps")
+    slot_wait = np.asarray(sw, np.int64)[:n] if sw is not None and len(sw) >= n else 0
+    i = np.arange(n, dtype=np.int64)
+    return {"request": i + 1, "shot": i // g, "index": i % g, "arrival_ps": res.t_send, "card_in_ps": res.t_in,
+            "ready_ps": ready, "start_ps": start, "end_ps": end, "correction_ps": res.t_back,
+            "decoder_ps": np.asarray(run.compute_ps[:n], np.int64), "service_ps": busy,
+            "queue_wait_ps": start - ready + slot_wait,
+            "reaction_ps": res.t_back - res.t_send}
+
+
+def backlog(arrival_ps: np.ndarray, start_ps: np.ndarray, t_ps: np.ndarray) -> np.ndarray:
+    """Requests waiting anywhere at each instant of ``t_ps`` (int64): sent by the control system
+    (arrival <= t) and not yet started by a decoder (start > t). Not the free slots: a request in the
+    card's backlog, on the wire, in the consumer's queue or held by a busy thread counts alike."""
+    a = np.sort(arrival_ps)
+    s = np.sort(start_ps)
+    return np.searchsorted(a, t_ps, side="right") - np.searchsorted(s, t_ps, side="right")
+
+
+
+
+def stream_summary(table: dict[str, np.ndarray], cycle_ps: int | None, workers: int = 1) -> dict:
+    """Throughput, backlog and reaction time of one run's :func:`request_table`.
+
+    cycle_ps: the QEC cycle (the open-loop traffic's period; None in closed loop: rates are then
+    per mean time between requests). Returns (ns, requests, per cycle): ``cycle_ns``,
+    ``arrivals_per_cycle`` (requests sent per cycle), ``service_ns_mean`` (S: a decoder's mean body
+    occupancy per request, ``service_ps``), ``workers``, ``rho`` (S / (N T_a)), ``throughput_per_cycle`` (requests
+    started per cycle, first to last start), ``backlog`` {``max``, ``end`` (at the last arrival),
+    ``growth_per_cycle`` (least-squares slope of the backlog at the arrivals), ``expected_growth_per_cycle``
+    (``max(0, 1 - 1/rho)`` times the arrivals per cycle)}, ``growth_agrees_with_rho`` (the two within
+    5 % of the larger of the expected growth and the arrivals per cycle), ``queue_wait`` and
+    ``reaction`` (percentiles, ns).
+    """
+    a, s = table["arrival_ps"], table["start_ps"]
+    n = len(a)
+    span = int(a.max() - a.min()) if n > 1 else 0
+    ta = span / (n - 1) if n > 1 else 0.0  # mean time between requests
+    unit = cycle_ps or ta or 1.0
+    S = float(table["service_ps"].mean()) if n else 0.0
+    rho = S / (workers * ta) if ta else None
+    q = backlog(a, s, np.sort(a))
+    growth = float(np.polyfit((np.sort(a) - a.min()) / unit, q, 1)[0]) if n > 2 and span else 0.0
+    starts = np.sort(s)
+    thr = (n - 1) / ((starts[-1] - starts[0]) / unit) if n > 1 and starts[-1] > starts[0] else None
+    per_cycle = unit / ta if ta else None
+    expected = round(max(0.0, 1 - 1 / rho) * per_cycle, 6) if rho and per_cycle else None
+    agrees = None if expected is None else bool(abs(growth - expected) <= 0.05 * max(expected, per_cycle))
+    return {"cycle_ns": cycle_ps / 1000 if cycle_ps else None, "workers": workers,
+            "arrivals_per_cycle": round(per_cycle, 6) if per_cycle else None,
+            "service_ns_mean": round(S / 1000, 3), "rho": round(rho, 6) if rho is not None else None,
+            "throughput_per_cycle": round(thr, 6) if thr else None, "growth_agrees_with_rho": agrees,
+            "backlog": {"max": int(q.max()) if n else 0, "end": int(q[-1]) if n else 0,
+                        "growth_per_cycle": round(growth, 6),
+                        "expected_growth_per_cycle": expected},
+            "queue_wait": summary_ns(table["queue_wait_ps"]), "reaction": summary_ns(table["reaction_ps"])}
+
+
+CSV_COLUMNS = ("request", "shot", "index", "arrival_ps", "card_in_ps", "ready_ps", "start_ps", "end_ps",
+               "correction_ps", "decoder_ps", "service_ps", "queue_wait_ps", "reaction_ps")
+
+
+def write_requests_csv(path: Path, tables: list[tuple[str, dict[str, np.ndarray]]]) -> None:
+    """``requests.csv``: one row per request of every placement (``placement`` first, then
+    :data:`CSV_COLUMNS`, integers)."""
+    with path.open("w") as f:
+        f.write("placement," + ",".join(CSV_COLUMNS) + "\n")
+        for name, t in tables:
+            cols = np.column_stack([np.asarray(t[c], np.int64) for c in CSV_COLUMNS])
+            f.writelines(f"{name}," + ",".join(map(str, row)) + "\n" for row in cols.tolist())
