@@ -11,12 +11,15 @@ functions are in its dispatch table) and the reply slot's bytes go back to the s
 else is dropped and counted under its reason (:data:`REASONS`); nothing is executed for it.
 
 A session starts with the control datagram ``HBHELLO1`` + 8 bytes (any nonce): the agent expects
-sequence 1 again and answers ``HBOK0001`` + the nonce. The session belongs to the sender address
-that opened it: until that sender ends it (``HBBYE001`` + nonce, answered in kind) or falls silent
-for ``--session-idle`` seconds, a HELLO from any other address is rejected (``foreign_hello``) and
-so is a frame (``foreign_sender``), so another local program cannot reset or feed a running session. Stats go to
-stderr on exit (Ctrl-C or
-SIGTERM; and every ``--stats-every`` seconds).
+sequence 1 again and answers ``HBOK0001`` + the nonce. Nothing is served outside a session: a frame
+before any HELLO, or after the session's BYE, is rejected (``no_session``). The session belongs to
+the sender (address and port) whose HELLO opened it: until that sender ends it (``HBBYE001`` +
+nonce, answered in kind) or falls silent for ``--session-idle`` seconds, a HELLO or BYE from anyone
+else is rejected (``foreign_hello``) and so is a frame (``foreign_sender``), whatever the session's
+state, so another program cannot reset, end or feed a session. Every rejected datagram is counted;
+one stderr line names each, at most ``--log-rejections`` lines a second (a token bucket: a flood of
+junk costs no more than that in output; the lines left out are counted, ``log_suppressed``).
+Stats go to stderr on exit (Ctrl-C or SIGTERM; and every ``--stats-every`` seconds).
 
 Binds 127.0.0.1 unless ``--bind`` says otherwise. Usage::
 
@@ -39,8 +42,30 @@ from twin.runtime.functions import c_served, cannot_serve, lookup
 HELLO, OK, BYE = b"HBHELLO1", b"HBOK0001", b"HBBYE001"
 #: Why a datagram was rejected.
 REASONS = ("too_short", "too_long", "bad_length", "torn_piece", "zero_seq", "replay", "out_of_order",
-           "unknown_function", "bad_control", "foreign_hello", "foreign_sender")
+           "unknown_function", "bad_control", "foreign_hello", "foreign_sender", "no_session")
 _HDR = struct.Struct("<IHHII")
+
+
+class TokenBucket:
+    """At most ``rate`` events a second on average and ``burst`` at once (a bucket of ``burst``
+    tokens refilled at ``rate`` a second; :meth:`take` spends one). ``clock``: seconds, monotonic."""
+
+    def __init__(self, rate: float, burst: float | None = None, clock=time.monotonic):
+        self.rate = rate
+        self.burst = rate if burst is None else burst
+        self.clock = clock
+        self.tokens = self.burst
+        self.at = clock()
+
+    def take(self) -> bool:
+        """True (and a token spent) if one is left, else False."""
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False
 
 
 class FrameValidator:
@@ -113,10 +138,13 @@ def resolve_function(key: str | int):
 class Agent:
     """The UDP server (see module docstring). ``functions``: names or ids from
     :mod:`twin.runtime.functions`; each needs a C implementation (the built-in echo is the
-    runtime's own). Statistics: ``validator.accepted``, ``validator.rejected``, ``served``."""
+    runtime's own). Statistics (:meth:`stats`): ``validator.accepted``, ``validator.rejected`` (by
+    reason), ``served``, ``log_suppressed`` (rejection lines left out by the ``log_per_s`` limit;
+    ``log``: where the lines go, default stderr)."""
 
     def __init__(self, functions: list[str], encoding: str = "classic", slot_bytes: int = 1024,
-                 bind: str = "127.0.0.1", port: int = 0, session_idle_s: float = 5.0):
+                 bind: str = "127.0.0.1", port: int = 0, session_idle_s: float = 5.0, log_per_s: float = 10.0,
+                 log=None):
         from twin.runtime.code_consumer import c_function_address
         from twin.runtime.native import NativeEndpoint
 
@@ -140,6 +168,9 @@ class Agent:
         self._session = False     # a HELLO has opened a session (until BYE)
         self._last = 0.0          # monotonic time of the peer's last datagram
         self._stop = threading.Event()
+        self._log_bucket = TokenBucket(log_per_s)
+        self.log_suppressed = 0
+        self._log = log
 
     def _new_endpoint(self, first_seq: int) -> None:
         self._req[:] = bytes(self.slot_bytes)
@@ -154,30 +185,46 @@ class Agent:
         return self._session and now - self._last < self.session_idle_s
 
     def handle(self, data: bytes, addr=None) -> bytes | None:
-        """The answer to one datagram from ``addr`` (the sender's address), or None (rejected and
-        counted). A session belongs to the address whose HELLO opened it: while it is live, a
-        HELLO (or BYE) from another address is ``foreign_hello``, a frame ``foreign_sender``."""
+        """The answer to one datagram from ``addr`` (the sender's (host, port)), or None (rejected,
+        counted and, within the log limit, logged). A session belongs to the sender whose HELLO
+        opened it: while it is live, a HELLO from anyone else is ``foreign_hello``; a BYE from
+        anyone else always is; a frame from anyone else is ``foreign_sender``, and a frame with no
+        session (none opened yet, or ended by BYE) ``no_session``."""
+        why = None
+        out = self._answer(data, addr)
+        if isinstance(out, str):
+            why, out = out, None
+        if why is not None:
+            self._rejected(why, addr, len(data))
+        return out
+
+    def _answer(self, data: bytes, addr) -> bytes | str | None:
+        """The reply, or the reason to reject (a str; the validator's own reasons already counted)."""
         now = time.monotonic()
         if data[:8] in (HELLO, BYE):
             if len(data) != 16:
-                self.validator.rejected["bad_control"] += 1
-                return None
-            if self.live(now) and addr != self.peer:
-                self.validator.rejected["foreign_hello"] += 1
-                return None
+                return self._count("bad_control")
             if data[:8] == BYE:
+                if not self._session:
+                    return self._count("no_session")
+                if addr != self.peer:
+                    return self._count("foreign_hello")
                 self._session = False
                 return BYE + data[8:]
+            if self.live(now) and addr != self.peer:
+                return self._count("foreign_hello")
             self.validator.reset()
             self._new_endpoint(1)
             self.peer, self._session, self._last = addr, True, now
             return OK + data[8:]
-        if self._session and addr != self.peer:
-            self.validator.rejected["foreign_sender"] += 1
-            return None
+        if not self._session:
+            return self._count("no_session")
+        if addr != self.peer:
+            return self._count("foreign_sender")
         self._last = now
-        if self.validator.check(data) is not None:
-            return None
+        why = self.validator.check(data)
+        if why is not None:
+            return why
         # the frame lands in the one request slot: every byte but the sequence word, then that word
         self._req[4:len(data)] = data[4:]
         self._req[len(data):] = bytes(self.slot_bytes - len(data))
@@ -212,10 +259,31 @@ class Agent:
         """Close the socket."""
         self.sock.close()
 
+    def _count(self, why: str) -> str:
+        self.validator.rejected[why] += 1
+        return why
+
+    def _rejected(self, why: str, addr, nbytes: int) -> None:
+        """One log line for a rejected datagram, if the token bucket allows; else counted as left out."""
+        if not self._log_bucket.take():
+            self.log_suppressed += 1
+            return
+        who = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) and len(addr) >= 2 else str(addr)
+        print(f"hw_bridge.agent: rejected {nbytes}-byte datagram from {who}: {why}", file=self._log or sys.stderr,
+              flush=True)
+
+    def stats(self) -> dict:
+        """The counters: served, accepted, rejected (by reason, every reason present), rejected_total,
+        log_suppressed."""
+        rej = {r: int(self.validator.rejected.get(r, 0)) for r in REASONS}
+        return {"served": self.served, "accepted": self.validator.accepted, "rejected": rej,
+                "rejected_total": sum(rej.values()), "log_suppressed": self.log_suppressed}
+
     def stats_line(self) -> str:
-        """One line: served, accepted, rejected by reason."""
+        """One line: served, accepted, rejected by reason, rejection lines left out."""
         rej = ", ".join(f"{k} {v}" for k, v in sorted(self.validator.rejected.items())) or "none"
-        return f"hw_bridge.agent: served {self.served}, accepted {self.validator.accepted}, rejected: {rej}"
+        return (f"hw_bridge.agent: served {self.served}, accepted {self.validator.accepted}, rejected: {rej}; "
+                f"{self.log_suppressed} rejection lines left out")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -257,6 +325,16 @@ def _seconds(text: str) -> float:
     return v
 
 
+def _per_second(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a number of lines a second") from None
+    if not v >= 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: must be a finite number of lines a second >= 0 (0: none)")
+    return v
+
+
 def _function(text: str) -> str:
     try:
         return resolve_function(text).name
@@ -278,9 +356,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stats-every", type=_seconds, default=0.0, help="print counters every N seconds")
     ap.add_argument("--session-idle", type=_seconds, default=5.0,
                     help="seconds of silence after which another sender may open a new session (default 5)")
+    ap.add_argument("--log-rejections", type=_per_second, default=10.0, metavar="N",
+                    help="at most N lines a second naming a rejected datagram (default 10, 0: none; all are "
+                         "counted)")
     a = ap.parse_args(argv)
     try:
-        agent = Agent(a.function, a.encoding, a.slot_bytes, a.bind, a.port, a.session_idle)
+        agent = Agent(a.function, a.encoding, a.slot_bytes, a.bind, a.port, a.session_idle, a.log_rejections)
     except OSError as e:
         print(f"hw_bridge.agent: error: --bind {a.bind} --port {a.port}: {e.strerror or e}", file=sys.stderr)
         return 2

@@ -107,7 +107,9 @@ class ShmEndpoint(CProducerEndpoint):
                 self.close()
                 raise LiveFailure("error", 0, f"bridge.producer_cpu: {self.settings.producer_cpu}: cannot pin the "
                                   f"producer there ({e.strerror})", "shm") from None
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # its own process group: a Ctrl-C at the terminal reaches the twin (which stops at a round
+        # boundary and closes the session), not the consumer in the middle of a round
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, process_group=0)
         deadline = time.monotonic() + 10
         while self._ctl[1] == 0:
             if self.proc.poll() is not None or time.monotonic() > deadline:

@@ -15,6 +15,13 @@ from twin.exchange.encoding import get_encoding
 from twin.runtime.functions import lookup
 
 SLOT = 96  # classic: 80 bytes of payload at most; per-piece: 5 pieces of data
+PEER = ("127.0.0.1", 40001)  # a session's sender in the tests that call Agent.handle directly
+
+
+def opened(a: Agent, peer=PEER) -> Agent:
+    """``a`` with a session opened by ``peer`` (its HELLO answered)."""
+    assert a.handle(HELLO + b"s" * 8, peer) == OK + b"s" * 8
+    return a
 
 
 def frame(enc, seq, payload, fid=0):
@@ -50,23 +57,23 @@ def test_random_bytes_are_rejected_and_counted_or_are_a_valid_frame(encoding, da
 @settings(max_examples=300, deadline=None)
 @given(payload=st.binary(max_size=80), junk=st.binary(min_size=1, max_size=40), fid=st.sampled_from([0, 1, 2, 3]))
 def test_agent_serves_valid_and_drops_the_rest(payload, junk, fid):
-    a = Agent(["echo", "sum32"], "classic", SLOT)
+    a = opened(Agent(["echo", "sum32"], "classic", SLOT))
     try:
         enc = get_encoding("classic")
         good = frame(enc, 1, payload, fid)
-        out = a.handle(good)
+        out = a.handle(good, PEER)
         if fid in (0, 3):  # configured: served by the runtime, reply = the function's answer
             h = enc.header(bytearray(out), 0)
             assert (h.seq, h.function, h.flags) == (1, fid, 0)
             assert enc.payload(bytearray(out), 0) == lookup(fid).python(payload)
             assert a.served == 1
-            assert a.handle(good) is None and a.validator.rejected["replay"] == 1  # replayed
+            assert a.handle(good, PEER) is None and a.validator.rejected["replay"] == 1  # replayed
         else:  # not configured: never executed
             assert out is None and a.served == 0 and a.validator.rejected["unknown_function"] == 1
         served, rejected = a.served, sum(a.validator.rejected.values())
-        assert a.handle(good + junk) is None  # oversized, or longer than its header says
-        if junk[:8] != HELLO:
-            assert a.handle(junk) is None
+        assert a.handle(good + junk, PEER) is None  # oversized, or longer than its header says
+        if junk[:8] not in (HELLO, BYE):
+            assert a.handle(junk, PEER) is None
             assert sum(a.validator.rejected.values()) == rejected + 2
         assert a.served == served
     finally:
@@ -76,20 +83,21 @@ def test_agent_serves_valid_and_drops_the_rest(payload, junk, fid):
 def test_replayed_old_frame_after_progress(agent):
     enc = get_encoding("classic")
     frames = [frame(enc, s, bytes([s]) * 8) for s in range(1, 6)]
+    opened(agent)
     for f in frames:
-        assert agent.handle(f) is not None
-    assert agent.handle(frames[1]) is None and agent.validator.rejected["replay"] == 1
-    assert agent.handle(frame(enc, 9, b"x")) is None and agent.validator.rejected["out_of_order"] == 1
-    assert agent.handle(frame(enc, 6, b"y")) is not None and agent.served == 6
+        assert agent.handle(f, PEER) is not None
+    assert agent.handle(frames[1], PEER) is None and agent.validator.rejected["replay"] == 1
+    assert agent.handle(frame(enc, 9, b"x"), PEER) is None and agent.validator.rejected["out_of_order"] == 1
+    assert agent.handle(frame(enc, 6, b"y"), PEER) is not None and agent.served == 6
 
 
 def test_per_piece_torn_piece_rejected():
-    a = Agent(["echo"], "per_piece", SLOT)
+    a = opened(Agent(["echo"], "per_piece", SLOT))
     try:
         enc = get_encoding("per_piece")
         f = bytearray(frame(enc, 1, bytes(range(30))))
         f[32:36] = struct.pack("<I", 7)  # piece 2 carries another sequence number
-        assert a.handle(bytes(f)) is None and a.validator.rejected["torn_piece"] == 1
+        assert a.handle(bytes(f), PEER) is None and a.validator.rejected["torn_piece"] == 1
     finally:
         a.close()
 
@@ -174,6 +182,8 @@ def test_unresolvable_host_names_the_key(tmp_path):
     (["--slot-bytes", "8"], "argument --slot-bytes: 8: a slot is a multiple of 16"),
     (["--slot-bytes", "-1"], "argument --slot-bytes: -1: a slot is a multiple of 16"),
     (["--port", "99999"], "argument --port: 99999: a UDP port is 0..65535"),
+    (["--log-rejections", "-1"], "argument --log-rejections: -1: must be a finite number of lines a second"),
+    (["--log-rejections", "lots"], "argument --log-rejections: 'lots': not a number of lines a second"),
     (["--function", "decode_rep3"], "argument --function: function decode_rep3 has no C implementation"),
     (["--function", "nosuch"], "argument --function: no function 'nosuch' (have: echo, invert, xor_fold, sum32)"),
 ])
@@ -246,3 +256,100 @@ def test_hello_from_another_socket_during_a_run_is_rejected(agent):
         agent.stop()
         t.join()
     assert agent.validator.rejected["foreign_hello"] == 1 and agent.served == 2
+
+
+# -- the agent trusts no one: nothing is served outside the session of the sender that opened it ----------
+datagrams = st.one_of(
+    st.binary(max_size=2 * SLOT),  # anything
+    st.builds(lambda seq, p, fid: frame(get_encoding("classic"), seq, p, fid),  # well-formed requests
+              st.integers(1, 4), st.binary(max_size=80), st.sampled_from([0, 3])),
+    st.builds(lambda k, n: k + n, st.sampled_from([HELLO, BYE]), st.binary(min_size=8, max_size=8)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(junk=st.lists(datagrams, min_size=1, max_size=8))
+def test_nothing_is_served_before_a_hello(junk):
+    """Frames (valid ones too) before any HELLO: not served, each counted; the session then works."""
+    a = Agent(["echo", "sum32"], "classic", SLOT, log_per_s=0)
+    try:
+        for i, d in enumerate(j for j in junk if j[:8] != HELLO):  # a HELLO would open a session
+            assert a.handle(d, PEER) is None
+            assert a.served == 0 and a.stats()["rejected_total"] == i + 1
+        opened(a)
+        enc = get_encoding("classic")
+        out = a.handle(frame(enc, 1, b"ok", 3), PEER)
+        assert out is not None and enc.payload(bytearray(out), 0) == lookup(3).python(b"ok") and a.served == 1
+    finally:
+        a.close()
+
+
+def test_a_frame_after_bye_is_not_served(agent):
+    enc = get_encoding("classic")
+    opened(agent)
+    assert agent.handle(frame(enc, 1, b"a"), PEER) is not None
+    assert agent.handle(BYE + bytes(8), ("127.0.0.1", 40009)) is None  # only the owner ends it
+    assert agent.handle(BYE + bytes(8), PEER) == BYE + bytes(8)
+    assert agent.handle(frame(enc, 2, b"b"), PEER) is None and agent.validator.rejected["no_session"] == 1
+    assert agent.validator.rejected["foreign_hello"] == 1 and agent.served == 1
+
+
+def _until(cond, what: str, timeout_s: float = 5.0) -> None:
+    import time
+    end = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < end, what
+        time.sleep(0.001)
+
+
+@settings(max_examples=20, deadline=None)
+@given(junk=st.lists(datagrams, min_size=1, max_size=6))
+def test_datagrams_from_a_second_socket_are_counted_never_served(junk):
+    """Over real UDP: a session open, then datagrams from another socket (another port): none is
+    answered or served, each is counted; the session's own next round still works."""
+    agent = Agent(["echo", "sum32"], "classic", SLOT, log_per_s=0)
+    t = threading.Thread(target=agent.serve, daemon=True)
+    t.start()
+    intruder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    intruder.settimeout(0.05)
+    try:
+        ep = UdpEndpoint(BridgeSettings("udp", timeout_ns=2_000_000_000, port=agent.address[1]))
+        ep.open(SLOT, 4, "classic")
+        enc = get_encoding("classic")
+        assert ep.exchange(1, frame(enc, 1, b"abc")).data[:4] == struct.pack("<I", 1)
+        before = agent.stats()
+        for i, d in enumerate(junk):
+            intruder.sendto(d, agent.address)
+            _until(lambda: agent.stats()["rejected_total"] == before["rejected_total"] + i + 1, "not counted")
+            with pytest.raises(socket.timeout):
+                intruder.recv(4096)
+        assert agent.served == before["served"] == 1
+        assert ep.exchange(2, frame(enc, 2, b"def")).data[:4] == struct.pack("<I", 2)  # the session works
+        ep.close()
+    finally:
+        intruder.close()
+        agent.stop()
+        t.join()
+        agent.close()
+    assert agent.served == 2
+
+
+def test_rejection_lines_are_rate_limited_but_all_counted():
+    import io
+    log = io.StringIO()
+    a = Agent(["echo"], "classic", SLOT, log_per_s=3, log=log)
+    try:
+        from hw_bridge.agent import TokenBucket
+        now = [0.0]
+        a._log_bucket = TokenBucket(3, clock=lambda: now[0])  # a flood within one instant
+        for _ in range(100):
+            assert a.handle(b"junk", PEER) is None
+        assert log.getvalue().count("\n") == 3 and "rejected 4-byte datagram from 127.0.0.1:40001: no_session" in \
+            log.getvalue()
+        assert a.stats()["rejected"]["no_session"] == 100 and a.stats()["log_suppressed"] == 97
+        now[0] = 1.0  # a second later: three more lines may go out
+        for _ in range(5):
+            a.handle(b"junk", PEER)
+        assert log.getvalue().count("\n") == 6 and a.stats()["log_suppressed"] == 99
+        assert "99 rejection lines left out" in a.stats_line()
+    finally:
+        a.close()

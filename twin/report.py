@@ -52,8 +52,9 @@ def results_document(study: StudyResult) -> dict:
     if study.measured is not None:
         doc["measured"] = {"file": sc.measured, "source": study.measured.source}
     short = [r.summary["rounds"] for r in study.runs if "rounds_requested" in r.summary]
-    if short:  # a live run stopped early: report the rounds completed, and the request separately
-        doc["rounds"], doc["rounds_requested"] = min(short), study.rounds
+    if short or study.failures:  # stopped early (a live failure, a signal): the rounds completed, and the request
+        doc["rounds"], doc["rounds_requested"] = min(short, default=0), study.rounds
+        doc["partial"] = True
     return doc
 
 
@@ -98,7 +99,9 @@ def print_table(study: StudyResult, console: Console) -> None:
     """One row per consumer: measured p50/p90 beside the twin's p50/p90/p99/p99.9 and errors."""
     where = "FPGA" if getattr(study.scenario.params, "kind", None) == "roce_path" else "card-boundary"
     tb = Table(title=f"{study.scenario.scenario.name}: {where} round trip in µs, "
-                     f"{study.rounds:,} rounds, seed {study.seed}")
+                     + (f"{study.rounds:,} rounds" if not study.failures else  # stopped early: what was kept
+                        f"{min(len(r.result.t_in) for r in study.runs):,} of {study.rounds:,} rounds (partial)")
+                     + f", seed {study.seed}")
     p99 = any((r.summary.get("measured") or {}).get("p99_ns") is not None for r in study.runs)
     second = "p99" if p99 else "p90"  # the RoCE path's published summary has p99, not p90
     for col in ("consumer", "meas p50", f"meas {second}", "twin p50", "p90", "p99", "p99.9",

@@ -13,6 +13,7 @@ from twin.calibration.params import loop_spec
 from twin.engine.direct import DirectNotApplicable, check_same, run_direct
 from twin.engine.event import run_event
 from twin.engine.spec import LoopResult, LoopSpec
+from twin.engine.stop import Interrupted
 from twin.faults import FaultPlan
 from twin.runtime.functions import lookup
 from twin.scenario import LoadedScenario
@@ -52,21 +53,41 @@ def run_one(spec: LoopSpec, engine: str, verify_rounds: int,
     ``auto``: the direct engine for every round, and the event model (which moves the bytes and
     checks every reply) over the first ``verify_rounds`` rounds, whose timestamps must equal the
     direct engine's. ``event``: the event model for every round. ``direct``: no byte check.
+    Asked to stop (:mod:`twin.engine.stop`), it raises :class:`Interrupted` whose ``outcome`` is
+    the same tuple for the whole rounds kept: the direct engine's rounds so far (unchecked), or,
+    stopped in the event model's check, the rounds it checked.
     """
+    def event(s: LoopSpec, p) -> LoopResult:
+        try:
+            return run_event(s, p)
+        except Interrupted as e:
+            e.outcome = (e.partial, len(e.partial.ok), e.partial.mismatches, "event")
+            raise
     if engine == "event":
-        res = run_event(spec, progress)
+        res = event(spec, progress)
         return res, len(res.ok), res.mismatches, "event"
     try:
         res = run_direct(spec, progress)
     except DirectNotApplicable:
         if engine == "direct":
             raise
-        res = run_event(spec, progress)
+        res = event(spec, progress)
         return res, len(res.ok), res.mismatches, "event"
+    except Interrupted as e:
+        e.outcome = (e.partial, 0, 0, "direct")
+        raise
     if engine == "direct" or verify_rounds <= 0:
         return res, 0, 0, "direct"
     n = min(verify_rounds, spec.traffic.rounds)
-    ev = run_event(replace(spec, traffic=replace(spec.traffic, rounds=n)))
+    try:
+        ev = run_event(replace(spec, traffic=replace(spec.traffic, rounds=n)))
+    except Interrupted as e:  # keep the rounds both engines have, checked
+        k = len(e.partial.t_in)
+        check_same(res, e.partial, k)
+        checked = res.head(k)
+        e.outcome = (checked, k, e.partial.mismatches, "direct+event")
+        e.partial = checked
+        raise
     check_same(res, ev, n)
     res.stats["reply_digest"] = ev.stats["reply_digest"]  # over the replies the event model checked
     return res, n, ev.mismatches, "direct+event"
@@ -74,11 +95,16 @@ def run_one(spec: LoopSpec, engine: str, verify_rounds: int,
 
 def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | None = None, engine: str = "auto",
               verify_rounds: int = 10_000, progress: Progress | None = None,
-              trace: tuple[str, int, int] | None = None) -> StudyResult:
+              trace: tuple[str, int, int] | None = None,
+              stopped: Callable[[str, Exception, int], None] | None = None) -> StudyResult:
     """Run every loop of the scenario; returns per-consumer results and summaries.
 
     ``trace``: ``(path, first, last)``: VCD waveforms of the loops' RTL nodes for rounds
-    first..last (``<path stem>.<node>.vcd`` beside ``path``)."""
+    first..last (``<path stem>.<node>.vcd`` beside ``path``). A loop that stops early (a live
+    endpoint's failure, or :class:`twin.engine.stop.Interrupted`) ends the study: its whole rounds
+    so far are kept (summary ``rounds`` completed, ``rounds_requested``), the exception is in
+    ``failures`` and ``stopped(node, exception, rounds completed)`` is called the moment it is
+    caught, before any summary is computed (a verdict can be printed at once)."""
     sc = loaded.scenario
     rounds = rounds or sc.rounds
     seed = sc.seed if seed is None else seed
@@ -115,15 +141,18 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
             res, checked, mism, used = run_one(spec, engine, verify_rounds, cb)
         except DirectNotApplicable as e:
             raise DirectNotApplicable(f"node {node.name!r}: {e}") from None
-        except Exception as e:  # a live endpoint failed: keep its rounds so far, stop the study
-            if not getattr(e, "keeps_partial", False) or e.partial is None or not len(e.partial.t_in):
-                if getattr(e, "keeps_partial", False):
-                    e.node = node.name
-                    failures = [e]
-                    return StudyResult(loaded, rounds, seed, engine, runs, measured, failures)
+        except Exception as e:  # a live endpoint failed, or a stop: keep its rounds so far, end the study
+            if not getattr(e, "keeps_partial", False):
                 raise
-            failure, res = e, e.partial
-            checked, mism, used = len(res.ok), res.mismatches, "event"
+            e.node = node.name
+            kept = getattr(e, "outcome", None) or (
+                None if e.partial is None else (e.partial, len(e.partial.ok), e.partial.mismatches, "event"))
+            if stopped:
+                stopped(node.name, e, 0 if kept is None else len(kept[0].t_in))
+            if kept is None or not len(kept[0].t_in):
+                return StudyResult(loaded, rounds, seed, engine, runs, measured, [e])
+            failure = e
+            res, checked, mism, used = kept
         dev = loaded.params.consumers[node.device]
         s = {"name": node.device, "node": node.name, "model": node.model, "function": sc.function,
              "device": dev.device, "kind": dev.kind,
@@ -153,8 +182,9 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
             from twin.output.live import live_summary
             n = max(1, len(res.t_in))  # after a failure: the rounds completed
             sim_spec = replace(spec, model="sim", bridge=None, traffic=replace(spec.traffic, rounds=n))
-            sim, _, _, _ = run_one(sim_spec, engine, verify_rounds, None)  # the node's sim model, same rounds
-            s["live"] = live_summary(res, failure, sim.rtt_ps)
+            # the node's sim model over the same rounds (after a stop: no event-model check, to end soon)
+            sim, _, _, _ = run_one(sim_spec, engine, verify_rounds if failure is None else 0, None)
+            s["live"] = live_summary(res, None if isinstance(failure, Interrupted) else failure, sim.rtt_ps)
             s["live"]["scenario_file"] = str(Path(loaded.path).resolve())  # for `twin calibrate --from-live RUN`
         if sc.deadline:
             s["deadline_ns"] = time_ps(sc.deadline) / 1000

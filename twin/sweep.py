@@ -9,8 +9,10 @@ YAML, so ``5 us`` stays a string and ``3`` a number) or a range ``START:STOP:STE
 included when on the grid). Several ``--param`` make a grid (their Cartesian product).
 
 Every point runs the whole scenario (each consumer's loop, or a mesh's flows) with the direct
-engine where it applies, in parallel worker processes (:mod:`concurrent.futures`) or on a Dask
-distributed cluster (``--cluster tcp://HOST:PORT``). Each point's seed is derived from the
+engine where it applies, in parallel worker processes (:mod:`multiprocessing`) or on a Dask
+distributed cluster (``--cluster tcp://HOST:PORT``). Asked to stop (:mod:`twin.engine.stop`), a
+sweep keeps the points completed and abandons the rest (workers ignore SIGINT; the parent ends
+them). Each point's seed is derived from the
 scenario's seed and the point's values alone (:func:`point_seed`), so a point gives the same
 numbers wherever and in whatever order it runs. Output folder (default ``runs/<name>/sweep``):
 ``sweep.csv`` and ``sweep.json`` (one row per point and consumer: values, p50/p90/p99/mean in ns,
@@ -23,8 +25,8 @@ import csv
 import itertools
 import json
 import os
+import signal
 import zlib
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +34,7 @@ import numpy as np
 import yaml
 
 from twin.config import ConfigError, load_model
+from twin.engine.stop import Interrupted, take_stop
 
 
 class SweepError(ValueError):
@@ -162,6 +165,8 @@ def run_point(scenario_path: str, point: dict, rounds: int | None, seed: int | N
                          **summary_ns(ft.rtt_ps), "wait_mean_ns": round(float(ft.wait_ps.mean()) / 1000, 3)})
         return rows
     study = run_study(loaded, rounds=rounds, seed=s, engine="auto", verify_rounds=0)
+    if study.failures:  # stopped early (a live failure, a stop request): no whole point
+        raise study.failures[0]
     for run in study.runs:
         rows.append({**point, "consumer": run.node, "seed": s, "rounds": study.rounds,
                      **{k: run.summary[k] for k in ("p50_ns", "p90_ns", "p99_ns", "p999_ns", "mean_ns")},
@@ -176,13 +181,17 @@ def run_sweep(scenario_path: str | Path, axes: list[Axis], rounds: int | None = 
     ``workers``: local worker processes (default: CPU count, at most the number of points; 1 runs
     in this process). ``cluster``: a Dask distributed scheduler address (``tcp://HOST:PORT``); the
     workers there need this package importable. ``progress(done, total)`` after each point.
-    Raises :class:`SweepError` for a point that does not validate (checked before anything runs)."""
+    Raises :class:`SweepError` for a point that does not validate (checked before anything runs),
+    and :class:`twin.engine.stop.Interrupted` when asked to stop (:func:`twin.engine.stop.request_stop`):
+    its ``partial`` is then the rows of the points completed (grid order), ``points_done`` of
+    ``points_requested``; points under way are abandoned."""
     scenario_path = str(Path(scenario_path).resolve())
     points = grid(axes)
     for p in points:
         load_point(scenario_path, p)  # fail before running anything
     results: dict[int, list[dict]] = {}
     done = 0
+    stopped = False
     if cluster:
         from distributed import Client
         from distributed import as_completed as dask_completed
@@ -195,30 +204,81 @@ def run_sweep(scenario_path: str | Path, axes: list[Axis], rounds: int | None = 
                 done += 1
                 if progress:
                     progress(done, len(points))
+                if take_stop():  # between points: the rest cancelled
+                    client.cancel(list(futs))
+                    stopped = True
+                    break
     else:
         n = min(workers or os.cpu_count() or 1, len(points))  # never more processes than points
         if n <= 1:
             for i, p in enumerate(points):
-                results[i] = run_point(scenario_path, p, rounds, seed)
+                try:
+                    results[i] = run_point(scenario_path, p, rounds, seed)
+                except Interrupted:  # this point stopped part way: abandoned
+                    stopped = True
+                    break
                 if progress:
                     progress(i + 1, len(points))
+                if i + 1 < len(points) and take_stop():  # between points
+                    stopped = True
+                    break
         else:
-            with ProcessPoolExecutor(max_workers=n) as ex:
-                futs = {ex.submit(run_point, scenario_path, p, rounds, seed): i for i, p in enumerate(points)}
-                for fut in as_completed(futs):
-                    results[futs[fut]] = fut.result()
+            import multiprocessing
+            ctx = multiprocessing.get_context()
+            # the workers start with SIGINT and SIGTERM blocked (held, not lost, in this process) until
+            # they have set their own handlers: none runs a handler it was forked with
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            try:
+                pool = ctx.Pool(n, initializer=_worker_signals)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            with pool:
+                it = pool.imap_unordered(_run_indexed, [(i, scenario_path, p, rounds, seed)
+                                                        for i, p in enumerate(points)])
+                while done < len(points):
+                    if take_stop():  # leaving the block terminates the workers: the points under way
+                        stopped = True
+                        break
+                    try:
+                        i, rows = it.next(timeout=0.1)
+                    except multiprocessing.TimeoutError:
+                        continue
+                    results[i] = rows
                     done += 1
                     if progress:
                         progress(done, len(points))
-    return [row for i in range(len(points)) for row in results[i]]
+    rows = [row for i in range(len(points)) if i in results for row in results[i]]
+    if stopped:
+        e = Interrupted(f"after {len(results)} of {len(points)} points")
+        e.partial, e.points_done, e.points_requested = rows, len(results), len(points)
+        raise e
+    return rows
+
+
+def _worker_signals() -> None:
+    """A worker ignores Ctrl-C (the terminal's SIGINT reaches the whole process group: the parent
+    decides) and ends on SIGTERM (how the parent ends the points under way), whatever handlers it
+    was forked with; then it takes the signals the parent held while forking it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})  # blocked by the parent
+
+
+def _run_indexed(args: tuple) -> tuple[int, list[dict]]:
+    """``run_point`` of a worker: ``(index, scenario_path, point, rounds, seed)`` -> (index, rows)."""
+    i, *rest = args
+    return i, run_point(*rest)
 
 
 SWEEP_FILES = ("sweep.csv", "sweep.json", "sweep.png")
 
 
-def write_outputs(rows: list[dict], axes: list[Axis], folder, title: str, measure: str = "rtt") -> list[Path]:
+def write_outputs(rows: list[dict], axes: list[Axis], folder, title: str, measure: str = "rtt",
+                  partial: dict | None = None) -> list[Path]:
     """Stage sweep.csv, sweep.json and sweep.png (``measure``: ``rtt`` or ``loop``) in ``folder``
-    (a :class:`twin.output.files.RunFolder`; the caller commits). Returns their paths."""
+    (a :class:`twin.output.files.RunFolder`; the caller commits). ``partial``: a stopped sweep's
+    ``{"points": done, "points_requested": n}``, written into sweep.json with ``"partial": true``.
+    Returns their paths."""
     cols = list(rows[0])
 
     def write_csv(f) -> None:
@@ -228,7 +288,8 @@ def write_outputs(rows: list[dict], axes: list[Axis], folder, title: str, measur
     return [folder.write(SWEEP_FILES[0], write_csv),
             folder.write_json(SWEEP_FILES[1], {"schema": "twin.sweep/1", "scenario": title,
                                                "axes": [{"path": a.path, "values": list(a.values)} for a in axes],
-                                               "rows": rows}, default=str),
+                                               "rows": rows, **({"partial": True, **partial} if partial else {})},
+                              default=str),
             plot(rows, axes, folder, title, measure)]
 
 

@@ -2,6 +2,8 @@
 :func:`check_out_folder` (before any work, is ``--out`` usable?) and :func:`out_error` (an OSError
 while writing, as one line naming the option). Library code that writes a command's outputs (the
 mesh run, for instance) imports them from here; the commands (:mod:`twin.commands`) re-export them.
+Also the one line and exit code of a command stopped by a signal (:data:`INTERRUPTED_EXIT`,
+:func:`interrupted_line`; the handler is :mod:`twin.commands.interrupt`).
 """
 from __future__ import annotations
 
@@ -47,3 +49,19 @@ def out_error(option: str, value: str | Path, e: OSError) -> UsageError:
         return UsageError(f"{option} {value}: {e.filename} exists and is not a folder")
     where = f" ({e.filename})" if e.filename and str(e.filename) != str(value) else ""
     return UsageError(f"{option} {value}: {e.strerror or e}{where}")
+
+
+INTERRUPTED_EXIT = 130  # 128 + SIGINT: the shell's code for a command ended by Ctrl-C (also used for SIGTERM)
+
+
+def interrupted_line(done: int, requested: int, out, unit: str = "round") -> str:
+    """The one line a command prints when a signal stopped it and it saved ``done`` of ``requested``
+    rounds (a mesh: replies of all flows; a decode study: requests) in folder ``out``; ``unit``
+    ``point`` for a sweep."""
+    return (f"twin: interrupted at {unit} {done:,} of {requested:,}; the {done:,} {unit}s so far are saved in "
+            f"{out} (partial)")
+
+
+def interrupted_before_any(requested: int, unit: str = "round") -> str:
+    """The line for a stop before the first whole round (or point): nothing was written."""
+    return f"twin: interrupted at {unit} 0 of {requested:,}; no {unit} completed, nothing saved"

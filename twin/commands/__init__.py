@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit code (2 for bad input, with one line on stderr)."""
+    """Entry point; returns the exit code (2 for bad input, with one line on stderr; 130 after Ctrl-C,
+    one line)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     args.argv = ["twin", *argv]  # recorded in a run folder's manifest.json
@@ -63,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         return _error(str(e))
     except OSError as e:
         return _error((f"{e.filename}: " if e.filename else "") + str(e.strerror or e))
+    except KeyboardInterrupt:  # Ctrl-C in a command without a round boundary to stop at (run, decode and
+        print("twin: interrupted", file=sys.stderr)  # sweep stop at one: twin.commands.interrupt)
+        return 130
 
 
 def _error(text: str, code: int = 2) -> int:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from twin.commands.common import (
@@ -14,6 +15,7 @@ from twin.commands.common import (
     check_out_folder,
     run_folder,
 )
+from twin.commands.interrupt import EXIT, interrupted_before_any, interrupted_line, interruptible
 
 
 def register(sub) -> None:
@@ -36,14 +38,16 @@ def register(sub) -> None:
 
 def cmd_decode(args: argparse.Namespace, console) -> int:
     """Run a decode scenario: table, results.json and plots. Returns 0, or 1 when a loop correction
-    differs from the direct decode or the card counted a mismatch."""
+    differs from the direct decode or the card counted a mismatch, or 130 when a SIGINT or SIGTERM
+    stopped it (:mod:`twin.commands.interrupt`: the placements so far, the last one's whole shots,
+    written with ``"partial": true``)."""
     from twin.qec.study import DECODE_FILES, load_decode
 
     path = Path(args.scenario) if args.scenario else _bundled(DEFAULT_DECODE)
     ld = load_decode(path)
     out = check_out_folder(args.out or Path("runs") / ld.sc.name)  # before the study, not after
     folder = run_folder(args, out, ld.sc.seed if args.seed is None else args.seed).check(DECODE_FILES)
-    with folder:  # an error or Ctrl-C before the commit leaves the folder as it was
+    with interruptible(), folder:  # an error or a second Ctrl-C before the commit leaves the folder as it was
         return _decode(args, console, ld, folder)
 
 
@@ -67,8 +71,14 @@ def _decode(args: argparse.Namespace, console, ld, folder) -> int:
             bar.update(tasks[name], completed=done)
         study = run_decode_study(ld, shots=shots, seed=args.seed, progress=progress, engine=args.engine,
                                verify_rounds=args.verify_rounds)
+    requested = total * len(d.placements)  # requests: each placement's stream
+    if study.interrupted and not study.document["placements"]:
+        print(interrupted_before_any(requested), file=sys.stderr)
+        return EXIT
     print_decode(study, console)
     write_decode_outputs(study, folder)
+    if study.interrupted:
+        folder.mark_partial("interrupted: the placements so far, the last one's whole shots")
     paths = folder.commit()
     console.print("wrote " + ", ".join(str(p) for p in paths) + f" ({folder.out / 'manifest.json'} lists them)")
     rc = 0
@@ -77,4 +87,8 @@ def _decode(args: argparse.Namespace, console, ld, folder) -> int:
             console.print(f"[red]{s['device']} ({s['mode']}): {s['requests'] - s['identical_corrections']} corrections "
                           f"differ from the direct decode, {s['card_mismatches']} card mismatches[/red]")
             rc = 1
+    if study.interrupted:
+        print(interrupted_line(sum(s["requests"] for s in study.document["placements"]), requested, folder.out),
+              file=sys.stderr)
+        return EXIT
     return rc

@@ -20,6 +20,7 @@ from twin.commands.common import (
     check_out_folder,
     run_folder,
 )
+from twin.commands.interrupt import EXIT, Interrupted, interrupted_before_any, interrupted_line, interruptible
 
 
 def register(sub) -> None:
@@ -49,8 +50,15 @@ def register(sub) -> None:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    """``twin run``: run a scenario, print the table, write results.json, rounds.csv, histograms.png.
-    Returns 0, or 1 if any reply mismatched; raises ConfigError for bad input."""
+    """``twin run``: run a scenario, print the table, write results.json, rounds.csv, histograms.png
+    (with their manifest.json). Returns 0, or 1 if any reply mismatched, 3 when a live endpoint
+    failed, 130 when a SIGINT or SIGTERM stopped it (:mod:`twin.commands.interrupt`: the rounds so
+    far are written, marked partial); raises ConfigError for bad input."""
+    with interruptible():
+        return _run(args, console)
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from twin.scenario import load_scenario
@@ -97,10 +105,15 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             tasks = {n.name: bar.add_task(n.device, total=rounds) for n in consumers}
             study = run_study(loaded, rounds=rounds, seed=args.seed, engine=args.engine,
                               verify_rounds=args.verify_rounds, trace=trace,
-                              progress=lambda name, done: bar.update(tasks[name], completed=done))
-        if study.failures and not study.runs:  # a live endpoint could not start: nothing to write
+                              progress=lambda name, done: bar.update(tasks[name], completed=done),
+                              stopped=lambda node, e, done: _verdict(node, e, done, out))
+        if study.failures and not study.runs:  # a live endpoint could not start, or a stop before round 1
             f = study.failures[0]
-            print(f"twin: error: node {getattr(f, 'node', '?')!r}: {f}", file=sys.stderr)
+            if isinstance(f, Interrupted):
+                print(interrupted_before_any(rounds), file=sys.stderr)
+                return EXIT
+            if not getattr(f, "keeps_partial", False):
+                print(f"twin: error: node {getattr(f, 'node', '?')!r}: {f}", file=sys.stderr)
             return 3
         folder.seed = study.seed
         return _report(args, console, study, folder, consumers, live)
@@ -129,7 +142,8 @@ def _report(args, console: Console, study, folder, consumers, live: bool) -> int
     if not args.no_plot and study.runs:
         plot_histograms(study, folder)
     for f in study.failures:
-        folder.mark_partial(f"node {getattr(f, 'node', '?')!r}: {f}")
+        folder.mark_partial(f"interrupted ({f})" if isinstance(f, Interrupted)
+                            else f"node {getattr(f, 'node', '?')!r}: {f}")
     written = folder.commit()
     for r in study.runs:
         if r.summary["backlog_max"]:
@@ -138,12 +152,7 @@ def _report(args, console: Console, study, folder, consumers, live: bool) -> int
                           "or a stall)[/yellow]")
     console.print("wrote " + ", ".join(str(p) for p in written) + f" ({out / 'manifest.json'} lists them)")
     rc = 0
-    for f in study.failures:  # a live endpoint died, hung or answered wrongly
-        done = next((len(r.result.t_in) for r in study.runs if r.node == getattr(f, "node", None)), 0)
-        print(f"twin: error: node {getattr(f, 'node', '?')!r}: {f}; {done:,} rounds completed and saved in {out}",
-              file=sys.stderr)
-        rc = 3
-    for r in study.runs:
+    for r in study.runs:  # a stopped run's replies so far are judged too
         injected = r.summary.get("faults", {}).get("injected", {}).get("corrupt_piece", 0)
         if r.summary["engine"] == "event" and r.summary["mismatches"] != injected:
             m = r.summary["mismatches"]
@@ -157,4 +166,20 @@ def _report(args, console: Console, study, folder, consumers, live: bool) -> int
         elif r.summary["engine"] != "event" and r.summary["mismatches"]:
             console.print(f"[red]{r.node}: {r.summary['mismatches']} replies did not match the reference answer[/red]")
             rc = 1
-    return 3 if study.failures else rc
+    for f in study.failures:  # stopped early: a live endpoint's failure (its line is out already), or a signal
+        if isinstance(f, Interrupted):
+            done = next((len(r.result.t_in) for r in study.runs if r.node == getattr(f, "node", None)), 0)
+            print(interrupted_line(done, study.rounds, out), file=sys.stderr)
+            return EXIT
+        rc = 3
+    return rc
+
+
+def _verdict(node: str, e: Exception, done: int, out: Path) -> None:
+    """A live endpoint's failure, on stderr the moment the study catches it (before the summaries and
+    files: the run ends within the endpoint's timeout). A stop (Interrupted) says its line after
+    the files are written."""
+    if isinstance(e, Interrupted):
+        return
+    print(f"twin: error: node {node!r}: {e}; " + (f"{done:,} rounds completed, being saved in {out}" if done
+                                                  else "no round completed"), file=sys.stderr, flush=True)

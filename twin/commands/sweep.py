@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from twin.commands.common import UsageError, _count, _seed, add_overwrite, check_out_folder, run_folder
+from twin.commands.interrupt import EXIT, Interrupted, interrupted_before_any, interrupted_line, interruptible
 
 MAX_WORKERS = 256  # processes on one machine: more is a typo (and on Linux each one is forked at once)
 
@@ -44,7 +45,14 @@ def register(sub) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
-    """``twin sweep``: returns 0, or 2 with one ``twin: error:`` line for a bad ``--param``."""
+    """``twin sweep``: returns 0, or 2 with one ``twin: error:`` line for a bad ``--param``, or 130
+    when a SIGINT or SIGTERM stopped it (:mod:`twin.commands.interrupt`: the points completed are
+    written, sweep.json ``"partial": true``; the points under way are abandoned)."""
+    with interruptible():
+        return _sweep(args, console)
+
+
+def _sweep(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from twin.scenario import load_scenario
@@ -68,17 +76,28 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, disable=args.quiet) as bar:
             task = bar.add_task(f"sweep ({'dask ' + args.cluster if args.cluster else 'local'})", total=len(points))
-            rows = run_sweep(args.scenario, axes, args.rounds, args.seed, args.workers, args.cluster,
-                             progress=lambda d, t: bar.update(task, completed=d))
+            stopped = None
+            try:
+                rows = run_sweep(args.scenario, axes, args.rounds, args.seed, args.workers, args.cluster,
+                                 progress=lambda d, t: bar.update(task, completed=d))
+            except Interrupted as e:
+                stopped, rows = e, e.partial
     except SweepError as e:  # one line, exit 2, as for any bad command-line value
         raise UsageError(str(e)) from None
+    if stopped is not None and not rows:
+        print(interrupted_before_any(len(points), "point"), file=sys.stderr)
+        return EXIT
     pre = "loop_" if args.measure == "loop" else ""
     if pre and any(pre + "p50_ns" not in r for r in rows):
         print("twin: error: --measure loop: the scenario has no external control system (no loop beyond "
               "the card boundary)", file=sys.stderr)
         return 2
-    with folder:  # an error or Ctrl-C before the commit leaves the folder as it was
-        write_outputs(rows, axes, folder, loaded.scenario.name, args.measure)
+    with folder:  # an error or a second Ctrl-C before the commit leaves the folder as it was
+        write_outputs(rows, axes, folder, loaded.scenario.name, args.measure,
+                      None if stopped is None else {"points": stopped.points_done,
+                                                    "points_requested": stopped.points_requested})
+        if stopped is not None:
+            folder.mark_partial(f"interrupted at point {stopped.points_done} of {stopped.points_requested}")
         written = folder.commit()
     tb = Table(title=f"{loaded.scenario.name}: sweep, {len(points)} points, "
                      f"{'controller loop' if pre else 'round trip'} (µs)")
@@ -91,4 +110,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
                    *[f"{r[pre + k] / 1000:.3f}" for k in ("p50_ns", "p90_ns", "p99_ns", "mean_ns")])
     console.print(tb)
     console.print("wrote " + ", ".join(map(str, written)) + f" ({out / 'manifest.json'} lists them)")
+    if stopped is not None:
+        print(interrupted_line(stopped.points_done, stopped.points_requested, out, "point"), file=sys.stderr)
+        return EXIT
     return 0

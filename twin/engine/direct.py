@@ -21,6 +21,7 @@ import numpy as np
 
 from twin.engine.hops import Hops
 from twin.engine.spec import LoopResult, LoopSpec
+from twin.engine.stop import Interrupted, take_stop
 from twin.exchange.encoding import get_encoding
 from twin.kernel import JitterStream, PostedWritePath
 from twin.nodes.models import model_for
@@ -56,14 +57,17 @@ class DirectNotApplicable(Exception):
     """The direct engine cannot reproduce the event model for this run (backlog)."""
 
 
-def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: int = 50_000, *,
+def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: int = 10_000, *,
                extra_ps=None, reply_bytes: int | None = None) -> LoopResult:
     """Compute every round of ``spec`` directly; same results as :func:`run_event` for a seed.
 
     For functions other than the echo (:mod:`twin.qec`): ``reply_bytes`` is the length of every
     reply and ``extra_ps[i]`` (int ps) is added to round ``i``'s function body, as a consumer that
     answers inline after ``service_ps + extra_ps[i]`` does in the event model.
-    Raises :class:`DirectNotApplicable` when a request finds all ``spec.slots`` slots busy.
+    Raises :class:`DirectNotApplicable` when a request finds all ``spec.slots`` slots busy, and
+    :class:`twin.engine.stop.Interrupted` (``partial``: the whole rounds so far) when a stop was
+    requested (:func:`twin.engine.stop.request_stop`); it looks every ``chunk_rounds`` rounds, with
+    ``progress``.
     """
     if spec.faults.active:
         raise DirectNotApplicable(f"loop {spec.name!r}: fault injection needs the event model")
@@ -130,6 +134,8 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     replies: list[int] = []
     rlands: list[int] = []
     keep_issue, keep_land, keep_reply, keep_rland = issues.append, lands.append, replies.append, rlands.append
+    check_at = chunk_rounds - 1  # the next round after which the loop looks up (progress, stop)
+    stopped = None
     for i in range(n):
         if i and not closed:
             ts = clock.edge(i * tr.period_cycles) if gaps is None else clock.at_or_after(ts + gaps[i - 1])
@@ -182,14 +188,24 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
             gap = tr.gap_ps if gaps is None else gaps[scheduled - 1]
             heappush(pending, (clock.at_or_after(back + gap), scheduled))
             scheduled += 1
-        if progress and (i + 1) % chunk_rounds == 0:
-            progress(i + 1)
-    if progress:
+        if i == check_at:  # between batches: progress, and a stop request (twin.engine.stop)
+            check_at += chunk_rounds
+            if take_stop():
+                stopped = Interrupted(f"at round {i + 1} of {n}")
+                break
+            if progress:
+                progress(i + 1)
+    m = len(issues)  # whole rounds computed (all n, or those before a stop)
+    if progress and stopped is None:
         progress(n)
     stats = {"mismatches": 0, "backlog_max": 0, "posted_writes": req.writes + rep.writes, "poll_phase_ps": phase}
     hops = _hops(np.array(issues, np.int64), np.array(lands, np.int64), np.array(replies, np.int64),
                  np.array(rlands, np.int64), phase, P, cost, body, fence if not per_piece else 0, extra_ps)
-    return LoopResult(spec.name, "direct", t_send, t_in, t_have, t_back, np.ones(n, bool), stats, hops)
+    res = LoopResult(spec.name, "direct", t_send[:m], t_in[:m], t_have[:m], t_back[:m], np.ones(m, bool), stats, hops)
+    if stopped is not None:
+        stopped.partial = res
+        raise stopped
+    return res
 
 
 def _hops(issue: np.ndarray, land: np.ndarray, reply: np.ndarray, rland: np.ndarray, phase: int, period: int,

@@ -20,6 +20,7 @@ from twin.devices.generator import TrafficGenerator
 from twin.devices.linkcard import CardBridge
 from twin.engine.hops import Hops
 from twin.engine.spec import LoopResult, LoopSpec
+from twin.engine.stop import CHECK_REPLIES, Interrupted, stop_requested, take_stop
 from twin.engine.topology import FlowWorkload, Topology
 from twin.exchange.encoding import get_encoding
 from twin.kernel import JitterStream, Kernel, Lane, MemoryRegion, PostedWritePath
@@ -187,7 +188,13 @@ class _FlowRun:
         """The flow's :class:`LoopResult` (its first ``m`` rounds after a failure)."""
         m = self.n if m is None else m
         return LoopResult(self.spec.name, "event", self.t_send[:m], self.t_in[:m], self.t_have[:m],
-                          self.t_back[:m], self.ok[:m], {}, self.hops.frozen().head(m))
+                          self.t_back[:m], self.ok[:m], {}, self.hops.head(m).frozen())  # cut, then convert
+
+    def completed(self) -> int:
+        """The rounds 1..m whose replies are all back at the generator by now (what a stopped run
+        keeps: whole rounds, a prefix)."""
+        back = (self.t_back > 0) & (self.t_back <= self.k.now)
+        return self.n if back.all() else int(np.argmin(back))
 
     def stats(self, k: Kernel) -> dict:
         card, consumer, fp, n = self.card, self.consumer, self.fp, self.n
@@ -218,7 +225,11 @@ def run_topology(topo: Topology, progress: Progress | None = None, chunk_rounds:
     ``progress(n)`` is called with the replies received so far (all flows), every
     ``chunk_rounds``. Raises RuntimeError when the event queue runs dry with requests
     outstanding; a live endpoint's failure (``keeps_partial``) carries ``partial``: the first
-    flow's rounds completed so far.
+    flow's rounds completed so far. Every :data:`twin.engine.stop.CHECK_REPLIES` replies it looks
+    for a stop request (:func:`twin.engine.stop.request_stop`) and then raises
+    :class:`twin.engine.stop.Interrupted` whose ``results`` are every flow's whole rounds so far
+    (``partial``: the live flow's, else the first), with the same statistics as a whole run except
+    ``reply_digest`` (it may cover a reply past the cut).
     """
     k = Kernel(topo.seed)
     lanes: dict = {}
@@ -228,6 +239,7 @@ def run_topology(topo: Topology, progress: Progress | None = None, chunk_rounds:
     clocks: dict = {}
     runs = []
     counter = [0]  # replies back at their generators, all flows
+    stopped = None
     for flow in topo.flows:
         rtl_cfg = None
         if "rtl" in (flow.spec.model, flow.spec.card_model):
@@ -242,15 +254,23 @@ def run_topology(topo: Topology, progress: Progress | None = None, chunk_rounds:
             r.gen.start()
         step = k.step
         queue = k.env._queue
+        check = min(chunk_rounds, CHECK_REPLIES)
+        next_progress = min(total, chunk_rounds)
         while counter[0] < total:
-            target = min(total, counter[0] + chunk_rounds)
+            target = min(total, counter[0] + check, next_progress)
             while counter[0] < target:
                 if not queue:
                     raise RuntimeError(f"topology {topo.name!r}: event queue ran dry after {counter[0]} of {total} "
                                        "replies")
                 step()
-            if progress:
-                progress(counter[0])
+            if counter[0] == next_progress:
+                next_progress = min(total, next_progress + chunk_rounds)
+                if progress:
+                    progress(counter[0])
+            # between batches of replies: a stop request (once every flow has a round to keep)
+            if counter[0] < total and stop_requested() and all(r.gen.received for r in runs) and take_stop():
+                stopped = Interrupted(f"after {counter[0]} of {total} replies")
+                break
     except Exception as e:
         if getattr(e, "keeps_partial", False):  # a live endpoint failed: keep the rounds completed so far
             r = next((r for r in runs if hasattr(r.consumer, "live_stats")), runs[0])
@@ -266,8 +286,15 @@ def run_topology(topo: Topology, progress: Progress | None = None, chunk_rounds:
                 r.consumer.close()
     out = []
     for r in runs:
-        res = r.result()
+        m = r.completed() if stopped else None
+        res = r.result(m)
         res.stats = {"events": k.events, **r.stats(k)}
+        if stopped:  # the counters of the rounds kept
+            res.stats["mismatches"] = res.mismatches
+            res.stats.pop("reply_digest", None)
+            if "replies" in res.stats:
+                res.stats["replies"] = res.stats["replies"][:m]
+            res.stats["faults"]["injected"]["corrupt_piece"] = sum(1 for x in r.fp.corrupt_rounds if x <= m)
         if r.rtl_cfg is not None:
             res.stats["rtl"] = {name: {"cycles": node.cycles, "evaluated": node.evaluated, "steps": node.steps}
                                 for name, node in (("card", r.card), (r.spec.name, r.consumer))
@@ -279,13 +306,19 @@ def run_topology(topo: Topology, progress: Progress | None = None, chunk_rounds:
         if hasattr(r.consumer, "live_stats"):
             res.stats["live"] = r.consumer.live_stats()
             res.stats["live"]["endpoint_stats"] = r.consumer.close()
-            res.stats["service_ns"] = r.consumer.service_array()
+            res.stats["service_ns"] = r.consumer.service_array()[:m]
+            if stopped:
+                res.stats["live"]["rounds"] = len(res.t_in)
         out.append(res)
     out_stats = {"lanes": {name[0] + "->" + name[1]: {"writes": ln.writes, "bytes": ln.bytes, "busy_ps": ln.busy_ps}
                            for name, ln in lanes.items()},
                  "threads": {name: {"served": t.served, "busy_ps": t.busy_ps} for name, t in threads.items()}}
     for res in out:
         res.stats["shared"] = out_stats
+    if stopped:
+        stopped.results = out
+        stopped.partial = next((res for r, res in zip(runs, out) if hasattr(r.consumer, "live_stats")), out[0])
+        raise stopped
     return out
 
 
@@ -302,6 +335,10 @@ def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
     ``consumer_kwargs``; ``keep_replies`` returns every reply payload in ``stats["replies"]``.
     """
     wl = FlowWorkload(payloads, reference, keep_replies, functions, consumer_class, dict(consumer_kwargs or {}))
-    res = run_topology(Topology.single(spec, wl), progress, chunk_rounds)[0]
+    try:
+        res = run_topology(Topology.single(spec, wl), progress, chunk_rounds)[0]
+    except Interrupted as e:
+        e.partial.stats.pop("shared", None)
+        raise
     res.stats.pop("shared", None)
     return res

@@ -111,3 +111,8 @@ class LoopResult:
     def mismatches(self) -> int:
         """Replies the card found wrong."""
         return int((~self.ok).sum())
+
+    def head(self, m: int) -> "LoopResult":
+        """The first ``m`` rounds (same name, engine and stats; hops cut too)."""
+        return LoopResult(self.name, self.engine, self.t_send[:m], self.t_in[:m], self.t_have[:m], self.t_back[:m],
+                          self.ok[:m], dict(self.stats), None if self.hops is None else self.hops.head(m))

@@ -21,6 +21,7 @@ import numpy as np
 from twin.calibration.params import ParamSet, loop_spec
 from twin.engine.event import run_topology
 from twin.engine.spec import LoopResult
+from twin.engine.stop import Interrupted
 from twin.engine.topology import Flow, Topology
 from twin.faults import FaultPlan
 from twin.runtime.functions import lookup
@@ -99,10 +100,21 @@ def run_mesh(sc, params: ParamSet, rounds: int | None = None, seed: int | None =
              service_ns: dict[str, float] | None = None, rtl_config=None) -> MeshResult:
     """Simulate every flow of mesh scenario ``sc`` together (see :func:`mesh_topology`).
     ``progress(done, total)`` is called every 10,000 replies. Raises RuntimeError when the event
-    queue runs dry with requests outstanding (cannot happen for a valid mesh)."""
+    queue runs dry with requests outstanding (cannot happen for a valid mesh). Asked to stop
+    (:mod:`twin.engine.stop`) it raises :class:`Interrupted` whose ``partial`` is the
+    :class:`MeshResult` of every flow's whole rounds so far."""
     topo = mesh_topology(sc, params, rounds, seed, service_ns, rtl_config)
     total = sum(f.spec.traffic.rounds for f in topo.flows)
-    results = run_topology(topo, (lambda d: progress(d, total)) if progress else None)
+    try:
+        results = run_topology(topo, (lambda d: progress(d, total)) if progress else None)
+    except Interrupted as e:
+        e.partial = _mesh_result(sc, topo, e.results)
+        raise
+    return _mesh_result(sc, topo, results)
+
+
+def _mesh_result(sc, topo: Topology, results: list[LoopResult]) -> MeshResult:
+    """The :class:`MeshResult` of the event engine's per-flow results."""
     routes = sc.graph().graph["routes"]
     flows = []
     for res in results:

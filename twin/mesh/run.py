@@ -9,6 +9,7 @@ delay at the shared consumer; per shared link and consumer its utilisation), ``r
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +19,11 @@ from rich.table import Table
 from twin.calibration.params import ParamSet
 from twin.config import ConfigError
 from twin.engine.hops import CSV_COLUMNS
+from twin.engine.stop import Interrupted
 from twin.mesh.engine import MeshResult, run_mesh
 from twin.output.histogram import draw_histogram
 from twin.stats import summary_ns
+from twin.usage import INTERRUPTED_EXIT, interrupted_line
 
 SCHEMA = "twin.mesh-results/1"
 
@@ -52,7 +55,9 @@ def mesh_document(loaded, res: MeshResult, seed: int) -> dict:
 
 
 def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
-    """Run a mesh scenario (``flows``); returns 0, or 1 when a reply mismatched."""
+    """Run a mesh scenario (``flows``); returns 0, or 1 when a reply mismatched, or 130 when
+    stopped by a signal (the caller's :func:`twin.commands.interrupt.interruptible`): every flow's
+    rounds so far are written (``"partial": true``, per flow ``rounds`` and ``rounds_requested``)."""
     sc = loaded.scenario
     if args.engine == "direct":
         raise ConfigError(loaded.path, "flows", "[...]", "--engine direct computes one flow alone; a mesh's flows "
@@ -86,10 +91,20 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
                   console=console, disable=args.quiet) as bar:
         task = bar.add_task("replies (all flows)", total=None)
         from twin.study import rtl_config
-        res = run_mesh(sc, loaded.params, rounds=args.rounds, seed=seed,
-                       progress=lambda d, t: bar.update(task, completed=d, total=t),
-                       rtl_config=lambda node: rtl_config(loaded, node, None))
+        stopped = None
+        try:
+            res = run_mesh(sc, loaded.params, rounds=args.rounds, seed=seed,
+                           progress=lambda d, t: bar.update(task, completed=d, total=t),
+                           rtl_config=lambda node: rtl_config(loaded, node, None))
+        except Interrupted as e:  # every flow's whole rounds so far (at least one each)
+            stopped, res = e, e.partial
     doc = mesh_document(loaded, res, seed)
+    if stopped is not None:  # the rounds each flow completed ("rounds") and was asked for
+        requested = {r.flow: (args.rounds or sc.flows[r.flow].rounds or sc.rounds) for r in res.routes}
+        for f in doc["flows"]:
+            f["rounds_requested"] = requested[f["flow"]]
+        doc["partial"] = True
+        folder.mark_partial("interrupted: every flow's whole rounds so far")
     folder.write_json("results.json", doc)
     tb = Table(title=f"{sc.name}: mesh, {len(res.flows)} flows, seed {seed} (µs)")
     for col in ("flow", "route", "function", "rounds", "rtt p50", "p90", "p99", "loop p50", "wait mean",
@@ -114,6 +129,10 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
     written = folder.commit()
     console.print("wrote " + ", ".join(map(str, written)) + f" ({folder.out / 'manifest.json'} lists them)")
     injected = [f.get("faults", {}).get("injected", {}).get("corrupt_piece", 0) for f in doc["flows"]]
+    if stopped is not None:  # rounds: replies of all flows together
+        print(interrupted_line(sum(f["rounds"] for f in doc["flows"]),
+                               sum(f["rounds_requested"] for f in doc["flows"]), folder.out), file=sys.stderr)
+        return INTERRUPTED_EXIT
     return 1 if any(f["mismatches"] != k for f, k in zip(doc["flows"], injected)) else 0
 
 

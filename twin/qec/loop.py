@@ -41,6 +41,7 @@ from twin.devices.generator import Gaps, TrafficParams
 from twin.engine.direct import DirectNotApplicable, EngineDisagreement, check_same, run_direct
 from twin.engine.event import run_topology
 from twin.engine.spec import LoopResult
+from twin.engine.stop import Interrupted
 from twin.engine.topology import FlowWorkload, Topology
 from twin.exchange import contract as C
 from twin.qec.cost import CostModel
@@ -243,7 +244,10 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     A windowed workload (``per="window"``) needs a matching decoder; its open-loop stream leaves at
     the rounds' measurement (:func:`stream_traffic`).
     Raises KeyError for an unknown device, :class:`twin.qec.cost.CostError` when the device kind
-    cannot serve the decoder under the cost model, ValueError for a bad mode or engine.
+    cannot serve the decoder under the cost model, ValueError for a bad mode or engine, and
+    :class:`twin.engine.stop.Interrupted` when asked to stop (:mod:`twin.engine.stop`): its
+    ``partial`` is then the :class:`DecodeRun` of the whole shots completed (in ``auto``, stopped in
+    the event model's check: of the shots it checked), its ``workload`` cut to those shots.
     """
     if engine not in ("event", "auto"):
         raise ValueError(f"engine {engine!r}: expected 'event' or 'auto'")
@@ -335,14 +339,19 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
         wl = FlowWorkload(lambda seq: keys[seq - 1], ref, True, functions, wrap,
                           hosting_kwargs(mode, hosting, lambda seq: compute[seq - 1], seed, workers, order),
                           reply_order=order if workers > 1 else "in_order")
-        res = run_topology(Topology.single(run_spec, wl), prog)[0]
+        stopped = None
+        try:
+            res = run_topology(Topology.single(run_spec, wl), prog)[0]
+        except Interrupted as e:  # its whole requests so far (replies kept for those)
+            stopped, res = e, e.partial
         res.stats.pop("shared", None)
         kept = res.stats.pop("replies")
         corr = np.frombuffer(b"".join(kept), np.uint8).reshape(len(kept), decoder.reply_bytes) if kept else \
             np.zeros((0, decoder.reply_bytes), np.uint8)
-        return res, corr, (made[0] if made else None)  # an RTL consumer times itself: no hosting
+        return res, corr, (made[0] if made else None), stopped  # an RTL consumer times itself: no hosting
 
     res = None
+    stopped = None
     used, checked = "event", n
     from twin.engine.direct import direct_computes
     if engine == "auto" and mode in ("inline", "external_self") and workers == 1 and \
@@ -353,13 +362,20 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
             res = run_direct(spec, progress, extra_ps=extra_ps, reply_bytes=decoder.reply_bytes)
         except DirectNotApplicable:
             res = None  # requests queue for slots: only the event model is authoritative
-    if res is not None:
+        except Interrupted as e:  # the direct engine's requests so far, none checked
+            stopped, res, used, checked, con = e, e.partial, "direct", 0, None
+            serve, _ = fresh()
+            m = len(res.t_in)
+            corr = np.frombuffer(b"".join(serve(k) for k in keys[:m]), np.uint8).reshape(m, decoder.reply_bytes)
+            served_wall = spent[0]
+    if res is not None and stopped is None:
         serve, _ = fresh()
         corr = np.frombuffer(b"".join(serve(k) for k in keys), np.uint8).reshape(n, decoder.reply_bytes)
         served_wall = spent[0]
         checked = max(0, min(verify_rounds, n))
         if checked:  # --verify-rounds 0: the direct engine alone, no reply checked by the card (as in twin run)
-            ev, ev_corr, con = event_run(replace(spec, traffic=replace(traffic, rounds=checked)), None)
+            ev, ev_corr, con, stopped = event_run(replace(spec, traffic=replace(traffic, rounds=checked)), None)
+            checked = len(ev.t_in)  # all asked for, or those before a stop (then only these are kept)
             check_same(res, ev, checked)  # timestamps and hops of the requests the event model ran
             if not np.array_equal(ev_corr, corr[:checked]):
                 raise EngineDisagreement(f"decode loop {device!r}: the event model's replies differ from the batch's")
@@ -370,23 +386,31 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
             con = None
             res.stats.update(mismatches=0, backlog_max=0)
             used = "direct"
-    else:
-        res, corr, con = event_run(spec, progress)
+    elif res is None:
+        res, corr, con, stopped = event_run(spec, progress)
         served_wall = spent[0]
     if windowed:
         decode_wall = served_wall
+    if stopped is not None:  # keep whole shots: the requests of the shots completed (checked ones, in auto)
+        shots = (checked if used == "direct+event" else len(res.t_in)) // workload.requests_per_shot
+        k = shots * workload.requests_per_shot
+        workload = replace(workload, detectors=workload.detectors[:shots], observables=workload.observables[:shots])
+        res, corr, direct, compute = res.head(k), corr[:k], direct[:k], compute[:k]
+        res.stats["mismatches"] = res.mismatches
+        checked = min(checked, k)
+    m = len(res.t_in)  # every request, or the whole shots kept after a stop
     extra_batch = {} if replies is None else {"distinct_frames": replies.distinct,
                                               "decoded_on_the_spot": replies.on_the_spot}
-    extra = {"served": con.served if con is not None else len(res.t_in), "engine": used, "replies_checked": checked,
-             **extra_batch}
+    extra = {"served": con.served if con is not None and stopped is None else m, "engine": used,
+             "replies_checked": checked, **extra_batch}
     if mode == "chain" and con is not None:
-        extra.update(waited_for_rearm=con.waited_for_rearm, trigger_ps=np.array(con.trigger_ps, np.int64))
+        extra.update(waited_for_rearm=con.waited_for_rearm, trigger_ps=np.array(con.trigger_ps, np.int64)[:m])
     if used == "event" and con is not None and hasattr(con, "decode_start"):
-        extra.update({f"decode_{k}_ps": np.array(getattr(con, f"decode_{k}"), np.int64)
+        extra.update({f"decode_{k}_ps": np.array(getattr(con, f"decode_{k}"), np.int64)[:m]
                       for k in ("ready", "start", "end", "busy")})
         if workers > 1:
-            extra.update(executor=np.array(con.executor, np.int64), held_ps=np.array(con.held_ps, np.int64))
-    elif used == "direct+event":  # inline, one thread: the body ends at the reply; it waited for the thread
+            extra.update(executor=np.array(con.executor, np.int64)[:m], held_ps=np.array(con.held_ps, np.int64)[:m])
+    elif used in ("direct+event", "direct"):  # inline, one thread: the body ends at the reply; it waited for the thread
         h = res.hops
         start = h.reply - (c.service_ps + compute + (hosting.omp_self_ps if mode == "external_self" else 0))
         from twin.exchange.encoding import get_encoding
@@ -395,8 +419,12 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
                      decode_busy_ps=h.reply + fence - h.start + c.poll_cost_ps)
     described = cost.describe() if model in ("sim", "code") else \
         {"how": "the Verilog's own cycles" if model == "rtl" else "measured on the live device"}
-    return DecodeRun(workload, decoder, device, mode, fn, res, corr, direct, compute, described,
-                     decode_wall, direct_wall, extra)
+    run = DecodeRun(workload, decoder, device, mode, fn, res, corr, direct, compute, described,
+                    decode_wall, direct_wall, extra)
+    if stopped is not None:
+        stopped.partial = run
+        raise stopped
+    return run
 
 
 def queue_depth(result: LoopResult, t_ps: np.ndarray) -> np.ndarray:

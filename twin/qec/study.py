@@ -57,6 +57,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from twin.calibration.params import ParamSet
 from twin.config import ConfigError, Located, load_model
 from twin.devices.qblox import QbloxCluster
+from twin.engine.stop import Interrupted
 from twin.qec.hosting import MODES, HostingParams, check_mode, load_hosting
 from twin.scenario import Bridge, Traffic, _duration
 from twin.stats import summary_ns
@@ -637,7 +638,8 @@ class DecodeStudy:
     queues: per placement ``(t_ps, depth)``, the requests in the card at 200 instants (int64);
     tables: per placement ``(name, request table)`` (:func:`twin.qec.streaming.request_table`);
     backlogs: per placement ``(t_ps, backlog)``, the requests waiting anywhere for a decoder at 200
-    instants (:func:`twin.qec.streaming.backlog`).
+    instants (:func:`twin.qec.streaming.backlog`). interrupted: a stop request ended it early
+    (``document["partial"]``: the placements run, the last one's whole shots so far).
     """
 
     document: dict
@@ -645,6 +647,7 @@ class DecodeStudy:
     queues: list
     tables: list = None
     backlogs: list = None
+    interrupted: bool = False  # stopped by a signal: the document is partial (twin.engine.stop)
 
 
 def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | None = None, progress=None,
@@ -652,7 +655,9 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     """Run every placement; returns a :class:`DecodeStudy` (the results document, the per-request
     runs, the queue depths). ``engine`` and ``verify_rounds``: see :func:`twin.qec.loop.run_decode`.
     Raises :class:`ConfigError` for a placement whose model cannot stand there or a user decoder
-    that fails."""
+    that fails. Asked to stop (:mod:`twin.engine.stop`), it ends after the placement running then,
+    keeping its whole shots so far (``shots`` completed, ``shots_requested``; no placement entry if
+    none completed); the study is ``interrupted`` and its document ``"partial": true``."""
     from twin.qec.cost import CostModel
     from twin.qec.decoders import FunctionFailed
     from twin.qec.loop import queue_depth, run_decode
@@ -718,6 +723,7 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
                          fixed_ns=time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None, fit=ld.cost_fit,
                          file=d.cost.file, seed=seed)
         cb = (lambda n, name=pl.device: progress(name, n)) if progress else None
+        stopped = None
         try:
             r = run_decode(ld.params, pl.device, w, decoder, mode=pl.mode, hosting=ld.hosting, cost=cost,
                            traffic=traffic, seed=seed, slots=sc.slots,
@@ -727,9 +733,15 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
                            bridge=pl.bridge.settings() if pl.bridge else None, workers=pl.workers, order=pl.order)
         except FunctionFailed as e:
             raise function_failure(ld, w, e) from None
+        except Interrupted as e:
+            stopped, r = e, e.partial
+            doc["partial"] = True
+            if r is None or not r.workload.shots:  # not one whole shot: nothing of this placement to keep
+                break
         runs.append(r)
         res = r.result
         le_loop, le_direct = r.logical_errors_loop, r.logical_errors_direct
+        done = r.workload.shots  # all of them, or those before a stop
         table = request_table(r)
         tables.append((placement_label(pl.device, pl.mode, pl.workers, pl.order), table))
         cycle = traffic.period_ps if traffic.mode == "open_loop" and traffic.period_ps else None
@@ -737,14 +749,14 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         s = {"device": pl.device, "mode": pl.mode, **({"model": pl.model} if pl.model != "sim" else {}),
              **({"workers": pl.workers, "order": pl.order} if pl.workers > 1 else {}),
              "function": {"id": r.function.id, "name": r.function.name},
-             "kind": ld.params.consumers[pl.device].kind, "shots": shots, "requests": w.requests,
+             "kind": ld.params.consumers[pl.device].kind, "shots": done, "requests": r.workload.requests,
              "identical_corrections": int((r.corrections == r.direct).all(axis=1).sum()),
              "card_mismatches": int(res.stats.get("mismatches", 0)), "engine": r.extra["engine"],
              "replies_checked": int(r.extra["replies_checked"]),
              "logical_errors": {"loop": le_loop, "direct": le_direct},
-             "ler": {"loop": le_loop / shots, "direct": le_direct / shots},
-             "ci": {"loop": list(interval(le_loop, shots, d.interval, d.confidence)),
-                    "direct": list(interval(le_direct, shots, d.interval, d.confidence))},
+             "ler": {"loop": le_loop / done, "direct": le_direct / done},
+             "ci": {"loop": list(interval(le_loop, done, d.interval, d.confidence)),
+                    "direct": list(interval(le_direct, done, d.interval, d.confidence))},
              "cost": r.cost, "compute_ns_mean": round(float(r.compute_ps.mean()) / 1000, 3) if "base_ns" in r.cost
              else None,
              "backlog_max": stream["backlog"]["max"],
@@ -771,16 +783,20 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         queues.append((tq, queue_depth(res, tq)))
         tb = np.linspace(int(table["arrival_ps"].min()), int(table["start_ps"].max()), 200).astype(np.int64)
         backlogs.append((tb, backlog(table["arrival_ps"], table["start_ps"], tb)))
+        if stopped is not None:
+            s["shots_requested"], s["requests_requested"] = shots, w.requests
         doc["placements"].append(s)
+        if stopped is not None:
+            break
     if d.per == "window" and runs and pm_errors is not None:  # the windowed decode against whole-shot matching
-        k = runs[0].logical_errors_direct
+        k, kept = runs[0].logical_errors_direct, runs[0].workload.shots  # (after a stop: its whole shots)
         lo, hi = doc["stim_pymatching"]["ci"]
         doc["windowed_vs_whole_shot"] = {
-            "windowed": {"logical_errors": k, "ler": k / shots,
-                         "ci": list(interval(k, shots, d.interval, d.confidence))},
+            "windowed": {"logical_errors": k, "ler": k / kept,
+                         "ci": list(interval(k, kept, d.interval, d.confidence))},
             "whole_shot": {"logical_errors": pm_errors, "ler": pm_errors / shots, "ci": [lo, hi]},
-            "windowed_within_whole_shot_ci": bool(lo <= k / shots <= hi)}
-    return DecodeStudy(doc, runs, queues, tables, backlogs)
+            "windowed_within_whole_shot_ci": bool(lo <= k / kept <= hi)}
+    return DecodeStudy(doc, runs, queues, tables, backlogs, interrupted="partial" in doc)
 
 
 def workload_document(d: Decode) -> dict:

@@ -1,0 +1,61 @@
+"""Ctrl-C and SIGTERM in the long commands (``twin run``, ``twin decode``, ``twin sweep``).
+
+Inside :func:`interruptible`, the first SIGINT or SIGTERM only asks the engine to stop
+(:func:`twin.engine.stop.request_stop`): it stops at its next round boundary and raises
+:class:`twin.engine.stop.Interrupted` with the whole rounds so far, which the command writes
+(results marked ``"partial": true``) before it prints :func:`twin.usage.interrupted_line` and exits with
+:data:`EXIT`. A second signal ends the command at once: one line on stderr, exit :data:`EXIT`
+(a :class:`SystemExit`, so open live sessions are still closed on the way out), no traceback.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from twin.engine.stop import Interrupted, clear_stop, request_stop
+from twin.usage import INTERRUPTED_EXIT as EXIT
+from twin.usage import interrupted_before_any, interrupted_line
+
+
+@dataclass
+class Signals:
+    """What :func:`interruptible` has seen: ``count`` signals, the first one's ``name``."""
+
+    count: int = 0
+    name: str = ""
+
+
+@contextmanager
+def interruptible():
+    """Install the SIGINT/SIGTERM handlers for the block (see the module docstring) and restore the
+    previous ones after it; yields the :class:`Signals` seen. A stop request nobody took (the run
+    ended first) is forgotten on the way out. Outside the main thread (where Python cannot set
+    handlers) it installs nothing."""
+    seen = Signals()
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+
+    def handler(signum, frame):
+        seen.count += 1
+        if seen.count == 1:
+            seen.name = signal.Signals(signum).name
+            request_stop()
+            return
+        print(f"twin: interrupted again ({signal.Signals(signum).name}): stopped at once; nothing more is saved",
+              file=sys.stderr, flush=True)
+        raise SystemExit(EXIT)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield seen
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        clear_stop()
+
+
+__all__ = ["EXIT", "Interrupted", "Signals", "interruptible", "interrupted_line", "interrupted_before_any"]

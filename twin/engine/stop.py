@@ -1,0 +1,65 @@
+"""Stopping a run early, at a round boundary (Ctrl-C, SIGTERM).
+
+The engines never look at signals. A signal handler (``twin.commands.interrupt``) calls
+:func:`request_stop`; the engines call :func:`take_stop` between batches of rounds (the direct
+engine every ``chunk_rounds`` rounds, the event engine every :data:`CHECK_REPLIES` replies: no
+check inside a round's arithmetic) and, when it says yes, raise :class:`Interrupted` carrying the
+whole rounds computed so far. Taking the request clears it, so what runs after the stop (the
+summaries, a ``live`` node's simulated side-by-side) runs to its end.
+"""
+from __future__ import annotations
+
+import threading
+
+CHECK_REPLIES = 256
+"""The event engine looks for a stop request every this many replies (all flows): a few hundred
+rounds of a loop, well under a second even for a Verilated (``rtl``) node."""
+
+_requested = threading.Event()
+
+
+def request_stop() -> None:
+    """Ask the running engine to stop at its next check (safe to call from a signal handler)."""
+    _requested.set()
+
+
+def stop_requested() -> bool:
+    """Whether a stop was asked for and no engine has taken it yet."""
+    return _requested.is_set()
+
+
+def take_stop() -> bool:
+    """True (and the request cleared) when a stop was asked for; False otherwise."""
+    if _requested.is_set():
+        _requested.clear()
+        return True
+    return False
+
+
+def clear_stop() -> None:
+    """Forget a stop request nobody took (the run ended first)."""
+    _requested.clear()
+
+
+class Interrupted(RuntimeError):
+    """A run stopped early because it was asked to (:func:`request_stop`).
+
+    ``partial``: the :class:`twin.engine.spec.LoopResult` of the whole rounds completed (its first
+    ``len(partial.t_in)`` rounds), set by the engine that stopped; ``results``: the event engine's
+    one result per flow (a mesh), each cut at its own rounds completed. Like
+    :class:`hw_bridge.contract.LiveFailure` it ``keeps_partial``: a study keeps the rounds so far.
+    ``outcome``: set by :func:`twin.study.run_one` to (result, replies checked, mismatches, engine
+    used) of the rounds kept.
+    """
+
+    keeps_partial = True
+    kind = "interrupted"
+
+    def __init__(self, where: str = ""):
+        self.partial = None
+        self.results = None
+        self.outcome = None
+        super().__init__(f"interrupted{' ' + where if where else ''}")
+
+
+__all__ = ["CHECK_REPLIES", "Interrupted", "request_stop", "stop_requested", "take_stop", "clear_stop"]
