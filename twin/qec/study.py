@@ -33,7 +33,9 @@ Schema (keys; optional keys show their default)::
       confidence: 0.95
       placements: [{device: <consumer in calibration>, mode: inline | worker | external_self |
             external_routed | chain, workers: 1,     # N parallel decoders sharing the request queue
-            order: in_order | as_ready}]             # workers > 1: reply order; one loop per placement
+            order: in_order | as_ready,              # workers > 1: reply order; one loop per placement
+            devices: null | [A, B, ...],             # instead of device: one open-loop stream over K >= 2
+            dispatch: round_robin}]                  # devices, request i to devices[i mod K] (devices only)
 
 For every placement the study reports: corrections identical to the direct decode (same shots,
 byte for byte), the card's mismatches, logical errors and rate with its interval for the loop,
@@ -41,7 +43,8 @@ for the direct decode and for stim+PyMatching run directly on the same shots (an
 the whole-shot decode of the same shots), the reaction time (a request's last syndrome round
 measured -> its correction at the control system) and the card-boundary round trip, deadline
 misses, the stream (throughput, the backlog: requests waiting anywhere for a decoder, its growth
-per cycle against the expected ``1 - N T / S``, rho), and the decode throughput of the loop's
+per cycle against the expected ``1 - N T / S``, rho; a stream over K devices: rho = S / (K N T) and
+each device's part, ``per_device``), and the decode throughput of the loop's
 batched decode beside the direct decode's. Files: results.json, requests.csv (every request),
 queue_depth.csv; plots: latency vs request, backlog vs time.
 """
