@@ -25,6 +25,8 @@ request ``i`` leaves ``ready_rounds[i]`` cycles into the stream (:meth:`Workload
 
 Parallel decoders (``workers``, ``order``): :class:`twin.qec.hosting.HostedConsumer`; the direct
 engine computes one executor only, so runs with more use the event model throughout.
+One stream over several devices (``device`` a list): :mod:`twin.engine.share`, K flows in one
+topology, request ``i`` to device ``i mod K``, merged back in stream order.
 
 The per-request record (arrival, decoder start and end, queue wait, reaction time) and the
 backlog read from it are in :mod:`twin.qec.streaming`.
@@ -177,7 +179,8 @@ class DecodeRun:
     used and the replies the card checked byte for byte (``engine``, ``replies_checked``), the hosted
     consumer's statistics (``served``; chain: ``waited_for_rearm``, ``trigger_ps`` per request;
     ``decode_ready_ps`` / ``decode_start_ps`` / ``decode_end_ps`` / ``decode_busy_ps`` per request,
-    int64 ps, for a hosted consumer; with workers > 1 ``executor`` and ``held_ps`` per request).
+    int64 ps, for a hosted consumer; with workers > 1 ``executor`` and ``held_ps`` per request; a
+    stream over several devices: ``device_index`` per request and ``devices``, the flows' names).
     """
 
     workload: Workload
@@ -225,6 +228,12 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
                order: str = "in_order") -> DecodeRun:
     """Run every shot of ``workload`` through the loop to consumer ``device`` of ``params``.
 
+    device: a consumer's name, or a list of K >= 2 names: one open-loop stream (one control system,
+    one card) dispatched round robin over them, request ``i`` to ``device[i mod K]``
+    (:mod:`twin.engine.share`; the event model, per-shot requests only); the result is the stream's,
+    in stream order, with ``extra["device_index"]`` and ``extra["devices"]`` (each flow's name,
+    :func:`twin.engine.share.flow_names`) and ``cost["per_device"]``.
+
     traffic: closed loop by default (one request in flight); an open-loop ``TrafficParams`` streams
     the requests at its period (the QEC cycle). Its ``rounds`` and ``frame_bytes`` are replaced by
     the workload's. For a per-round workload the consumer (and the card's reference) keep the
@@ -244,7 +253,8 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     A windowed workload (``per="window"``) needs a matching decoder; its open-loop stream leaves at
     the rounds' measurement (:func:`stream_traffic`).
     Raises KeyError for an unknown device, :class:`twin.qec.cost.CostError` when the device kind
-    cannot serve the decoder under the cost model, ValueError for a bad mode or engine.
+    cannot serve the decoder under the cost model, ValueError for a bad mode or engine, or for a
+    stream over several devices that is closed loop or not one request per shot.
     """
     if engine not in ("event", "auto"):
         raise ValueError(f"engine {engine!r}: expected 'event' or 'auto'")

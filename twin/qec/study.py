@@ -934,7 +934,7 @@ def print_decode(study: DecodeStudy, console) -> None:
                   "control system (decoder only: the decoder's own time); differ/mism.: corrections that differ "
                   "from the direct decode / replies the card found wrong; backlog: "
                   "requests sent and not yet started by a decoder (max); growth: backlog per QEC cycle, ρ-growth "
-                  "the expected max(0, 1 - 1/ρ) x arrivals per cycle with ρ = S / (N T_a)")
+                  "the expected max(0, 1 - 1/ρ) x arrivals per cycle with ρ = S / (K N T_a), K devices of N decoders")
     for s in doc["placements"]:
         lo, hi = s["ci"]["loop"]
         console.print(f"{_label(s)}: LER in the loop {s['ler']['loop']:.2e} [{lo:.1e}, {hi:.1e}], decoded directly "
