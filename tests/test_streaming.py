@@ -304,3 +304,28 @@ def test_the_bundled_two_gpu_stream(tmp_path):
     rows = (tmp_path / "requests.csv").read_text().splitlines()
     assert rows[0].startswith("placement,device,request,")
     assert [r.split(",")[1] for r in rows[601:604]] == ["mi210", "mi210#1", "mi210"]
+
+
+@pytest.mark.parametrize("change, key, word", [
+    ({"per": "round", "rounds": 3}, "decode.placements[0].devices", "per: shot"),
+    ({"devices": ["epyc7282", "nope"]}, "decode.placements[0].devices[1]", "not a consumer"),
+    ({"devices": ["epyc7282", "v80"], "mode": "worker"}, "decode.placements[0].mode", "inline only"),
+    ({"devices": ["epyc7282", "epyc9755"], "model": "live", "bridge": {"backend": "shm"}},
+     "decode.placements[0].devices", "bridge"),
+])
+def test_a_shared_stream_is_refused_in_one_line(tmp_path, change, key, word):
+    import yaml
+
+    from twin.config import ConfigError
+    from twin.qec.study import load_decode
+    pl = {"devices": ["epyc7282", "epyc7282"], **{k: v for k, v in change.items() if k not in ("per", "rounds")}}
+    dec = {"code": "rep", "distance": 3, "shots": 20, "placements": [pl],
+           **{k: v for k, v in change.items() if k in ("per", "rounds")}}
+    doc = {"name": "x", "calibration": str(ROOT / "calibrations/fitted/card_path.yaml"),
+           "hosting": str(ROOT / "calibrations/hosting.yaml"), "traffic": {"mode": "open_loop", "period": "1 us"},
+           "decode": dec}
+    f = tmp_path / "x.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError) as e:
+        load_decode(f)
+    assert e.value.key == key and word in str(e.value) and "\n" not in str(e.value), str(e.value)
