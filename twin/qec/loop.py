@@ -425,11 +425,6 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
         extra.update({f"decode_{k}_ps": per_request(f"decode_{k}") for k in ("ready", "start", "end", "busy")})
         if workers > 1:
             extra.update(executor=per_request("executor"), held_ps=per_request("held_ps"))
-    if count > 1:  # the device (flow) of each request, stream order, and each device's label
-        extra.update(device_index=flow, devices=flow_names(devices))
-        compute = np.asarray(computes[0]).copy()
-        for k in range(1, count):
-            compute[k::count] = computes[k][k::count]
     elif used == "direct+event":  # inline, one thread: the body ends at the reply; it waited for the thread
         h = res.hops
         start = h.reply - (c.service_ps + compute + (hosting.omp_self_ps if mode == "external_self" else 0))
@@ -437,6 +432,11 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
         fence = 0 if get_encoding(c.encoding).per_piece else c.fence_ps
         extra.update(decode_start_ps=start, decode_end_ps=h.reply.copy(), decode_ready_ps=start - (h.start - h.seen),
                      decode_busy_ps=h.reply + fence - h.start + c.poll_cost_ps)
+    if count > 1:  # the device (flow) of each request, stream order, and each device's label
+        extra.update(device_index=flow, devices=flow_names(devices))
+        compute = np.asarray(computes[0]).copy()
+        for k in range(1, count):
+            compute[k::count] = computes[k][k::count]
     described = cost.describe() if model in ("sim", "code") else \
         {"how": "the Verilog's own cycles" if model == "rtl" else "measured on the live device"}
     if count > 1 and model in ("sim", "code"):
