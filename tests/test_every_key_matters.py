@@ -105,6 +105,7 @@ FITTED = {"decode.cost.how": "fitted", "decode.cost.file": "DECCOST1"}  # a fitt
 WINDOW = {"decode.code": "surface", "decode.rounds": 6, "decode.p": 0.01, "decode.shots": 100,
           "decode.decoder": "matching", "decode.per": "window", "decode.window": {"rounds": 6, "commit": 2}}
 SLOW = {"traffic": {"mode": "open_loop", "period": "1 us"}, "decode.cost.fixed": "1500 ns"}
+SHARE = {"decode.placements[0].device": DELETE, "decode.placements[0].devices": ["epyc7282", "epyc7282"]}
 ORDER = {"traffic": {"mode": "open_loop", "period": "300 ns"}, "decode.decoder": "matching",
          "decode.placements[0].workers": 2}
 
@@ -298,6 +299,16 @@ DEC: dict[str, list[Case]] = {
                                   C("decode", {"decode.placements[0].order": "as_ready"},
                                     refused="decode.placements[0].order")],  # one worker
     "decode.placements[].device": [C("decode", {"decode.placements[0].device": "epyc9755"})],
+    "decode.placements[].devices": [C("decode", SHARE, SLOW),
+                                    C("decode", SHARE, refused="decode.placements[0].devices"),  # closed loop
+                                    C("decode", {"decode.placements[0].devices": ["epyc7282", "epyc7282"]}, SLOW,
+                                      refused="decode.placements[0].devices"),  # beside device
+                                    C("decode", {**SHARE, "decode.placements[0].devices": ["epyc7282"]}, SLOW,
+                                      refused="decode.placements[0].devices")],  # one device
+    "decode.placements[].dispatch": [C("decode", {**SHARE, "decode.placements[0].dispatch": "least_loaded"}, SLOW,
+                                       refused="decode.placements[0].dispatch"),
+                                     C("decode", {"decode.placements[0].dispatch": "round_robin"}, SLOW,
+                                       refused="decode.placements[0].dispatch")],  # one device
     "decode.placements[].mode": [C("decode", {"decode.placements[0].mode": "worker"})],
     "decode.placements[].model": [C("decode", {"decode.placements[0].model": "rtl"},
                                     {"decode.p": 0.001, "decode.placements[0].device": "v80"})],

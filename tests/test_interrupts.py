@@ -307,3 +307,32 @@ def _cpu_s(pid: int) -> float:
     f = Path(f"/proc/{pid}/stat").read_text()
     utime, stime = f[f.rindex(")") + 2:].split()[11:13]
     return (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
+
+
+def test_twin_decode_stopped_on_a_shared_stream_keeps_a_prefix_of_the_stream(tmp_path, capsys):
+    """A stream shared round robin over two devices, stopped: the requests kept are a prefix of the
+    stream (request i on device i mod 2), each device's corrections equal to the direct decode."""
+    import yaml
+
+    from twin.commands import main
+    doc = yaml.safe_load((ROOT / "scenarios" / "decode_stream_two_gpus.yaml").read_text())
+    doc["decode"]["placements"] = [p for p in doc["decode"]["placements"] if "devices" in p]
+    doc["calibration"] = str(ROOT / "calibrations" / "fitted" / "card_path.yaml")
+    doc["hosting"] = str(ROOT / "calibrations" / "hosting.yaml")
+    sc = tmp_path / "two.yaml"
+    sc.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "out"
+    request_stop()
+    try:
+        rc = main(["decode", str(sc), "--shots", "3000", "--out", str(out), "--quiet"])
+    finally:
+        clear_stop()
+    err = capsys.readouterr().err
+    assert rc == 130, err
+    done, requested, res = _partial(err, out)
+    (s,) = res["placements"]
+    assert 0 < s["requests"] == done < 3000 and s["identical_corrections"] == s["requests"]
+    rows = (out / "requests.csv").read_text().splitlines()[1:]
+    devices = [r.split(",")[1] for r in rows]
+    assert len(devices) == s["requests"] and devices[0::2] == ["mi210"] * len(devices[0::2])
+    assert set(devices[1::2]) == {"mi210#1"}

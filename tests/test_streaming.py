@@ -201,3 +201,134 @@ def test_parallel_decoders_properties(workers, mode, order, period_ns, p, seed):
     elif order == "in_order" or workers == 1:
         assert (np.diff(r.result.hops.reply) >= 0).all()
     assert (backlog(t["arrival_ps"], t["start_ps"], np.sort(t["arrival_ps"])) >= 0).all()
+
+
+# -- one stream shared over several devices (twin.engine.share) -------------------------------------
+def _shared_stream(devices, fixed_ns: float, shots: int = 600):
+    w = sample("surface", 3, 3, 1e-3, shots, seed=8)
+    tr = TrafficParams(mode="open_loop", period_ps=T_PS)
+    return run_decode(PARAMS, devices, w, make_decoder("matching", w.circuit), cost=CostModel(fixed_ns=fixed_ns),
+                      traffic=tr, seed=3, slots=4096, engine="auto")
+
+
+def test_a_stream_over_enough_devices_keeps_up():
+    """One device whose occupancy S exceeds the cycle T falls behind at 1 - T/S per cycle (above);
+    the same stream dispatched round robin over K >= S/T devices (plus one) stays bounded, each
+    device's backlog too, and the p99 reaction time is the decoder's time plus the path's round trip
+    (the same stream on one device with a decoder that costs nothing)."""
+    fixed = 2500.0
+    S = _occupancy_ps(fixed)
+    k = math.ceil(S / T_PS) + 1
+    r = _shared_stream(["epyc7282"] * k, fixed)
+    t = request_table(r)
+    q = backlog(t["arrival_ps"], t["start_ps"], np.sort(t["arrival_ps"]))
+    third = len(q) // 3
+    assert q.max() <= k + 3 and q[-third:].max() <= q[:third].max() + 1
+    assert r.identical and r.result.mismatches == 0
+    doc = stream_summary(t, T_PS, 1, k)
+    assert doc["devices"] == k and abs(doc["rho"] - S / (k * T_PS)) <= 0.05 * doc["rho"]
+    assert doc["backlog"]["expected_growth_per_cycle"] == 0 and abs(doc["backlog"]["growth_per_cycle"]) < 0.01
+    path = np.percentile(request_table(_slow_stream(1, 0.0))["reaction_ps"], 99)
+    want = fixed * 1000 + path
+    p99 = np.percentile(t["reaction_ps"], 99)
+    assert abs(p99 - want) <= 0.1 * want, (p99, want)
+    # two devices are still too few (2 T < S): the stream's backlog grows at 1 - 2T/S per cycle
+    r2 = _shared_stream(["epyc7282"] * 2, fixed)
+    t2 = request_table(r2)
+    a = np.sort(t2["arrival_ps"])
+    growth = np.polyfit((a - a[0]) / T_PS, backlog(t2["arrival_ps"], t2["start_ps"], a), 1)[0]
+    expected = 1 - 2 * T_PS / S
+    assert abs(growth - expected) <= 0.05 * expected, (growth, expected)
+
+
+def test_a_shared_stream_decodes_like_the_direct_decode_round_robin():
+    """Two devices of different kinds (a GPU and a CPU core), a fast decoder: every request's
+    correction equals the direct decode byte for byte, the card finds no mismatch, and request i
+    went to device i mod 2 (301 requests: 151 and 150); closed-loop traffic is refused."""
+    w = sample("rep", 3, 2, 0.05, 301, seed=2)
+    tr = TrafficParams(mode="open_loop", period_ps=2 * T_PS)
+    r = run_decode(PARAMS, ["mi210", "epyc7282"], w, make_decoder("lookup", w.circuit), cost=CostModel(),
+                   traffic=tr, seed=1)
+    assert r.identical and r.result.mismatches == 0 and len(r.corrections) == 301
+    assert r.extra["devices"] == ["mi210", "epyc7282"]
+    assert np.array_equal(r.extra["device_index"], np.arange(301) % 2)
+    assert np.bincount(r.extra["device_index"]).tolist() == [151, 150]
+    t = request_table(r)
+    assert t["device"][:3].tolist() == ["mi210", "epyc7282", "mi210"]
+    assert [f["mismatches"] for f in r.result.stats["flows"]] == [0, 0]
+    assert set(r.cost["per_device"]) == {"mi210", "epyc7282"}
+    with pytest.raises(ValueError, match="closed loop"):
+        run_decode(PARAMS, ["mi210", "epyc7282"], w, make_decoder("lookup", w.circuit), traffic=TrafficParams())
+
+
+def test_the_shared_flows_send_exactly_the_streams_instants():
+    """An independent clock with exponential gaps: the union of two flows' send instants is the
+    instants one device's stream has (the gaps drawn once, every flow walking them); and a share of
+    one flow (Share(0, 1, n)) is the loop without a share, timestamp for timestamp."""
+    from dataclasses import replace
+
+    from twin.devices.generator import Gaps, Share
+    from twin.engine.event import run_event
+    w = sample("rep", 3, 2, 0.01, 200, seed=2)
+    tr = TrafficParams(mode="open_loop", clock="independent", ppm=12.5, gaps=Gaps("exponential", a_ps=900_000))
+    dec = make_decoder("lookup", w.circuit)
+    one = run_decode(PARAMS, "mi210", w, dec, traffic=tr, seed=4)
+    two = run_decode(PARAMS, ["mi210", "epyc7282"], w, dec, traffic=tr, seed=4)
+    assert np.array_equal(one.result.t_send, two.result.t_send)
+    assert (np.diff(two.result.t_send) > 0).all()
+    spec = loop_spec(PARAMS, "epyc7282", replace(tr, rounds=150), 5)
+    a = run_event(spec)
+    b = run_event(replace(spec, traffic=replace(spec.traffic, share=Share(0, 1, 150))))
+    for f in ("t_send", "t_in", "t_have", "t_back"):
+        assert np.array_equal(getattr(a, f), getattr(b, f))
+
+
+def test_the_bundled_two_gpu_stream(tmp_path):
+    """scenarios/decode_stream_two_gpus.yaml: one MI210 falls behind (its backlog grows per cycle by
+    about max(0, 1 - 1/rho) with rho = S/T > 1), two sharing the stream keep up (rho = S/(2T) < 1);
+    results.json and requests.csv name each request's device."""
+    from twin.qec.study import load_decode, run_decode_study, write_decode_outputs
+    ld = load_decode(ROOT / "scenarios/decode_stream_two_gpus.yaml")
+    study = run_decode_study(ld, shots=400)
+    one, two = study.document["placements"]
+    assert one["device"] == "mi210" and two["device"] == "mi210+mi210" and two["dispatch"] == "round_robin"
+    assert one["stream"]["rho"] > 1 > two["stream"]["rho"]
+    assert abs(two["stream"]["rho"] - one["stream"]["rho"] / 2) <= 0.01 * one["stream"]["rho"]
+    exp = one["stream"]["backlog"]["expected_growth_per_cycle"]
+    assert abs(one["stream"]["backlog"]["growth_per_cycle"] - exp) <= 0.1 * exp
+    assert two["backlog_max"] <= 3 and two["stream"]["backlog"]["expected_growth_per_cycle"] == 0
+    assert [p["requests"] for p in two["per_device"]] == [200, 200]
+    assert [p["device"] for p in two["per_device"]] == ["mi210", "mi210#1"]
+    assert two["identical_corrections"] == 400 and two["card_mismatches"] == 0
+    from twin.output.files import RunFolder
+    with RunFolder(tmp_path / "out") as folder:
+        write_decode_outputs(study, folder)
+        folder.commit()
+    rows = (tmp_path / "out" / "requests.csv").read_text().splitlines()
+    assert rows[0].startswith("placement,device,request,")
+    assert [r.split(",")[1] for r in rows[401:404]] == ["mi210", "mi210#1", "mi210"]
+
+
+@pytest.mark.parametrize("change, key, word", [
+    ({"per": "round", "rounds": 3}, "decode.placements[0].devices", "per: shot"),
+    ({"devices": ["epyc7282", "nope"]}, "decode.placements[0].devices[1]", "not a consumer"),
+    ({"devices": ["epyc7282", "v80"], "mode": "worker"}, "decode.placements[0].mode", "inline only"),
+    ({"devices": ["epyc7282", "epyc9755"], "model": "live", "bridge": {"backend": "shm"}},
+     "decode.placements[0].devices", "bridge"),
+])
+def test_a_shared_stream_is_refused_in_one_line(tmp_path, change, key, word):
+    import yaml
+
+    from twin.config import ConfigError
+    from twin.qec.study import load_decode
+    pl = {"devices": ["epyc7282", "epyc7282"], **{k: v for k, v in change.items() if k not in ("per", "rounds")}}
+    dec = {"code": "rep", "distance": 3, "shots": 20, "placements": [pl],
+           **{k: v for k, v in change.items() if k in ("per", "rounds")}}
+    doc = {"name": "x", "calibration": str(ROOT / "calibrations/fitted/card_path.yaml"),
+           "hosting": str(ROOT / "calibrations/hosting.yaml"), "traffic": {"mode": "open_loop", "period": "1 us"},
+           "decode": dec}
+    f = tmp_path / "x.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError) as e:
+        load_decode(f)
+    assert e.value.key == key and word in str(e.value) and "\n" not in str(e.value), str(e.value)

@@ -52,6 +52,30 @@ class Gaps:
 
 
 @dataclass(frozen=True)
+class Share:
+    """This generator's part of one stream dispatched round robin over ``count`` flows: it sends
+    the stream's requests ``index``, ``index + count``, ... of ``stream_rounds`` (0-based), each at
+    the instant the whole stream would send it (the stream's period or gaps, walked exactly), as its
+    own requests 1, 2, ... Flows with ``index`` 0 .. ``count - 1`` of one stream (one generator
+    node: one oscillator) together send exactly the stream's instants. Raises ValueError for an
+    index outside ``[0, count)`` or fewer than one flow."""
+
+    index: int
+    count: int
+    stream_rounds: int
+
+    def __post_init__(self):
+        if self.count < 1 or not 0 <= self.index < self.count or self.stream_rounds <= self.index:
+            raise ValueError(f"share {self.index} of {self.count} flows over {self.stream_rounds} requests: need "
+                             "0 <= index < count and index < stream_rounds")
+
+    @property
+    def rounds(self) -> int:
+        """This flow's requests: ``len(range(index, stream_rounds, count))``."""
+        return len(range(self.index, self.stream_rounds, self.count))
+
+
+@dataclass(frozen=True)
 class TrafficParams:
     """What the control side sends and on which clock.
 
@@ -81,6 +105,8 @@ class TrafficParams:
         generator edge at or after request k's send instant plus gap k (instead of a fixed
         ``period_ps``). Closed loop: the next request leaves at the first edge at or after the
         reply plus the gap (instead of a fixed ``gap_ps``).
+    share: open loop only: this generator sends its :class:`Share` of a stream (``rounds`` is then
+        its own request count, ``share.rounds``; the gaps are the stream's); None (default): all of it.
     """
 
     mode: str = "closed_loop"
@@ -96,6 +122,7 @@ class TrafficParams:
     in_flight: int = 1
     gaps: Gaps | None = None
     syndrome_bits: int = 0
+    share: Share | None = None
 
     def __post_init__(self):
         if self.in_flight < 1 or (self.in_flight > 1 and self.mode != "closed_loop"):
@@ -106,6 +133,9 @@ class TrafficParams:
             raise ValueError(f"traffic clock must be 'card' or 'independent', got {self.clock!r}")
         if not 0 <= self.syndrome_bits <= 8 * self.frame_bytes:
             raise ValueError(f"syndrome_bits must be in [0, 8 * frame_bytes], got {self.syndrome_bits}")
+        if self.share is not None and (self.mode != "open_loop" or self.rounds != self.share.rounds):
+            raise ValueError(f"a share of a stream is open-loop traffic of its {self.share.rounds} requests, got "
+                             f"{self.mode} with {self.rounds}")
         if self.rounds < 1 or self.frame_bytes < 1:
             raise ValueError(f"rounds and frame_bytes must be >= 1, got {self.rounds}, {self.frame_bytes}")
         if self.clock_ps <= 0 or self.gap_ps < 0:
@@ -127,8 +157,10 @@ class TrafficParams:
         return Clock(self.clock_ps, int(round(self.ppm * 1000)), phase_ps + self.offset_ps)
 
     def gaps_array(self, seed: int, stream: str) -> np.ndarray | None:
-        """This run's gaps (int64 ps, one per round) from ``stream``, or None without random gaps."""
-        return None if self.gaps is None else self.gaps.draw(seed, stream, self.rounds)
+        """This run's gaps (int64 ps, one per round; with a share, one per request of the whole
+        stream) from ``stream``, or None without random gaps."""
+        n = self.rounds if self.share is None else self.share.stream_rounds
+        return None if self.gaps is None else self.gaps.draw(seed, stream, n)
 
     @property
     def period_cycles(self) -> int:
@@ -180,7 +212,16 @@ class TrafficGenerator:
             for _ in range(self.scheduled):
                 self.kernel.at(self.clock.edge(0), self._send_next)
         else:
-            self.kernel.at(self.clock.edge(0), self._send_open, 0)
+            j, t = 0, self.clock.edge(0)
+            for _ in range(self.p.share.index if self.p.share else 0):  # to this share's first request
+                t, j = self._stream_next(j, t), j + 1
+            self.kernel.at(t, self._send_open, j)
+
+    def _stream_next(self, j: int, t: int) -> int:
+        """Open loop: the instant the stream sends its request ``j + 1`` (0-based), request ``j`` at ``t``."""
+        if self.gaps is None:
+            return self.clock.edge((j + 1) * self.p.period_cycles)
+        return self.clock.at_or_after(t + self.gaps[j])
 
     def _send_next(self) -> None:
         self.sent += 1
@@ -189,14 +230,13 @@ class TrafficGenerator:
                    else payload_for(self.sent, self.p.frame_bytes, self.salt, self.p.syndrome_bits))
         self.send(self.sent, payload)
 
-    def _send_open(self, k: int) -> None:
+    def _send_open(self, j: int) -> None:  # j: the request's index in the stream (0-based)
         self._send_next()
-        if k + 1 < self.p.rounds:
-            if self.gaps is None:
-                t = self.clock.edge((k + 1) * self.p.period_cycles)
-            else:
-                t = self.clock.at_or_after(self.kernel.now + self.gaps[k])
-            self.kernel.at(t, self._send_open, k + 1)
+        if self.sent < self.p.rounds:
+            t = self.kernel.now
+            for _ in range(self.p.share.count if self.p.share else 1):  # the stream's instants up to our next
+                t, j = self._stream_next(j, t), j + 1
+            self.kernel.at(t, self._send_open, j)
 
     def reply(self, seq: int) -> None:
         """A reply is back at the generator (now)."""

@@ -144,7 +144,7 @@ class _FlowRun:
         self.card = model_for("link_card", spec.card_model).build()(ctx)
         self.dropped = {"frames": 0, "resent": 0}
         self.gen = TrafficGenerator(k, tr, tr.make_clock(gen_phase), self.send, salt, flow.workload.payloads,
-                                    gaps_ps=tr.gaps_array(spec.seed, spec.stream("gaps")))
+                                    gaps_ps=tr.gaps_array(spec.seed, flow.gaps_stream or spec.stream("gaps")))
 
     def _rtl_trace(self, on: bool) -> None:
         for node in (self.card, self.consumer):

@@ -45,6 +45,8 @@ class Flow:
     generator / card / consumer: node names (flows naming the same node share it).
     lanes: stream names of the random jitter of each link direction it creates first
     (``request``, ``reply``); flows over the same direction share one lane.
+    gaps_stream: the random stream of its generator's gaps (default ``spec.stream("gaps")``); the
+    flows sharing one stream (:class:`twin.devices.generator.Share`) name the stream's.
     """
 
     spec: LoopSpec
@@ -53,6 +55,7 @@ class Flow:
     consumer: str
     workload: FlowWorkload = FlowWorkload()
     lanes: dict = field(default_factory=dict)
+    gaps_stream: str | None = None
 
     def lane_stream(self, which: str) -> str:
         """The jitter stream of this flow's ``request`` or ``reply`` lane."""

@@ -129,6 +129,9 @@ _TRAFFIC = {
     "syndrome_bits": P("bit", "derived: a Qblox cluster's measurements x bits per measurement",
                        "bits of each frame that carry the round's acquisitions (the rest is zero padding); 0: the "
                        "frame is counter words", "derived from scenario qblox"),
+    "share": P("", "derived: a decode placement's devices", "open loop: this generator's round-robin share of "
+               "one stream spread over several consumers (index, count, the stream's requests); none: all of it",
+               "derived from scenario decode.placements[].devices"),
 }
 _GAPS = {
     "kind": P("", "scenario", "fixed, uniform [a, b], exponential (mean a: Poisson arrivals) or file"),

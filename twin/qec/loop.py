@@ -25,12 +25,15 @@ request ``i`` leaves ``ready_rounds[i]`` cycles into the stream (:meth:`Workload
 
 Parallel decoders (``workers``, ``order``): :class:`twin.qec.hosting.HostedConsumer`; the direct
 engine computes one executor only, so runs with more use the event model throughout.
+One stream over several devices (``device`` a list): :mod:`twin.engine.share`, K flows in one
+topology, request ``i`` to device ``i mod K``, merged back in stream order.
 
 The per-request record (arrival, decoder start and end, queue wait, reaction time) and the
 backlog read from it are in :mod:`twin.qec.streaming`.
 """
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field, replace
 
@@ -177,7 +180,8 @@ class DecodeRun:
     used and the replies the card checked byte for byte (``engine``, ``replies_checked``), the hosted
     consumer's statistics (``served``; chain: ``waited_for_rearm``, ``trigger_ps`` per request;
     ``decode_ready_ps`` / ``decode_start_ps`` / ``decode_end_ps`` / ``decode_busy_ps`` per request,
-    int64 ps, for a hosted consumer; with workers > 1 ``executor`` and ``held_ps`` per request).
+    int64 ps, for a hosted consumer; with workers > 1 ``executor`` and ``held_ps`` per request; a
+    stream over several devices: ``device_index`` per request and ``devices``, the flows' names).
     """
 
     workload: Workload
@@ -225,6 +229,12 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
                order: str = "in_order") -> DecodeRun:
     """Run every shot of ``workload`` through the loop to consumer ``device`` of ``params``.
 
+    device: a consumer's name, or a list of K >= 2 names: one open-loop stream (one control system,
+    one card) dispatched round robin over them, request ``i`` to ``device[i mod K]``
+    (:mod:`twin.engine.share`; the event model, per-shot requests only); the result is the stream's,
+    in stream order, with ``extra["device_index"]`` and ``extra["devices"]`` (each flow's name,
+    :func:`twin.engine.share.flow_names`) and ``cost["per_device"]``.
+
     traffic: closed loop by default (one request in flight); an open-loop ``TrafficParams`` streams
     the requests at its period (the QEC cycle). Its ``rounds`` and ``frame_bytes`` are replaced by
     the workload's. For a per-round workload the consumer (and the card's reference) keep the
@@ -244,7 +254,8 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     A windowed workload (``per="window"``) needs a matching decoder; its open-loop stream leaves at
     the rounds' measurement (:func:`stream_traffic`).
     Raises KeyError for an unknown device, :class:`twin.qec.cost.CostError` when the device kind
-    cannot serve the decoder under the cost model, ValueError for a bad mode or engine, and
+    cannot serve the decoder under the cost model, ValueError for a bad mode or engine, or for a
+    stream over several devices that is closed loop or not one request per shot, and
     :class:`twin.engine.stop.Interrupted` when asked to stop (:mod:`twin.engine.stop`): its
     ``partial`` is then the :class:`DecodeRun` of the whole shots completed (in ``auto``, stopped in
     the event model's check: of the shots it checked), its ``workload`` cut to those shots.
@@ -261,18 +272,31 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     traffic = stream_traffic(replace(traffic or TrafficParams(), rounds=n, frame_bytes=workload.frame_bytes),
                              workload)
     fn = session_function(decoder, workload.name)
+    devices = [device] if isinstance(device, str) else list(device)
+    count = len(devices)
+    if count > 1 and (workload.requests_per_shot != 1 or windowed):
+        raise ValueError(f"a stream shared over {count} devices sends each request to one of them; a shot's "
+                         f"{workload.per} requests build on the earlier ones' state in one decoder: per shot only")
+    from twin.engine.share import flow_names, share_traffic
+    flow_traffic = share_traffic(traffic, count) if count > 1 else [traffic]
     from twin.calibration.roce import RoceParamSet, roce_loop_spec
-    if isinstance(params, RoceParamSet):  # the RoCE v2 path: the controller FPGA's ERNIC -> NIC -> consumer
-        spec = roce_loop_spec(params, device, traffic, seed, slots, encoding, function=fn.id, model=model,
-                              bridge=bridge)
-    else:
-        spec = loop_spec(params, device, traffic, seed, slots, encoding, external_control, function=fn.id,
-                         model=model, rtl=rtl, bridge=bridge)
-    c = spec.consumer
-    events = workload.cumulative_detectors().sum(axis=1)
-    clock_ps = c.poll_period_ps if c.kind == "fpga" else 4000
-    compute = cost.per_request_ps(decoder, c.kind, acc_frames, events, poll_period_ps=c.poll_period_ps,
-                                  clock_ps=clock_ps)
+    specs, computes, costs = [], [], []
+    for dev, name, tr in zip(devices, flow_names(devices), flow_traffic):
+        if isinstance(params, RoceParamSet):  # the RoCE v2 path: the controller FPGA's ERNIC -> NIC -> consumer
+            spec = roce_loop_spec(params, dev, tr, seed, slots, encoding, function=fn.id, model=model,
+                                  bridge=bridge)
+        else:
+            spec = loop_spec(params, dev, tr, seed, slots, encoding, external_control, function=fn.id,
+                             model=model, rtl=rtl, bridge=bridge)
+        specs.append(replace(spec, name=name))
+        c = spec.consumer
+        events = workload.cumulative_detectors().sum(axis=1)
+        clock_ps = c.poll_period_ps if c.kind == "fpga" else 4000
+        dc = cost if count == 1 else copy.deepcopy(cost)  # each device's own description
+        computes.append(dc.per_request_ps(decoder, c.kind, acc_frames, events, poll_period_ps=c.poll_period_ps,
+                                          clock_ps=clock_ps))
+        costs.append(dc)
+    spec, c, compute = specs[0], specs[0].consumer, computes[0]
 
     keys = frame_keys(frames)
     acc_keys = keys if acc_frames is frames else frame_keys(acc_frames)
@@ -318,43 +342,57 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
             return replies.serve, direct_one
         return accumulate(replies.serve, g), accumulate(direct_one, g)
 
-    def event_run(run_spec, prog):
-        serve, ref = fresh()
-
-        def functions(fid: int):
-            if fid == fn.id:
-                return serve
-            f = REGISTRY.get(fid)
-            return f.python if f else None
+    def event_run(run_specs, prog):
         made = []
 
         def wrap(base: type) -> type:
             cls = hosted_class(base)
 
-            class Recorded(cls):  # keeps the consumer built, for its statistics
+            class Recorded(cls):  # keeps the consumers built (in flow order), for their statistics
                 def __init__(self, *a, **kw):
                     super().__init__(*a, **kw)
                     made.append(self)
             return Recorded
-        wl = FlowWorkload(lambda seq: keys[seq - 1], ref, True, functions, wrap,
-                          hosting_kwargs(mode, hosting, lambda seq: compute[seq - 1], seed, workers, order),
-                          reply_order=order if workers > 1 else "in_order")
+
+        def flow_workload(k: int) -> FlowWorkload:
+            serve, ref = fresh()
+
+            def functions(fid: int):
+                if fid == fn.id:
+                    return serve
+                f = REGISTRY.get(fid)
+                return f.python if f else None
+            K, comp = len(run_specs), computes[k]
+            return FlowWorkload(lambda seq: keys[k + (seq - 1) * K], ref, True, functions, wrap,
+                                hosting_kwargs(mode, hosting, lambda seq: comp[k + (seq - 1) * K], seed, workers,
+                                               order),
+                                reply_order=order if workers > 1 else "in_order")
+        wls = [flow_workload(k) for k in range(len(run_specs))]
         stopped = None
-        try:
-            res = run_topology(Topology.single(run_spec, wl), prog)[0]
-        except Interrupted as e:  # its whole requests so far (replies kept for those)
-            stopped, res = e, e.partial
-        res.stats.pop("shared", None)
+        if len(run_specs) == 1:
+            try:
+                res = run_topology(Topology.single(run_specs[0], wls[0]), prog)[0]
+            except Interrupted as e:  # its whole requests so far (replies kept for those)
+                stopped, res = e, e.partial
+            res.stats.pop("shared", None)
+            flow = None
+        else:
+            from twin.engine.share import merge, stream_prefix, stream_topology
+            try:
+                results = run_topology(stream_topology(run_specs, wls), prog)
+            except Interrupted as e:  # the stream's requests so far that every device completed
+                stopped, results = e, stream_prefix(e.results)
+            res, flow = merge(results, "+".join(devices))
         kept = res.stats.pop("replies")
         corr = np.frombuffer(b"".join(kept), np.uint8).reshape(len(kept), decoder.reply_bytes) if kept else \
             np.zeros((0, decoder.reply_bytes), np.uint8)
-        return res, corr, (made[0] if made else None), stopped  # an RTL consumer times itself: no hosting
+        return res, corr, made, flow, stopped  # an RTL consumer times itself: no hosting
 
     res = None
     stopped = None
     used, checked = "event", n
     from twin.engine.direct import direct_computes
-    if engine == "auto" and mode in ("inline", "external_self") and workers == 1 and \
+    if engine == "auto" and mode in ("inline", "external_self") and workers == 1 and count == 1 and \
             direct_computes("consumer", model):
         gp = hosting.general_path_ps if c.kind == "gpu" else 0
         extra_ps = compute + gp + (hosting.omp_self_ps if mode == "external_self" else 0)
@@ -363,7 +401,7 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
         except DirectNotApplicable:
             res = None  # requests queue for slots: only the event model is authoritative
         except Interrupted as e:  # the direct engine's requests so far, none checked
-            stopped, res, used, checked, con = e, e.partial, "direct", 0, None
+            stopped, res, used, checked, con, made = e, e.partial, "direct", 0, None, []
             serve, _ = fresh()
             m = len(res.t_in)
             corr = np.frombuffer(b"".join(serve(k) for k in keys[:m]), np.uint8).reshape(m, decoder.reply_bytes)
@@ -374,7 +412,9 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
         served_wall = spent[0]
         checked = max(0, min(verify_rounds, n))
         if checked:  # --verify-rounds 0: the direct engine alone, no reply checked by the card (as in twin run)
-            ev, ev_corr, con, stopped = event_run(replace(spec, traffic=replace(traffic, rounds=checked)), None)
+            ev, ev_corr, made, _, stopped = event_run([replace(spec, traffic=replace(traffic, rounds=checked))],
+                                                      None)
+            con = made[0] if made else None
             checked = len(ev.t_in)  # all asked for, or those before a stop (then only these are kept)
             check_same(res, ev, checked)  # timestamps and hops of the requests the event model ran
             if not np.array_equal(ev_corr, corr[:checked]):
@@ -383,11 +423,12 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
             res.ok[:checked] = ev.ok
             used = "direct+event"
         else:
-            con = None
+            made, con = [], None
             res.stats.update(mismatches=0, backlog_max=0)
             used = "direct"
     elif res is None:
-        res, corr, con, stopped = event_run(spec, progress)
+        res, corr, made, flow, stopped = event_run(specs, progress)
+        con = made[0] if made else None
         served_wall = spent[0]
     if windowed:
         decode_wall = served_wall
@@ -401,25 +442,44 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     m = len(res.t_in)  # every request, or the whole shots kept after a stop
     extra_batch = {} if replies is None else {"distinct_frames": replies.distinct,
                                               "decoded_on_the_spot": replies.on_the_spot}
-    extra = {"served": con.served if con is not None and stopped is None else m, "engine": used,
+    extra = {"served": sum(m.served for m in made) if made else len(res.t_in), "engine": used,
              "replies_checked": checked, **extra_batch}
-    if mode == "chain" and con is not None:
-        extra.update(waited_for_rearm=con.waited_for_rearm, trigger_ps=np.array(con.trigger_ps, np.int64)[:m])
+
+    def per_request(attr: str) -> np.ndarray:  # a consumer statistic per request, in stream order (first m)
+        parts = [np.array(getattr(c, attr), np.int64) for c in made]
+        if used != "event" or len(parts) == 1:
+            return parts[0][:m]
+        K = len(parts)
+        parts = [p[:-(-(m - k) // K)] for k, p in enumerate(parts)]  # a stopped stream: its prefix's share
+        out = np.empty(sum(len(p) for p in parts), np.int64)
+        for k, p in enumerate(parts):
+            out[k::K] = p
+        return out
+    if mode == "chain" and made:
+        extra.update(waited_for_rearm=sum(m.waited_for_rearm for m in made), trigger_ps=per_request("trigger_ps"))
     if used == "event" and con is not None and hasattr(con, "decode_start"):
-        extra.update({f"decode_{k}_ps": np.array(getattr(con, f"decode_{k}"), np.int64)[:m]
-                      for k in ("ready", "start", "end", "busy")})
+        extra.update({f"decode_{k}_ps": per_request(f"decode_{k}") for k in ("ready", "start", "end", "busy")})
         if workers > 1:
-            extra.update(executor=np.array(con.executor, np.int64)[:m], held_ps=np.array(con.held_ps, np.int64)[:m])
-    elif used in ("direct+event", "direct"):  # inline, one thread: the body ends at the reply; it waited for the thread
+            extra.update(executor=per_request("executor"), held_ps=per_request("held_ps"))
+    elif used == "direct+event":  # inline, one thread: the body ends at the reply; it waited for the thread
         h = res.hops
         start = h.reply - (c.service_ps + compute + (hosting.omp_self_ps if mode == "external_self" else 0))
         from twin.exchange.encoding import get_encoding
         fence = 0 if get_encoding(c.encoding).per_piece else c.fence_ps
         extra.update(decode_start_ps=start, decode_end_ps=h.reply.copy(), decode_ready_ps=start - (h.start - h.seen),
                      decode_busy_ps=h.reply + fence - h.start + c.poll_cost_ps)
+    if count > 1:  # the device (flow) of each request, stream order, and each device's label
+        extra.update(device_index=flow[:m], devices=flow_names(devices))
+        compute = np.asarray(computes[0]).copy()
+        for k in range(1, count):
+            compute[k::count] = computes[k][k::count]
+        compute = compute[:m]
     described = cost.describe() if model in ("sim", "code") else \
         {"how": "the Verilog's own cycles" if model == "rtl" else "measured on the live device"}
-    run = DecodeRun(workload, decoder, device, mode, fn, res, corr, direct, compute, described,
+    if count > 1 and model in ("sim", "code"):
+        described = {**costs[0].describe(), "per_device": {nm: dc.describe() for nm, dc in
+                                                           zip(flow_names(devices), costs)}}
+    run = DecodeRun(workload, decoder, "+".join(devices), mode, fn, res, corr, direct, compute, described,
                     decode_wall, direct_wall, extra)
     if stopped is not None:
         stopped.partial = run

@@ -19,6 +19,8 @@ from twin.stats import summary_ns
 def request_table(run) -> dict[str, np.ndarray]:
     """Every request of a decode run, columns of int64 (ps unless named otherwise), request order:
 
+    device (the device's name, str: a stream shared over devices names each flow,
+    :func:`twin.engine.share.flow_names`), device_index (its position in the placement's devices),
     request (1-based), shot, index (request within its shot), arrival_ps (the request's last
     syndrome round measured: the control system sends it), card_in_ps (it enters the link card),
     ready_ps (an idle decoder could have started its body), start_ps (a decoder started it),
@@ -40,7 +42,10 @@ def request_table(run) -> dict[str, np.ndarray]:
     sw = res.stats.get("slot_wait_ps")
     slot_wait = np.asarray(sw, np.int64)[:n] if sw is not None and len(sw) >= n else 0
     i = np.arange(n, dtype=np.int64)
-    return {"request": i + 1, "shot": i // g, "index": i % g, "arrival_ps": res.t_send, "card_in_ps": res.t_in,
+    idx = np.asarray(x["device_index"], np.int64) if "device_index" in x else np.zeros(n, np.int64)
+    names = np.asarray(x.get("devices", [run.device]), dtype=object)
+    return {"device": names[idx], "device_index": idx,
+            "request": i + 1, "shot": i // g, "index": i % g, "arrival_ps": res.t_send, "card_in_ps": res.t_in,
             "ready_ps": ready, "start_ps": start, "end_ps": end, "correction_ps": res.t_back,
             "decoder_ps": np.asarray(run.compute_ps[:n], np.int64), "service_ps": busy,
             "queue_wait_ps": start - ready + slot_wait,
@@ -58,13 +63,14 @@ def backlog(arrival_ps: np.ndarray, start_ps: np.ndarray, t_ps: np.ndarray) -> n
 
 
 
-def stream_summary(table: dict[str, np.ndarray], cycle_ps: int | None, workers: int = 1) -> dict:
+def stream_summary(table: dict[str, np.ndarray], cycle_ps: int | None, workers: int = 1, devices: int = 1) -> dict:
     """Throughput, backlog and reaction time of one run's :func:`request_table`.
 
     cycle_ps: the QEC cycle (the open-loop traffic's period; None in closed loop: rates are then
     per mean time between requests). Returns (ns, requests, per cycle): ``cycle_ns``,
     ``arrivals_per_cycle`` (requests sent per cycle), ``service_ns_mean`` (S: a decoder's mean body
-    occupancy per request, ``service_ps``), ``workers``, ``rho`` (S / (N T_a)), ``throughput_per_cycle`` (requests
+    occupancy per request, ``service_ps``), ``workers`` (N per device), ``devices`` (K sharing the
+    stream, when more than one), ``rho`` (S / (K N T_a)), ``throughput_per_cycle`` (requests
     started per cycle, first to last start), ``backlog`` {``max``, ``end`` (at the last arrival),
     ``growth_per_cycle`` (least-squares slope of the backlog at the arrivals), ``expected_growth_per_cycle``
     (``max(0, 1 - 1/rho)`` times the arrivals per cycle)}, ``growth_agrees_with_rho`` (the two within
@@ -77,7 +83,7 @@ def stream_summary(table: dict[str, np.ndarray], cycle_ps: int | None, workers: 
     ta = span / (n - 1) if n > 1 else 0.0  # mean time between requests
     unit = cycle_ps or ta or 1.0
     S = float(table["service_ps"].mean()) if n else 0.0
-    rho = S / (workers * ta) if ta else None
+    rho = S / (devices * workers * ta) if ta else None
     q = backlog(a, s, np.sort(a))
     growth = float(np.polyfit((np.sort(a) - a.min()) / unit, q, 1)[0]) if n > 2 and span else 0.0
     starts = np.sort(s)
@@ -86,6 +92,7 @@ def stream_summary(table: dict[str, np.ndarray], cycle_ps: int | None, workers: 
     expected = round(max(0.0, 1 - 1 / rho) * per_cycle, 6) if rho and per_cycle else None
     agrees = None if expected is None else bool(abs(growth - expected) <= 0.05 * max(expected, per_cycle))
     return {"cycle_ns": cycle_ps / 1000 if cycle_ps else None, "workers": workers,
+            **({"devices": devices} if devices > 1 else {}),
             "arrivals_per_cycle": round(per_cycle, 6) if per_cycle else None,
             "service_ns_mean": round(S / 1000, 3), "rho": round(rho, 6) if rho is not None else None,
             "throughput_per_cycle": round(thr, 6) if thr else None, "growth_agrees_with_rho": agrees,
@@ -95,14 +102,34 @@ def stream_summary(table: dict[str, np.ndarray], cycle_ps: int | None, workers: 
             "queue_wait": summary_ns(table["queue_wait_ps"]), "reaction": summary_ns(table["reaction_ps"])}
 
 
+def device_summaries(run, table: dict[str, np.ndarray], cycle_ps: int | None, workers: int = 1) -> list[dict]:
+    """Each device's part of a stream shared over devices (``run.extra["devices"]``): its name,
+    requests, the card's mismatches on its queue pair, and :func:`stream_summary` of its rows
+    (reaction, backlog and growth per cycle against its own ``rho = S / (N T_a)``, its T_a being K
+    cycles under round robin)."""
+    out = []
+    flows = run.result.stats.get("flows", [])
+    for k, name in enumerate(run.extra["devices"]):
+        m = table["device_index"] == k
+        st = stream_summary({c: v[m] for c, v in table.items()}, cycle_ps, workers)
+        out.append({"device": name, "requests": int(m.sum()),
+                    "card_mismatches": int(flows[k].get("mismatches", 0)) if k < len(flows) else None,
+                    "card_backlog_max": int(flows[k].get("backlog_max", 0)) if k < len(flows) else None,
+                    **{key: st[key] for key in ("arrivals_per_cycle", "service_ns_mean", "rho", "backlog",
+                                                "reaction", "queue_wait")}})
+    return out
+
+
 CSV_COLUMNS = ("request", "shot", "index", "arrival_ps", "card_in_ps", "ready_ps", "start_ps", "end_ps",
                "correction_ps", "decoder_ps", "service_ps", "queue_wait_ps", "reaction_ps")
 
 
 def write_requests_csv(f, tables: list[tuple[str, dict[str, np.ndarray]]]) -> None:
-    """``requests.csv`` into the open text file ``f``: one row per request of every placement
-    (``placement`` first, then :data:`CSV_COLUMNS`, integers)."""
-    f.write("placement," + ",".join(CSV_COLUMNS) + "\n")
+    """``requests.csv`` into the open text file ``f``: one row per request of every placement, in
+    stream order (``placement``, ``device``: the device that decoded it, then :data:`CSV_COLUMNS`,
+    integers)."""
+    f.write("placement,device," + ",".join(CSV_COLUMNS) + "\n")
     for name, t in tables:
         cols = np.column_stack([np.asarray(t[c], np.int64) for c in CSV_COLUMNS])
-        f.writelines(f"{name}," + ",".join(map(str, row)) + "\n" for row in cols.tolist())
+        f.writelines(f"{name},{dev}," + ",".join(map(str, row)) + "\n"
+                     for dev, row in zip(t["device"].tolist(), cols.tolist()))

@@ -33,7 +33,9 @@ Schema (keys; optional keys show their default)::
       confidence: 0.95
       placements: [{device: <consumer in calibration>, mode: inline | worker | external_self |
             external_routed | chain, workers: 1,     # N parallel decoders sharing the request queue
-            order: in_order | as_ready}]             # workers > 1: reply order; one loop per placement
+            order: in_order | as_ready,              # workers > 1: reply order; one loop per placement
+            devices: null | [A, B, ...],             # instead of device: one open-loop stream over K >= 2
+            dispatch: round_robin}]                  # devices, request i to devices[i mod K] (devices only)
 
 For every placement the study reports: corrections identical to the direct decode (same shots,
 byte for byte), the card's mismatches, logical errors and rate with its interval for the loop,
@@ -41,7 +43,8 @@ for the direct decode and for stim+PyMatching run directly on the same shots (an
 the whole-shot decode of the same shots), the reaction time (a request's last syndrome round
 measured -> its correction at the control system) and the card-boundary round trip, deadline
 misses, the stream (throughput, the backlog: requests waiting anywhere for a decoder, its growth
-per cycle against the expected ``1 - N T / S``, rho), and the decode throughput of the loop's
+per cycle against the expected ``1 - N T / S``, rho; a stream over K devices: rho = S / (K N T) and
+each device's part, ``per_device``), and the decode throughput of the loop's
 batched decode beside the direct decode's. Files: results.json, requests.csv (every request),
 queue_depth.csv; plots: latency vs request, backlog vs time.
 """
@@ -97,16 +100,63 @@ class Cost(_Strict):
 
 
 class Placement(_Strict):
-    """Where the decoder runs: a consumer of the parameter set, a hosting mode, the model that
-    stands for the consumer (``sim``, ``code``, ``rtl``, ``live`` with its ``bridge``), the number
-    of parallel decoders sharing its request queue (``workers``) and their reply ``order``."""
+    """Where the decoder runs: a consumer of the parameter set (``device``), or several sharing the
+    one stream (``devices``, at least two: request ``i`` goes to ``devices[i mod K]``, ``dispatch:
+    round_robin``, :mod:`twin.engine.share`), a hosting mode, the model that stands for the consumer
+    (``sim``, ``code``, ``rtl``, ``live`` with its ``bridge``), the number of parallel decoders
+    sharing each device's request queue (``workers``) and their reply ``order``."""
 
-    device: str
+    device: str | None = None
+    devices: list[str] | None = None
+    dispatch: Literal["round_robin"] | None = None
     mode: Literal[MODES] = "inline"  # type: ignore[valid-type]
     model: Literal["sim", "code", "rtl", "live"] = "sim"
     bridge: Bridge | None = None
     workers: int = Field(1, ge=1, le=1024, strict=True)
     order: Literal["in_order", "as_ready"] = "in_order"
+
+    @model_validator(mode="after")
+    def _devices(self):
+        if self.device is not None and self.devices is not None:
+            raise Located(("devices",), self.devices, "give device (one decoder device) or devices (one stream "
+                          "shared over several), not both")
+        if self.device is None and self.devices is None:
+            raise Located(("device",), "<missing>", "name the consumer the decoder runs on (device: NAME, or "
+                          "devices: [A, B] for one stream shared over several)")
+        if self.devices is not None and len(self.devices) < 2:
+            raise Located(("devices",), self.devices, "a stream shared over devices needs at least 2 of them; for "
+                          "one, write device: NAME")
+        if self.dispatch is not None and self.devices is None:
+            raise Located(("dispatch",), self.dispatch, "dispatch spreads one stream over several devices: it "
+                          "applies with devices: [A, B, ...]")
+        if self.devices is not None and self.model == "live":
+            raise Located(("devices",), self.devices, "a live placement is one device behind its bridge block; "
+                          "share a stream over sim, code or rtl devices")
+        return self
+
+    @property
+    def names(self) -> list[str]:
+        """The placement's devices in dispatch order (one for ``device``)."""
+        return list(self.devices) if self.devices is not None else [self.device]
+
+    @property
+    def dispatch_used(self) -> str | None:
+        """The dispatch of a shared stream (``round_robin`` unless given), None for one device."""
+        return (self.dispatch or "round_robin") if self.shared else None
+
+    @property
+    def shared(self) -> bool:
+        """One stream over several devices."""
+        return self.devices is not None
+
+    @property
+    def where(self) -> str | list[str]:
+        """What :func:`twin.qec.loop.run_decode` takes: the device, or the list of devices."""
+        return self.names if self.shared else self.device
+
+    def device_key(self, i: int, j: int) -> str:
+        """The scenario key naming the placement's ``j``-th device (placement ``i``)."""
+        return f"decode.placements[{i}].devices[{j}]" if self.shared else f"decode.placements[{i}].device"
 
     @model_validator(mode="after")
     def _workers(self):
@@ -241,6 +291,20 @@ class DecodeScenario(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _shared(self):
+        for i, pl in enumerate(self.decode.placements):
+            if not pl.shared:
+                continue
+            where = ("decode", "placements", i, "devices")
+            if self.qblox is None and self.traffic.mode != "open_loop":
+                raise Located(where, pl.devices, f"one stream shared over devices is open-loop traffic at the QEC "
+                              f"cycle (traffic.mode is {self.traffic.mode}: each reply sends the next request)")
+            if self.decode.per != "shot":
+                raise Located(where, pl.devices, f"each request goes to one device; a shot's per-{self.decode.per} "
+                              "requests build on the earlier ones' state in one decoder (per: shot)")
+        return self
+
+    @model_validator(mode="after")
     def _qblox(self):
         if self.qblox is not None:
             if "traffic" in self.model_fields_set:
@@ -290,13 +354,14 @@ def load_decode(path: str | Path) -> LoadedDecode:
     requests = sc.decode.shots * sc.decode.requests_per_shot()
     resolve_gaps_file(path, "traffic", sc.traffic, requests)
     for i, pl in enumerate(sc.decode.placements):
-        if pl.device not in params.consumers:
-            raise ConfigError(path, f"decode.placements[{i}].device", pl.device,
-                              f"not a consumer of {cal.name} (have: {', '.join(params.consumers)})")
-        try:
-            check_mode(pl.mode, params.consumers[pl.device].kind, pl.device)
-        except ValueError as e:
-            raise ConfigError(path, f"decode.placements[{i}].mode", pl.mode, str(e)) from None
+        for j, dev in enumerate(pl.names):
+            if dev not in params.consumers:
+                raise ConfigError(path, pl.device_key(i, j), dev,
+                                  f"not a consumer of {cal.name} (have: {', '.join(params.consumers)})")
+            try:
+                check_mode(pl.mode, params.consumers[dev].kind, dev)
+            except ValueError as e:
+                raise ConfigError(path, f"decode.placements[{i}].mode", pl.mode, str(e)) from None
     hp_path = (path.parent / sc.hosting).resolve()
     if not hp_path.is_file():
         raise ConfigError(path, "hosting", sc.hosting, f"no such file ({hp_path})")
@@ -323,9 +388,9 @@ def load_decode(path: str | Path) -> LoadedDecode:
                               "('package.module:callable', 'lib.so:symbol' or a registered function name)")
         fn = resolve_function(d.function, path, reply_bytes=-(-circuit.num_observables // 8))
         for i, pl in enumerate(d.placements):
-            if params.consumers[pl.device].kind == "fpga":
-                raise ConfigError(path, f"decode.placements[{i}].device", pl.device,
-                                  "a Python function does not run in FPGA logic")
+            for j, dev in enumerate(pl.names):
+                if params.consumers[dev].kind == "fpga":
+                    raise ConfigError(path, pl.device_key(i, j), dev, "a Python function does not run in FPGA logic")
         if d.cost.how == "model" and d.cost.fixed is None:
             raise ConfigError(path, "decode.cost.fixed", "<missing>", "a user function has no entry in the cost "
                               "model: give its time (fixed: '50 ns') or use how: host_timed")
@@ -338,11 +403,12 @@ def load_decode(path: str | Path) -> LoadedDecode:
     if d.cost.how == "model" and d.cost.fixed is None and d.decoder != "function":
         from twin.qec.cost import MODEL_NS
         for i, pl in enumerate(d.placements):
-            kind = params.consumers[pl.device].kind
-            if (kind_of(d.decoder), kind) not in MODEL_NS:
-                raise ConfigError(path, f"decode.placements[{i}].device", pl.device,
-                                  f"the cost model has no {d.decoder} decoder on a {kind}: give decode.cost.fixed "
-                                  "or use how: host_timed")
+            for j, dev in enumerate(pl.names):
+                kind = params.consumers[dev].kind
+                if (kind_of(d.decoder), kind) not in MODEL_NS:
+                    raise ConfigError(path, pl.device_key(i, j), dev,
+                                      f"the cost model has no {d.decoder} decoder on a {kind}: give decode.cost.fixed "
+                                      "or use how: host_timed")
     from twin.qec.lookup import MAX_DETECTORS, syndrome_bytes
     if d.decoder == "lookup" and circuit.num_detectors > MAX_DETECTORS:
         raise ConfigError(path, "decode.decoder", d.decoder, f"{circuit.num_detectors} detectors; a lookup table "
@@ -708,24 +774,27 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     from twin.calibration.roce import RoceParamSet
     from twin.nodes.models import Situation, refusal
     from twin.qec.loop import session_function
-    from twin.qec.streaming import backlog, request_table, stream_summary
+    from twin.qec.streaming import backlog, device_summaries, request_table, stream_summary
     fn = session_function(decoder, w.name)
-    for i, pl in enumerate(d.placements):  # before any loop runs: can each model stand there?
-        why = refusal("consumer", pl.model, Situation(
-            device_kind=ld.params.consumers[pl.device].kind,
-            path="roce" if isinstance(ld.params, RoceParamSet) else "card", frame_bytes=w.frame_bytes,
-            function=fn, study="decode", hosting=pl.mode))
-        if why:
-            from twin.config import ConfigError
-            raise ConfigError(ld.path, f"decode.placements[{i}].model", pl.model, why)
+    for i, pl in enumerate(d.placements):  # before any loop runs: can each model stand on each device?
+        for dev in pl.names:
+            why = refusal("consumer", pl.model, Situation(
+                device_kind=ld.params.consumers[dev].kind,
+                path="roce" if isinstance(ld.params, RoceParamSet) else "card", frame_bytes=w.frame_bytes,
+                function=fn, study="decode", hosting=pl.mode))
+            if why:
+                from twin.config import ConfigError
+                raise ConfigError(ld.path, f"decode.placements[{i}].model", pl.model,
+                                  why + (f" (device {dev})" if pl.shared else ""))
     for pl in d.placements:
         cost = CostModel(how=d.cost.how, scale=d.cost.scale,
                          fixed_ns=time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None, fit=ld.cost_fit,
                          file=d.cost.file, seed=seed)
-        cb = (lambda n, name=pl.device: progress(name, n)) if progress else None
+        label = "+".join(pl.names)
+        cb = (lambda n, name=label: progress(name, n)) if progress else None
         stopped = None
         try:
-            r = run_decode(ld.params, pl.device, w, decoder, mode=pl.mode, hosting=ld.hosting, cost=cost,
+            r = run_decode(ld.params, pl.where, w, decoder, mode=pl.mode, hosting=ld.hosting, cost=cost,
                            traffic=traffic, seed=seed, slots=sc.slots,
                            encoding="classic" if sc.encoding == "default" else sc.encoding,
                            external_control=sc.control == "aurora", progress=cb, engine=engine,
@@ -743,13 +812,15 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         le_loop, le_direct = r.logical_errors_loop, r.logical_errors_direct
         done = r.workload.shots  # all of them, or those before a stop
         table = request_table(r)
-        tables.append((placement_label(pl.device, pl.mode, pl.workers, pl.order), table))
+        tables.append((placement_label(label, pl.mode, pl.workers, pl.order, pl.dispatch_used), table))
         cycle = traffic.period_ps if traffic.mode == "open_loop" and traffic.period_ps else None
-        stream = stream_summary(table, cycle, pl.workers)
-        s = {"device": pl.device, "mode": pl.mode, **({"model": pl.model} if pl.model != "sim" else {}),
+        stream = stream_summary(table, cycle, pl.workers, len(pl.names))
+        s = {"device": label, "mode": pl.mode, **({"model": pl.model} if pl.model != "sim" else {}),
              **({"workers": pl.workers, "order": pl.order} if pl.workers > 1 else {}),
+             **({"devices": pl.names, "dispatch": pl.dispatch_used} if pl.shared else {}),
              "function": {"id": r.function.id, "name": r.function.name},
-             "kind": ld.params.consumers[pl.device].kind, "shots": done, "requests": r.workload.requests,
+             "kind": "+".join(ld.params.consumers[dev].kind for dev in pl.names), "shots": done,
+             "requests": r.workload.requests,
              "identical_corrections": int((r.corrections == r.direct).all(axis=1).sum()),
              "card_mismatches": int(res.stats.get("mismatches", 0)), "engine": r.extra["engine"],
              "replies_checked": int(r.extra["replies_checked"]),
@@ -765,6 +836,8 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
              "rtt": summary_ns(res.rtt_ps)}
         if "base_ns" in r.cost:  # the decoder's own time per request, beside the round trip
             s["decoder_only"] = summary_ns(r.compute_ps)
+        if pl.shared:  # each device's part of the stream
+            s["per_device"] = device_summaries(r, table, cycle, pl.workers)
         if res.loop_ps is not None and sc.control == "aurora":
             s["loop"] = summary_ns(res.loop_ps)
             if q is not None:  # from a round's last acquisition integrated to the correction back at the link
@@ -826,13 +899,16 @@ def traffic_document(sc: DecodeScenario) -> dict:
     return doc
 
 
-def placement_label(device: str, mode: str, workers: int = 1, order: str = "in_order") -> str:
-    """A placement's name in the files and plots: ``device:mode``, with ``:xN:order`` for N > 1 workers."""
-    return f"{device}:{mode}" + (f":x{workers}:{order}" if workers > 1 else "")
+def placement_label(device: str, mode: str, workers: int = 1, order: str = "in_order",
+                    dispatch: str | None = None) -> str:
+    """A placement's name in the files and plots: ``device:mode``, with ``:xN:order`` for N > 1 workers
+    and ``:dispatch`` for a stream shared over devices (``device`` is then ``a+b``)."""
+    return f"{device}:{mode}" + (f":x{workers}:{order}" if workers > 1 else "") + (f":{dispatch}" if dispatch else "")
 
 
 def _label(s: dict) -> str:
-    return placement_label(s["device"], s["mode"], s.get("workers", 1), s.get("order", "in_order"))
+    return placement_label(s["device"], s["mode"], s.get("workers", 1), s.get("order", "in_order"),
+                           s.get("dispatch"))
 
 
 def print_decode(study: DecodeStudy, console) -> None:
@@ -853,7 +929,8 @@ def print_decode(study: DecodeStudy, console) -> None:
     for s in doc["placements"]:
         b = s["stream"]["backlog"]
         exp = b["expected_growth_per_cycle"]
-        tb.add_row(s["device"], s["mode"] + (f" ×{s['workers']} {s['order']}" if "workers" in s else ""),
+        tb.add_row(s["device"], s["mode"] + (f" ×{s['workers']} {s['order']}" if "workers" in s else "")
+                   + (f" {s['dispatch']}" if "dispatch" in s else ""),
                    f"{s['requests'] - s['identical_corrections']}/{s['card_mismatches']}",
                    *(f"{s['reaction'][k] / 1000:.3f}" for k in ("p50_ns", "p99_ns", "p999_ns")),
                    str(s.get("deadline_misses", "-")), str(s["backlog_max"]),
@@ -861,12 +938,18 @@ def print_decode(study: DecodeStudy, console) -> None:
         if "decoder_only" in s:  # the decoder's own time per request, beside the reaction time
             tb.add_row("", " decoder only", "",
                        *(f"{s['decoder_only'][k] / 1000:.3f}" for k in ("p50_ns", "p99_ns", "p999_ns")), "", "", "", "")
+        for p in s.get("per_device", []):  # each device's part of a shared stream
+            pb = p["backlog"]
+            pe = pb["expected_growth_per_cycle"]
+            tb.add_row(f" {p['device']}", f" {p['requests']} requests", "",
+                       *(f"{p['reaction'][k] / 1000:.3f}" for k in ("p50_ns", "p99_ns", "p999_ns")), "",
+                       str(pb["max"]), f"{pb['growth_per_cycle']:.3f}", "-" if pe is None else f"{pe:.3f}")
     console.print(tb)
     console.print("p50/p99/p99.9: reaction time, a request's last syndrome round measured -> its correction at the "
                   "control system (decoder only: the decoder's own time); differ/mism.: corrections that differ "
                   "from the direct decode / replies the card found wrong; backlog: "
                   "requests sent and not yet started by a decoder (max); growth: backlog per QEC cycle, ρ-growth "
-                  "the expected max(0, 1 - 1/ρ) x arrivals per cycle with ρ = S / (N T_a)")
+                  "the expected max(0, 1 - 1/ρ) x arrivals per cycle with ρ = S / (K N T_a), K devices of N decoders")
     for s in doc["placements"]:
         lo, hi = s["ci"]["loop"]
         console.print(f"{_label(s)}: LER in the loop {s['ler']['loop']:.2e} [{lo:.1e}, {hi:.1e}], decoded directly "
