@@ -189,3 +189,16 @@ def test_verify_rounds_with_the_direct_engine_is_refused_and_traffic_is_named_in
                  str(out)]) == 0
     t = json.loads((out / "results.json").read_text())["traffic"]
     assert t["in_flight"] == 4 and t["gaps"] == {"distribution": "fixed", "value": "1 us"}
+
+
+def test_an_rtl_placement_refuses_a_session_decoder_it_has_no_verilog_for(tmp_path):
+    """The V80's Verilog has cores for echo, decode_rep3 and decode_steane7: a surface-code table is a
+    session decoder with no core, refused before any loop runs (it used to crash reshaping no replies)."""
+    from twin.config import ConfigError
+    from twin.qec.study import load_decode, run_decode_study
+    doc = {"name": "rtl_surface", "calibration": CAL, "hosting": HOSTING, "seed": 1,
+           "decode": {"code": "surface", "distance": 3, "rounds": 1, "p": 0.001, "shots": 20, "decoder": "lookup",
+                      "placements": [{"device": "v80", "mode": "inline", "model": "rtl"}]}}
+    with pytest.raises(ConfigError) as e:
+        run_decode_study(load_decode(write(tmp_path, "rtl_surface", doc)))
+    assert e.value.key == "decode.placements[0].model" and "no Verilog core" in str(e.value)

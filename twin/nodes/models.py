@@ -41,6 +41,9 @@ def _rtl_consumer(s: Situation) -> str | None:
         return f"model rtl stands for FPGA logic (the V80's exchange logic); this device is a {s.device_kind}"
     if s.queue_pairs > 1:
         return (f"the V80 logic in rtl/qrt_v80.v polls one request queue; {s.queue_pairs} flows are routed to it")
+    if _fname(s) not in RTL_FUNCTIONS and s.function is not None and getattr(s.function, "id", 0) >= 0x4000:
+        return (f"the V80 logic answers with the Verilog cores of rtl/qrt_functions.v ({', '.join(RTL_FUNCTIONS)}); "
+                f"{_fname(s)} is a session decoder with no Verilog core")
     return _rtl_common(s)
 
 
