@@ -53,7 +53,7 @@ SHM = {"backend": "shm", "timeout": "2 s"}
 
 @pytest.mark.parametrize("encoding,function", [("classic", "echo"), ("per_piece", "sum32"), ("classic", "invert")])
 def test_live_run_checks_every_reply(tmp_path, capsys, encoding, function):
-    rounds = 20_000 if function == "echo" else 2000
+    rounds = 5_000 if function == "echo" else 2000  # 8 slots: the ring wraps hundreds of times either way
     rc, err, doc, out = run(tmp_path, capsys, rounds=rounds, encoding=encoding, function=function, bridge=SHM)
     assert rc == 0, err
     s = doc["consumers"][0]
