@@ -27,7 +27,7 @@ from twin.units import PS_PER_NS, UnitError, freq_hz, period_ps, rate_bps
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def _ps(ns: float) -> int:

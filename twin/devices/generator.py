@@ -51,6 +51,13 @@ class Gaps:
         return np.rint(rng.exponential(self.a_ps, size=n)).astype(np.int64)
 
 
+# A free-running clock's offset from nominal, in ppm: crystals are within +-100, PCIe's
+# spread-spectrum clocking pulls down by 5,000; +-10,000 (1 %) bounds any real oscillator. Its drift,
+# ppb per second: a crystal's is a few; +-1,000 keeps a day-long run within the bound above.
+MAX_PPM = 10_000.0
+MAX_DRIFT_PPB_PER_S = 1_000.0
+
+
 @dataclass(frozen=True)
 class TrafficParams:
     """What the control side sends and on which clock.

@@ -65,7 +65,7 @@ from twin.units import time_ps
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 class Cost(_Strict):
@@ -75,7 +75,7 @@ class Cost(_Strict):
     the factor from the host's time to the target device's (host_timed and fitted)."""
 
     how: Literal["model", "host_timed", "fitted"] = "model"
-    scale: float = Field(1.0, gt=0)
+    scale: float = Field(1.0, ge=1e-3, le=1e3)  # x a host's timing: 1/1000 to 1000
     fixed: str | None = None
     file: str | None = None
     _d = field_validator("fixed", mode="before")(classmethod(lambda cls, v: _duration(v)))
@@ -274,7 +274,7 @@ class LoadedDecode:
 def load_decode(path: str | Path) -> LoadedDecode:
     """Load a decode scenario; raises :class:`ConfigError` naming file, key and value."""
     path = Path(path)
-    from twin.config.errors import load_yaml
+    from twin.config import load_yaml
     data = load_yaml(path)
     if isinstance(data, dict) and "nodes" in data and "decode" not in data:
         raise ConfigError(path, "nodes", "[...]", f"this is a loop scenario (nodes, no decode block); run it "

@@ -27,7 +27,7 @@ class LoadedScenario:
 def check_not_a_scenario(path: Path, key: str, value: str, target: Path) -> None:
     """``target`` (named by ``key: value`` in the scenario ``path``) must be a parameter set, not a
     scenario (a file with ``nodes`` or ``decode``). Raises :class:`ConfigError` naming file, key, value."""
-    from twin.config.errors import load_yaml
+    from twin.config import load_yaml
     doc = load_yaml(target)
     if isinstance(doc, dict) and ("nodes" in doc or "decode" in doc):
         raise ConfigError(path, key, value, f"{target.name} is a scenario, not a parameter set; name a "
@@ -52,7 +52,7 @@ def load_scenario(path: str | Path) -> LoadedScenario:
     Raises :class:`ConfigError` naming the file, key and value of the first problem.
     """
     path = Path(path)
-    from twin.config.errors import load_yaml
+    from twin.config import load_yaml
     data = load_yaml(path)
     if isinstance(data, dict) and "decode" in data and "nodes" not in data:
         raise ConfigError(path, "decode", "{...}", "this is a decode scenario (it has a decode block); "
