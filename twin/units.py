@@ -76,42 +76,49 @@ def time_ps(value: str | int | float, default_unit: str = "ns") -> int:
     return int(round(q))
 
 
-def _scaled(value: str | int | float, kind: str, units: dict[str, int], hint: str,
-            span: tuple[float, float], unit0: str) -> float:
+def _scaled(value: str | int | float, kind: str, units: dict[str, int], hint: str) -> float:
     if isinstance(value, bool):
         raise UnitError(f"cannot read {value!r} as a {kind}")
     if isinstance(value, (int, float)):
         _finite(value, kind)
-        q = Fraction(value)
-    else:
-        num, unit = split_quantity(value, kind)
-        if unit not in units:
-            raise UnitError(f"unknown {kind} unit {short(unit)} in {short(value)} (use {hint})")
-        q = num * units[unit]
-    if q <= 0:
-        raise UnitError(f"{kind} {short(value)} must be positive")
-    if not span[0] <= q <= span[1]:
-        raise UnitError(f"{kind} {short(value)} is outside {span[0]:g} .. {span[1]:g} {unit0}, the physical range")
-    return float(q)
+        return float(value)
+    num, unit = split_quantity(value, kind)
+    if unit not in units:
+        raise UnitError(f"unknown {kind} unit {short(unit)} in {short(value)} (use {hint})")
+    try:
+        return float(num * units[unit])
+    except OverflowError:
+        raise UnitError(f"{kind} {short(value)} is beyond any finite number") from None
+
+
+def check_physical(value: float, kind: str, text: object = None) -> float:
+    """``value`` (bit/s for ``kind`` "rate", Hz for "frequency") within :data:`RATE_RANGE_BPS` or
+    :data:`FREQ_RANGE_HZ`; returns it. Raises :class:`UnitError` naming ``text`` (as written)."""
+    span, unit = (RATE_RANGE_BPS, "b/s") if kind == "rate" else (FREQ_RANGE_HZ, "Hz")
+    if not span[0] <= value <= span[1]:
+        raise UnitError(f"{kind} {short(value if text is None else text)} is outside {span[0]:g} .. {span[1]:g} "
+                        f"{unit}, the physical range")
+    return value
 
 
 def rate_bps(value: str | int | float) -> float:
     """Convert a line rate (``"10.3125 Gb/s"``, ``"8 GT/s"``, ``"2 GB/s"`` = 16e9) or a number in
-    bit/s to bit/s. Case matters (b = bit, B = byte). Raises :class:`UnitError`, also for a rate
-    outside :data:`RATE_RANGE_BPS` (a non-positive one included)."""
-    return _scaled(value, "rate", _RATE_UNITS, "b/s, Mb/s, Gb/s, GB/s, GT/s", RATE_RANGE_BPS, "b/s")
+    bit/s to bit/s. Case matters (b = bit, B = byte). Raises :class:`UnitError` (a non-finite number
+    included)."""
+    return _scaled(value, "rate", _RATE_UNITS, "b/s, Mb/s, Gb/s, GB/s, GT/s")
 
 
 def freq_hz(value: str | int | float) -> float:
     """Convert a clock frequency (``"250 MHz"``) or a number in Hz to Hz. Case matters (MHz, not
-    mHz). Raises :class:`UnitError`, also for a frequency outside :data:`FREQ_RANGE_HZ` (a
-    non-positive one included)."""
-    return _scaled(value, "frequency", _FREQ_UNITS, "Hz, kHz, MHz, GHz", FREQ_RANGE_HZ, "Hz")
+    mHz). Raises :class:`UnitError` (a non-finite number included)."""
+    return _scaled(value, "frequency", _FREQ_UNITS, "Hz, kHz, MHz, GHz")
 
 
 def period_ps(freq: str | int | float) -> int:
     """Clock period in integer picoseconds for a frequency (``"250 MHz"`` -> 4000)."""
-    hz = freq_hz(freq)  # positive, in range
+    hz = freq_hz(freq)
+    if hz <= 0:
+        raise UnitError(f"clock frequency must be positive, got {short(freq)}")
     return int(round(PS_PER_S / hz))
 
 

@@ -23,7 +23,7 @@ from twin.engine.spec import LoopSpec
 from twin.faults import FaultPlan
 from twin.links.aurora import Aurora64B66B
 from twin.links.pcie import PcieLink
-from twin.units import PS_PER_NS, UnitError, freq_hz, period_ps, rate_bps
+from twin.units import PS_PER_NS, UnitError, check_physical, freq_hz, period_ps, rate_bps
 
 
 class _Strict(BaseModel):
@@ -35,10 +35,13 @@ def _ps(ns: float) -> int:
 
 
 def _positive(text: str, read) -> str:
-    """Check a quantity string with ``read`` (e.g. :func:`freq_hz`) and that it is > 0."""
+    """Check a quantity string with ``read`` (:func:`freq_hz` or :func:`rate_bps`): > 0 and within
+    the physical range (:func:`twin.units.check_physical`)."""
     try:
-        if read(text) <= 0:
+        v = read(text)
+        if v <= 0:
             raise UnitError("must be > 0")
+        check_physical(v, "frequency" if read is freq_hz else "rate", text)
     except UnitError as e:
         raise ValueError(str(e)) from None
     return text

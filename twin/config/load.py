@@ -63,6 +63,32 @@ def read_input_text(path: str | Path) -> str:
                           "calibration, measurement and gaps files are UTF-8)") from None
 
 
+def named_file(scenario: str | Path, key: str, value: str) -> Path:
+    """The file that ``key: value`` in the file ``scenario`` names (relative to it), resolved: an
+    existing regular file. Raises :class:`ConfigError` naming ``scenario``, ``key`` and ``value`` for
+    a missing one, a folder, a FIFO or device, or a name the system refuses (too long, a NUL byte)."""
+    scenario = Path(scenario)
+    f = scenario.parent / str(value)
+    try:
+        f = f.resolve()
+        st = os.stat(f)
+    except FileNotFoundError:
+        raise ConfigError(scenario, key, value, f"no such file ({_shown(f)})") from None
+    except (OSError, ValueError) as e:
+        why = getattr(e, "strerror", None) or e
+        raise ConfigError(scenario, key, value, f"cannot read it ({why})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ConfigError(scenario, key, value, f"a folder, not a file ({_shown(f)})")
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(scenario, key, value, f"not a regular file (a FIFO, device or socket: {_shown(f)})")
+    return f
+
+
+def _shown(p: Path) -> str:
+    text = str(p)
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
 def _check_kind(p: Path, st: os.stat_result) -> None:
     if stat.S_ISDIR(st.st_mode):
         raise ConfigError(p, None, None, "a folder, not a file")

@@ -53,9 +53,9 @@ class Gaps:
 
 # A free-running clock's offset from nominal, in ppm: crystals are within +-100, PCIe's
 # spread-spectrum clocking pulls down by 5,000; +-10,000 (1 %) bounds any real oscillator. Its drift,
-# ppb per second: a crystal's is a few; +-1,000 keeps a day-long run within the bound above.
+# ppb per second: a crystal's is a few; +-10^7 (10 ppm a second) keeps a 1,000 s run within the bound above.
 MAX_PPM = 10_000.0
-MAX_DRIFT_PPB_PER_S = 1_000.0
+MAX_DRIFT_PPB_PER_S = 1e7
 
 
 @dataclass(frozen=True)

@@ -297,9 +297,8 @@ def load_decode(path: str | Path) -> LoadedDecode:
             check_mode(pl.mode, params.consumers[pl.device].kind, pl.device)
         except ValueError as e:
             raise ConfigError(path, f"decode.placements[{i}].mode", pl.mode, str(e)) from None
-    hp_path = (path.parent / sc.hosting).resolve()
-    if not hp_path.is_file():
-        raise ConfigError(path, "hosting", sc.hosting, f"no such file ({hp_path})")
+    from twin.config import named_file
+    hp_path = named_file(path, "hosting", sc.hosting)
     hosting, _ = load_hosting(hp_path)
     d = sc.decode
     from twin.qec.decoders.registry import kind_of, unavailable
@@ -498,8 +497,11 @@ def function_roots(path: Path | None) -> list[Path]:
 def _module_file(root: Path, mod: str) -> Path | None:
     base = root.joinpath(*mod.split("."))
     for f in (base.with_suffix(".py"), base / "__init__.py"):
-        if f.is_file():
-            return f
+        try:
+            if f.is_file():
+                return f
+        except (OSError, ValueError):  # a name the system refuses (too long): not there
+            return None
     return None
 
 
