@@ -105,6 +105,7 @@ def values():
 
 
 # -- mutations --------------------------------------------------------------------------------------
+NUDGE_FACTORS = (0, -1, 2, 1e-3, 1e-6, 10, 1e3, 1e6, 1e12, 0.5, 1.0000001)
 BYTE_OPS = ("bad_utf8", "lone_continuation", "nul", "bom", "utf16", "truncate", "crlf", "tabs", "latin1")
 
 
@@ -115,6 +116,8 @@ def mutation():
     return st.one_of(
         st.tuples(st.just("replace"), sel, values()),
         st.tuples(st.just("replace"), sel, values()),
+        st.tuples(st.just("nudge"), sel, st.sampled_from(NUDGE_FACTORS), st.sampled_from(UNIT_TEXT)),
+        st.tuples(st.just("nudge"), sel, st.sampled_from(NUDGE_FACTORS), st.sampled_from(UNIT_TEXT)),
         st.tuples(st.just("delete"), sel),
         st.tuples(st.just("add"), sel, st.sampled_from(["extra", "Name", "rounds ", "ppm", "nodes"]), values()),
         st.tuples(st.just("duplicate"), sel),
@@ -159,6 +162,19 @@ def render(doc: dict, ops: list) -> bytes:
             byte_ops.append(op[1:])
         elif not paths:
             continue
+        elif kind == "nudge":  # a plausible value: a number scaled, a quantity scaled and its unit changed
+            path = paths[op[1] % len(paths)]
+            parent = _dig_parent(doc, path)
+            v = parent[path[-1]]
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                parent[path[-1]] = type(v)(v * op[2]) if isinstance(v, float) or float(op[2]).is_integer() \
+                    else v * op[2]
+            elif isinstance(v, str) and v[:1].isdigit() and " " in v:
+                num, unit = v.split(" ", 1)
+                try:
+                    parent[path[-1]] = f"{float(num) * op[2]:g} {op[3] if op[2] == 1.0000001 else unit}"
+                except ValueError:
+                    pass
         elif kind in ("replace", "delete", "add"):
             path = paths[op[1] % len(paths)]
             parent = _dig_parent(doc, path)

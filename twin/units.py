@@ -69,11 +69,18 @@ def time_ps(value: str | int | float, default_unit: str = "ns") -> int:
             raise UnitError(f"unknown time unit {short(default_unit)} (use ps, ns, us, ms, s)")
         q = Fraction(value) * _TIME_UNITS[default_unit]
     else:
-        num, unit = split_quantity(value, "duration")
-        if unit not in _TIME_UNITS:
-            raise UnitError(f"unknown time unit {short(unit)} in {short(value)} (use ps, ns, us, ms, s)")
-        q = num * _TIME_UNITS[unit]
+        return duration_text_ps(value)[1]
     return int(round(q))
+
+
+def duration_text_ps(text: str) -> tuple[Fraction, int]:
+    """A duration string (``"2.5 us"``) as (the number as written, exact; the duration in integer
+    picoseconds, nearest). One parse, for callers that check both (a non-zero value that rounds
+    to 0 ps). Raises :class:`UnitError` as :func:`time_ps` does."""
+    num, unit = split_quantity(text, "duration")
+    if unit not in _TIME_UNITS:
+        raise UnitError(f"unknown time unit {short(unit)} in {short(text)} (use ps, ns, us, ms, s)")
+    return num, int(round(num * _TIME_UNITS[unit]))
 
 
 def _scaled(value: str | int | float, kind: str, units: dict[str, int], hint: str) -> float:

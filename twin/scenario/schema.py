@@ -48,12 +48,12 @@ from typing import Literal
 import networkx as nx  # noqa: F401  (graph() returns one)
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from twin.config import Located
+from twin.config import Located, short
 from twin.devices.generator import MAX_PPM, Gaps, TrafficParams
 from twin.devices.qblox import QbloxCluster
 from twin.faults import FaultPlan
 from twin.nodes.models import MODELS as MODELS_AVAILABLE
-from twin.units import UnitError, split_quantity, time_ps
+from twin.units import UnitError, duration_text_ps, time_ps
 
 
 class _Strict(BaseModel):
@@ -61,15 +61,22 @@ class _Strict(BaseModel):
 
 
 def _duration(v: object) -> object:
-    if v is None:
-        return v
+    """A scenario's duration value checked (:func:`duration_ps`); returns it as written (or None)."""
+    if v is not None:
+        duration_ps(v)
+    return v
+
+
+def duration_ps(v: object) -> int:
+    """A duration as a scenario writes it (``"5 us"``) in integer picoseconds: a string with a unit,
+    ASCII digits, not negative, not a non-zero value below 1 ps, at most :data:`MAX_DURATION_PS`.
+    Raises ValueError saying which."""
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        raise ValueError(f"needs a unit, e.g. '{v} ns' or '{v} us'")
+        raise ValueError(f"needs a unit, e.g. '{short(v)} ns' or '{short(v)} us'")
     if not isinstance(v, str):
         raise ValueError("must be a quantity string such as '5 us'")
     try:
-        t = time_ps(v)
-        written = split_quantity(v, "duration")[0]
+        written, t = duration_text_ps(v)
     except UnitError as e:
         raise ValueError(str(e)) from None
     if written < 0:
@@ -80,7 +87,7 @@ def _duration(v: object) -> object:
     if t > MAX_DURATION_PS:
         raise ValueError(f"must be at most {MAX_DURATION_PS // 10**12:,} s (a timing parameter of the loop, not a "
                          "wall-clock time)")
-    return v
+    return t
 
 
 MAX_DURATION_PS = 1000 * 10**12  # 1,000 s: any one duration in a scenario
@@ -479,16 +486,19 @@ def gaps_of(block: GapsBlock | None, gaps_file: Path | None = None) -> Gaps | No
 def read_gaps(path: Path) -> tuple[int, ...]:
     """Durations from a text file, one per line (``1.5 us``; ``#`` starts a comment). Raises
     ValueError naming the line of a bad entry."""
-    from twin.config import read_input_text, short
+    from twin.config import read_input_text
     out = []
+    seen: dict[str, int] = {}  # a file of measured gaps repeats its values: each text read once
     for i, line in enumerate(read_input_text(path).splitlines(), 1):
         text = line.split("#", 1)[0].strip()
         if not text:
             continue
-        try:
-            v = time_ps(_duration(text))
-        except ValueError as e:
-            raise ValueError(f"line {i}: {short(text)}: {e}") from None
+        v = seen.get(text)
+        if v is None:
+            try:
+                v = seen[text] = duration_ps(text)
+            except ValueError as e:
+                raise ValueError(f"line {i}: {short(text)}: {e}") from None
         out.append(v)
     if not out:
         raise ValueError("no durations in the file")
