@@ -7,8 +7,13 @@ Prints the counts: mutated, refused cleanly, accepted (and of those, run), trace
 over 10 s or a run over 60 s), messages that are not one line naming the file, results.json with a
 non-finite number; the slowest load; and the first few failures of each kind in full.
 
-Run: ``PYTHONPATH=.:tests python benchmarks/fuzz_scenarios.py [N]`` (default 1000; about 4 minutes
-per 1,000 on the 2-core development machine). Exit status 1 if anything but refused/accepted came out.
+``--large``: instead, the load time of large inputs, to show it linear: ``twin run``'s loader on
+a scenario whose ``faults.corrupt_piece.rounds`` lists 10^5 and 10^6 rounds, and ``read_gaps`` on
+gaps files of 10^5 and 10^6 lines (all distinct values).
+
+Run: ``PYTHONPATH=. python benchmarks/fuzz_scenarios.py [N]`` (default 1000; about 3 minutes per
+1,000 on the 2-core development machine) or ``... --large``. Exit status 1 if anything but
+refused/accepted came out.
 """
 from __future__ import annotations
 
@@ -67,5 +72,36 @@ def main(n: int) -> int:
     return 1 if sum(counts[k] for k in ("traceback", "hang", "bad_message", "nonfinite")) else 0
 
 
+def large() -> int:
+    """Print load times of 10^5- and 10^6-entry fault lists and gaps files, and their ratios."""
+    import yaml
+
+    from twin.scenario import load_scenario
+    from twin.scenario.schema import read_gaps
+    doc = base_doc(BUNDLED[[b.name for b in BUNDLED].index("faults_epyc7282.yaml")])
+    with tempfile.TemporaryDirectory() as d:
+        times = {}
+        for n in (10**5, 10**6):
+            doc["rounds"] = 2 * n
+            doc["faults"]["corrupt_piece"]["rounds"] = list(range(1, n + 1))
+            p = Path(d) / f"faults{n}.yaml"
+            p.write_text(yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=10**9))
+            t = time.perf_counter()
+            load_scenario(p)
+            times["faults", n] = time.perf_counter() - t
+            g = Path(d) / f"gaps{n}.txt"
+            g.write_text("".join(f"{1 + i / 7:.6f} us\n" for i in range(n)))
+            t = time.perf_counter()
+            read_gaps(g)
+            times["gaps", n] = time.perf_counter() - t
+            print(f"{n:>9,} fault rounds: {times['faults', n]:6.2f} s ({p.stat().st_size / 2**20:.1f} MiB)   "
+                  f"{n:>9,} gap lines: {times['gaps', n]:6.2f} s", flush=True)
+    for what in ("faults", "gaps"):
+        print(f"{what}: 10^6 / 10^5 = {times[what, 10**6] / times[what, 10**5]:.1f} (10 = linear)")
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--large"]:
+        sys.exit(large())
     sys.exit(main(int(float(sys.argv[1])) if len(sys.argv) > 1 else 1000))
