@@ -200,3 +200,11 @@ def test_a_long_fault_list_loads(tmp_path):
     doc = edited(FAULTS, rounds=30_000, faults__corrupt_piece={"rounds": rounds, "path": "request"})
     loaded = load_scenario(write(tmp_path, doc))
     assert loaded.scenario.faults.plan().corrupt_rounds == frozenset(rounds)
+
+
+@pytest.mark.parametrize("flag, value", [("--rounds", "٣"), ("--seed", "٣"), ("--trace", "١:٣"), ("--rounds", "1e400")])
+def test_command_line_numbers_are_ascii_and_in_range(flag, value):
+    err = io.StringIO()
+    with redirect_stderr(err), pytest.raises(SystemExit) as e:
+        main(["run", str(ROOT / "scenarios" / "card_path_64b.yaml"), flag, value, "--quiet"])
+    assert e.value.code == 2 and f"argument {flag}" in err.getvalue()
