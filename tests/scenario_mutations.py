@@ -5,7 +5,8 @@ hypothesis: a value replaced (a wrong type; a negative, huge, non-finite or unic
 quantity; a 100,000-character string; an alias bomb; nesting thousands deep; raw YAML such as a
 recursive alias, an impossible date, a 5,000-digit integer, a python tag), a key deleted, an
 unknown key added, a top-level key written twice, or the bytes changed (a non-UTF-8 byte, a NUL, a
-byte-order mark, UTF-16, the file cut short, CRLF line ends). :func:`attempt` writes it and loads it
+byte-order mark, UTF-16, the file cut short, CRLF line ends), or a number or value of the parameter
+set it names changed (written beside it). :func:`attempt` writes it and loads it
 with the real loader (:func:`twin.scenario.load_scenario` or :func:`twin.qec.study.load_decode`)
 under a wall-clock limit, and optionally runs an accepted one for a few rounds through ``twin run``
 / ``twin decode``, checking that results.json holds no non-finite number.
@@ -123,6 +124,7 @@ def mutation():
         st.tuples(st.just("duplicate"), sel),
         st.tuples(st.just("bytes"), st.sampled_from(BYTE_OPS), st.floats(0, 1)),
         st.tuples(st.just("top"), values()),
+        st.tuples(st.just("calibration"), sel, st.sampled_from(NUDGE_FACTORS + (1e300, -1e300)), values()),
     )
 
 
@@ -139,10 +141,14 @@ def _dig_parent(doc, path):
     return cur
 
 
-def render(doc: dict, ops: list) -> bytes:
-    """The bytes of ``doc`` with ``ops`` applied (see :func:`mutation`)."""
+def render(doc: dict, ops: list) -> dict[str, bytes]:
+    """The files of the mutant: ``""`` the scenario's bytes (``doc`` with ``ops`` applied, see
+    :func:`mutation`), and ``cal.yaml`` when a mutation changed its parameter set (a number of it
+    scaled, or replaced by a value)."""
     import copy
     doc = copy.deepcopy(doc)
+    files: dict[str, bytes] = {}
+    cal = None
     raws: dict[str, str] = {}
     dup_keys, byte_ops = [], []
 
@@ -160,6 +166,24 @@ def render(doc: dict, ops: list) -> bytes:
             doc = put(op[1])
         elif kind == "bytes":
             byte_ops.append(op[1:])
+        elif kind == "calibration":
+            if cal is None and isinstance(doc, dict) and isinstance(doc.get("calibration"), str):
+                try:
+                    cal = yaml.safe_load(Path(doc["calibration"]).read_text(encoding="utf-8"))
+                except (OSError, ValueError):  # the path itself mutated: nothing to change
+                    continue
+            if not isinstance(cal, dict):
+                continue
+            cpaths = [q for q in leaf_paths(cal) if q[0] not in ("provenance", "fitted")]
+            q = cpaths[op[1] % len(cpaths)]
+            parent = _dig_parent(cal, q)
+            v = parent[q[-1]]
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                scaled = v * op[2]
+                parent[q[-1]] = int(scaled) if isinstance(v, int) and float(scaled).is_integer() else scaled
+            else:
+                parent[q[-1]] = op[3] if not isinstance(op[3], Raw) else str(op[3])
+            doc["calibration"] = "cal.yaml"
         elif not paths:
             continue
         elif kind == "nudge":  # a plausible value: a number scaled, a quantity scaled and its unit changed
@@ -217,7 +241,10 @@ def render(doc: dict, ops: list) -> bytes:
             data = data.replace(b"  ", b"\t")
         elif name == "latin1":
             data = data.decode("utf-8", "replace").encode("latin-1", "replace")
-    return data
+    files[""] = data
+    if cal is not None:
+        files["cal.yaml"] = yaml.safe_dump(cal, sort_keys=False, allow_unicode=True, width=4096).encode("utf-8")
+    return files
 
 
 # -- loading and running -----------------------------------------------------------------------------
@@ -273,8 +300,8 @@ def _nonfinite(obj) -> bool:
     return False
 
 
-def attempt(bundled: Path, data: bytes, folder: Path, run: bool = False, rounds: int = 50) -> Outcome:
-    """Write ``data`` as a scenario in ``folder`` and load it with the real loader (decode or
+def attempt(bundled: Path, files: dict[str, bytes], folder: Path, run: bool = False, rounds: int = 50) -> Outcome:
+    """Write ``files`` (:func:`render`) in ``folder`` and load the scenario with the real loader (decode or
     run, as ``bundled`` is) within :data:`LOAD_LIMIT_S`; if accepted and ``run``, run it for
     ``rounds`` rounds (shots) and check results.json. Never raises for what the twin does."""
     import traceback
@@ -282,7 +309,8 @@ def attempt(bundled: Path, data: bytes, folder: Path, run: bool = False, rounds:
     from twin.config import ConfigError
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / bundled.name
-    path.write_bytes(data)
+    for name, data in files.items():
+        (folder / (name or bundled.name)).write_bytes(data)
     decode = is_decode(bundled)
     t0 = time.perf_counter()
     try:
@@ -296,7 +324,8 @@ def attempt(bundled: Path, data: bytes, folder: Path, run: bool = False, rounds:
     except ConfigError as e:
         dt = time.perf_counter() - t0
         msg = str(e)
-        if "\n" in msg or not msg.startswith(f"{path}: "):
+        named = [f"{folder / (name or bundled.name)}: " for name in files]  # the scenario, or its parameter set
+        if "\n" in msg or not msg.startswith(tuple(named)):
             return Outcome("bad_message", msg, dt)
         return Outcome("refused", msg, dt)
     except Hang as e:

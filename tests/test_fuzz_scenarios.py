@@ -25,9 +25,9 @@ EXAMPLES = int(os.environ.get("TWIN_FUZZ_EXAMPLES", "200"))
 def test_a_mutated_scenario_is_loaded_or_refused_in_one_line(case):
     index, ops, run = case
     bundled = BUNDLED[index]
-    data = render(base_doc(bundled), ops)
+    files = render(base_doc(bundled), ops)
     with tempfile.TemporaryDirectory() as d:
-        got = attempt(bundled, data, Path(d), run=run)
+        got = attempt(bundled, files, Path(d), run=run)
     assert got.kind in ("refused", "accepted"), f"{bundled.name} with {ops!r:.300}: {got.kind}\n{got.detail}"
     assert got.seconds < 10
 

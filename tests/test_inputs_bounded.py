@@ -208,3 +208,16 @@ def test_command_line_numbers_are_ascii_and_in_range(flag, value):
     with redirect_stderr(err), pytest.raises(SystemExit) as e:
         main(["run", str(ROOT / "scenarios" / "card_path_64b.yaml"), flag, value, "--quiet"])
     assert e.value.code == 2 and f"argument {flag}" in err.getvalue()
+
+
+@pytest.mark.parametrize("section, key", [("card", "engine_land_ns"), ("hosts.epyc7282.pcie", "tlp_overhead_bytes")])
+def test_a_parameter_set_number_beyond_any_hop_is_refused(tmp_path, section, key):
+    cal = yaml.safe_load((ROOT / "calibrations" / "fitted" / "card_path.yaml").read_text(encoding="utf-8"))
+    cur = cal
+    for k in section.split("."):
+        cur = cur[k]
+    cur[key] = 10**300 if key.endswith("bytes") else 1e300  # overflowed the engine's integers
+    cal_path = write(tmp_path, cal, "cal.yaml")
+    with pytest.raises(ConfigError) as e:
+        load_scenario(write(tmp_path, edited(FAULTS, calibration=str(cal_path))))
+    assert e.value.file == str(cal_path) and e.value.key == f"{section}.{key}", str(e.value)

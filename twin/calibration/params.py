@@ -25,9 +25,25 @@ from twin.links.aurora import Aurora64B66B
 from twin.links.pcie import PcieLink
 from twin.units import PS_PER_NS, UnitError, check_physical, freq_hz, period_ps, rate_bps
 
+MAX_PARAM_NS = 1e9  # 1 s: the most any one latency, period, jitter or cost of a hop may be
+MAX_PARAM_COUNT = 10**9  # the most any integer of a parameter set (bytes, bits, lanes) may be
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*")
+    @classmethod
+    def _ns_in_range(cls, v, info):
+        """Every ``*_ns`` number at most :data:`MAX_PARAM_NS`, every integer at most
+        :data:`MAX_PARAM_COUNT` (a typo of 1e300 would overflow the engine's integer arithmetic)."""
+        values = v.values() if isinstance(v, dict) else (v,)  # a per-consumer table (doorbell_ns) too
+        if info.field_name.endswith("_ns") and any(isinstance(x, (int, float)) and x > MAX_PARAM_NS for x in values):
+            raise ValueError(f"must be at most {MAX_PARAM_NS:,.0f} ns (1 s, beyond any one hop of the loop)")
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_PARAM_COUNT:
+            raise ValueError(f"must be at most {MAX_PARAM_COUNT:,} (bytes, bits, lanes: no count of a parameter set "
+                             "is larger)")
+        return v
 
 
 def _ps(ns: float) -> int:
