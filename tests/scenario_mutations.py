@@ -28,7 +28,7 @@ import yaml
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
-BUNDLED = sorted((ROOT / "scenarios").glob("*.yaml"))
+BUNDLED = sorted((ROOT / "scenarios").glob("*.yaml"))  # every bundled scenario, run and decode
 PATH_KEYS = ("calibration", "measured", "hosting")  # relative to the scenario: made absolute in the base
 LOAD_LIMIT_S = 10.0
 
@@ -40,6 +40,10 @@ def base_doc(path: Path) -> dict:
     for k in PATH_KEYS:
         if isinstance(doc.get(k), str):
             doc[k] = str((path.parent / doc[k]).resolve())
+    dec = doc.get("decode") if isinstance(doc.get("decode"), dict) else {}
+    for block, k in ((dec, "circuit"), (dec.get("cost") if isinstance(dec.get("cost"), dict) else {}, "file")):
+        if isinstance(block.get(k), str):
+            block[k] = str((path.parent / block[k]).resolve())
     for n in doc.get("nodes", []):
         if isinstance(n, dict) and isinstance(n.get("rtl"), dict):
             n["rtl"]["sources"] = [str((path.parent / s).resolve()) for s in n["rtl"]["sources"]]

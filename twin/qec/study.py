@@ -369,11 +369,14 @@ def decode_circuit(path: Path, d: Decode):
 
     from twin.qec.codes import memory_circuit
     if d.circuit is not None:
-        f = (path.parent / d.circuit).resolve()
-        if not f.is_file():
-            raise ConfigError(path, "decode.circuit", d.circuit, f"no such file ({f})")
+        from twin.config import named_file, read_input_text
+        f = named_file(path, "decode.circuit", d.circuit)
         try:
-            c = stim.Circuit(f.read_text())
+            text = read_input_text(f)  # a regular file of at most 16 MiB of UTF-8
+        except ConfigError as e:
+            raise ConfigError(path, "decode.circuit", d.circuit, e.problem) from None
+        try:
+            c = stim.Circuit(text)
         except Exception as e:  # stim raises ValueError with the offending line
             raise ConfigError(path, "decode.circuit", d.circuit, f"stim cannot parse it: "
                               f"{(str(e).strip().splitlines() or [''])[0][:160]}") from None
@@ -465,10 +468,9 @@ def resolve_sinter_decoder(spec: str, path: Path | None):
 def _load_cost_fit(path: Path, d: Decode):
     """The decoder-cost calibration of ``decode.cost.file`` (relative to the scenario), checked to be
     of the scenario's decoder kind; raises ConfigError naming ``decode.cost.file``."""
+    from twin.config import named_file
     from twin.qec.cost_fit import load_fit
-    f = (path.parent / d.cost.file).resolve()
-    if not f.is_file():
-        raise ConfigError(path, "decode.cost.file", d.cost.file, f"no such file ({f})")
+    f = named_file(path, "decode.cost.file", d.cost.file)
     try:
         fit = load_fit(f)
     except ConfigError as e:
