@@ -305,6 +305,22 @@ def _nonfinite(obj) -> bool:
 
 
 def attempt(bundled: Path, files: dict[str, bytes], folder: Path, run: bool = False, rounds: int = 50) -> Outcome:
+    """:func:`_attempt`, leaving no user module it imported (``decode.function``'s
+    ``examples.rep3_rule``) in ``sys.modules``: a later test importing a same-named module from
+    elsewhere would be refused."""
+    import sys
+    before = set(sys.modules)
+    try:
+        return _attempt(bundled, files, folder, run, rounds)
+    finally:
+        for name in set(sys.modules) - before:
+            mod = sys.modules[name]
+            where = [getattr(mod, "__file__", None) or "", *map(str, getattr(mod, "__path__", []) or [])]
+            if any(w.startswith((str(folder), str(ROOT / "examples"))) for w in where):
+                del sys.modules[name]
+
+
+def _attempt(bundled: Path, files: dict[str, bytes], folder: Path, run: bool = False, rounds: int = 50) -> Outcome:
     """Write ``files`` (:func:`render`) in ``folder`` and load the scenario with the real loader (decode or
     run, as ``bundled`` is) within :data:`LOAD_LIMIT_S`; if accepted and ``run``, run it for
     ``rounds`` rounds (shots) and check results.json. Never raises for what the twin does."""
