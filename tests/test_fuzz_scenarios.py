@@ -4,8 +4,8 @@ units, encodings, structure: see tests/scenario_mutations.py), is either loaded 
 load within 10 s. An accepted mutant, one in four, also runs for 50 rounds (shots) and its
 results.json must hold no non-finite number.
 
-``TWIN_FUZZ_EXAMPLES`` sets the number of mutants (default 100, about 15 s here); the draws are
-derandomized unless ``TWIN_FUZZ_RANDOM=1``. The long run is ``benchmarks/fuzz_scenarios.py``.
+``TWIN_FUZZ_SCENARIOS`` sets the number of mutants (default 100, about 15 s here); the draws are
+derandomized unless ``TWIN_FUZZ_SCENARIOS_RANDOM=1``. The long run is ``benchmarks/fuzz_scenarios.py``.
 """
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from scenario_mutations import BUNDLED, attempt, base_doc, cases, render
 
-EXAMPLES = int(os.environ.get("TWIN_FUZZ_EXAMPLES", "100"))
+EXAMPLES = int(os.environ.get("TWIN_FUZZ_SCENARIOS", "100"))
 
 
-@settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=os.environ.get("TWIN_FUZZ_RANDOM") != "1",
+@settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=os.environ.get("TWIN_FUZZ_SCENARIOS_RANDOM") != "1",
           suppress_health_check=list(HealthCheck))
 @given(case=cases())
 def test_a_mutated_scenario_is_loaded_or_refused_in_one_line(case):
