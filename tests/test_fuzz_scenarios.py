@@ -19,7 +19,10 @@ from scenario_mutations import BUNDLED, attempt, base_doc, cases, render
 EXAMPLES = int(os.environ.get("TWIN_FUZZ_SCENARIOS", "100"))
 
 
-@settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=os.environ.get("TWIN_FUZZ_SCENARIOS_RANDOM") != "1",
+RANDOM = os.environ.get("TWIN_FUZZ_SCENARIOS_RANDOM") == "1"
+
+
+@settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=not RANDOM,
           suppress_health_check=list(HealthCheck))
 @given(case=cases())
 def test_a_mutated_scenario_is_loaded_or_refused_in_one_line(case):
