@@ -152,8 +152,8 @@ def test_a_scenario_that_is_not_utf8_is_one_line(tmp_path, capsys):
     p.write_bytes(b"name: x\n# caf\xe9\n")
     assert main(["run", str(p), "--quiet", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"twin: error: {p}: line 2: 'byte 0xe9': not UTF-8 text (a scenario, calibration or measurement "
-                   "file is YAML in UTF-8)"]
+    assert err == [f"twin: error: {p}: line 2: byte 0xe9 is not UTF-8 text (scenario, calibration, measurement and "
+                   "gaps files are UTF-8)"]
 
 
 @pytest.mark.parametrize("key, value", [("function", "invert"), ("traffic", {"mode": "closed_loop", "in_flight": 8}),

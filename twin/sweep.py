@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from twin.config import ConfigError, load_model
+from twin.config import ConfigError, load_model, load_yaml
 from twin.engine.stop import Interrupted, take_stop
 
 
@@ -118,7 +118,7 @@ def load_point(scenario_path: str, point: dict):
 
     path = Path(scenario_path)
     base = load_scenario(path)  # the unswept scenario must load
-    doc = yaml.safe_load(path.read_text())
+    doc = load_yaml(path)
     sc_vals = {k: v for k, v in point.items() if not k.startswith("params.")}
     par_vals = {k[len("params."):]: v for k, v in point.items() if k.startswith("params.")}
     for k, v in sc_vals.items():

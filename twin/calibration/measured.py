@@ -20,7 +20,7 @@ def _quantity(v: str) -> str:
 class MeasuredRow(BaseModel):
     """One measured configuration: percentiles of the round trip as quantity strings."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     platform: str
     device: str
     p50: str
@@ -53,7 +53,7 @@ class MeasuredRow(BaseModel):
 class Setup(BaseModel):
     """How the measurement was taken (boundary, frame size, traffic, rounds, clock, bin, function)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     boundary: str
     frame_bytes: int = Field(gt=0)
     traffic: str
@@ -66,7 +66,7 @@ class Setup(BaseModel):
 class Measured(BaseModel):
     """A measurement file (``calibrations/measured/*.yaml``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     source: str
     setup: Setup
     consumers: dict[str, MeasuredRow]

@@ -23,11 +23,27 @@ from twin.engine.spec import LoopSpec
 from twin.faults import FaultPlan
 from twin.links.aurora import Aurora64B66B
 from twin.links.pcie import PcieLink
-from twin.units import PS_PER_NS, UnitError, freq_hz, period_ps, rate_bps
+from twin.units import PS_PER_NS, UnitError, check_physical, freq_hz, period_ps, rate_bps
+
+MAX_PARAM_NS = 1e9  # 1 s: the most any one latency, period, jitter or cost of a hop may be
+MAX_PARAM_COUNT = 10**9  # the most any integer of a parameter set (bytes, bits, lanes) may be
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*")
+    @classmethod
+    def _ns_in_range(cls, v, info):
+        """Every ``*_ns`` number at most :data:`MAX_PARAM_NS`, every integer at most
+        :data:`MAX_PARAM_COUNT` (a typo of 1e300 would overflow the engine's integer arithmetic)."""
+        values = v.values() if isinstance(v, dict) else (v,)  # a per-consumer table (doorbell_ns) too
+        if info.field_name.endswith("_ns") and any(isinstance(x, (int, float)) and x > MAX_PARAM_NS for x in values):
+            raise ValueError(f"must be at most {MAX_PARAM_NS:,.0f} ns (1 s, beyond any one hop of the loop)")
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_PARAM_COUNT:
+            raise ValueError(f"must be at most {MAX_PARAM_COUNT:,} (bytes, bits, lanes: no count of a parameter set "
+                             "is larger)")
+        return v
 
 
 def _ps(ns: float) -> int:
@@ -35,10 +51,13 @@ def _ps(ns: float) -> int:
 
 
 def _positive(text: str, read) -> str:
-    """Check a quantity string with ``read`` (e.g. :func:`freq_hz`) and that it is > 0."""
+    """Check a quantity string with ``read`` (:func:`freq_hz` or :func:`rate_bps`): > 0 and within
+    the physical range (:func:`twin.units.check_physical`)."""
     try:
-        if read(text) <= 0:
+        v = read(text)
+        if v <= 0:
             raise UnitError("must be > 0")
+        check_physical(v, "frequency" if read is freq_hz else "rate", text)
     except UnitError as e:
         raise ValueError(str(e)) from None
     return text

@@ -23,12 +23,11 @@ from pathlib import Path
 from typing import Callable, Literal
 
 import numpy as np
-import yaml
 from pydantic import Field, field_validator, model_validator
 
 from twin.calibration.fit import Residual, fit_groups, miss
 from twin.calibration.params import ConsumerModel, FitGroup, HostModel, _DottedParams, _positive, _ps, _Strict
-from twin.config import ConfigError, Located, load_model
+from twin.config import ConfigError, Located, load_model, load_yaml
 from twin.devices.generator import TrafficParams
 from twin.devices.linkcard import LinkCardParams
 from twin.engine.spec import LoopSpec
@@ -144,9 +143,9 @@ class RoceParamSet(_DottedParams):
 def is_roce_file(path: str | Path) -> bool:
     """True when the YAML file at ``path`` declares ``kind: roce_path`` (cheap peek, no validation)."""
     try:
-        doc = yaml.safe_load(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return False  # not a RoCE set: the card-path loader then says what is wrong with the file
+        doc = load_yaml(path)
+    except ConfigError:
+        return False  # the loader that follows says what is wrong with it
     return isinstance(doc, dict) and doc.get("kind") == "roce_path"
 
 

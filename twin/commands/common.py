@@ -24,6 +24,8 @@ MAX_ROUNDS = 100_000_000  # the scenario schema's bound too
 
 def _whole(text: str, low: int) -> int:
     try:
+        if not text.isascii():  # float() reads "٣" (an Arabic-Indic 3) as 3
+            raise ValueError(text)
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
@@ -44,6 +46,8 @@ def _nonneg(text: str) -> int:
 
 def _seed(text: str) -> int:
     try:
+        if not text.isascii():  # int() reads "٣" (an Arabic-Indic 3) as 3
+            raise ValueError(text)
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
@@ -68,7 +72,7 @@ def run_folder(args: argparse.Namespace, out: str | Path, seed: int | None = Non
 
 def _window(text: str) -> tuple[int, int]:
     """A round window ``FIRST:LAST`` (1-based, inclusive) or one round ``N``."""
-    parts = text.split(":")
+    parts = text.split(":") if text.isascii() else ["not ASCII"]  # int() reads "٣" as 3
     try:
         first, last = (int(parts[0]), int(parts[-1])) if len(parts) in (1, 2) else (0, 0)
     except ValueError:

@@ -1,24 +1,25 @@
 """One error type for bad input files: it names the file, the key and the value."""
 from __future__ import annotations
 
+import reprlib
 from pathlib import Path
-from typing import TypeVar
 
-import yaml
-from pydantic import BaseModel, ValidationError
-
-M = TypeVar("M", bound=BaseModel)
+SHORT_CHARS = 80  # an offending value is shown in at most this many characters
 
 
 class ConfigError(ValueError):
     """A scenario, calibration or measurement file holds a bad value.
 
-    ``str(err)`` is one line: ``FILE: KEY: VALUE: what is wrong``.
+    ``str(err)`` is one line: ``FILE: KEY: VALUE: what is wrong``, or ``FILE: what is wrong`` for
+    a problem with the file itself (``key`` None: not a regular file, too large, not UTF-8). The
+    value is shown through :func:`short` (at most 80 characters, never formatted whole).
     """
 
-    def __init__(self, file: str | Path, key: str, value: object, problem: str):
+    def __init__(self, file: str | Path, key: str | None, value: object, problem: str):
         self.file, self.key, self.value, self.problem = str(file), key, value, problem
-        super().__init__(f"{file}: {key or '(top level)'}: {_short(value)}: {problem}")
+        problem = " ".join(str(problem).split())  # one line, whatever a library's message holds
+        super().__init__(f"{file}: {problem}" if key is None else
+                         f"{file}: {key or '(top level)'}: {short(value)}: {problem}")
 
 
 class Located(ValueError):
@@ -33,9 +34,21 @@ class Located(ValueError):
         super().__init__(problem)
 
 
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = SHORT_CHARS
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict, _REPR.maxset = 3, 6, 6, 4, 6
+
+
+def short(value: object) -> str:
+    """``repr(value)`` in at most :data:`SHORT_CHARS` characters, one line. The value is cut down
+    *before* it is formatted (:mod:`reprlib`), so a huge or deeply shared value (a YAML alias bomb,
+    a 16 MiB string, a 10,000-digit integer) costs no more than a short one."""
+    try:
+        text = _REPR.repr(value)
+    except (ValueError, RecursionError):  # e.g. an int past Python's digit limit for str()
+        text = f"<{type(value).__name__}>"
+    text = " ".join(text.split())
+    return text if len(text) <= SHORT_CHARS else text[:SHORT_CHARS - 3] + "..."
 
 
 def _dig(data: object, loc: tuple) -> object:
@@ -53,64 +66,3 @@ def _key(loc: tuple) -> str:
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe loader that refuses a key written twice in one mapping (YAML would keep the last)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def load_yaml(path: str | Path) -> object:
-    """Parse a YAML file; raises :class:`ConfigError` if it is missing or not valid YAML."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(p, "", str(p), f"cannot read file ({e.strerror})") from None
-    except UnicodeDecodeError as e:
-        line = p.read_bytes()[:e.start].count(b"\n") + 1
-        raise ConfigError(p, f"line {line}", f"byte 0x{e.object[e.start]:02x}",
-                          "not UTF-8 text (a scenario, calibration or measurement file is YAML in UTF-8)") from None
-    try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "?"
-        bad = text.splitlines()[mark.line].strip() if mark and mark.line < len(text.splitlines()) else ""
-        raise ConfigError(p, where, bad, f"not valid YAML ({getattr(e, 'problem', e)})") from None
-
-
-def load_model(path: str | Path, model: type[M], data: object | None = None) -> M:
-    """Validate the YAML in ``path`` (or already-parsed ``data``) as ``model``.
-
-    Raises :class:`ConfigError` naming the first bad key and its value.
-    """
-    if data is None:
-        data = load_yaml(path)
-    if not isinstance(data, dict):
-        raise ConfigError(path, "", data, "expected a mapping at the top level")
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        value = err.get("input") if err["type"] != "missing" else "<missing>"
-        cause = (err.get("ctx") or {}).get("error")
-        if isinstance(cause, Located):
-            loc, value, problem = loc + cause.path, cause.value, cause.problem
-            raw = _dig(data, loc)  # the value as the file spells it, where the key points at one
-            if not isinstance(raw, (dict, list)) and raw != "<missing>" and raw == value:
-                value = raw
-        elif err["type"] == "extra_forbidden":
-            problem = "unknown key"
-        else:
-            problem = err["msg"].removeprefix("Value error, ")
-        raise ConfigError(path, _key(loc), value if value is not None else _dig(data, loc), problem) from None

@@ -51,6 +51,13 @@ class Gaps:
         return np.rint(rng.exponential(self.a_ps, size=n)).astype(np.int64)
 
 
+# A free-running clock's offset from nominal, in ppm: crystals are within +-100, PCIe's
+# spread-spectrum clocking pulls down by 5,000; +-10,000 (1 %) bounds any real oscillator. Its drift,
+# ppb per second: a crystal's is a few; +-10^7 (10 ppm a second) keeps a 1,000 s run within the bound above.
+MAX_PPM = 10_000.0
+MAX_DRIFT_PPB_PER_S = 1e7
+
+
 @dataclass(frozen=True)
 class Share:
     """This generator's part of one stream dispatched round robin over ``count`` flows: it sends

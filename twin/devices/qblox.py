@@ -31,7 +31,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from twin.config import Located
-from twin.devices.generator import TrafficParams
+from twin.devices.generator import MAX_DRIFT_PPB_PER_S, MAX_PPM, TrafficParams
 from twin.devices.q1asm import Q1AsmError, run_cluster
 from twin.units import PS_PER_NS
 
@@ -39,7 +39,7 @@ from twin.units import PS_PER_NS
 class QbloxSequencer(BaseModel):
     """One Q1 sequencer: its name, Q1ASM program and acquisitions per round."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: str = Field(min_length=1)
     program: str = Field(min_length=1)
     measurements_per_round: int = Field(gt=0)
@@ -48,15 +48,15 @@ class QbloxSequencer(BaseModel):
 class QbloxCluster(BaseModel):
     """A Qblox Cluster control system (see module docstring for every parameter)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     device: str = "Qblox Cluster"
     sequencers: list[QbloxSequencer] = Field(min_length=1)
-    result_latency_ns: float = Field(0.0, ge=0)
-    trigger_network_ns: float = Field(0.0, ge=0)
+    result_latency_ns: float = Field(0.0, ge=0, le=1e6)  # ns; 1 ms bounds any real path
+    trigger_network_ns: float = Field(0.0, ge=0, le=1e6)
     bits_per_measurement: int = Field(1, gt=0)
     clock: Literal["independent", "card"] = "independent"
-    ppm: float = Field(0.0, gt=-1e6, lt=1e6)
-    drift_ppb_per_s: float = 0.0
+    ppm: float = Field(0.0, ge=-MAX_PPM, le=MAX_PPM)
+    drift_ppb_per_s: float = Field(0.0, ge=-MAX_DRIFT_PPB_PER_S, le=MAX_DRIFT_PPB_PER_S)
 
     @model_validator(mode="after")
     def _programs(self):

@@ -250,7 +250,7 @@ def machine() -> dict:
 
 
 class _Workload(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     label: str
     code: str
     distance: int
@@ -264,7 +264,7 @@ class _Workload(BaseModel):
 
 
 class _Outliers(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     rule: str
     k_mad: float = Field(gt=0)
     threshold_ns: float
@@ -274,7 +274,7 @@ class _Outliers(BaseModel):
 
 
 class _Residual(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     levels: list[float] = Field(min_length=2)
     ns: list[float] = Field(min_length=2)
 
@@ -292,7 +292,7 @@ class _Residual(BaseModel):
 
 
 class _Fit(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     method: str
     overhead_ns: float
     per_event_ns: float
@@ -304,7 +304,7 @@ class DecoderCostFile(BaseModel):
     """A decoder-cost calibration file (``calibrations/measured/decoders/*.yaml``, schema
     ``twin.decoder_cost/1``), written by ``twin calibrate decoder``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     schema_: str = Field(alias="schema", pattern=r"^twin\.decoder_cost/1$")
     description: str = ""
     decoder: str

@@ -238,7 +238,7 @@ def hosting_kwargs(mode: str, hosting: HostingParams, compute_ps=None, seed: int
 # -- the fitted parameters ------------------------------------------------------------------------
 
 class _Fitted(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     general_path_ns: float = Field(ge=0)
     worker_handoff_ns: float = Field(ge=0)
     omp_self_ns: float = Field(ge=0)
@@ -250,7 +250,7 @@ class _Fitted(BaseModel):
 
 
 class _HostingFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     description: str = ""
     consumer: str
     calibration: str

@@ -68,7 +68,7 @@ from twin.units import time_ps
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 class Cost(_Strict):
@@ -78,7 +78,7 @@ class Cost(_Strict):
     the factor from the host's time to the target device's (host_timed and fitted)."""
 
     how: Literal["model", "host_timed", "fitted"] = "model"
-    scale: float = Field(1.0, gt=0)
+    scale: float = Field(1.0, ge=1e-3, le=1e3)  # x a host's timing: 1/1000 to 1000
     fixed: str | None = None
     file: str | None = None
     _d = field_validator("fixed", mode="before")(classmethod(lambda cls, v: _duration(v)))
@@ -338,7 +338,7 @@ class LoadedDecode:
 def load_decode(path: str | Path) -> LoadedDecode:
     """Load a decode scenario; raises :class:`ConfigError` naming file, key and value."""
     path = Path(path)
-    from twin.config.errors import load_yaml
+    from twin.config import load_yaml
     data = load_yaml(path)
     if isinstance(data, dict) and "nodes" in data and "decode" not in data:
         raise ConfigError(path, "nodes", "[...]", f"this is a loop scenario (nodes, no decode block); run it "
@@ -362,9 +362,8 @@ def load_decode(path: str | Path) -> LoadedDecode:
                 check_mode(pl.mode, params.consumers[dev].kind, dev)
             except ValueError as e:
                 raise ConfigError(path, f"decode.placements[{i}].mode", pl.mode, str(e)) from None
-    hp_path = (path.parent / sc.hosting).resolve()
-    if not hp_path.is_file():
-        raise ConfigError(path, "hosting", sc.hosting, f"no such file ({hp_path})")
+    from twin.config import named_file
+    hp_path = named_file(path, "hosting", sc.hosting)
     hosting, _ = load_hosting(hp_path)
     d = sc.decode
     from twin.qec.decoders.registry import kind_of, unavailable
@@ -436,11 +435,14 @@ def decode_circuit(path: Path, d: Decode):
 
     from twin.qec.codes import memory_circuit
     if d.circuit is not None:
-        f = (path.parent / d.circuit).resolve()
-        if not f.is_file():
-            raise ConfigError(path, "decode.circuit", d.circuit, f"no such file ({f})")
+        from twin.config import named_file, read_input_text
+        f = named_file(path, "decode.circuit", d.circuit)
         try:
-            c = stim.Circuit(f.read_text())
+            text = read_input_text(f)  # a regular file of at most 16 MiB of UTF-8
+        except ConfigError as e:
+            raise ConfigError(path, "decode.circuit", d.circuit, e.problem) from None
+        try:
+            c = stim.Circuit(text)
         except Exception as e:  # stim raises ValueError with the offending line
             raise ConfigError(path, "decode.circuit", d.circuit, f"stim cannot parse it: "
                               f"{(str(e).strip().splitlines() or [''])[0][:160]}") from None
@@ -532,10 +534,9 @@ def resolve_sinter_decoder(spec: str, path: Path | None):
 def _load_cost_fit(path: Path, d: Decode):
     """The decoder-cost calibration of ``decode.cost.file`` (relative to the scenario), checked to be
     of the scenario's decoder kind; raises ConfigError naming ``decode.cost.file``."""
+    from twin.config import named_file
     from twin.qec.cost_fit import load_fit
-    f = (path.parent / d.cost.file).resolve()
-    if not f.is_file():
-        raise ConfigError(path, "decode.cost.file", d.cost.file, f"no such file ({f})")
+    f = named_file(path, "decode.cost.file", d.cost.file)
     try:
         fit = load_fit(f)
     except ConfigError as e:
@@ -564,8 +565,11 @@ def function_roots(path: Path | None) -> list[Path]:
 def _module_file(root: Path, mod: str) -> Path | None:
     base = root.joinpath(*mod.split("."))
     for f in (base.with_suffix(".py"), base / "__init__.py"):
-        if f.is_file():
-            return f
+        try:
+            if f.is_file():
+                return f
+        except (OSError, ValueError):  # a name the system refuses (too long): not there
+            return None
     return None
 
 

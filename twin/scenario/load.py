@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from twin.calibration.params import ParamSet
-from twin.config import ConfigError, load_model
+from twin.config import ConfigError, load_model, named_file
 from twin.nodes.models import Situation, refusal
 from twin.scenario.schema import Scenario
 
@@ -27,7 +27,7 @@ class LoadedScenario:
 def check_not_a_scenario(path: Path, key: str, value: str, target: Path) -> None:
     """``target`` (named by ``key: value`` in the scenario ``path``) must be a parameter set, not a
     scenario (a file with ``nodes`` or ``decode``). Raises :class:`ConfigError` naming file, key, value."""
-    from twin.config.errors import load_yaml
+    from twin.config import load_yaml
     doc = load_yaml(target)
     if isinstance(doc, dict) and ("nodes" in doc or "decode" in doc):
         raise ConfigError(path, key, value, f"{target.name} is a scenario, not a parameter set; name a "
@@ -39,9 +39,7 @@ def load_calibration(path: Path, value: str):
     scenario): a card-path or a RoCE one. Returns (its resolved path, the parameter set). Raises
     :class:`ConfigError` naming file, key and value for a missing file or a scenario named instead."""
     from twin.calibration.roce import load_any_params
-    cal_path = (path.parent / value).resolve()
-    if not cal_path.is_file():
-        raise ConfigError(path, "calibration", value, f"no such file ({cal_path})")
+    cal_path = named_file(path, "calibration", value)
     check_not_a_scenario(path, "calibration", value, cal_path)
     return cal_path, load_any_params(cal_path)
 
@@ -52,7 +50,7 @@ def load_scenario(path: str | Path) -> LoadedScenario:
     Raises :class:`ConfigError` naming the file, key and value of the first problem.
     """
     path = Path(path)
-    from twin.config.errors import load_yaml
+    from twin.config import load_yaml
     data = load_yaml(path)
     if isinstance(data, dict) and "decode" in data and "nodes" not in data:
         raise ConfigError(path, "decode", "{...}", "this is a decode scenario (it has a decode block); "
@@ -81,9 +79,7 @@ def load_scenario(path: str | Path) -> LoadedScenario:
         resolve_gaps_file(path, key, t, n)
     measured_path = None
     if sc.measured is not None:
-        measured_path = (path.parent / sc.measured).resolve()
-        if not measured_path.is_file():
-            raise ConfigError(path, "measured", sc.measured, f"no such file ({measured_path})")
+        measured_path = named_file(path, "measured", sc.measured)
     return LoadedScenario(path, sc, params, measured_path)
 
 
@@ -143,9 +139,7 @@ def check_nodes(path: Path, sc: Scenario, params) -> None:
                 raise ConfigError(path, f"nodes[{i}].bridge.host", node.bridge.host,
                                   f"cannot resolve it to an IPv4 address ({why})") from None
         for j, src in enumerate(node.rtl.sources if node.rtl else ()):
-            if not (path.parent / src).is_file():
-                raise ConfigError(path, f"nodes[{i}].rtl.sources[{j}]", src,
-                                  f"no such file ({(path.parent / src).resolve()})")
+            named_file(path, f"nodes[{i}].rtl.sources[{j}]", src)
         if node.rtl:
             from twin.rtl.build import check_user_block
             check_user_block(path, i, node.rtl.top, node.rtl.sources)
@@ -159,11 +153,7 @@ def resolve_gaps_file(path: Path, key: str, traffic, rounds: int) -> None:
     g = traffic.gaps
     if g is None or g.distribution != "file":
         return
-    f = (path.parent / g.file).resolve()
-    if f.is_dir():
-        raise ConfigError(path, f"{key}.gaps.file", g.file, f"a folder, not a file of gaps ({f})")
-    if not f.is_file():
-        raise ConfigError(path, f"{key}.gaps.file", g.file, f"no such file ({f})")
+    f = named_file(path, f"{key}.gaps.file", g.file)
     try:
         values = read_gaps(f)
     except (ValueError, UnicodeDecodeError) as e:

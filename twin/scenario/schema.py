@@ -48,35 +48,46 @@ from typing import Literal
 import networkx as nx  # noqa: F401  (graph() returns one)
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from twin.config import Located
-from twin.devices.generator import Gaps, TrafficParams
+from twin.config import Located, short
+from twin.devices.generator import MAX_PPM, Gaps, TrafficParams
 from twin.devices.qblox import QbloxCluster
 from twin.faults import FaultPlan
 from twin.nodes.models import MODELS as MODELS_AVAILABLE
-from twin.units import UnitError, time_ps
+from twin.units import UnitError, duration_text_ps, time_ps
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)  # numbers finite
 
 
 def _duration(v: object) -> object:
-    if v is None:
-        return v
+    """A scenario's duration value checked (:func:`duration_ps`); returns it as written (or None)."""
+    if v is not None:
+        duration_ps(v)
+    return v
+
+
+def duration_ps(v: object) -> int:
+    """A duration as a scenario writes it (``"5 us"``) in integer picoseconds: a string with a unit,
+    ASCII digits, not negative, not a non-zero value below 1 ps, at most :data:`MAX_DURATION_PS`.
+    Raises ValueError saying which."""
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        raise ValueError(f"needs a unit, e.g. '{v} ns' or '{v} us'")
+        raise ValueError(f"needs a unit, e.g. '{short(v)} ns' or '{short(v)} us'")
     if not isinstance(v, str):
         raise ValueError("must be a quantity string such as '5 us'")
     try:
-        t = time_ps(v)
+        written, t = duration_text_ps(v)
     except UnitError as e:
         raise ValueError(str(e)) from None
-    if t < 0:
+    if written < 0:
         raise ValueError("must not be negative")
+    if t == 0 and written:
+        raise ValueError("is not 0 but below 1 ps, the engine's resolution (integer picoseconds); write 0 or at "
+                         "least 1 ps")
     if t > MAX_DURATION_PS:
         raise ValueError(f"must be at most {MAX_DURATION_PS // 10**12:,} s (a timing parameter of the loop, not a "
                          "wall-clock time)")
-    return v
+    return t
 
 
 MAX_DURATION_PS = 1000 * 10**12  # 1,000 s: any one duration in a scenario
@@ -136,7 +147,7 @@ class Traffic(_Strict):
     period: str | None = None
     clock: Literal["card", "independent"] = "card"
     clock_period: str = "4 ns"
-    ppm: float = Field(0.0, gt=-1e6, lt=1e6)
+    ppm: float = Field(0.0, ge=-MAX_PPM, le=MAX_PPM)
     gap: str = "0 ns"
     in_flight: int = Field(1, ge=1, le=65_536, strict=True)  # closed loop: requests in flight
     gaps: GapsBlock | None = None  # random gaps: instead of period (open loop) or gap (closed loop)
@@ -198,6 +209,12 @@ class StallFault(_Strict):
     duration: str
     _d = field_validator("at", "duration", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
+    @model_validator(mode="after")
+    def _some_time(self):
+        if time_ps(self.duration) <= 0:
+            raise Located(("duration",), self.duration, "must be > 0 (a window of no time stops nothing)")
+        return self
+
 
 class Faults(_Strict):
     """Fault injection (see :mod:`twin.faults`)."""
@@ -253,6 +270,10 @@ class Bridge(_Strict):
         for key in ("cpu", "producer_cpu"):
             if getattr(self, key) is not None and self.backend != "shm":
                 raise Located((key,), getattr(self, key), f"pinning is for the shm backend, not {self.backend}")
+        if self.cpu is not None and self.cpu == self.producer_cpu:
+            raise Located(("producer_cpu",), self.producer_cpu, f"the same core as the consumer (cpu: {self.cpu}): "
+                          "the two would take turns on it, and the run would measure preemption, not the loop; "
+                          "pin them to different cores")
         for key, backend in (("host", "udp"), ("port", "udp"), ("device", "cuda")):
             if key in self.model_fields_set and self.backend != backend:  # would be silently ignored
                 raise Located((key,), getattr(self, key), f"applies to the {backend} backend only, not {self.backend}")
@@ -465,15 +486,19 @@ def gaps_of(block: GapsBlock | None, gaps_file: Path | None = None) -> Gaps | No
 def read_gaps(path: Path) -> tuple[int, ...]:
     """Durations from a text file, one per line (``1.5 us``; ``#`` starts a comment). Raises
     ValueError naming the line of a bad entry."""
+    from twin.config import read_input_text
     out = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    seen: dict[str, int] = {}  # a file of measured gaps repeats its values: each text read once
+    for i, line in enumerate(read_input_text(path).splitlines(), 1):
         text = line.split("#", 1)[0].strip()
         if not text:
             continue
-        try:
-            v = time_ps(_duration(text))
-        except ValueError as e:
-            raise ValueError(f"line {i}: {text!r}: {e}") from None
+        v = seen.get(text)
+        if v is None:
+            try:
+                v = seen[text] = duration_ps(text)
+            except ValueError as e:
+                raise ValueError(f"line {i}: {short(text)}: {e}") from None
         out.append(v)
     if not out:
         raise ValueError("no durations in the file")

@@ -1,0 +1,223 @@
+"""Inputs are bounded and strict (issue 17): each finding of the issue, and the limits of
+twin.config.load, as one case. Every refusal is one ``twin: error:`` line (exit 2) or a
+:class:`ConfigError` naming the file and the key; nothing blocks, recurses, overflows or grows.
+"""
+from __future__ import annotations
+
+import copy
+import io
+import os
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import BaseModel
+from scenario_mutations import ROOT, base_doc, limit
+
+from twin.commands import main
+from twin.config import ConfigError, load_yaml
+from twin.config.load import MAX_INPUT_BYTES, MAX_YAML_DEPTH
+from twin.qec.study import load_decode
+from twin.scenario import load_scenario
+
+FAULTS = base_doc(ROOT / "scenarios" / "faults_epyc7282.yaml")
+LIVE = base_doc(ROOT / "scenarios" / "live_cpu_shm.yaml")
+DECODE = base_doc(ROOT / "scenarios" / "decode_rep3.yaml")
+
+
+def write(tmp_path: Path, doc, name="s.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+    return p
+
+
+def edited(doc: dict, **changes) -> dict:
+    doc = copy.deepcopy(doc)
+    for dotted, v in changes.items():
+        *head, last = dotted.split("__")
+        cur = doc
+        for k in head:
+            cur = cur[int(k)] if isinstance(cur, list) else cur[k]
+        cur[int(last) if isinstance(cur, list) else last] = v
+    return doc
+
+
+def refused(path: Path, loader=load_scenario) -> ConfigError:
+    with limit(10), pytest.raises(ConfigError) as e:
+        loader(path)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"{path}: "), msg
+    assert len(msg) < 600, msg
+    return e.value
+
+
+def cli(*argv: str) -> tuple[int, str]:
+    err = io.StringIO()
+    with limit(10), redirect_stdout(io.StringIO()), redirect_stderr(err):
+        code = main(list(argv))
+    return code, err.getvalue()
+
+
+# -- files that are not files ----------------------------------------------------------------------
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "s.yaml"
+    os.mkfifo(fifo)  # nobody writes it: opening it for reading would block forever
+    code, err = cli("run", str(fifo), "--quiet")
+    assert code == 2 and err == f"twin: error: {fifo}: a FIFO (named pipe), not a regular file; give a file\n"
+
+
+@pytest.mark.parametrize("what", ["folder", "device"])
+def test_a_folder_or_device_is_refused(tmp_path, what):
+    target = tmp_path if what == "folder" else Path("/dev/null")
+    code, err = cli("run", str(target), "--quiet")
+    assert code == 2 and err.startswith(f"twin: error: {target}: a ") and err.count("\n") == 1, err
+
+
+def test_a_file_over_16_mib_is_refused_before_it_is_read(tmp_path):
+    p = tmp_path / "s.yaml"
+    with p.open("wb") as f:
+        f.truncate(MAX_INPUT_BYTES + 1)  # sparse: nothing written
+    assert "larger than 16 MiB" in str(refused(p))
+
+
+def test_a_fifo_named_as_calibration_or_gaps_file_is_refused_by_key(tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    e = refused(write(tmp_path, edited(FAULTS, calibration=str(tmp_path / "pipe"))))
+    assert e.key == "calibration" and "not a regular file" in e.problem
+    doc = edited(FAULTS, traffic={"mode": "open_loop", "gaps": {"distribution": "file", "file": "pipe"}})
+    del doc["faults"]["drop_frame"]
+    e = refused(write(tmp_path, doc))
+    assert e.key == "traffic.gaps.file" and "not a regular file" in e.problem
+
+
+def test_a_name_too_long_for_the_system_is_refused_by_key(tmp_path):
+    e = refused(write(tmp_path, edited(FAULTS, measured="x" * 5000)))
+    assert e.key == "measured" and "cannot read it" in e.problem
+
+
+# -- bytes and YAML --------------------------------------------------------------------------------
+def test_a_non_utf8_byte_in_a_comment_names_the_line(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_bytes(b"# caf\xe9\n" + yaml.safe_dump(FAULTS).encode())
+    assert str(refused(p)) == f"{p}: line 1: byte 0xe9 is not UTF-8 text (scenario, calibration, measurement " \
+                              "and gaps files are UTF-8)"
+
+
+def test_a_16_kb_alias_bomb_is_refused_without_being_expanded(tmp_path):
+    lines = ["a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]  # 10^9 values
+    text = "\n".join(lines) + "\n" + yaml.safe_dump(edited(FAULTS, description="x")).replace(
+        "description: x", "description: *a8")
+    assert len(text) < 2000
+    e = refused(write(tmp_path, text))
+    assert "aliases expand to more than 4,000,000 values" in e.problem
+
+
+@pytest.mark.parametrize("depth", [MAX_YAML_DEPTH + 1, 3000])
+def test_deep_nesting_is_refused_not_a_recursion_error(tmp_path, depth):
+    e = refused(write(tmp_path, yaml.safe_dump(FAULTS) + "x: " + "[" * depth + "]" * depth + "\n"))
+    assert "nest" in e.problem, e.problem
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("a: &a [1, *a]\n", "recursive"),
+    ("name: a\nname: b\n", "duplicate key"),
+    ("a: 2024-13-45\n", "month"),
+    ("a: " + "9" * 5000 + "\n", "digits"),
+    ("a: !!python/object:os.system x\n", "constructor"),
+])
+def test_odd_yaml_is_refused_in_one_line(tmp_path, text, problem):
+    p = write(tmp_path, text)
+    with pytest.raises(ConfigError) as e:
+        load_yaml(p)
+    assert problem in str(e.value) and "\n" not in str(e.value)
+
+
+def test_an_error_shows_a_huge_value_cut_short(tmp_path):
+    e = refused(write(tmp_path, edited(FAULTS, deadline="9" * 100_000 + " ns")))
+    assert e.key == "deadline" and len(str(e)) < 400
+
+
+# -- numbers ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("value", ["1e400 ns", "1e-400 ns", "0.4 ps", "٣ ns", "３ ns", "nan ns", "inf ns", ".inf",
+                                   "1e99999 ns", "-5 ns", "5 parsec", float("inf"), float("nan")])
+def test_a_duration_must_be_finite_ascii_and_in_range(tmp_path, value):
+    assert refused(write(tmp_path, edited(FAULTS, deadline=value))).key == "deadline"
+
+
+@pytest.mark.parametrize("ppm", [-999999, 20_000, float("inf"), float("nan")])
+def test_ppm_is_a_real_oscillators(tmp_path, ppm):
+    doc = edited(FAULTS, traffic={"mode": "closed_loop", "clock": "independent", "ppm": ppm})
+    assert refused(write(tmp_path, doc)).key == "traffic.ppm"
+
+
+def test_ppm_within_spread_spectrum_is_accepted(tmp_path):
+    doc = edited(FAULTS, traffic={"mode": "closed_loop", "clock": "independent", "ppm": -5000})
+    assert load_scenario(write(tmp_path, doc)).scenario.traffic.ppm == -5000
+
+
+@pytest.mark.parametrize("scale", [float("inf"), float("nan"), 1e9, 0.0])
+def test_cost_scale_is_finite_and_in_range(tmp_path, scale):
+    doc = edited(DECODE, decode__cost={"how": "host_timed", "scale": scale})
+    assert refused(write(tmp_path, doc), load_decode).key == "decode.cost.scale"
+
+
+@pytest.mark.parametrize("kind", ["stall", "host_freeze"])
+def test_a_window_of_no_time_is_refused(tmp_path, kind):
+    doc = edited(FAULTS, faults={"timeout": "50 us", kind: [{"at": "1 us", "duration": "0 ns"}]})
+    assert refused(write(tmp_path, doc)).key == f"faults.{kind}[0].duration"
+
+
+def test_consumer_and_producer_on_one_core_is_refused(tmp_path):
+    doc = edited(LIVE, nodes__2__bridge={"backend": "shm", "cpu": 1, "producer_cpu": 1})
+    e = refused(write(tmp_path, doc))
+    assert e.key == "nodes[2].bridge.producer_cpu" and "preemption" in e.problem
+
+
+def test_every_input_model_refuses_non_finite_numbers():
+    """pydantic's allow_inf_nan=False on every model a file is validated as."""
+    import twin.calibration.measured
+    import twin.calibration.roce
+    import twin.exchange.gen
+    import twin.qec.hosting
+    import twin.qec.study
+    import twin.scenario.schema  # noqa: F401
+
+    def walk(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from walk(sub)
+
+    models = [m for m in walk(BaseModel) if m.__module__.startswith("twin.")]
+    assert len(models) > 20
+    loose = [f"{m.__module__}.{m.__name__}" for m in models if m.model_config.get("allow_inf_nan", True)]
+    assert not loose
+
+
+def test_a_long_fault_list_loads(tmp_path):
+    rounds = list(range(1, 20_001))
+    doc = edited(FAULTS, rounds=30_000, faults__corrupt_piece={"rounds": rounds, "path": "request"})
+    loaded = load_scenario(write(tmp_path, doc))
+    assert loaded.scenario.faults.plan().corrupt_rounds == frozenset(rounds)
+
+
+@pytest.mark.parametrize("flag, value", [("--rounds", "٣"), ("--seed", "٣"), ("--trace", "١:٣"), ("--rounds", "1e400")])
+def test_command_line_numbers_are_ascii_and_in_range(flag, value):
+    err = io.StringIO()
+    with redirect_stderr(err), pytest.raises(SystemExit) as e:
+        main(["run", str(ROOT / "scenarios" / "card_path_64b.yaml"), flag, value, "--quiet"])
+    assert e.value.code == 2 and f"argument {flag}" in err.getvalue()
+
+
+@pytest.mark.parametrize("section, key", [("card", "engine_land_ns"), ("hosts.epyc7282.pcie", "tlp_overhead_bytes")])
+def test_a_parameter_set_number_beyond_any_hop_is_refused(tmp_path, section, key):
+    cal = yaml.safe_load((ROOT / "calibrations" / "fitted" / "card_path.yaml").read_text(encoding="utf-8"))
+    cur = cal
+    for k in section.split("."):
+        cur = cur[k]
+    cur[key] = 10**300 if key.endswith("bytes") else 1e300  # overflowed the engine's integers
+    cal_path = write(tmp_path, cal, "cal.yaml")
+    with pytest.raises(ConfigError) as e:
+        load_scenario(write(tmp_path, edited(FAULTS, calibration=str(cal_path))))
+    assert e.value.file == str(cal_path) and e.value.key == f"{section}.{key}", str(e.value)

@@ -1,0 +1,252 @@
+"""Reading input files, bounded: every scenario, parameter set, measurement, hosting and gaps file
+goes through :func:`read_input_text`, and every YAML one through :func:`load_yaml`.
+
+What a file may be, checked before it costs anything:
+
+- a regular file (``os.stat`` before it is opened: a FIFO would block forever, a device never end;
+  it is then opened non-blocking and checked again, in case it was swapped in between);
+- at most :data:`MAX_INPUT_BYTES` (16 MiB) of UTF-8 text;
+- YAML read with the safe loader (libyaml's when installed: linear time, a 10^6-entry list in
+  seconds rather than minutes), each key at most once in a mapping, nested at most
+  :data:`MAX_YAML_DEPTH` deep, and at most :data:`MAX_YAML_NODES` values once every alias is
+  expanded. The expanded count is measured on the composed node graph, where an alias is the
+  node it names, so a 1.6 KB "billion laughs" document is refused without ever being expanded.
+
+Every refusal is a :class:`ConfigError`, one line naming the file (and the line, for YAML).
+"""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from twin.config.errors import ConfigError, Located, _dig, _key
+
+M = TypeVar("M", bound=BaseModel)
+
+MAX_INPUT_BYTES = 16 * 2**20  # any one input file: far above the largest real one (a gaps file of 10^6 lines)
+MAX_YAML_DEPTH = 64  # nesting of mappings and lists; the schemas need fewer than 10
+MAX_YAML_NODES = 4_000_000  # values in a document once its aliases are expanded (a 10^6-entry list is ~10^6)
+
+_Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML was built with it
+
+
+def read_input_text(path: str | Path) -> str:
+    """The text of input file ``path``: a regular file of at most :data:`MAX_INPUT_BYTES` bytes of
+    UTF-8. Raises :class:`ConfigError` (one line naming the file) for a missing or unreadable file,
+    a folder, a FIFO, device or socket (refused before it is opened, so nothing blocks), a larger
+    file, or bytes that are not UTF-8 (naming the line of the first bad byte)."""
+    p = Path(path)
+    try:
+        st = os.stat(p)
+        _check_kind(p, st)
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as e:
+        raise ConfigError(p, None, None, f"cannot read it ({e.strerror or e})") from None
+    with os.fdopen(fd, "rb") as f:
+        _check_kind(p, os.fstat(f.fileno()))  # the same file, now that it is open
+        try:
+            data = f.read(MAX_INPUT_BYTES + 1)
+        except OSError as e:
+            raise ConfigError(p, None, None, f"cannot read it ({e.strerror or e})") from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise ConfigError(p, None, None, f"larger than {MAX_INPUT_BYTES // 2**20} MiB, the most an input file may be")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise ConfigError(p, None, None, f"line {line}: byte 0x{data[e.start]:02x} is not UTF-8 text (scenario, "
+                          "calibration, measurement and gaps files are UTF-8)") from None
+
+
+def named_file(scenario: str | Path, key: str, value: str) -> Path:
+    """The file that ``key: value`` in the file ``scenario`` names (relative to it), resolved: an
+    existing regular file. Raises :class:`ConfigError` naming ``scenario``, ``key`` and ``value`` for
+    a missing one, a folder, a FIFO or device, or a name the system refuses (too long, a NUL byte)."""
+    scenario = Path(scenario)
+    f = scenario.parent / str(value)
+    try:
+        f = f.resolve()
+        st = os.stat(f)
+    except FileNotFoundError:
+        raise ConfigError(scenario, key, value, f"no such file ({_shown(f)})") from None
+    except (OSError, ValueError) as e:
+        why = getattr(e, "strerror", None) or e
+        raise ConfigError(scenario, key, value, f"cannot read it ({why})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ConfigError(scenario, key, value, f"a folder, not a file ({_shown(f)})")
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(scenario, key, value, f"not a regular file (a FIFO, device or socket: {_shown(f)})")
+    return f
+
+
+def _shown(p: Path) -> str:
+    text = str(p)
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _check_kind(p: Path, st: os.stat_result) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        raise ConfigError(p, None, None, "a folder, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        what = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else
+                "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
+                "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        raise ConfigError(p, None, None, f"{what}, not a regular file; give a file")
+    if st.st_size > MAX_INPUT_BYTES:
+        raise ConfigError(p, None, None, f"{st.st_size:,} bytes: larger than {MAX_INPUT_BYTES // 2**20} MiB, the "
+                          "most an input file may be")
+
+
+class _Loader(_Base):
+    """The safe loader, refusing a key written twice in one mapping (YAML would keep the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                dup = key in seen
+            except TypeError:  # unhashable: the safe constructor refuses it below, with its line
+                continue
+            if dup:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _check_shape(path: Path, root: yaml.Node, text: str) -> None:
+    """Refuse a document nested deeper than :data:`MAX_YAML_DEPTH` or holding more than
+    :data:`MAX_YAML_NODES` values with its aliases expanded, or an alias inside the node it names
+    (a recursive value). One pass over the composed graph, each node measured once (an alias is
+    the node it names): linear in the file, however much the aliases would expand."""
+    measured: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded values, height)
+    on_path: set[int] = set()
+
+    def refuse(node, problem):
+        raise ConfigError(path, f"line {node.start_mark.line + 1}", _line(text, node.start_mark.line), problem)
+
+    def frame(node):
+        on_path.add(id(node))
+        kids = node.value if isinstance(node, yaml.SequenceNode) else [n for kv in node.value for n in kv]
+        return [node, kids, 0, 1, 1]  # node, children, next child, values so far, height so far
+
+    if isinstance(root, yaml.ScalarNode):
+        return
+    stack = [frame(root)]
+    while stack:
+        top = stack[-1]
+        node, kids, i, count, height = top
+        depth = len(stack)  # of ``node``; its children stand at depth + 1
+        pushed = False
+        while i < len(kids):
+            k = kids[i]
+            i += 1
+            if k.__class__ is yaml.ScalarNode:
+                count += 1
+                height = max(height, 2)
+                if depth + 1 > MAX_YAML_DEPTH:
+                    refuse(k, f"nested more than {MAX_YAML_DEPTH} deep")
+                continue
+            if id(k) in on_path:
+                refuse(k, "an alias inside the value it names (a recursive value)")
+            seen = measured.get(id(k))
+            if seen is None:
+                if depth + 1 > MAX_YAML_DEPTH:
+                    refuse(k, f"nested more than {MAX_YAML_DEPTH} deep")
+                top[2:] = [i, count, height]
+                stack.append(frame(k))
+                pushed = True
+                break
+            count += seen[0]  # an alias to a node already measured
+            height = max(height, 1 + seen[1])
+            if depth + seen[1] > MAX_YAML_DEPTH:
+                refuse(k, f"nested more than {MAX_YAML_DEPTH} deep")
+            if count > MAX_YAML_NODES:
+                refuse(k, f"its aliases expand to more than {MAX_YAML_NODES:,} values (an alias bomb?)")
+        if pushed:
+            continue
+        if count > MAX_YAML_NODES:
+            refuse(node, f"its aliases expand to more than {MAX_YAML_NODES:,} values (an alias bomb?)")
+        stack.pop()
+        on_path.discard(id(node))
+        measured[id(node)] = (count, height)
+        if stack:
+            parent = stack[-1]
+            parent[3] += count
+            parent[4] = max(parent[4], 1 + height)
+
+
+def load_yaml(path: str | Path) -> object:
+    """Parse a YAML input file (:func:`read_input_text`, then the bounded safe loader; see the
+    module docstring). Returns the document (``None`` for an empty one). Raises
+    :class:`ConfigError` naming the file and line for anything else."""
+    p = Path(path)
+    text = read_input_text(p)
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_shape(p, node, text)
+        return loader.construct_document(node)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        where = f"line {mark.line + 1}" if mark else "?"
+        bad = _line(text, mark.line) if mark else ""
+        raise ConfigError(p, where, bad, f"not valid YAML ({getattr(e, 'problem', None) or e})") from None
+    except ConfigError:
+        raise
+    except (ValueError, TypeError, OverflowError) as e:  # a value the constructor cannot make (2024-13-45)
+        raise ConfigError(p, None, None, f"not valid YAML: {e}") from None
+    finally:
+        loader.dispose()
+
+
+def _line(text: str, n: int) -> str:
+    start = 0
+    for _ in range(n):
+        start = text.find("\n", start) + 1
+        if start == 0:
+            return ""
+    end = text.find("\n", start)
+    return text[start:end if end >= 0 else len(text)].strip()
+
+
+def load_model(path: str | Path, model: type[M], data: object | None = None) -> M:
+    """Validate the YAML in ``path`` (or already-parsed ``data``) as ``model``.
+
+    Raises :class:`ConfigError` naming the first bad key and its value.
+    """
+    if data is None:
+        data = load_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(path, "", data, "expected a mapping at the top level")
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        err = e.errors(include_url=False)[0]
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        value = err.get("input") if err["type"] != "missing" else "<missing>"
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, Located):
+            loc, value, problem = loc + cause.path, cause.value, cause.problem
+            raw = _dig(data, loc)  # the value as the file spells it, where the key points at one
+            if not isinstance(raw, (dict, list)) and raw != "<missing>" and _same(raw, value):
+                value = raw
+        elif err["type"] == "extra_forbidden":
+            problem = "unknown key"
+        else:
+            problem = err["msg"].removeprefix("Value error, ")
+        raise ConfigError(path, _key(loc), value if value is not None else _dig(data, loc), problem) from None
+
+
+def _same(a: object, b: object) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 (a comparison of two odd values says only "not the same")
+        return False
