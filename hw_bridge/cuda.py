@@ -155,8 +155,8 @@ class CudaEndpoint(CProducerEndpoint):
 
     def describe(self) -> str:
         """Backend, GPU name, where the queues are."""
-        return (f"cuda: persistent kernel (qrt.h, qrt_dispatch_one) on {self.name} (GPU {self.settings.device}); "
-                "queues in pinned mapped host memory")
+        return (f"cuda: persistent kernel, one warp (qrt.h's qrt_dispatch_one on an on-chip copy of each slot) on "
+                f"{self.name} (GPU {self.settings.device}); queues in pinned mapped host memory")
 
     def _batch_failure(self, seq: int) -> LiveFailure:
         """A batch's reply did not come: the kernel exited (``dead``) or is not answering (``hung``)."""
