@@ -15,7 +15,7 @@ from twin.engine.hops import CSV_COLUMNS
 from twin.output.budget import print_budget_table, print_fault_and_deadline_lines
 from twin.output.files import RunFolder
 from twin.output.histogram import draw_histogram
-from twin.study import StudyResult
+from twin.study import PENDING, StudyResult
 from twin.units import period_ps, time_ps
 
 SCHEMA = "twin.results/1"
@@ -117,10 +117,25 @@ def print_table(study: StudyResult, console: Console) -> None:
                    us(s["p50_ns"]), us(s["p90_ns"]), us(s["p99_ns"]), us(s["p999_ns"]),
                    f"{e['p50']:+.2f}%" if e else "-",
                    f"{e[second]:+.2f}%" if e and second in e else "-",
-                   f"{s['replies_checked']:,}", str(s["mismatches"]))
+                   *(("checking", "…") if s["engine"] == PENDING  # the event model's check runs after the table
+                     else (f"{s['replies_checked']:,}", str(s["mismatches"]))))
     console.print(tb)
     print_fault_and_deadline_lines([(r.node, r.summary) for r in study.runs], console)
     print_budget(study, console)
+
+
+def print_check(study: StudyResult, console: Console) -> None:
+    """The event model's check in one line, for a table printed before it ran (``twin run``: its
+    ``checking`` column): replies checked byte for byte per consumer and the mismatches."""
+    done = [r.summary for r in study.runs if r.summary["engine"] == "direct+event"]
+    if not done:
+        return
+    counts = sorted({s["replies_checked"] for s in done})
+    each = (f"{counts[0]:,} rounds of each of {len(done)} consumers" if len(counts) == 1 else
+            ", ".join(f"{s['node']} {s['replies_checked']:,}" for s in done) + " rounds")
+    bad = sum(s["mismatches"] for s in done)
+    console.print(f"[{'red' if bad else 'green'}]event-model check: {each}, every reply byte for byte and every "
+                  f"timestamp equal to the direct engine's: {bad} mismatches[/{'red' if bad else 'green'}]")
 
 
 def print_budget(study: StudyResult, console: Console) -> None:

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Callable, Container, TypeVar
 
 import numpy as np
-from scipy.optimize import differential_evolution
 
 from twin.calibration.measured import Measured, load_measured
 from twin.calibration.params import FitGroup, ParamSet, _DottedParams, loop_spec
@@ -156,6 +155,7 @@ def fit_groups(params: P, groups: list[FitGroup], group_error: Callable[[P, FitG
             return group_error(settle(params.with_values({k: group.snap(k, v) for k, v in zip(keys, x)})), group)
 
         log(f"fitting group {gi + 1}/{len(groups)}: {', '.join(group.consumers)} ({len(keys)} free)")
+        from scipy.optimize import differential_evolution  # here: `twin run` imports this module, never fits
         res = differential_evolution(objective, bounds, seed=seed + gi, maxiter=maxiter, popsize=popsize,
                                      tol=1e-10, polish=False, init="sobol")
         x, fun = _polish(objective, list(res.x), bounds, float(res.fun))

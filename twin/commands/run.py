@@ -62,7 +62,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from twin.scenario import load_scenario
-    from twin.study import run_study
+    from twin.study import PENDING, run_study
 
     path = Path(args.scenario) if args.scenario else _bundled(DEFAULT_SCENARIO)
     loaded = load_scenario(path)
@@ -100,13 +100,26 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                 return 3
     with folder:  # an error or Ctrl-C before the commit leaves the folder as it was
         trace = (str(folder.stage_dir() / "waves.vcd"), *args.trace) if args.trace else None
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, transient=False, disable=args.quiet) as bar:
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        bar = Progress(*columns, console=console, transient=False, disable=args.quiet)
+        check = Progress(*columns, console=console, transient=False, disable=args.quiet)
+        checks: dict = {}
+
+        def first(so_far) -> None:  # every direct engine has run: the table now, the event model's check after
+            bar.stop()
+            from twin.report import print_table
+            print_table(so_far, console)
+            n = min(args.verify_rounds, rounds)
+            checks.update({r.node: check.add_task(f"{r.node}: event-model check", total=n)
+                           for r in so_far.runs if r.summary["engine"] == PENDING})
+            check.start()
+        with bar, check:
             tasks = {n.name: bar.add_task(n.device, total=rounds) for n in consumers}
             study = run_study(loaded, rounds=rounds, seed=args.seed, engine=args.engine,
                               verify_rounds=args.verify_rounds, trace=trace,
                               progress=lambda name, done: bar.update(tasks[name], completed=done),
-                              stopped=lambda node, e, done: _verdict(node, e, done, out))
+                              stopped=lambda node, e, done: _verdict(node, e, done, out),
+                              first=first, checking=lambda name, done: check.update(checks[name], completed=done))
         if study.failures and not study.runs:  # a live endpoint could not start, or a stop before round 1
             f = study.failures[0]
             if isinstance(f, Interrupted):
@@ -116,7 +129,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                 print(f"twin: error: node {getattr(f, 'node', '?')!r}: {f}", file=sys.stderr)
             return 3
         folder.seed = study.seed
-        return _report(args, console, study, folder, consumers, live)
+        return _report(args, console, study, folder, consumers, live, bool(checks))
 
 
 def _wave_names(sc, consumers) -> list[str]:
@@ -126,12 +139,16 @@ def _wave_names(sc, consumers) -> list[str]:
             if rtl]
 
 
-def _report(args, console: Console, study, folder, consumers, live: bool) -> int:
-    """Print the tables, write the outputs into ``folder`` and commit them; the exit code."""
-    from twin.report import plot_histograms, print_table, write_results_json, write_rounds_csv
+def _report(args, console: Console, study, folder, consumers, live: bool, shown: bool = False) -> int:
+    """Print the tables (``shown``: printed already, before the event model's check: then the
+    check's outcome in one line), write the outputs into ``folder`` and commit them; the exit code."""
+    from twin.report import plot_histograms, print_check, print_table, write_results_json, write_rounds_csv
 
     out = folder.out
-    print_table(study, console)
+    if shown:
+        print_check(study, console)
+    else:
+        print_table(study, console)
     write_results_json(study, folder)
     if live:
         from twin.output.live import print_live, write_live_rounds
