@@ -13,7 +13,7 @@ from rich.table import Table
 
 from twin.engine.hops import CSV_COLUMNS
 from twin.output.budget import print_budget_table, print_fault_and_deadline_lines
-from twin.output.files import RunFolder
+from twin.output.files import RunFolder, binary
 from twin.output.histogram import draw_histogram
 from twin.study import PENDING, StudyResult
 from twin.units import period_ps, time_ps
@@ -72,6 +72,21 @@ def write_results_json(study: StudyResult, folder: RunFolder, name: str = "resul
     return folder.write_json(name, results_document(study))
 
 
+ROUND_COLUMNS = ("round", "rtt_ps", "loop_ps", *(f"{c}_ps" for c in CSV_COLUMNS))  # after "consumer"
+
+
+def round_columns(run) -> np.ndarray:
+    """One consumer's per-round columns as an int64 array of shape (rounds, len(ROUND_COLUMNS)):
+    round (from 1), rtt_ps, loop_ps, then every hop's instant (-1 where a node does not expose it)."""
+    r = run.result
+    n = len(r.t_in)
+    h = r.hops
+    unknown = np.full(n, -1, np.int64)
+    inner = [getattr(h, c) if h is not None else unknown for c in CSV_COLUMNS[2:-2]]
+    return np.column_stack([np.arange(1, n + 1), r.rtt_ps, r.loop_ps, r.t_send, r.t_in, *inner, r.t_have,
+                            r.t_back]).astype(np.int64, copy=False)
+
+
 def write_rounds_csv(study: StudyResult, folder: RunFolder, name: str = "rounds.csv") -> Path:
     """Per-round CSV: consumer (the scenario's node name), round, rtt_ps, loop_ps, then every hop's
     instant (integer picoseconds; -1 where a node does not expose it, e.g. inside RTL):
@@ -79,20 +94,39 @@ def write_rounds_csv(study: StudyResult, folder: RunFolder, name: str = "rounds.
     (:mod:`twin.engine.hops`). ``rtt_ps`` is the card-boundary round trip (t_have - t_in);
     ``loop_ps`` generator to generator (t_back - t_send). Staged in ``folder``; returns its path."""
     def write(f) -> None:
-        f.write("consumer,round,rtt_ps,loop_ps," + ",".join(f"{c}_ps" for c in CSV_COLUMNS) + "\n")
+        f.write("consumer," + ",".join(ROUND_COLUMNS) + "\n")
         for run in study.runs:
-            r = run.result
-            n = len(r.t_in)
-            h = r.hops
-            unknown = np.full(n, -1, np.int64)
-            inner = [getattr(h, c) if h is not None else unknown for c in CSV_COLUMNS[2:-2]]
-            cols = np.column_stack([np.arange(1, n + 1), r.rtt_ps, r.loop_ps, r.t_send, r.t_in, *inner, r.t_have,
-                                    r.t_back])
+            cols = round_columns(run)
             chunk = 200_000
-            for i in range(0, n, chunk):
+            for i in range(0, len(cols), chunk):
                 block = cols[i:i + chunk]
                 f.write("".join(f"{run.node}," + ",".join(map(str, row)) + "\n" for row in block.tolist()))
     return folder.write(name, write)
+
+
+def write_rounds_parquet(study: StudyResult, folder: RunFolder, name: str = "rounds.parquet") -> Path:
+    """The per-round file as Parquet (pyarrow; zstd): the same columns as :func:`write_rounds_csv`
+    (``consumer`` a dictionary-encoded string, the rest int64 ps), one row group per consumer, so a
+    3e6-round run writes in seconds where the CSV takes minutes. Read it with
+    ``pyarrow.parquet.read_table`` or ``pandas.read_parquet``. Staged in ``folder``; returns its path."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("consumer", pa.dictionary(pa.int32(), pa.string())),
+                        *((c, pa.int64()) for c in ROUND_COLUMNS)])
+
+    def write(f) -> None:
+        with pq.ParquetWriter(f, schema, compression="zstd", compression_level=1) as w:
+            for run in study.runs:
+                cols = round_columns(run)
+                node = pa.DictionaryArray.from_arrays(np.zeros(len(cols), np.int32), pa.array([run.node]))
+                w.write_table(pa.Table.from_arrays([node, *(pa.array(c) for c in cols.T)], schema=schema))
+    return folder.write(name, binary(write))
+
+
+def write_rounds(study: StudyResult, folder: RunFolder, fmt: str) -> Path:
+    """The per-round file in ``fmt``: ``csv`` (rounds.csv) or ``parquet`` (rounds.parquet)."""
+    return (write_rounds_parquet if fmt == "parquet" else write_rounds_csv)(study, folder)
 
 
 def print_table(study: StudyResult, console: Console) -> None:

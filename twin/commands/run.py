@@ -43,7 +43,11 @@ def register(sub) -> None:
                         "(OUT/waves.<loop>.<node>.vcd; needs a node with model rtl)")
     r.add_argument("--no-plot", action="store_true", help="do not write histograms.png (one that is there is "
                                                           "left alone, or removed if an earlier run wrote it)")
-    r.add_argument("--no-csv", action="store_true", help="do not write rounds.csv (likewise)")
+    r.add_argument("--no-rounds", "--no-csv", dest="no_csv", action="store_true",
+                   help="do not write the per-round file, rounds.csv or rounds.parquet (likewise)")
+    r.add_argument("--format", choices=("csv", "parquet"), default="csv", dest="rounds_format",
+                   help="the per-round file: csv (rounds.csv, default) or parquet (rounds.parquet: a 3e6-round run "
+                        "writes it in seconds, its CSV in minutes; a loop scenario only)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     add_overwrite(r)
     r.set_defaults(handler=cmd_run)
@@ -76,6 +80,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                              "--engine direct checks no reply" if args.engine == "direct" else
                              "--engine event checks every reply"))
     args.verify_rounds = 10_000 if args.verify_rounds is None else args.verify_rounds
+    if sc.flows and args.rounds_format != "csv":
+        raise UsageError(f"--format {args.rounds_format}: a mesh writes its rounds as rounds.csv (Parquet is a "
+                         "loop scenario's)")
     if sc.flows:  # a mesh: every flow at once (twin.mesh)
         from twin.mesh.run import cmd_run_mesh
         return cmd_run_mesh(args, console, loaded)
@@ -87,7 +94,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                          f"(--rounds or the scenario's rounds)")
     live = any(n.model == "live" for n in consumers)
     folder = run_folder(args, out, sc.seed if args.seed is None else args.seed)
-    folder.check(["results.json", *([] if args.no_csv else ["rounds.csv"]),
+    folder.check(["results.json", *([] if args.no_csv else [f"rounds.{args.rounds_format}"]),
                   *([] if args.no_plot else ["histograms.png"]), *(["live_rounds.npz"] if live else []),
                   *(_wave_names(sc, consumers) if args.trace else [])])  # before the run: refused, nothing written
     for n in consumers:  # a live endpoint that cannot start here: say so before any progress bar
@@ -142,7 +149,7 @@ def _wave_names(sc, consumers) -> list[str]:
 def _report(args, console: Console, study, folder, consumers, live: bool, shown: bool = False) -> int:
     """Print the tables (``shown``: printed already, before the event model's check: then the
     check's outcome in one line), write the outputs into ``folder`` and commit them; the exit code."""
-    from twin.report import plot_histograms, print_check, print_table, write_results_json, write_rounds_csv
+    from twin.report import plot_histograms, print_check, print_table, write_results_json, write_rounds
 
     out = folder.out
     if shown:
@@ -155,7 +162,7 @@ def _report(args, console: Console, study, folder, consumers, live: bool, shown:
         print_live(study, console)
         write_live_rounds(study, folder)
     if not args.no_csv:
-        write_rounds_csv(study, folder)
+        write_rounds(study, folder, args.rounds_format)
     if not args.no_plot and study.runs:
         plot_histograms(study, folder)
     for f in study.failures:
