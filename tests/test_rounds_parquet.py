@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 
 from twin.commands import main
 
+MESH = Path(__file__).parents[1] / "scenarios" / "mesh_fanout_by_function.yaml"
 ARGS = ["run", "--rounds", "300", "--verify-rounds", "30", "--quiet", "--no-plot"]
 
 
@@ -31,7 +32,7 @@ def test_parquet_holds_the_csv_rows(tmp_path, capsys):
 
 
 def test_mesh_refuses_parquet(tmp_path, capsys):
-    assert main(["run", str(Path(__file__).parents[1] / "scenarios" / "mesh_fanout_by_function.yaml"), "--format", "parquet", "--out", str(tmp_path),
+    assert main(["run", str(MESH), "--format", "parquet", "--out", str(tmp_path),
                  "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--format parquet" in err[0] and "mesh" in err[0]
