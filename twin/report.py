@@ -75,16 +75,16 @@ def write_results_json(study: StudyResult, folder: RunFolder, name: str = "resul
 ROUND_COLUMNS = ("round", "rtt_ps", "loop_ps", *(f"{c}_ps" for c in CSV_COLUMNS))  # after "consumer"
 
 
-def round_columns(run) -> np.ndarray:
-    """One consumer's per-round columns as an int64 array of shape (rounds, len(ROUND_COLUMNS)):
+def round_columns(run) -> list[np.ndarray]:
+    """One consumer's per-round columns, in :data:`ROUND_COLUMNS` order, each int64 of length rounds:
     round (from 1), rtt_ps, loop_ps, then every hop's instant (-1 where a node does not expose it)."""
     r = run.result
     n = len(r.t_in)
     h = r.hops
     unknown = np.full(n, -1, np.int64)
     inner = [getattr(h, c) if h is not None else unknown for c in CSV_COLUMNS[2:-2]]
-    return np.column_stack([np.arange(1, n + 1), r.rtt_ps, r.loop_ps, r.t_send, r.t_in, *inner, r.t_have,
-                            r.t_back]).astype(np.int64, copy=False)
+    return [np.ascontiguousarray(c, dtype=np.int64) for c in (np.arange(1, n + 1), r.rtt_ps, r.loop_ps, r.t_send,
+                                                               r.t_in, *inner, r.t_have, r.t_back)]
 
 
 def write_rounds_csv(study: StudyResult, folder: RunFolder, name: str = "rounds.csv") -> Path:
@@ -96,7 +96,7 @@ def write_rounds_csv(study: StudyResult, folder: RunFolder, name: str = "rounds.
     def write(f) -> None:
         f.write("consumer," + ",".join(ROUND_COLUMNS) + "\n")
         for run in study.runs:
-            cols = round_columns(run)
+            cols = np.column_stack(round_columns(run))
             chunk = 200_000
             for i in range(0, len(cols), chunk):
                 block = cols[i:i + chunk]
@@ -105,10 +105,12 @@ def write_rounds_csv(study: StudyResult, folder: RunFolder, name: str = "rounds.
 
 
 def write_rounds_parquet(study: StudyResult, folder: RunFolder, name: str = "rounds.parquet") -> Path:
-    """The per-round file as Parquet (pyarrow; zstd): the same columns as :func:`write_rounds_csv`
-    (``consumer`` a dictionary-encoded string, the rest int64 ps), one row group per consumer, so a
-    3e6-round run writes in seconds where the CSV takes minutes. Read it with
-    ``pyarrow.parquet.read_table`` or ``pandas.read_parquet``. Staged in ``folder``; returns its path."""
+    """The per-round file as Parquet (pyarrow): the same columns as :func:`write_rounds_csv`
+    (``consumer`` a dictionary-encoded string, the rest int64 ps, delta-encoded and zstd-compressed:
+    timestamps grow steadily, so 3e6 rows take about 60 MB and a second or two to write, where the
+    CSV takes 530 MB and minutes; benchmarks/first_result.py). One row group per consumer (more
+    for a long run: pyarrow's default row-group size). Read it with ``pyarrow.parquet.read_table``
+    or ``pandas.read_parquet``. Staged in ``folder``; returns its path."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -116,11 +118,12 @@ def write_rounds_parquet(study: StudyResult, folder: RunFolder, name: str = "rou
                         *((c, pa.int64()) for c in ROUND_COLUMNS)])
 
     def write(f) -> None:
-        with pq.ParquetWriter(f, schema, compression="zstd", compression_level=1) as w:
+        with pq.ParquetWriter(f, schema, compression="zstd", compression_level=1, use_dictionary=["consumer"],
+                              column_encoding={c: "DELTA_BINARY_PACKED" for c in ROUND_COLUMNS}) as w:
             for run in study.runs:
                 cols = round_columns(run)
-                node = pa.DictionaryArray.from_arrays(np.zeros(len(cols), np.int32), pa.array([run.node]))
-                w.write_table(pa.Table.from_arrays([node, *(pa.array(c) for c in cols.T)], schema=schema))
+                node = pa.DictionaryArray.from_arrays(np.zeros(len(cols[0]), np.int32), pa.array([run.node]))
+                w.write_table(pa.Table.from_arrays([node, *map(pa.array, cols)], schema=schema))
     return folder.write(name, binary(write))
 
 
