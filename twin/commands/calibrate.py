@@ -62,6 +62,10 @@ def fitted_out(args: argparse.Namespace, prior_path: Path) -> Path:
 
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     """``twin calibrate``: fit a prior parameter set, write the fitted set, print the residuals."""
+    # scipy first: its initialisation swallows a Ctrl-C (twin.calibration.fit imports it only when it fits,
+    # so that `twin run` never does)
+    import scipy.optimize  # noqa: F401
+
     from twin.calibration.fit import calibrate, fitted_document
     from twin.calibration.params import load_params
     from twin.calibration.report import residuals_table, write_fitted_yaml
