@@ -161,10 +161,12 @@ def _report(args, console: Console, study, folder, consumers, live: bool, shown:
         from twin.output.live import print_live, write_live_rounds
         print_live(study, console)
         write_live_rounds(study, folder)
-    if not args.no_csv:
-        write_rounds(study, folder, args.rounds_format)
+    if not args.no_csv:  # seconds for a long run: a spinner says what it writes (nothing when not a terminal)
+        with _status(console, args, f"writing rounds.{args.rounds_format}"):
+            write_rounds(study, folder, args.rounds_format)
     if not args.no_plot and study.runs:
-        plot_histograms(study, folder)
+        with _status(console, args, "drawing histograms.png"):
+            plot_histograms(study, folder)
     for f in study.failures:
         folder.mark_partial(f"interrupted ({f})" if isinstance(f, Interrupted)
                             else f"node {getattr(f, 'node', '?')!r}: {f}")
@@ -197,6 +199,12 @@ def _report(args, console: Console, study, folder, consumers, live: bool, shown:
             return EXIT
         rc = 3
     return rc
+
+
+def _status(console: Console, args, text: str):
+    """A spinner with ``text`` while a step runs (rich's status; none with ``--quiet``)."""
+    from contextlib import nullcontext
+    return nullcontext() if args.quiet else console.status(text)
 
 
 def _verdict(node: str, e: Exception, done: int, out: Path) -> None:
