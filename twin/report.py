@@ -13,9 +13,9 @@ from rich.table import Table
 
 from twin.engine.hops import CSV_COLUMNS
 from twin.output.budget import print_budget_table, print_fault_and_deadline_lines
-from twin.output.files import RunFolder
-from twin.output.histogram import draw_histogram
-from twin.study import StudyResult
+from twin.output.files import RunFolder, binary
+from twin.output.histogram import draw_histogram, panel_figure
+from twin.study import PENDING, StudyResult
 from twin.units import period_ps, time_ps
 
 SCHEMA = "twin.results/1"
@@ -72,6 +72,21 @@ def write_results_json(study: StudyResult, folder: RunFolder, name: str = "resul
     return folder.write_json(name, results_document(study))
 
 
+ROUND_COLUMNS = ("round", "rtt_ps", "loop_ps", *(f"{c}_ps" for c in CSV_COLUMNS))  # after "consumer"
+
+
+def round_columns(run) -> list[np.ndarray]:
+    """One consumer's per-round columns, in :data:`ROUND_COLUMNS` order, each int64 of length rounds:
+    round (from 1), rtt_ps, loop_ps, then every hop's instant (-1 where a node does not expose it)."""
+    r = run.result
+    n = len(r.t_in)
+    h = r.hops
+    unknown = np.full(n, -1, np.int64)
+    inner = [getattr(h, c) if h is not None else unknown for c in CSV_COLUMNS[2:-2]]
+    return [np.ascontiguousarray(c, dtype=np.int64) for c in (np.arange(1, n + 1), r.rtt_ps, r.loop_ps, r.t_send,
+                                                               r.t_in, *inner, r.t_have, r.t_back)]
+
+
 def write_rounds_csv(study: StudyResult, folder: RunFolder, name: str = "rounds.csv") -> Path:
     """Per-round CSV: consumer (the scenario's node name), round, rtt_ps, loop_ps, then every hop's
     instant (integer picoseconds; -1 where a node does not expose it, e.g. inside RTL):
@@ -79,20 +94,42 @@ def write_rounds_csv(study: StudyResult, folder: RunFolder, name: str = "rounds.
     (:mod:`twin.engine.hops`). ``rtt_ps`` is the card-boundary round trip (t_have - t_in);
     ``loop_ps`` generator to generator (t_back - t_send). Staged in ``folder``; returns its path."""
     def write(f) -> None:
-        f.write("consumer,round,rtt_ps,loop_ps," + ",".join(f"{c}_ps" for c in CSV_COLUMNS) + "\n")
+        f.write("consumer," + ",".join(ROUND_COLUMNS) + "\n")
         for run in study.runs:
-            r = run.result
-            n = len(r.t_in)
-            h = r.hops
-            unknown = np.full(n, -1, np.int64)
-            inner = [getattr(h, c) if h is not None else unknown for c in CSV_COLUMNS[2:-2]]
-            cols = np.column_stack([np.arange(1, n + 1), r.rtt_ps, r.loop_ps, r.t_send, r.t_in, *inner, r.t_have,
-                                    r.t_back])
+            cols = np.column_stack(round_columns(run))
             chunk = 200_000
-            for i in range(0, n, chunk):
+            for i in range(0, len(cols), chunk):
                 block = cols[i:i + chunk]
                 f.write("".join(f"{run.node}," + ",".join(map(str, row)) + "\n" for row in block.tolist()))
     return folder.write(name, write)
+
+
+def write_rounds_parquet(study: StudyResult, folder: RunFolder, name: str = "rounds.parquet") -> Path:
+    """The per-round file as Parquet (pyarrow): the same columns as :func:`write_rounds_csv`
+    (``consumer`` a dictionary-encoded string, the rest int64 ps, delta-encoded and zstd-compressed:
+    timestamps grow steadily, so 3e6 rows take about 60 MB and a second or two to write, where the
+    CSV takes 530 MB and minutes; benchmarks/first_result.py). One row group per consumer (more
+    for a long run: pyarrow's default row-group size). Read it with ``pyarrow.parquet.read_table``
+    or ``pandas.read_parquet``. Staged in ``folder``; returns its path."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("consumer", pa.dictionary(pa.int32(), pa.string())),
+                        *((c, pa.int64()) for c in ROUND_COLUMNS)])
+
+    def write(f) -> None:
+        with pq.ParquetWriter(f, schema, compression="zstd", compression_level=1, use_dictionary=["consumer"],
+                              column_encoding={c: "DELTA_BINARY_PACKED" for c in ROUND_COLUMNS}) as w:
+            for run in study.runs:
+                cols = round_columns(run)
+                node = pa.DictionaryArray.from_arrays(np.zeros(len(cols[0]), np.int32), pa.array([run.node]))
+                w.write_table(pa.Table.from_arrays([node, *map(pa.array, cols)], schema=schema))
+    return folder.write(name, binary(write))
+
+
+def write_rounds(study: StudyResult, folder: RunFolder, fmt: str) -> Path:
+    """The per-round file in ``fmt``: ``csv`` (rounds.csv) or ``parquet`` (rounds.parquet)."""
+    return (write_rounds_parquet if fmt == "parquet" else write_rounds_csv)(study, folder)
 
 
 def print_table(study: StudyResult, console: Console) -> None:
@@ -117,10 +154,25 @@ def print_table(study: StudyResult, console: Console) -> None:
                    us(s["p50_ns"]), us(s["p90_ns"]), us(s["p99_ns"]), us(s["p999_ns"]),
                    f"{e['p50']:+.2f}%" if e else "-",
                    f"{e[second]:+.2f}%" if e and second in e else "-",
-                   f"{s['replies_checked']:,}", str(s["mismatches"]))
+                   *(("checking", "…") if s["engine"] == PENDING  # the event model's check runs after the table
+                     else (f"{s['replies_checked']:,}", str(s["mismatches"]))))
     console.print(tb)
     print_fault_and_deadline_lines([(r.node, r.summary) for r in study.runs], console)
     print_budget(study, console)
+
+
+def print_check(study: StudyResult, console: Console) -> None:
+    """The event model's check in one line, for a table printed before it ran (``twin run``: its
+    ``checking`` column): replies checked byte for byte per consumer and the mismatches."""
+    done = [r.summary for r in study.runs if r.summary["engine"] == "direct+event"]
+    if not done:
+        return
+    counts = sorted({s["replies_checked"] for s in done})
+    each = (f"{counts[0]:,} rounds of each of {len(done)} consumers" if len(counts) == 1 else
+            ", ".join(f"{s['node']} {s['replies_checked']:,}" for s in done) + " rounds")
+    bad = sum(s["mismatches"] for s in done)
+    console.print(f"[{'red' if bad else 'green'}]event-model check: {each}, every reply byte for byte and every "
+                  f"timestamp equal to the direct engine's: {bad} mismatches[/{'red' if bad else 'green'}]")
 
 
 def print_budget(study: StudyResult, console: Console) -> None:
@@ -140,7 +192,7 @@ def plot_histograms(study: StudyResult, folder: RunFolder, name: str = "histogra
         p = study.scenario.params
         bin_ps = period_ps(p.controller.clock) if getattr(p, "kind", None) == "roce_path" else 4000
     n = len(study.runs)
-    fig, axes = plt.subplots(n, 1, figsize=(8, 1.9 * n + 0.6), squeeze=False)
+    fig, axes = panel_figure(n)
     for ax, run in zip(axes[:, 0], study.runs):
         rtt = run.result.rtt_ps
         if not len(rtt):
@@ -155,10 +207,10 @@ def plot_histograms(study: StudyResult, folder: RunFolder, name: str = "histogra
                 if s["measured"].get(key) is not None:
                     ax.axvline(s["measured"][key] / 1000, color=colour, lw=1, ls="--", label=f"measured {key[:-3]}")
         ax.set_ylabel("rounds")
-        ax.set_title(f"{run.node} — {s['device']}{drawn.note(bin_ps)}", fontsize=9, loc="left")
+        # y given: the title is not placed by measuring the tick labels (most of the figure's time)
+        ax.set_title(f"{run.node} — {s['device']}{drawn.note(bin_ps)}", fontsize=9, loc="left", y=1.0)
         ax.legend(fontsize=7, loc="upper right")
     axes[-1, 0].set_xlabel(f"round trip (µs), {bin_ps / 1000:g} ns bins")
-    fig.tight_layout()
     try:
         return folder.savefig(name, fig, dpi=120)
     finally:

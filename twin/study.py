@@ -21,6 +21,7 @@ from twin.stats import summary_ns
 from twin.units import time_ps
 
 Progress = Callable[[str, int], None]
+PENDING = "direct+event (pending)"  # run_one(defer=True): the event model's check is still to run
 
 
 @dataclass
@@ -47,7 +48,7 @@ class StudyResult:
 
 
 def run_one(spec: LoopSpec, engine: str, verify_rounds: int,
-            progress: Callable[[int], None] | None) -> tuple[LoopResult, int, int, str]:
+            progress: Callable[[int], None] | None, defer: bool = False) -> tuple[LoopResult, int, int, str]:
     """Run one loop. Returns (result, replies checked byte for byte, mismatches, engine used).
 
     ``auto``: the direct engine for every round, and the event model (which moves the bytes and
@@ -55,7 +56,9 @@ def run_one(spec: LoopSpec, engine: str, verify_rounds: int,
     direct engine's. ``event``: the event model for every round. ``direct``: no byte check.
     Asked to stop (:mod:`twin.engine.stop`), it raises :class:`Interrupted` whose ``outcome`` is
     the same tuple for the whole rounds kept: the direct engine's rounds so far (unchecked), or,
-    stopped in the event model's check, the rounds it checked.
+    stopped in the event model's check, the rounds it checked. ``defer``: in ``auto``, return the
+    direct engine's result unchecked with engine :data:`PENDING` (the caller runs
+    :func:`check_direct` later).
     """
     def event(s: LoopSpec, p) -> LoopResult:
         try:
@@ -78,9 +81,22 @@ def run_one(spec: LoopSpec, engine: str, verify_rounds: int,
         raise
     if engine == "direct" or verify_rounds <= 0:
         return res, 0, 0, "direct"
+    if defer:
+        return res, 0, 0, PENDING
+    return check_direct(spec, res, verify_rounds)
+
+
+def check_direct(spec: LoopSpec, res: LoopResult, verify_rounds: int,
+                 progress: Callable[[int], None] | None = None) -> tuple[LoopResult, int, int, str]:
+    """The event model's check of a direct-engine result ``res`` of ``spec``: it moves the bytes of
+    the first ``verify_rounds`` rounds (all of them when fewer), checks every reply byte for byte,
+    and its timestamps must equal the direct engine's (:func:`twin.engine.direct.check_same`
+    raises otherwise). Returns (res with ``reply_digest`` over the checked replies, replies checked,
+    mismatches, ``"direct+event"``); ``progress(n)`` every 1,000 rounds checked. Asked to stop, it
+    raises :class:`Interrupted` whose ``outcome`` is that tuple for the rounds checked so far."""
     n = min(verify_rounds, spec.traffic.rounds)
     try:
-        ev = run_event(replace(spec, traffic=replace(spec.traffic, rounds=n)))
+        ev = run_event(replace(spec, traffic=replace(spec.traffic, rounds=n)), progress, 1000)
     except Interrupted as e:  # keep the rounds both engines have, checked
         k = len(e.partial.t_in)
         check_same(res, e.partial, k)
@@ -96,7 +112,9 @@ def run_one(spec: LoopSpec, engine: str, verify_rounds: int,
 def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | None = None, engine: str = "auto",
               verify_rounds: int = 10_000, progress: Progress | None = None,
               trace: tuple[str, int, int] | None = None,
-              stopped: Callable[[str, Exception, int], None] | None = None) -> StudyResult:
+              stopped: Callable[[str, Exception, int], None] | None = None,
+              first: Callable[[StudyResult], None] | None = None,
+              checking: Progress | None = None) -> StudyResult:
     """Run every loop of the scenario; returns per-consumer results and summaries.
 
     ``trace``: ``(path, first, last)``: VCD waveforms of the loops' RTL nodes for rounds
@@ -104,7 +122,13 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
     endpoint's failure, or :class:`twin.engine.stop.Interrupted`) ends the study: its whole rounds
     so far are kept (summary ``rounds`` completed, ``rounds_requested``), the exception is in
     ``failures`` and ``stopped(node, exception, rounds completed)`` is called the moment it is
-    caught, before any summary is computed (a verdict can be printed at once)."""
+    caught, before any summary is computed (a verdict can be printed at once).
+
+    ``first`` (``auto`` with ``verify_rounds`` > 0): every loop's direct engine runs first, then
+    ``first(study so far)`` is called (the table can be printed: its timestamps are final, the
+    summaries of the loops still to check say engine :data:`PENDING` and 0 replies checked), then
+    the event model checks each of those loops exactly as without ``first`` (the same rounds, byte
+    for byte, the same results), ``checking(node, rounds checked)`` reporting its progress."""
     sc = loaded.scenario
     rounds = rounds or sc.rounds
     seed = sc.seed if seed is None else seed
@@ -122,6 +146,9 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
             from twin.rtl.build import build_user_block
             build_user_block(loaded.path, i, node.rtl.top, node.rtl.sources)
     runs = []
+    ctx = _Context(loaded, rounds, measured, roce, engine, verify_rounds)
+    defer = first is not None and engine == "auto" and verify_rounds > 0
+    pending = []  # (index in runs, node, spec) of the loops whose event-model check is deferred
     for node in sc.consumers():
         if roce:  # the RoCE v2 path (twin.calibration.roce): same engines, other parts
             spec = roce_loop_spec(loaded.params, node.device, traffic, seed, sc.slots,
@@ -138,7 +165,7 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
         cb = (lambda n, name=node.name: progress(name, n)) if progress else None
         failure = None
         try:
-            res, checked, mism, used = run_one(spec, engine, verify_rounds, cb)
+            res, checked, mism, used = run_one(spec, engine, verify_rounds, cb, defer=defer)
         except DirectNotApplicable as e:
             raise DirectNotApplicable(f"node {node.name!r}: {e}") from None
         except Exception as e:  # a live endpoint failed, or a stop: keep its rounds so far, end the study
@@ -153,68 +180,118 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
                 return StudyResult(loaded, rounds, seed, engine, runs, measured, [e])
             failure = e
             res, checked, mism, used = kept
-        dev = loaded.params.consumers[node.device]
-        s = {"name": node.device, "node": node.name, "model": node.model, "function": sc.function,
-             "device": dev.device, "kind": dev.kind,
-             "host": dev.host, "encoding": spec.consumer.encoding, "engine": used, "rounds": int(rounds),
-             "replies_checked": int(checked), "mismatches": int(mism),
-             "backlog_max": int(res.stats.get("backlog_max", 0))}
-        if "reply_digest" in res.stats:  # SHA-256 over the checked replies' sequence, status and bytes
-            s["reply_digest"] = res.stats["reply_digest"]
-        if failure is not None:  # a live run stopped early: the rounds it completed, and what was asked
-            s["rounds"], s["rounds_requested"] = int(len(res.t_in)), int(rounds)
-        s.update(summary_ns(res.rtt_ps))
-        if res.hops is not None:
-            from twin.engine.hops import budget, slowest_round
-            s["budget"] = budget(res.t_in, res.t_have, res.hops)
-            s["slowest_round"] = slowest_round(res.t_in, res.t_have, res.hops)
-        if sc.faults and "faults" in res.stats:
-            s["faults"] = res.stats["faults"]
-            if sc.faults.corrupt_piece:  # which rounds the card caught, not only how many
-                s["faults"]["detected"]["mismatch_rounds"] = [int(i) + 1 for i in np.flatnonzero(~res.ok)]
-            if sc.faults.host_freeze:
-                from twin.faults import freeze_report
-                s["host_freeze"] = freeze_report(res.rtt_ps, res.t_in, spec.faults.host_freezes,
-                                                 spec.faults.timeout_ps)
-        if "rtl" in res.stats:
-            s["rtl"] = res.stats["rtl"]
-        if node.model == "live":
-            from twin.output.live import live_summary
-            n = max(1, len(res.t_in))  # after a failure: the rounds completed
-            sim_spec = replace(spec, model="sim", bridge=None, traffic=replace(spec.traffic, rounds=n))
-            # the node's sim model over the same rounds (after a stop: no event-model check, to end soon)
-            sim, _, _, _ = run_one(sim_spec, engine, verify_rounds if failure is None else 0, None)
-            s["live"] = live_summary(res, None if isinstance(failure, Interrupted) else failure, sim.rtt_ps)
-            s["live"]["scenario_file"] = str(Path(loaded.path).resolve())  # for `twin calibrate --from-live RUN`
-        if sc.deadline:
-            s["deadline_ns"] = time_ps(sc.deadline) / 1000
-            s["deadline_misses"] = int((res.loop_ps > time_ps(sc.deadline)).sum())
-        if spec.aurora is not None:
-            loop = summary_ns(res.loop_ps)
-            s["loop"] = {k: v for k, v in loop.items()}
-            if sc.qblox is not None:  # from a round's last acquisition integrated to the reply at the link
-                extra = sc.qblox.result_latency_ns + sc.qblox.trigger_network_ns
-                s["publish_to_reply"] = {k: round(v + extra, 3) for k, v in loop.items()}
-        row = measured.consumers.get(node.device) if measured else None
-        if row is not None and roce:
-            from twin.calibration.roce import STAT_Q
-            from twin.stats import percentile_ps
-            have = row.stats_ps()
-            s["measured"] = {f"{k}_ns": v / 1000 for k, v in have.items()} | {"device": row.device}
-            s["error_pct"] = {k: round(100 * (percentile_ps(res.rtt_ps, STAT_Q[k]) - v) / v, 3)
-                              for k, v in have.items()}
-        elif row is not None:
-            s["measured"] = {"p50_ns": row.p50_ps / 1000, "p90_ns": row.p90_ps / 1000, "device": row.device,
-                             "platform": row.platform}
-            s["error_pct"] = {"p50": round(100 * (s["p50_ns"] * 1000 - row.p50_ps) / row.p50_ps, 3),
-                              "p90": round(100 * (s["p90_ns"] * 1000 - row.p90_ps) / row.p90_ps, 3)}
-        else:
-            s["measured"] = None
-        runs.append(ConsumerRun(node.name, node.device, res, s))
+        if used == PENDING:
+            pending.append((len(runs), node, spec))
+        runs.append(ConsumerRun(node.name, node.device, res, _summary(ctx, node, spec, res, checked, mism, used,
+                                                                      failure)))
         if failure is not None:
             failure.node = node.name
             return StudyResult(loaded, rounds, seed, engine, runs, measured, [failure])
+    if not pending:
+        return StudyResult(loaded, rounds, seed, engine, runs, measured)
+    first(StudyResult(loaded, rounds, seed, engine, list(runs), measured))
+    for i, node, spec in pending:  # the event model's check, after the first table
+        cb = (lambda n, name=node.name: checking(name, n)) if checking else None
+        try:
+            res, checked, mism, used = check_direct(spec, runs[i].result, verify_rounds, cb)
+        except Interrupted as e:  # the rounds checked so far end the study, as a stop in run_one would
+            e.node = node.name
+            res, checked, mism, used = e.outcome
+            if stopped:
+                stopped(node.name, e, len(res.t_in))
+            if not len(res.t_in):
+                return StudyResult(loaded, rounds, seed, engine, runs[:i], measured, [e])
+            runs[i:] = [ConsumerRun(node.name, node.device, res, _summary(ctx, node, spec, res, checked, mism, used,
+                                                                          e))]
+            return StudyResult(loaded, rounds, seed, engine, runs, measured, [e])
+        runs[i].summary.update(_checked_keys(res, checked, mism, used))
     return StudyResult(loaded, rounds, seed, engine, runs, measured)
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every loop's summary needs of its study."""
+
+    loaded: LoadedScenario
+    rounds: int
+    measured: Measured | None
+    roce: bool
+    engine: str
+    verify_rounds: int
+
+
+def _checked_keys(res: LoopResult, checked: int, mism: int, used: str) -> dict:
+    """The summary keys the event model's check sets (after a deferred check, they replace the
+    pending ones: the rest of the summary comes from the timestamps, which the check leaves as they are)."""
+    s = {"engine": used, "replies_checked": int(checked), "mismatches": int(mism)}
+    if "reply_digest" in res.stats:  # SHA-256 over the checked replies' sequence, status and bytes
+        s["reply_digest"] = res.stats["reply_digest"]
+    return s
+
+
+def _summary(ctx: _Context, node, spec: LoopSpec, res: LoopResult, checked: int, mism: int, used: str,
+             failure: Exception | None) -> dict:
+    """One loop's results.json summary (docs/results.md)."""
+    loaded, rounds, measured, roce = ctx.loaded, ctx.rounds, ctx.measured, ctx.roce
+    engine, verify_rounds = ctx.engine, ctx.verify_rounds
+    sc = loaded.scenario
+    dev = loaded.params.consumers[node.device]
+    s = {"name": node.device, "node": node.name, "model": node.model, "function": sc.function,
+         "device": dev.device, "kind": dev.kind,
+         "host": dev.host, "encoding": spec.consumer.encoding, "engine": used, "rounds": int(rounds),
+         "replies_checked": int(checked), "mismatches": int(mism),
+         "backlog_max": int(res.stats.get("backlog_max", 0))}
+    s.update(_checked_keys(res, checked, mism, used))
+    if failure is not None:  # a live run stopped early: the rounds it completed, and what was asked
+        s["rounds"], s["rounds_requested"] = int(len(res.t_in)), int(rounds)
+    s.update(summary_ns(res.rtt_ps))
+    if res.hops is not None:
+        from twin.engine.hops import budget, slowest_round
+        s["budget"] = budget(res.t_in, res.t_have, res.hops)
+        s["slowest_round"] = slowest_round(res.t_in, res.t_have, res.hops)
+    if sc.faults and "faults" in res.stats:
+        s["faults"] = res.stats["faults"]
+        if sc.faults.corrupt_piece:  # which rounds the card caught, not only how many
+            s["faults"]["detected"]["mismatch_rounds"] = [int(i) + 1 for i in np.flatnonzero(~res.ok)]
+        if sc.faults.host_freeze:
+            from twin.faults import freeze_report
+            s["host_freeze"] = freeze_report(res.rtt_ps, res.t_in, spec.faults.host_freezes,
+                                             spec.faults.timeout_ps)
+    if "rtl" in res.stats:
+        s["rtl"] = res.stats["rtl"]
+    if node.model == "live":
+        from twin.output.live import live_summary
+        n = max(1, len(res.t_in))  # after a failure: the rounds completed
+        sim_spec = replace(spec, model="sim", bridge=None, traffic=replace(spec.traffic, rounds=n))
+        # the node's sim model over the same rounds (after a stop: no event-model check, to end soon)
+        sim, _, _, _ = run_one(sim_spec, engine, verify_rounds if failure is None else 0, None)
+        s["live"] = live_summary(res, None if isinstance(failure, Interrupted) else failure, sim.rtt_ps)
+        s["live"]["scenario_file"] = str(Path(loaded.path).resolve())  # for `twin calibrate --from-live RUN`
+    if sc.deadline:
+        s["deadline_ns"] = time_ps(sc.deadline) / 1000
+        s["deadline_misses"] = int((res.loop_ps > time_ps(sc.deadline)).sum())
+    if spec.aurora is not None:
+        loop = summary_ns(res.loop_ps)
+        s["loop"] = {k: v for k, v in loop.items()}
+        if sc.qblox is not None:  # from a round's last acquisition integrated to the reply at the link
+            extra = sc.qblox.result_latency_ns + sc.qblox.trigger_network_ns
+            s["publish_to_reply"] = {k: round(v + extra, 3) for k, v in loop.items()}
+    row = measured.consumers.get(node.device) if measured else None
+    if row is not None and roce:
+        from twin.calibration.roce import STAT_Q
+        from twin.stats import percentile_ps
+        have = row.stats_ps()
+        s["measured"] = {f"{k}_ns": v / 1000 for k, v in have.items()} | {"device": row.device}
+        s["error_pct"] = {k: round(100 * (percentile_ps(res.rtt_ps, STAT_Q[k]) - v) / v, 3)
+                          for k, v in have.items()}
+    elif row is not None:
+        s["measured"] = {"p50_ns": row.p50_ps / 1000, "p90_ns": row.p90_ps / 1000, "device": row.device,
+                         "platform": row.platform}
+        s["error_pct"] = {"p50": round(100 * (s["p50_ns"] * 1000 - row.p50_ps) / row.p50_ps, 3),
+                          "p90": round(100 * (s["p90_ns"] * 1000 - row.p90_ps) / row.p90_ps, 3)}
+    else:
+        s["measured"] = None
+    return s
 
 
 def rtl_config(loaded: LoadedScenario, node, trace):

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Callable, Container, TypeVar
 
 import numpy as np
-from scipy.optimize import differential_evolution
 
 from twin.calibration.measured import Measured, load_measured
 from twin.calibration.params import FitGroup, ParamSet, _DottedParams, loop_spec
@@ -128,7 +127,8 @@ def _polish(objective: Callable[[np.ndarray], float], x: list[float], bounds: li
 def fit_groups(params: P, groups: list[FitGroup], group_error: Callable[[P, FitGroup], float],
                measured_consumers: Container[str], measured_name: str, *, seed: int, maxiter: int, popsize: int,
                settle: Callable[[P], P] = lambda p: p,
-               log: Callable[[str], None] = print) -> tuple[P, dict[str, float], int, list[float]]:
+               log: Callable[[str], None] = print,
+               progress: Callable[[str, int, int], None] | None = None) -> tuple[P, dict[str, float], int, list[float]]:
     """Fit ``groups`` in order, each group's free parameters by differential evolution (seed
     ``seed + group index``, ``maxiter``, ``popsize``, Sobol start, no scipy polish) then
     :func:`_polish`; a later group starts from the earlier groups' results. ``group_error(trial,
@@ -136,6 +136,9 @@ def fit_groups(params: P, groups: list[FitGroup], group_error: Callable[[P, FitG
     deterministic); each trial's values are snapped to the group's steps and passed through
     ``settle`` (e.g. applying ties). Fitted values are rounded to 3 decimals. Used by
     :func:`calibrate` (card path) and :func:`twin.calibration.roce.calibrate_roce`.
+
+    ``progress(label, generations done, maxiter)`` after each generation of a group's search
+    (``label`` "group i/n: consumers"; done = maxiter when the search ends, converged or not).
 
     Returns ``(fitted params, {dotted path: value}, objective evaluations, final objective per
     group)``. Raises ValueError when a group's consumer is not in ``measured_consumers`` (named
@@ -156,8 +159,17 @@ def fit_groups(params: P, groups: list[FitGroup], group_error: Callable[[P, FitG
             return group_error(settle(params.with_values({k: group.snap(k, v) for k, v in zip(keys, x)})), group)
 
         log(f"fitting group {gi + 1}/{len(groups)}: {', '.join(group.consumers)} ({len(keys)} free)")
+        label = f"group {gi + 1}/{len(groups)}: {', '.join(group.consumers)}"
+        generations = [0]
+
+        def generation(*_, label=label) -> None:  # returns None: never stops the search
+            generations[0] += 1
+            progress(label, generations[0], maxiter)
+        from scipy.optimize import differential_evolution  # here: `twin run` imports this module, never fits
         res = differential_evolution(objective, bounds, seed=seed + gi, maxiter=maxiter, popsize=popsize,
-                                     tol=1e-10, polish=False, init="sobol")
+                                     tol=1e-10, polish=False, init="sobol", callback=generation if progress else None)
+        if progress:
+            progress(label, maxiter, maxiter)
         x, fun = _polish(objective, list(res.x), bounds, float(res.fun))
         log(f"  objective {res.fun:.3e} after {res.nfev} evaluations; {fun:.3e} after polishing")
         best = {k: round(group.snap(k, v), 3) for k, v in zip(keys, x)}
@@ -168,10 +180,12 @@ def fit_groups(params: P, groups: list[FitGroup], group_error: Callable[[P, FitG
 
 
 def calibrate(prior: ParamSet, prior_path: Path, log: Callable[[str], None] = print,
-              rounds: int | None = None, maxiter: int | None = None, popsize: int | None = None) -> FitResult:
+              rounds: int | None = None, maxiter: int | None = None, popsize: int | None = None,
+              progress: Callable[[str, int, int], None] | None = None) -> FitResult:
     """Fit ``prior``'s free parameters to the measurement file its ``fit.measured`` names
     (relative to ``prior_path``'s folder). ``rounds``/``maxiter``/``popsize`` override the
-    file's settings (smaller values for a quick check). Returns a :class:`FitResult`."""
+    file's settings (smaller values for a quick check); ``progress``: :func:`fit_groups`'s.
+    Returns a :class:`FitResult`."""
     if prior.fit is None:
         raise ValueError(f"{prior_path}: no 'fit' section: nothing to calibrate")
     spec = prior.fit
@@ -193,7 +207,7 @@ def calibrate(prior: ParamSet, prior_path: Path, log: Callable[[str], None] = pr
 
     params, values, evaluations, objectives = fit_groups(
         params, spec.groups, group_error, measured.consumers, spec.measured, seed=spec.seed, maxiter=maxiter,
-        popsize=popsize, settle=_apply_ties, log=log)
+        popsize=popsize, settle=_apply_ties, log=log, progress=progress)
     residuals = []
     for c, row in measured.consumers.items():
         if c not in params.consumers:

@@ -278,14 +278,15 @@ class RoceFitResult:
 
 def calibrate_roce(prior: RoceParamSet, prior_path: Path, log: Callable[[str], None] = print,
                    rounds: int | None = None, maxiter: int | None = None,
-                   popsize: int | None = None) -> RoceFitResult:
+                   popsize: int | None = None,
+                   progress: Callable[[str, int, int], None] | None = None) -> RoceFitResult:
     """Fit ``prior``'s free parameters to its measurement file, group by group.
 
     Objective per consumer and fitted statistic: :func:`twin.calibration.fit.miss` (squared error
     in histogram bins plus squared rank distance), the same as the card path's; ``min`` is the 0th
     percentile. Search: differential evolution then the coordinate polish, with common random
     numbers (``fit.seed``). Raises ValueError when the prior has no fit section or a consumer has no
-    measured row.
+    measured row. ``progress``: :func:`twin.calibration.fit.fit_groups`'s.
     """
     if prior.fit is None:
         raise ValueError(f"{prior_path}: no 'fit' section: nothing to calibrate")
@@ -309,7 +310,7 @@ def calibrate_roce(prior: RoceParamSet, prior_path: Path, log: Callable[[str], N
 
     params, values, evaluations, objectives = fit_groups(
         prior, spec.groups, group_error, measured.consumers, spec.measured, seed=spec.seed, maxiter=maxiter,
-        popsize=popsize, log=log)
+        popsize=popsize, log=log, progress=progress)
     residuals = []
     for c, row in measured.consumers.items():
         if c not in params.consumers:

@@ -5,6 +5,7 @@ call and fits its cost (:mod:`twin.commands.calibrate_decoder`)."""
 from __future__ import annotations
 
 import argparse
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -62,6 +63,10 @@ def fitted_out(args: argparse.Namespace, prior_path: Path) -> Path:
 
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     """``twin calibrate``: fit a prior parameter set, write the fitted set, print the residuals."""
+    # scipy first: its initialisation swallows a Ctrl-C (twin.calibration.fit imports it only when it fits,
+    # so that `twin run` never does)
+    import scipy.optimize  # noqa: F401
+
     from twin.calibration.fit import calibrate, fitted_document
     from twin.calibration.params import load_params
     from twin.calibration.report import residuals_table, write_fitted_yaml
@@ -84,8 +89,9 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     if prior.fit is None:
         raise ConfigError(prior_path, "fit", None, "a prior needs a fit section to calibrate")
     out = fitted_out(args, prior_path)
-    result = calibrate(prior, prior_path, log=console.print, rounds=args.rounds, maxiter=args.maxiter,
-                       popsize=args.popsize)
+    with fit_progress(console) as progress:
+        result = calibrate(prior, prior_path, log=console.print, rounds=args.rounds, maxiter=args.maxiter,
+                           popsize=args.popsize, progress=progress)
     measured_rel = str((prior_path.parent / prior.fit.measured))
     doc = fitted_document(result, prior_path, prior.fit.measured)
     write_fitted_yaml(out, prior_path, doc)
@@ -142,8 +148,9 @@ def cmd_calibrate_roce(args: argparse.Namespace, console: Console, prior_path: P
     if prior.fit is None:
         raise ConfigError(prior_path, "fit", None, "a prior needs a fit section to calibrate")
     out = fitted_out(args, prior_path)
-    result = calibrate_roce(prior, prior_path, log=console.print, rounds=args.rounds, maxiter=args.maxiter,
-                            popsize=args.popsize)
+    with fit_progress(console) as progress:
+        result = calibrate_roce(prior, prior_path, log=console.print, rounds=args.rounds, maxiter=args.maxiter,
+                                popsize=args.popsize, progress=progress)
     doc = roce_fitted_document(result, prior_path, prior.fit.measured)
     write_fitted_yaml(out, prior_path, doc)
     console.print(residuals_table(result.residuals, f"residuals ({prior_path.parent / prior.fit.measured})"))
@@ -151,3 +158,19 @@ def cmd_calibrate_roce(args: argparse.Namespace, console: Console, prior_path: P
         console.print(f"  {k} = {v}")
     console.print(f"{result.evaluations} model evaluations; wrote {out}")
     return 0
+
+
+@contextmanager
+def fit_progress(console: Console):
+    """A progress bar per fit group (its differential-evolution generations; a fit takes minutes):
+    yields the ``progress(label, done, maxiter)`` callback of :func:`twin.calibration.fit.fit_groups`."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    tasks: dict = {}
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as bar:
+        def progress(label: str, done: int, total: int) -> None:
+            if label not in tasks:
+                tasks[label] = bar.add_task(f"fitting {label}: generations", total=total)
+            bar.update(tasks[label], completed=done)
+        yield progress

@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from twin.commands.common import UsageError
-from twin.nodes.listing import FORMATS, render
+from twin.nodes.declare import LISTING_FORMATS as FORMATS  # light: the declarations load on first use
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -26,6 +26,8 @@ def register(subparsers) -> argparse.ArgumentParser:
 def cmd_components(args: argparse.Namespace, console=None) -> int:
     """Print the listing on stdout (exactly, without console markup); an unknown kind: one line on
     stderr naming it and the known kinds, exit 2."""
+    from twin.nodes.listing import render
+
     try:
         text = render(args.kind, args.format)
     except KeyError as e:  # one line (twin.commands.main), exit 2

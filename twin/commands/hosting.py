@@ -55,8 +55,13 @@ def cmd_hosting(args: argparse.Namespace, console) -> int:
         write_file(path, yaml.safe_dump(hosting_document(hp, meta), sort_keys=False))
         console.print(f"wrote {path}")
     hp, _ = load_hosting(path)
-    rows = table_rows(measure(params, hp, rounds=args.rounds, seed=args.seed,
-                              traffic=CLOSED if args.closed_loop else SWEEP))
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=not console.is_terminal) as bar:  # about 20 s: 12 runs
+        task = bar.add_task(f"model runs ({args.rounds:,} rounds each)", total=None)
+        rows = table_rows(measure(params, hp, rounds=args.rounds, seed=args.seed,
+                                  traffic=CLOSED if args.closed_loop else SWEEP,
+                                  progress=lambda done, total: bar.update(task, completed=done, total=total)))
     setting = ("closed loop on the card's clock: GPU round trips move in whole 0.93 us poll periods"
                if args.closed_loop else "requests from an independent clock, one at a time")
     tb = Table(title=f"hosting modes on the {CONSUMER} (amd-qblox-exchange-runtime.txt vs model, {args.rounds} rounds; "

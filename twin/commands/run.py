@@ -43,7 +43,11 @@ def register(sub) -> None:
                         "(OUT/waves.<loop>.<node>.vcd; needs a node with model rtl)")
     r.add_argument("--no-plot", action="store_true", help="do not write histograms.png (one that is there is "
                                                           "left alone, or removed if an earlier run wrote it)")
-    r.add_argument("--no-csv", action="store_true", help="do not write rounds.csv (likewise)")
+    r.add_argument("--no-rounds", "--no-csv", dest="no_csv", action="store_true",
+                   help="do not write the per-round file, rounds.csv or rounds.parquet (likewise)")
+    r.add_argument("--format", choices=("csv", "parquet"), default="csv", dest="rounds_format",
+                   help="the per-round file: csv (rounds.csv, default) or parquet (rounds.parquet: a 3e6-round run "
+                        "writes it in seconds, its CSV in minutes; a loop scenario only)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     add_overwrite(r)
     r.set_defaults(handler=cmd_run)
@@ -62,7 +66,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from twin.scenario import load_scenario
-    from twin.study import run_study
+    from twin.study import PENDING, run_study
 
     path = Path(args.scenario) if args.scenario else _bundled(DEFAULT_SCENARIO)
     loaded = load_scenario(path)
@@ -76,6 +80,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                              "--engine direct checks no reply" if args.engine == "direct" else
                              "--engine event checks every reply"))
     args.verify_rounds = 10_000 if args.verify_rounds is None else args.verify_rounds
+    if sc.flows and args.rounds_format != "csv":
+        raise UsageError(f"--format {args.rounds_format}: a mesh writes its rounds as rounds.csv (Parquet is a "
+                         "loop scenario's)")
     if sc.flows:  # a mesh: every flow at once (twin.mesh)
         from twin.mesh.run import cmd_run_mesh
         return cmd_run_mesh(args, console, loaded)
@@ -87,7 +94,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                          f"(--rounds or the scenario's rounds)")
     live = any(n.model == "live" for n in consumers)
     folder = run_folder(args, out, sc.seed if args.seed is None else args.seed)
-    folder.check(["results.json", *([] if args.no_csv else ["rounds.csv"]),
+    folder.check(["results.json", *([] if args.no_csv else [f"rounds.{args.rounds_format}"]),
                   *([] if args.no_plot else ["histograms.png"]), *(["live_rounds.npz"] if live else []),
                   *(_wave_names(sc, consumers) if args.trace else [])])  # before the run: refused, nothing written
     for n in consumers:  # a live endpoint that cannot start here: say so before any progress bar
@@ -100,13 +107,26 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                 return 3
     with folder:  # an error or Ctrl-C before the commit leaves the folder as it was
         trace = (str(folder.stage_dir() / "waves.vcd"), *args.trace) if args.trace else None
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, transient=False, disable=args.quiet) as bar:
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        bar = Progress(*columns, console=console, transient=False, disable=args.quiet)
+        check = Progress(*columns, console=console, transient=False, disable=args.quiet)
+        checks: dict = {}
+
+        def first(so_far) -> None:  # every direct engine has run: the table now, the event model's check after
+            bar.stop()
+            from twin.report import print_table
+            print_table(so_far, console)
+            n = min(args.verify_rounds, rounds)
+            checks.update({r.node: check.add_task(f"{r.node}: event-model check", total=n)
+                           for r in so_far.runs if r.summary["engine"] == PENDING})
+            check.start()
+        with bar, check:
             tasks = {n.name: bar.add_task(n.device, total=rounds) for n in consumers}
             study = run_study(loaded, rounds=rounds, seed=args.seed, engine=args.engine,
                               verify_rounds=args.verify_rounds, trace=trace,
                               progress=lambda name, done: bar.update(tasks[name], completed=done),
-                              stopped=lambda node, e, done: _verdict(node, e, done, out))
+                              stopped=lambda node, e, done: _verdict(node, e, done, out),
+                              first=first, checking=lambda name, done: check.update(checks[name], completed=done))
         if study.failures and not study.runs:  # a live endpoint could not start, or a stop before round 1
             f = study.failures[0]
             if isinstance(f, Interrupted):
@@ -116,7 +136,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                 print(f"twin: error: node {getattr(f, 'node', '?')!r}: {f}", file=sys.stderr)
             return 3
         folder.seed = study.seed
-        return _report(args, console, study, folder, consumers, live)
+        return _report(args, console, study, folder, consumers, live, bool(checks))
 
 
 def _wave_names(sc, consumers) -> list[str]:
@@ -126,21 +146,27 @@ def _wave_names(sc, consumers) -> list[str]:
             if rtl]
 
 
-def _report(args, console: Console, study, folder, consumers, live: bool) -> int:
-    """Print the tables, write the outputs into ``folder`` and commit them; the exit code."""
-    from twin.report import plot_histograms, print_table, write_results_json, write_rounds_csv
+def _report(args, console: Console, study, folder, consumers, live: bool, shown: bool = False) -> int:
+    """Print the tables (``shown``: printed already, before the event model's check: then the
+    check's outcome in one line), write the outputs into ``folder`` and commit them; the exit code."""
+    from twin.report import plot_histograms, print_check, print_table, write_results_json, write_rounds
 
     out = folder.out
-    print_table(study, console)
+    if shown:
+        print_check(study, console)
+    else:
+        print_table(study, console)
     write_results_json(study, folder)
     if live:
         from twin.output.live import print_live, write_live_rounds
         print_live(study, console)
         write_live_rounds(study, folder)
-    if not args.no_csv:
-        write_rounds_csv(study, folder)
+    if not args.no_csv:  # seconds for a long run: a spinner says what it writes (nothing when not a terminal)
+        with _status(console, args, f"writing rounds.{args.rounds_format}"):
+            write_rounds(study, folder, args.rounds_format)
     if not args.no_plot and study.runs:
-        plot_histograms(study, folder)
+        with _status(console, args, "drawing histograms.png"):
+            plot_histograms(study, folder)
     for f in study.failures:
         folder.mark_partial(f"interrupted ({f})" if isinstance(f, Interrupted)
                             else f"node {getattr(f, 'node', '?')!r}: {f}")
@@ -173,6 +199,12 @@ def _report(args, console: Console, study, folder, consumers, live: bool) -> int
             return EXIT
         rc = 3
     return rc
+
+
+def _status(console: Console, args, text: str):
+    """A spinner with ``text`` while a step runs (rich's status; none with ``--quiet``)."""
+    from contextlib import nullcontext
+    return nullcontext() if args.quiet else console.status(text)
 
 
 def _verdict(node: str, e: Exception, done: int, out: Path) -> None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+LISTING_FORMATS = ("text", "markdown", "json")  # twin components --format (twin.nodes.listing.render)
+
 DIRECTIONS = ("in", "out", "memory")
 ROLES = ("node", "link")
 

@@ -13,11 +13,11 @@ import json
 import sys
 from pathlib import Path
 
+from twin.nodes.declare import LISTING_FORMATS as FORMATS
 from twin.nodes.declare import REQUIRED, NodeKind, Param
 from twin.nodes.kinds import kind, kinds
 from twin.nodes.models import models_for
 
-FORMATS = ("text", "markdown", "json")
 DOC = Path(__file__).resolve().parents[2] / "docs" / "components.md"
 PS_PER_NS = 1000
 

@@ -29,6 +29,7 @@ about its own size, so each parameter is updated by the remaining error until it
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Callable
 
 import numpy as np
 
@@ -66,21 +67,28 @@ def _run(params: ParamSet, hp: HostingParams, mode: str, frame_bytes: int, round
 
 
 def measure(params: ParamSet, hp: HostingParams, rounds: int = 20_000, seed: int = 1,
-            sizes: tuple[int, ...] = (64, 1792), traffic: TrafficParams = SWEEP) -> dict:
+            sizes: tuple[int, ...] = (64, 1792), traffic: TrafficParams = SWEEP,
+            progress: Callable[[int, int], None] | None = None) -> dict:
     """The model's figures for ``hp``: per frame size, the p50 round trip of every mode (us), the
     chain's median trigger (us) and the fraction of frames that waited for the re-arm (%).
     ``traffic``: the setting of the round-trip figures (default the sweep; :data:`CLOSED` shows the
-    closed loop on the card's clock, where GPU round trips move in whole poll periods)."""
+    closed loop on the card's clock, where GPU round trips move in whole poll periods).
+    ``progress(model runs done, model runs in all)`` after each of its 6 runs per frame size."""
     out: dict = {}
+    modes = ("inline", "external_self", "external_routed", "worker", "chain")
+    total, done = len(sizes) * (len(modes) + 1), 0
     for nb in sizes:
         row = {}
-        for mode in ("inline", "external_self", "external_routed", "worker", "chain"):
+        for mode in modes:
             r = _run(params, hp, mode, nb, rounds, seed, traffic)
+            done += 1 + (mode == "chain")  # the chain runs twice: the sweep, then the closed loop
             row[mode] = float(np.percentile(r.result.rtt_ps, 50, method="inverted_cdf")) / 1e6
             if mode == "chain":
                 row["trigger"] = float(np.percentile(r.extra["trigger_ps"], 50, method="inverted_cdf")) / 1e6
                 rc = _run(params, hp, mode, nb, rounds, seed, CLOSED)
                 row["rearm_pct"] = 100.0 * rc.extra["waited_for_rearm"] / len(rc.extra["trigger_ps"])
+            if progress:
+                progress(done, total)
         out[nb] = row
     return out
 

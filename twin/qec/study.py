@@ -983,6 +983,30 @@ def print_decode(study: DecodeStudy, console) -> None:
                       f"{s['replies_checked']:,} replies checked byte for byte by the card")
 
 
+LATENCY_POINTS = 10_000  # latency_vs_round.png draws every request up to this many, blocks beyond
+
+
+def latency_blocks(samples_ps: np.ndarray, points: int = LATENCY_POINTS) -> tuple[np.ndarray, np.ndarray,
+                                                                                    np.ndarray, int]:
+    """What latency_vs_round.png draws of one series (int64 ps per request, in order): up to
+    ``points`` requests, every one (x = request number from 1, the value, the value, block 1);
+    beyond, consecutive blocks of ``block`` = ceil(n / (points / 2)) requests (the last may be
+    shorter): x = each block's first request, its median (lower, an actual request's value) and its
+    maximum, and ``block``. Drawing 1e5+ points took seconds; this is a few thousand."""
+    n = len(samples_ps)
+    if n <= points:
+        x = np.arange(1, n + 1)
+        return x, samples_ps, samples_ps, 1
+    block = -(-n // (points // 2))
+    full = n // block * block
+    head = samples_ps[:full].reshape(-1, block)
+    tail = [samples_ps[full:]] if full < n else []
+    mid = np.array([*np.percentile(head, 50, axis=1, method="lower"),
+                    *(np.percentile(t, 50, method="lower") for t in tail)], dtype=np.int64)
+    top = np.array([*head.max(axis=1), *(t.max() for t in tail)], dtype=np.int64)
+    return np.arange(1, n + 1, block), mid, top, block
+
+
 DECODE_FILES = ("results.json", "stats.csv", "queue_depth.csv", "requests.csv", "latency_vs_round.png",
                 "backlog_vs_time.png")
 
@@ -1015,16 +1039,21 @@ def write_decode_outputs(study: DecodeStudy, folder) -> list[Path]:
     if study.tables is not None:
         paths.append(folder.write(DECODE_FILES[3], lambda f: write_requests_csv(f, study.tables)))
     fig, ax = plt.subplots(figsize=(8, 4))
+    block = 1
     for s, r in zip(doc["placements"], study.runs):
-        rtt = r.result.rtt_ps / 1e6
-        react = (r.result.t_back - r.result.t_send) / 1e6
-        ax.plot(np.arange(1, len(rtt) + 1), rtt, ".", ms=1, label=f"{_label(s)} round trip")
-        ax.plot(np.arange(1, len(react) + 1), react, ".", ms=1, label=f"{_label(s)} reaction")
+        for what, ps in (("round trip", r.result.rtt_ps), ("reaction", r.result.t_back - r.result.t_send)):
+            x, mid, top, block = latency_blocks(ps)
+            if block == 1:  # every request a point
+                ax.plot(x, mid / 1e6, ".", ms=1, label=f"{_label(s)} {what}")
+            else:  # a block's median as a line, its slowest request as a point
+                line, = ax.plot(x, mid / 1e6, lw=0.8, label=f"{_label(s)} {what}")
+                ax.plot(x, top / 1e6, ".", ms=1.5, color=line.get_color())
     if doc["deadline_ns"]:
         ax.axhline(doc["deadline_ns"] / 1000, color="r", lw=1, label="deadline")
     ax.set_xlabel("request")
     ax.set_ylabel("round trip, reaction time (µs)")
-    ax.set_title(f"{doc['scenario']}: latency vs round")
+    ax.set_title(f"{doc['scenario']}: latency vs round" + (
+        f" (per block of {block:,} requests: median line, slowest as a dot)" if block > 1 else ""), fontsize=9)
     ax.legend(markerscale=8, fontsize=8)
     fig.tight_layout()
     try:

@@ -1,0 +1,53 @@
+"""Issue 12, seconds to first result: `twin run` prints its table before the event model's check,
+which still checks the same rounds and leaves the results as they were; decode's latency figure
+draws blocks of requests beyond 10,000."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from twin.commands import main
+from twin.qec.study import latency_blocks
+from twin.scenario import load_scenario
+from twin.study import PENDING, run_study
+
+DEFAULT = Path(__file__).parents[1] / "scenarios" / "card_path_64b.yaml"
+
+
+def test_table_first_then_the_same_check():
+    loaded = load_scenario(DEFAULT)
+    seen = []
+
+    def first(study):
+        seen.append([(r.summary["engine"], r.summary["replies_checked"]) for r in study.runs])
+    checked = []
+    late = run_study(loaded, rounds=300, verify_rounds=40, first=first,
+                     checking=lambda node, done: checked.append((node, done)))
+    plain = run_study(loaded, rounds=300, verify_rounds=40)
+    assert seen == [[(PENDING, 0)] * 5]  # called once, before any check
+    assert [r.summary for r in late.runs] == [r.summary for r in plain.runs]
+    assert all(r.summary["engine"] == "direct+event" and r.summary["replies_checked"] == 40 for r in late.runs)
+    assert [n for n, done in checked if done == 40] == [r.node for r in late.runs]
+    for a, b in zip(late.runs, plain.runs):
+        assert np.array_equal(a.result.rtt_ps, b.result.rtt_ps)
+
+
+def test_cli_prints_the_table_before_the_check_verdict(tmp_path, capsys):
+    assert main(["run", "--rounds", "300", "--verify-rounds", "30", "--out", str(tmp_path), "--quiet",
+                 "--no-plot", "--no-csv"]) == 0
+    out = capsys.readouterr().out
+    table, verdict = out.find("round trip in µs"), out.find("event-model check: 30 rounds of each of 5 consumers")
+    assert 0 <= table < verdict, out
+    assert out.count("checking") == 5 and "0 mismatches" in out[verdict:]
+
+
+def test_latency_blocks():
+    x = np.arange(10, dtype=np.int64)
+    at, mid, top, block = latency_blocks(x, points=10)
+    assert block == 1 and np.array_equal(at, np.arange(1, 11)) and np.array_equal(mid, x) and np.array_equal(top, x)
+    x = np.array([5, 1, 9, 2, 2, 8, 7, 3, 4, 6, 100], dtype=np.int64)
+    at, mid, top, block = latency_blocks(x, points=8)  # blocks of ceil(11 / 4) = 3; the last has 2
+    assert block == 3
+    assert at.tolist() == [1, 4, 7, 10]
+    assert mid.tolist() == [5, 2, 4, 6] and top.tolist() == [9, 8, 7, 100]
