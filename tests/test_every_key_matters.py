@@ -124,7 +124,8 @@ def traffic_cases(base: str, t: str, open_pre: dict, closed_pre: dict) -> dict[s
                          C(base, {f"{t}.clock_period": "7 ns"}, open_pre, refused=f"{t}.period")],
         "ppm": [C(base, {f"{t}.ppm": 200.0}, {**open_pre, f"{t}.clock": "independent"}),
                 C(base, {f"{t}.ppm": 200.0}, {**open_pre, f"{t}.clock": "card"}, refused=f"{t}.ppm")],
-        "gap": [C(base, {f"{t}.gap": "500 ns"}, closed_pre)],
+        "gap": [C(base, {f"{t}.gap": "500 ns"}, closed_pre),
+                C(base, {f"{t}.gap": "500 ns"}, open_pre, refused=f"{t}.gap")],  # open loop: every period
         "in_flight": [C(base, {f"{t}.in_flight": 3}, closed_pre),
                       C(base, {f"{t}.in_flight": 3}, open_pre, refused=f"{t}.in_flight")],
         "gaps.distribution": [C(base, {f"{t}.gaps": {"distribution": "exponential", "mean": "2 us"}},
@@ -286,7 +287,8 @@ DEC: dict[str, list[Case]] = {
     "decode.confidence": [C("decode", {"decode.confidence": 0.5})],
     # a windowed stream (issue 13): the surface code, six rounds, matching on each window's sub-graph
     "decode.window.rounds": [C("decode", {"decode.window.rounds": 4}, WINDOW),
-                             C("decode", {"decode.window.rounds": 1}, WINDOW, refused="decode.window.commit")],
+                             C("decode", {"decode.window.rounds": 1}, WINDOW, refused="decode.window.commit"),
+                             C("decode", {"decode.window.rounds": 8}, WINDOW, refused="decode.window.rounds")],
     "decode.window.commit": [C("decode", {"decode.window.commit": 3}, WINDOW),
                              C("decode", {"decode.window": {"rounds": 6, "commit": 2}}, refused="decode.window")],
     # parallel decoders on a stream that one decoder cannot keep up with

@@ -238,6 +238,8 @@ def test_twin_decode_stopped_keeps_whole_shots(tmp_path, capsys, scenario, engin
     # model's check and keeps the shots it checked
     assert s["engine"] == ("event" if engine == "event" else "direct+event") and s["replies_checked"] == s["requests"]
     assert len((out / "queue_depth.csv").read_text().splitlines()) == 201
+    pm = doc["stim_pymatching"]  # PyMatching compared on the same shots the loop kept, not the shots asked for
+    assert pm["logical_errors"] is not None and pm["shots"] == s["shots"]
 
 
 def load_decode_placements(scenario: str) -> list:

@@ -65,8 +65,9 @@ def cmd_calibrate_decoder(args: argparse.Namespace, console, scenarios: list[str
     ld = load_decode(path)
     d = ld.sc.decode
     if d.circuit is not None:
-        raise UsageError(f"calibrate decoder {path}: times a named code's decoder at --distance values; this "
-                         "scenario's decode.circuit is a file (time it with decode.cost how: host_timed)")
+        raise UsageError(f"calibrate decoder {path}: fits a named code's decoder across distances (the scenario's "
+                         "or --distance values); this scenario's decode.circuit is a file with one size (time it "
+                         "with decode.cost how: host_timed)")
     calls = args.calls or 20_000
     warmup = 1000 if args.warmup is None else args.warmup
     if warmup < 0:

@@ -48,6 +48,20 @@ MODEL_NS = {
 }
 
 
+def _bounded(per_ps: np.ndarray) -> np.ndarray:
+    """Per-request compute times (float ps) as int64 ps; CostError when the stream's decoding would run
+    past the engine's simulated horizon (:data:`twin.scenario.schema.MAX_HORIZON_PS`, about 53 days):
+    one request over 1,000 s, or all of them together over half the horizon."""
+    from twin.scenario.schema import MAX_DURATION_PS, MAX_HORIZON_PS
+    per = np.rint(np.asarray(per_ps, np.float64))
+    if len(per) and (not np.isfinite(per).all() or per.max() > MAX_DURATION_PS
+                     or float(per.sum()) > MAX_HORIZON_PS / 2):
+        raise CostError(f"the decoder's time per request (up to {per.max() / 1e12:.4g} s, "
+                        f"{float(per.sum()) / 1e12:.4g} s over the {len(per):,} requests) would run past the "
+                        f"simulated horizon (1,000 s a request, {MAX_HORIZON_PS / 2e12:,.0f} s in all)")
+    return per.astype(np.int64)
+
+
 class CostError(ValueError):
     """A decoder that the chosen device kind cannot serve under the cost model."""
 
@@ -96,7 +110,7 @@ class CostModel:
             self.per_event_ns = self.fit.per_event_ns * self.scale
             self.notes.append(f"fitted per call on {self.fit.meta.get('machine', {}).get('cpu')}, residual drawn "
                               f"from its quantiles (seed {self.seed}), scaled x{self.scale:g}")
-            return np.rint(self.fit.draw_ns(events, self.seed) * self.scale * 1000).astype(np.int64)
+            return _bounded(self.fit.draw_ns(events, self.seed) * self.scale * 1000)
         if self.how == "host_timed":
             self.base_ns, self.per_event_ns = time_on_host(decoder, frames, events)
             self.base_ns *= self.scale
@@ -120,8 +134,7 @@ class CostModel:
             if v is None:
                 v = ((poll_period_ps if device_kind == "gpu" else clock_ps) / 1000, 0.0)
             self.base_ns, self.per_event_ns = v
-        per = np.rint((self.base_ns + self.per_event_ns * np.asarray(events, np.float64)) * 1000)
-        return per.astype(np.int64)
+        return _bounded((self.base_ns + self.per_event_ns * np.asarray(events, np.float64)) * 1000)
 
     def describe(self) -> dict:
         """What was used, for results.json (fitted: also the file and the fit's numbers)."""

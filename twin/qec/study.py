@@ -248,6 +248,10 @@ class Decode(_Strict):
         if self.window is not None and self.decoder != "matching":
             raise Located(("decoder",), self.decoder, "windowed decoding runs PyMatching on each window's "
                           "sub-graph: decoder: matching")
+        if self.window is not None and self.code is not None and self.window.rounds > self.rounds + 1:
+            raise Located(("window", "rounds"), self.window.rounds,
+                          f"longer than the experiment's {self.rounds + 1} detector rounds ({self.rounds} rounds and "
+                          "the final readout): one window would decode the whole shot (per: shot does that)")
         return self
 
     def window_tuple(self) -> tuple[int, int] | None:
@@ -271,7 +275,7 @@ class DecodeScenario(_Strict):
     description: str = ""
     calibration: str
     hosting: str = "../calibrations/hosting.yaml"
-    seed: int = Field(0, ge=0, strict=True)
+    seed: int = Field(0, ge=0, le=2**64 - 1, strict=True)  # stim and numpy take 64-bit seeds
     slots: int = Field(16, gt=0, le=65_536, strict=True)
     encoding: Literal["default", "classic", "per_piece"] = "default"
     control: Literal["on_card", "aurora"] = "on_card"
@@ -426,6 +430,35 @@ def load_decode(path: str | Path) -> LoadedDecode:
     return LoadedDecode(path, sc, params, hosting, hp_path, fit, circuit, decoder)
 
 
+MAX_CIRCUIT_QUBITS = 100_000           # stim allocates a frame per qubit; a real memory experiment has ~10^3
+MAX_CIRCUIT_MEASUREMENTS = 10_000_000  # per shot: sampling walks every one
+MAX_PAYLOAD_BYTES = 65_535             # a request's length field (the contract's 16-bit length)
+
+
+def check_circuit_size(path: Path, d: Decode, c) -> None:
+    """Refuse (ConfigError naming ``decode.circuit``) a circuit the loop cannot carry or stim cannot
+    sample in reasonable time: more than :data:`MAX_CIRCUIT_QUBITS` qubits or
+    :data:`MAX_CIRCUIT_MEASUREMENTS` measurements per shot; a packed syndrome over
+    :data:`MAX_PAYLOAD_BYTES` (one request); observables whose reply (ceil(K/8) bytes) does not fit
+    the reply slot, which is the request frame's size. stim counts these from the REPEAT blocks
+    without unrolling them."""
+    why = None
+    syndrome = -(-c.num_detectors // 8)
+    frame = d.frame_bytes or max(16, -(-syndrome // 16) * 16)
+    if c.num_qubits > MAX_CIRCUIT_QUBITS:
+        why = f"{c.num_qubits:,} qubits; at most {MAX_CIRCUIT_QUBITS:,}"
+    elif c.num_measurements > MAX_CIRCUIT_MEASUREMENTS:
+        why = f"{c.num_measurements:,} measurements per shot; at most {MAX_CIRCUIT_MEASUREMENTS:,}"
+    elif syndrome > MAX_PAYLOAD_BYTES:
+        why = (f"{c.num_detectors:,} detectors: a {syndrome:,}-byte syndrome; one request carries at most "
+               f"{MAX_PAYLOAD_BYTES:,} bytes ({8 * MAX_PAYLOAD_BYTES:,} detectors)")
+    elif -(-c.num_observables // 8) > frame:
+        why = (f"{c.num_observables:,} observables: a {-(-c.num_observables // 8):,}-byte correction; the reply "
+               f"slot holds the {frame}-byte frame")
+    if why:
+        raise ConfigError(path, "decode.circuit", d.circuit, why)
+
+
 def decode_circuit(path: Path, d: Decode):
     """The ``stim.Circuit`` a decode block describes: ``decode.circuit`` (a .stim file, relative to
     the scenario's folder) or the named code's memory experiment. Raises ConfigError naming the key:
@@ -449,6 +482,7 @@ def decode_circuit(path: Path, d: Decode):
         if c.num_detectors == 0 or c.num_observables == 0:
             raise ConfigError(path, "decode.circuit", d.circuit, f"{c.num_detectors} detectors and "
                               f"{c.num_observables} observables; a decode study needs at least one of each")
+        check_circuit_size(path, d, c)  # before stim unrolls it: a nested REPEAT can ask for 10^18 of anything
         try:
             c.detector_error_model(decompose_errors=False, approximate_disjoint_errors=True)
         except ValueError as e:  # e.g. a non-deterministic detector or observable
@@ -728,8 +762,9 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     that fails. Asked to stop (:mod:`twin.engine.stop`), it ends after the placement running then,
     keeping its whole shots so far (``shots`` completed, ``shots_requested``; no placement entry if
     none completed); the study is ``interrupted`` and its document ``"partial": true``."""
-    from twin.qec.cost import CostModel
+    from twin.qec.cost import CostError, CostModel
     from twin.qec.decoders import FunctionFailed
+    from twin.qec.decoders.base import DecoderFailed
     from twin.qec.loop import queue_depth, run_decode
     from twin.qec.workload import sample_circuit
 
@@ -787,7 +822,6 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
                 path="roce" if isinstance(ld.params, RoceParamSet) else "card", frame_bytes=w.frame_bytes,
                 function=fn, study="decode", hosting=pl.mode))
             if why:
-                from twin.config import ConfigError
                 raise ConfigError(ld.path, f"decode.placements[{i}].model", pl.model,
                                   why + (f" (device {dev})" if pl.shared else ""))
     for pl in d.placements:
@@ -806,6 +840,10 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
                            bridge=pl.bridge.settings() if pl.bridge else None, workers=pl.workers, order=pl.order)
         except FunctionFailed as e:
             raise function_failure(ld, w, e) from None
+        except DecoderFailed as e:  # a decoder answered with the wrong shape
+            raise ConfigError(ld.path, "decode.decoder", d.decoder, str(e)) from None
+        except CostError as e:  # what the cost model says this decoder costs here cannot be simulated
+            raise ConfigError(ld.path, "decode.cost", d.cost.how, str(e)) from None
         except Interrupted as e:
             stopped, r = e, e.partial
             doc["partial"] = True
@@ -865,6 +903,12 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         doc["placements"].append(s)
         if stopped is not None:
             break
+    if stopped is not None and runs and pm is not None:  # stopped: PyMatching on the shots the last placement kept
+        shots = runs[-1].workload.shots
+        pm_errors = int((pm[:shots] != w.observables[:shots]).any(axis=1).sum())
+        lo, hi = interval(pm_errors, shots, d.interval, d.confidence)
+        doc["stim_pymatching"].update(logical_errors=pm_errors, ler=pm_errors / shots if shots else 0.0, ci=[lo, hi],
+                                      shots=shots)
     if d.per == "window" and runs and pm_errors is not None:  # the windowed decode against whole-shot matching
         k, kept = runs[0].logical_errors_direct, runs[0].workload.shots  # (after a stop: its whole shots)
         lo, hi = doc["stim_pymatching"]["ci"]

@@ -175,6 +175,9 @@ class Traffic(_Strict):
                           "next request when the reply arrives); set mode: open_loop or remove period")
         if self.in_flight > 1 and self.mode != "closed_loop":
             raise Located(("in_flight",), self.in_flight, "applies to closed_loop traffic only")
+        if self.mode != "closed_loop" and time_ps(self.gap):  # open loop sends every period: nothing waits a gap
+            raise Located(("gap",), self.gap, "applies to closed_loop traffic only (the wait after a reply before "
+                          "the next request); open_loop sends every period")
         if self.clock == "card" and self.ppm:
             raise Located(("ppm",), self.ppm, "applies only to an independent clock (clock: independent)")
         return self
@@ -365,7 +368,7 @@ class Scenario(_Strict):
     description: str = ""
     calibration: str
     measured: str | None = None
-    seed: int = Field(0, ge=0, strict=True)
+    seed: int = Field(0, ge=0, le=2**64 - 1, strict=True)  # numpy and stim take 64-bit seeds
     rounds: int = Field(100_000, gt=0, le=100_000_000, strict=True)
     frame_bytes: int = Field(64, gt=0, le=65_535, strict=True)
     encoding: Literal["default", "classic", "per_piece"] = "default"

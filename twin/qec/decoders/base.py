@@ -19,6 +19,11 @@ from twin.exchange import contract as C
 from twin.qec.lookup import syndrome_bytes
 
 
+class DecoderFailed(ValueError):
+    """A decoder answered a batch with an array of the wrong shape (a user's or a sinter decoder):
+    :func:`twin.qec.study.run_decode_study` turns it into a ConfigError naming ``decode.decoder``."""
+
+
 class Decoder:
     """Base class. ``name``; ``n_detectors`` D; ``n_observables`` K; ``kind`` (the cost-model key,
     :data:`twin.qec.cost.MODEL_NS`: ``lookup`` | ``matching`` | ``function`` | ``bposd`` | ...).
@@ -54,8 +59,8 @@ class Decoder:
         Raises ValueError for frames too short for the syndrome."""
         out = np.ascontiguousarray(self.decode_shots_bit_packed(self._syndromes(frames)), dtype=np.uint8)
         if out.shape != (len(frames), self.reply_bytes):
-            raise ValueError(f"{self.name}: decoded {len(frames)} shots into shape {out.shape}, expected "
-                             f"({len(frames)}, {self.reply_bytes})")
+            raise DecoderFailed(f"decoded {len(frames)} shots into an array of shape {out.shape}, expected "
+                                f"({len(frames)}, {self.reply_bytes}): one row of ceil(K/8) bytes per shot")
         return out
 
     def decode_payload(self, payload: bytes) -> bytes:
@@ -69,8 +74,12 @@ class Decoder:
         """The decoder run directly on stim's boolean detection events, bool (shots, D) -> replies
         uint8 (shots, reply_bytes). Default: packed and given to :meth:`decode_shots_bit_packed`."""
         d = np.asarray(detectors, dtype=bool)
-        out = self.decode_shots_bit_packed(np.packbits(d, axis=1, bitorder=C.SYNDROME_NUMPY_BITORDER))
-        return np.ascontiguousarray(out, dtype=np.uint8).reshape(len(d), self.reply_bytes)
+        packed = np.packbits(d, axis=1, bitorder=C.SYNDROME_NUMPY_BITORDER)
+        out = np.ascontiguousarray(self.decode_shots_bit_packed(packed), dtype=np.uint8)
+        if out.shape != (len(d), self.reply_bytes):
+            raise DecoderFailed(f"decoded {len(d)} shots into an array of shape {out.shape}, expected "
+                                f"({len(d)}, {self.reply_bytes}): one row of ceil(K/8) bytes per shot")
+        return out
 
     def _syndromes(self, frames: np.ndarray) -> np.ndarray:
         f = np.ascontiguousarray(frames, dtype=np.uint8)
