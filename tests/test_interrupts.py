@@ -23,8 +23,8 @@ from twin.engine.stop import Interrupted, clear_stop, request_stop, stop_request
 from twin.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
-LINE = re.compile(r"twin: interrupted at round ([\d,]+) of ([\d,]+); the ([\d,]+) rounds so far are saved in (.+) "
-                  r"\(partial\)")
+LINE = re.compile(r"twin: interrupted at (?:round|request) ([\d,]+) of ([\d,]+); the ([\d,]+) (?:round|request)s so "
+                  r"far are saved in (.+) \(partial\)")
 
 
 def _num(text: str) -> int:

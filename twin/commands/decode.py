@@ -73,7 +73,7 @@ def _decode(args: argparse.Namespace, console, ld, folder) -> int:
                                verify_rounds=args.verify_rounds)
     requested = total * len(d.placements)  # requests: each placement's stream
     if study.interrupted and not study.document["placements"]:
-        print(interrupted_before_any(requested), file=sys.stderr)
+        print(interrupted_before_any(requested, "request"), file=sys.stderr)
         return EXIT
     print_decode(study, console)
     write_decode_outputs(study, folder)
@@ -88,7 +88,8 @@ def _decode(args: argparse.Namespace, console, ld, folder) -> int:
                           f"differ from the direct decode, {s['card_mismatches']} card mismatches[/red]")
             rc = 1
     if study.interrupted:
-        print(interrupted_line(sum(s["requests"] for s in study.document["placements"]), requested, folder.out),
+        print(interrupted_line(sum(s["requests"] for s in study.document["placements"]), requested, folder.out,
+                               "request"),
               file=sys.stderr)
         return EXIT
     return rc
