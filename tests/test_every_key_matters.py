@@ -3,7 +3,7 @@ outcome or is refused at load with one line naming file, key and value.
 
 The list of keys is not written here: :func:`schema_keys` walks the pydantic models (nested models,
 lists of models, optional models) of ``twin run`` (:class:`twin.scenario.schema.Scenario`) and
-``twin decode`` (:class:`twin.qec.study.DecodeScenario`). Every key it finds must have cases in
+``twin decode`` (:class:`twin.qec.schema.DecodeScenario`). Every key it finds must have cases in
 :data:`CASES` or a reason in :data:`EXEMPT`; a key added to a schema without either fails
 :func:`test_every_schema_key_is_covered`.
 
@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from twin.config import ConfigError
-from twin.qec.study import DecodeScenario
+from twin.qec.schema import DecodeScenario
 from twin.scenario.schema import Scenario
 
 ROOT = Path(__file__).resolve().parent.parent

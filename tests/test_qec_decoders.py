@@ -189,7 +189,8 @@ def test_sinter_plot_reads_the_stats_file(tmp_path):
     import sinter
 
     from twin.output.files import RunFolder
-    from twin.qec.study import load_decode, run_decode_study, write_decode_outputs
+    from twin.qec.report import write_decode_outputs
+    from twin.qec.study import load_decode, run_decode_study
     study = run_decode_study(load_decode(ROOT / "scenarios" / "decode_user_circuit.yaml"), shots=300)
     with RunFolder(tmp_path / "out") as folder:
         write_decode_outputs(study, folder)

@@ -41,7 +41,8 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
     differs from the direct decode or the card counted a mismatch, or 130 when a SIGINT or SIGTERM
     stopped it (:mod:`twin.commands.interrupt`: the placements so far, the last one's whole shots,
     written with ``"partial": true``)."""
-    from twin.qec.study import DECODE_FILES, load_decode
+    from twin.qec.report import DECODE_FILES
+    from twin.qec.study import load_decode
 
     path = Path(args.scenario) if args.scenario else _bundled(DEFAULT_DECODE)
     ld = load_decode(path)
@@ -55,7 +56,8 @@ def _decode(args: argparse.Namespace, console, ld, folder) -> int:
     """Run the study, print it, write and commit its files in ``folder``; the exit code."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from twin.qec.study import print_decode, run_decode_study, write_decode_outputs
+    from twin.qec.report import print_decode, write_decode_outputs
+    from twin.qec.study import run_decode_study
 
     shots = args.shots or ld.sc.decode.shots
     d = ld.sc.decode

@@ -1,0 +1,176 @@
+"""A decode study's report: the terminal table (:func:`print_decode`) and its files
+(:func:`write_decode_outputs`: results.json, stats.csv, queue_depth.csv, requests.csv and the two plots).
+The study itself is :mod:`twin.qec.study`'s.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from twin.qec.study import DecodeStudy, placement_label
+
+
+def _label(s: dict) -> str:
+    return placement_label(s["device"], s["mode"], s.get("workers", 1), s.get("order", "in_order"),
+                           s.get("dispatch"))
+
+
+def print_decode(study: DecodeStudy, console) -> None:
+    """The terminal table of a decode study: per placement a row of reaction-time percentiles and,
+    under it, the decoder's own time per request (``decoder only``)."""
+    from rich import box
+    from rich.table import Table
+    doc = study.document
+    w = doc["workload"]
+    what = (f"{w['circuit']}" if w.get("circuit") else
+            f"{w['code']} d={w['distance']} rounds={w['rounds']} p={w['p']:g}")
+    tb = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True,
+               title=f"{doc['scenario']}: {what}, "
+                     f"{w['shots']} shots, {w['requests']} requests, {doc['decoder']['kind']} decoder")
+    for col in ("device", "mode", "differ/mism.", "p50 µs", "p99 µs", "p99.9 µs", "misses", "backlog", "growth",
+                "ρ-growth"):
+        tb.add_column(col, justify="left" if col in ("device", "mode") else "right", no_wrap=True)
+    for s in doc["placements"]:
+        b = s["stream"]["backlog"]
+        exp = b["expected_growth_per_cycle"]
+        tb.add_row(s["device"], s["mode"] + (f" ×{s['workers']} {s['order']}" if "workers" in s else "")
+                   + (f" {s['dispatch']}" if "dispatch" in s else ""),
+                   f"{s['requests'] - s['identical_corrections']}/{s['card_mismatches']}",
+                   *(f"{s['reaction'][k] / 1000:.3f}" for k in ("p50_ns", "p99_ns", "p999_ns")),
+                   str(s.get("deadline_misses", "-")), str(s["backlog_max"]),
+                   f"{b['growth_per_cycle']:.3f}", "-" if exp is None else f"{exp:.3f}")
+        if "decoder_only" in s:  # the decoder's own time per request, beside the reaction time
+            tb.add_row("", " decoder only", "",
+                       *(f"{s['decoder_only'][k] / 1000:.3f}" for k in ("p50_ns", "p99_ns", "p999_ns")), "", "", "", "")
+        for p in s.get("per_device", []):  # each device's part of a shared stream
+            pb = p["backlog"]
+            pe = pb["expected_growth_per_cycle"]
+            tb.add_row(f" {p['device']}", f" {p['requests']} requests", "",
+                       *(f"{p['reaction'][k] / 1000:.3f}" for k in ("p50_ns", "p99_ns", "p999_ns")), "",
+                       str(pb["max"]), f"{pb['growth_per_cycle']:.3f}", "-" if pe is None else f"{pe:.3f}")
+    console.print(tb)
+    console.print("p50/p99/p99.9: reaction time, a request's last syndrome round measured -> its correction at the "
+                  "control system (decoder only: the decoder's own time); differ/mism.: corrections that differ "
+                  "from the direct decode / replies the card found wrong; backlog: "
+                  "requests sent and not yet started by a decoder (max); growth: backlog per QEC cycle, ρ-growth "
+                  "the expected max(0, 1 - 1/ρ) x arrivals per cycle with ρ = S / (K N T_a), K devices of N decoders")
+    for s in doc["placements"]:
+        lo, hi = s["ci"]["loop"]
+        console.print(f"{_label(s)}: LER in the loop {s['ler']['loop']:.2e} [{lo:.1e}, {hi:.1e}], decoded directly "
+                      f"{s['ler']['direct']:.2e}")
+    pm = doc["stim_pymatching"]
+    if pm["logical_errors"] is not None:
+        console.print(f"stim+PyMatching direct on the same shots: {pm['logical_errors']} logical errors, "
+                      f"LER {pm['ler']:.2e} [{pm['ci'][0]:.1e}, {pm['ci'][1]:.1e}] "
+                      f"({doc['interval']['method']}, {doc['interval']['confidence']:.0%})")
+    else:
+        console.print(f"stim+PyMatching direct: n/a, {pm['how']}")
+    ww = doc.get("windowed_vs_whole_shot")
+    if ww:
+        win = doc["workload"]["window"]
+        console.print(f"sliding windows (W={win['rounds']}, C={win['commit']}): LER {ww['windowed']['ler']:.2e} "
+                      f"against whole-shot matching {ww['whole_shot']['ler']:.2e}: "
+                      + ("within" if ww["windowed_within_whole_shot_ci"] else "OUTSIDE") + " its interval")
+    for s in doc["placements"]:
+        tp = {k: (v or float("nan")) for k, v in s["throughput"].items()}
+        c = s["cost"]
+        drawn = " + a residual drawn from the fit's quantiles" if c["how"] == "fitted" else ""
+        compute = (f"compute {c['how']} {c['base_ns']:g} ns + {c['per_event_ns']:g} ns per detection event{drawn} "
+                   f"(mean {s['compute_ns_mean']:g} ns)") if "base_ns" in c else f"compute: {c['how']}"
+        console.print(f"{_label(s)}: {compute}; decoding in the loop "
+                      f"{tp['loop_decode_requests_per_s']:,.0f} requests/s, direct "
+                      f"{tp['direct_decode_requests_per_s']:,.0f} requests/s (this machine); engine {s['engine']}, "
+                      f"{s['replies_checked']:,} replies checked byte for byte by the card")
+
+
+LATENCY_POINTS = 10_000  # latency_vs_round.png draws every request up to this many, blocks beyond
+
+
+def latency_blocks(samples_ps: np.ndarray, points: int = LATENCY_POINTS) -> tuple[np.ndarray, np.ndarray,
+                                                                                    np.ndarray, int]:
+    """What latency_vs_round.png draws of one series (int64 ps per request, in order): up to
+    ``points`` requests, every one (x = request number from 1, the value, the value, block 1);
+    beyond, consecutive blocks of ``block`` = ceil(n / (points / 2)) requests (the last may be
+    shorter): x = each block's first request, its median (lower, an actual request's value) and its
+    maximum, and ``block``. Drawing 1e5+ points took seconds; this is a few thousand."""
+    n = len(samples_ps)
+    if n <= points:
+        x = np.arange(1, n + 1)
+        return x, samples_ps, samples_ps, 1
+    block = -(-n // (points // 2))
+    full = n // block * block
+    head = samples_ps[:full].reshape(-1, block)
+    tail = [samples_ps[full:]] if full < n else []
+    mid = np.array([*np.percentile(head, 50, axis=1, method="lower"),
+                    *(np.percentile(t, 50, method="lower") for t in tail)], dtype=np.int64)
+    top = np.array([*head.max(axis=1), *(t.max() for t in tail)], dtype=np.int64)
+    return np.arange(1, n + 1, block), mid, top, block
+
+
+DECODE_FILES = ("results.json", "stats.csv", "queue_depth.csv", "requests.csv", "latency_vs_round.png",
+                "backlog_vs_time.png")
+
+
+def write_decode_outputs(study: DecodeStudy, folder) -> list[Path]:
+    """Stage in ``folder`` (a :class:`twin.output.files.RunFolder`) results.json (deterministic for
+    a seed: no wall-clock numbers; a NaN or infinity refused naming the field), stats.csv (sinter's
+    CSV, :mod:`twin.qec.sinter_stats`; also deterministic), queue_depth.csv (requests in the card at
+    200 instants per placement: placement, t_ps, depth), requests.csv (every request:
+    :func:`twin.qec.streaming.write_requests_csv`; when the runs keep their tables),
+    latency_vs_round.png (round trip and reaction time per request), backlog_vs_time.png (requests
+    waiting anywhere for a decoder) (:data:`DECODE_FILES`). Returns their paths."""
+    import matplotlib
+
+    from twin.qec.streaming import write_requests_csv
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    doc = study.document
+    clean = dict(doc)
+    clean["placements"] = [{k: v for k, v in s.items() if k != "throughput"} for s in doc["placements"]]
+    paths = [folder.write_json(DECODE_FILES[0], clean, default=float)]
+    from twin.qec.sinter_stats import stats_csv
+    paths.append(folder.write(DECODE_FILES[1], stats_csv(study)))  # sinter's CSV: `sinter plot --in stats.csv`
+
+    def queue_csv(f) -> None:
+        f.write("placement,t_ps,depth\n")
+        for s, (tq, depth) in zip(doc["placements"], study.queues):
+            f.writelines(f"{_label(s)},{int(t)},{int(d)}\n" for t, d in zip(tq, depth))
+    paths.append(folder.write(DECODE_FILES[2], queue_csv))
+    if study.tables is not None:
+        paths.append(folder.write(DECODE_FILES[3], lambda f: write_requests_csv(f, study.tables)))
+    fig, ax = plt.subplots(figsize=(8, 4))
+    block = 1
+    for s, r in zip(doc["placements"], study.runs):
+        for what, ps in (("round trip", r.result.rtt_ps), ("reaction", r.result.t_back - r.result.t_send)):
+            x, mid, top, block = latency_blocks(ps)
+            if block == 1:  # every request a point
+                ax.plot(x, mid / 1e6, ".", ms=1, label=f"{_label(s)} {what}")
+            else:  # a block's median as a line, its slowest request as a point
+                line, = ax.plot(x, mid / 1e6, lw=0.8, label=f"{_label(s)} {what}")
+                ax.plot(x, top / 1e6, ".", ms=1.5, color=line.get_color())
+    if doc["deadline_ns"]:
+        ax.axhline(doc["deadline_ns"] / 1000, color="r", lw=1, label="deadline")
+    ax.set_xlabel("request")
+    ax.set_ylabel("round trip, reaction time (µs)")
+    ax.set_title(f"{doc['scenario']}: latency vs round" + (
+        f" (per block of {block:,} requests: median line, slowest as a dot)" if block > 1 else ""), fontsize=9)
+    ax.legend(markerscale=8, fontsize=8)
+    fig.tight_layout()
+    try:
+        paths.append(folder.savefig(DECODE_FILES[4], fig, dpi=120))
+    finally:
+        plt.close(fig)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for s, (tq, depth) in zip(doc["placements"], study.backlogs or study.queues):
+        ax.step((tq - tq[0]) / 1e6, depth, where="post", label=_label(s))
+    ax.set_xlabel("time (µs)")
+    ax.set_ylabel("requests waiting for a decoder" if study.backlogs else "requests in the card (queue depth)")
+    ax.set_title(f"{doc['scenario']}: backlog vs time")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    try:
+        paths.append(folder.savefig(DECODE_FILES[5], fig, dpi=120))
+    finally:
+        plt.close(fig)
+    return paths

@@ -1,0 +1,307 @@
+"""The decode scenario's schema: what a ``decode:`` scenario may say (pure pydantic; loading and
+running are :mod:`twin.qec.study`'s).
+Schema (keys; optional keys show their default)::
+
+    name: str
+    description: ""
+    calibration: path to a parameter set, relative to this file
+    hosting: ../calibrations/hosting.yaml   # hosting-mode costs (twin hosting --fit writes it)
+    seed: 0
+    slots: 16
+    encoding: default | classic | per_piece  # default: classic, as the seeds' sessions serving user functions
+    control: on_card | aurora                # where the control system sits (aurora: across a cable)
+    traffic: {mode: closed_loop | open_loop, period: "1 us", clock: card | independent,
+              clock_period: "4 ns", ppm: 0.0, gap: "0 ns"}   # open loop: one shot per period
+    deadline: null | "2 us"                  # per request: card has the correction before it
+    decode:
+      code: rep | steane | surface | bb72 | bb90 | bb108 | bb144 | bb288   # or circuit:, not both
+      circuit: null | FILE.stim              # any stim circuit with detectors and observables (relative to this file)
+      distance: 3                            # a BB code's is its own (give none, or that one)
+      rounds: 1                              # syndrome-extraction rounds per shot
+      p: 0.001                               # physical error rate
+      noise: circuit | code_capacity | phenomenological   # default: circuit; a BB code: phenomenological
+      shots: 100000
+      per: shot | round | window             # one request per shot, per QEC round, or per sliding window
+      window: null | {rounds: W, commit: C}  # per: window: each request carries W rounds, the decoder
+                                             # commits C and the window slides by C (matching only)
+      frame_bytes: null                      # default: the syndrome in whole 16-byte pieces
+      decoder: lookup | matching | function | bposd | tesseract | relay_bp | "sinter:pkg.module:Class"
+      function: null | "package.module:callable" | "lib.so:symbol" | a registered function name  # decoder: function
+      cost: {how: model | host_timed | fitted, scale: 1.0, fixed: null | "300 ns",
+             file: null | ../calibrations/measured/decoders/X.yaml}   # scale: host_timed, fitted; fixed: model
+      interval: wilson | clopper_pearson     # confidence interval of the logical error rate
+      confidence: 0.95
+      placements: [{device: <consumer in calibration>, mode: inline | worker | external_self |
+            external_routed | chain, workers: 1,     # N parallel decoders sharing the request queue
+            order: in_order | as_ready,              # workers > 1: reply order; one loop per placement
+            devices: null | [A, B, ...],             # instead of device: one open-loop stream over K >= 2
+            dispatch: round_robin}]                  # devices, request i to devices[i mod K] (devices only)
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from twin.config import Located
+from twin.devices.qblox import QbloxCluster
+from twin.qec.hosting import MODES
+from twin.scenario import Bridge, Traffic, _duration
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
+
+
+class Cost(_Strict):
+    """How the decoder's compute time is accounted (:class:`twin.qec.cost.CostModel`): ``model``
+    (the cost table, or ``fixed``), ``host_timed`` (timed now on this host), ``fitted`` (the
+    calibration ``file`` written by ``twin calibrate decoder``, relative to the scenario). ``scale``:
+    the factor from the host's time to the target device's (host_timed and fitted)."""
+
+    how: Literal["model", "host_timed", "fitted"] = "model"
+    scale: float = Field(1.0, ge=1e-3, le=1e3)  # x a host's timing: 1/1000 to 1000
+    fixed: str | None = None
+    file: str | None = None
+    _d = field_validator("fixed", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+    @model_validator(mode="after")
+    def _applies(self):  # each would be silently ignored under the other ``how``
+        if self.how == "model" and "scale" in self.model_fields_set and self.scale != 1.0:
+            raise Located(("scale",), self.scale, "applies to how: host_timed or fitted only (it scales a host's "
+                          "timing); under how: model give fixed, or use host_timed or fitted")
+        if self.how != "model" and self.fixed is not None:
+            raise Located(("fixed",), self.fixed, f"applies to how: model only ({self.how} times the decoder "
+                          "on a host); give one of fixed and how: " + self.how)
+        if self.how == "fitted" and self.file is None:
+            raise Located(("file",), "<missing>", "how: fitted needs the calibration file (twin calibrate decoder "
+                          "writes one, e.g. ../calibrations/measured/decoders/...yaml)")
+        if self.how != "fitted" and self.file is not None:
+            raise Located(("file",), self.file, f"applies to how: fitted only (how is {self.how})")
+        return self
+
+
+class Placement(_Strict):
+    """Where the decoder runs: a consumer of the parameter set (``device``), or several sharing the
+    one stream (``devices``, at least two: request ``i`` goes to ``devices[i mod K]``, ``dispatch:
+    round_robin``, :mod:`twin.engine.share`), a hosting mode, the model that stands for the consumer
+    (``sim``, ``code``, ``rtl``, ``live`` with its ``bridge``), the number of parallel decoders
+    sharing each device's request queue (``workers``) and their reply ``order``."""
+
+    device: str | None = None
+    devices: list[str] | None = None
+    dispatch: Literal["round_robin"] | None = None
+    mode: Literal[MODES] = "inline"  # type: ignore[valid-type]
+    model: Literal["sim", "code", "rtl", "live"] = "sim"
+    bridge: Bridge | None = None
+    workers: int = Field(1, ge=1, le=1024, strict=True)
+    order: Literal["in_order", "as_ready"] = "in_order"
+
+    @model_validator(mode="after")
+    def _devices(self):
+        if self.device is not None and self.devices is not None:
+            raise Located(("devices",), self.devices, "give device (one decoder device) or devices (one stream "
+                          "shared over several), not both")
+        if self.device is None and self.devices is None:
+            raise Located(("device",), "<missing>", "name the consumer the decoder runs on (device: NAME, or "
+                          "devices: [A, B] for one stream shared over several)")
+        if self.devices is not None and len(self.devices) < 2:
+            raise Located(("devices",), self.devices, "a stream shared over devices needs at least 2 of them; for "
+                          "one, write device: NAME")
+        if self.dispatch is not None and self.devices is None:
+            raise Located(("dispatch",), self.dispatch, "dispatch spreads one stream over several devices: it "
+                          "applies with devices: [A, B, ...]")
+        if self.devices is not None and self.model == "live":
+            raise Located(("devices",), self.devices, "a live placement is one device behind its bridge block; "
+                          "share a stream over sim, code or rtl devices")
+        return self
+
+    @property
+    def names(self) -> list[str]:
+        """The placement's devices in dispatch order (one for ``device``)."""
+        return list(self.devices) if self.devices is not None else [self.device]
+
+    @property
+    def dispatch_used(self) -> str | None:
+        """The dispatch of a shared stream (``round_robin`` unless given), None for one device."""
+        return (self.dispatch or "round_robin") if self.shared else None
+
+    @property
+    def shared(self) -> bool:
+        """One stream over several devices."""
+        return self.devices is not None
+
+    @property
+    def where(self) -> str | list[str]:
+        """What :func:`twin.qec.loop.run_decode` takes: the device, or the list of devices."""
+        return self.names if self.shared else self.device
+
+    def device_key(self, i: int, j: int) -> str:
+        """The scenario key naming the placement's ``j``-th device (placement ``i``)."""
+        return f"decode.placements[{i}].devices[{j}]" if self.shared else f"decode.placements[{i}].device"
+
+    @model_validator(mode="after")
+    def _workers(self):
+        if self.workers > 1 and self.model in ("rtl", "live"):
+            raise Located(("workers",), self.workers, f"a {self.model} consumer is its own design (one serving "
+                          "engine); parallel decoders are modelled for sim and code placements")
+        if "order" in self.model_fields_set and self.workers == 1:
+            raise Located(("order",), self.order, "one worker replies in order either way; order applies to "
+                          "workers > 1")
+        return self
+
+    @model_validator(mode="after")
+    def _bridge(self):
+        if self.model == "live" and self.bridge is None:
+            raise Located(("bridge",), "<missing>", "model live needs a bridge block (backend: shm | cuda | udp)")
+        if self.model != "live" and self.bridge is not None:
+            raise Located(("bridge",), self.bridge.backend, f"a bridge block is for model live, not {self.model}")
+        return self
+
+
+class Window(_Strict):
+    """A sliding window (:mod:`twin.qec.window`): ``rounds`` W per window, ``commit`` C rounds
+    committed per window (the window slides by C)."""
+
+    rounds: int = Field(ge=1, le=101, strict=True)
+    commit: int = Field(ge=1, le=101, strict=True)
+
+    @model_validator(mode="after")
+    def _commit(self):
+        if self.commit > self.rounds:
+            raise Located(("commit",), self.commit, f"a window commits at most its {self.rounds} rounds")
+        return self
+
+
+
+CIRCUIT_FILE_OWNS = ("distance", "rounds", "p", "noise")  # a circuit file fixes these itself
+
+
+class Decode(_Strict):
+    """The workload (a named code, or ``circuit``: a stim file), the decoder (a name in
+    :mod:`twin.qec.decoders.registry`) and its placements."""
+
+    code: Literal["rep", "steane", "surface", "bb72", "bb90", "bb108", "bb144", "bb288"] | None = None
+    circuit: str | None = Field(None, min_length=1)
+    distance: int = Field(3, ge=2, le=25, strict=True)
+    rounds: int = Field(1, ge=1, le=100, strict=True)
+    p: float = Field(1e-3, ge=0, lt=0.5)
+    noise: Literal["circuit", "code_capacity", "phenomenological"] | None = None
+    shots: int = Field(100_000, gt=0, le=10_000_000, strict=True)
+    per: Literal["shot", "round", "window"] = "shot"
+    window: Window | None = None
+    frame_bytes: int | None = Field(None, gt=0, le=65_535)
+    decoder: str = Field("lookup", min_length=1)
+    function: str | None = None
+    cost: Cost = Cost()
+    interval: Literal["wilson", "clopper_pearson"] = "wilson"
+    confidence: float = Field(0.95, gt=0, lt=1)
+    placements: list[Placement] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _source(self):
+        if (self.code is None) == (self.circuit is None):
+            raise Located(("code",), self.code or "<missing>", "give either code (a named code) or circuit (a .stim "
+                          "file), one of them")
+        if self.circuit is not None:
+            if self.per == "window":
+                raise Located(("per",), self.per, "windows are cut from a named code's rounds; a circuit file "
+                              "decodes per shot or per round")
+            for k in CIRCUIT_FILE_OWNS:
+                if k in self.model_fields_set:
+                    raise Located((k,), getattr(self, k), f"the circuit file ({self.circuit}) fixes its own noise "
+                                  "and rounds; leave distance, rounds, p and noise out")
+        return self
+
+    @property
+    def noise_model(self) -> str | None:
+        """``noise`` or its default: ``phenomenological`` for a BB code, ``circuit`` for the others,
+        None for a circuit file."""
+        if self.circuit is not None:
+            return None
+        return self.noise or ("phenomenological" if self.code.startswith("bb") else "circuit")
+
+    @model_validator(mode="after")
+    def _window(self):
+        if self.per == "window" and self.window is None:
+            raise Located(("window",), "<missing>", "per: window needs a window: {rounds: W, commit: C}")
+        if self.window is not None and self.per != "window":
+            raise Located(("window",), "{...}", f"a window is for per: window (per is {self.per})")
+        if self.window is not None and self.decoder != "matching":
+            raise Located(("decoder",), self.decoder, "windowed decoding runs PyMatching on each window's "
+                          "sub-graph: decoder: matching")
+        if self.window is not None and self.code is not None and self.window.rounds > self.rounds + 1:
+            raise Located(("window", "rounds"), self.window.rounds,
+                          f"longer than the experiment's {self.rounds + 1} detector rounds ({self.rounds} rounds and "
+                          "the final readout): one window would decode the whole shot (per: shot does that)")
+        return self
+
+    def window_tuple(self) -> tuple[int, int] | None:
+        """``(W, C)`` of the window, or None."""
+        return None if self.window is None else (self.window.rounds, self.window.commit)
+
+    def requests_per_shot(self) -> int:
+        """Requests per shot (stim's memory circuits have rounds + 1 detector times: the final readout)."""
+        if self.per == "shot":
+            return 1
+        if self.per == "round":
+            return self.rounds
+        from twin.qec.window import window_starts
+        return len(window_starts(self.rounds + 1, self.window.rounds, self.window.commit))
+
+
+class DecodeScenario(_Strict):
+    """A decoder study (see module docstring)."""
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+    description: str = ""
+    calibration: str
+    hosting: str = "../calibrations/hosting.yaml"
+    seed: int = Field(0, ge=0, le=2**64 - 1, strict=True)  # stim and numpy take 64-bit seeds
+    slots: int = Field(16, gt=0, le=65_536, strict=True)
+    encoding: Literal["default", "classic", "per_piece"] = "default"
+    control: Literal["on_card", "aurora"] = "on_card"
+    traffic: Traffic = Traffic()
+    qblox: QbloxCluster | None = None  # the control system is a Qblox cluster: its programs time the requests
+    deadline: str | None = None
+    decode: Decode
+
+    @model_validator(mode="after")
+    def _horizon(self):
+        from twin.scenario.schema import check_horizon
+        d = self.decode
+        check_horizon(self.traffic, d.shots * d.requests_per_shot(), ("traffic",))
+        if d.per == "window" and self.traffic.gaps is not None:
+            raise Located(("traffic", "gaps"), "{...}", "a windowed stream's requests leave when their last round "
+                          "is measured (traffic.period is the QEC cycle); random gaps do not apply")
+        return self
+
+    @model_validator(mode="after")
+    def _shared(self):
+        for i, pl in enumerate(self.decode.placements):
+            if not pl.shared:
+                continue
+            where = ("decode", "placements", i, "devices")
+            if self.qblox is None and self.traffic.mode != "open_loop":
+                raise Located(where, pl.devices, f"one stream shared over devices is open-loop traffic at the QEC "
+                              f"cycle (traffic.mode is {self.traffic.mode}: each reply sends the next request)")
+            if self.decode.per != "shot":
+                raise Located(where, pl.devices, f"each request goes to one device; a shot's per-{self.decode.per} "
+                              "requests build on the earlier ones' state in one decoder (per: shot)")
+        return self
+
+    @model_validator(mode="after")
+    def _qblox(self):
+        if self.qblox is not None:
+            if "traffic" in self.model_fields_set:
+                raise Located(("traffic",), "<set>", "a Qblox cluster's requests are timed by its programs (qblox); "
+                              "leave traffic out")
+            if self.control != "aurora":
+                raise Located(("control",), self.control, "a Qblox cluster reaches the link card across a cable: "
+                              "control: aurora")
+            if self.qblox.bits_per_measurement != 1:
+                raise Located(("qblox", "bits_per_measurement"), self.qblox.bits_per_measurement,
+                              "a decode study's requests carry its detection events, one bit per detector (the "
+                              "contract's syndrome section); the cluster's programs time them: 1 bit per measurement")
+        return self
+    _dl = field_validator("deadline", mode="before")(classmethod(lambda cls, v: _duration(v)))
