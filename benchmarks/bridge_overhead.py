@@ -94,14 +94,22 @@ def main(argv=None) -> int:
     print(f"# bridge overhead: {platform.processor() or platform.machine()}, {ncpu} cores, Python "
           f"{platform.python_version()}, load average {os.getloadavg()[0]:.2f}; producer core {cpus[0]}, "
           f"consumer core {cpus[1]}; {a.repeats} x {a.rounds:,} rounds each, {a.payload} B payload, classic")
-    base = float(np.median(np.concatenate(pooled["pingpong"])))
-    print(f"{'exchange':<18}{'p50 ns':>9}{'p90 ns':>9}{'p99 ns':>9}{'vs ping-pong p50':>18}  per-repeat p50")
-    for k, v in pooled.items():
-        x = np.concatenate(v)
-        p50, p90, p99 = np.percentile(x, [50, 90, 99])
-        per = " ".join(f"{np.median(r):.0f}" for r in v)
-        print(f"{k:<18}{p50:>9.0f}{p90:>9.0f}{p99:>9.0f}{100 * (p50 / base - 1):>+17.1f}%  {per}")
+    print_pooled(pooled, "pingpong", ("exchange", 18), ("vs ping-pong p50", 18),
+                 lambda p50, base: f"{100 * (p50 / base - 1):>+17.1f}%")
     return 0
+
+
+def print_pooled(pooled: dict[str, list[np.ndarray]], base_key: str, first: tuple[str, int],
+                 rel: tuple[str, int], fmt) -> None:
+    """One line per variant of ``pooled`` (its repeats' round trips, ns): p50/p90/p99 of all repeats,
+    ``fmt(p50, base)`` against ``base_key``'s p50, and each repeat's p50. ``first`` and ``rel`` are the
+    first and the relative column's (title, width)."""
+    base = float(np.median(np.concatenate(pooled[base_key])))
+    print(f"{first[0]:<{first[1]}}{'p50 ns':>9}{'p90 ns':>9}{'p99 ns':>9}{rel[0]:>{rel[1]}}  per-repeat p50")
+    for k, v in pooled.items():
+        p50, p90, p99 = np.percentile(np.concatenate(v), [50, 90, 99])
+        per = " ".join(f"{np.median(r):.0f}" for r in v)
+        print(f"{k:<{first[1]}}{p50:>9.0f}{p90:>9.0f}{p99:>9.0f}{fmt(p50, base)}  {per}")
 
 
 if __name__ == "__main__":

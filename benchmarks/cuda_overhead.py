@@ -44,7 +44,7 @@ from twin.runtime.native import ENCODINGS
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bridge_overhead import frames  # noqa: E402  (the same request and reply images as the shm benchmark)
+from bridge_overhead import frames, print_pooled  # noqa: E402  (the shm benchmark's images and table)
 
 SLOTS = 16
 
@@ -148,13 +148,8 @@ def main(argv=None) -> int:
     print(f"# cuda overhead: {name}, host {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.2f}, "
           f"{time.strftime('%Y-%m-%d')}; {a.repeats} x {a.rounds:,} rounds each, {a.payload} B payload, classic")
-    base = float(np.median(np.concatenate(pooled["pingpong acquire 32 lanes"])))
-    print(f"{'variant':<28}{'p50 ns':>9}{'p90 ns':>9}{'p99 ns':>9}{'/ warp pingpong':>16}  per-repeat p50")
-    for k, v in pooled.items():
-        x = np.concatenate(v)
-        p50, p90, p99 = np.percentile(x, [50, 90, 99])
-        per = " ".join(f"{np.median(r):.0f}" for r in v)
-        print(f"{k:<28}{p50:>9.0f}{p90:>9.0f}{p99:>9.0f}{p50 / base:>16.3f}  {per}")
+    print_pooled(pooled, "pingpong acquire 32 lanes", ("variant", 28), ("/ warp pingpong", 16),
+                 lambda p50, base: f"{p50 / base:>16.3f}")
     return 0
 
 
