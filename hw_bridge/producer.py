@@ -51,11 +51,13 @@ class CProducerEndpoint(LiveEndpoint):
         self._t[1] = t1.value
         return self._finish(seq, r, off, timeout)
 
-    def exchange(self, seq: int, image: bytes) -> LiveReply:
-        """Deliver and wait in one C call (``hb_exchange``)."""
+    def exchange(self, seq: int, image: bytes, idle_ns: int = 0) -> LiveReply:
+        """Deliver and wait in one C call (``hb_exchange``), not before ``idle_ns`` after the
+        previous reply was seen (the C side spins on the clock)."""
         off = self.slot_index(seq) * self.slot_bytes
         r = self._lib.hb_exchange(self._req + off, self._rep + off, self.slot_bytes, self._enc, image, len(image),
-                                  self.settings.timeout_ns, self._t, ctypes.byref(self._nb), None)
+                                  self.settings.timeout_ns, self._t, ctypes.byref(self._nb), None,
+                                  self.not_before_ns(idle_ns))
         return self._finish(seq, r, off, self.settings.timeout_ns)
 
     def batch(self, images: np.ndarray, lengths: np.ndarray, expect: np.ndarray, expect_len: np.ndarray,

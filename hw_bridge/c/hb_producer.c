@@ -84,15 +84,18 @@ HB_API int hb_wait(uint8_t *slot, uint32_t slot_bytes, uint32_t encoding, uint32
 }
 
 /* One round: deliver `image` into request slot `req_slot`, wait for the reply in `rep_slot`.
-   t[0] = just before the first byte is written, t[1] = the reply seen complete. Returns as
-   hb_wait. */
+   Not before the clock reads not_before_ns (0: at once): the producer spins on the clock until
+   then, so the consumer idles as long as the traffic says (a duty cycle). t[0] = just before the
+   first byte is written, t[1] = the reply seen complete. Returns as hb_wait. */
 HB_API int hb_exchange(uint8_t *req_slot, uint8_t *rep_slot, uint32_t slot_bytes, uint32_t encoding,
                        const uint8_t *image, uint32_t nbytes, int64_t timeout_ns, int64_t *t, uint32_t *reply_bytes,
-                       const volatile uint32_t *stop)
+                       const volatile uint32_t *stop, int64_t not_before_ns)
 {
     uint32_t seq;
     memcpy(&seq, image, 4);
-    t[0] = hb_now_ns();
+    do
+        t[0] = hb_now_ns();
+    while (t[0] < not_before_ns);
     if (hb_deliver(req_slot, image, nbytes, encoding) != 0)
         return -1;
     return hb_wait(rep_slot, slot_bytes, encoding, seq, t[0] + timeout_ns, &t[1], reply_bytes, stop);
@@ -115,7 +118,7 @@ HB_API int64_t hb_batch(uint8_t *req_base, uint8_t *rep_base, uint32_t slot_byte
         int64_t t[2];
         uint32_t got = 0;
         int r = hb_exchange(req_base + off, rep_base + off, slot_bytes, encoding, images + (size_t)i * stride,
-                            lengths[i], timeout_ns, t, &got, 0);
+                            lengths[i], timeout_ns, t, &got, 0, 0);
         if (r < 0)
             return -1;
         if (r == 0)

@@ -277,7 +277,8 @@ def run_topology(topo: Topology, progress: Progress | None = None, chunk_rounds:
             m = int(r.gen.received)
             e.partial = r.result(m)
             e.partial.stats = {"mismatches": int((~r.ok[:m]).sum()), "backlog_max": r.card.backlog_max,
-                               **({"live": r.consumer.live_stats(), "service_ns": r.consumer.service_array()[:m]}
+                               **({"live": r.consumer.live_stats(),
+                                   **{k: v[:m] for k, v in r.consumer.round_arrays().items()}}
                                   if hasattr(r.consumer, "live_stats") else {})}
         raise
     finally:
@@ -306,7 +307,7 @@ def run_topology(topo: Topology, progress: Progress | None = None, chunk_rounds:
         if hasattr(r.consumer, "live_stats"):
             res.stats["live"] = r.consumer.live_stats()
             res.stats["live"]["endpoint_stats"] = r.consumer.close()
-            res.stats["service_ns"] = r.consumer.service_array()[:m]
+            res.stats.update({k: v[:m] for k, v in r.consumer.round_arrays().items()})
             if stopped:
                 res.stats["live"]["rounds"] = len(res.t_in)
         out.append(res)
