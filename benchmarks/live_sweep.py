@@ -7,13 +7,17 @@ card-boundary round trip, the live service time and the idle time before it, tar
 and the scenario it ran (scenario.yaml, calibration path absolute). sweep.json at the top states
 the machine, the date, the command, the isolation (the cores pinned, their thread siblings, the
 load and the busiest processes before and after) and each point's p50/p99 (live service alone,
-card-boundary round trip, idle time measured and targeted) and its ``twin run`` command.
+card-boundary round trip, idle time measured and targeted) and its ``twin run`` command;
+README.md says the same in words and one table (``--readme DIR`` writes it again from DIR/sweep.json,
+with ``--note`` added under the machine line).
 
 Sweeps (``--sweep``):
 
 - ``duty``: back to back (closed loop, no gap), then open loop at 10 us, 100 us, 1 ms and 10 ms
   periods, then exponential (Poisson) gaps of mean 100 us and 1 ms; ``--rounds`` each, the 10 ms
   and 1 ms-mean points at most ``--rounds-slow``;
+- ``duty_closed``: the same in closed loop, the gap counted from each reply (``gap``, or
+  exponential ``gaps``), so a slow or stalled round cannot queue the next ones (a loaded machine);
 - ``size``: closed loop, echo at 64, 256 and 1,024 B frames, and the sum32 function at 64 B.
 
 The live device idles as long as simulated time says (twin/devices/live.py); the host's own time
@@ -56,10 +60,18 @@ def points(sweep: str, rounds: int, slow: int) -> list[tuple[str, dict, int, int
             out.append((label, {"mode": "open_loop", "clock": "card",
                                 "gaps": {"distribution": "exponential", "mean": mean}}, n, 64, "echo"))
         return out
+    if sweep == "duty_closed":  # the idle time after each reply, whatever the service took (no backlog)
+        out = [("back_to_back", closed, rounds, 64, "echo")]
+        for label, gap, n in (("gap_10us", "10 us", rounds), ("gap_100us", "100 us", rounds),
+                              ("gap_1ms", "1 ms", rounds), ("gap_10ms", "10 ms", min(rounds, slow))):
+            out.append((label, {**closed, "gap": gap}, n, 64, "echo"))
+        for label, mean, n in (("exp_100us", "100 us", rounds), ("exp_1ms", "1 ms", min(rounds, 5 * slow))):
+            out.append((label, {**closed, "gaps": {"distribution": "exponential", "mean": mean}}, n, 64, "echo"))
+        return out
     if sweep == "size":
         return [(f"echo_{b}B", closed, rounds, b, "echo") for b in (64, 256, 1024)] + \
                [("sum32_64B", closed, rounds, 64, "sum32")]
-    raise SystemExit(f"live_sweep: --sweep {sweep}: duty or size")
+    raise SystemExit(f"live_sweep: --sweep {sweep}: duty, duty_closed or size")
 
 
 def scenario(backend: str, label: str, traffic: dict, frame: int, function: str, bridge: dict) -> dict:
@@ -127,11 +139,46 @@ def summarize(folder: Path) -> dict:
             "idle_target_ns": q(d[f"{node}.idle_target_ns"][1:])}
 
 
+def readme(meta: dict, note: str = "") -> str:
+    """README.md of a sweep folder from its sweep.json ``meta``."""
+    m, iso = meta["machine"], meta["isolation_before"]
+    pinned = ", ".join(str(c) for c in iso["pinned"]) or "none"
+    title = meta["label"] or f"{meta['backend']} {meta['sweep']}"
+    lines = [f"# {title}: live {meta['backend']} {meta['sweep']} sweep",
+             "", f"Measured {meta['date']} by `{meta['command']}` (benchmarks/live_sweep.py): one `twin run` per "
+             "point, each folder holding its results.json, live_rounds.npz (per round: `<node>.rtt_ps`, "
+             "`.service_ns`, `.idle_ns`, `.idle_target_ns`, `.t_in_ps`, `.t_have_ps`), manifest.json and the "
+             "scenario it ran (scenario.yaml; results.json's `scenario_file` is where it lay when it ran).", "",
+             f"Machine: {m.get('cpu', '?')}, {iso['cores_online']} cores, kernel {m.get('kernel', '?')}, Python "
+             f"{m.get('python', '?')}" + (f"; GPU {m['gpu']}" if m.get("gpu") else "") + ".",
+             f"Isolation: pinned cores {pinned} (thread siblings {iso.get('thread_siblings', {})}); load average "
+             f"{iso['load_average']} before, {meta['isolation_after']['load_average']} after.",
+             *([note] if note else []), "",
+             "Idle: the live device's time from its previous reply seen to this request's first byte written "
+             "(measured), and the simulated idle time it was asked for (target); a target below the host's own "
+             "time between rounds (the simulation in Python) cannot be met.", "",
+             "| point | traffic | frame | function | rounds | service p50 | service p99 | round trip p50 | "
+             "round trip p99 | idle p50 (target) |", "|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    us = lambda ns: f"{ns / 1000:.3f} µs"  # noqa: E731
+    for p in meta["points"]:
+        t = p["traffic"]
+        tr = ("closed loop" + (f", gap {t['gap']}" if t.get("gap") else "") if t["mode"] == "closed_loop" else
+              f"open loop, period {t['period']}" if "period" in t else "open loop")
+        if "gaps" in t:
+            tr += f", {t['gaps']['distribution']} gaps mean {t['gaps']['mean']}"
+        lines.append(f"| {p['label']} | {tr} | {p['frame_bytes']} B | {p['function']} | {p['rounds']:,} | "
+                     f"{us(p['service_ns'][0])} | {us(p['service_ns'][1])} | {us(p['rtt_ns'][0])} | "
+                     f"{us(p['rtt_ns'][1])} | {us(p['idle_ns'][0])} ({us(p['idle_target_ns'][0])}) |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", choices=sorted(BASE), required=True)
-    ap.add_argument("--sweep", choices=["duty", "size"], required=True)
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--backend", choices=sorted(BASE))
+    ap.add_argument("--sweep", choices=["duty", "duty_closed", "size"])
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--readme", type=Path, help="write DIR/README.md from DIR/sweep.json and stop")
+    ap.add_argument("--note", default="")
     ap.add_argument("--rounds", type=int, default=20_000)
     ap.add_argument("--rounds-slow", type=int, default=2_000)
     ap.add_argument("--cpu", type=int)
@@ -139,6 +186,11 @@ def main(argv=None) -> int:
     ap.add_argument("--label", default="")
     ap.add_argument("--only", nargs="*", default=None, help="run only these points (labels)")
     a = ap.parse_args(argv)
+    if a.readme:
+        (a.readme / "README.md").write_text(readme(json.loads((a.readme / "sweep.json").read_text()), a.note))
+        return 0
+    if not (a.backend and a.sweep and a.out):
+        ap.error("--backend, --sweep and --out are needed (or --readme DIR)")
     bridge = {}
     if a.backend == "shm":
         bridge = {k: v for k, v in (("cpu", a.cpu), ("producer_cpu", a.producer_cpu)) if v is not None}
@@ -177,6 +229,7 @@ def main(argv=None) -> int:
             "command": shlex.join(["python", "benchmarks/live_sweep.py", *args]),
             "points": rows}
     (a.out / "sweep.json").write_text(json.dumps(meta, indent=2) + "\n")
+    (a.out / "README.md").write_text(readme(meta, a.note))
     print(json.dumps({k: meta[k] for k in ("date", "machine", "isolation_before")}, indent=1))
     return 0
 
