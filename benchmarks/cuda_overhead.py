@@ -102,7 +102,7 @@ def pingpong(cubin: Path, total: int, payload: int, enc, slot_bytes: int, lanes:
         lib = producer_library()
         done = lib.hb_batch(req, rep, slot_bytes, SLOTS, ENCODINGS["classic"], img.ctypes.data, ln.ctypes.data,
                             exp.ctypes.data, eln.ctypes.data, img.shape[1], total, 2_000_000_000, t0.ctypes.data,
-                            t1.ctypes.data, bad.ctypes.data)
+                            t1.ctypes.data, bad.ctypes.data, None)
         ctypes.c_uint32.from_address(stop).value = 1
         stream.synchronize()
         if done != total or bad.any():
