@@ -4,9 +4,10 @@
 results.json, per live consumer, key ``live``: ``backend``, ``endpoint`` (one line), ``rounds``
 completed, ``service`` (the live device's measured time per round: request written -> reply seen,
 p50/p90/p99/p99.9/mean in ns), ``simulated`` (the same loop with the node's ``sim`` model:
-card-boundary round trip percentiles in ns), ``idle`` (the idle time before each round: ``target``,
-the simulated one the endpoint waited for, and ``measured``, what the device had on the wall clock;
-percentiles in ns, rounds 2..), ``error`` (None, or kind, round, detail).
+card-boundary round trip percentiles in ns), ``error`` (None, or kind, round, detail).
+
+Also ``idle``: the idle time before each round, ``target`` (the simulated one the endpoint waited
+for) and ``measured`` (what the device had on the wall clock), percentiles in ns over rounds 2...
 """
 from __future__ import annotations
 
