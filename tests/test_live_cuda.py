@@ -80,14 +80,17 @@ def _raw_classic(seq, length_field, fill, slot):
 
 @needs_gpu
 @pytest.mark.parametrize("defines", [(), ("HB_NO_ECHO_PATH",)])
-def test_echo_answers_as_the_runtime_library_on_the_cpu(defines):
-    """Classic echo at every length 0..capacity and headers claiming more than the slot holds: the
-    kernel's echo path (and, built with HB_NO_ECHO_PATH, its qrt_dispatch_one path) answer byte for
+@pytest.mark.parametrize("slot", [96, 1040, 2064])
+def test_echo_answers_as_the_runtime_library_on_the_cpu(defines, slot):
+    """Classic echo at lengths 0..capacity and headers claiming more than the slot holds: the
+    kernel's echo path (one chunk per lane at 96 B, four at 1,040 B; 2,064 B is past it and goes
+    through the library) and, built with HB_NO_ECHO_PATH, its qrt_dispatch_one path answer byte for
     byte as the runtime library's qrt_dispatch_one in the shm consumer on the CPU (an over-long
     request: an empty reply with QRT_STATUS_BAD_LENGTH)."""
     from hw_bridge.shm import ShmEndpoint
-    slot, slots = 96, 4
-    cases = [*range(0, slot - 16 + 1), slot - 15, 200, 65535]
+    slots, cap = 4, slot - 16
+    short = [*range(0, 34), 47, 48, 49, 495, 496, 497, 511, 512, 513, 1007, 1008, 1009, 1023, 1024]
+    cases = [n for n in short if n < cap] + [cap - 1, cap, cap + 1, 65535]
     cuda = CudaEndpoint(BridgeSettings("cuda", timeout_ns=2_000_000_000))
     cuda.kernel_defines = defines
     with cuda, ShmEndpoint(BridgeSettings("shm", timeout_ns=2_000_000_000)) as cpu:

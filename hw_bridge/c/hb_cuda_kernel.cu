@@ -8,15 +8,15 @@
    each cost a whole PCIe round trip. So the warp moves the slot in one burst:
    1. lane 0 polls the request slot's sequence word (an ld.acquire.sys load, on the real slot),
       comparing with the expected number held in a register;
-   2. once it matches, lane i loads 16-byte chunk i of the slot (all loads in flight together: one
-      round trip for a slot of up to 512 bytes) into registers;
+   2. once it matches, lane i loads 16-byte chunks i, i + 32, i + 64, i + 96 of the slot into
+      registers (all loads in flight together: one round trip for a slot of up to 2,048 bytes);
    3. a classic echo request (function 0, read off lane 0's chunk) is answered from those
       registers: the checks are qrt_dispatch_one's for echo (qrt__echo_status: the length within
       both slots, else an empty reply with QRT_STATUS_BAD_LENGTH), the reply header as
       qrt_complete writes it (qrt__header_word, status in flags, reserved 0), the lanes store the
       header fields and payload chunks, then lane 0 makes them visible (one system-scope fence)
       and writes the sequence word last;
-   4. anything else (another function, per-piece, a slot over 512 bytes) goes through the library:
+   4. anything else (another function, per-piece, a slot over 2,048 bytes) goes through the library:
       the chunks are stored into a one-slot mirror queue in shared memory, lane 0 runs
       qrt_dispatch_one on it (claim, dispatch table, function, complete), and the lanes copy the
       mirror's reply slot to the real reply slot, its sequence word last after one system-scope
@@ -94,6 +94,9 @@ static __device__ __forceinline__ void hb_store_header_fields(uint8_t *out, uint
     asm volatile("st.relaxed.sys.v2.u32 [%0], {%1, %2};" : : "l"(out + 8), "r"(flags), "r"(reserved) : "memory");
 }
 
+/* 16-byte chunks each lane holds in the echo path: slots up to 32 * 16 * HB_CHUNKS bytes */
+#define HB_CHUNKS 4u
+
 extern "C" __global__ void hb_live_kernel(uint8_t *req, uint8_t *rep, uint32_t slot_bytes, uint32_t slots,
                                           uint32_t encoding, uint8_t *stage, const qrt_signal *stop,
                                           unsigned long long *served, int *status)
@@ -102,11 +105,11 @@ extern "C" __global__ void hb_live_kernel(uint8_t *req, uint8_t *rep, uint32_t s
     qrt_queue rq, pq, real;
     qrt_endpoint ep;
     const uint32_t lane = threadIdx.x, n16 = slot_bytes / 16u;
-    /* step 3 applies to classic slots of at most one chunk per lane */
+    /* steps 2-3 apply to classic slots of at most HB_CHUNKS chunks per lane */
 #ifdef HB_NO_ECHO_PATH /* every request through qrt_dispatch_one (benchmarks/cuda_overhead.py compares) */
     const bool fast = false;
 #else
-    const bool fast = encoding == QRT_ENCODING_CLASSIC && n16 <= 32u;
+    const bool fast = encoding == QRT_ENCODING_CLASSIC && n16 <= 32u * HB_CHUNKS;
 #endif
     const uint32_t cap = qrt_capacity(slot_bytes, encoding); /* request and reply slots are the same size */
     uint32_t idle = 0, slot = 0, expect = 1u;
@@ -156,18 +159,23 @@ extern "C" __global__ void hb_live_kernel(uint8_t *req, uint8_t *rep, uint32_t s
         if (!go)
             break;
         if (fast) {
-            /* 2. the slot into registers, one chunk per lane */
-            uint4 v = make_uint4(0u, 0u, 0u, 0u);
-            if (lane < n16)
-                v = hb_load16(src + 16u * lane);
-            const uint32_t fl = __shfl_sync(0xffffffffu, v.y, 0);
+            /* 2. the slot into registers: chunk lane + 32 k in v[k] */
+            uint4 v[HB_CHUNKS];
+#pragma unroll
+            for (uint32_t k = 0; k < HB_CHUNKS; ++k)
+                v[k] = lane + 32u * k < n16 ? hb_load16(src + 16u * (lane + 32u * k)) : make_uint4(0u, 0u, 0u, 0u);
+            const uint32_t fl = __shfl_sync(0xffffffffu, v[0].y, 0);
             if ((fl & 0xFFFFu) == QRT_FUNCTION_ECHO) { /* 3. echo from the registers */
                 const uint32_t length = fl >> 16, st = qrt__echo_status(length, cap, cap);
                 const uint32_t len = st == QRT_STATUS_OK ? length : 0u;
                 if (lane == 0)
                     hb_store_header_fields(out, qrt__header_word(QRT_FUNCTION_ECHO, len), st, 0u);
-                else if (16u * lane < QRT_HEADER_BYTES + len)
-                    hb_store16(out + 16u * lane, v);
+#pragma unroll
+                for (uint32_t k = 0; k < HB_CHUNKS; ++k) {
+                    const uint32_t i = lane + 32u * k;
+                    if (i != 0u && 16u * i < QRT_HEADER_BYTES + len)
+                        hb_store16(out + 16u * i, v[k]);
+                }
                 __syncwarp();
                 if (lane == 0) {
                     __threadfence_system();
@@ -178,8 +186,10 @@ extern "C" __global__ void hb_live_kernel(uint8_t *req, uint8_t *rep, uint32_t s
                 slot = slot + 1u == slots ? 0u : slot + 1u;
                 continue;
             }
-            if (lane < n16) /* 4. the library's way, from the on-chip copy */
-                ((uint4 *)mirror)[lane] = v;
+#pragma unroll
+            for (uint32_t k = 0; k < HB_CHUNKS; ++k) /* 4. the library's way, from the on-chip copy */
+                if (lane + 32u * k < n16)
+                    ((uint4 *)mirror)[lane + 32u * k] = v[k];
         } else {
             __syncwarp();
             hb_copy_warp(mirror, src, n16, lane);
