@@ -326,7 +326,8 @@ class TrafficGenerator:
         """The program's statistics (``waits``: :func:`program_stats`), or ``{}``."""
         if self.p.waits is None:
             return {}
-        return program_stats(np.asarray(self.t_send, np.int64), np.asarray(self.nominal[:self.sent], np.int64))
+        return {**program_stats(np.asarray(self.t_send, np.int64), np.asarray(self.nominal[:self.sent], np.int64)),
+                "nominal_period_ps": self.p.period_ps}
 
     def reply(self, seq: int, payload: bytes | None = None) -> None:
         """A reply is back at the generator (now); ``payload``: its bytes (unused here)."""

@@ -339,27 +339,33 @@ class ListeningCluster(TrafficGenerator):
         self._advance()
 
     def stats(self) -> dict:
-        """The program's statistics: ``stall_ns`` (per reply waited for, the longest stall over the
-        sequencers' ``wait_trigger`` that took it: int64 array), ``stall_total_ns``, ``period_ns``
-        (per round after the first: publish gap, int64 array), ``nominal_period_ns`` (the programs'
-        period with every reply there at once), ``conditional`` (instructions under ``set_cond``
-        run and skipped; ``ran_by_reply``: per reply, in arrival order, whether a conditional
-        instruction after its ``wait_trigger`` ran; ``answers``: the replies' answer bits)."""
+        """The program's statistics, in ps of the cluster's clock (its ns x 1000): ``stall_ps`` (per
+        reply waited for, in arrival order: the longest stall over the sequencers' ``wait_trigger``
+        that took it; int64 array), ``stall_total_ps``, ``period_ps`` (the gaps between the rounds'
+        publish instants: the effective cycle time, one fewer than the rounds sent),
+        ``nominal_period_ps`` (the programs' period with every reply there at once), ``conditional``
+        (instructions under ``set_cond``: ``ran``, ``skipped``; ``ran_by_reply``: per reply, whether
+        an instruction after its ``wait_trigger`` ran; ``answers``: the replies' answer bits) and
+        ``reply_seqs`` (the replies' sequence numbers in arrival order)."""
+        self.board.known_ns = 1 << 62  # the run is over: no trigger comes any more; the programs go on to
+        for q in self.seqs:  # their next wait (the conditional instructions after the last reply run)
+            if not q.done and q.blocked is not None and q.blocked[0] == "time":
+                q.run(self.board)
         n = len(self.answers)
         stall = np.zeros(n, np.int64)
         ran = np.zeros(n, bool)
         cond_run = cond_skip = 0
         for q in self.seqs:
-            for k, s in enumerate(q.tl.stall_ns()[:n]):
-                stall[k] = max(stall[k], s)
+            for k, st in enumerate(q.tl.stall_ns()[:n]):
+                stall[k] = max(stall[k], st)
             for _, _, did, w in q.tl.conditional:
                 cond_run += did
                 cond_skip += not did
                 if did and 1 <= w <= n:
                     ran[w - 1] = True
         pub = np.asarray(self.published[:self.sent], np.int64)
-        return {"stall_ns": stall, "stall_total_ns": int(stall.sum()), "period_ns": np.diff(pub),
-                "nominal_period_ns": self.cluster.period_ns(),
+        return {"stall_ps": stall * PS_PER_NS, "stall_total_ps": int(stall.sum()) * PS_PER_NS,
+                "period_ps": np.diff(pub) * PS_PER_NS, "nominal_period_ps": self.cluster.period_ns() * PS_PER_NS,
                 "conditional": {"ran": int(cond_run), "skipped": int(cond_skip), "ran_by_reply": ran,
                                 "answers": np.asarray(self.answers, np.int64)},
                 "reply_seqs": np.asarray(self.reply_seqs, np.int64)}

@@ -215,7 +215,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     stats = {"mismatches": 0, "backlog_max": 0, "posted_writes": req.writes + rep.writes, "poll_phase_ps": phase}
     if waits is not None:  # the generator program's stalls, as the event model's generator counts them
         from twin.devices.generator import program_stats
-        stats["program"] = program_stats(t_send[:m], nominal[:m])
+        stats["program"] = {**program_stats(t_send[:m], nominal[:m]), "nominal_period_ps": tr.period_ps}
     hops = _hops(np.array(issues, np.int64), np.array(lands, np.int64), np.array(replies, np.int64),
                  np.array(rlands, np.int64), phase, P, cost, body, fence if not per_piece else 0, extra_ps)
     res = LoopResult(spec.name, "direct", t_send[:m], t_in[:m], t_have[:m], t_back[:m], np.ones(m, bool), stats, hops)
