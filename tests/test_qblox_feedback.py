@@ -325,3 +325,54 @@ def test_waits_are_refused_in_closed_loop(tmp_path):
     with pytest.raises(ConfigError) as e:
         load(doc, tmp_path)
     assert e.value.key == "traffic.program.waits.for_round"
+
+
+# -- twin decode: the decoder's corrections are the answer bits set_cond branches on ----------------
+
+def decode_doc(shots: int) -> dict:
+    return {"name": "dqfb", "calibration": CAL, "hosting": str(ROOT / "calibrations" / "hosting.yaml"), "seed": 4,
+            "control": "aurora", "qblox": {**cluster(shots, 596), "clock": "independent", "ppm": 12.5},
+            "decode": {"code": "rep", "distance": 3, "p": 0.08, "shots": shots, "decoder": "lookup",
+                       "placements": [{"device": "epyc7282"}]}}
+
+
+def test_twin_decode_with_a_listening_qblox_cluster(tmp_path):
+    """``twin decode`` runs a scenario whose Qblox program waits for each correction and plays the
+    correction pulse on exactly the requests whose correction (observable 0, the reply's bit 0) is 1."""
+    import contextlib
+    import io
+    import json
+
+    from twin.cli import main
+    p = tmp_path / "dqfb.yaml"
+    p.write_text(yaml.safe_dump(decode_doc(200), sort_keys=False))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(["decode", str(p), "--out", str(tmp_path / "out")])
+    assert rc in (0, None), out.getvalue()
+    assert "control program" in out.getvalue()
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    pl = doc["placements"][0]
+    assert doc["traffic"]["feedback"]["latency_ns"] == LATENCY
+    c = pl["program"]["conditional"]
+    assert c["against_corrections"] == {"agree": 200, "disagree": 0}
+    assert c["ran_on_answer_0"] == 0 and c["skipped_on_answer_1"] == 0 and c["answers_1"] > 5
+    assert pl["program"]["stall_ns"]["rounds_stalled"] == 200  # a CPU core's ~2 us round trip against 200 ns
+    assert pl["program"]["period_ns"]["effective"] > NOMINAL
+
+
+def test_decode_corrections_drive_the_pulses(tmp_path):
+    """The same through the study: each request's pulse against the decoder's own answer, read from
+    the replies the card checked (which equal the direct decode)."""
+    from twin.qec.study import load_decode, run_decode_study
+    p = tmp_path / "dqfb.yaml"
+    p.write_text(yaml.safe_dump(decode_doc(120), sort_keys=False))
+    study = run_decode_study(load_decode(p))
+    run = study.runs[0]
+    assert (run.corrections == run.direct).all()
+    prog = run.result.stats["program"]
+    seqs = prog["reply_seqs"]
+    want = run.corrections[seqs - 1, 0] & 1
+    assert np.array_equal(prog["conditional"]["answers"], want)
+    assert np.array_equal(prog["conditional"]["ran_by_reply"], want.astype(bool))
+    assert 5 < want.sum() < 115

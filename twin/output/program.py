@@ -64,3 +64,8 @@ def print_program_table(rows: list[tuple[str, dict]], console: Console, what: st
                     if c else ["-"] * 3)
         tb.add_row(*row)
     console.print(tb)
+    for label, p in rows:
+        ag = (p.get("conditional") or {}).get("against_corrections")
+        if ag:
+            console.print(f"{label}: the conditional pulse ran as the decoder's correction said on {ag['agree']:,} of "
+                          f"{ag['agree'] + ag['disagree']:,} requests")
