@@ -44,11 +44,10 @@ from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from twin.config import Located
-import numpy as np
-
 from twin.devices.generator import MAX_DRIFT_PPB_PER_S, MAX_PPM, TrafficGenerator, TrafficParams
 from twin.devices.q1asm import Q1AsmError, Sequencer, Triggers, run_cluster
 from twin.units import PS_PER_NS
