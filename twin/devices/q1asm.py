@@ -203,23 +203,31 @@ class Sequencer:
         self.latch_held: dict[int, int] = {}  # counts held by set_latch_en 0
         self.taken = {a: 0 for a in ADDRESSES}  # triggers taken by wait_trigger, per address
         self.blocked: tuple[str, int] | None = None  # ("trigger", address) or ("time", t_ns) after run()
+        self._consts: dict[str, int] = {}  # immediates as read
+        self._durations: dict[str, int] = {}  # immediate durations, judged once
 
     def listens(self) -> bool:
         """Whether the program waits for triggers or branches on them."""
         return any(i.op in ("wait_trigger", "set_cond") for i in self.instrs)
 
     def _val(self, ins: Instr, a: str) -> int:
-        if a.startswith("R"):
+        if a[0] == "R":
             return self.R[_reg(ins, a)]
-        try:
-            return int(a, 0) & MASK
-        except ValueError:
-            raise Q1AsmError(f"sequencer {self.name!r}: line {ins.line}: {ins.op}: cannot read {a!r}") from None
+        v = self._consts.get(a)
+        if v is None:
+            try:
+                v = self._consts[a] = int(a, 0) & MASK
+            except ValueError:
+                raise Q1AsmError(f"sequencer {self.name!r}: line {ins.line}: {ins.op}: cannot read {a!r}") from None
+        return v
 
     def _err(self, ins: Instr, what: str) -> Q1AsmError:
         return Q1AsmError(f"sequencer {self.name!r}: line {ins.line}: {ins.op}: {what}")
 
     def _duration(self, ins: Instr, a: str) -> int:
+        d = self._durations.get(a)
+        if d is not None:  # an immediate already judged
+            return d
         if a.startswith("R") and ins.op != "wait":
             raise self._err(ins, "the duration must be an immediate")
         if not a.startswith("R"):  # an immediate: judged as written, before any 32-bit wrap
@@ -234,6 +242,8 @@ class Sequencer:
         d = self._val(ins, a)
         if not RT_MIN_NS <= d <= RT_MAX_NS:
             raise self._err(ins, f"duration {d} ns (register {a}) outside [{RT_MIN_NS}, {RT_MAX_NS}] ns")
+        if a[0] != "R":
+            self._durations[a] = d
         return d
 
     def _imm(self, ins: Instr, a: str, lo: int, hi: int, what: str) -> int:
