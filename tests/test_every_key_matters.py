@@ -30,6 +30,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 from rich.console import Console
+from test_qblox_feedback import program as listening_program
 
 from twin.config import ConfigError
 from twin.qec.schema import DecodeScenario
@@ -101,24 +102,7 @@ STALL = {"faults": {"stall": [{"at": "100 us", "duration": "20 us"}]}}
 FREEZE = {"faults": {"host_freeze": [{"at": "100 us", "duration": "20 us"}]}}
 LIVE_FAULT = {"nodes[2].bridge.fault": {"kind": "die", "round": 50}}
 QB = "qblox.sequencers"
-LISTEN_PROGRAM = """wait_sync 4
-move 400,R0
-set_latch_en 1,4
-round:  upd_param 4
-wait 3196
-acquire 0,0,300
-acquire 1,0,300
-acquire 2,0,300
-acquire 3,0,300
-latch_rst 4
-wait 596
-wait_trigger 2,4
-set_cond 1,1,0,20
-play 0,0,20
-set_cond 0,0,0,4
-loop R0,@round
-stop
-"""
+LISTEN_PROGRAM = listening_program(400, 596)  # waits for each reply, plays on its answer bit
 LISTEN = {"qblox.sequencers[0].program": LISTEN_PROGRAM,
           "qblox.sequencers[1].program": LISTEN_PROGRAM.replace("300", "280")}
 FITTED = {"decode.cost.how": "fitted", "decode.cost.file": "DECCOST1"}  # a fitted lookup cost (the runner writes it)
