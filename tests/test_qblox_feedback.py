@@ -345,7 +345,7 @@ def test_twin_decode_with_a_listening_qblox_cluster(tmp_path):
 
     from twin.cli import main
     p = tmp_path / "dqfb.yaml"
-    p.write_text(yaml.safe_dump(decode_doc(200), sort_keys=False))
+    p.write_text(yaml.safe_dump(decode_doc(80), sort_keys=False))
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         rc = main(["decode", str(p), "--out", str(tmp_path / "out")])
@@ -355,9 +355,9 @@ def test_twin_decode_with_a_listening_qblox_cluster(tmp_path):
     pl = doc["placements"][0]
     assert doc["traffic"]["feedback"]["latency_ns"] == LATENCY
     c = pl["program"]["conditional"]
-    assert c["against_corrections"] == {"agree": 200, "disagree": 0}
+    assert c["against_corrections"] == {"agree": 80, "disagree": 0}
     assert c["ran_on_answer_0"] == 0 and c["skipped_on_answer_1"] == 0 and c["answers_1"] > 5
-    assert pl["program"]["stall_ns"]["rounds_stalled"] == 200  # a CPU core's ~2 us round trip against 200 ns
+    assert pl["program"]["stall_ns"]["rounds_stalled"] == 80  # a CPU core's ~2 us round trip against 200 ns
     assert pl["program"]["period_ns"]["effective"] > NOMINAL
 
 

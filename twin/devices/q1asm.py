@@ -48,6 +48,7 @@ time: its ``__init__`` imports a Qt GUI and fails without Qt bindings (docs/deci
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 MASK = 0xFFFF_FFFF
@@ -128,7 +129,6 @@ class Triggers:
 
     def count(self, address: int, start_ns: int, end_ns: int) -> int:
         """Triggers on ``address`` arriving in ``(start_ns, end_ns]``."""
-        from bisect import bisect_right
         a = self.arrivals[address]
         return max(0, bisect_right(a, end_ns) - bisect_right(a, start_ns))
 
@@ -300,7 +300,7 @@ class Sequencer:
                 if self.t > board.known_ns:
                     self.blocked = ("time", self.t)
                     return "blocked"
-                ran = board.instant is False and self._condition(board, self.t)
+                ran = not board.instant and self._condition(board, self.t)
             self.tl.steps += 1
             if self.tl.steps > self.max_steps:
                 raise Q1AsmError(f"sequencer {self.name!r}: more than {self.max_steps:,} instructions "
