@@ -146,6 +146,10 @@ def test_counters_latch_and_reset():
     b2.known_ns = 10**9
     q2.run(b2)
     assert [c[2] for c in q2.tl.conditional] == [False, False]
+    q3 = Sequencer("s", "set_latch_en 1,4\nwait 200\nset_latch_en 0,4\nstop")
+    b3 = Triggers()
+    b3.known_ns = 100
+    assert q3.run(b3) == "blocked" and q3.blocked == ("time", 204)  # holding needs the triggers up to 204
     with pytest.raises(Q1AsmError, match="operator 6 outside"):
         Sequencer("s", "set_cond 1,1,6,12\nstop").run()
 

@@ -296,6 +296,10 @@ class Sequencer:
                     if k >= len(board.arrivals[addr]):
                         self.blocked = ("trigger", addr)
                         return "blocked"
+            elif op == "set_latch_en" and self.latch_on is not None and a and a[0].strip() == "0":
+                if self.t > board.known_ns:  # holding the counts needs every trigger up to now
+                    self.blocked = ("time", self.t)
+                    return "blocked"
             elif self.cond is not None and op in _CONDITIONAL:
                 if self.t > board.known_ns:
                     self.blocked = ("time", self.t)
