@@ -144,9 +144,6 @@ class _FlowRun:
                           bridge=bridges.setdefault(flow.card, CardBridge()), on_reply=self.on_reply, rtl=rtl_cfg)
         self.consumer = model_for("consumer", spec.model).build()(ctx)
         self.card = model_for("link_card", spec.card_model).build()(ctx)
-        if tr.feedback is not None and getattr(self.card, "kept_replies", None) is None:
-            raise ValueError(f"loop {spec.name!r}: a control program that listens reads each reply's bytes; the "
-                             f"link card model {spec.card_model} does not hand them on (use the sim card)")
         self.dropped = {"frames": 0, "resent": 0}
         make = TrafficGenerator if tr.feedback is None else tr.feedback.generator  # a listening program's own
         self.gen = make(k, tr, tr.make_clock(gen_phase), self.send, salt, flow.workload.payloads,
