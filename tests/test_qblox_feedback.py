@@ -81,8 +81,8 @@ def run_loop(doc: dict, tmp_path: Path):
     return ld, study.runs[0].result, study.runs[0].summary
 
 
-def echo_answers(ld, res) -> np.ndarray:
-    """The echo's answer bit per round: bit 0 of the request it sent back (the round's syndrome)."""
+def echo_answers(ld, res, bit: int = 0) -> np.ndarray:
+    """The echo's answer bit per round: bit ``bit`` of the request it sent back (the round's syndrome)."""
     sc = ld.scenario
     spec_salt = None
     from twin.study import loop_spec
@@ -90,7 +90,8 @@ def echo_answers(ld, res) -> np.ndarray:
                      sc.external_control())
     _, _, spec_salt = spec.draws()
     bits = sc.qblox.syndrome_bits()
-    return np.array([payload_for(k, sc.frame_bytes, spec_salt, bits)[0] & 1 for k in range(1, len(res.t_in) + 1)])
+    return np.array([payload_for(k, sc.frame_bytes, spec_salt, bits)[0] >> bit & 1
+                     for k in range(1, len(res.t_in) + 1)])
 
 
 # -- the interpreter alone, on a board filled by hand ------------------------------------------------
@@ -213,8 +214,8 @@ def test_slack_longer_than_the_round_trip_keeps_the_nominal_period(tmp_path):
 
 
 def test_set_cond_plays_the_correction_exactly_on_the_rounds_the_answer_says(tmp_path):
-    ld, res, summary = run_loop(loop_doc(150, 596), tmp_path)
-    answers = echo_answers(ld, res)
+    ld, res, summary = run_loop(loop_doc(150, 596, feedback={"answer_bit": 3}), tmp_path)
+    answers = echo_answers(ld, res, 3)  # the fourth syndrome bit (bit 0 of the echo's counter word alternates)
     c = res.stats["program"]["conditional"]
     assert np.array_equal(c["answers"], answers)  # the bits the program saw are the replies' bytes
     assert np.array_equal(c["ran_by_reply"], answers.astype(bool))
