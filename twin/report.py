@@ -33,10 +33,14 @@ def results_document(study: StudyResult) -> dict:
         traffic["gap_ns"] = time_ps(t.gap) / 1000
     if t.gaps is not None:
         traffic["gaps"] = t.gaps.model_dump(exclude_none=True)
+    if t.program is not None:
+        traffic["program"] = t.program.model_dump()
     if sc.qblox is not None:  # a Qblox cluster: traffic from its Q1ASM programs
         q = sc.qblox
         traffic = {"mode": "open_loop", "clock": q.clock, "period_ns": q.period_ns(), "ppm": q.ppm,
                    "drift_ppb_per_s": q.drift_ppb_per_s, "control": f"{q.device} (aurora)"}
+        if q.listens():  # its programs wait for the replies: period_ns is the nominal one (no wait)
+            traffic["feedback"] = q.fb().model_dump()
     doc = {
         "schema": SCHEMA,
         "scenario": sc.name,
@@ -158,6 +162,8 @@ def print_table(study: StudyResult, console: Console) -> None:
                      else (f"{s['replies_checked']:,}", str(s["mismatches"]))))
     console.print(tb)
     print_fault_and_deadline_lines([(r.node, r.summary) for r in study.runs], console)
+    from twin.output.program import print_program_table
+    print_program_table([(r.node, r.summary) for r in study.runs], console, "consumer")
     print_budget(study, console)
 
 

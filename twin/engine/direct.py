@@ -71,6 +71,9 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     """
     if spec.faults.active:
         raise DirectNotApplicable(f"loop {spec.name!r}: fault injection needs the event model")
+    if spec.traffic.feedback is not None:  # a Q1 program interpreted as replies arrive
+        raise DirectNotApplicable(f"loop {spec.name!r}: the control system's programs wait_trigger/set_cond on the "
+                                  "replies: their sequencers run on the event engine")
     if spec.traffic.share is not None:  # one flow of a stream shared over several devices (one timeline)
         raise DirectNotApplicable(f"loop {spec.name!r}: a share of a stream runs with its other flows: event model")
     why = [f"the {what} is model {name}" for what, kind, name in (("consumer", "consumer", spec.model),
@@ -119,6 +122,9 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     g = tr.gaps_array(spec.seed, spec.stream("gaps"))
     gaps = None if g is None else g.tolist()
     slots = spec.slots
+    waits = tr.waits  # each request may wait for an earlier reply (traffic.program.waits)
+    nominal = np.zeros(tr.rounds, np.int64) if waits is not None else None
+    cyc = 0  # waits: the clock edge index of the last send
 
     n = tr.rounds
     t_send = np.zeros(n, np.int64)
@@ -139,7 +145,13 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     check_at = chunk_rounds - 1  # the next round after which the loop looks up (progress, stop)
     stopped = None
     for i in range(n):
-        if i and not closed:
+        if waits is not None:
+            ts = clock.edge(cyc + tr.period_cycles) if i else clock.edge(0)
+            nominal[i] = ts
+            if i + waits.for_round >= 0:  # request i + 1 waits for reply i + 1 + for_round (back already)
+                ts = max(ts, clock.at_or_after(int(t_back[i + waits.for_round]) + waits.then_ps))
+            cyc = clock.index_at_or_after(ts)
+        elif i and not closed:
             ts = clock.edge(i * tr.period_cycles) if gaps is None else clock.at_or_after(ts + gaps[i - 1])
         elif pending is not None:
             ts = heappop(pending)[0]
@@ -201,6 +213,9 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     if progress and stopped is None:
         progress(n)
     stats = {"mismatches": 0, "backlog_max": 0, "posted_writes": req.writes + rep.writes, "poll_phase_ps": phase}
+    if waits is not None:  # the generator program's stalls, as the event model's generator counts them
+        from twin.devices.generator import program_stats
+        stats["program"] = {**program_stats(t_send[:m], nominal[:m]), "nominal_period_ps": tr.period_ps}
     hops = _hops(np.array(issues, np.int64), np.array(lands, np.int64), np.array(replies, np.int64),
                  np.array(rlands, np.int64), phase, P, cost, body, fence if not per_piece else 0, extra_ps)
     res = LoopResult(spec.name, "direct", t_send[:m], t_in[:m], t_have[:m], t_back[:m], np.ones(m, bool), stats, hops)

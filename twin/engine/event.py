@@ -10,7 +10,7 @@ byte. Each node is built by the factory its model registered (:mod:`twin.nodes.r
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -136,15 +136,18 @@ class _FlowRun:
             self.up = lane(flow.generator, flow.card, aur, f"{flow.generator}->{flow.card}.aurora", 0)
             self.down = lane(flow.card, flow.generator, aur, f"{flow.card}->{flow.generator}.aurora", 0)
         self.rtl_cfg = rtl_cfg
+        # a control program that listens (tr.feedback) reads each reply's bytes: the card keeps them
+        wl = flow.workload if tr.feedback is None else replace(flow.workload, keep_replies=True)
         ctx = NodeContext(k, spec.name, spec, enc, slot_bytes, phase, req_region, self.req_path, rep_region,
-                          self.rep_path, self.hops, flow.workload,
+                          self.rep_path, self.hops, wl,
                           thread=threads.setdefault(flow.consumer, ServingThread()),
                           bridge=bridges.setdefault(flow.card, CardBridge()), on_reply=self.on_reply, rtl=rtl_cfg)
         self.consumer = model_for("consumer", spec.model).build()(ctx)
         self.card = model_for("link_card", spec.card_model).build()(ctx)
         self.dropped = {"frames": 0, "resent": 0}
-        self.gen = TrafficGenerator(k, tr, tr.make_clock(gen_phase), self.send, salt, flow.workload.payloads,
-                                    gaps_ps=tr.gaps_array(spec.seed, flow.gaps_stream or spec.stream("gaps")))
+        make = TrafficGenerator if tr.feedback is None else tr.feedback.generator  # a listening program's own
+        self.gen = make(k, tr, tr.make_clock(gen_phase), self.send, salt, flow.workload.payloads,
+                        gaps_ps=tr.gaps_array(spec.seed, flow.gaps_stream or spec.stream("gaps")))
 
     def _rtl_trace(self, on: bool) -> None:
         for node in (self.card, self.consumer):
@@ -163,7 +166,10 @@ class _FlowRun:
 
     def _back(self, seq: int) -> None:
         self.counter[0] += 1
-        self.gen.reply(seq)
+        if self.spec.traffic.feedback is None:
+            self.gen.reply(seq)
+        else:  # the program reads the reply's bytes (the decoder's answer)
+            self.gen.reply(seq, self.card.kept_replies[seq - 1])
 
     def deliver(self, seq: int, payload: bytes) -> None:
         k = self.k
@@ -213,6 +219,9 @@ class _FlowRun:
                                             if hasattr(card, "corrupted_requests") else {})}}}
         if self.flow.workload.keep_replies:
             stats["replies"] = card.kept_replies
+        program = self.gen.stats()
+        if program:  # a control program that waits on replies: its stalls and period (time in the program)
+            stats["program"] = program
         if hasattr(card, "slot_wait_ps"):
             stats["slot_wait_ps"] = np.asarray(card.slot_wait_ps, np.int64)
         return stats

@@ -36,6 +36,10 @@ HOSTED = "twin.qec.hosting:HostedConsumer"
 TRAFFIC = "twin.devices.generator:TrafficParams"
 GAPS = "twin.devices.generator:Gaps"
 QBLOX = "twin.devices.qblox:QbloxCluster"
+FEEDBACK = "twin.devices.qblox:QbloxFeedback"
+WAITS = "twin.devices.generator:Waits"
+QBLOX_TRIGGERS = ("Qblox documentation, Feedback Trigger Handling (docs.qblox.com/en/main/products/architecture/"
+                  "sequencers/trigger_handling.html)")
 SEQUENCER = "twin.devices.qblox:QbloxSequencer"
 CONTROLLER = "twin.calibration.roce:ControllerModel"
 NIC = "twin.calibration.roce:NicModel"
@@ -132,6 +136,30 @@ _TRAFFIC = {
     "share": P("", "derived: a decode placement's devices", "open loop: this generator's round-robin share of "
                "one stream spread over several consumers (index, count, the stream's requests); none: all of it",
                "derived from scenario decode.placements[].devices"),
+    "waits": P("", "scenario", "open loop: each round waits for an earlier round's correction (a Waits); none: "
+               "the fixed period", "scenario traffic.program.waits"),
+    "feedback": P("", "derived: a Qblox cluster whose programs wait_trigger/set_cond", "a control program that "
+                  "listens to the replies (event engine only); none", "derived from scenario qblox"),
+}
+_WAITS = {
+    "for_round": P("", "scenario", "the round whose correction a round's dependent operation waits for (-1: the "
+                   "previous one)", "scenario traffic.program.waits.for_round"),
+    "then_ps": P("ps", "scenario", "from that operation to the round's request leaving",
+                 "scenario traffic.program.waits.then"),
+}
+_FEEDBACK = {
+    "answer_bit": P("bit", "assumption: bit 0 (a decode study's correction of observable 0)", "the reply's bit "
+                    "that is the decoder's answer (little-endian bit order)", "scenario qblox.feedback.answer_bit"),
+    "answer_address": P("", "assumption: address 1", "trigger address of the answer (sent when the bit is 1)",
+                        "scenario qblox.feedback.answer_address"),
+    "ready_address": P("", "assumption: address 2", "trigger address of every reply's arrival (after its answer; "
+                       "what wait_trigger waits for)", "scenario qblox.feedback.ready_address"),
+    "latency_ns": P("ns", f"{QBLOX_TRIGGERS}: all sequencers receive a trigger 212 ns after it is sent",
+                    "trigger network latency (LINQ)", "scenario qblox.feedback.latency_ns"),
+    "spacing_ns": P("ns", f"{QBLOX_TRIGGERS}: after 252 ns the network is ready for another trigger",
+                    "one trigger at a time on the backplane", "scenario qblox.feedback.spacing_ns"),
+    "grid_ns": P("ns", "Qblox documentation v0.10 Feedback: the trigger network operates on a 28 ns time grid "
+                 "aligned at wait_sync", "triggers leave on the next grid point", "scenario qblox.feedback.grid_ns"),
 }
 _GAPS = {
     "kind": P("", "scenario", "fixed, uniform [a, b], exponential (mean a: Poisson arrivals) or file"),
@@ -155,6 +183,8 @@ _QBLOX = {
     "ppm": P("ppm", "assumption: 0", "independent clock: frequency offset", "scenario qblox.ppm"),
     "drift_ppb_per_s": P("ppb/s", "assumption: 0", "independent clock: drift of the offset",
                          "scenario qblox.drift_ppb_per_s"),
+    "feedback": P("", "scenario", "how replies reach programs that wait_trigger/set_cond (a QbloxFeedback; none: "
+                  "its defaults)", "scenario qblox.feedback"),
 }
 _SEQUENCER = {
     "name": P("", "scenario", "sequencer name (unique)"),
@@ -165,9 +195,11 @@ _SEQUENCER = {
 declare(NodeKind(
     "generator",
     "The control system: issues requests (closed loop, open loop, random gaps) on its clock and takes the "
-    "replies. A Qblox Cluster (scenario qblox:) is a generator whose Q1 programs set the traffic.",
+    "replies. A Qblox Cluster (scenario qblox:) is a generator whose Q1 programs set the traffic; programs that "
+    "wait_trigger/set_cond wait for each reply and branch on its answer (twin.devices.qblox.ListeningCluster).",
     params=(_fields(TRAFFIC, _TRAFFIC) + _fields(GAPS, _GAPS, "gaps.") + _fields(QBLOX, _QBLOX, "qblox.")
-            + _fields(SEQUENCER, _SEQUENCER, "qblox.sequencers.")),
+            + _fields(SEQUENCER, _SEQUENCER, "qblox.sequencers.") + _fields(WAITS, _WAITS, "waits.")
+            + _fields(FEEDBACK, _FEEDBACK, "qblox.feedback.")),
     ports=(Port("send", "out", "requests towards the link card (over on_card or an Aurora link), at the send "
                 "instant"),
            Port("reply", "in", "a reply is back at the control side")),
@@ -176,7 +208,13 @@ declare(NodeKind(
            Stat("t_send", "ps", "send instant of every request"),
            Stat("qblox.period_ns", "ns", "Qblox: the programs' round period"),
            Stat("qblox.first_publish_ns", "ns", "Qblox: first round's publish instant"),
-           Stat("qblox.syndrome_bits", "", "Qblox: syndrome bits per round")),
+           Stat("qblox.syndrome_bits", "", "Qblox: syndrome bits per round"),
+           Stat("program.stall_ns", "ns", "a program that waits on replies: stall per round (time the program "
+                "stood still on its own clock: total, mean, p50, p99, max, rounds stalled)"),
+           Stat("program.period_ns", "ns", "a program that waits on replies: nominal (no wait) and effective round "
+                "period (the mean gap between rounds; p50, p99)"),
+           Stat("program.conditional", "", "Qblox set_cond: conditional instructions run and skipped, by the "
+                "reply's answer bit (ran_on_answer_1, ran_on_answer_0, skipped_on_answer_1)")),
 ))
 
 # -- the link card ---------------------------------------------------------------------------------

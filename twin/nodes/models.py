@@ -100,9 +100,11 @@ register(Model("link_card", "rtl", "the U55C exchange engine in Verilog (rtl/qrt
                "twin.rtl.loop:build_card_endpoint",
                {"encodings": ["classic", "per_piece"], "paths": ["card"], "queue_pairs": 1, "faults": [],
                 "engines": ["event"], "max_frame_bytes": RTL_MAX_FRAME}, _rtl_card))
-register(Model("generator", "sim", "control-side traffic: closed loop, open loop, random gaps, Qblox programs",
+register(Model("generator", "sim", "control-side traffic: closed loop, open loop, random gaps, waits on replies "
+               "(traffic.program), Qblox programs (listening ones: event engine only)",
                "twin.devices.generator:TrafficGenerator",
-               {"traffic": ["closed_loop", "open_loop", "gaps", "qblox"], "engines": ["direct", "event"]}))
+               {"traffic": ["closed_loop", "open_loop", "gaps", "waits", "qblox", "qblox_feedback"],
+                "engines": ["direct", "event"]}))
 register(Model("nic", "sim", "RDMA NIC: store-and-forward hop and DMA write (part of the RoCE wire model)",
                "twin.links.roce:RoceV2Path", {"engines": ["direct", "event"]}))
 register(Model("switch", "sim", "Ethernet switch hop (part of the RoCE wire model)",

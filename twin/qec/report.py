@@ -55,6 +55,8 @@ def print_decode(study: DecodeStudy, console) -> None:
                   "from the direct decode / replies the card found wrong; backlog: "
                   "requests sent and not yet started by a decoder (max); growth: backlog per QEC cycle, ρ-growth "
                   "the expected max(0, 1 - 1/ρ) x arrivals per cycle with ρ = S / (K N T_a), K devices of N decoders")
+    from twin.output.program import print_program_table
+    print_program_table([(_label(s), s) for s in doc["placements"]], console, "placement")
     for s in doc["placements"]:
         lo, hi = s["ci"]["loop"]
         console.print(f"{_label(s)}: LER in the loop {s['ler']['loop']:.2e} [{lo:.1e}, {hi:.1e}], decoded directly "

@@ -591,6 +591,8 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
             if q is not None:  # from a round's last acquisition integrated to the correction back at the link
                 extra = q.result_latency_ns + q.trigger_network_ns
                 s["publish_to_reply"] = {k: round(v + extra, 3) for k, v in s["loop"].items()}
+        if "program" in res.stats:  # the control program waits on the corrections (traffic.program, qblox)
+            s["program"] = decode_program_summary(res.stats["program"], r.corrections, q)
         if deadline_ps is not None:
             lat = res.loop_ps if sc.control == "aurora" else res.rtt_ps
             s["deadline_misses"] = int((lat > deadline_ps).sum())
@@ -637,19 +639,42 @@ def workload_document(d: Decode) -> dict:
     return {"code": d.code, "distance": dist, "rounds": d.rounds, "p": d.p, "noise": d.noise_model}
 
 
+def decode_program_summary(stats: dict, corrections: np.ndarray, q) -> dict:
+    """A decode placement's ``program`` block (:func:`twin.output.program.program_summary`); for a
+    Qblox program that branches (``set_cond``), ``conditional.against_corrections``: the requests
+    whose conditional pulse ran as the decoder's correction bit (``feedback.answer_bit`` of the
+    reply the card read) says (``agree``) and those where it did not (``disagree``)."""
+    from twin.output.program import program_summary
+    out = program_summary(stats)
+    c = stats.get("conditional")
+    if c is not None and q is not None:
+        byte, bit = divmod(q.fb().answer_bit, 8)
+        want = (corrections[:, byte] >> bit & 1).astype(bool) if byte < corrections.shape[1] else \
+            np.zeros(len(corrections), bool)
+        seqs = np.asarray(stats["reply_seqs"], np.int64)
+        seqs = seqs[seqs <= len(want)]
+        ran = np.asarray(c["ran_by_reply"], bool)[:len(seqs)]
+        agree = int((ran == want[seqs - 1]).sum())
+        out["conditional"]["against_corrections"] = {"agree": agree, "disagree": int(len(seqs) - agree)}
+    return out
+
+
 def traffic_document(sc: DecodeScenario) -> dict:
     """The ``traffic`` mapping of a decode study's results.json: the control side's traffic (mode,
     period, clock, where it sits; in_flight and gaps when set), or the Qblox cluster's."""
     q, t = sc.qblox, sc.traffic
     if q is not None:
         return {"mode": "open_loop", "period_ns": q.period_ns(), "clock": q.clock, "ppm": q.ppm,
-                "control": "qblox cluster (aurora)", "device": q.device}
+                "control": "qblox cluster (aurora)", "device": q.device,
+                **({"feedback": q.fb().model_dump()} if q.listens() else {})}
     doc = {"mode": t.mode, "period_ns": time_ps(t.period) / 1000 if t.period else None, "clock": t.clock,
            "control": sc.control}
     if t.in_flight != 1:
         doc["in_flight"] = t.in_flight
     if t.gaps is not None:
         doc["gaps"] = t.gaps.model_dump(exclude_none=True)
+    if t.program is not None:
+        doc["program"] = t.program.model_dump()
     return doc
 
 

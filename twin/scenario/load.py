@@ -166,11 +166,17 @@ def resolve_gaps_file(path: Path, key: str, traffic, rounds: int) -> None:
 
 def check_rounds(loaded: LoadedScenario, rounds: int) -> None:
     """``rounds`` (e.g. ``twin run --rounds``) of the scenario's traffic stay within the simulated
-    horizon. Raises :class:`ConfigError` naming the traffic key."""
+    horizon, and within the rounds a Qblox program that waits for replies publishes. Raises
+    :class:`ConfigError` naming the key."""
     from twin.config import Located
     from twin.config.errors import _key
-    from twin.scenario.schema import check_horizon
+    from twin.scenario.schema import check_horizon, check_listening_rounds
     sc = loaded.scenario
+    if sc.qblox is not None:
+        try:
+            check_listening_rounds(sc.qblox, rounds, ("rounds",))
+        except Located as e:
+            raise ConfigError(loaded.path, _key(e.path), e.value, e.problem) from None
     blocks = [(("traffic",), sc.traffic)] + [(("flows", i, "traffic"), f.traffic) for i, f in enumerate(sc.flows)]
     for where, t in blocks:
         try:
