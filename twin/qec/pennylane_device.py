@@ -78,8 +78,8 @@ class GroupRecord:
     summary, ns), ``reaction`` (request sent -> reply at the control side: the round trip, or the loop
     time under ``control: aurora``), ``stall`` (the longest wait of the group's operations for the reply,
     ns summary), ``deadline_misses`` (reactions past the deadline; ``None`` without one),
-    ``wrong_replies`` (0: a wrong one raises), and the per-request arrays ``reaction_ps`` and
-    ``stall_ps`` (int64 ps, request order: shot order, or path order analytic)."""
+    ``wrong_replies`` (0: a wrong one raises), and per request (shot order, or path order analytic):
+    ``bits`` (bool (R, k), the measured values sent), ``reaction_ps`` and ``stall_ps`` (int64 ps)."""
 
     index: int
     measurements: tuple
@@ -90,6 +90,7 @@ class GroupRecord:
     stall: dict
     deadline_misses: int | None
     wrong_replies: int
+    bits: np.ndarray = field(repr=False)
     reaction_ps: np.ndarray = field(repr=False)
     stall_ps: np.ndarray = field(repr=False)
 
@@ -403,7 +404,7 @@ class TwinLoopDevice(Device):
             miss = None if self.loop.deadline_ps is None else int((g.reaction_ps > self.loop.deadline_ps).sum())
             groups.append(GroupRecord(g.index, g.labels, [op.base.name for op in g.ops], len(g.bits),
                                       summary_ns(g.rtt_ps), summary_ns(g.reaction_ps), summary_ns(g.stall_ps), miss,
-                                      g.wrong_replies, g.reaction_ps, g.stall_ps))
+                                      g.wrong_replies, g.bits, g.reaction_ps, g.stall_ps))
         c = self.loop
         return LoopRecord(groups, sum(x.requests for x in groups), len(groups), prog_ps, summary_ns(prog_ps), shots,
                           c.consumer, c.mode, c.control, c.function_name)

@@ -49,7 +49,8 @@ class Group:
     measurement's place among the tape's mid-circuit measurements; ops: the conditional operations
     (``Conditional``) reading them. Filled by a run: ``bits`` (bool (R, k): the measured values sent,
     one row per request), ``replies`` (uint8 (R, ceil(k/8))), ``reaction_ps`` (int64 (R,): request
-    sent -> reply at the control side), ``rtt_ps`` (int64 (R,): the card-boundary round trip), ``stall_ps`` (int64 (R,): the longest wait of the group's
+    sent -> reply at the control side), ``rtt_ps`` (int64 (R,): the card-boundary round trip),
+    ``stall_ps`` (int64 (R,): the longest wait of the group's
     operations for the reply), ``wrong_replies`` (replies unequal to the expected value)."""
 
     index: int
@@ -267,10 +268,10 @@ def program_ps(paths: list[Path], schedule: Schedule, rows: int) -> np.ndarray:
     return out
 
 
-def _mv_values(mp, bits: dict) -> object:
-    """A measurement-value measurement's value(s) for the measured ``bits`` (uid -> bit)."""
+def _mv_values(mp, bits: dict, cast=float) -> object:
+    """A measurement-value measurement's value(s) for the measured ``bits`` (uid -> bit), each ``cast``."""
     mvs = mp.mv if isinstance(mp.mv, list) else [mp.mv]
-    vals = [float(v.concretize({m: bits[m.meas_uid] for m in v.measurements})) for v in mvs]
+    vals = [cast(v.concretize({m: bits[m.meas_uid] for m in v.measurements})) for v in mvs]
     return vals if isinstance(mp.mv, list) else vals[0]
 
 
@@ -339,6 +340,6 @@ def shot_results(tape, paths: list[Path], shots: int, rng: np.random.Generator) 
                 if getattr(mp, "mv", None) is None:
                     row.append(next(it))
                 else:
-                    row.append(np.array(_mv_values(mp, p.bits)))
+                    row.append(np.array(_mv_values(mp, p.bits, cast=lambda v: v)))  # its own type
             per[s] = tuple(row) if len(row) != 1 else row[0]
     return tuple(per)
