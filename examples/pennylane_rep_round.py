@@ -32,10 +32,10 @@ reference = qml.QNode(rep_round.func, qml.device("default.qubit"))(0.3)
 twin = rep_round(0.3)                                # analytic: one request per reachable syndrome
 print("default.qubit:", reference.round(6))
 print("twin.loop:    ", twin.round(6), "matches:", bool(np.allclose(twin, reference, atol=1e-12)))
-sampled = qml.set_shots(rep_round, shots=2000)(0.3)  # per shot: one request per shot
+sampled = qml.set_shots(rep_round, shots=1000)(0.3)  # per shot: one request per shot
 run = dev.last_run[0]
 for g in run.groups:
     print(f"conditional on {', '.join(g.measurements)} ({len(g.ops)} ops): {g.requests} round trips, "
           f"reaction p50 {g.reaction['p50_ns']:.0f} ns, p99 {g.reaction['p99_ns']:.0f} ns, "
           f"stall p50 {g.stall['p50_ns']:.0f} ns, wrong replies {g.wrong_replies}")
-print(f"2000 shots: {sampled.round(3)}, program time p50 {run.program['p50_ns']:.0f} ns")
+print(f"1000 shots: {sampled.round(3)}, program time p50 {run.program['p50_ns']:.0f} ns")

@@ -1,8 +1,6 @@
 """The twin.loop PennyLane device: every qml.cond decided through the loop, results equal default.qubit's."""
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -157,7 +155,7 @@ def test_every_sampled_return_type_is_consistent_shot_by_shot():
     dev = qml.device("twin.loop", wires=2, seed=5)
     n, a = 200, 1.1
     s01, cm, sm, c1, e1, v1, pm = qml.set_shots(qml.QNode(copies, dev), shots=n)(a)
-    ref = qml.set_shots(qml.QNode(copies, DQ), shots=n)(a)  # for the types and shapes
+    ref = qml.set_shots(qml.QNode(copies, DQ, mcm_method="deferred"), shots=n)(a)  # types, shapes
     for g, r in zip((s01, sm), (ref[0], ref[2])):
         assert g.shape == r.shape and g.dtype == r.dtype
     # wire 1 is flipped exactly when m = 1, and wire 0 collapsed to m: per shot, all three agree
@@ -274,12 +272,37 @@ def test_methods_that_would_bypass_the_loop_are_refused():
     assert np.isclose(plain(), np.cos(0.4)) and dev.last_run == [None]  # no mid-circuit measurement: no loop
 
 
-def test_readme_example_runs_and_is_the_example_file():
+def test_readme_example_runs_and_is_the_example_file(capsys):
     readme = (ROOT / "README.md").read_text()
     start = readme.index("```python\nimport numpy as np\nimport pennylane as qml")
     block = readme[start + len("```python\n"):readme.index("```", start + 10)]
     example = (ROOT / "examples/pennylane_rep_round.py").read_text()
     assert example.endswith(block)  # the README shows the example file's code
-    out = subprocess.run([sys.executable, "-c", block], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert "matches: True" in out.stdout and "wrong replies 0" in out.stdout
+    exec(compile(block, "README.md", "exec"), {"__name__": "readme"})  # in this process: PennyLane is imported
+    out = capsys.readouterr().out
+    assert "matches: True" in out and "1000 round trips" in out and "wrong replies 0" in out
+
+
+def postselected(a):
+    qml.RY(a, 0)
+    qml.CNOT([0, 1])
+    m = qml.measure(0, postselect=1)
+    qml.cond(m, qml.RX, qml.RY)(0.3, 1)  # a false branch too: both operations read m, one group
+    return qml.expval(qml.Z(1)), qml.probs(wires=1)
+
+
+def test_postselection_broadcasting_shot_vectors_and_the_tracker():
+    dev = qml.device("twin.loop", wires=2, seed=4)
+    for r, g in zip(qml.QNode(postselected, DQ)(1.2), qml.QNode(postselected, dev)(1.2)):
+        assert np.allclose(r, g, atol=1e-12, rtol=0)  # renormalised to the postselected outcome
+    assert dev.last_run[0].groups[0].ops == ["RX", "RY"] and dev.last_run[0].round_trips == 1
+    a = np.array([0.5, 1.2])
+    for r, g in zip(qml.QNode(postselected, DQ)(a), qml.QNode(postselected, dev)(a)):
+        assert np.allclose(r, g, atol=1e-12, rtol=0)
+    assert len(dev.last_run) == 2  # one tape per broadcast parameter
+    (e1, p1), (e2, p2) = qml.set_shots(qml.QNode(postselected, dev), shots=[20, 30])(1.2)
+    assert np.isclose(p1.sum(), 1) and np.isclose(p2.sum(), 1)
+    assert dev.last_run[0].round_trips == 50  # every shot asks, postselected away or not (as hardware does)
+    with qml.Tracker(dev) as tr:
+        qml.set_shots(qml.QNode(postselected, dev), shots=10)(1.2)
+    assert tr.totals["round_trips"] == 10

@@ -333,6 +333,8 @@ def shot_results(tape, paths: list[Path], shots: int, rng: np.random.Generator) 
     for p in paths:
         k = len(p.shots)
         drawn = measure_with_samples(plain, p.state, Shots([1] * k), rng=rng) if plain else [()] * k
+        if plain and k == 1:  # one bin is not a shot vector: the result is that bin's tuple itself
+            drawn = (drawn,)
         for j, s in enumerate(p.shots):
             it = iter(drawn[j])  # bin j: a tuple over the terminal measurements
             row = []
