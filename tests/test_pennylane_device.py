@@ -262,6 +262,13 @@ def test_a_decode_scenario_gives_the_loop_and_its_function():
         qml.device("twin.loop", wires=2, scenario=ROOT / "scenarios/decode_rep3.yaml")
     with pytest.raises(ValueError, match="not both"):
         qml.device("twin.loop", wires=2, scenario=sc, consumer="mi210")
+    # a lookup-decoder scenario with function=: the identity on its first placement, the V80's FPGA logic,
+    # at the stated compute time; a user function there is refused (FPGA logic runs no Python)
+    v80 = qml.device("twin.loop", wires=2, scenario=ROOT / "scenarios/decode_rep3.yaml", function="identity",
+                     compute="100 ns")
+    assert np.allclose(qml.QNode(copy, v80)(), [0.5, 0.5], atol=1e-12) and v80.loop.consumer == "v80"
+    with pytest.raises(DeviceError, match="FPGA logic"):
+        qml.QNode(copy, qml.device("twin.loop", wires=2, consumer="v80", function=lambda b: bytes(b)))()
 
 
 def test_methods_that_would_bypass_the_loop_are_refused():

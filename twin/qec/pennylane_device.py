@@ -24,7 +24,8 @@ Timing: ``dev.last_run`` (a list of :class:`LoopRecord`, one per tape of the lat
 - ``scenario``: a decode scenario (``twin decode``'s schema, :mod:`twin.qec.schema`); the device reads its
   loop: ``calibration``, ``hosting``, ``seed``, ``slots``, ``encoding``, ``control``, ``deadline`` and
   ``decode.placements[placement]`` (device, mode, model, bridge, workers, order), with
-  ``decode.decoder: function`` its ``decode.function`` and ``decode.cost``. Refused in one line naming
+  ``decode.decoder: function`` its ``decode.function`` and ``decode.cost`` (with another decoder and
+  ``function=``, the compute time is ``compute``: the scenario's cost is its stim decoder's). Refused in one line naming
   file, key and value: another decoder (it decodes a stim circuit's detection events; give
   ``function=``), an open-loop traffic block (a conditional waits for its reply: closed loop), a qblox
   block, a placement shared over several devices. The decode block's workload keys (code, circuit,
@@ -139,8 +140,10 @@ class LoopConfig:
 _LOOP_KEYS = ("calibration", "hosting", "consumer", "mode", "control", "compute", "deadline")
 
 
-def _from_scenario(path: Path, placement: int, function) -> tuple[LoopConfig, int]:
-    """The loop of decode scenario ``path`` (placement ``placement``) and its seed; raises ConfigError."""
+def _from_scenario(path: Path, placement: int, function, compute: str | None) -> tuple[LoopConfig, int]:
+    """The loop of decode scenario ``path`` (placement ``placement``) and its seed; raises ConfigError.
+    ``function`` (given to the device) replaces the scenario's; the compute time is ``decode.cost`` with
+    ``decoder: function``, else (its cost is the stim decoder's) ``compute`` (default 20 ns)."""
     from twin.config import ConfigError
     from twin.qec.cost import CostModel
     from twin.qec.study import load_decode
@@ -167,9 +170,15 @@ def _from_scenario(path: Path, placement: int, function) -> tuple[LoopConfig, in
     if function is None:
         from twin.qec.study import resolve_function
         fn, fname = resolve_function(d.function, path), d.function
-    fixed = time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None
-    cost = CostModel(how=d.cost.how, scale=d.cost.scale, fixed_ns=fixed, fit=ld.cost_fit, file=d.cost.file,
-                     seed=sc.seed)
+    if d.decoder == "function":
+        if compute is not None:
+            raise ValueError(f"twin.loop: compute={compute!r} with scenario={path}, whose decode.cost times its "
+                             "function: give one of them")
+        fixed = time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None
+        cost = CostModel(how=d.cost.how, scale=d.cost.scale, fixed_ns=fixed, fit=ld.cost_fit, file=d.cost.file,
+                         seed=sc.seed)
+    else:
+        cost = CostModel(fixed_ns=time_ps(compute or "20 ns") / 1000)
     cfg = LoopConfig(ld.params, ld.hosting, pl.names[0], pl.mode, pl.model,
                      pl.bridge.settings() if pl.bridge else None, pl.workers, pl.order, sc.control, sc.slots,
                      "classic" if sc.encoding == "default" else sc.encoding, cost,
@@ -213,11 +222,11 @@ class TwinLoopDevice(Device):
         given = dict(calibration=calibration, hosting=hosting, consumer=consumer, mode=mode, control=control,
                      compute=compute, deadline=deadline)
         if scenario is not None:
-            both = [k for k in _LOOP_KEYS if given[k] is not None]
+            both = [k for k in _LOOP_KEYS if given[k] is not None and k != "compute"]
             if both:
                 raise ValueError(f"twin.loop: give a scenario or the loop keywords, not both ({', '.join(both)} "
                                  f"with scenario={scenario})")
-            self.loop, sc_seed = _from_scenario(Path(scenario), placement, function)
+            self.loop, sc_seed = _from_scenario(Path(scenario), placement, function, compute)
             if function is not None:
                 self.loop.function, self.loop.function_name = _resolve_function(function)
             seed = sc_seed if seed is None else seed
@@ -389,6 +398,7 @@ class TwinLoopDevice(Device):
         k = len(g.uids)
         w = Workload(f"pennylane_g{g.index}", None, bits, bits, max(16, -(-g.reply_bytes // 16) * 16))
         dec = FunctionDecoder(self.served_function(g), k, k, name=f"pennylane_{'_'.join(g.labels)}")
+        self._check_consumer(dec, w)
         seed = int(np.random.SeedSequence([self.seed, self._executions, g.index]).generate_state(1)[0])
         r = run_decode(c.params, c.consumer, w, dec, mode=c.mode, hosting=c.hosting, cost=c.cost,
                        traffic=TrafficParams(), seed=seed, slots=c.slots, encoding=c.encoding,
@@ -397,6 +407,23 @@ class TwinLoopDevice(Device):
         res = r.result
         reaction = res.loop_ps if c.control == "aurora" else res.rtt_ps
         return r.corrections, np.asarray(reaction, np.int64), np.asarray(res.rtt_ps, np.int64), res.mismatches
+
+    def _check_consumer(self, dec, w) -> None:
+        """Refuse (DeviceError) a consumer that cannot serve the group's function: a user function on an
+        FPGA (FPGA logic echoes the bits, it runs no Python), or what the model registry refuses."""
+        from twin.calibration.roce import RoceParamSet
+        from twin.nodes.registry import Situation, refusal
+        from twin.qec.loop import session_function
+        c = self.loop
+        kind = c.params.consumers[c.consumer].kind
+        if kind == "fpga" and c.function is not None:
+            raise DeviceError(f"twin.loop: function {c.function_name} on {c.consumer}: a Python function does not "
+                              "run in FPGA logic (the identity, the measured bits echoed, does)")
+        why = refusal("consumer", c.model, Situation(
+            device_kind=kind, path="roce" if isinstance(c.params, RoceParamSet) else "card",
+            frame_bytes=w.frame_bytes, function=session_function(dec, w.name), study="decode", hosting=c.mode))
+        if why:
+            raise DeviceError(f"twin.loop: model {c.model} on {c.consumer}: {why}")
 
     def _record(self, prog: fe.Program, prog_ps: np.ndarray, shots: int | None) -> LoopRecord:
         groups = []
