@@ -22,7 +22,8 @@ Timing: ``dev.last_run`` (a list of :class:`LoopRecord`, one per tape of the lat
 ``dev.tracker`` (keys ``round_trips``, ``program_time_ns``). Options:
 
 - ``scenario``: a decode scenario (``twin decode``'s schema, :mod:`twin.qec.schema`); the device reads its
-  loop: ``calibration``, ``hosting``, ``seed``, ``slots``, ``encoding``, ``control``, ``deadline`` and
+  loop: ``calibration``, ``hosting``, ``seed``, ``slots``, ``encoding``, ``control``, ``deadline``, the
+  closed-loop ``traffic`` (clock, ppm, gap or gaps between requests, in_flight) and
   ``decode.placements[placement]`` (device, mode, model, bridge, workers, order), with
   ``decode.decoder: function`` its ``decode.function`` and ``decode.cost`` (with another decoder and
   ``function=``, the compute time is ``compute``: the scenario's cost is its stim decoder's). Refused in one line naming
@@ -135,6 +136,7 @@ class LoopConfig:
     deadline_ps: int | None = None
     function: object = None  # None: identity
     function_name: str = "identity"
+    traffic: object = None  # TrafficParams, closed loop (None: the default, one request in flight)
 
 
 _LOOP_KEYS = ("calibration", "hosting", "consumer", "mode", "control", "compute", "deadline")
@@ -183,6 +185,8 @@ def _from_scenario(path: Path, placement: int, function, compute: str | None) ->
                      pl.bridge.settings() if pl.bridge else None, pl.workers, pl.order, sc.control, sc.slots,
                      "classic" if sc.encoding == "default" else sc.encoding, cost,
                      time_ps(sc.deadline) if sc.deadline else None, fn, fname)
+    from twin.scenario import traffic_params
+    cfg.traffic = traffic_params(sc.traffic, 1, 16)  # closed loop: its clock, gap(s), in_flight; rounds per group
     return cfg, sc.seed
 
 
@@ -401,7 +405,7 @@ class TwinLoopDevice(Device):
         self._check_consumer(dec, w)
         seed = int(np.random.SeedSequence([self.seed, self._executions, g.index]).generate_state(1)[0])
         r = run_decode(c.params, c.consumer, w, dec, mode=c.mode, hosting=c.hosting, cost=c.cost,
-                       traffic=TrafficParams(), seed=seed, slots=c.slots, encoding=c.encoding,
+                       traffic=c.traffic or TrafficParams(), seed=seed, slots=c.slots, encoding=c.encoding,
                        external_control=c.control == "aurora", model=c.model, bridge=c.bridge,
                        workers=c.workers, order=c.order)
         res = r.result
