@@ -71,6 +71,8 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     """
     if spec.faults.active:
         raise DirectNotApplicable(f"loop {spec.name!r}: fault injection needs the event model")
+    if spec.event_only:
+        raise DirectNotApplicable(f"loop {spec.name!r}: {spec.event_only}")
     if spec.traffic.share is not None:  # one flow of a stream shared over several devices (one timeline)
         raise DirectNotApplicable(f"loop {spec.name!r}: a share of a stream runs with its other flows: event model")
     why = [f"the {what} is model {name}" for what, kind, name in (("consumer", "consumer", spec.model),
