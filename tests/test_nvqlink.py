@@ -188,3 +188,36 @@ def test_c2c_links_in_a_scenario_are_checked(tmp_path):
     with pytest.raises(ConfigError) as e:
         load(two_gpus)
     assert e.value.key == f"links[{len(doc['links'])}].kind"
+
+
+def test_twin_run_on_the_gb200_scenario_gives_every_placement_its_budget():
+    from twin.scenario.load import load_scenario
+    from twin.study import run_study
+    st = run_study(load_scenario(ROOT / "scenarios" / "nvqlink_gb200.yaml"), rounds=1500, verify_rounds=200)
+    by = {r.node: r.summary for r in st.runs}
+    assert set(by) == {"gb200_gpu", "grace_polls_hbm", "gpu_polls_lpddr", "gpu_to_grace", "grace"}
+    assert by["gpu_to_grace"]["engine"] == "event" and by["gb200_gpu"]["engine"] == "direct+event"
+    stages = [b["stage"] for b in by["gpu_to_grace"]["budget"]]
+    assert stages[3:8] == ["queue", "preprocess", "handoff_write", "handoff_poll", "handoff_queue"]
+    assert "max" in by["gb200_gpu"]["error_pct"] and by["grace"]["measured"] is None
+    assert all(s["mismatches"] == 0 for s in by.values())
+
+
+def test_decode_d7_on_gb200_prints_each_stage_s_share(tmp_path):
+    """A surface-code d=7 reaction time through the hand-off placement: the budget's stages add up to
+    the median round's round trip (shares sum to 1), PyMatching's corrections equal the direct decode."""
+    from twin.qec.study import load_decode, run_decode_study
+    doc = yaml.safe_load((ROOT / "scenarios" / "decode_nvqlink_gb200_d7.yaml").read_text())
+    doc["decode"]["shots"] = 150
+    doc["decode"]["placements"] = [{"device": "gb200_gpu_to_grace", "mode": "inline"}]
+    for k in ("calibration", "hosting"):
+        doc[k] = str((ROOT / "scenarios" / doc[k]).resolve())
+    f = tmp_path / "d7.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    study = run_decode_study(load_decode(f))
+    (s,) = study.document["placements"]
+    assert s["identical_corrections"] == s["requests"] == 150 and s["card_mismatches"] == 0
+    shares = {b["stage"]: b["share_median_round"] for b in s["budget"]}
+    assert {"preprocess", "handoff_write", "handoff_poll", "service"} <= set(shares)
+    assert sum(shares.values()) == pytest.approx(1.0, abs=1e-5)
+    assert s["reaction"]["p50_ns"] > 0

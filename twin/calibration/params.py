@@ -371,7 +371,8 @@ def check_placements(ps) -> None:
             raise Located(where + ("to",), h.to, "must name another consumer of the set")
         to = ps.consumers[h.to]
         if to.host != c.host:
-            raise Located(where + ("to",), h.to, f"is on host {to.host!r}, not {c.host!r}: a hand-off stays in one node")
+            raise Located(where + ("to",), h.to,
+                          f"is on host {to.host!r}, not {c.host!r}: a hand-off stays in one node")
         if to.handoff is not None or to.kind == "fpga":
             raise Located(where + ("to",), h.to, "the serving stage must be a cpu or gpu that answers itself")
         if h.link == "c2c" and host.c2c is None:

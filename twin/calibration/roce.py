@@ -26,8 +26,17 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from twin.calibration.fit import Residual, fit_groups, miss
-from twin.calibration.params import (ConsumerModel, FitGroup, HostModel, _DottedParams, _positive, _ps, _Strict,
-                                     check_placements, placed_consumer)
+from twin.calibration.params import (
+    ConsumerModel,
+    FitGroup,
+    HostModel,
+    _DottedParams,
+    _positive,
+    _ps,
+    _Strict,
+    check_placements,
+    placed_consumer,
+)
 from twin.config import ConfigError, Located, load_model, load_yaml
 from twin.devices.generator import TrafficParams
 from twin.devices.linkcard import LinkCardParams

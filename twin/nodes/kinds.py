@@ -488,7 +488,8 @@ declare(NodeKind(
 ))
 _C2C = {
     "bytes_per_s": P("B/s", NV_C2C, "link rate of one direction (measured copies on a GH200: 375 GB/s host-to-device, "
-                     "297 GB/s device-to-host, HPCwire report of the KTH study, 2024)", "calibration hosts.<host>.c2c.rate"),
+                     "297 GB/s device-to-host, HPCwire report of the KTH study, 2024)",
+                     "calibration hosts.<host>.c2c.rate"),
     "latency_ps": P("ps", f"assumption: no published figure quoted ({NVQLINK})", "a store's one-way latency across "
                     "the link", "calibration hosts.<host>.c2c.latency_ns"),
     "coherence_miss_ps": P("ps", f"assumption: no published figure quoted ({NVQLINK})", "a load of a line the other "

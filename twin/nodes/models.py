@@ -88,7 +88,8 @@ def _sim_consumer(s: Situation) -> str | None:
         return (f"fault injection ({', '.join(sorted(s.faults))}) acts on a one-stage consumer's writes and poller; "
                 "this consumer hands each request to a second device")
     if s.stages > 1 and s.engine == "direct":
-        return "a hand-off to a second device runs in the event engine (LoopSpec.event_only); use --engine auto or event"
+        return ("a hand-off to a second device runs in the event engine (LoopSpec.event_only); use --engine auto "
+                "or event")
     return None
 
 
@@ -99,7 +100,8 @@ register(Model("consumer", "sim", "behavioural CPU core / GPU persistent kernel 
                {**SUPPORT_ALL, "functions": "any registered function (Python implementation)",
                 "faults": ["corrupt_piece", "drop_frame", "stall", "host_freeze"], "engines": ["direct", "event"],
                 "hosting": ["inline", "worker", "external_self", "external_routed", "chain"],
-                "stages": "1, or 2: a hand-off to a second device (twin.devices.handoff; event engine only, no faults)"},
+                "stages": "1, or 2: a hand-off to a second device (twin.devices.handoff; event engine only, "
+                          "no faults)"},
                _sim_consumer))
 register(Model("consumer", "code", "the C runtime library (qrt.h) serving the twin's bytes; timing as sim",
                "twin.runtime.code_consumer:build_endpoint",

@@ -171,10 +171,10 @@ def check_c2c(path: Path, sc: Scenario, params, g) -> None:
             continue
         peers = [v for v in g.neighbors(n.name) if g.edges[n.name, v]["kind"] == "c2c"]
         if not peers:
-            what = "polls its queue across NVLink-C2C" if c.poll == "c2c" else f"hands its requests to {c.handoff.to} " \
-                "across NVLink-C2C"
-            raise ConfigError(path, f"nodes[{i}].device", n.device, f"{what}: join node {n.name!r} by a c2c link to the "
-                              "node of the superchip's other chip")
+            what = ("polls its queue across NVLink-C2C" if c.poll == "c2c" else
+                    f"hands its requests to {c.handoff.to} across NVLink-C2C")
+            raise ConfigError(path, f"nodes[{i}].device", n.device,
+                              f"{what}: join node {n.name!r} by a c2c link to the node of the superchip's other chip")
 
 
 def resolve_gaps_file(path: Path, key: str, traffic, rounds: int) -> None:
