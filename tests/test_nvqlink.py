@@ -208,7 +208,7 @@ def test_decode_d7_on_gb200_prints_each_stage_s_share(tmp_path):
     the median round's round trip (shares sum to 1), PyMatching's corrections equal the direct decode."""
     from twin.qec.study import load_decode, run_decode_study
     doc = yaml.safe_load((ROOT / "scenarios" / "decode_nvqlink_gb200_d7.yaml").read_text())
-    doc["decode"]["shots"] = 150
+    doc["decode"]["shots"] = 60
     doc["decode"]["placements"] = [{"device": "gb200_gpu_to_grace", "mode": "inline"}]
     for k in ("calibration", "hosting"):
         doc[k] = str((ROOT / "scenarios" / doc[k]).resolve())
@@ -216,7 +216,7 @@ def test_decode_d7_on_gb200_prints_each_stage_s_share(tmp_path):
     f.write_text(yaml.safe_dump(doc))
     study = run_decode_study(load_decode(f))
     (s,) = study.document["placements"]
-    assert s["identical_corrections"] == s["requests"] == 150 and s["card_mismatches"] == 0
+    assert s["identical_corrections"] == s["requests"] == 60 and s["card_mismatches"] == 0
     shares = {b["stage"]: b["share_median_round"] for b in s["budget"]}
     assert {"preprocess", "handoff_write", "handoff_poll", "service"} <= set(shares)
     assert sum(shares.values()) == pytest.approx(1.0, abs=1e-5)
