@@ -240,10 +240,6 @@ def make_endpoint(cls: type, ctx, **extra) -> PollingConsumer:
 
 
 def build_endpoint(ctx) -> PollingConsumer:
-    """Model ``sim`` of a consumer (registered in :mod:`twin.nodes.models`); a flow whose request is
-    handed to a second device (``spec.handoff``) gets the two-stage consumer of
-    :mod:`twin.devices.handoff`."""
-    if ctx.spec.handoff is not None:
-        from twin.devices.handoff import build_staged
-        return build_staged(ctx)
+    """A one-stage ``sim`` consumer for one queue pair (model ``sim`` is
+    :func:`twin.devices.handoff.build_sim_endpoint`, which adds the two-stage consumer)."""
     return make_endpoint(PollingConsumer, ctx)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from twin.devices.consumer import ConsumerParams, PollingConsumer, ServingThread
+from twin.devices.consumer import ConsumerParams, PollingConsumer, ServingThread, build_endpoint
 from twin.kernel import MemoryRegion, PostedWritePath
 from twin.kernel.sim import stream_rng
 
@@ -146,4 +146,13 @@ def build_staged(ctx) -> StagedConsumer:
                           hops, handoff=path, stage2=stage2)
 
 
-__all__ = ["HandoffSpec", "INNER", "INNER_STAGES", "StagedConsumer", "build_staged"]
+def build_sim_endpoint(ctx) -> PollingConsumer:
+    """Model ``sim`` of a consumer (registered in :mod:`twin.nodes.models`): the two-stage consumer
+    when the flow hands its requests to a second device (``spec.handoff``), else the one-stage
+    :func:`twin.devices.consumer.build_endpoint`."""
+    if ctx.spec.handoff is not None:
+        return build_staged(ctx)
+    return build_endpoint(ctx)
+
+
+__all__ = ["HandoffSpec", "INNER", "INNER_STAGES", "StagedConsumer", "build_sim_endpoint", "build_staged"]

@@ -96,7 +96,7 @@ def _sim_consumer(s: Situation) -> str | None:
 SUPPORT_ALL = {"encodings": ["classic", "per_piece"], "paths": ["card", "roce"], "queue_pairs": "any"}
 
 register(Model("consumer", "sim", "behavioural CPU core / GPU persistent kernel / FPGA logic (calibrated timing)",
-               "twin.devices.consumer:build_endpoint",
+               "twin.devices.handoff:build_sim_endpoint",
                {**SUPPORT_ALL, "functions": "any registered function (Python implementation)",
                 "faults": ["corrupt_piece", "drop_frame", "stall", "host_freeze"], "engines": ["direct", "event"],
                 "hosting": ["inline", "worker", "external_self", "external_routed", "chain"],
