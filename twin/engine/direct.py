@@ -74,6 +74,8 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     if spec.traffic.feedback is not None:  # a Q1 program interpreted as replies arrive
         raise DirectNotApplicable(f"loop {spec.name!r}: the control system's programs wait_trigger/set_cond on the "
                                   "replies: their sequencers run on the event engine")
+    if spec.event_only:
+        raise DirectNotApplicable(f"loop {spec.name!r}: {spec.event_only}")
     if spec.traffic.share is not None:  # one flow of a stream shared over several devices (one timeline)
         raise DirectNotApplicable(f"loop {spec.name!r}: a share of a stream runs with its other flows: event model")
     why = [f"the {what} is model {name}" for what, kind, name in (("consumer", "consumer", spec.model),

@@ -59,7 +59,9 @@ class NodeContext:
     slot_bytes, phase_ps (consumer's poll phase), request region/path and reply region/path,
     hops (:class:`Hops`), workload (:class:`FlowWorkload`), thread (consumer: the node's
     :class:`ServingThread`), bridge (card: the node's :class:`CardBridge`), on_reply (card),
-    rtl (the :class:`twin.rtl.loop.RtlConfig` or None).
+    rtl (the :class:`twin.rtl.loop.RtlConfig` or None), lane (``lane(a, b, wire, stream,
+    jitter_ps) -> Lane``: the topology's lane of link direction a -> b, made on first use, for a
+    node that posts writes on a link of its own: a two-stage consumer's hand-off).
     """
 
     kernel: Kernel
@@ -78,6 +80,7 @@ class NodeContext:
     bridge: CardBridge | None = None
     on_reply: Callable | None = None
     rtl: object = None
+    lane: Callable | None = None
 
     def functions(self):
         """The consumer's function lookup (fid -> callable)."""
@@ -141,7 +144,8 @@ class _FlowRun:
         ctx = NodeContext(k, spec.name, spec, enc, slot_bytes, phase, req_region, self.req_path, rep_region,
                           self.rep_path, self.hops, wl,
                           thread=threads.setdefault(flow.consumer, ServingThread()),
-                          bridge=bridges.setdefault(flow.card, CardBridge()), on_reply=self.on_reply, rtl=rtl_cfg)
+                          bridge=bridges.setdefault(flow.card, CardBridge()), on_reply=self.on_reply, rtl=rtl_cfg,
+                          lane=lane)
         self.consumer = model_for("consumer", spec.model).build()(ctx)
         self.card = model_for("link_card", spec.card_model).build()(ctx)
         self.dropped = {"frames": 0, "resent": 0}

@@ -48,6 +48,13 @@ AURORA = "twin.links.aurora:Aurora64B66B"
 PCIE = "twin.links.pcie:PcieLink"
 PATH = "twin.calibration.params:PathModel"
 ROCE_PATH = "twin.links.roce:RoceV2Path"
+C2C = "twin.links.c2c:NvlinkC2C"
+C2C_MODEL = "twin.calibration.params:C2cModel"
+CONSUMER_MODEL = "twin.calibration.params:ConsumerModel"
+HANDOFF = "twin.calibration.params:HandoffModel"
+NVQLINK = "calibrations/nvqlink.yaml (sources in calibrations/measured/nvqlink.yaml)"
+NV_C2C = ("NVIDIA Grace Hopper Superchip Architecture whitepaper: NVLink-C2C 900 GB/s total, 450 GB/s per "
+          "direction")
 PACKETISER = "twin.links.roce:RoceV2Packetiser"
 
 
@@ -307,6 +314,22 @@ _CONSUMER = {
                   "posted-write order", "classic: fence between reply data and ready word",
                   "calibration consumers.<name>.fence_ns"),
     "poll_phase_ps": P("ps", "drawn from the run's seed unless given", "first poll instant (0 <= phase < period)"),
+    "preprocess_ps_per_measurement": P("ps", f"assumption: 0 (requests carry detectors); {NVQLINK}: detector "
+                                       "formation on the receiving GPU", "host pre-processing per raw measurement "
+                                       "(payload bit) before the function: detector formation",
+                                       "calibration consumers.<name>.preprocess_ns_per_measurement"),
+}
+_PLACEMENT = {
+    "poll": P("", f"{NVQLINK}: NVLink-C2C placements", "local (the queue in the device's own memory) or c2c (in the "
+              "other chip's memory: each poll that sees a request costs the host's c2c.coherence_miss_ns)",
+              "calibration consumers.<name>.poll"),
+}
+_HANDOFF = {
+    "to": P("", f"{NVQLINK}: NIC -> GPU -> Grace CPU", "the consumer of the set that serves the request (runs the "
+            "function) after the receiving device hands it over through a device queue in its memory",
+            "calibration consumers.<name>.handoff.to"),
+    "link": P("", f"{NVQLINK}", "c2c (the host's NVLink-C2C) or pcie (the host's PCIe path into host memory)",
+              "calibration consumers.<name>.handoff.link"),
 }
 _HOSTING = {
     "general_path_ps": P("ps", FIT_HOSTING, "runtime's general path for a user function on a GPU (dispatch by id)",
@@ -345,11 +368,14 @@ declare(NodeKind(
     "posts the reply into the card's reply queue; one serving thread per node serves its queues first come "
     "first served. Hosting modes (twin decode) set how the function is hosted.",
     params=_fields(CONSUMER, _CONSUMER) + _fields(HOSTED, _HOSTED, "hosting.", partial=True)
-    + _fields(HOSTING, _HOSTING, "hosting."),
+    + _fields(HOSTING, _HOSTING, "hosting.") + _fields(CONSUMER_MODEL, _PLACEMENT, "placement.", partial=True)
+    + _fields(HANDOFF, _HANDOFF, "handoff."),
     ports=(Port("requests", "memory", "the request queue, in the consumer's memory (host memory for a CPU, "
                 "device memory for a GPU or FPGA): slots x slot_bytes; the card posts requests here"),
            Port("reply", "out", "posted-write path into the card's reply queue (classic: data, fence, ready word; "
-                "per_piece: one burst)")),
+                "per_piece: one burst)"),
+           Port("handoff", "out", "two-stage consumer: posted-write path into the hand-off queue in the serving "
+                "device's memory (c2c or pcie); the serving device polls it and replies on reply")),
     stats=(Stat("served", "", "requests served (this queue)"),
            Stat("consumer_polls", "", "polls of the request queue (poller.polls)"),
            Stat("poller.hits", "", "polls that found a request"),
@@ -368,7 +394,14 @@ declare(NodeKind(
            Stat("stage.poll", "ps", "per round: request landed -> the poll that saw it"),
            Stat("stage.queue", "ps", "per round: waiting for the serving thread"),
            Stat("stage.service", "ps", "per round: read, function, compute"),
-           Stat("stage.fence", "ps", "per round: release fence before the publishing word")),
+           Stat("stage.fence", "ps", "per round: release fence before the publishing word"),
+           Stat("handed_off", "", "two-stage consumer: requests handed to the serving device"),
+           Stat("hops.inner", "ps", "two-stage consumer: per round, the hand-off issued, landed, seen and taken "
+                "(h_issue, h_land, h_seen, h_start)"),
+           Stat("stage.preprocess", "ps", "two-stage: taken -> handed off (read, detector formation)"),
+           Stat("stage.handoff_write", "ps", "two-stage: the hand-off's posted writes, issue -> landed"),
+           Stat("stage.handoff_poll", "ps", "two-stage: landed -> the serving device's poll that saw it"),
+           Stat("stage.handoff_queue", "ps", "two-stage: waiting for the serving device's thread")),
 ))
 
 # -- the RoCE route's NIC and switch ------------------------------------------------------------------
@@ -489,5 +522,31 @@ declare(NodeKind(
             + _fields(ETHERNET, _CABLE, "ethernet.", partial=True)),
     ports=(Port("tx", "in", "RDMA WRITE messages from the sender's RDMA engine"),
            Port("rx", "out", "messages complete in the target memory")),
+    stats=_LANE_STATS,
+))
+_C2C = {
+    "bytes_per_s": P("B/s", NV_C2C, "link rate of one direction (measured copies on a GH200: 375 GB/s host-to-device, "
+                     "297 GB/s device-to-host, HPCwire report of the KTH study, 2024)",
+                     "calibration hosts.<host>.c2c.rate"),
+    "latency_ps": P("ps", f"assumption: no published figure quoted ({NVQLINK})", "a store's one-way latency across "
+                    "the link", "calibration hosts.<host>.c2c.latency_ns"),
+    "coherence_miss_ps": P("ps", f"assumption: no published figure quoted ({NVQLINK})", "a load of a line the other "
+                           "chip wrote, served across the link: the cost of a c2c poll that sees a request",
+                           "calibration hosts.<host>.c2c.coherence_miss_ns"),
+    "line_bytes": P("B", "the 64-byte cache line", "coherence granule: writes serialise in whole lines"),
+}
+_C2C_JITTER = {
+    "jitter_ns": P("ns", "assumption: 0", "scale of the exponential extra delay of each write across the link",
+                   "calibration hosts.<host>.c2c.jitter_ns"),
+}
+
+declare(NodeKind(
+    "c2c", "NVLink-C2C between the CPU and the GPU of a superchip (Grace Hopper, Grace Blackwell): hardware-coherent "
+    "loads and stores of the other chip's memory. Writes (a two-stage consumer's hand-off) serialise in cache lines at "
+    "the link's rate and land after its latency; a poll of a line the other chip wrote costs a coherence miss. In a "
+    "scenario it joins the two consumer nodes of one superchip.", role="link",
+    params=_fields(C2C, _C2C) + _fields(C2C_MODEL, _C2C_JITTER, "c2c.", partial=True),
+    ports=(Port("tx", "in", "stores from the writing chip"),
+           Port("rx", "out", "writes landing in the other chip's memory, in order; coherent loads across it")),
     stats=_LANE_STATS,
 ))

@@ -61,6 +61,12 @@ def print_decode(study: DecodeStudy, console) -> None:
         lo, hi = s["ci"]["loop"]
         console.print(f"{_label(s)}: LER in the loop {s['ler']['loop']:.2e} [{lo:.1e}, {hi:.1e}], decoded directly "
                       f"{s['ler']['direct']:.2e}")
+    from twin.output.budget import print_budget_table
+    print_budget_table([(_label(s), s) for s in doc["placements"]], console, "placement")
+    if any(s.get("budget") for s in doc["placements"]):
+        console.print("the stages run from the request entering the card (the controller) to the card having the "
+                      "correction; shares are of that round trip; the reaction time adds the syndrome's way to the "
+                      "card (none when the controller issues the request itself)")
     pm = doc["stim_pymatching"]
     if pm["logical_errors"] is not None:
         console.print(f"stim+PyMatching direct on the same shots: {pm['logical_errors']} logical errors, "

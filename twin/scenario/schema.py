@@ -35,7 +35,8 @@ Schema (keys; all optional keys show their default)::
                        host: 127.0.0.1, port: 0, device: 0, fault: null | {kind, round}}}]
                                                  # bridge: model live only (hw_bridge)
     faults: ... host_freeze: [{at: "50 us", duration: "20 us"}]   # CPU consumers stop; live shm: SIGSTOP
-    links:  [{from, to, kind: on_card | aurora | pcie | ethernet}]
+    links:  [{from, to, kind: on_card | aurora | pcie | ethernet | c2c}]   # c2c: NVLink-C2C between the two
+                                                 # chips of a superchip (two consumer nodes of one host)
     qblox:  null | a Qblox Cluster as the generator (twin.devices.qblox; replaces traffic)
     flows:  [] | a mesh: [{from, function, via, rounds, traffic: <as traffic above>}] (twin.mesh); faults
               and deadline apply to every flow
@@ -374,7 +375,7 @@ class Link(_Strict):
 
     a: str = Field(alias="from")
     b: str = Field(alias="to")
-    kind: Literal["on_card", "aurora", "pcie", "ethernet"]
+    kind: Literal["on_card", "aurora", "pcie", "ethernet", "c2c"]
 
 
 class Flow(_Strict):
