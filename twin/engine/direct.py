@@ -114,7 +114,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
         except native.CoreUnavailable as e:
             why = str(e)
         if why is not None:
-            _note_fallback(why)
+            native.note_fallback(f"loop {spec.name!r}: direct engine in Python: {why}")
     out = loop(spec, req, rep, req_sizes, rep_sizes, enc.per_piece, phase, body, fence, clock, g, extra_ps,
                progress, chunk_rounds)
     stopped = out[-1]
@@ -136,17 +136,6 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
 COMPILED = True
 """Whether the direct engine runs its rounds in the compiled core when it can (tests and the
 benchmarks set it False for the Python recurrence, the reference)."""
-
-_NOTED: set[str] = set()
-
-
-def _note_fallback(why: str) -> None:
-    """Say once, in verbose output (the ``twin.engine`` logger at INFO), why the Python recurrence runs."""
-    if why not in _NOTED:
-        _NOTED.add(why)
-        import logging
-        logging.getLogger("twin.engine").info("direct engine in Python: %s", why)
-
 
 def _slot_busy(spec: LoopSpec, i: int) -> DirectNotApplicable:
     return DirectNotApplicable(f"loop {spec.name!r}: round {i + 1} waits for a free slot")

@@ -52,9 +52,14 @@ _P = ctypes.POINTER(ctypes.c_int64)
 def _declare(lib: ctypes.CDLL) -> None:
     lib.twin_direct_run.restype = ctypes.c_int64
     lib.twin_direct_run.argtypes = [_P, _P, ctypes.c_int64, *([_P] * 14)]
-    if hasattr(lib, "twin_event_run"):
-        lib.twin_event_run.restype = ctypes.c_int64
-        lib.twin_event_run.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+    lib.twin_event_new.restype = ctypes.c_void_p
+    lib.twin_event_new.argtypes = [ctypes.c_int64, _P, _P, ctypes.c_int64, _P, _P, ctypes.c_int64, ctypes.c_int64]
+    lib.twin_event_run.restype = ctypes.c_int64
+    lib.twin_event_run.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+    lib.twin_event_stats.restype = None
+    lib.twin_event_stats.argtypes = [ctypes.c_void_p, _P]
+    lib.twin_event_free.restype = None
+    lib.twin_event_free.argtypes = [ctypes.c_void_p]
 
 
 def core() -> ctypes.CDLL:
@@ -100,3 +105,15 @@ def ptr(a: np.ndarray):
     """A ctypes int64 pointer to ``a`` (C-contiguous int64; kept alive by the caller)."""
     assert a.dtype == np.int64 and a.flags.c_contiguous
     return a.ctypes.data_as(_P)
+
+
+_NOTED: set[str] = set()
+
+
+def note_fallback(why: str) -> None:
+    """Say once per reason, in verbose output (the ``twin.engine`` logger at INFO), why a run is on
+    the Python engines instead of the compiled core."""
+    if why not in _NOTED:
+        _NOTED.add(why)
+        import logging
+        logging.getLogger("twin.engine").info(why)

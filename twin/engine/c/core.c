@@ -259,6 +259,636 @@ int64_t twin_direct_run(const int64_t *p, int64_t *st, int64_t end, int64_t *hea
     return rc;
 }
 
+/* ---- SHA-256 (FIPS 180-4): the card's digest over every reply it reads --------------------------- */
+#include <stdlib.h>
+
+typedef struct { uint32_t h[8]; uint8_t buf[64]; uint64_t len; uint32_t used; } sha256_t;
+
+static const uint32_t SHA_K[64] = {
+    0x428a2f98u,0x71374491u,0xb5c0fbcfu,0xe9b5dba5u,0x3956c25bu,0x59f111f1u,0x923f82a4u,0xab1c5ed5u,
+    0xd807aa98u,0x12835b01u,0x243185beu,0x550c7dc3u,0x72be5d74u,0x80deb1feu,0x9bdc06a7u,0xc19bf174u,
+    0xe49b69c1u,0xefbe4786u,0x0fc19dc6u,0x240ca1ccu,0x2de92c6fu,0x4a7484aau,0x5cb0a9dcu,0x76f988dau,
+    0x983e5152u,0xa831c66du,0xb00327c8u,0xbf597fc7u,0xc6e00bf3u,0xd5a79147u,0x06ca6351u,0x14292967u,
+    0x27b70a85u,0x2e1b2138u,0x4d2c6dfcu,0x53380d13u,0x650a7354u,0x766a0abbu,0x81c2c92eu,0x92722c85u,
+    0xa2bfe8a1u,0xa81a664bu,0xc24b8b70u,0xc76c51a3u,0xd192e819u,0xd6990624u,0xf40e3585u,0x106aa070u,
+    0x19a4c116u,0x1e376c08u,0x2748774cu,0x34b0bcb5u,0x391c0cb3u,0x4ed8aa4au,0x5b9cca4fu,0x682e6ff3u,
+    0x748f82eeu,0x78a5636fu,0x84c87814u,0x8cc70208u,0x90befffau,0xa4506cebu,0xbef9a3f7u,0xc67178f2u};
+
+static void sha_init(sha256_t *c)
+{
+    static const uint32_t H0[8] = {0x6a09e667u,0xbb67ae85u,0x3c6ef372u,0xa54ff53au,
+                                   0x510e527fu,0x9b05688cu,0x1f83d9abu,0x5be0cd19u};
+    memcpy(c->h, H0, sizeof H0);
+    c->len = 0;
+    c->used = 0;
+}
+
+#define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+static void sha_block(sha256_t *c, const uint8_t *b)
+{
+    uint32_t w[64], a, bb, cc, d, e, f, g, h;
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)b[4 * i] << 24 | (uint32_t)b[4 * i + 1] << 16 | (uint32_t)b[4 * i + 2] << 8 | b[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    a = c->h[0]; bb = c->h[1]; cc = c->h[2]; d = c->h[3]; e = c->h[4]; f = c->h[5]; g = c->h[6]; h = c->h[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = h + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) + ((e & f) ^ (~e & g)) + SHA_K[i] + w[i];
+        uint32_t t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) + ((a & bb) ^ (a & cc) ^ (bb & cc));
+        h = g; g = f; f = e; e = d + t1; d = cc; cc = bb; bb = a; a = t1 + t2;
+    }
+    c->h[0] += a; c->h[1] += bb; c->h[2] += cc; c->h[3] += d; c->h[4] += e; c->h[5] += f; c->h[6] += g; c->h[7] += h;
+}
+
+static void sha_update(sha256_t *c, const uint8_t *p, uint64_t n)
+{
+    c->len += n;
+    while (n) {
+        uint32_t take = 64 - c->used;
+        if (take > n)
+            take = (uint32_t)n;
+        memcpy(c->buf + c->used, p, take);
+        c->used += take;
+        p += take;
+        n -= take;
+        if (c->used == 64) {
+            sha_block(c, c->buf);
+            c->used = 0;
+        }
+    }
+}
+
+static void sha_final(const sha256_t *in, uint8_t out[32])
+{
+    sha256_t c = *in;
+    uint64_t bits = c.len * 8;
+    uint8_t pad = 0x80, z = 0, lenb[8];
+    sha_update(&c, &pad, 1);
+    while (c.used != 56)
+        sha_update(&c, &z, 1);
+    for (int i = 0; i < 8; i++)
+        lenb[i] = (uint8_t)(bits >> (56 - 8 * i));
+    sha_update(&c, lenb, 8);
+    for (int i = 0; i < 8; i++) {
+        out[4 * i] = (uint8_t)(c.h[i] >> 24);
+        out[4 * i + 1] = (uint8_t)(c.h[i] >> 16);
+        out[4 * i + 2] = (uint8_t)(c.h[i] >> 8);
+        out[4 * i + 3] = (uint8_t)c.h[i];
+    }
+}
+
+/* ---- the event core: twin/engine/event.py's run_topology for the sim models ---------------------
+
+   One timeline of events keyed (instant, order scheduled): a binary heap, so a flow that does not
+   interact with the others costs the same per round whatever the mesh size. Every event of the
+   simpy reference is one event here, scheduled at the same instant in the same order (so
+   "events" counts alike and equal instants break ties alike): a send, the card taking a request
+   (bridge), the engine's posted writes, every landing (bytes copied into the destination region,
+   its poller told), a poller's hit (poll instant + cost), the consumer posting its reply, re-arming,
+   the card reading a reply out (checked byte for byte against the echo's reference, hashed), the
+   reply back at the generator. Nodes: the sim consumer (one serving thread per node shared by its
+   queues, first come first served), the sim link card (bridge shared by its queue pairs, slots,
+   backlog in order, in-order reply poller), lanes shared by the flows over one link direction.
+   What it does not compute, twin/engine/features.py refuses before it runs. */
+
+typedef struct { int64_t period, phase, cost, armed, pending, armed_at, polls, hits, seq; } poller_t;
+
+enum {
+    FP_N, FP_SLOTS, FP_SLOT_BYTES, FP_FRAME, FP_PER_PIECE, FP_CLOSED, FP_IN_FLIGHT, FP_PERIOD_CYCLES, FP_GAP,
+    FP_HAS_GAPS, FP_SYN_BITS, FP_SALT, FP_FUNCTION, FP_CLK_PERIOD, FP_CLK_PPB, FP_CLK_PHASE, FP_POLL, FP_PHASE,
+    FP_COST, FP_BODY, FP_FENCE, FP_THREAD, FP_CARD_CLK, FP_BRIDGE_PS, FP_LAND_PS, FP_READ, FP_REPLY_SEND,
+    FP_CARD_POLL, FP_BRIDGE, FP_LREQ, FP_LREP, FP_LUP, FP_LDOWN, FP_REQ_SER0, FP_REQ_SER1, FP_REQ_TAIL0,
+    FP_REQ_TAIL1, FP_REP_SER0, FP_REP_SER1, FP_REP_TAIL0, FP_REP_TAIL1, FP_UP_SER, FP_UP_TAIL, FP_DOWN_SER,
+    FP_DOWN_TAIL, FP_COUNT
+};
+enum {
+    FO_T_SEND, FO_T_IN, FO_T_HAVE, FO_T_BACK, FO_ISSUE, FO_LAND, FO_SEEN, FO_START, FO_REPLY, FO_PUBLISH, FO_RLAND,
+    FO_SLOT_WAIT, FO_OK, FO_GAPS, FO_COUNT
+};
+enum { FS_MISMATCHES, FS_BACKLOG_MAX, FS_CPOLLS, FS_KPOLLS, FS_CORRUPTED, FS_SENT, FS_RECEIVED, FS_ISSUED, FS_D0, FS_D1,
+       FS_D2, FS_D3, FS_COUNT };
+
+typedef struct {
+    const int64_t *p;
+    int64_t *o[FO_COUNT];
+    clk_t clock;
+    uint8_t *reqmem, *repmem, *cstage, *pstage;
+    int64_t sent, received, scheduled;              /* generator */
+    int64_t submitted, issued, read, watching, backlog_max, mismatches, corrupted; /* card */
+    int64_t next_seq;                                 /* consumer */
+    int64_t *ready_at, *tin;
+    poller_t cpoll, kpoll;
+    sha256_t digest;
+} flow_t;
+
+typedef struct { int64_t free, served, busy; } thread_t;
+
+typedef struct { int64_t t, eid; int32_t type, flow; int64_t a, b; } ev_t;
+
+enum { E_SEND_NEXT, E_SEND_OPEN, E_SUBMIT, E_WRITE, E_LAND_REQ, E_LAND_REP, E_CFIRE, E_KFIRE, E_HAVE, E_POST, E_ARM,
+       E_BACK };
+
+typedef struct {
+    int64_t nflows, nlanes, nthreads, nbridges;
+    flow_t *f;
+    lane_t *lanes;
+    const int64_t **ljit;
+    int64_t *ljit_i, *lbytes;
+    thread_t *threads;
+    int64_t *bridges;
+    ev_t *heap;
+    int64_t hn, hcap, eid, now, events, counter;
+} world_t;
+
+static inline int ev_less(const ev_t *a, const ev_t *b) { return a->t < b->t || (a->t == b->t && a->eid < b->eid); }
+
+static void push(world_t *w, int64_t t, int type, int64_t flow, int64_t a, int64_t b)
+{
+    if (w->hn == w->hcap) {
+        w->hcap *= 2;
+        w->heap = realloc(w->heap, (size_t)w->hcap * sizeof(ev_t));
+    }
+    ev_t e = {t, w->eid++, type, (int32_t)flow, a, b};
+    ev_t *h = w->heap;
+    int64_t i = w->hn++;
+    while (i > 0) {
+        int64_t up = (i - 1) >> 1;
+        if (!ev_less(&e, &h[up]))
+            break;
+        h[i] = h[up];
+        i = up;
+    }
+    h[i] = e;
+    w->events++;
+}
+
+static ev_t pop(world_t *w)
+{
+    ev_t *h = w->heap, top = h[0], last = h[--w->hn];
+    int64_t i = 0, n = w->hn;
+    for (;;) {
+        int64_t l = 2 * i + 1;
+        if (l >= n)
+            break;
+        if (l + 1 < n && ev_less(&h[l + 1], &h[l]))
+            l++;
+        if (!ev_less(&h[l], &last))
+            break;
+        h[i] = h[l];
+        i = l;
+    }
+    if (n)
+        h[i] = last;
+    return top;
+}
+
+static inline int64_t plan_lane(world_t *w, int64_t lane, int64_t t, int64_t ser, int64_t tail, int64_t nbytes)
+{
+    const int64_t *j = w->ljit[lane];
+    int64_t jit = j ? j[w->ljit_i[lane]++] : 0;
+    w->lbytes[lane] += nbytes;
+    return lane_plan(&w->lanes[lane], t, ser, tail, jit);
+}
+
+static inline uint32_t rd32(const uint8_t *b) { uint32_t v; memcpy(&v, b, 4); return v; }
+static inline uint16_t rd16(const uint8_t *b) { uint16_t v; memcpy(&v, b, 2); return v; }
+static inline void wr32(uint8_t *b, uint32_t v) { memcpy(b, &v, 4); }
+static inline void wr16(uint8_t *b, uint16_t v) { memcpy(b, &v, 2); }
+
+static inline int64_t slot_base(const flow_t *f, int64_t seq) { return ((seq - 1) % f->p[FP_SLOTS]) * f->p[FP_SLOT_BYTES]; }
+
+/* twin.exchange.encoding.Encoding.ready: the message seq is complete in the slot at base */
+static int msg_ready(const flow_t *f, const uint8_t *mem, int64_t base, int64_t seq)
+{
+    if (rd32(mem + base) != (uint32_t)seq)
+        return 0;
+    if (!f->p[FP_PER_PIECE])
+        return 1;
+    int64_t len = rd16(mem + base + 6), k = 1 + (len + 11) / 12;
+    if (k * 16 > f->p[FP_SLOT_BYTES])
+        return 0;
+    for (int64_t i = 1; i < k; i++)
+        if (rd32(mem + base + 16 * i) != (uint32_t)seq)
+            return 0;
+    return 1;
+}
+
+/* twin.devices.generator.payload_for: the mixed counter word of round seq, repeated (syndrome bits kept) */
+static void payload_for(const flow_t *f, int64_t seq, uint8_t *out)
+{
+    const int64_t n = f->p[FP_FRAME], bits = f->p[FP_SYN_BITS];
+    uint64_t word = (uint64_t)seq * 0x9E3779B97F4A7C15ull ^ (uint64_t)f->p[FP_SALT];
+    for (int64_t i = 0; i < n; i++)
+        out[i] = (uint8_t)(word >> (8 * (i % 8)));
+    if (bits) {
+        int64_t full = bits / 8, rest = bits % 8;
+        if (full < n) {
+            out[full] &= (uint8_t)((1u << rest) - 1u);
+            memset(out + full + 1, 0, (size_t)(n - full - 1));
+        }
+    }
+}
+
+/* twin.exchange.encoding.Encoding.writes: the slot image of message seq at stage + base; the writes are
+   classic [4, 16 + len) then [0, 4); per-piece [0, 16 * pieces) */
+static void encode(const flow_t *f, uint8_t *stage, int64_t base, int64_t seq, const uint8_t *payload, int64_t len,
+                   int64_t function, int64_t flags)
+{
+    uint8_t *s = stage + base;
+    wr32(s, (uint32_t)seq);
+    wr16(s + 4, (uint16_t)function);
+    wr16(s + 6, (uint16_t)len);
+    wr32(s + 8, (uint32_t)flags);
+    wr32(s + 12, 0);
+    if (!f->p[FP_PER_PIECE]) {
+        memcpy(s + 16, payload, (size_t)len);
+        return;
+    }
+    for (int64_t i = 0, k = 1; i < len; i += 12, k++) {
+        int64_t take = len - i < 12 ? len - i : 12;
+        wr32(s + 16 * k, (uint32_t)seq);
+        memcpy(s + 16 * k + 4, payload + i, (size_t)take);
+        memset(s + 16 * k + 4 + take, 0, (size_t)(12 - take));
+    }
+}
+
+/* twin.exchange.encoding.Encoding.payload: the payload of the slot at base (its length from the header) */
+static int64_t decode(const flow_t *f, const uint8_t *mem, int64_t base, uint8_t *out)
+{
+    int64_t len = rd16(mem + base + 6);
+    if (!f->p[FP_PER_PIECE]) {
+        memcpy(out, mem + base + 16, (size_t)len);
+        return len;
+    }
+    for (int64_t i = 0, k = 1; i < len; i += 12, k++)
+        memcpy(out + i, mem + base + 16 * k + 4, (size_t)(len - i < 12 ? len - i : 12));
+    return len;
+}
+
+static inline int64_t first_poll(const poller_t *q, int64_t t) { return ceil_grid(t, q->period, q->phase); }
+
+static void poller_schedule(world_t *w, poller_t *q, int type, int64_t flow)
+{
+    q->pending = 1;
+    int64_t t_poll = first_poll(q, w->now);
+    q->polls += (t_poll - q->armed_at) / q->period + 1;
+    push(w, t_poll + q->cost, type, flow, 0, 0);
+}
+
+static void poller_arm(world_t *w, poller_t *q, int type, int64_t flow, const uint8_t *mem, int64_t seq)
+{
+    flow_t *f = &w->f[flow];
+    q->armed = 1;
+    q->seq = seq;
+    q->armed_at = first_poll(q, w->now);
+    if (msg_ready(f, mem, slot_base(f, seq), seq))
+        poller_schedule(w, q, type, flow);
+}
+
+static void poller_landed(world_t *w, poller_t *q, int type, int64_t flow, const uint8_t *mem)
+{
+    flow_t *f = &w->f[flow];
+    if (q->armed && !q->pending && msg_ready(f, mem, slot_base(f, q->seq), q->seq))
+        poller_schedule(w, q, type, flow);
+}
+
+static void card_watch(world_t *w, int64_t fi)
+{
+    flow_t *f = &w->f[fi];
+    f->watching = 1;
+    poller_arm(w, &f->kpoll, E_KFIRE, fi, f->repmem, f->read + 1);
+}
+
+static void card_issue(world_t *w, int64_t fi, int64_t seq)
+{
+    flow_t *f = &w->f[fi];
+    f->issued = seq;
+    int64_t ready = f->ready_at[seq - 1];
+    int64_t t_issue = w->now > ready ? w->now : ready;
+    f->o[FO_SLOT_WAIT][seq - 1] = t_issue - ready;
+    push(w, t_issue, E_WRITE, fi, seq, 0);
+    if (!f->watching)
+        card_watch(w, fi);
+}
+
+static void send_next(world_t *w, int64_t fi)
+{
+    flow_t *f = &w->f[fi];
+    const int64_t *p = f->p;
+    int64_t seq = ++f->sent;
+    f->o[FO_T_SEND][seq - 1] = w->now;
+    int64_t arrive = w->now;
+    if (p[FP_LUP] >= 0)
+        arrive = plan_lane(w, p[FP_LUP], w->now, p[FP_UP_SER], p[FP_UP_TAIL], p[FP_FRAME]);
+    push(w, ceil_grid(arrive, p[FP_CARD_CLK], 0), E_SUBMIT, fi, seq, 0);
+}
+
+static void step(world_t *w, uint8_t *scratch)
+{
+    ev_t e = pop(w);
+    w->now = e.t;
+    flow_t *f = &w->f[e.flow];
+    const int64_t *p = f->p;
+    const int64_t fi = e.flow;
+    switch (e.type) {
+    case E_SEND_NEXT:
+        send_next(w, fi);
+        break;
+    case E_SEND_OPEN: {
+        send_next(w, fi);
+        if (f->sent < p[FP_N]) {
+            int64_t j = e.a;
+            int64_t t = p[FP_HAS_GAPS] ? clk_at_or_after(&f->clock, w->now + f->o[FO_GAPS][j])
+                                       : clk_edge(&f->clock, (j + 1) * p[FP_PERIOD_CYCLES]);
+            push(w, t, E_SEND_OPEN, fi, j + 1, 0);
+        }
+        break;
+    }
+    case E_SUBMIT: { /* LinkCard.submit: the bridge (shared by the card's queue pairs), then issue or backlog */
+        int64_t seq = e.a, *bfree = &w->bridges[p[FP_BRIDGE]];
+        *bfree = (w->now > *bfree ? w->now : *bfree) + p[FP_BRIDGE_PS];
+        f->ready_at[seq - 1] = *bfree + p[FP_LAND_PS];
+        f->tin[seq - 1] = w->now;
+        int64_t backlog = f->submitted - f->issued;
+        f->submitted = seq;
+        if (backlog == 0 && f->issued - f->read < p[FP_SLOTS]) {
+            card_issue(w, fi, seq);
+        } else if (backlog + 1 > f->backlog_max) {
+            f->backlog_max = backlog + 1;
+        }
+        break;
+    }
+    case E_WRITE: { /* the engine's posted writes of request seq into the consumer's request queue */
+        int64_t seq = e.a, base = slot_base(f, seq), land;
+        payload_for(f, seq, scratch);
+        encode(f, f->cstage, base, seq, scratch, p[FP_FRAME], p[FP_FUNCTION], 0);
+        if (p[FP_PER_PIECE]) {
+            int64_t len = 16 * (1 + (p[FP_FRAME] + 11) / 12);
+            land = plan_lane(w, p[FP_LREQ], w->now, p[FP_REQ_SER0], p[FP_REQ_TAIL0], len);
+            push(w, land, E_LAND_REQ, fi, base, len);
+        } else {
+            land = plan_lane(w, p[FP_LREQ], w->now, p[FP_REQ_SER0], p[FP_REQ_TAIL0], 12 + p[FP_FRAME]);
+            push(w, land, E_LAND_REQ, fi, base + 4, 12 + p[FP_FRAME]);
+            land = plan_lane(w, p[FP_LREQ], w->now, p[FP_REQ_SER1], p[FP_REQ_TAIL1], 4);
+            push(w, land, E_LAND_REQ, fi, base, 4);
+        }
+        f->o[FO_ISSUE][seq - 1] = w->now;
+        f->o[FO_LAND][seq - 1] = land;
+        break;
+    }
+    case E_LAND_REQ:
+        memcpy(f->reqmem + e.a, f->cstage + e.a, (size_t)e.b);
+        poller_landed(w, &f->cpoll, E_CFIRE, fi, f->reqmem);
+        break;
+    case E_LAND_REP:
+        memcpy(f->repmem + e.a, f->pstage + e.a, (size_t)e.b);
+        poller_landed(w, &f->kpoll, E_KFIRE, fi, f->repmem);
+        break;
+    case E_CFIRE: { /* PollingConsumer._take and _seen: the thread takes it now or after its current request */
+        poller_t *q = &f->cpoll;
+        int64_t seq = q->seq, base = slot_base(f, seq);
+        q->armed = q->pending = 0;
+        q->hits++;
+        thread_t *th = &w->threads[p[FP_THREAD]];
+        int64_t t = w->now, cost = p[FP_COST];
+        int64_t at = th->free <= t - cost ? t : first_poll(q, th->free) + cost;
+        int64_t land = f->o[FO_LAND][seq - 1], seen = first_poll(q, land) + cost;
+        f->o[FO_SEEN][seq - 1] = land < 0 ? t : (seen < t ? seen : t);
+        f->o[FO_START][seq - 1] = at;
+        int64_t t2 = at + p[FP_BODY];
+        const uint8_t *rq = f->reqmem + base;
+        int64_t function = rd16(rq + 4);
+        int64_t len = decode(f, f->reqmem, base, scratch); /* the echo: the reply is the request's payload */
+        encode(f, f->pstage, base, seq, scratch, len, function, 0);
+        int64_t fence = p[FP_PER_PIECE] ? 0 : p[FP_FENCE];
+        if (p[FP_PER_PIECE]) {
+            push(w, t2, E_POST, fi, seq, 0);
+        } else {
+            push(w, t2, E_POST, fi, seq, 1);
+            push(w, t2 + fence, E_POST, fi, seq, 2);
+        }
+        int64_t t_free = t2 + fence;
+        th->busy += t_free - at + cost;
+        th->free = t_free;
+        th->served++;
+        f->o[FO_REPLY][seq - 1] = t2;
+        f->o[FO_PUBLISH][seq - 1] = t2 + fence;
+        f->next_seq = seq + 1;
+        push(w, t_free > w->now ? t_free : w->now, E_ARM, fi, 0, 0);
+        break;
+    }
+    case E_POST: { /* the consumer's reply writes: per-piece one burst; classic data, then the ready word */
+        int64_t seq = e.a, base = slot_base(f, seq), len = rd16(f->pstage + base + 6), land;
+        if (e.b == 0) {
+            int64_t n = 16 * (1 + (len + 11) / 12);
+            land = plan_lane(w, p[FP_LREP], w->now, p[FP_REP_SER0], p[FP_REP_TAIL0], n);
+            push(w, land, E_LAND_REP, fi, base, n);
+        } else if (e.b == 1) {
+            land = plan_lane(w, p[FP_LREP], w->now, p[FP_REP_SER0], p[FP_REP_TAIL0], 12 + len);
+            push(w, land, E_LAND_REP, fi, base + 4, 12 + len);
+        } else {
+            land = plan_lane(w, p[FP_LREP], w->now, p[FP_REP_SER1], p[FP_REP_TAIL1], 4);
+            push(w, land, E_LAND_REP, fi, base, 4);
+        }
+        f->o[FO_RLAND][seq - 1] = land;
+        break;
+    }
+    case E_ARM:
+        poller_arm(w, &f->cpoll, E_CFIRE, fi, f->reqmem, f->next_seq);
+        break;
+    case E_KFIRE: {
+        poller_t *q = &f->kpoll;
+        q->armed = q->pending = 0;
+        q->hits++;
+        push(w, w->now + p[FP_READ], E_HAVE, fi, q->seq, 0);
+        break;
+    }
+    case E_HAVE: { /* LinkCard._have: read the reply out, check it against the echo's reference, free the slot */
+        int64_t seq = e.a, base = slot_base(f, seq);
+        uint8_t *got = scratch, *want = scratch + 65536;
+        int64_t len = decode(f, f->repmem, base, got);
+        uint32_t hseq = rd32(f->repmem + base), flags = rd32(f->repmem + base + 8);
+        payload_for(f, seq, want);
+        int ok = len == p[FP_FRAME] && flags == 0 && memcmp(got, want, (size_t)len) == 0;
+        uint8_t hdr[8];
+        wr32(hdr, hseq);
+        wr32(hdr + 4, flags);
+        sha_update(&f->digest, hdr, 8);
+        sha_update(&f->digest, got, (uint64_t)len);
+        f->read = seq;
+        if (!ok) {
+            f->mismatches++;
+            uint8_t *sent = scratch + 2 * 65536;
+            int64_t n = decode(f, f->reqmem, base, sent);
+            if (n != p[FP_FRAME] || memcmp(sent, want, (size_t)n) != 0)
+                f->corrupted++;
+        }
+        f->watching = 0;
+        while (f->submitted > f->issued && f->issued - f->read < p[FP_SLOTS])
+            card_issue(w, fi, f->issued + 1);
+        if (f->issued > f->read && !f->watching)
+            card_watch(w, fi);
+        /* on_reply: the reply goes back towards the generator */
+        f->o[FO_T_IN][seq - 1] = f->tin[seq - 1];
+        f->o[FO_T_HAVE][seq - 1] = w->now;
+        f->o[FO_OK][seq - 1] = ok;
+        int64_t back = w->now;
+        if (p[FP_LDOWN] >= 0)
+            back = plan_lane(w, p[FP_LDOWN], w->now + p[FP_REPLY_SEND], p[FP_DOWN_SER], p[FP_DOWN_TAIL], p[FP_FRAME]);
+        f->o[FO_T_BACK][seq - 1] = back;
+        push(w, back, E_BACK, fi, seq, 0);
+        break;
+    }
+    case E_BACK: /* TrafficGenerator.reply: closed loop, the reply sends the next request after its gap */
+        w->counter++;
+        f->received++;
+        if (p[FP_CLOSED] && f->scheduled < p[FP_N]) {
+            int64_t gap = p[FP_HAS_GAPS] ? f->o[FO_GAPS][f->scheduled - 1] : p[FP_GAP];
+            f->scheduled++;
+            push(w, clk_at_or_after(&f->clock, w->now + gap), E_SEND_NEXT, fi, 0, 0);
+        }
+        break;
+    }
+}
+
+/* A timeline of nflows flows. fp: nflows * FP_COUNT parameters; fo: nflows * FO_COUNT addresses of int64
+   arrays (FO_GAPS may be 0); lp: nlanes * 1 latencies; lj: nlanes addresses of the lanes' jitter draws
+   (0: none); nthreads serving threads, nbridges card bridges. The consumers arm, then the generators
+   start, in flow order, as run_topology does. Returns NULL when out of memory. */
+void *twin_event_new(int64_t nflows, const int64_t *fp, const int64_t *fo, int64_t nlanes, const int64_t *lp,
+                     const int64_t *lj, int64_t nthreads, int64_t nbridges)
+{
+    world_t *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->nflows = nflows;
+    w->nlanes = nlanes;
+    w->nthreads = nthreads;
+    w->nbridges = nbridges;
+    w->f = calloc((size_t)nflows, sizeof(flow_t));
+    w->lanes = calloc((size_t)(nlanes + 1), sizeof(lane_t));
+    w->ljit = calloc((size_t)(nlanes + 1), sizeof(int64_t *));
+    w->ljit_i = calloc((size_t)(nlanes + 1), sizeof(int64_t));
+    w->lbytes = calloc((size_t)(nlanes + 1), sizeof(int64_t));
+    w->threads = calloc((size_t)(nthreads + 1), sizeof(thread_t));
+    w->bridges = calloc((size_t)(nbridges + 1), sizeof(int64_t));
+    w->hcap = 1024;
+    w->heap = malloc((size_t)w->hcap * sizeof(ev_t));
+    for (int64_t l = 0; l < nlanes; l++) {
+        w->lanes[l].lat = lp[l];
+        w->ljit[l] = (const int64_t *)(intptr_t)lj[l];
+    }
+    for (int64_t i = 0; i < nflows; i++) {
+        flow_t *f = &w->f[i];
+        const int64_t *p = fp + i * FP_COUNT;
+        f->p = p;
+        for (int k = 0; k < FO_COUNT; k++)
+            f->o[k] = (int64_t *)(intptr_t)fo[i * FO_COUNT + k];
+        f->clock = (clk_t){p[FP_CLK_PERIOD], p[FP_CLK_PPB], p[FP_CLK_PHASE]};
+        size_t bytes = (size_t)(p[FP_SLOTS] * p[FP_SLOT_BYTES]);
+        f->reqmem = calloc(bytes, 1);
+        f->repmem = calloc(bytes, 1);
+        f->cstage = calloc(bytes, 1);
+        f->pstage = calloc(bytes, 1);
+        f->ready_at = calloc((size_t)p[FP_N], sizeof(int64_t));
+        f->tin = calloc((size_t)p[FP_N], sizeof(int64_t));
+        f->cpoll = (poller_t){p[FP_POLL], p[FP_PHASE], p[FP_COST], 0, 0, 0, 0, 0, 0};
+        f->kpoll = (poller_t){p[FP_CARD_POLL], 0, 0, 0, 0, 0, 0, 0, 0};
+        f->next_seq = 1;
+        sha_init(&f->digest);
+        if (!f->reqmem || !f->repmem || !f->cstage || !f->pstage || !f->ready_at || !f->tin)
+            return NULL;
+    }
+    for (int64_t i = 0; i < nflows; i++) /* PollingConsumer.start */
+        poller_arm(w, &w->f[i].cpoll, E_CFIRE, i, w->f[i].reqmem, 1);
+    for (int64_t i = 0; i < nflows; i++) { /* TrafficGenerator.start */
+        flow_t *f = &w->f[i];
+        if (f->p[FP_CLOSED]) {
+            f->scheduled = f->p[FP_IN_FLIGHT] < f->p[FP_N] ? f->p[FP_IN_FLIGHT] : f->p[FP_N];
+            for (int64_t k = 0; k < f->scheduled; k++)
+                push(w, clk_edge(&f->clock, 0), E_SEND_NEXT, i, 0, 0);
+        } else {
+            push(w, clk_edge(&f->clock, 0), E_SEND_OPEN, i, 0, 0);
+        }
+    }
+    return w;
+}
+
+/* Process events until `target` replies are back at their generators (all flows). Returns the replies
+   back so far, or -1 when the timeline ran dry first. */
+int64_t twin_event_run(void *h, int64_t target)
+{
+    world_t *w = h;
+    static uint8_t scratch[3 * 65536];
+    while (w->counter < target) {
+        if (w->hn == 0)
+            return -1;
+        step(w, scratch);
+    }
+    return w->counter;
+}
+
+/* The counters: out[0..3) events, now, replies back; then per flow FS_COUNT (the digest's 32 bytes in
+   FS_D0..FS_D3), per lane (writes, bytes, busy, held), per thread (served, busy). */
+void twin_event_stats(void *h, int64_t *out)
+{
+    world_t *w = h;
+    out[0] = w->events;
+    out[1] = w->now;
+    out[2] = w->counter;
+    int64_t *o = out + 3;
+    for (int64_t i = 0; i < w->nflows; i++, o += FS_COUNT) {
+        flow_t *f = &w->f[i];
+        o[FS_MISMATCHES] = f->mismatches;
+        o[FS_BACKLOG_MAX] = f->backlog_max;
+        o[FS_CPOLLS] = f->cpoll.polls;
+        o[FS_KPOLLS] = f->kpoll.polls;
+        o[FS_CORRUPTED] = f->corrupted;
+        o[FS_SENT] = f->sent;
+        o[FS_RECEIVED] = f->received;
+        o[FS_ISSUED] = f->issued;
+        sha_final(&f->digest, (uint8_t *)(o + FS_D0));
+    }
+    for (int64_t l = 0; l < w->nlanes; l++, o += 4) {
+        o[0] = w->lanes[l].writes;
+        o[1] = w->lbytes[l];
+        o[2] = w->lanes[l].busy;
+        o[3] = w->lanes[l].held;
+    }
+    for (int64_t t = 0; t < w->nthreads; t++, o += 2) {
+        o[0] = w->threads[t].served;
+        o[1] = w->threads[t].busy;
+    }
+}
+
+void twin_event_free(void *h)
+{
+    world_t *w = h;
+    if (!w)
+        return;
+    for (int64_t i = 0; i < w->nflows; i++) {
+        flow_t *f = &w->f[i];
+        free(f->reqmem);
+        free(f->repmem);
+        free(f->cstage);
+        free(f->pstage);
+        free(f->ready_at);
+        free(f->tin);
+    }
+    free(w->f);
+    free(w->lanes);
+    free(w->ljit);
+    free(w->ljit_i);
+    free(w->lbytes);
+    free(w->threads);
+    free(w->bridges);
+    free(w->heap);
+    free(w);
+}
+
 #ifdef TWIN_CORE_PYMODULE
 /* An empty CPython module, so that setuptools builds this file at install time (setup.py);
    twin/engine/native.py loads the same shared object with ctypes. */
