@@ -35,7 +35,7 @@ def uncomputed(obj, where: str = "") -> list[str]:
     """The fields of dataclass ``obj`` (recursively, for the classes of :data:`COMPUTED`) that the
     compiled core does not compute and that differ from their defaults, as ``"path = value"``."""
     out = []
-    known = COMPUTED.get(type(obj).__name__)
+    known = _known(obj)
     if known is None or not dataclasses.is_dataclass(obj):
         return out
     for f in dataclasses.fields(obj):
@@ -46,9 +46,15 @@ def uncomputed(obj, where: str = "") -> list[str]:
                 f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)
             if default is dataclasses.MISSING or v != default:
                 out.append(f"{path} = {v!r}")
-        elif type(v).__name__ in COMPUTED:
+        elif _known(v) is not None:
             out.extend(uncomputed(v, path + "."))
     return out
+
+
+def _known(obj) -> set | None:
+    """The computed fields of ``obj``'s class: of the first class in its MRO named in :data:`COMPUTED`
+    (a subclass adding a field is still walked, and its new field is a reason)."""
+    return next((COMPUTED[c.__name__] for c in type(obj).__mro__ if c.__name__ in COMPUTED), None)
 
 
 def computes(kind: str, model: str) -> bool:
