@@ -40,8 +40,11 @@ FLOW_PARAMS = ("n", "slots", "slot_bytes", "frame", "per_piece", "closed", "in_f
                "down_tail")
 """A flow's parameters, in the order of core.c's ``FP_*``."""
 FLOW_OUTS = ("t_send", "t_in", "t_have", "t_back", "issue", "land", "seen", "start", "reply", "publish", "rland",
-             "slot_wait", "ok", "gaps")
-"""A flow's per-round arrays, in the order of core.c's ``FO_*``."""
+             "slot_wait", "ok")
+"""The columns of a flow's per-round rows, in the order of core.c's ``FO_*`` (its rows have
+:data:`STRIDE` int64, the rest the core's own)."""
+STRIDE = 16
+HOP_COLUMNS = ("issue", "land", "seen", "start", "reply", "publish", "rland")
 FLOW_STATS = ("mismatches", "backlog_max", "consumer_polls", "card_polls", "corrupted", "sent", "received", "issued",
               "d0", "d1", "d2", "d3")
 """A flow's counters as twin_event_stats writes them (``FS_*``; d0..d3: the digest's 32 bytes)."""
@@ -129,12 +132,11 @@ def run(topo: Topology, progress=None, chunk_rounds: int = 10_000) -> list[LoopR
                    req_tail1=rtail[1], rep_ser0=pser[0], rep_ser1=pser[1], rep_tail0=ptail[0], rep_tail1=ptail[1],
                    up_ser=useri[0], up_tail=usert[0], down_ser=downs[0], down_tail=downt[0])
         rows.append([par[k] for k in FLOW_PARAMS])
-        arrs = {k: (np.zeros(n, np.int64) if k in ("t_send", "t_in", "t_have", "t_back", "slot_wait", "ok")
-                    else np.full(n, -1, np.int64)) for k in FLOW_OUTS[:-1]}
-        arrs["gaps"] = np.ascontiguousarray(g, np.int64) if g is not None else None
-        outs.append(arrs)
+        table = np.zeros((n, STRIDE), np.int64)
+        table[:, [FLOW_OUTS.index(k) for k in HOP_COLUMNS]] = -1  # a hop not reached: -1, as the reference's
+        outs.append((table, np.ascontiguousarray(g, np.int64) if g is not None else None))
     fp = np.ascontiguousarray(np.array(rows, np.int64).reshape(-1))
-    fo = np.array([0 if a[k] is None else a[k].ctypes.data for a in outs for k in FLOW_OUTS], np.int64)
+    fo = np.array([x for t, g in outs for x in (t.ctypes.data, 0 if g is None else g.ctypes.data)], np.int64)
     order = sorted(lanes.values(), key=lambda ln: ln[0])
     jit = [ln[2].array(ln[3]) if ln[2].scale_ps else None for ln in order]
     keep.extend(j for j in jit if j is not None)
@@ -182,7 +184,8 @@ def _results(topo, outs, stats, order, lanes, threads, phases, stopped, flow_sta
     thr_st = stats[o + 4 * len(order):].reshape(-1, 2)
     names = {ln[0]: key for key, ln in lanes.items()}
     res_all = []
-    for fl, a, st in zip(topo.flows, outs, per):
+    for fl, (table, _), st in zip(topo.flows, outs, per):
+        a = {k: np.ascontiguousarray(table[:, i]) for i, k in enumerate(FLOW_OUTS)}
         spec = fl.spec
         n = spec.traffic.rounds
         m = n

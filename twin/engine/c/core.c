@@ -364,32 +364,42 @@ enum {
     FP_REQ_TAIL1, FP_REP_SER0, FP_REP_SER1, FP_REP_TAIL0, FP_REP_TAIL1, FP_UP_SER, FP_UP_TAIL, FP_DOWN_SER,
     FP_DOWN_TAIL, FP_COUNT
 };
+/* a round's record: one row of FO_STRIDE int64 per round and flow (two cache lines: a mesh of many flows
+   touches two lines a round, not one per column) */
 enum {
     FO_T_SEND, FO_T_IN, FO_T_HAVE, FO_T_BACK, FO_ISSUE, FO_LAND, FO_SEEN, FO_START, FO_REPLY, FO_PUBLISH, FO_RLAND,
-    FO_SLOT_WAIT, FO_OK, FO_GAPS, FO_COUNT
+    FO_SLOT_WAIT, FO_OK, FO_READY_AT, FO_TIN, FO_STRIDE = 16
 };
 enum { FS_MISMATCHES, FS_BACKLOG_MAX, FS_CPOLLS, FS_KPOLLS, FS_CORRUPTED, FS_SENT, FS_RECEIVED, FS_ISSUED, FS_D0, FS_D1,
        FS_D2, FS_D3, FS_COUNT };
 
 typedef struct {
     const int64_t *p;
-    int64_t *o[FO_COUNT];
+    int64_t *row;        /* n rows of FO_STRIDE */
+    const int64_t *gaps; /* every round's gap, or NULL */
     clk_t clock;
     uint8_t *reqmem, *repmem, *cstage, *pstage;
     int64_t sent, received, scheduled;              /* generator */
     int64_t submitted, issued, read, watching, backlog_max, mismatches, corrupted; /* card */
     int64_t next_seq;                                 /* consumer */
-    int64_t *ready_at, *tin;
     poller_t cpoll, kpoll;
     sha256_t digest;
 } flow_t;
 
 typedef struct { int64_t free, served, busy; } thread_t;
 
-typedef struct { int64_t t, eid; int32_t type, flow; int64_t a, b; } ev_t;
+/* an event: instant, order scheduled, type (8 bits) and flow (24 bits), one argument (a sequence number) */
+typedef struct { int64_t t, eid; uint32_t tf, a; } ev_t;
 
-enum { E_SEND_NEXT, E_SEND_OPEN, E_SUBMIT, E_WRITE, E_LAND_REQ, E_LAND_REP, E_CFIRE, E_KFIRE, E_HAVE, E_POST, E_ARM,
-       E_BACK };
+enum { E_SEND_NEXT, E_SEND_OPEN, E_SUBMIT, E_WRITE, E_LAND_REQ_ALL, E_LAND_REQ_DATA, E_LAND_REQ_WORD, E_LAND_REP_ALL,
+       E_LAND_REP_DATA, E_LAND_REP_WORD, E_CFIRE, E_KFIRE, E_HAVE, E_POST_ALL, E_POST_DATA, E_POST_WORD, E_ARM, E_BACK };
+/* a landing's bytes in the slot of message seq with payload len: per-piece all pieces, classic the header fields
+   and payload from byte 4, or the sequence word */
+static inline void land_range(int kind, int64_t base, int64_t len, int64_t *off, int64_t *n)
+{
+    *off = kind == 1 ? base + 4 : base;
+    *n = kind == 0 ? 16 * (1 + (len + 11) / 12) : kind == 1 ? 12 + len : 4;
+}
 
 typedef struct {
     int64_t nflows, nlanes, nthreads, nbridges;
@@ -405,17 +415,17 @@ typedef struct {
 
 static inline int ev_less(const ev_t *a, const ev_t *b) { return a->t < b->t || (a->t == b->t && a->eid < b->eid); }
 
-static void push(world_t *w, int64_t t, int type, int64_t flow, int64_t a, int64_t b)
+static void push(world_t *w, int64_t t, int type, int64_t flow, int64_t a)
 {
     if (w->hn == w->hcap) {
         w->hcap *= 2;
         w->heap = realloc(w->heap, (size_t)w->hcap * sizeof(ev_t));
     }
-    ev_t e = {t, w->eid++, type, (int32_t)flow, a, b};
+    ev_t e = {t, w->eid++, (uint32_t)type << 24 | (uint32_t)flow, (uint32_t)a};
     ev_t *h = w->heap;
     int64_t i = w->hn++;
-    while (i > 0) {
-        int64_t up = (i - 1) >> 1;
+    while (i > 0) { /* a 4-ary heap: parent (i - 1) / 4 */
+        int64_t up = (i - 1) >> 2;
         if (!ev_less(&e, &h[up]))
             break;
         h[i] = h[up];
@@ -430,15 +440,17 @@ static ev_t pop(world_t *w)
     ev_t *h = w->heap, top = h[0], last = h[--w->hn];
     int64_t i = 0, n = w->hn;
     for (;;) {
-        int64_t l = 2 * i + 1;
-        if (l >= n)
+        int64_t c = 4 * i + 1, m = c;
+        if (c >= n)
             break;
-        if (l + 1 < n && ev_less(&h[l + 1], &h[l]))
-            l++;
-        if (!ev_less(&h[l], &last))
+        int64_t end = c + 4 < n ? c + 4 : n;
+        for (int64_t k = c + 1; k < end; k++)
+            if (ev_less(&h[k], &h[m]))
+                m = k;
+        if (!ev_less(&h[m], &last))
             break;
-        h[i] = h[l];
-        i = l;
+        h[i] = h[m];
+        i = m;
     }
     if (n)
         h[i] = last;
@@ -535,7 +547,7 @@ static void poller_schedule(world_t *w, poller_t *q, int type, int64_t flow)
     q->pending = 1;
     int64_t t_poll = first_poll(q, w->now);
     q->polls += (t_poll - q->armed_at) / q->period + 1;
-    push(w, t_poll + q->cost, type, flow, 0, 0);
+    push(w, t_poll + q->cost, type, flow, 0);
 }
 
 static void poller_arm(world_t *w, poller_t *q, int type, int64_t flow, const uint8_t *mem, int64_t seq)
@@ -566,10 +578,10 @@ static void card_issue(world_t *w, int64_t fi, int64_t seq)
 {
     flow_t *f = &w->f[fi];
     f->issued = seq;
-    int64_t ready = f->ready_at[seq - 1];
+    int64_t ready = f->row[(seq - 1) * FO_STRIDE + FO_READY_AT];
     int64_t t_issue = w->now > ready ? w->now : ready;
-    f->o[FO_SLOT_WAIT][seq - 1] = t_issue - ready;
-    push(w, t_issue, E_WRITE, fi, seq, 0);
+    f->row[(seq - 1) * FO_STRIDE + FO_SLOT_WAIT] = t_issue - ready;
+    push(w, t_issue, E_WRITE, fi, seq);
     if (!f->watching)
         card_watch(w, fi);
 }
@@ -579,21 +591,21 @@ static void send_next(world_t *w, int64_t fi)
     flow_t *f = &w->f[fi];
     const int64_t *p = f->p;
     int64_t seq = ++f->sent;
-    f->o[FO_T_SEND][seq - 1] = w->now;
+    f->row[(seq - 1) * FO_STRIDE + FO_T_SEND] = w->now;
     int64_t arrive = w->now;
     if (p[FP_LUP] >= 0)
         arrive = plan_lane(w, p[FP_LUP], w->now, p[FP_UP_SER], p[FP_UP_TAIL], p[FP_FRAME]);
-    push(w, ceil_grid(arrive, p[FP_CARD_CLK], 0), E_SUBMIT, fi, seq, 0);
+    push(w, ceil_grid(arrive, p[FP_CARD_CLK], 0), E_SUBMIT, fi, seq);
 }
 
 static void step(world_t *w, uint8_t *scratch)
 {
     ev_t e = pop(w);
     w->now = e.t;
-    flow_t *f = &w->f[e.flow];
+    const int64_t fi = e.tf & 0xFFFFFF;
+    flow_t *f = &w->f[fi];
     const int64_t *p = f->p;
-    const int64_t fi = e.flow;
-    switch (e.type) {
+    switch (e.tf >> 24) {
     case E_SEND_NEXT:
         send_next(w, fi);
         break;
@@ -601,17 +613,17 @@ static void step(world_t *w, uint8_t *scratch)
         send_next(w, fi);
         if (f->sent < p[FP_N]) {
             int64_t j = e.a;
-            int64_t t = p[FP_HAS_GAPS] ? clk_at_or_after(&f->clock, w->now + f->o[FO_GAPS][j])
+            int64_t t = p[FP_HAS_GAPS] ? clk_at_or_after(&f->clock, w->now + f->gaps[j])
                                        : clk_edge(&f->clock, (j + 1) * p[FP_PERIOD_CYCLES]);
-            push(w, t, E_SEND_OPEN, fi, j + 1, 0);
+            push(w, t, E_SEND_OPEN, fi, j + 1);
         }
         break;
     }
     case E_SUBMIT: { /* LinkCard.submit: the bridge (shared by the card's queue pairs), then issue or backlog */
         int64_t seq = e.a, *bfree = &w->bridges[p[FP_BRIDGE]];
         *bfree = (w->now > *bfree ? w->now : *bfree) + p[FP_BRIDGE_PS];
-        f->ready_at[seq - 1] = *bfree + p[FP_LAND_PS];
-        f->tin[seq - 1] = w->now;
+        f->row[(seq - 1) * FO_STRIDE + FO_READY_AT] = *bfree + p[FP_LAND_PS];
+        f->row[(seq - 1) * FO_STRIDE + FO_TIN] = w->now;
         int64_t backlog = f->submitted - f->issued;
         f->submitted = seq;
         if (backlog == 0 && f->issued - f->read < p[FP_SLOTS]) {
@@ -628,25 +640,35 @@ static void step(world_t *w, uint8_t *scratch)
         if (p[FP_PER_PIECE]) {
             int64_t len = 16 * (1 + (p[FP_FRAME] + 11) / 12);
             land = plan_lane(w, p[FP_LREQ], w->now, p[FP_REQ_SER0], p[FP_REQ_TAIL0], len);
-            push(w, land, E_LAND_REQ, fi, base, len);
+            push(w, land, E_LAND_REQ_ALL, fi, seq);
         } else {
             land = plan_lane(w, p[FP_LREQ], w->now, p[FP_REQ_SER0], p[FP_REQ_TAIL0], 12 + p[FP_FRAME]);
-            push(w, land, E_LAND_REQ, fi, base + 4, 12 + p[FP_FRAME]);
+            push(w, land, E_LAND_REQ_DATA, fi, seq);
             land = plan_lane(w, p[FP_LREQ], w->now, p[FP_REQ_SER1], p[FP_REQ_TAIL1], 4);
-            push(w, land, E_LAND_REQ, fi, base, 4);
+            push(w, land, E_LAND_REQ_WORD, fi, seq);
         }
-        f->o[FO_ISSUE][seq - 1] = w->now;
-        f->o[FO_LAND][seq - 1] = land;
+        f->row[(seq - 1) * FO_STRIDE + FO_ISSUE] = w->now;
+        f->row[(seq - 1) * FO_STRIDE + FO_LAND] = land;
         break;
     }
-    case E_LAND_REQ:
-        memcpy(f->reqmem + e.a, f->cstage + e.a, (size_t)e.b);
+    case E_LAND_REQ_ALL:
+    case E_LAND_REQ_DATA:
+    case E_LAND_REQ_WORD: { /* the bytes come from the card's stage (unchanged until the slot is free again) */
+        int64_t off, n;
+        land_range((int)(e.tf >> 24) - E_LAND_REQ_ALL, slot_base(f, e.a), p[FP_FRAME], &off, &n);
+        memcpy(f->reqmem + off, f->cstage + off, (size_t)n);
         poller_landed(w, &f->cpoll, E_CFIRE, fi, f->reqmem);
         break;
-    case E_LAND_REP:
-        memcpy(f->repmem + e.a, f->pstage + e.a, (size_t)e.b);
+    }
+    case E_LAND_REP_ALL:
+    case E_LAND_REP_DATA:
+    case E_LAND_REP_WORD: { /* from the consumer's stage (unchanged until the card has read the reply) */
+        int64_t off, n, base = slot_base(f, e.a);
+        land_range((int)(e.tf >> 24) - E_LAND_REP_ALL, base, rd16(f->pstage + base + 6), &off, &n);
+        memcpy(f->repmem + off, f->pstage + off, (size_t)n);
         poller_landed(w, &f->kpoll, E_KFIRE, fi, f->repmem);
         break;
+    }
     case E_CFIRE: { /* PollingConsumer._take and _seen: the thread takes it now or after its current request */
         poller_t *q = &f->cpoll;
         int64_t seq = q->seq, base = slot_base(f, seq);
@@ -655,9 +677,9 @@ static void step(world_t *w, uint8_t *scratch)
         thread_t *th = &w->threads[p[FP_THREAD]];
         int64_t t = w->now, cost = p[FP_COST];
         int64_t at = th->free <= t - cost ? t : first_poll(q, th->free) + cost;
-        int64_t land = f->o[FO_LAND][seq - 1], seen = first_poll(q, land) + cost;
-        f->o[FO_SEEN][seq - 1] = land < 0 ? t : (seen < t ? seen : t);
-        f->o[FO_START][seq - 1] = at;
+        int64_t land = f->row[(seq - 1) * FO_STRIDE + FO_LAND], seen = first_poll(q, land) + cost;
+        f->row[(seq - 1) * FO_STRIDE + FO_SEEN] = land < 0 ? t : (seen < t ? seen : t);
+        f->row[(seq - 1) * FO_STRIDE + FO_START] = at;
         int64_t t2 = at + p[FP_BODY];
         const uint8_t *rq = f->reqmem + base;
         int64_t function = rd16(rq + 4);
@@ -665,35 +687,31 @@ static void step(world_t *w, uint8_t *scratch)
         encode(f, f->pstage, base, seq, scratch, len, function, 0);
         int64_t fence = p[FP_PER_PIECE] ? 0 : p[FP_FENCE];
         if (p[FP_PER_PIECE]) {
-            push(w, t2, E_POST, fi, seq, 0);
+            push(w, t2, E_POST_ALL, fi, seq);
         } else {
-            push(w, t2, E_POST, fi, seq, 1);
-            push(w, t2 + fence, E_POST, fi, seq, 2);
+            push(w, t2, E_POST_DATA, fi, seq);
+            push(w, t2 + fence, E_POST_WORD, fi, seq);
         }
         int64_t t_free = t2 + fence;
         th->busy += t_free - at + cost;
         th->free = t_free;
         th->served++;
-        f->o[FO_REPLY][seq - 1] = t2;
-        f->o[FO_PUBLISH][seq - 1] = t2 + fence;
+        f->row[(seq - 1) * FO_STRIDE + FO_REPLY] = t2;
+        f->row[(seq - 1) * FO_STRIDE + FO_PUBLISH] = t2 + fence;
         f->next_seq = seq + 1;
-        push(w, t_free > w->now ? t_free : w->now, E_ARM, fi, 0, 0);
+        push(w, t_free > w->now ? t_free : w->now, E_ARM, fi, 0);
         break;
     }
-    case E_POST: { /* the consumer's reply writes: per-piece one burst; classic data, then the ready word */
-        int64_t seq = e.a, base = slot_base(f, seq), len = rd16(f->pstage + base + 6), land;
-        if (e.b == 0) {
-            int64_t n = 16 * (1 + (len + 11) / 12);
-            land = plan_lane(w, p[FP_LREP], w->now, p[FP_REP_SER0], p[FP_REP_TAIL0], n);
-            push(w, land, E_LAND_REP, fi, base, n);
-        } else if (e.b == 1) {
-            land = plan_lane(w, p[FP_LREP], w->now, p[FP_REP_SER0], p[FP_REP_TAIL0], 12 + len);
-            push(w, land, E_LAND_REP, fi, base + 4, 12 + len);
-        } else {
-            land = plan_lane(w, p[FP_LREP], w->now, p[FP_REP_SER1], p[FP_REP_TAIL1], 4);
-            push(w, land, E_LAND_REP, fi, base, 4);
-        }
-        f->o[FO_RLAND][seq - 1] = land;
+    case E_POST_ALL:
+    case E_POST_DATA:
+    case E_POST_WORD: { /* the consumer's reply writes: per-piece one burst; classic data, then the ready word */
+        int kind = (int)(e.tf >> 24) - E_POST_ALL;
+        int64_t seq = e.a, base = slot_base(f, seq), off, n, land;
+        land_range(kind, base, rd16(f->pstage + base + 6), &off, &n);
+        land = plan_lane(w, p[FP_LREP], w->now, kind == 2 ? p[FP_REP_SER1] : p[FP_REP_SER0],
+                         kind == 2 ? p[FP_REP_TAIL1] : p[FP_REP_TAIL0], n);
+        push(w, land, E_LAND_REP_ALL + kind, fi, seq);
+        f->row[(seq - 1) * FO_STRIDE + FO_RLAND] = land;
         break;
     }
     case E_ARM:
@@ -703,7 +721,7 @@ static void step(world_t *w, uint8_t *scratch)
         poller_t *q = &f->kpoll;
         q->armed = q->pending = 0;
         q->hits++;
-        push(w, w->now + p[FP_READ], E_HAVE, fi, q->seq, 0);
+        push(w, w->now + p[FP_READ], E_HAVE, fi, q->seq);
         break;
     }
     case E_HAVE: { /* LinkCard._have: read the reply out, check it against the echo's reference, free the slot */
@@ -732,30 +750,30 @@ static void step(world_t *w, uint8_t *scratch)
         if (f->issued > f->read && !f->watching)
             card_watch(w, fi);
         /* on_reply: the reply goes back towards the generator */
-        f->o[FO_T_IN][seq - 1] = f->tin[seq - 1];
-        f->o[FO_T_HAVE][seq - 1] = w->now;
-        f->o[FO_OK][seq - 1] = ok;
+        f->row[(seq - 1) * FO_STRIDE + FO_T_IN] = f->row[(seq - 1) * FO_STRIDE + FO_TIN];
+        f->row[(seq - 1) * FO_STRIDE + FO_T_HAVE] = w->now;
+        f->row[(seq - 1) * FO_STRIDE + FO_OK] = ok;
         int64_t back = w->now;
         if (p[FP_LDOWN] >= 0)
             back = plan_lane(w, p[FP_LDOWN], w->now + p[FP_REPLY_SEND], p[FP_DOWN_SER], p[FP_DOWN_TAIL], p[FP_FRAME]);
-        f->o[FO_T_BACK][seq - 1] = back;
-        push(w, back, E_BACK, fi, seq, 0);
+        f->row[(seq - 1) * FO_STRIDE + FO_T_BACK] = back;
+        push(w, back, E_BACK, fi, seq);
         break;
     }
     case E_BACK: /* TrafficGenerator.reply: closed loop, the reply sends the next request after its gap */
         w->counter++;
         f->received++;
         if (p[FP_CLOSED] && f->scheduled < p[FP_N]) {
-            int64_t gap = p[FP_HAS_GAPS] ? f->o[FO_GAPS][f->scheduled - 1] : p[FP_GAP];
+            int64_t gap = p[FP_HAS_GAPS] ? f->gaps[f->scheduled - 1] : p[FP_GAP];
             f->scheduled++;
-            push(w, clk_at_or_after(&f->clock, w->now + gap), E_SEND_NEXT, fi, 0, 0);
+            push(w, clk_at_or_after(&f->clock, w->now + gap), E_SEND_NEXT, fi, 0);
         }
         break;
     }
 }
 
-/* A timeline of nflows flows. fp: nflows * FP_COUNT parameters; fo: nflows * FO_COUNT addresses of int64
-   arrays (FO_GAPS may be 0); lp: nlanes * 1 latencies; lj: nlanes addresses of the lanes' jitter draws
+/* A timeline of nflows flows. fp: nflows * FP_COUNT parameters; fo: per flow the addresses of its rows
+   (n * FO_STRIDE int64, the outputs FO_* and scratch) and of its gaps (0: none); lp: nlanes * 1 latencies; lj: nlanes addresses of the lanes' jitter draws
    (0: none); nthreads serving threads, nbridges card bridges. The consumers arm, then the generators
    start, in flow order, as run_topology does. Returns NULL when out of memory. */
 void *twin_event_new(int64_t nflows, const int64_t *fp, const int64_t *fo, int64_t nlanes, const int64_t *lp,
@@ -785,21 +803,19 @@ void *twin_event_new(int64_t nflows, const int64_t *fp, const int64_t *fo, int64
         flow_t *f = &w->f[i];
         const int64_t *p = fp + i * FP_COUNT;
         f->p = p;
-        for (int k = 0; k < FO_COUNT; k++)
-            f->o[k] = (int64_t *)(intptr_t)fo[i * FO_COUNT + k];
+        f->row = (int64_t *)(intptr_t)fo[2 * i];
+        f->gaps = (const int64_t *)(intptr_t)fo[2 * i + 1];
         f->clock = (clk_t){p[FP_CLK_PERIOD], p[FP_CLK_PPB], p[FP_CLK_PHASE]};
         size_t bytes = (size_t)(p[FP_SLOTS] * p[FP_SLOT_BYTES]);
         f->reqmem = calloc(bytes, 1);
         f->repmem = calloc(bytes, 1);
         f->cstage = calloc(bytes, 1);
         f->pstage = calloc(bytes, 1);
-        f->ready_at = calloc((size_t)p[FP_N], sizeof(int64_t));
-        f->tin = calloc((size_t)p[FP_N], sizeof(int64_t));
         f->cpoll = (poller_t){p[FP_POLL], p[FP_PHASE], p[FP_COST], 0, 0, 0, 0, 0, 0};
         f->kpoll = (poller_t){p[FP_CARD_POLL], 0, 0, 0, 0, 0, 0, 0, 0};
         f->next_seq = 1;
         sha_init(&f->digest);
-        if (!f->reqmem || !f->repmem || !f->cstage || !f->pstage || !f->ready_at || !f->tin)
+        if (!f->reqmem || !f->repmem || !f->cstage || !f->pstage)
             return NULL;
     }
     for (int64_t i = 0; i < nflows; i++) /* PollingConsumer.start */
@@ -809,9 +825,9 @@ void *twin_event_new(int64_t nflows, const int64_t *fp, const int64_t *fo, int64
         if (f->p[FP_CLOSED]) {
             f->scheduled = f->p[FP_IN_FLIGHT] < f->p[FP_N] ? f->p[FP_IN_FLIGHT] : f->p[FP_N];
             for (int64_t k = 0; k < f->scheduled; k++)
-                push(w, clk_edge(&f->clock, 0), E_SEND_NEXT, i, 0, 0);
+                push(w, clk_edge(&f->clock, 0), E_SEND_NEXT, i, 0);
         } else {
-            push(w, clk_edge(&f->clock, 0), E_SEND_OPEN, i, 0, 0);
+            push(w, clk_edge(&f->clock, 0), E_SEND_OPEN, i, 0);
         }
     }
     return w;
@@ -875,8 +891,6 @@ void twin_event_free(void *h)
         free(f->repmem);
         free(f->cstage);
         free(f->pstage);
-        free(f->ready_at);
-        free(f->tin);
     }
     free(w->f);
     free(w->lanes);
