@@ -117,15 +117,11 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
             native.note_fallback(f"loop {spec.name!r}: direct engine in Python: {why}")
     out = loop(spec, req, rep, req_sizes, rep_sizes, enc.per_piece, phase, body, fence, clock, g, extra_ps,
                progress, chunk_rounds)
-    stopped = out[-1]
-    t_send, t_in, t_have, t_back, issues, lands, replies, rlands = out[:-1]
-    m = len(issues)  # whole rounds computed (all n, or those before a stop)
+    t_send, t_in, t_have, t_back, hops, stopped = out
+    m = len(hops.land)  # whole rounds computed (all n, or those before a stop)
     if progress and stopped is None:
         progress(tr.rounds)
     stats = {"mismatches": 0, "backlog_max": 0, "posted_writes": req.writes + rep.writes, "poll_phase_ps": phase}
-    hops = _hops(np.asarray(issues, np.int64), np.asarray(lands, np.int64), np.asarray(replies, np.int64),
-                 np.asarray(rlands, np.int64), phase, c.poll_period_ps, c.poll_cost_ps, body,
-                 fence if not enc.per_piece else 0, extra_ps)
     res = LoopResult(spec.name, "direct", t_send[:m], t_in[:m], t_have[:m], t_back[:m], np.ones(m, bool), stats, hops)
     if stopped is not None:
         stopped.partial = res
@@ -145,7 +141,8 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
                      progress, chunk_rounds):
     """The rounds of :func:`run_direct` in the compiled core (``twin_direct_run`` in core.c), in
     chunks of ``chunk_rounds`` (progress and a stop request between them), on the same jitter
-    blocks (:meth:`JitterStream.array`) and gaps. Returns the per-round arrays and the stop (or None)."""
+    blocks (:meth:`JitterStream.array`) and gaps. Returns t_send, t_in, t_have, t_back, the
+    :class:`Hops` and the stop (or None)."""
     lib = native.core()
     tr, c, card, aur = spec.traffic, spec.consumer, spec.card, spec.aurora
     n = tr.rounds
@@ -183,8 +180,9 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
     have = np.zeros(spec.slots, np.int64)
     gaps = np.ascontiguousarray(g, np.int64) if g is not None else np.zeros(1, np.int64)
     extra = np.ascontiguousarray(extra_ps[:n], np.int64) if extra_ps is not None else np.zeros(1, np.int64)
-    outs = [np.zeros(n, np.int64) for _ in range(8)]
-    ptrs = [native.ptr(a) for a in outs]
+    outs = [np.zeros(n, np.int64) for _ in range(11)]  # t_send t_in t_have t_back issue land reply rland seen start publish
+    fixed = [native.ptr(a) for a in (p, st, heap, have, gaps, extra, *outs)]
+    pp, pst, pheap, phave, pgaps, pextra, *ptrs = fixed
     nr, np_ = len(req_sizes), (1 if per_piece else 2)
     ja, jb = req.lane.jitter, rep.lane.jitter
     done, stopped = 0, None
@@ -192,8 +190,7 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
         end = min(n, done + chunk_rounds)
         rj = np.ascontiguousarray(ja.array((end - done) * nr))
         pj = np.ascontiguousarray(jb.array((end - done) * np_))
-        rc = lib.twin_direct_run(native.ptr(p), native.ptr(st), end, native.ptr(heap), native.ptr(have),
-                                 native.ptr(rj), native.ptr(pj), native.ptr(gaps), native.ptr(extra), *ptrs)
+        rc = lib.twin_direct_run(pp, pst, end, pheap, phave, native.ptr(rj), native.ptr(pj), pgaps, pextra, *ptrs)
         if rc < 0:
             raise _slot_busy(spec, -rc - 1)
         done = end
@@ -204,13 +201,15 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
             if progress:
                 progress(done)
     req.lane.writes, rep.lane.writes = done * nr, done * np_  # the posted writes each lane planned
-    return (*(a[:done] for a in outs), stopped)
+    cut = [a[:done] for a in outs]
+    hops = Hops(issue=cut[4], land=cut[5], seen=cut[8], start=cut[9], reply=cut[6], publish=cut[10], rland=cut[7])
+    return (*cut[:4], hops, stopped)
 
 
 def _rounds_python(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body, fence, clock, g, extra_ps,
                    progress, chunk_rounds):
     """The rounds of :func:`run_direct` in Python (the reference recurrence); same returns as
-    :func:`_rounds_compiled`."""
+    :func:`_rounds_compiled` (the hops derived vectorised, :func:`_hops`)."""
     tr, c, card = spec.traffic, spec.consumer, spec.card
     frame = tr.frame_bytes
     P, cost = c.poll_period_ps, c.poll_cost_ps
@@ -307,7 +306,10 @@ def _rounds_python(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body,
                 break
             if progress:
                 progress(i + 1)
-    return t_send, t_in, t_have, t_back, issues, lands, replies, rlands, stopped
+    m = len(issues)
+    hops = _hops(np.asarray(issues, np.int64), np.asarray(lands, np.int64), np.asarray(replies, np.int64),
+                 np.asarray(rlands, np.int64), phase, P, cost, body, fence if not per_piece else 0, extra_ps)
+    return t_send[:m], t_in[:m], t_have[:m], t_back[:m], hops, stopped
 
 
 def _hops(issue: np.ndarray, land: np.ndarray, reply: np.ndarray, rland: np.ndarray, phase: int, period: int,

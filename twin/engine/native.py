@@ -51,7 +51,7 @@ _P = ctypes.POINTER(ctypes.c_int64)
 
 def _declare(lib: ctypes.CDLL) -> None:
     lib.twin_direct_run.restype = ctypes.c_int64
-    lib.twin_direct_run.argtypes = [_P, _P, ctypes.c_int64, *([_P] * 14)]
+    lib.twin_direct_run.argtypes = [_P, _P, ctypes.c_int64, *([_P] * 17)]
     lib.twin_event_new.restype = ctypes.c_void_p
     lib.twin_event_new.argtypes = [ctypes.c_int64, _P, _P, ctypes.c_int64, _P, _P, ctypes.c_int64, ctypes.c_int64]
     lib.twin_event_run.restype = ctypes.c_int64

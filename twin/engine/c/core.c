@@ -148,12 +148,14 @@ static int64_t heap_pop(int64_t *h, int64_t *n)
    request lane's jitter for these rounds (n_req per round, from index 0); rep_jit: the reply
    lane's (1 per round per-piece, 2 classic); gaps: every round's gap or NULL; extra: every round's
    extra body or NULL. Outputs indexed by round: t_send, t_in, t_have, t_back, issue, land, reply,
-   rland. Returns 0, or -(round + 1) for a round that finds every slot busy (direct engine does not
+   rland, and the hops that follow from them (twin.engine.direct._hops): seen (the first poll after the
+   landing, plus its cost), start (reply - body - extra), publish (reply + fence, per-piece reply). Returns 0, or -(round + 1) for a round that finds every slot busy (direct engine does not
    apply), with st[S_I] at that round. */
 int64_t twin_direct_run(const int64_t *p, int64_t *st, int64_t end, int64_t *heap, int64_t *have,
                         const int64_t *req_jit, const int64_t *rep_jit, const int64_t *gaps, const int64_t *extra,
                         int64_t *t_send, int64_t *t_in, int64_t *t_have, int64_t *t_back, int64_t *issue,
-                        int64_t *land_o, int64_t *reply_o, int64_t *rland_o)
+                        int64_t *land_o, int64_t *reply_o, int64_t *rland_o, int64_t *seen_o, int64_t *start_o,
+                        int64_t *publish_o)
 {
     const int64_t n = p[P_N], slots = p[P_SLOTS], closed = p[P_CLOSED], per_piece = p[P_PER_PIECE];
     const int64_t phase = p[P_PHASE], P = p[P_POLL], cost = p[P_COST], body = p[P_BODY], fence = p[P_FENCE];
@@ -220,6 +222,9 @@ int64_t twin_direct_run(const int64_t *p, int64_t *st, int64_t end, int64_t *hea
         land_o[i] = land;
         reply_o[i] = t2;
         rland_o[i] = rland;
+        seen_o[i] = ceil_grid(land, P, phase) + cost;
+        start_o[i] = t2 - body - (extra != NULL ? extra[i] : 0);
+        publish_o[i] = per_piece ? t2 : t2 + fence;
         const int64_t armed = tin > last_have ? tin : last_have;
         t = rland > armed ? rland : armed;
         const int64_t th = cdiv(t, cP) * cP + read;
