@@ -163,8 +163,9 @@ def test_a_mesh_of_many_flows_on_shared_links_is_identical():
         tr = TrafficParams("open_loop", 60, 64, gaps=Gaps("exponential", 1_500_000), clock="independent", ppm=20.0 * i)
         spec = replace(loop_spec(CARD, sorted(CARD.consumers)[i % 4], tr, 7, 4, external_control=i % 2 == 0),
                        name=f"flow{i}")
-        flows.append(Flow(spec, f"ctrl{i % 4}", f"card{i % 2}", f"node{i % 4}",
-                          lanes={"request": f"mesh.card{i % 2}->node{i % 4}", "reply": f"mesh.node{i % 4}->card{i % 2}"}))
+        card, node = f"card{i % 2}", f"node{i % 4}"
+        flows.append(Flow(spec, f"ctrl{i % 4}", card, node,
+                          lanes={"request": f"mesh.{card}->{node}", "reply": f"mesh.{node}->{card}"}))
     assert_identical(*on_both(Topology("mesh16", 7, tuple(flows))))
 
 

@@ -180,7 +180,8 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
     have = np.zeros(spec.slots, np.int64)
     gaps = np.ascontiguousarray(g, np.int64) if g is not None else np.zeros(1, np.int64)
     extra = np.ascontiguousarray(extra_ps[:n], np.int64) if extra_ps is not None else np.zeros(1, np.int64)
-    outs = [np.zeros(n, np.int64) for _ in range(11)]  # t_send t_in t_have t_back issue land reply rland seen start publish
+    # t_send, t_in, t_have, t_back, issue, land, reply, rland, seen, start, publish
+    outs = [np.zeros(n, np.int64) for _ in range(11)]
     fixed = [native.ptr(a) for a in (p, st, heap, have, gaps, extra, *outs)]
     pp, pst, pheap, phave, pgaps, pextra, *ptrs = fixed
     nr, np_ = len(req_sizes), (1 if per_piece else 2)
