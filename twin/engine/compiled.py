@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from twin.engine import features, native
+from twin.engine.counters import flow_stats, slot_bytes_of
 from twin.engine.hops import Hops
 from twin.engine.native import CoreUnavailable, note_fallback
 from twin.engine.spec import LoopResult
@@ -77,7 +78,6 @@ def run(topo: Topology, progress=None, chunk_rounds: int = 10_000) -> list[LoopR
     behaviour (:class:`Interrupted` every :data:`CHECK_REPLIES` replies) and progress as
     :func:`twin.engine.event.run_topology`. Raises :class:`CoreUnavailable` without the core and
     RuntimeError when the timeline runs dry with requests outstanding."""
-    from twin.engine.event import flow_stats, slot_bytes_of
     lib = native.core()
     lanes: dict = {}   # (a, b) -> [index, wire, JitterStream, draws needed]
     threads: dict = {}
@@ -172,10 +172,10 @@ def run(topo: Topology, progress=None, chunk_rounds: int = 10_000) -> list[LoopR
         lib.twin_event_stats(h, native.ptr(stats))
     finally:
         lib.twin_event_free(h)
-    return _results(topo, outs, stats, order, lanes, threads, phases, stopped, flow_stats)
+    return _results(topo, outs, stats, order, lanes, threads, phases, stopped)
 
 
-def _results(topo, outs, stats, order, lanes, threads, phases, stopped, flow_stats):
+def _results(topo, outs, stats, order, lanes, threads, phases, stopped):
     """The per-flow :class:`LoopResult`s from the core's arrays and counters, as run_topology builds them."""
     events, now = int(stats[0]), int(stats[1])
     per = stats[3:3 + len(FLOW_STATS) * len(topo.flows)].reshape(-1, len(FLOW_STATS))
