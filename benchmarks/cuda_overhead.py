@@ -6,8 +6,11 @@ byte. The host side of a round is the same C loop for the bridge and the ping-po
 hw_bridge/c/hb_producer.c: write the slot image, publish its sequence word last, spin on the reply's
 sequence word, compare), timed with CLOCK_MONOTONIC around each round. Variants:
 
-- ``bridge``: hw_bridge's kernel (c/hb_cuda_kernel.cu: the runtime library's qrt_dispatch_one over
-  the dispatch table), queues in pinned, mapped host memory, as ``twin run`` drives it live;
+- ``bridge``: hw_bridge's kernel (c/hb_cuda_kernel.cu: a classic echo answered from the warp's burst
+  of the slot, with qrt_dispatch_one's checks and qrt_complete's header), queues in pinned, mapped host
+  memory, as ``twin run`` drives it live;
+- ``bridge via qrt_dispatch_one``: the same kernel built with -DHB_NO_ECHO_PATH: every request
+  through the library on the on-chip copy (the dispatch table, as other functions go);
 - ``pingpong acquire 1 lane`` / ``volatile 1 lane`` / ``acquire 32 lanes``: benchmarks/cuda_pingpong.cu,
   the minimal kernel (poll the sequence word, copy header and payload, publish) on the same mapped host
   queues: an ``ld.acquire.sys`` poll vs a volatile poll plus a fence once it matches; one thread vs a
@@ -60,9 +63,11 @@ def build(arch: str) -> tuple[Path, Path]:
     return cubin, exe
 
 
-def bridge(total: int, payload: int, enc, slot_bytes: int) -> np.ndarray:
-    """Round trips (ns) of hw_bridge's cuda backend, ``total`` rounds in one hb_batch."""
+def bridge(total: int, payload: int, enc, slot_bytes: int, defines: tuple[str, ...] = ()) -> np.ndarray:
+    """Round trips (ns) of hw_bridge's cuda backend, ``total`` rounds in one hb_batch; ``defines``:
+    the kernel's build macros (:func:`hw_bridge.cuda.kernel_cubin`)."""
     ep = CudaEndpoint(BridgeSettings("cuda", timeout_ns=2_000_000_000))
+    ep.kernel_defines = defines
     ep.open(slot_bytes, SLOTS, "classic")
     try:
         img, ln, exp, eln = frames(total, 1, payload, enc, slot_bytes)
@@ -97,7 +102,7 @@ def pingpong(cubin: Path, total: int, payload: int, enc, slot_bytes: int, lanes:
         lib = producer_library()
         done = lib.hb_batch(req, rep, slot_bytes, SLOTS, ENCODINGS["classic"], img.ctypes.data, ln.ctypes.data,
                             exp.ctypes.data, eln.ctypes.data, img.shape[1], total, 2_000_000_000, t0.ctypes.data,
-                            t1.ctypes.data, bad.ctypes.data)
+                            t1.ctypes.data, bad.ctypes.data, None)
         ctypes.c_uint32.from_address(stop).value = 1
         stream.synchronize()
         if done != total or bad.any():
@@ -134,7 +139,8 @@ def main(argv=None) -> int:
     slot_bytes = -(-enc.slot_bytes(a.payload) // 16) * 16
     total = a.warmup + a.rounds
     variants = {
-        "bridge (qrt_dispatch_one)": lambda: bridge(total, a.payload, enc, slot_bytes),
+        "bridge": lambda: bridge(total, a.payload, enc, slot_bytes),
+        "bridge via qrt_dispatch_one": lambda: bridge(total, a.payload, enc, slot_bytes, ("HB_NO_ECHO_PATH",)),
         "pingpong acquire 1 lane": lambda: pingpong(cubin, total, a.payload, enc, slot_bytes, 1, 1),
         "pingpong volatile 1 lane": lambda: pingpong(cubin, total, a.payload, enc, slot_bytes, 1, 0),
         "pingpong acquire 32 lanes": lambda: pingpong(cubin, total, a.payload, enc, slot_bytes, 32, 1),

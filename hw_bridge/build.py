@@ -74,8 +74,8 @@ def producer_library() -> ctypes.CDLL:
         for fn, res, args in (("hb_now_ns", i64, []),
                               ("hb_deliver", ci, [P, P, u32, u32]),
                               ("hb_wait", ci, [P, u32, u32, u32, i64, P, P, P]),
-                              ("hb_exchange", ci, [P, P, u32, u32, P, u32, i64, P, P, P]),
-                              ("hb_batch", i64, [P, P, u32, u32, u32, P, P, P, P, u32, i64, i64, P, P, P])):
+                              ("hb_exchange", ci, [P, P, u32, u32, P, u32, i64, P, P, P, i64]),
+                              ("hb_batch", i64, [P, P, u32, u32, u32, P, P, P, P, u32, i64, i64, P, P, P, P])):
             f = getattr(lib, fn)
             f.restype, f.argtypes = res, args
         _PRODUCER = lib

@@ -1,12 +1,13 @@
 """Backend ``cuda``: a persistent kernel built from the device runtime library on an NVIDIA GPU.
 
 The kernel (``c/hb_cuda_kernel.cu``: ``qrt.h`` + the C functions of ``qrt_functions.c`` built as
-device code; one warp moves each slot across PCIe in one burst and the library dispatches on an
-on-chip copy) is compiled with ``nvcc -cubin -arch=sm_XY`` for the device's compute capability
-(cached under ``$TWIN_CACHE_DIR``) and loaded through CuPy (``cupy.RawModule(path=...)``). Both
-queues are in pinned, mapped host memory (``cudaHostAlloc(..., cudaHostAllocMapped)``): the
-kernel polls the request queue across PCIe, the host polls the reply's ready word in its own
-memory. The producer side of each round is C (``c/hb_producer.c``), as for ``shm``
+device code; one warp moves each slot across PCIe in one burst, answers a classic echo from its
+registers and dispatches anything else with the library on an on-chip copy) is compiled with
+``nvcc -cubin -arch=sm_XY`` for the device's compute capability (cached under
+``$TWIN_CACHE_DIR``) and loaded through CuPy (``cupy.RawModule(path=...)``). Both queues are in
+pinned, mapped host memory (``cudaHostAlloc(..., cudaHostAllocMapped)``): the kernel polls the
+request queue across PCIe, the host polls the reply's ready word in its own memory. The producer
+side of each round is C (``c/hb_producer.c``), as for ``shm``
 (:class:`hw_bridge.producer.CProducerEndpoint`).
 
 Without CuPy, a driver, a GPU or nvcc, :func:`gpu_available` says why and :meth:`open` raises
@@ -54,10 +55,12 @@ def gpu_available(device: int = 0) -> tuple[bool, str]:
     return True, name.decode() if isinstance(name, bytes) else str(name)
 
 
-def kernel_cubin(arch: str) -> str:
-    """Build (once) and return the path of the persistent kernel's cubin for ``sm_<arch>``."""
+def kernel_cubin(arch: str, defines: tuple[str, ...] = ()) -> str:
+    """Build (once) and return the path of the persistent kernel's cubin for ``sm_<arch>``;
+    ``defines`` are extra ``-D`` macros (``HB_NO_ECHO_PATH``: every request through
+    qrt_dispatch_one, as benchmarks/cuda_overhead.py compares)."""
     src = HERE / "hb_cuda_kernel.cu"
-    flags = [f"-arch=sm_{arch}", "-O2", "-cubin"]
+    flags = [f"-arch=sm_{arch}", "-O2", "-cubin", *(f"-D{d}" for d in defines)]
     deps = [src, RUNTIME_C / "qrt_functions.c", RUNTIME_C / "qrt.h"]
     target = _cache() / f"hb_cuda_kernel-{_digest(deps, flags)}.cubin"
     if not target.is_file():
@@ -74,6 +77,8 @@ class CudaEndpoint(CProducerEndpoint):
     """A live GPU consumer: the persistent kernel serving queues in mapped host memory."""
 
     backend = "cuda"
+    #: extra -D macros for the kernel's build (:func:`kernel_cubin`); the twin uses none
+    kernel_defines: tuple[str, ...] = ()
 
     def __init__(self, settings: BridgeSettings):
         super().__init__(settings)
@@ -116,7 +121,7 @@ class CudaEndpoint(CProducerEndpoint):
         cap = (slot_bytes // 16 - 1) * 12 if per_piece else slot_bytes - 16
         stage_bytes = 2 * (-(-cap // 16) * 16) * slots if per_piece else 0
         self._stage = cupy.zeros(max(16, stage_bytes), cupy.uint8)
-        self._module = cupy.RawModule(path=kernel_cubin(cc))
+        self._module = cupy.RawModule(path=kernel_cubin(cc, self.kernel_defines))
         kern = self._module.get_function("hb_live_kernel")
         self._stream = cupy.cuda.Stream(non_blocking=True)
         u64, u32 = np.uint64, np.uint32
@@ -155,7 +160,8 @@ class CudaEndpoint(CProducerEndpoint):
 
     def describe(self) -> str:
         """Backend, GPU name, where the queues are."""
-        return (f"cuda: persistent kernel, one warp (qrt.h's qrt_dispatch_one on an on-chip copy of each slot) on "
+        return (f"cuda: persistent kernel, one warp (echo from the slot's burst; other functions qrt.h's "
+                f"qrt_dispatch_one on an on-chip copy) on "
                 f"{self.name} (GPU {self.settings.device}); queues in pinned mapped host memory")
 
     def _batch_failure(self, seq: int) -> LiveFailure:

@@ -21,6 +21,7 @@ could not start) and, once the twin has it, the rounds completed so far (``parti
 from __future__ import annotations
 
 import abc
+import time
 from dataclasses import dataclass
 from typing import Self
 
@@ -131,10 +132,20 @@ class LiveEndpoint(abc.ABC):
         """Wait for request ``seq``'s reply; raises :class:`LiveFailure` (``dead`` or ``hung``)
         when it does not come within ``timeout_ns`` (default: the settings')."""
 
-    def exchange(self, seq: int, image: bytes) -> LiveReply:
-        """One round: :meth:`deliver` then :meth:`wait_reply`."""
+    def exchange(self, seq: int, image: bytes, idle_ns: int = 0) -> LiveReply:
+        """One round: :meth:`deliver` then :meth:`wait_reply`, the request not written before
+        ``idle_ns`` after the previous round's reply was seen (wall clock, CLOCK_MONOTONIC; the
+        consumer idles that long: a duty cycle)."""
+        until = self.not_before_ns(idle_ns)
+        while time.monotonic_ns() < until:
+            pass
         self.deliver(seq, image)
         return self.wait_reply(seq)
+
+    def not_before_ns(self, idle_ns: int) -> int:
+        """The CLOCK_MONOTONIC instant (ns) ``idle_ns`` after the previous reply was seen; 0 when
+        there is none to wait for."""
+        return self._t1[-1] + idle_ns if idle_ns > 0 and self._t1 else 0
 
     def slot_index(self, seq: int) -> int:
         """The slot message ``seq`` uses (messages take slots in order from 0)."""

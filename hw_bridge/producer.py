@@ -51,19 +51,22 @@ class CProducerEndpoint(LiveEndpoint):
         self._t[1] = t1.value
         return self._finish(seq, r, off, timeout)
 
-    def exchange(self, seq: int, image: bytes) -> LiveReply:
-        """Deliver and wait in one C call (``hb_exchange``)."""
+    def exchange(self, seq: int, image: bytes, idle_ns: int = 0) -> LiveReply:
+        """Deliver and wait in one C call (``hb_exchange``), not before ``idle_ns`` after the
+        previous reply was seen (the C side spins on the clock)."""
         off = self.slot_index(seq) * self.slot_bytes
         r = self._lib.hb_exchange(self._req + off, self._rep + off, self.slot_bytes, self._enc, image, len(image),
-                                  self.settings.timeout_ns, self._t, ctypes.byref(self._nb), None)
+                                  self.settings.timeout_ns, self._t, ctypes.byref(self._nb), None,
+                                  self.not_before_ns(idle_ns))
         return self._finish(seq, r, off, self.settings.timeout_ns)
 
     def batch(self, images: np.ndarray, lengths: np.ndarray, expect: np.ndarray, expect_len: np.ndarray,
-              first_seq: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+              first_seq: int = 1, gaps_ns: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Run ``len(images)`` rounds in one C loop (``hb_batch``): images/expect are (n, stride)
         uint8 arrays of request and expected reply slot images for sequence numbers first_seq..;
-        the session's next message must be ``first_seq`` (== 1 + rounds so far). Returns (t0 ns,
-        t1 ns, bad) per round; raises :class:`LiveFailure` when a reply times out."""
+        the session's next message must be ``first_seq`` (== 1 + rounds so far). ``gaps_ns`` (n,
+        int64; None: back to back): round i > 0 waits gaps_ns[i] after round i-1's reply was seen.
+        Returns (t0 ns, t1 ns, bad) per round; raises :class:`LiveFailure` when a reply times out."""
         n = len(images)
         if first_seq != self.rounds + 1 or (first_seq - 1) % self.slots:
             raise ValueError("batch must start where the session is, on slot 0")
@@ -74,10 +77,13 @@ class CProducerEndpoint(LiveEndpoint):
         expect = np.ascontiguousarray(expect, np.uint8)
         lengths = np.ascontiguousarray(lengths, np.uint32)
         expect_len = np.ascontiguousarray(expect_len, np.uint32)
+        gaps = None if gaps_ns is None else np.ascontiguousarray(gaps_ns, np.int64)
+        if gaps is not None and gaps.shape != (n,):
+            raise ValueError(f"gaps_ns must hold one gap per round ({n}), got shape {gaps.shape}")
         done = self._lib.hb_batch(self._req, self._rep, self.slot_bytes, self.slots, self._enc,
                                   images.ctypes.data, lengths.ctypes.data, expect.ctypes.data, expect_len.ctypes.data,
                                   images.shape[1], n, self.settings.timeout_ns, t0.ctypes.data, t1.ctypes.data,
-                                  bad.ctypes.data)
+                                  bad.ctypes.data, None if gaps is None else gaps.ctypes.data)
         self._t0.extend(t0[:max(done, 0)].tolist())
         self._t1.extend(t1[:max(done, 0)].tolist())
         self.rounds += max(done, 0)

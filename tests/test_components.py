@@ -101,15 +101,17 @@ def test_node_kinds_are_the_registered_kinds_and_the_scenario_kinds():
 def test_stage_and_hop_statistics_are_the_engine_s():
     stats = [s.name for k in kinds() for s in k.stats]
     stages = {s.split(".", 1)[1] for s in stats if s.startswith("stage.")}
-    assert stages == set(STAGES)
+    from twin.devices.handoff import INNER_STAGES
+    assert stages == set(STAGES) | set(INNER_STAGES)  # a two-stage consumer's hand-off adds its own
     hops = {s.split(".", 1)[1] for s in stats if s.startswith("hops.")}
-    assert hops <= set(INSTANTS)
+    assert hops <= set(INSTANTS) | {"inner"}
 
 
 def test_ports_name_the_queues_and_paths():
     card, consumer = kind("link_card"), kind("consumer")
     assert {(p.name, p.direction) for p in card.ports} >= {("requests", "out"), ("replies", "memory")}
-    assert {(p.name, p.direction) for p in consumer.ports} == {("requests", "memory"), ("reply", "out")}
+    assert {(p.name, p.direction) for p in consumer.ports} == {("requests", "memory"), ("reply", "out"),
+                                                               ("handoff", "out")}  # a two-stage consumer's
     with pytest.raises(ValueError, match="direction"):
         Port("x", "sideways", "")
 

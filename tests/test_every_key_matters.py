@@ -30,6 +30,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 from rich.console import Console
+from test_qblox_feedback import program as listening_program
 
 from twin.config import ConfigError
 from twin.qec.schema import DecodeScenario
@@ -101,6 +102,9 @@ STALL = {"faults": {"stall": [{"at": "100 us", "duration": "20 us"}]}}
 FREEZE = {"faults": {"host_freeze": [{"at": "100 us", "duration": "20 us"}]}}
 LIVE_FAULT = {"nodes[2].bridge.fault": {"kind": "die", "round": 50}}
 QB = "qblox.sequencers"
+LISTEN_PROGRAM = listening_program(400, 596)  # waits for each reply, plays on its answer bit
+LISTEN = {"qblox.sequencers[0].program": LISTEN_PROGRAM,
+          "qblox.sequencers[1].program": LISTEN_PROGRAM.replace("300", "280")}
 FITTED = {"decode.cost.how": "fitted", "decode.cost.file": "DECCOST1"}  # a fitted lookup cost (the runner writes it)
 WINDOW = {"decode.code": "surface", "decode.rounds": 6, "decode.p": 0.01, "decode.shots": 100,
           "decode.decoder": "matching", "decode.per": "window", "decode.window": {"rounds": 6, "commit": 2}}
@@ -114,7 +118,14 @@ def traffic_cases(base: str, t: str, open_pre: dict, closed_pre: dict) -> dict[s
     """The traffic block's keys under ``t`` (``traffic``, ``flows[0].traffic``): ``open_pre`` makes
     it open loop with a period, ``closed_pre`` closed loop."""
     gp = {f"{t}.gaps": {"distribution": "uniform", "min": "1 us", "max": "3 us"}}
+    # a round waits for the previous correction, then 1 us: a ~2.2 us round trip + 1 us against a 3 us period
+    wp = {f"{t}.program": {"waits": {"for_round": -1, "then": "1 us"}}}
     return {
+        "program.waits.for_round": [C(base, {f"{t}.program.waits.for_round": -2}, {**open_pre, **wp}),
+                                    C(base, {f"{t}.program.waits.for_round": 0}, {**open_pre, **wp},
+                                      refused=f"{t}.program.waits.for_round")],
+        "program.waits.then": [C(base, {f"{t}.program.waits.then": "3 us"}, {**open_pre, **wp}),
+                               C(base, wp, closed_pre, refused=f"{t}.program")],  # closed loop waits already
         "mode": [C(base, {f"{t}.mode": "open_loop", f"{t}.period": "3 us"}, closed_pre)],
         "period": [C(base, {f"{t}.period": "4 us"}, open_pre),
                    C(base, {f"{t}.period": "3 us"}, closed_pre, refused=f"{t}.period")],  # closed loop: no period
@@ -146,7 +157,16 @@ def traffic_cases(base: str, t: str, open_pre: dict, closed_pre: dict) -> dict[s
 
 
 def qblox_cases(base: str) -> dict[str, list[Case]]:
+    fb = "qblox.feedback"
     return {
+        # programs that wait for each reply and branch on its answer bit (LISTEN): the feedback block
+        "feedback.answer_bit": [C(base, {f"{fb}.answer_bit": 9}, LISTEN)],  # a zero bit: no answer is 1
+        "feedback.answer_address": [C(base, {f"{fb}.answer_address": 3}, LISTEN),  # set_cond looks at address 1
+                                    C(base, {f"{fb}.answer_address": 2}, LISTEN, refused=f"{fb}.ready_address")],
+        "feedback.ready_address": [C(base, {f"{fb}.ready_address": 3}, LISTEN, refused="qblox.sequencers")],
+        "feedback.latency_ns": [C(base, {f"{fb}.latency_ns": 600}, LISTEN)],
+        "feedback.spacing_ns": [C(base, {f"{fb}.spacing_ns": 900}, LISTEN)],
+        "feedback.grid_ns": [C(base, {f"{fb}.grid_ns": 500}, LISTEN)],
         "sequencers[].program": [C(base, {f"{QB}[0].program": "PROGRAM_6US", f"{QB}[1].program": "PROGRAM_6US"})],
         # 8 acquisitions a round: two loop iterations of the program make one round (10 us)
         "sequencers[].measurements_per_round": [C(base, {f"{QB}[0].measurements_per_round": 8,

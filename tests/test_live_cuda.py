@@ -68,3 +68,36 @@ def test_without_gpu_twin_run_says_why_before_any_progress(tmp_path, capsys):
     cap = capsys.readouterr()
     assert rc == 3 and cap.err.count("\n") == 1 and why in cap.err and "live cuda error at session start" in cap.err
     assert "0/100" not in cap.out  # no empty progress bar before it
+
+
+def _raw_classic(seq, length_field, fill, slot):
+    """A classic request slot image whose header claims ``length_field`` payload bytes (possibly more
+    than the slot holds), payload area filled from ``fill``."""
+    import struct
+    body = bytes((fill + 5 * j) & 255 for j in range(slot - 16))
+    return struct.pack("<IHHII", seq, 0, length_field, 0, 0) + body
+
+
+@needs_gpu
+@pytest.mark.parametrize("defines", [(), ("HB_NO_ECHO_PATH",)])
+@pytest.mark.parametrize("slot", [96, 1040, 2064])
+def test_echo_answers_as_the_runtime_library_on_the_cpu(defines, slot):
+    """Classic echo at lengths 0..capacity and headers claiming more than the slot holds: the
+    kernel's echo path (one chunk per lane at 96 B, four at 1,040 B; 2,064 B is past it and goes
+    through the library) and, built with HB_NO_ECHO_PATH, its qrt_dispatch_one path answer byte for
+    byte as the runtime library's qrt_dispatch_one in the shm consumer on the CPU (an over-long
+    request: an empty reply with QRT_STATUS_BAD_LENGTH)."""
+    from hw_bridge.shm import ShmEndpoint
+    slots, cap = 4, slot - 16
+    short = [*range(0, 34), 47, 48, 49, 495, 496, 497, 511, 512, 513, 1007, 1008, 1009, 1023, 1024]
+    cases = [n for n in short if n < cap] + [cap - 1, cap, cap + 1, 65535]
+    cuda = CudaEndpoint(BridgeSettings("cuda", timeout_ns=2_000_000_000))
+    cuda.kernel_defines = defines
+    with cuda, ShmEndpoint(BridgeSettings("shm", timeout_ns=2_000_000_000)) as cpu:
+        cuda.open(slot, slots, "classic")
+        cpu.open(slot, slots, "classic")
+        for seq, length in enumerate(cases, start=1):
+            image = _raw_classic(seq, length, seq, slot)
+            want = cpu.exchange(seq, image).data
+            assert cuda.exchange(seq, image).data == want, (length, defines)
+        assert len(want) == 16 and want[8] == 2  # the last case: empty, QRT_STATUS_BAD_LENGTH

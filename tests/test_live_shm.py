@@ -24,7 +24,7 @@ CAL = str(ROOT / "calibrations" / "fitted" / "card_path.yaml")
 
 
 def scenario(tmp_path, *, rounds=2000, encoding="classic", function="echo", bridge=None, faults=None,
-             device="epyc7282", model="live", extra_nodes=()):
+             device="epyc7282", model="live", extra_nodes=(), traffic=None):
     doc = {"name": "live_test", "calibration": CAL, "seed": 5, "rounds": rounds, "frame_bytes": 64,
            "encoding": encoding, "function": function, "slots": 8,
            "nodes": [{"name": "gen", "kind": "generator"}, {"name": "u55c", "kind": "link_card"},
@@ -34,6 +34,8 @@ def scenario(tmp_path, *, rounds=2000, encoding="classic", function="echo", brid
            + [{"from": "u55c", "to": n["name"], "kind": "pcie"} for n in extra_nodes]}
     if faults:
         doc["faults"] = faults
+    if traffic:
+        doc["traffic"] = traffic
     p = tmp_path / "sc.yaml"
     p.write_text(yaml.safe_dump(doc))
     return p
@@ -290,3 +292,35 @@ def test_a_timeout_shorter_than_one_round_trip_always_fails(tmp_path, capsys):
     assert rc == 3, err
     assert "live shm hung at round 1: no reply within 1e-06 ms" in err
     assert doc is None  # no round completed, nothing to save
+
+
+def test_exchange_waits_the_idle_time_after_the_previous_reply():
+    """exchange(..., idle_ns): the request is not written before idle_ns after the previous reply
+    was seen (the C producer spins on CLOCK_MONOTONIC); 0 sends at once."""
+    enc = get_encoding("classic")
+    slot = -(-enc.slot_bytes(64) // 16) * 16
+    with ShmEndpoint(BridgeSettings("shm", timeout_ns=2_000_000_000)) as ep:
+        ep.open(slot, 8, "classic")
+        for seq, idle in enumerate((0, 3_000_000, 0, 1_000_000), start=1):
+            image = bytearray(enc.slot_bytes(8))
+            for off, d in enc.writes(seq, bytes(range(seq, seq + 8))):
+                image[off:off + len(d)] = d
+            assert ep.exchange(seq, bytes(image), idle).data == bytes(image)
+        t0, t1 = ep.timestamps()
+    gaps = t0[1:] - t1[:-1]
+    assert gaps[0] >= 3_000_000 and gaps[2] >= 1_000_000
+
+
+def test_live_run_idles_as_the_traffic_says(tmp_path, capsys):
+    """Closed loop with a 2 ms gap: before every round but the first the live consumer idles at
+    least the gap (the simulated idle time is the gap plus the card path both ways), and what it
+    had (measured) is at least what simulated time asked for; live_rounds.npz and results.json
+    keep both."""
+    rc, err, doc, out = run(tmp_path, capsys, rounds=12, bridge=SHM,
+                            traffic={"mode": "closed_loop", "gap": "2 ms"})
+    assert rc == 0, err
+    d = np.load(out / "live_rounds.npz")
+    target, idle = d["live.idle_target_ns"], d["live.idle_ns"]
+    assert idle[0] == -1 and (target[1:] >= 2_000_000).all() and (idle[1:] >= target[1:]).all()
+    live = doc["consumers"][0]["live"]
+    assert live["idle"]["measured"]["p50_ns"] >= live["idle"]["target"]["p50_ns"] >= 2_000_000

@@ -33,10 +33,14 @@ def results_document(study: StudyResult) -> dict:
         traffic["gap_ns"] = time_ps(t.gap) / 1000
     if t.gaps is not None:
         traffic["gaps"] = t.gaps.model_dump(exclude_none=True)
+    if t.program is not None:
+        traffic["program"] = t.program.model_dump()
     if sc.qblox is not None:  # a Qblox cluster: traffic from its Q1ASM programs
         q = sc.qblox
         traffic = {"mode": "open_loop", "clock": q.clock, "period_ns": q.period_ns(), "ppm": q.ppm,
                    "drift_ppb_per_s": q.drift_ppb_per_s, "control": f"{q.device} (aurora)"}
+        if q.listens():  # its programs wait for the replies: period_ns is the nominal one (no wait)
+            traffic["feedback"] = q.fb().model_dump()
     doc = {
         "schema": SCHEMA,
         "scenario": sc.name,
@@ -139,8 +143,10 @@ def print_table(study: StudyResult, console: Console) -> None:
                      + (f"{study.rounds:,} rounds" if not study.failures else  # stopped early: what was kept
                         f"{min(len(r.result.t_in) for r in study.runs):,} of {study.rounds:,} rounds (partial)")
                      + f", seed {study.seed}")
-    p99 = any((r.summary.get("measured") or {}).get("p99_ns") is not None for r in study.runs)
-    second = "p99" if p99 else "p90"  # the RoCE path's published summary has p99, not p90
+    def published(key: str) -> bool:
+        return any((r.summary.get("measured") or {}).get(f"{key}_ns") is not None for r in study.runs)
+    # the RoCE path's published summary has p99, not p90; NVQLink's its maximum round trip
+    second = "p99" if published("p99") else "max" if published("max") else "p90"
     for col in ("consumer", "meas p50", f"meas {second}", "twin p50", "p90", "p99", "p99.9",
                 "err p50", f"err {second}", "checked", "mismatches"):
         tb.add_column(col, justify="left" if col == "consumer" else "right", no_wrap=True)
@@ -149,15 +155,17 @@ def print_table(study: StudyResult, console: Console) -> None:
         m = s.get("measured")
         e = s.get("error_pct")
         us = lambda ns: f"{ns / 1000:.3f}"  # noqa: E731
-        tb.add_row(run.node, us(m["p50_ns"]) if m else "-",
+        tb.add_row(run.node, us(m["p50_ns"]) if m and m.get("p50_ns") is not None else "-",
                    us(m[f"{second}_ns"]) if m and m.get(f"{second}_ns") is not None else "-",
                    us(s["p50_ns"]), us(s["p90_ns"]), us(s["p99_ns"]), us(s["p999_ns"]),
-                   f"{e['p50']:+.2f}%" if e else "-",
+                   f"{e['p50']:+.2f}%" if e and "p50" in e else "-",
                    f"{e[second]:+.2f}%" if e and second in e else "-",
                    *(("checking", "…") if s["engine"] == PENDING  # the event model's check runs after the table
                      else (f"{s['replies_checked']:,}", str(s["mismatches"]))))
     console.print(tb)
     print_fault_and_deadline_lines([(r.node, r.summary) for r in study.runs], console)
+    from twin.output.program import print_program_table
+    print_program_table([(r.node, r.summary) for r in study.runs], console, "consumer")
     print_budget(study, console)
 
 
@@ -202,8 +210,8 @@ def plot_histograms(study: StudyResult, folder: RunFolder, name: str = "histogra
         ax.axvline(s["p50_ns"] / 1000, color="#c03030", lw=2.2, label="twin p50")
         ax.axvline(s["p90_ns"] / 1000, color="#e08020", lw=1, label="twin p90")
         if s.get("measured"):
-            ax.axvline(s["measured"]["p50_ns"] / 1000, color="#c03030", lw=1, ls="--", label="measured p50")
-            for key, colour in (("p90_ns", "#e08020"), ("p99_ns", "#208040")):
+            for key, colour in (("p50_ns", "#c03030"), ("p90_ns", "#e08020"), ("p99_ns", "#208040"),
+                                ("max_ns", "#6040a0")):
                 if s["measured"].get(key) is not None:
                     ax.axvline(s["measured"][key] / 1000, color=colour, lw=1, ls="--", label=f"measured {key[:-3]}")
         ax.set_ylabel("rounds")

@@ -267,6 +267,9 @@ def _summary(ctx: _Context, node, spec: LoopSpec, res: LoopResult, checked: int,
         sim, _, _, _ = run_one(sim_spec, engine, verify_rounds if failure is None else 0, None)
         s["live"] = live_summary(res, None if isinstance(failure, Interrupted) else failure, sim.rtt_ps)
         s["live"]["scenario_file"] = str(Path(loaded.path).resolve())  # for `twin calibrate --from-live RUN`
+    if "program" in res.stats:  # a control program that waits on replies (traffic.program, listening Qblox)
+        from twin.output.program import program_summary
+        s["program"] = program_summary(res.stats["program"])
     if sc.deadline:
         s["deadline_ns"] = time_ps(sc.deadline) / 1000
         s["deadline_misses"] = int((res.loop_ps > time_ps(sc.deadline)).sum())

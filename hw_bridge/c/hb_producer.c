@@ -84,15 +84,18 @@ HB_API int hb_wait(uint8_t *slot, uint32_t slot_bytes, uint32_t encoding, uint32
 }
 
 /* One round: deliver `image` into request slot `req_slot`, wait for the reply in `rep_slot`.
-   t[0] = just before the first byte is written, t[1] = the reply seen complete. Returns as
-   hb_wait. */
+   Not before the clock reads not_before_ns (0: at once): the producer spins on the clock until
+   then, so the consumer idles as long as the traffic says (a duty cycle). t[0] = just before the
+   first byte is written, t[1] = the reply seen complete. Returns as hb_wait. */
 HB_API int hb_exchange(uint8_t *req_slot, uint8_t *rep_slot, uint32_t slot_bytes, uint32_t encoding,
                        const uint8_t *image, uint32_t nbytes, int64_t timeout_ns, int64_t *t, uint32_t *reply_bytes,
-                       const volatile uint32_t *stop)
+                       const volatile uint32_t *stop, int64_t not_before_ns)
 {
     uint32_t seq;
     memcpy(&seq, image, 4);
-    t[0] = hb_now_ns();
+    do
+        t[0] = hb_now_ns();
+    while (t[0] < not_before_ns);
     if (hb_deliver(req_slot, image, nbytes, encoding) != 0)
         return -1;
     return hb_wait(rep_slot, slot_bytes, encoding, seq, t[0] + timeout_ns, &t[1], reply_bytes, stop);
@@ -102,20 +105,22 @@ HB_API int hb_exchange(uint8_t *req_slot, uint8_t *rep_slot, uint32_t slot_bytes
    lengths[i] bytes) into slot i % slots of req_base, waits for its reply in the same slot of
    rep_base and compares the reply's bytes with expect[i] (same stride, expect_len[i] bytes).
    t0[i], t1[i]: before the request's first write, reply seen. bad[i] = 1 for a reply that
-   differs. Returns the rounds completed (< n when a reply timed out after timeout_ns), -1 on a
-   bad argument. */
+   differs. gaps_ns (may be NULL: back to back): round i > 0 is not sent before gaps_ns[i] after
+   round i-1's reply was seen (a duty cycle). Returns the rounds completed (< n when a reply timed
+   out after timeout_ns), -1 on a bad argument. */
 HB_API int64_t hb_batch(uint8_t *req_base, uint8_t *rep_base, uint32_t slot_bytes, uint32_t slots, uint32_t encoding,
                         const uint8_t *images, const uint32_t *lengths, const uint8_t *expect,
                         const uint32_t *expect_len, uint32_t stride, int64_t n, int64_t timeout_ns,
-                        int64_t *t0, int64_t *t1, uint8_t *bad)
+                        int64_t *t0, int64_t *t1, uint8_t *bad, const int64_t *gaps_ns)
 {
     int64_t i;
     for (i = 0; i < n; ++i) {
         size_t off = (size_t)(i % slots) * slot_bytes;
         int64_t t[2];
         uint32_t got = 0;
+        int64_t not_before = gaps_ns && i > 0 ? t1[i - 1] + gaps_ns[i] : 0;
         int r = hb_exchange(req_base + off, rep_base + off, slot_bytes, encoding, images + (size_t)i * stride,
-                            lengths[i], timeout_ns, t, &got, 0);
+                            lengths[i], timeout_ns, t, &got, 0, not_before);
         if (r < 0)
             return -1;
         if (r == 0)

@@ -7,6 +7,7 @@ origin (measured in a seed, fitted, derived, or an assumption) is listed under `
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal, Self
 
@@ -124,14 +125,35 @@ class PathModel(_Strict):
     jitter_ns: float = Field(0.0, ge=0)
 
 
+class C2cModel(_Strict):
+    """NVLink-C2C between the host's CPU and GPU (a Grace Hopper / Grace Blackwell superchip;
+    :class:`twin.links.c2c.NvlinkC2C`): the rate of one direction, a store's one-way latency, the
+    coherence miss of a load of a line the other chip wrote (served from the other chip's memory
+    across the link), and the scale of the writes' exponential extra delay."""
+
+    rate: str = "450 GB/s"
+    latency_ns: float = Field(0.0, ge=0)
+    coherence_miss_ns: float = Field(0.0, ge=0)
+    jitter_ns: float = Field(0.0, ge=0)
+
+    _rate = field_validator("rate")(classmethod(lambda cls, v: _positive(v, rate_bps)))
+
+    def link(self):
+        """The wire (:class:`twin.links.c2c.NvlinkC2C`) of one direction."""
+        from twin.links.c2c import NvlinkC2C
+        return NvlinkC2C(rate_bps(self.rate) / 8, _ps(self.latency_ns), _ps(self.coherence_miss_ns))
+
+
 class HostModel(_Strict):
     """One host platform: its PCIe link and its two path classes, card <-> host memory (a CPU
-    consumer's queues) and card <-> peer device (P2P: GPU, FPGA)."""
+    consumer's queues) and card <-> peer device (P2P: GPU, FPGA); on a superchip also the
+    NVLink-C2C between its CPU and GPU (``c2c``; None: a PCIe host)."""
 
     description: str = ""
     pcie: PcieModel = PcieModel()
     host_memory: PathModel
     p2p: PathModel
+    c2c: C2cModel | None = None
 
     def path(self, name: str) -> PathModel:
         """The ``"host_memory"`` or ``"p2p"`` path class."""
@@ -144,8 +166,26 @@ class HostModel(_Strict):
                         _ps(self.path(path).latency_ns))
 
 
+class HandoffModel(_Strict):
+    """A consumer that receives each request and hands it to another consumer of the set (``to``,
+    on the same host) through a device queue in that one's memory, over ``link`` (``c2c``: the
+    host's NVLink-C2C; ``pcie``: the host's PCIe link into host memory); ``to`` runs the function
+    (:mod:`twin.devices.handoff`)."""
+
+    to: str
+    link: Literal["c2c", "pcie"] = "c2c"
+
+
 class ConsumerModel(_Strict):
-    """One consumer. ``kind`` picks the device model; unused keys for a kind must stay unset."""
+    """One consumer. ``kind`` picks the device model; unused keys for a kind must stay unset.
+
+    ``poll``: ``local`` (the request queue is in the device's own memory) or ``c2c`` (it is in the
+    other chip's memory across NVLink-C2C: a CPU core polling GPU memory the NIC wrote, a GPU
+    polling host memory; each poll that sees a request, and a classic request's payload read,
+    costs the host's ``c2c.coherence_miss_ns``; a GPU's dependent polls then run at that period).
+    ``preprocess_ns_per_measurement``: pre-processing per raw measurement (payload bit) before the
+    function (detector formation). ``handoff``: a second stage on another device (:class:`HandoffModel`).
+    """
 
     kind: Literal["cpu", "gpu", "fpga"]
     device: str = ""
@@ -160,6 +200,9 @@ class ConsumerModel(_Strict):
     fence_ns: float = Field(0.0, ge=0)
     clock_ns: float | None = Field(None, gt=0)
     answer_ns: float | None = Field(None, ge=0)
+    poll: Literal["local", "c2c"] = "local"
+    preprocess_ns_per_measurement: float = Field(0.0, ge=0)
+    handoff: HandoffModel | None = None
 
     @model_validator(mode="after")
     def _kind_keys(self):
@@ -169,19 +212,37 @@ class ConsumerModel(_Strict):
         for key in need:
             if getattr(self, key) is None:
                 raise ValueError(f"a {self.kind} consumer needs {key}")
+        if self.kind == "fpga":
+            for key, default in (("poll", "local"), ("preprocess_ns_per_measurement", 0.0), ("handoff", None)):
+                if getattr(self, key) != default:
+                    raise Located((key,), getattr(self, key), "FPGA logic answers in its own memory, in one stage")
+        if self.poll == "c2c":
+            other = {"cpu": "p2p", "gpu": "host_memory"}[self.kind]
+            if self.path != other:
+                raise Located(("path",), self.path, f"a {self.kind} polling over c2c has its queue in the other chip's "
+                              f"memory: the NIC or card writes it on the {other} path")
         return self
 
-    def params(self, encoding: str | None = None) -> ConsumerParams:
-        """Device parameters in ps; ``encoding`` overrides the consumer's own."""
+    def params(self, encoding: str | None = None, c2c=None) -> ConsumerParams:
+        """Device parameters in ps; ``encoding`` overrides the consumer's own; ``c2c`` (the host's
+        :class:`C2cModel`) sets the poll's cost when ``poll`` is ``c2c`` (ValueError without it)."""
         enc = encoding or self.encoding
+        pre = _ps(self.preprocess_ns_per_measurement)
         if self.kind == "fpga":
             return fpga_logic(_ps(self.clock_ns), _ps(self.answer_ns), enc)
+        period, cost, read = _ps(self.poll_period_ns), self.poll_cost_ns, self.read_ns
+        if self.poll == "c2c":
+            if c2c is None:
+                raise ValueError("poll c2c needs the host's c2c section")
+            miss = _ps(c2c.coherence_miss_ns)
+            if self.kind == "gpu":  # dependent loads across the link: one answer per miss
+                period = max(period, miss)
+            cost = read = c2c.coherence_miss_ns
         if self.kind == "gpu":
-            return gpu_persistent_kernel(_ps(self.poll_period_ns), _ps(self.service_ns), enc, _ps(self.fence_ns),
-                                         _ps(self.piece_check_ns))
-        return cpu_core(_ps(self.poll_period_ns), _ps(self.poll_cost_ns), _ps(self.service_ns), enc,
-                        None if self.read_ns is None else _ps(self.read_ns), _ps(self.piece_check_ns),
-                        _ps(self.fence_ns))
+            return replace(gpu_persistent_kernel(period, _ps(self.service_ns), enc, _ps(self.fence_ns),
+                                                 _ps(self.piece_check_ns)), preprocess_ps_per_measurement=pre)
+        return replace(cpu_core(period, _ps(cost), _ps(self.service_ns), enc, None if read is None else _ps(read),
+                                _ps(self.piece_check_ns), _ps(self.fence_ns)), preprocess_ps_per_measurement=pre)
 
 
 class FitGroup(_Strict):
@@ -279,9 +340,7 @@ class ParamSet(_DottedParams):
 
     @model_validator(mode="after")
     def _references(self):
-        for name, c in self.consumers.items():
-            if c.host not in self.hosts:
-                raise Located(("consumers", name, "host"), c.host, f"no such host (have: {', '.join(self.hosts)})")
+        check_placements(self)
         if self.fit:
             named = [(("fit", "groups", gi, "free"), k) for gi, g in enumerate(self.fit.groups) for k in g.free]
             named += [(("fit", "tie"), k) for k in self.fit.tie]
@@ -292,6 +351,59 @@ class ParamSet(_DottedParams):
                 self._check_group_consumers(gi, g)
         return self
 
+
+
+def check_placements(ps) -> None:
+    """Every consumer of parameter set ``ps`` names a host it has, polls over c2c or hands off over
+    c2c only on a host with a c2c section, and hands off to another consumer of the same host that
+    does not itself hand off. Raises :class:`Located`."""
+    for name, c in ps.consumers.items():
+        if c.host not in ps.hosts:
+            raise Located(("consumers", name, "host"), c.host, f"no such host (have: {', '.join(ps.hosts)})")
+        host = ps.hosts[c.host]
+        if c.poll == "c2c" and host.c2c is None:
+            raise Located(("consumers", name, "poll"), c.poll, f"host {c.host!r} has no c2c section (NVLink-C2C)")
+        h = c.handoff
+        if h is None:
+            continue
+        where = ("consumers", name, "handoff")
+        if h.to == name or h.to not in ps.consumers:
+            raise Located(where + ("to",), h.to, "must name another consumer of the set")
+        to = ps.consumers[h.to]
+        if to.host != c.host:
+            raise Located(where + ("to",), h.to,
+                          f"is on host {to.host!r}, not {c.host!r}: a hand-off stays in one node")
+        if to.handoff is not None or to.kind == "fpga":
+            raise Located(where + ("to",), h.to, "the serving stage must be a cpu or gpu that answers itself")
+        if h.link == "c2c" and host.c2c is None:
+            raise Located(where + ("link",), h.link, f"host {c.host!r} has no c2c section (NVLink-C2C)")
+
+
+def serving_kind(ps, consumer: str) -> str:
+    """The device kind that runs consumer ``consumer``'s function: its own, or (a hand-off) the
+    serving stage's. Raises KeyError."""
+    c = ps.consumers[consumer]
+    return ps.consumers[c.handoff.to].kind if c.handoff is not None else c.kind
+
+
+def placed_consumer(ps, consumer: str, encoding: str | None = None):
+    """Consumer ``consumer`` of parameter set ``ps`` as the engine takes it: its
+    :class:`ConsumerParams` (its poll placed: a ``c2c`` poll costs the host's coherence miss) and
+    its second stage (:class:`twin.devices.handoff.HandoffSpec`, or None). Raises KeyError."""
+    from twin.devices.handoff import HandoffSpec
+    c = ps.consumers[consumer]
+    host = ps.hosts[c.host]
+    params = c.params(encoding, host.c2c)
+    h = c.handoff
+    if h is None:
+        return params, None
+    to = ps.consumers[h.to]
+    stage = to.params(params.encoding, host.c2c)
+    if h.link == "c2c":
+        wire, jitter = host.c2c.link(), host.c2c.jitter_ns
+    else:
+        wire, jitter = host.link("host_memory"), host.host_memory.jitter_ns
+    return params, HandoffSpec(h.to, stage, wire, int(round(jitter * PS_PER_NS)), h.link)
 
 
 def load_params(path: str | Path) -> ParamSet:
@@ -316,7 +428,8 @@ def loop_spec(params: ParamSet, consumer: str, traffic: TrafficParams, seed: int
     c = params.consumers[consumer]
     host = params.hosts[c.host]
     link = host.link(c.path)
-    return LoopSpec(name=consumer, card=params.card.params(), consumer=c.params(encoding), traffic=traffic,
+    cp, handoff = placed_consumer(params, consumer, encoding)
+    return LoopSpec(name=consumer, card=params.card.params(), consumer=cp, handoff=handoff, traffic=traffic,
                     request_link=link, reply_link=link, jitter_ps=int(round(host.path(c.path).jitter_ns * PS_PER_NS)),
                     aurora=params.aurora.link() if external_control else None, slots=slots, seed=seed,
                     faults=faults, function=function, model=model, card_model=card_model, rtl=rtl, bridge=bridge)

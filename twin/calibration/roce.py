@@ -26,7 +26,17 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from twin.calibration.fit import Residual, fit_groups, miss
-from twin.calibration.params import ConsumerModel, FitGroup, HostModel, _DottedParams, _positive, _ps, _Strict
+from twin.calibration.params import (
+    ConsumerModel,
+    FitGroup,
+    HostModel,
+    _DottedParams,
+    _positive,
+    _ps,
+    _Strict,
+    check_placements,
+    placed_consumer,
+)
 from twin.config import ConfigError, Located, load_model, load_yaml
 from twin.devices.generator import TrafficParams
 from twin.devices.linkcard import LinkCardParams
@@ -94,7 +104,7 @@ class RoceFitSpec(_Strict):
 
     measured: str
     groups: list[FitGroup] = Field(min_length=1)
-    stats: list[Literal["min", "p50", "p90", "p99", "p999"]] = ["min", "p50", "p99", "p999"]
+    stats: list[Literal["min", "p50", "p90", "p99", "p999", "max"]] = ["min", "p50", "p99", "p999"]
     switch_hops: int = Field(0, ge=0)  # switches on the measured route (the scenario's must match)
     rounds: int = Field(20000, gt=0)
     seed: int = 1
@@ -122,9 +132,8 @@ class RoceParamSet(_DottedParams):
 
     @model_validator(mode="after")
     def _references(self):
+        check_placements(self)
         for name, c in self.consumers.items():
-            if c.host not in self.hosts:
-                raise Located(("consumers", name, "host"), c.host, f"no such host (have: {', '.join(self.hosts)})")
             if c.kind == "fpga":
                 raise Located(("consumers", name, "kind"), c.kind, "the RoCE path serves cpu and gpu consumers")
         for name, v in self.doorbell_ns.items():
@@ -205,10 +214,11 @@ def roce_loop_spec(params: RoceParamSet, consumer: str, traffic: TrafficParams, 
     from twin.exchange.encoding import get_encoding
     req, rep, card = roce_paths(params, consumer, switch_hops)
     c = params.consumers[consumer]
-    need = get_encoding(c.params(encoding).encoding).slot_bytes(traffic.frame_bytes)
+    cp, handoff = placed_consumer(params, consumer, encoding)
+    need = get_encoding(cp.encoding).slot_bytes(traffic.frame_bytes)
     slot_bytes = max(slot_bytes, -(-need // 16) * 16)
     host = params.hosts[c.host]
-    return LoopSpec(name=consumer, card=card, consumer=c.params(encoding), traffic=traffic,
+    return LoopSpec(name=consumer, card=card, consumer=cp, handoff=handoff, traffic=traffic,
                     request_link=req, reply_link=rep,  # type: ignore[arg-type]  (any Wire serves)
                     jitter_ps=int(round(host.path(c.path).jitter_ns * PS_PER_NS)), aurora=None, slots=slots,
                     seed=seed, faults=faults, function=function, model=model, slot_bytes=slot_bytes, bridge=bridge)
@@ -216,25 +226,35 @@ def roce_loop_spec(params: RoceParamSet, consumer: str, traffic: TrafficParams, 
 
 # -- measured numbers and the fit ---------------------------------------------------------------
 
-STAT_Q = {"min": 0.0, "p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
+STAT_Q = {"min": 0.0, "p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9, "max": 100.0}
 
 
 class RoceMeasuredRow(_Strict):
-    """One measured consumer: whichever of min/p50/p90/p99/p999 were published (quantity strings)."""
+    """One measured consumer: whichever of min/p50/p90/p99/p999/max were published (quantity
+    strings; at least one). ``max``: the largest round trip of the run (NVQLink publishes its
+    maximum FPGA -> GPU -> FPGA round trip)."""
 
     device: str
     min: str | None = None
-    p50: str
+    p50: str | None = None
     p90: str | None = None
     p99: str | None = None
     p999: str | None = None
+    max: str | None = None
 
-    @field_validator("min", "p50", "p90", "p99", "p999")
+    @field_validator("min", "p50", "p90", "p99", "p999", "max")
     @classmethod
     def _q(cls, v):
         if v is not None:
             time_ps(v)
         return v
+
+    @model_validator(mode="after")
+    def _some(self):
+        if not self.stats_ps():
+            raise Located(("p50",), "<missing>", "a measured consumer needs at least one of min, p50, p90, p99, "
+                          "p999, max")
+        return self
 
     def stats_ps(self) -> dict[str, int]:
         """The published statistics in ps, by name."""

@@ -63,6 +63,13 @@ def _decode(args: argparse.Namespace, console, ld, folder) -> int:
     d = ld.sc.decode
     from twin.qec.workload import sample_circuit
     total = shots * sample_circuit(ld.circuit, 1, per=d.per, window=d.window_tuple()).requests_per_shot
+    if ld.sc.qblox is not None:  # a program that waits for every correction runs its own rounds
+        from twin.config import ConfigError, Located
+        from twin.scenario.schema import check_listening_rounds
+        try:
+            check_listening_rounds(ld.sc.qblox, total, ("decode", "shots"))
+        except Located as e:
+            raise ConfigError(ld.path, "decode.shots", shots, e.problem) from None
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=args.quiet) as bar:
         tasks = {}

@@ -27,6 +27,10 @@ class ConsumerParams:
     fence_ps: classic encoding only: the release fence between reply data and ready word
         (0 where the device relies on posted-write order, as the V80 does).
     encoding: the encoding this consumer uses for the echo ("classic" | "per_piece").
+    preprocess_ps_per_measurement: host pre-processing before the function body, per raw
+        measurement the request carries (one measurement per payload bit): detector formation
+        (XOR of consecutive rounds' measurements) ahead of the decoder; 0 when the request
+        already carries detectors.
     """
 
     kind: str
@@ -38,23 +42,28 @@ class ConsumerParams:
     piece_check_ps: int = 0
     fence_ps: int = 0
     poll_phase_ps: int | None = None
+    preprocess_ps_per_measurement: int = 0
 
     def __post_init__(self):
         if self.kind not in ("cpu", "gpu", "fpga"):
             raise ValueError(f"consumer kind must be cpu, gpu or fpga, got {self.kind!r}")
         if self.poll_period_ps <= 0:
             raise ValueError(f"poll_period_ps must be > 0, got {self.poll_period_ps}")
-        for key in ("poll_cost_ps", "service_ps", "read_ps", "piece_check_ps", "fence_ps"):
+        for key in ("poll_cost_ps", "service_ps", "read_ps", "piece_check_ps", "fence_ps",
+                    "preprocess_ps_per_measurement"):
             if getattr(self, key) < 0:
                 raise ValueError(f"{key} must be >= 0, got {getattr(self, key)}")
         if self.poll_phase_ps is not None and not 0 <= self.poll_phase_ps < self.poll_period_ps:
             raise ValueError(f"poll_phase_ps must be in [0, poll_period_ps), got {self.poll_phase_ps}")
 
     def pre_service_ps(self, enc: Encoding, nbytes: int) -> int:
-        """Time from a poll's answer to the start of the function body for one request."""
+        """Time from a poll's answer to the start of the function body for one request of
+        ``nbytes`` payload: reading it (pieces checked, or the dependent read) and pre-processing
+        its ``8 * nbytes`` measurements."""
+        pre = 8 * nbytes * self.preprocess_ps_per_measurement
         if enc.per_piece:
-            return enc.pieces(nbytes) * self.piece_check_ps
-        return self.read_ps
+            return enc.pieces(nbytes) * self.piece_check_ps + pre
+        return self.read_ps + pre
 
     def with_phase(self, phase_ps: int) -> "ConsumerParams":
         """The same parameters with the poll phase set."""
@@ -191,12 +200,17 @@ class PollingConsumer:
         th.busy_ps += t_free - at + self.p.poll_cost_ps
         th.free = t_free
         th.served += 1
-        if self.hops is not None:
-            self.hops.reply[seq - 1] = t_reply
-            self.hops.publish[seq - 1] = t_publish
+        self._record_reply(seq, t_reply, t_publish)
         self.next_seq = seq + 1
         self.served += 1
         self.kernel.at(max(self._next_poll_from(t_free), self.kernel.now), self._arm)
+
+    def _record_reply(self, seq: int, t_reply: int, t_publish: int) -> None:
+        """Keep request ``seq``'s reply instants in the flow's hops (a first stage that hands the
+        request on replies through its second stage: :mod:`twin.devices.handoff`)."""
+        if self.hops is not None:
+            self.hops.reply[seq - 1] = t_reply
+            self.hops.publish[seq - 1] = t_publish
 
     def _next_poll_from(self, t_free: int) -> int:
         """When the queue is polled for its next request after one freed its thread at ``t_free``:
@@ -226,5 +240,6 @@ def make_endpoint(cls: type, ctx, **extra) -> PollingConsumer:
 
 
 def build_endpoint(ctx) -> PollingConsumer:
-    """Model ``sim`` of a consumer (registered in :mod:`twin.nodes.models`)."""
+    """A one-stage ``sim`` consumer for one queue pair (model ``sim`` is
+    :func:`twin.devices.handoff.build_sim_endpoint`, which adds the two-stage consumer)."""
     return make_endpoint(PollingConsumer, ctx)

@@ -59,6 +59,37 @@ MAX_DRIFT_PPB_PER_S = 1e7
 
 
 @dataclass(frozen=True)
+class Waits:
+    """A generator program's feedback dependency (scenario ``traffic.program.waits``): each round's
+    operation that needs a correction waits for the reply of the round ``for_round`` before it
+    (-1: the previous round's), and the round's request leaves ``then_ps`` after that operation
+    (the rest of the round: the operation, the syndrome extraction after it). Request ``i`` leaves
+    at the later of its open-loop instant (one ``period_ps`` after request ``i - 1``'s, on the
+    generator's clock) and the first edge at or after reply ``i + for_round`` is back plus
+    ``then_ps``; the difference is the round's stall, and every later round shifts with it. The
+    first ``-for_round`` requests wait for nothing. Raises ValueError for ``for_round >= 0`` (a
+    round cannot wait for its own correction or a later one) or ``then_ps < 0``."""
+
+    for_round: int = -1
+    then_ps: int = 0
+
+    def __post_init__(self):
+        if self.for_round >= 0:
+            raise ValueError(f"waits.for_round must be < 0 (an earlier round's correction), got {self.for_round}")
+        if self.then_ps < 0:
+            raise ValueError(f"waits.then must be >= 0 ps, got {self.then_ps}")
+
+
+def program_stats(t_send: np.ndarray, nominal: np.ndarray) -> dict:
+    """A waiting generator's statistics from its send instants and the open-loop instants each
+    request would have had after the previous one (int64 ps arrays, one per request): ``stall_ps``
+    per request (its send minus its open-loop instant), ``stall_total_ps``, ``period_ps`` (the gaps
+    between requests: the effective cycle time, one fewer than the requests)."""
+    stall = np.asarray(t_send, np.int64) - np.asarray(nominal, np.int64)
+    return {"stall_ps": stall, "stall_total_ps": int(stall.sum()), "period_ps": np.diff(np.asarray(t_send, np.int64))}
+
+
+@dataclass(frozen=True)
 class Share:
     """This generator's part of one stream dispatched round robin over ``count`` flows: it sends
     the stream's requests ``index``, ``index + count``, ... of ``stream_rounds`` (0-based), each at
@@ -114,6 +145,14 @@ class TrafficParams:
         reply plus the gap (instead of a fixed ``gap_ps``).
     share: open loop only: this generator sends its :class:`Share` of a stream (``rounds`` is then
         its own request count, ``share.rounds``; the gaps are the stream's); None (default): all of it.
+    waits: open loop only: a :class:`Waits` (each round waits for an earlier round's correction), or
+        None (default).
+    feedback: a control system whose program listens to the replies (a
+        :class:`twin.devices.qblox.QbloxCluster` whose programs ``wait_trigger``/``set_cond``): the
+        event engine builds its generator (``feedback.generator(...)``) instead of this module's;
+        the direct engine refuses it. None (default).
+
+    :attr:`listens` is the flag an engine checks: sends that depend on replies.
     """
 
     mode: str = "closed_loop"
@@ -130,6 +169,14 @@ class TrafficParams:
     gaps: Gaps | None = None
     syndrome_bits: int = 0
     share: Share | None = None
+    waits: Waits | None = None
+    feedback: object = None
+
+    @property
+    def listens(self) -> bool:
+        """Whether the control side's sends depend on the replies (``waits`` or ``feedback``): an
+        engine that cannot feed replies back to the generator must refuse such traffic."""
+        return self.waits is not None or self.feedback is not None
 
     def __post_init__(self):
         if self.in_flight < 1 or (self.in_flight > 1 and self.mode != "closed_loop"):
@@ -149,6 +196,8 @@ class TrafficParams:
             raise ValueError(f"clock_ps must be > 0 and gap_ps >= 0, got {self.clock_ps}, {self.gap_ps}")
         if self.gaps is not None and (self.gap_ps or (self.mode == "open_loop" and self.period_ps)):
             raise ValueError("random gaps replace the open-loop period and the closed-loop gap: give one")
+        if self.waits is not None and (self.mode != "open_loop" or self.gaps is not None or self.share is not None):
+            raise ValueError("waits apply to open-loop traffic at a fixed period, one flow (no gaps, no share)")
         if self.mode == "open_loop" and self.gaps is None and (self.period_ps <= 0 or self.period_ps % self.clock_ps):
             raise ValueError(f"open-loop period_ps must be a positive multiple of clock_ps ({self.clock_ps}), "
                              f"got {self.period_ps}")
@@ -211,6 +260,10 @@ class TrafficGenerator:
         self.t_send: list[int] = []
         self.scheduled = 0  # closed loop: requests scheduled to leave (sent, or waiting for their edge)
         self.gaps = None if gaps_ps is None else gaps_ps.tolist()
+        self.back: dict[int, int] = {}  # waits: reply instants by sequence number
+        self.nominal: list[int] = []  # waits: each request's open-loop instant after the previous one
+        self.awaiting: int | None = None  # waits: the reply the next request waits for
+        self.cycle = 0  # waits: clock edge index of the last send
 
     def start(self) -> None:
         """Schedule the first request (at the generator clock's edge 0)."""
@@ -218,6 +271,9 @@ class TrafficGenerator:
             self.scheduled = min(self.p.in_flight, self.p.rounds)
             for _ in range(self.scheduled):
                 self.kernel.at(self.clock.edge(0), self._send_next)
+        elif self.p.waits is not None:
+            self.nominal.append(self.clock.edge(0))
+            self.kernel.at(self.clock.edge(0), self._send_waiting)
         else:
             j, t = 0, self.clock.edge(0)
             for _ in range(self.p.share.index if self.p.share else 0):  # to this share's first request
@@ -245,9 +301,41 @@ class TrafficGenerator:
                 t, j = self._stream_next(j, t), j + 1
             self.kernel.at(t, self._send_open, j)
 
-    def reply(self, seq: int) -> None:
-        """A reply is back at the generator (now)."""
+    def _send_waiting(self) -> None:
+        self.cycle = self.clock.index_at_or_after(self.kernel.now)
+        self._send_next()
+        self._plan_waiting()
+
+    def _plan_waiting(self) -> None:
+        """Waits: schedule the next request, or wait for the reply it depends on."""
+        j = self.sent + 1  # the next request
+        if j > self.p.rounds:
+            return
+        w = self.p.waits
+        nominal = self.clock.edge(self.cycle + self.p.period_cycles)
+        need = j + w.for_round
+        if need >= 1 and need not in self.back:
+            self.awaiting = need
+            return
+        self.awaiting = None
+        t = nominal if need < 1 else max(nominal, self.clock.at_or_after(self.back[need] + w.then_ps))
+        self.nominal.append(nominal)
+        self.kernel.at(t, self._send_waiting)
+
+    def stats(self) -> dict:
+        """The program's statistics (``waits``: :func:`program_stats`), or ``{}``."""
+        if self.p.waits is None:
+            return {}
+        return {**program_stats(np.asarray(self.t_send, np.int64), np.asarray(self.nominal[:self.sent], np.int64)),
+                "nominal_period_ps": self.p.period_ps}
+
+    def reply(self, seq: int, payload: bytes | None = None) -> None:
+        """A reply is back at the generator (now); ``payload``: its bytes (unused here)."""
         self.received += 1
+        if self.p.waits is not None:
+            self.back[seq] = self.kernel.now
+            if self.awaiting == seq:
+                self._plan_waiting()
         if self.p.mode == "closed_loop" and self.scheduled < self.p.rounds:
             # the next request is number scheduled + 1; counted now, since it leaves only at a later
             # clock edge (or after its gap) and another reply may come back before it has left

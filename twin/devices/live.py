@@ -11,6 +11,13 @@ payload, then the ready word; per-piece: one burst), where the card checks them 
 reference answer like any other reply. So the live device's notice, read, compute and publish
 replace the simulated consumer's poll, service and fence; the card path stays simulated.
 
+Duty cycle: the live device idles as long as the simulated one would. Before request ``seq`` the
+endpoint waits (wall clock, CLOCK_MONOTONIC) until the previous round's reply was seen plus the
+simulated idle time of the consumer's thread (from its last reply published to this request taken),
+so the traffic's gaps and periods reach the live device. The host's own time between two rounds
+(the simulation in Python, tens of µs) is the floor: a shorter simulated idle time is not waited
+for. Both the target and the idle time the device actually had are kept per round.
+
 Host freeze (``host_freezes`` windows of simulated time): at the first request that lands inside a
 window, a consumer with a ``freeze`` method (the ``shm`` backend) is stopped (SIGSTOP) for the
 window's length in wall-clock time and resumed (SIGCONT); the producer keeps sending.
@@ -47,6 +54,8 @@ class LiveConsumer(PollingConsumer):
         self._had_freezes = bool(host_freezes)
         self.frozen_rounds: list[int] = []
         self.service_ns: list[int] = []
+        self.idle_target_ns: list[int] = []
+        self._free_ps: int | None = None  # simulated instant the thread last went idle (its reply published)
         self.endpoint_stats: dict = {}
 
     def describe(self) -> str:
@@ -63,7 +72,9 @@ class LiveConsumer(PollingConsumer):
             if now < end and hasattr(self.endpoint, "freeze"):
                 self.endpoint.freeze((end - start) / 1e12)
                 self.frozen_rounds.append(seq)
-        rep = self.endpoint.exchange(seq, image)
+        idle_ns = 0 if self._free_ps is None else max(0, now - self._free_ps) // 1000
+        self.idle_target_ns.append(idle_ns)
+        rep = self.endpoint.exchange(seq, image, idle_ns)
         got = self.enc.header(bytearray(rep.data), 0)
         if got.seq != seq:
             raise LiveFailure("wrong", seq, f"reply carries sequence {got.seq}", self.endpoint.backend)
@@ -73,6 +84,7 @@ class LiveConsumer(PollingConsumer):
             writes = self.tamper(seq, writes)
         t = now + rep.service_ns * 1000
         self.kernel.at(t, self._post, seq, base, writes)
+        self._free_ps = t
         self._done(seq, at, t, t, t)
 
     def close(self) -> dict:
@@ -89,9 +101,17 @@ class LiveConsumer(PollingConsumer):
             out["host_freeze"] = f"not applied: the {self.endpoint.backend} backend has no consumer process to stop"
         return out
 
-    def service_array(self) -> np.ndarray:
-        """Measured service time per completed round, int64 ns."""
-        return np.asarray(self.service_ns, np.int64)
+    def round_arrays(self) -> dict[str, np.ndarray]:
+        """Per completed round, int64 ns: ``service_ns`` (request written -> reply seen),
+        ``idle_target_ns`` (the simulated idle time before it, waited for on the wall clock) and
+        ``idle_ns`` (the idle time the live device had: the previous reply seen -> this request's
+        first byte written; -1 for the first round)."""
+        t0, t1 = self.endpoint.timestamps()
+        idle = np.full(len(t0), -1, np.int64)
+        idle[1:] = t0[1:] - t1[:-1]
+        n = len(self.service_ns)
+        return {"service_ns": np.asarray(self.service_ns, np.int64),
+                "idle_target_ns": np.asarray(self.idle_target_ns[:n], np.int64), "idle_ns": idle[:n]}
 
 
 def build_endpoint(ctx) -> LiveConsumer:

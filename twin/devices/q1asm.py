@@ -17,8 +17,24 @@ Instructions (``R0``..``R63`` registers hold unsigned 32-bit values; ``@label`` 
                                acquire i,b,d, acquire_weighed i,b,w0,w1,d, acquire_ttl i,b,en,d,
                                wait_trigger addr,d, wait_sync d, set_latch_en en,d, latch_rst d
 
-``wait_trigger`` counts as its duration only: trigger arrival from the network (feedback within a
-program) is not modelled, nor is ``set_cond``'s conditional playback. A duration may be an
+Feedback (Qblox docs, "Feedback Trigger Handling", docs.qblox.com/en/main/products/architecture/
+sequencers/trigger_handling.html): ``wait_trigger addr,d`` stops the real-time core until a trigger
+arrives on address ``addr`` (1..15), then waits ``d``; the twin latches triggers per address, so one
+that arrived before the sequencer reached ``wait_trigger`` lets it pass at once (each
+``wait_trigger`` takes the next trigger on its address, in arrival order). ``set_cond
+enable,mask,operator,else_ns`` makes every following real-time instruction (``play``, ``acquire*``,
+``wait``, ``upd_param``) conditional: before each, the trigger counters of the addresses in
+``mask`` (bit ``a - 1`` for address ``a``) are thresholded (a counter "exceeds its threshold" when
+it counted at least one trigger: every address's threshold is 1) and combined by ``operator`` (0 OR,
+1 NOR, 2 AND, 3 NAND, 4 XOR, 5 XNOR: quantify-scheduler's ``FeedbackTriggerOperator``); true: the
+instruction runs, false: the core waits ``else_ns`` instead (an acquisition skipped so is not
+made). ``set_cond 0,...`` ends it. Counters count only while ``set_latch_en 1,d`` has enabled
+them (``set_latch_en 0,d`` holds them) and ``latch_rst d`` clears them. ``wait_trigger`` and
+``wait_sync`` are never conditional. Triggers come from a :class:`Triggers` board the caller fills
+(:mod:`twin.devices.qblox` puts each reply's answer on it); a program run alone
+(:func:`run_cluster`) sees every trigger there at once and no answer trigger: the timing of an
+infinitely fast loop whose answers are all 0.
+A duration may be an
 immediate or (``wait`` only) a register. Real-time durations must be whole
 ns within [4, 65535] (the sequencer's timing limits); a zero-duration ``wait`` is refused too.
 ``wait_sync d`` waits until every sequencer of the cluster reaches its ``wait_sync``, then ``d``.
@@ -32,6 +48,7 @@ time: its ``__init__`` imports a Qt GUI and fails without Qt bindings (docs/deci
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 MASK = 0xFFFF_FFFF
@@ -39,12 +56,15 @@ RT_MIN_NS, RT_MAX_NS = 4, 65535
 
 _CLASSICAL = {"nop", "stop", "move", "add", "sub", "and", "or", "xor", "not", "asl", "asr", "jmp", "jge", "jlt",
               "loop", "illegal"}
-_PARAM = {"set_mrk", "set_freq", "reset_ph", "set_ph", "set_ph_delta", "set_awg_gain", "set_awg_offs", "set_cond"}
+_PARAM = {"set_mrk", "set_freq", "reset_ph", "set_ph", "set_ph_delta", "set_awg_gain", "set_awg_offs"}
 _TIMED = {"wait": 1, "upd_param": 1, "play": 3, "acquire": 3, "acquire_weighed": 5, "acquire_ttl": 4,
           "wait_trigger": 2, "wait_sync": 1, "latch_rst": 1}
 _ACQ = {"acquire", "acquire_weighed", "acquire_ttl"}
+_CONDITIONAL = {"play", "acquire", "acquire_weighed", "acquire_ttl", "wait", "upd_param"}  # what set_cond gates
+OPERATORS = ("OR", "NOR", "AND", "NAND", "XOR", "XNOR")  # set_cond's operator argument 0..5
+ADDRESSES = range(1, 16)  # the trigger network's 15 addresses
 _NARGS = {"move": 2, "add": 3, "sub": 3, "and": 3, "or": 3, "xor": 3, "not": 2, "asl": 3, "asr": 3,
-          "jmp": 1, "jge": 3, "jlt": 3, "loop": 2} | _TIMED
+          "jmp": 1, "jge": 3, "jlt": 3, "loop": 2, "set_cond": 4} | _TIMED
 
 
 class Q1AsmError(ValueError):
@@ -66,7 +86,11 @@ class Timeline:
 
     ``acquisitions``: start instant of every acquisition in order; ``durations``: their duration
     argument; ``end_ns``: the timeline's end at ``stop``; ``steps``: instructions executed;
-    ``sync_points``: instants at which the program reached ``wait_sync`` (before synchronising).
+    ``sync_points``: instants at which the program reached ``wait_sync`` (before synchronising);
+    ``waits``: per ``wait_trigger`` passed, ``(reached_ns, trigger_arrival_ns, tag)``: its stall is
+    ``max(0, arrival - reached)`` and ``tag`` the trigger's (a reply's sequence number);
+    ``conditional``: per real-time instruction under ``set_cond``, ``(t_ns, op, ran, waits)``:
+    whether its condition held and how many ``wait_trigger`` had passed before it.
     """
 
     acquisitions: list[int] = field(default_factory=list)
@@ -74,6 +98,39 @@ class Timeline:
     end_ns: int = 0
     steps: int = 0
     sync_points: list[int] = field(default_factory=list)
+    waits: list[tuple[int, int, int]] = field(default_factory=list)
+    conditional: list[tuple[int, str, bool, int]] = field(default_factory=list)
+
+    def stall_ns(self) -> list[int]:
+        """Per ``wait_trigger`` passed: the ns the sequencer stood still waiting for its trigger."""
+        return [max(0, a - r) for r, a, _ in self.waits]
+
+
+class Triggers:
+    """The trigger network as one sequencer's trigger handler sees it: per address (1..15), the
+    arrival instants (ns of the cluster's time, non-decreasing) and a tag each (a reply's sequence
+    number). ``known_ns``: every trigger arriving at or before it is on the board (later ones may
+    still come). ``instant``: a board for a program run alone: ``wait_trigger`` passes at once
+    and no trigger is counted (an infinitely fast loop whose answers are all 0)."""
+
+    def __init__(self, instant: bool = False):
+        self.instant = instant
+        self.arrivals: dict[int, list[int]] = {a: [] for a in ADDRESSES}
+        self.tags: dict[int, list[int]] = {a: [] for a in ADDRESSES}
+        self.known_ns = 1 << 62 if instant else -1
+
+    def add(self, address: int, t_ns: int, tag: int = 0) -> None:
+        """A trigger on ``address`` arrives at ``t_ns`` (not before the last one there)."""
+        a = self.arrivals[address]
+        if a and t_ns < a[-1]:
+            raise ValueError(f"trigger address {address}: arrival {t_ns} ns before the previous {a[-1]} ns")
+        a.append(t_ns)
+        self.tags[address].append(tag)
+
+    def count(self, address: int, start_ns: int, end_ns: int) -> int:
+        """Triggers on ``address`` arriving in ``(start_ns, end_ns]``."""
+        a = self.arrivals[address]
+        return max(0, bisect_right(a, end_ns) - bisect_right(a, start_ns))
 
 
 _LINE = re.compile(r"^\s*(?:(?P<label>[A-Za-z_][\w]*)\s*:)?\s*(?P<op>[a-z_]+)?\s*(?P<args>[^#]*?)\s*(?:#.*)?$")
@@ -98,7 +155,7 @@ def parse(text: str) -> tuple[list[Instr], dict[str, int]]:
         op = m.group("op")
         if not op:
             continue
-        if op not in _CLASSICAL | _PARAM | set(_TIMED) | {"set_latch_en"}:
+        if op not in _CLASSICAL | _PARAM | set(_TIMED) | {"set_latch_en", "set_cond"}:
             raise Q1AsmError(f"line {n}: unknown instruction {op!r}")
         args = tuple(a.strip() for a in m.group("args").split(",")) if m.group("args") else ()
         for lab in pending:
@@ -121,8 +178,9 @@ def _reg(ins: Instr, a: str) -> int:
 
 
 class Sequencer:
-    """Runs one program; :meth:`step_until_sync` and :meth:`resume` let a cluster line up
-    ``wait_sync`` across sequencers. ``name`` names it in errors; ``max_steps`` bounds a run."""
+    """Runs one program; :meth:`run` goes until the program must wait (``wait_sync``, a trigger,
+    or trigger knowledge), :meth:`resume_after_sync` lines ``wait_sync`` up across sequencers.
+    ``name`` names it in errors; ``max_steps`` bounds a run."""
 
     def __init__(self, name: str, program: str, max_steps: int = 5_000_000):
         self.name = name
@@ -139,19 +197,37 @@ class Sequencer:
         self.tl = Timeline()
         self.done = False
         self.sync_duration = 0
+        self.cond: tuple[int, int, int] | None = None  # set_cond: (mask, operator, else_ns) while enabled
+        self.latch_on: int | None = None  # set_latch_en 1: counters count from this instant
+        self.latch_from = 0  # counters count triggers arriving after this (latch_rst / enable)
+        self.latch_held: dict[int, int] = {}  # counts held by set_latch_en 0
+        self.taken = {a: 0 for a in ADDRESSES}  # triggers taken by wait_trigger, per address
+        self.blocked: tuple[str, int] | None = None  # ("trigger", address) or ("time", t_ns) after run()
+        self._consts: dict[str, int] = {}  # immediates as read
+        self._durations: dict[str, int] = {}  # immediate durations, judged once
+
+    def listens(self) -> bool:
+        """Whether the program waits for triggers or branches on them."""
+        return any(i.op in ("wait_trigger", "set_cond") for i in self.instrs)
 
     def _val(self, ins: Instr, a: str) -> int:
-        if a.startswith("R"):
+        if a[0] == "R":
             return self.R[_reg(ins, a)]
-        try:
-            return int(a, 0) & MASK
-        except ValueError:
-            raise Q1AsmError(f"sequencer {self.name!r}: line {ins.line}: {ins.op}: cannot read {a!r}") from None
+        v = self._consts.get(a)
+        if v is None:
+            try:
+                v = self._consts[a] = int(a, 0) & MASK
+            except ValueError:
+                raise Q1AsmError(f"sequencer {self.name!r}: line {ins.line}: {ins.op}: cannot read {a!r}") from None
+        return v
 
     def _err(self, ins: Instr, what: str) -> Q1AsmError:
         return Q1AsmError(f"sequencer {self.name!r}: line {ins.line}: {ins.op}: {what}")
 
     def _duration(self, ins: Instr, a: str) -> int:
+        d = self._durations.get(a)
+        if d is not None:  # an immediate already judged
+            return d
         if a.startswith("R") and ins.op != "wait":
             raise self._err(ins, "the duration must be an immediate")
         if not a.startswith("R"):  # an immediate: judged as written, before any 32-bit wrap
@@ -166,32 +242,78 @@ class Sequencer:
         d = self._val(ins, a)
         if not RT_MIN_NS <= d <= RT_MAX_NS:
             raise self._err(ins, f"duration {d} ns (register {a}) outside [{RT_MIN_NS}, {RT_MAX_NS}] ns")
+        if a[0] != "R":
+            self._durations[a] = d
         return d
+
+    def _imm(self, ins: Instr, a: str, lo: int, hi: int, what: str) -> int:
+        try:
+            v = int(a, 0)
+        except ValueError:
+            raise self._err(ins, f"{what}: cannot read {a!r} (an immediate)") from None
+        if not lo <= v <= hi:
+            raise self._err(ins, f"{what} {a} outside [{lo}, {hi}]")
+        return v
 
     def _target(self, ins: Instr, a: str) -> int:
         if not a.startswith("@"):
             raise self._err(ins, f"expected a @label, got {a!r}")
         return self.labels[a[1:]]
 
-    def run_until_sync(self) -> bool:
-        """Run until ``wait_sync`` (returns True; the duration is held in ``sync_duration``) or
-        ``stop`` (returns False). Raises :class:`Q1AsmError` on a bad instruction or a runaway."""
+    def _counted(self, board: Triggers, address: int, t: int) -> int:
+        """The trigger counter of ``address`` at ``t`` (latched triggers since the last reset)."""
+        if self.latch_on is None:
+            return self.latch_held.get(address, 0)
+        return self.latch_held.get(address, 0) + board.count(address, max(self.latch_from, self.latch_on) - 1, t)
+
+    def _condition(self, board: Triggers, t: int) -> bool:
+        mask, op, _ = self.cond
+        bits = [self._counted(board, a, t) >= 1 for a in ADDRESSES if mask >> (a - 1) & 1]
+        n = sum(bits)
+        return (n > 0, n == 0, n == len(bits), n < len(bits), n % 2 == 1, n % 2 == 0)[op]
+
+    def run(self, board: Triggers | None = None) -> str:
+        """Run until ``wait_sync`` (returns ``"sync"``; the duration is held in ``sync_duration``),
+        ``stop`` (``"stop"``), or a point that needs triggers not yet on ``board`` (``"blocked"``;
+        ``blocked`` says which: ``("trigger", address)`` or ``("time", t_ns)``, the instant up to
+        which the board must be known). Fill the board and call again to continue. Without a board
+        every trigger is there at once (:class:`Triggers` ``instant``). Raises :class:`Q1AsmError`
+        on a bad instruction or a runaway."""
+        board = board or Triggers(instant=True)
+        self.blocked = None
         while True:
             if self.pc >= len(self.instrs):
                 raise Q1AsmError(f"sequencer {self.name!r}: ran past the last instruction without stop")
             ins = self.instrs[self.pc]
+            op, a = ins.op, ins.args
+            if op in _NARGS and len(a) != _NARGS[op]:
+                raise self._err(ins, f"expected {_NARGS[op]} arguments, got {len(a)}")
+            ran = True
+            if op == "wait_trigger":
+                addr = self._imm(ins, a[0], 1, 15, "trigger address")
+                if not board.instant:
+                    k = self.taken[addr]
+                    if k >= len(board.arrivals[addr]):
+                        self.blocked = ("trigger", addr)
+                        return "blocked"
+            elif op == "set_latch_en" and self.latch_on is not None and a and a[0].strip() == "0":
+                if self.t > board.known_ns:  # holding the counts needs every trigger up to now
+                    self.blocked = ("time", self.t)
+                    return "blocked"
+            elif self.cond is not None and op in _CONDITIONAL:
+                if self.t > board.known_ns:
+                    self.blocked = ("time", self.t)
+                    return "blocked"
+                ran = not board.instant and self._condition(board, self.t)
             self.tl.steps += 1
             if self.tl.steps > self.max_steps:
                 raise Q1AsmError(f"sequencer {self.name!r}: more than {self.max_steps:,} instructions "
                                  "(an endless loop?)")
-            op, a = ins.op, ins.args
             self.pc += 1
-            if op in _NARGS and len(a) != _NARGS[op]:
-                raise self._err(ins, f"expected {_NARGS[op]} arguments, got {len(a)}")
             if op == "stop":
                 self.done = True
                 self.tl.end_ns = self.t
-                return False
+                return "stop"
             if op == "illegal":
                 raise self._err(ins, "illegal instruction reached")
             if op == "nop" or op in _PARAM:
@@ -216,19 +338,58 @@ class Sequencer:
                 self.R[r] = (self.R[r] - 1) & MASK
                 if self.R[r] != 0:
                     self.pc = self._target(ins, a[1])
+            elif op == "set_cond":
+                en = self._imm(ins, a[0], 0, 1, "enable")
+                mask = self._imm(ins, a[1], 0, 0x7FFF, "mask")
+                oper = self._imm(ins, a[2], 0, len(OPERATORS) - 1, "operator")
+                if en:
+                    self.cond = (mask, oper, self._duration(ins, a[3]))
+                else:
+                    self.cond = None
             elif op == "set_latch_en":
+                if len(a) not in (1, 2):
+                    raise self._err(ins, f"expected 1 or 2 arguments, got {len(a)}")
+                en = self._imm(ins, a[0], 0, 1, "enable")
+                if en and self.latch_on is None:
+                    self.latch_on = self.t
+                elif not en and self.latch_on is not None:  # hold the counts so far
+                    self.latch_held = {x: self._counted(board, x, self.t) for x in ADDRESSES}
+                    self.latch_on = None
                 if len(a) == 2:
                     self.t += self._duration(ins, a[1])
+            elif op == "latch_rst":
+                self.latch_held = {}
+                self.latch_from = self.t + 1  # triggers arriving from now on count
+                self.t += self._duration(ins, a[0])
             elif op == "wait_sync":
                 self.sync_duration = self._duration(ins, a[0])
                 self.tl.sync_points.append(self.t)
-                return True
+                return "sync"
+            elif op == "wait_trigger":
+                d = self._duration(ins, a[1])
+                if board.instant:
+                    self.t += d
+                    continue
+                k = self.taken[addr]
+                self.taken[addr] = k + 1
+                arrival = board.arrivals[addr][k]
+                self.tl.waits.append((self.t, arrival, board.tags[addr][k]))
+                self.t = max(self.t, arrival) + d
             elif op in _TIMED:
                 d = self._duration(ins, a[-1])
+                if self.cond is not None and op in _CONDITIONAL:
+                    self.tl.conditional.append((self.t, op, ran, len(self.tl.waits)))
+                    if not ran:
+                        self.t += self.cond[2]
+                        continue
                 if op in _ACQ:
                     self.tl.acquisitions.append(self.t)
                     self.tl.durations.append(d)
                 self.t += d
+
+    def run_until_sync(self) -> bool:
+        """:meth:`run` alone (every trigger there at once): True at ``wait_sync``, False at ``stop``."""
+        return self.run() == "sync"
 
     def resume_after_sync(self, t_sync: int) -> None:
         """Continue after ``wait_sync``: the timeline jumps to ``t_sync`` (>= its own), then the

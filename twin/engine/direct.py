@@ -72,6 +72,11 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     """
     if spec.faults.active:
         raise DirectNotApplicable(f"loop {spec.name!r}: fault injection needs the event model")
+    if spec.traffic.feedback is not None:  # a Q1 program interpreted as replies arrive
+        raise DirectNotApplicable(f"loop {spec.name!r}: the control system's programs wait_trigger/set_cond on the "
+                                  "replies: their sequencers run on the event engine")
+    if spec.event_only:
+        raise DirectNotApplicable(f"loop {spec.name!r}: {spec.event_only}")
     if spec.traffic.share is not None:  # one flow of a stream shared over several devices (one timeline)
         raise DirectNotApplicable(f"loop {spec.name!r}: a share of a stream runs with its other flows: event model")
     why = [f"the {what} is model {name}" for what, kind, name in (("consumer", "consumer", spec.model),
@@ -117,11 +122,12 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
             native.note_fallback(f"loop {spec.name!r}: direct engine in Python: {why}")
     out = loop(spec, req, rep, req_sizes, rep_sizes, enc.per_piece, phase, body, fence, clock, g, extra_ps,
                progress, chunk_rounds)
-    t_send, t_in, t_have, t_back, hops, stopped = out
+    t_send, t_in, t_have, t_back, hops, stopped, more = out
     m = len(hops.land)  # whole rounds computed (all n, or those before a stop)
     if progress and stopped is None:
         progress(tr.rounds)
-    stats = {"mismatches": 0, "backlog_max": 0, "posted_writes": req.writes + rep.writes, "poll_phase_ps": phase}
+    stats = {"mismatches": 0, "backlog_max": 0, "posted_writes": req.writes + rep.writes, "poll_phase_ps": phase,
+             **more}
     res = LoopResult(spec.name, "direct", t_send[:m], t_in[:m], t_have[:m], t_back[:m], np.ones(m, bool), stats, hops)
     if stopped is not None:
         stopped.partial = res
@@ -142,7 +148,7 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
     """The rounds of :func:`run_direct` in the compiled core (``twin_direct_run`` in core.c), in
     chunks of ``chunk_rounds`` (progress and a stop request between them), on the same jitter
     blocks (:meth:`JitterStream.array`) and gaps. Returns t_send, t_in, t_have, t_back, the
-    :class:`Hops` and the stop (or None)."""
+    :class:`Hops`, the stop (or None) and statistics of its own (none)."""
     lib = native.core()
     tr, c, card, aur = spec.traffic, spec.consumer, spec.card, spec.aurora
     n = tr.rounds
@@ -204,13 +210,14 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
     req.lane.writes, rep.lane.writes = done * nr, done * np_  # the posted writes each lane planned
     cut = [a[:done] for a in outs]
     hops = Hops(issue=cut[4], land=cut[5], seen=cut[8], start=cut[9], reply=cut[6], publish=cut[10], rland=cut[7])
-    return (*cut[:4], hops, stopped)
+    return (*cut[:4], hops, stopped, {})
 
 
 def _rounds_python(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body, fence, clock, g, extra_ps,
                    progress, chunk_rounds):
     """The rounds of :func:`run_direct` in Python (the reference recurrence); same returns as
-    :func:`_rounds_compiled` (the hops derived vectorised, :func:`_hops`)."""
+    :func:`_rounds_compiled` (the hops derived vectorised, :func:`_hops`; the statistics of a
+    generator program's waits, ``program``)."""
     tr, c, card = spec.traffic, spec.consumer, spec.card
     frame = tr.frame_bytes
     P, cost = c.poll_period_ps, c.poll_cost_ps
@@ -229,6 +236,9 @@ def _rounds_python(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body,
     scheduled = len(pending) if pending is not None else 0
     gaps = None if g is None else g.tolist()
     slots = spec.slots
+    waits = tr.waits  # each request may wait for an earlier reply (traffic.program.waits)
+    nominal = np.zeros(tr.rounds, np.int64) if waits is not None else None
+    cyc = 0  # waits: the clock edge index of the last send
 
     n = tr.rounds
     t_send = np.zeros(n, np.int64)
@@ -249,7 +259,13 @@ def _rounds_python(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body,
     check_at = chunk_rounds - 1  # the next round after which the loop looks up (progress, stop)
     stopped = None
     for i in range(n):
-        if i and not closed:
+        if waits is not None:
+            ts = clock.edge(cyc + tr.period_cycles) if i else clock.edge(0)
+            nominal[i] = ts
+            if i + waits.for_round >= 0:  # request i + 1 waits for reply i + 1 + for_round (back already)
+                ts = max(ts, clock.at_or_after(int(t_back[i + waits.for_round]) + waits.then_ps))
+            cyc = clock.index_at_or_after(ts)
+        elif i and not closed:
             ts = clock.edge(i * tr.period_cycles) if gaps is None else clock.at_or_after(ts + gaps[i - 1])
         elif pending is not None:
             ts = heappop(pending)[0]
@@ -310,7 +326,11 @@ def _rounds_python(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body,
     m = len(issues)
     hops = _hops(np.asarray(issues, np.int64), np.asarray(lands, np.int64), np.asarray(replies, np.int64),
                  np.asarray(rlands, np.int64), phase, P, cost, body, fence if not per_piece else 0, extra_ps)
-    return t_send[:m], t_in[:m], t_have[:m], t_back[:m], hops, stopped
+    stats = {}
+    if waits is not None:  # the generator program's stalls, as the event model's generator counts them
+        from twin.devices.generator import program_stats
+        stats["program"] = {**program_stats(t_send[:m], nominal[:m]), "nominal_period_ps": tr.period_ps}
+    return t_send[:m], t_in[:m], t_have[:m], t_back[:m], hops, stopped, stats
 
 
 def _hops(issue: np.ndarray, land: np.ndarray, reply: np.ndarray, rland: np.ndarray, phase: int, period: int,

@@ -10,7 +10,7 @@ byte. Each node is built by the factory its model registered (:mod:`twin.nodes.r
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -45,7 +45,9 @@ class NodeContext:
     slot_bytes, phase_ps (consumer's poll phase), request region/path and reply region/path,
     hops (:class:`Hops`), workload (:class:`FlowWorkload`), thread (consumer: the node's
     :class:`ServingThread`), bridge (card: the node's :class:`CardBridge`), on_reply (card),
-    rtl (the :class:`twin.rtl.loop.RtlConfig` or None).
+    rtl (the :class:`twin.rtl.loop.RtlConfig` or None), lane (``lane(a, b, wire, stream,
+    jitter_ps) -> Lane``: the topology's lane of link direction a -> b, made on first use, for a
+    node that posts writes on a link of its own: a two-stage consumer's hand-off).
     """
 
     kernel: Kernel
@@ -64,6 +66,7 @@ class NodeContext:
     bridge: CardBridge | None = None
     on_reply: Callable | None = None
     rtl: object = None
+    lane: Callable | None = None
 
     def functions(self):
         """The consumer's function lookup (fid -> callable)."""
@@ -122,15 +125,19 @@ class _FlowRun:
             self.up = lane(flow.generator, flow.card, aur, f"{flow.generator}->{flow.card}.aurora", 0)
             self.down = lane(flow.card, flow.generator, aur, f"{flow.card}->{flow.generator}.aurora", 0)
         self.rtl_cfg = rtl_cfg
+        # a control program that listens (tr.feedback) reads each reply's bytes: the card keeps them
+        wl = flow.workload if tr.feedback is None else replace(flow.workload, keep_replies=True)
         ctx = NodeContext(k, spec.name, spec, enc, slot_bytes, phase, req_region, self.req_path, rep_region,
-                          self.rep_path, self.hops, flow.workload,
+                          self.rep_path, self.hops, wl,
                           thread=threads.setdefault(flow.consumer, ServingThread()),
-                          bridge=bridges.setdefault(flow.card, CardBridge()), on_reply=self.on_reply, rtl=rtl_cfg)
+                          bridge=bridges.setdefault(flow.card, CardBridge()), on_reply=self.on_reply, rtl=rtl_cfg,
+                          lane=lane)
         self.consumer = model_for("consumer", spec.model).build()(ctx)
         self.card = model_for("link_card", spec.card_model).build()(ctx)
         self.dropped = {"frames": 0, "resent": 0}
-        self.gen = TrafficGenerator(k, tr, tr.make_clock(gen_phase), self.send, salt, flow.workload.payloads,
-                                    gaps_ps=tr.gaps_array(spec.seed, flow.gaps_stream or spec.stream("gaps")))
+        make = TrafficGenerator if tr.feedback is None else tr.feedback.generator  # a listening program's own
+        self.gen = make(k, tr, tr.make_clock(gen_phase), self.send, salt, flow.workload.payloads,
+                        gaps_ps=tr.gaps_array(spec.seed, flow.gaps_stream or spec.stream("gaps")))
 
     def _rtl_trace(self, on: bool) -> None:
         for node in (self.card, self.consumer):
@@ -149,7 +156,10 @@ class _FlowRun:
 
     def _back(self, seq: int) -> None:
         self.counter[0] += 1
-        self.gen.reply(seq)
+        if self.spec.traffic.feedback is None:
+            self.gen.reply(seq)
+        else:  # the program reads the reply's bytes (the decoder's answer)
+            self.gen.reply(seq, self.card.kept_replies[seq - 1])
 
     def deliver(self, seq: int, payload: bytes) -> None:
         k = self.k
@@ -190,6 +200,9 @@ class _FlowRun:
                            getattr(card, "corrupted_requests", None))
         if self.flow.workload.keep_replies:
             stats["replies"] = card.kept_replies
+        program = self.gen.stats()
+        if program:  # a control program that waits on replies: its stalls and period (time in the program)
+            stats["program"] = program
         if hasattr(card, "slot_wait_ps"):
             stats["slot_wait_ps"] = np.asarray(card.slot_wait_ps, np.int64)
         return stats
@@ -282,7 +295,8 @@ def run_topology(topo: Topology, progress: Progress | None = None, chunk_rounds:
             m = int(r.gen.received)
             e.partial = r.result(m)
             e.partial.stats = {"mismatches": int((~r.ok[:m]).sum()), "backlog_max": r.card.backlog_max,
-                               **({"live": r.consumer.live_stats(), "service_ns": r.consumer.service_array()[:m]}
+                               **({"live": r.consumer.live_stats(),
+                                   **{k: v[:m] for k, v in r.consumer.round_arrays().items()}}
                                   if hasattr(r.consumer, "live_stats") else {})}
         raise
     finally:
@@ -311,7 +325,7 @@ def run_topology(topo: Topology, progress: Progress | None = None, chunk_rounds:
         if hasattr(r.consumer, "live_stats"):
             res.stats["live"] = r.consumer.live_stats()
             res.stats["live"]["endpoint_stats"] = r.consumer.close()
-            res.stats["service_ns"] = r.consumer.service_array()[:m]
+            res.stats.update({k: v[:m] for k, v in r.consumer.round_arrays().items()})
             if stopped:
                 res.stats["live"]["rounds"] = len(res.t_in)
         out.append(res)

@@ -21,6 +21,13 @@ rland      the reply's publishing write has landed in the card's reply queue
 t_have     the card's reply poller has seen it and read it out (``reply_read``)
 =========  =========================================================================
 
+A flow whose request is handed from the receiving device to a second one
+(:mod:`twin.devices.handoff`) has four more instants between ``start`` and ``reply``, in
+``Hops.inner``: ``h_issue`` (stage 1 posts the request into the hand-off queue, after reading and
+pre-processing it), ``h_land`` (landed there), ``h_seen`` (stage 2's poll that saw it has its
+answer), ``h_start`` (stage 2's thread takes it); their stages are ``preprocess``,
+``handoff_write``, ``handoff_poll`` and ``handoff_queue``, and ``service`` is stage 2's.
+
 The stages between consecutive instants add up to ``t_have - t_in`` exactly. A node that does not
 expose an instant (a Verilated node keeps its inside to itself) leaves it at -1; its stage is
 merged into the next stage and named ``a+b`` (e.g. ``poll+queue+service+fence`` inside an RTL
@@ -55,6 +62,7 @@ class Hops:
     reply: np.ndarray
     publish: np.ndarray
     rland: np.ndarray
+    inner: dict | None = None  # a hand-off's instants between start and reply (twin.devices.handoff), or None
 
     @classmethod
     def recorder(cls, n: int) -> "Hops":
@@ -64,27 +72,48 @@ class Hops:
 
     def frozen(self) -> "Hops":
         """The same hops as int64 arrays."""
-        return Hops(*(np.asarray(getattr(self, f), np.int64) for f in INSTANTS[1:-1]))
+        inner = None if self.inner is None else {k: np.asarray(v, np.int64) for k, v in self.inner.items()}
+        return Hops(*(np.asarray(getattr(self, f), np.int64) for f in INSTANTS[1:-1]), inner=inner)
 
     def head(self, n: int) -> "Hops":
         """The first ``n`` rounds."""
-        return Hops(*(getattr(self, f)[:n] for f in INSTANTS[1:-1]))
+        inner = None if self.inner is None else {k: v[:n] for k, v in self.inner.items()}
+        return Hops(*(getattr(self, f)[:n] for f in INSTANTS[1:-1]), inner=inner)
+
+    def instants(self) -> tuple[str, ...]:
+        """The instants of these hops in order (``INSTANTS``, with a hand-off's inside)."""
+        if not self.inner:
+            return INSTANTS
+        i = INSTANTS.index("start") + 1
+        return INSTANTS[:i] + tuple(self.inner) + INSTANTS[i:]
 
     def columns(self, t_in: np.ndarray, t_have: np.ndarray) -> dict[str, np.ndarray]:
-        """Every instant by name (``t_in`` .. ``t_have``), int64 ps."""
-        return {"t_in": t_in, **{f: getattr(self, f) for f in INSTANTS[1:-1]}, "t_have": t_have}
+        """Every instant by name (``t_in`` .. ``t_have``, a hand-off's inside), int64 ps."""
+        inner = {k: np.asarray(v, np.int64) for k, v in (self.inner or {}).items()}
+        return {"t_in": t_in, **{f: getattr(self, f) for f in INSTANTS[1:-1]}, **inner, "t_have": t_have}
+
+
+def stage_names(instants: tuple[str, ...]) -> tuple[str, ...]:
+    """The stage after each instant but the last: :data:`STAGES`, with a hand-off's
+    (``twin.devices.handoff.INNER_STAGES``) after ``queue`` when ``instants`` has its instants."""
+    if instants == INSTANTS:
+        return STAGES
+    from twin.devices.handoff import INNER_STAGES
+    i = STAGES.index("queue") + 1
+    return STAGES[:i] + INNER_STAGES + STAGES[i:]
 
 
 def stage_times(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> dict[str, np.ndarray]:
     """Per-round duration of each stage (int64 ps), unknown instants merged into the next stage.
     The values of each round add up to ``t_have - t_in`` exactly."""
     cols = hops.columns(t_in, t_have)
-    names = list(INSTANTS)
+    names = list(hops.instants())
+    stages = stage_names(tuple(names))
     known = [n for n in names if n in ("t_in", "t_have") or (cols[n] >= 0).all()]
     out: dict[str, np.ndarray] = {}
     for a, b in zip(known, known[1:]):
         ia, ib = names.index(a), names.index(b)
-        out["+".join(STAGES[ia:ib])] = cols[b] - cols[a]
+        out["+".join(stages[ia:ib])] = cols[b] - cols[a]
     return out
 
 

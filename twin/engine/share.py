@@ -91,7 +91,7 @@ def merge(results: list[LoopResult], name: str) -> tuple[LoopResult, np.ndarray]
         return out
     hops = None
     if all(r.hops is not None for r in results):
-        hops = Hops(*(mix(lambda r, f=f: getattr(r.hops, f)) for f in Hops.__dataclass_fields__))
+        hops = Hops(*(mix(lambda r, f=f: getattr(r.hops, f)) for f in Hops.__dataclass_fields__ if f != "inner"))
     stats = {"mismatches": sum(int(r.stats.get("mismatches", 0)) for r in results),
              "backlog_max": max(int(r.stats.get("backlog_max", 0)) for r in results),
              "events": results[0].stats.get("events"),

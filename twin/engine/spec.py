@@ -39,6 +39,8 @@ class LoopSpec:
     slot_bytes: fixed slot size of both queues in bytes (a multiple of 16 that holds a message), or
         ``None`` for the smallest whole number of 16-byte pieces that does (at least 32).
     bridge: for model "live", the :class:`hw_bridge.contract.BridgeSettings`; else None.
+    handoff: a second stage (:class:`twin.devices.handoff.HandoffSpec`): the consumer receives each
+        request and hands it to another device through a second queue pair in memory; None: one stage.
     """
 
     name: str
@@ -58,6 +60,17 @@ class LoopSpec:
     card_model: str = "sim"
     rtl: object = None
     bridge: object | None = None
+    handoff: object | None = None
+
+    @property
+    def event_only(self) -> str | None:
+        """Why only the reference event engine (simpy) runs this loop, or None. The direct engine
+        refuses such a loop, and a compiled core must fall back to the event engine for it: a
+        behaviour it does not compute (a hand-off to a second device, :mod:`twin.devices.handoff`)."""
+        if self.handoff is not None:
+            return (f"the request is handed from {self.name} to {self.handoff.to} through a second queue pair "
+                    "(a two-stage consumer): the event model runs it")
+        return None
 
     def stream(self, what: str) -> str:
         """Name of one of this loop's random streams."""

@@ -40,6 +40,9 @@ def mesh_document(loaded, res: MeshResult, seed: int) -> dict:
                  "slowest_round": slowest_round(ft.t_in, ft.t_have, ft.hops)}
         if sc.faults:
             extra["faults"] = ft.stats["faults"]
+        if "program" in ft.stats:  # the flow's generator waits for earlier corrections (traffic.program)
+            from twin.output.program import program_summary
+            extra["program"] = program_summary(ft.stats["program"])
         if sc.deadline:
             extra["deadline_ns"] = time_ps(sc.deadline) / 1000
             extra["deadline_misses"] = int((ft.loop_ps > time_ps(sc.deadline)).sum())
@@ -118,6 +121,8 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
     console.print(tb)
     from twin.output.budget import print_budget_table, print_fault_and_deadline_lines
     print_budget_table([(f"flow {f['flow']}", f) for f in doc["flows"]], console, "flow")
+    from twin.output.program import print_program_table
+    print_program_table([(f"flow {f['flow']}", f) for f in doc["flows"]], console, "flow")
     for name, c in doc["consumers"].items():
         util = "n/a (model rtl: its own logic)" if c["utilisation"] is None else f"{100 * c['utilisation']:.1f} %"
         console.print(f"{name}: served {c['served']:,}, utilisation {util}")

@@ -36,6 +36,10 @@ HOSTED = "twin.qec.hosting:HostedConsumer"
 TRAFFIC = "twin.devices.generator:TrafficParams"
 GAPS = "twin.devices.generator:Gaps"
 QBLOX = "twin.devices.qblox:QbloxCluster"
+FEEDBACK = "twin.devices.qblox:QbloxFeedback"
+WAITS = "twin.devices.generator:Waits"
+QBLOX_TRIGGERS = ("Qblox documentation, Feedback Trigger Handling (docs.qblox.com/en/main/products/architecture/"
+                  "sequencers/trigger_handling.html)")
 SEQUENCER = "twin.devices.qblox:QbloxSequencer"
 CONTROLLER = "twin.calibration.roce:ControllerModel"
 NIC = "twin.calibration.roce:NicModel"
@@ -44,6 +48,13 @@ AURORA = "twin.links.aurora:Aurora64B66B"
 PCIE = "twin.links.pcie:PcieLink"
 PATH = "twin.calibration.params:PathModel"
 ROCE_PATH = "twin.links.roce:RoceV2Path"
+C2C = "twin.links.c2c:NvlinkC2C"
+C2C_MODEL = "twin.calibration.params:C2cModel"
+CONSUMER_MODEL = "twin.calibration.params:ConsumerModel"
+HANDOFF = "twin.calibration.params:HandoffModel"
+NVQLINK = "calibrations/nvqlink.yaml (sources in calibrations/measured/nvqlink.yaml)"
+NV_C2C = ("NVIDIA Grace Hopper Superchip Architecture whitepaper: NVLink-C2C 900 GB/s total, 450 GB/s per "
+          "direction")
 PACKETISER = "twin.links.roce:RoceV2Packetiser"
 
 
@@ -132,6 +143,30 @@ _TRAFFIC = {
     "share": P("", "derived: a decode placement's devices", "open loop: this generator's round-robin share of "
                "one stream spread over several consumers (index, count, the stream's requests); none: all of it",
                "derived from scenario decode.placements[].devices"),
+    "waits": P("", "scenario", "open loop: each round waits for an earlier round's correction (a Waits); none: "
+               "the fixed period", "scenario traffic.program.waits"),
+    "feedback": P("", "derived: a Qblox cluster whose programs wait_trigger/set_cond", "a control program that "
+                  "listens to the replies (event engine only); none", "derived from scenario qblox"),
+}
+_WAITS = {
+    "for_round": P("", "scenario", "the round whose correction a round's dependent operation waits for (-1: the "
+                   "previous one)", "scenario traffic.program.waits.for_round"),
+    "then_ps": P("ps", "scenario", "from that operation to the round's request leaving",
+                 "scenario traffic.program.waits.then"),
+}
+_FEEDBACK = {
+    "answer_bit": P("bit", "assumption: bit 0 (a decode study's correction of observable 0)", "the reply's bit "
+                    "that is the decoder's answer (little-endian bit order)", "scenario qblox.feedback.answer_bit"),
+    "answer_address": P("", "assumption: address 1", "trigger address of the answer (sent when the bit is 1)",
+                        "scenario qblox.feedback.answer_address"),
+    "ready_address": P("", "assumption: address 2", "trigger address of every reply's arrival (after its answer; "
+                       "what wait_trigger waits for)", "scenario qblox.feedback.ready_address"),
+    "latency_ns": P("ns", f"{QBLOX_TRIGGERS}: all sequencers receive a trigger 212 ns after it is sent",
+                    "trigger network latency (LINQ)", "scenario qblox.feedback.latency_ns"),
+    "spacing_ns": P("ns", f"{QBLOX_TRIGGERS}: after 252 ns the network is ready for another trigger",
+                    "one trigger at a time on the backplane", "scenario qblox.feedback.spacing_ns"),
+    "grid_ns": P("ns", "Qblox documentation v0.10 Feedback: the trigger network operates on a 28 ns time grid "
+                 "aligned at wait_sync", "triggers leave on the next grid point", "scenario qblox.feedback.grid_ns"),
 }
 _GAPS = {
     "kind": P("", "scenario", "fixed, uniform [a, b], exponential (mean a: Poisson arrivals) or file"),
@@ -155,6 +190,8 @@ _QBLOX = {
     "ppm": P("ppm", "assumption: 0", "independent clock: frequency offset", "scenario qblox.ppm"),
     "drift_ppb_per_s": P("ppb/s", "assumption: 0", "independent clock: drift of the offset",
                          "scenario qblox.drift_ppb_per_s"),
+    "feedback": P("", "scenario", "how replies reach programs that wait_trigger/set_cond (a QbloxFeedback; none: "
+                  "its defaults)", "scenario qblox.feedback"),
 }
 _SEQUENCER = {
     "name": P("", "scenario", "sequencer name (unique)"),
@@ -165,9 +202,11 @@ _SEQUENCER = {
 declare(NodeKind(
     "generator",
     "The control system: issues requests (closed loop, open loop, random gaps) on its clock and takes the "
-    "replies. A Qblox Cluster (scenario qblox:) is a generator whose Q1 programs set the traffic.",
+    "replies. A Qblox Cluster (scenario qblox:) is a generator whose Q1 programs set the traffic; programs that "
+    "wait_trigger/set_cond wait for each reply and branch on its answer (twin.devices.qblox.ListeningCluster).",
     params=(_fields(TRAFFIC, _TRAFFIC) + _fields(GAPS, _GAPS, "gaps.") + _fields(QBLOX, _QBLOX, "qblox.")
-            + _fields(SEQUENCER, _SEQUENCER, "qblox.sequencers.")),
+            + _fields(SEQUENCER, _SEQUENCER, "qblox.sequencers.") + _fields(WAITS, _WAITS, "waits.")
+            + _fields(FEEDBACK, _FEEDBACK, "qblox.feedback.")),
     ports=(Port("send", "out", "requests towards the link card (over on_card or an Aurora link), at the send "
                 "instant"),
            Port("reply", "in", "a reply is back at the control side")),
@@ -176,7 +215,13 @@ declare(NodeKind(
            Stat("t_send", "ps", "send instant of every request"),
            Stat("qblox.period_ns", "ns", "Qblox: the programs' round period"),
            Stat("qblox.first_publish_ns", "ns", "Qblox: first round's publish instant"),
-           Stat("qblox.syndrome_bits", "", "Qblox: syndrome bits per round")),
+           Stat("qblox.syndrome_bits", "", "Qblox: syndrome bits per round"),
+           Stat("program.stall_ns", "ns", "a program that waits on replies: stall per round (time the program "
+                "stood still on its own clock: total, mean, p50, p99, max, rounds stalled)"),
+           Stat("program.period_ns", "ns", "a program that waits on replies: nominal (no wait) and effective round "
+                "period (the mean gap between rounds; p50, p99)"),
+           Stat("program.conditional", "", "Qblox set_cond: conditional instructions run and skipped, by the "
+                "reply's answer bit (ran_on_answer_1, ran_on_answer_0, skipped_on_answer_1)")),
 ))
 
 # -- the link card ---------------------------------------------------------------------------------
@@ -269,6 +314,22 @@ _CONSUMER = {
                   "posted-write order", "classic: fence between reply data and ready word",
                   "calibration consumers.<name>.fence_ns"),
     "poll_phase_ps": P("ps", "drawn from the run's seed unless given", "first poll instant (0 <= phase < period)"),
+    "preprocess_ps_per_measurement": P("ps", f"assumption: 0 (requests carry detectors); {NVQLINK}: detector "
+                                       "formation on the receiving GPU", "host pre-processing per raw measurement "
+                                       "(payload bit) before the function: detector formation",
+                                       "calibration consumers.<name>.preprocess_ns_per_measurement"),
+}
+_PLACEMENT = {
+    "poll": P("", f"{NVQLINK}: NVLink-C2C placements", "local (the queue in the device's own memory) or c2c (in the "
+              "other chip's memory: each poll that sees a request costs the host's c2c.coherence_miss_ns)",
+              "calibration consumers.<name>.poll"),
+}
+_HANDOFF = {
+    "to": P("", f"{NVQLINK}: NIC -> GPU -> Grace CPU", "the consumer of the set that serves the request (runs the "
+            "function) after the receiving device hands it over through a device queue in its memory",
+            "calibration consumers.<name>.handoff.to"),
+    "link": P("", f"{NVQLINK}", "c2c (the host's NVLink-C2C) or pcie (the host's PCIe path into host memory)",
+              "calibration consumers.<name>.handoff.link"),
 }
 _HOSTING = {
     "general_path_ps": P("ps", FIT_HOSTING, "runtime's general path for a user function on a GPU (dispatch by id)",
@@ -307,11 +368,14 @@ declare(NodeKind(
     "posts the reply into the card's reply queue; one serving thread per node serves its queues first come "
     "first served. Hosting modes (twin decode) set how the function is hosted.",
     params=_fields(CONSUMER, _CONSUMER) + _fields(HOSTED, _HOSTED, "hosting.", partial=True)
-    + _fields(HOSTING, _HOSTING, "hosting."),
+    + _fields(HOSTING, _HOSTING, "hosting.") + _fields(CONSUMER_MODEL, _PLACEMENT, "placement.", partial=True)
+    + _fields(HANDOFF, _HANDOFF, "handoff."),
     ports=(Port("requests", "memory", "the request queue, in the consumer's memory (host memory for a CPU, "
                 "device memory for a GPU or FPGA): slots x slot_bytes; the card posts requests here"),
            Port("reply", "out", "posted-write path into the card's reply queue (classic: data, fence, ready word; "
-                "per_piece: one burst)")),
+                "per_piece: one burst)"),
+           Port("handoff", "out", "two-stage consumer: posted-write path into the hand-off queue in the serving "
+                "device's memory (c2c or pcie); the serving device polls it and replies on reply")),
     stats=(Stat("served", "", "requests served (this queue)"),
            Stat("consumer_polls", "", "polls of the request queue (poller.polls)"),
            Stat("poller.hits", "", "polls that found a request"),
@@ -330,7 +394,14 @@ declare(NodeKind(
            Stat("stage.poll", "ps", "per round: request landed -> the poll that saw it"),
            Stat("stage.queue", "ps", "per round: waiting for the serving thread"),
            Stat("stage.service", "ps", "per round: read, function, compute"),
-           Stat("stage.fence", "ps", "per round: release fence before the publishing word")),
+           Stat("stage.fence", "ps", "per round: release fence before the publishing word"),
+           Stat("handed_off", "", "two-stage consumer: requests handed to the serving device"),
+           Stat("hops.inner", "ps", "two-stage consumer: per round, the hand-off issued, landed, seen and taken "
+                "(h_issue, h_land, h_seen, h_start)"),
+           Stat("stage.preprocess", "ps", "two-stage: taken -> handed off (read, detector formation)"),
+           Stat("stage.handoff_write", "ps", "two-stage: the hand-off's posted writes, issue -> landed"),
+           Stat("stage.handoff_poll", "ps", "two-stage: landed -> the serving device's poll that saw it"),
+           Stat("stage.handoff_queue", "ps", "two-stage: waiting for the serving device's thread")),
 ))
 
 # -- the RoCE route's NIC and switch ------------------------------------------------------------------
@@ -451,5 +522,31 @@ declare(NodeKind(
             + _fields(ETHERNET, _CABLE, "ethernet.", partial=True)),
     ports=(Port("tx", "in", "RDMA WRITE messages from the sender's RDMA engine"),
            Port("rx", "out", "messages complete in the target memory")),
+    stats=_LANE_STATS,
+))
+_C2C = {
+    "bytes_per_s": P("B/s", NV_C2C, "link rate of one direction (measured copies on a GH200: 375 GB/s host-to-device, "
+                     "297 GB/s device-to-host, HPCwire report of the KTH study, 2024)",
+                     "calibration hosts.<host>.c2c.rate"),
+    "latency_ps": P("ps", f"assumption: no published figure quoted ({NVQLINK})", "a store's one-way latency across "
+                    "the link", "calibration hosts.<host>.c2c.latency_ns"),
+    "coherence_miss_ps": P("ps", f"assumption: no published figure quoted ({NVQLINK})", "a load of a line the other "
+                           "chip wrote, served across the link: the cost of a c2c poll that sees a request",
+                           "calibration hosts.<host>.c2c.coherence_miss_ns"),
+    "line_bytes": P("B", "the 64-byte cache line", "coherence granule: writes serialise in whole lines"),
+}
+_C2C_JITTER = {
+    "jitter_ns": P("ns", "assumption: 0", "scale of the exponential extra delay of each write across the link",
+                   "calibration hosts.<host>.c2c.jitter_ns"),
+}
+
+declare(NodeKind(
+    "c2c", "NVLink-C2C between the CPU and the GPU of a superchip (Grace Hopper, Grace Blackwell): hardware-coherent "
+    "loads and stores of the other chip's memory. Writes (a two-stage consumer's hand-off) serialise in cache lines at "
+    "the link's rate and land after its latency; a poll of a line the other chip wrote costs a coherence miss. In a "
+    "scenario it joins the two consumer nodes of one superchip.", role="link",
+    params=_fields(C2C, _C2C) + _fields(C2C_MODEL, _C2C_JITTER, "c2c.", partial=True),
+    ports=(Port("tx", "in", "stores from the writing chip"),
+           Port("rx", "out", "writes landing in the other chip's memory, in order; coherent loads across it")),
     stats=_LANE_STATS,
 ))

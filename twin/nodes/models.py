@@ -22,13 +22,24 @@ def _fname(s: Situation) -> str:
     return getattr(s.function, "name", "echo")
 
 
+def _one_stage(s: Situation, what: str) -> str | None:
+    if s.stages > 1:
+        return (f"{what} serves a request on the device that received it; this consumer hands each request to a "
+                "second device through a device queue (calibration consumers.<name>.handoff), which model sim runs")
+    return None
+
+
 def _code(s: Situation) -> str | None:
     from twin.runtime.functions import cannot_serve
+    if _one_stage(s, "the C runtime library"):
+        return _one_stage(s, "the C runtime library")
     return cannot_serve(s.function, "code") if s.function is not None else None
 
 
 def _live(s: Situation) -> str | None:
     from twin.runtime.functions import cannot_serve
+    if s.stages > 1:
+        return _one_stage(s, "a live endpoint (one process or kernel behind the bridge)")
     if s.queue_pairs > 1:
         return (f"a live endpoint is one consumer process (or kernel) serving one request queue; {s.queue_pairs} "
                 "flows are routed to it: route one flow to each live node")
@@ -73,14 +84,30 @@ def _rtl_card(s: Situation) -> str | None:
     return _rtl_common(s)
 
 
+def _sim_consumer(s: Situation) -> str | None:
+    if s.stages > 1 and s.queue_pairs > 1:
+        return (f"a consumer that hands its requests to a second device serves one request queue; {s.queue_pairs} "
+                "flows are routed to it")
+    if s.stages > 1 and s.faults:
+        return (f"fault injection ({', '.join(sorted(s.faults))}) acts on a one-stage consumer's writes and poller; "
+                "this consumer hands each request to a second device")
+    if s.stages > 1 and s.engine == "direct":
+        return ("a hand-off to a second device runs in the event engine (LoopSpec.event_only); use --engine auto "
+                "or event")
+    return None
+
+
 SUPPORT_ALL = {"encodings": ["classic", "per_piece"], "paths": ["card", "roce"], "queue_pairs": "any"}
 
 register(Model("consumer", "sim", "behavioural CPU core / GPU persistent kernel / FPGA logic (calibrated timing)",
-               "twin.devices.consumer:build_endpoint",
+               "twin.devices.handoff:build_sim_endpoint",
                {**SUPPORT_ALL, "functions": "any registered function (Python implementation)",
                 "faults": ["corrupt_piece", "drop_frame", "stall", "host_freeze"],
                 "engines": ["direct", "event", "compiled"],
-                "hosting": ["inline", "worker", "external_self", "external_routed", "chain"]}))
+                "hosting": ["inline", "worker", "external_self", "external_routed", "chain"],
+                "stages": "1, or 2: a hand-off to a second device (twin.devices.handoff; event engine only, "
+                          "no faults)"},
+               _sim_consumer))
 register(Model("consumer", "code", "the C runtime library (qrt.h) serving the twin's bytes; timing as sim",
                "twin.runtime.code_consumer:build_endpoint",
                {**SUPPORT_ALL, "functions": "functions with C code or a numba build",
@@ -106,9 +133,11 @@ register(Model("link_card", "rtl", "the U55C exchange engine in Verilog (rtl/qrt
                "twin.rtl.loop:build_card_endpoint",
                {"encodings": ["classic", "per_piece"], "paths": ["card"], "queue_pairs": 1, "faults": [],
                 "engines": ["event"], "max_frame_bytes": RTL_MAX_FRAME}, _rtl_card))
-register(Model("generator", "sim", "control-side traffic: closed loop, open loop, random gaps, Qblox programs",
+register(Model("generator", "sim", "control-side traffic: closed loop, open loop, random gaps, waits on replies "
+               "(traffic.program), Qblox programs (listening ones: event engine only)",
                "twin.devices.generator:TrafficGenerator",
-               {"traffic": ["closed_loop", "open_loop", "gaps", "qblox"], "engines": ["direct", "event"]}))
+               {"traffic": ["closed_loop", "open_loop", "gaps", "waits", "qblox", "qblox_feedback"],
+                "engines": ["direct", "event"]}))
 register(Model("nic", "sim", "RDMA NIC: store-and-forward hop and DMA write (part of the RoCE wire model)",
                "twin.links.roce:RoceV2Path", {"engines": ["direct", "event"]}))
 register(Model("switch", "sim", "Ethernet switch hop (part of the RoCE wire model)",

@@ -27,7 +27,8 @@ class Situation:
     queue_pairs: request/reply queue pairs the node serves (flows routed through it).
     frame_bytes, function (a :class:`twin.runtime.functions.Function`), faults (names of the
     fault kinds the scenario injects on this node's flows), engine ("auto", "direct", "event"),
-    study ("run", "mesh", "decode"), hosting (decode: the hosting mode).
+    study ("run", "mesh", "decode"), hosting (decode: the hosting mode), stages (devices the
+    request passes: 2 when the consumer hands it to another device, :mod:`twin.devices.handoff`).
     """
 
     device_kind: str | None = None
@@ -39,6 +40,7 @@ class Situation:
     engine: str = "auto"
     study: str = "run"
     hosting: str = "inline"
+    stages: int = 1
 
 
 @dataclass(frozen=True)

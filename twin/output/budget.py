@@ -14,7 +14,8 @@ def print_budget_table(rows: list[tuple[str, dict]], console: Console, what: str
     rows = [(label, s) for label, s in rows if s.get("budget")]
     if not rows:
         return
-    stages = list(dict.fromkeys(b["stage"] for _, s in rows for b in s["budget"]))
+    longest = max((s["budget"] for _, s in rows), key=len)  # the stages in their order (a hand-off's inside)
+    stages = list(dict.fromkeys([b["stage"] for b in longest] + [b["stage"] for _, s in rows for b in s["budget"]]))
     tb = Table(title="latency budget: the median round's stages in ns (share), and the mean over the slowest 1 %")
     tb.add_column(what, no_wrap=True)
     for st in stages:

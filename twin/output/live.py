@@ -5,6 +5,9 @@ results.json, per live consumer, key ``live``: ``backend``, ``endpoint`` (one li
 completed, ``service`` (the live device's measured time per round: request written -> reply seen,
 p50/p90/p99/p99.9/mean in ns), ``simulated`` (the same loop with the node's ``sim`` model:
 card-boundary round trip percentiles in ns), ``error`` (None, or kind, round, detail).
+
+Also ``idle``: the idle time before each round, ``target`` (the simulated one the endpoint waited
+for) and ``measured`` (what the device had on the wall clock), percentiles in ns over rounds 2...
 """
 from __future__ import annotations
 
@@ -26,6 +29,9 @@ def live_summary(res, failure, sim_rtt_ps: np.ndarray) -> dict:
     live["service"] = summary_ns(svc * 1000) if len(svc) else None
     live["simulated"] = summary_ns(sim_rtt_ps)
     live["simulated"]["model"] = "sim"
+    idle = np.asarray(res.stats.get("idle_ns", []), np.int64)[1:]
+    target = np.asarray(res.stats.get("idle_target_ns", []), np.int64)[1:]
+    live["idle"] = {"target": summary_ns(target * 1000), "measured": summary_ns(idle * 1000)} if len(idle) else None
     bad = np.nonzero(~np.asarray(res.ok, bool))[0]
     live["mismatch_rounds"] = [int(i) + 1 for i in bad[:20]]  # the first 20 wrong replies, by round
     live["error"] = None if failure is None else {"kind": failure.kind, "round": failure.round,
@@ -73,7 +79,9 @@ def print_live(study, console) -> None:
 
 def write_live_rounds(study, folder) -> Path | None:
     """Stage ``live_rounds.npz`` in ``folder`` (a :class:`twin.output.files.RunFolder`): per live
-    consumer ``<node>.rtt_ps``, ``<node>.service_ns``, ``<node>.t_in_ps``, ``<node>.t_have_ps``.
+    consumer ``<node>.rtt_ps``, ``<node>.service_ns``, ``<node>.t_in_ps``, ``<node>.t_have_ps``,
+    ``<node>.idle_ns`` and ``<node>.idle_target_ns`` (the idle time before each round, measured and
+    simulated, ns; the first round's measured one is -1).
     Returns its path, or None without live consumers (an earlier run's file is then the folder's
     business: its manifest)."""
     arrays = {}
@@ -82,7 +90,8 @@ def write_live_rounds(study, folder) -> Path | None:
             arrays[f"{r.node}.rtt_ps"] = r.result.rtt_ps
             arrays[f"{r.node}.t_in_ps"] = r.result.t_in
             arrays[f"{r.node}.t_have_ps"] = r.result.t_have
-            arrays[f"{r.node}.service_ns"] = np.asarray(r.result.stats.get("service_ns", []), np.int64)
+            for k in ("service_ns", "idle_ns", "idle_target_ns"):
+                arrays[f"{r.node}.{k}"] = np.asarray(r.result.stats.get(k, []), np.int64)
     if not arrays:
         return None
     return folder.savez(NPZ, arrays)

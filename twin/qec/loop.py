@@ -289,7 +289,7 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
             spec = loop_spec(params, dev, tr, seed, slots, encoding, external_control, function=fn.id,
                              model=model, rtl=rtl, bridge=bridge)
         specs.append(replace(spec, name=name))
-        c = spec.consumer
+        c = spec.consumer if spec.handoff is None else spec.handoff.stage  # the device that runs the decoder
         events = workload.cumulative_detectors().sum(axis=1)
         clock_ps = c.poll_period_ps if c.kind == "fpga" else 4000
         dc = cost if count == 1 else copy.deepcopy(cost)  # each device's own description

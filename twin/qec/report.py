@@ -55,10 +55,18 @@ def print_decode(study: DecodeStudy, console) -> None:
                   "from the direct decode / replies the card found wrong; backlog: "
                   "requests sent and not yet started by a decoder (max); growth: backlog per QEC cycle, ρ-growth "
                   "the expected max(0, 1 - 1/ρ) x arrivals per cycle with ρ = S / (K N T_a), K devices of N decoders")
+    from twin.output.program import print_program_table
+    print_program_table([(_label(s), s) for s in doc["placements"]], console, "placement")
     for s in doc["placements"]:
         lo, hi = s["ci"]["loop"]
         console.print(f"{_label(s)}: LER in the loop {s['ler']['loop']:.2e} [{lo:.1e}, {hi:.1e}], decoded directly "
                       f"{s['ler']['direct']:.2e}")
+    from twin.output.budget import print_budget_table
+    print_budget_table([(_label(s), s) for s in doc["placements"]], console, "placement")
+    if any(s.get("budget") for s in doc["placements"]):
+        console.print("the stages run from the request entering the card (the controller) to the card having the "
+                      "correction; shares are of that round trip; the reaction time adds the syndrome's way to the "
+                      "card (none when the controller issues the request itself)")
     pm = doc["stim_pymatching"]
     if pm["logical_errors"] is not None:
         console.print(f"stim+PyMatching direct on the same shots: {pm['logical_errors']} logical errors, "

@@ -271,6 +271,10 @@ class DecodeScenario(_Strict):
         from twin.scenario.schema import check_horizon
         d = self.decode
         check_horizon(self.traffic, d.shots * d.requests_per_shot(), ("traffic",))
+        if self.traffic.program is not None and (d.per == "window" or any(p.shared for p in d.placements)):
+            raise Located(("traffic", "program"), "{...}", "a round waiting for an earlier correction delays one "
+                          "open-loop stream at a fixed period: not a windowed stream (its requests leave when "
+                          "their rounds are measured) nor one shared over devices")
         if d.per == "window" and self.traffic.gaps is not None:
             raise Located(("traffic", "gaps"), "{...}", "a windowed stream's requests leave when their last round "
                           "is measured (traffic.period is the QEC cycle); random gaps do not apply")
@@ -299,6 +303,9 @@ class DecodeScenario(_Strict):
             if self.control != "aurora":
                 raise Located(("control",), self.control, "a Qblox cluster reaches the link card across a cable: "
                               "control: aurora")
+            from twin.scenario.schema import check_listening_rounds
+            check_listening_rounds(self.qblox, self.decode.shots * self.decode.requests_per_shot(),
+                                   ("decode", "shots"))
             if self.qblox.bits_per_measurement != 1:
                 raise Located(("qblox", "bits_per_measurement"), self.qblox.bits_per_measurement,
                               "a decode study's requests carry its detection events, one bit per detector (the "

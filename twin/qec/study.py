@@ -45,6 +45,12 @@ class LoadedDecode:
     decoder: object = None   # the decoder built for it at load (decoder_for)
 
 
+def serving_kind(params, dev: str) -> str:
+    """The kind of the device that decodes for placement device ``dev`` (a hand-off: its serving stage)."""
+    from twin.calibration.params import serving_kind as kind
+    return kind(params, dev)
+
+
 def load_decode(path: str | Path) -> LoadedDecode:
     """Load a decode scenario; raises :class:`ConfigError` naming file, key and value."""
     path = Path(path)
@@ -69,7 +75,7 @@ def load_decode(path: str | Path) -> LoadedDecode:
                 raise ConfigError(path, pl.device_key(i, j), dev,
                                   f"not a consumer of {cal.name} (have: {', '.join(params.consumers)})")
             try:
-                check_mode(pl.mode, params.consumers[dev].kind, dev)
+                check_mode(pl.mode, serving_kind(params, dev), dev)
             except ValueError as e:
                 raise ConfigError(path, f"decode.placements[{i}].mode", pl.mode, str(e)) from None
     from twin.config import named_file
@@ -98,7 +104,7 @@ def load_decode(path: str | Path) -> LoadedDecode:
         fn = resolve_function(d.function, path, reply_bytes=-(-circuit.num_observables // 8))
         for i, pl in enumerate(d.placements):
             for j, dev in enumerate(pl.names):
-                if params.consumers[dev].kind == "fpga":
+                if serving_kind(params, dev) == "fpga":
                     raise ConfigError(path, pl.device_key(i, j), dev, "a Python function does not run in FPGA logic")
         if d.cost.how == "model" and d.cost.fixed is None:
             raise ConfigError(path, "decode.cost.fixed", "<missing>", "a user function has no entry in the cost "
@@ -113,7 +119,7 @@ def load_decode(path: str | Path) -> LoadedDecode:
         from twin.qec.cost import MODEL_NS
         for i, pl in enumerate(d.placements):
             for j, dev in enumerate(pl.names):
-                kind = params.consumers[dev].kind
+                kind = serving_kind(params, dev)
                 if (kind_of(d.decoder), kind) not in MODEL_NS:
                     raise ConfigError(path, pl.device_key(i, j), dev,
                                       f"the cost model has no {d.decoder} decoder on a {kind}: give decode.cost.fixed "
@@ -526,7 +532,8 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
             why = refusal("consumer", pl.model, Situation(
                 device_kind=ld.params.consumers[dev].kind,
                 path="roce" if isinstance(ld.params, RoceParamSet) else "card", frame_bytes=w.frame_bytes,
-                function=fn, study="decode", hosting=pl.mode))
+                function=fn, study="decode", hosting=pl.mode,
+                stages=2 if ld.params.consumers[dev].handoff is not None else 1))
             if why:
                 raise ConfigError(ld.path, f"decode.placements[{i}].model", pl.model,
                                   why + (f" (device {dev})" if pl.shared else ""))
@@ -586,11 +593,17 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
             s["decoder_only"] = summary_ns(r.compute_ps)
         if pl.shared:  # each device's part of the stream
             s["per_device"] = device_summaries(r, table, cycle, pl.workers)
+        elif res.hops is not None and len(res.t_in):  # where the time goes, hop by hop (twin.engine.hops)
+            from twin.engine.hops import budget, slowest_round
+            s["budget"] = budget(res.t_in, res.t_have, res.hops)
+            s["slowest_round"] = slowest_round(res.t_in, res.t_have, res.hops)
         if res.loop_ps is not None and sc.control == "aurora":
             s["loop"] = summary_ns(res.loop_ps)
             if q is not None:  # from a round's last acquisition integrated to the correction back at the link
                 extra = q.result_latency_ns + q.trigger_network_ns
                 s["publish_to_reply"] = {k: round(v + extra, 3) for k, v in s["loop"].items()}
+        if "program" in res.stats:  # the control program waits on the corrections (traffic.program, qblox)
+            s["program"] = decode_program_summary(res.stats["program"], r.corrections, q)
         if deadline_ps is not None:
             lat = res.loop_ps if sc.control == "aurora" else res.rtt_ps
             s["deadline_misses"] = int((lat > deadline_ps).sum())
@@ -637,19 +650,42 @@ def workload_document(d: Decode) -> dict:
     return {"code": d.code, "distance": dist, "rounds": d.rounds, "p": d.p, "noise": d.noise_model}
 
 
+def decode_program_summary(stats: dict, corrections: np.ndarray, q) -> dict:
+    """A decode placement's ``program`` block (:func:`twin.output.program.program_summary`); for a
+    Qblox program that branches (``set_cond``), ``conditional.against_corrections``: the requests
+    whose conditional pulse ran as the decoder's correction bit (``feedback.answer_bit`` of the
+    reply the card read) says (``agree``) and those where it did not (``disagree``)."""
+    from twin.output.program import program_summary
+    out = program_summary(stats)
+    c = stats.get("conditional")
+    if c is not None and q is not None:
+        byte, bit = divmod(q.fb().answer_bit, 8)
+        want = (corrections[:, byte] >> bit & 1).astype(bool) if byte < corrections.shape[1] else \
+            np.zeros(len(corrections), bool)
+        seqs = np.asarray(stats["reply_seqs"], np.int64)
+        seqs = seqs[seqs <= len(want)]
+        ran = np.asarray(c["ran_by_reply"], bool)[:len(seqs)]
+        agree = int((ran == want[seqs - 1]).sum())
+        out["conditional"]["against_corrections"] = {"agree": agree, "disagree": int(len(seqs) - agree)}
+    return out
+
+
 def traffic_document(sc: DecodeScenario) -> dict:
     """The ``traffic`` mapping of a decode study's results.json: the control side's traffic (mode,
     period, clock, where it sits; in_flight and gaps when set), or the Qblox cluster's."""
     q, t = sc.qblox, sc.traffic
     if q is not None:
         return {"mode": "open_loop", "period_ns": q.period_ns(), "clock": q.clock, "ppm": q.ppm,
-                "control": "qblox cluster (aurora)", "device": q.device}
+                "control": "qblox cluster (aurora)", "device": q.device,
+                **({"feedback": q.fb().model_dump()} if q.listens() else {})}
     doc = {"mode": t.mode, "period_ns": time_ps(t.period) / 1000 if t.period else None, "clock": t.clock,
            "control": sc.control}
     if t.in_flight != 1:
         doc["in_flight"] = t.in_flight
     if t.gaps is not None:
         doc["gaps"] = t.gaps.model_dump(exclude_none=True)
+    if t.program is not None:
+        doc["program"] = t.program.model_dump()
     return doc
 
 

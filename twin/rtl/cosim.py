@@ -307,6 +307,7 @@ class RtlLinkCard(RtlNode):
         self.mismatches = 0
         self.backlog_max = 0
         self.reply_timeouts = 0
+        self.kept_replies: list[bytes] | None = None  # a list: every reply payload, by sequence number
 
     @property
     def polls(self) -> int:
@@ -350,6 +351,9 @@ class RtlLinkCard(RtlNode):
         ok = seq == (want_seq - 1) % (2**32 - 1) + 1 and got == self.reference(payload) and flags == 0
         self.reply_digest.update(seq.to_bytes(4, "little") + flags.to_bytes(4, "little") + got)
         self.replies_seen += 1
+        if self.kept_replies is not None:
+            self.kept_replies.extend([b""] * (want_seq - len(self.kept_replies)))
+            self.kept_replies[want_seq - 1] = bytes(got)
         if not ok:
             self.mismatches += 1
         self.on_reply(want_seq, t_in, self.kernel.now, ok)

@@ -71,8 +71,11 @@ def _no_faults(ctx) -> None:
 def build_card_endpoint(ctx):
     """Model ``rtl`` of a link card (registered in :mod:`twin.nodes.models`)."""
     _no_faults(ctx)
-    return rtl_card(ctx.spec, ctx.kernel, ctx.enc, ctx.req_path, ctx.rep_region, ctx.slot_bytes, ctx.reference(),
+    card = rtl_card(ctx.spec, ctx.kernel, ctx.enc, ctx.req_path, ctx.rep_region, ctx.slot_bytes, ctx.reference(),
                     ctx.on_reply, ctx.rtl)
+    if ctx.workload.keep_replies:  # the replies' bytes as the RTL sends them on (a listening control program)
+        card.kept_replies = []
+    return card
 
 
 def build_consumer_endpoint(ctx):

@@ -18,7 +18,8 @@ from twin.config import Located
 
 _LINK_ENDS = {"pcie": ({"link_card", "consumer"}, {"nic", "consumer"}),
               "on_card": ({"generator", "link_card"},), "aurora": ({"generator", "link_card"},),
-              "ethernet": ({"link_card", "nic"}, {"link_card", "switch"}, {"switch", "nic"}, {"switch"})}
+              "ethernet": ({"link_card", "nic"}, {"link_card", "switch"}, {"switch", "nic"}, {"switch"}),
+              "c2c": ({"consumer"},)}
 
 
 def check_link_ends(g: nx.Graph, link, j: int) -> None:
@@ -44,9 +45,9 @@ def add_links(sc, g: nx.Graph, mesh: bool) -> None:
                 raise Located(("links", j, key), end, "no node of that name")
         if g.has_edge(link.a, link.b):
             raise Located(("links", j, "to"), link.b, f"a second link between {link.a} and {link.b}")
-        if mesh and link.kind == "ethernet":
-            raise Located(("links", j, "kind"), link.kind, "RoCE (ethernet) routes are modelled one loop at a time, "
-                          "not in a mesh (no flows)")
+        if mesh and link.kind in ("ethernet", "c2c"):
+            raise Located(("links", j, "kind"), link.kind, "RoCE (ethernet) routes and NVLink-C2C placements are "
+                          "modelled one loop at a time, not in a mesh (no flows)")
         check_link_ends(g, link, j)
         g.add_edge(link.a, link.b, kind=link.kind, index=j)
 

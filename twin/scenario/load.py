@@ -107,6 +107,8 @@ def check_nodes(path: Path, sc: Scenario, params) -> None:
                 pairs[v] = pairs.get(v, 0) + 1
                 fn_of.setdefault(v, r.function)
     faults = _faults_on(sc)
+    if not mesh:
+        check_c2c(path, sc, params, g)
     for i, node in enumerate(sc.nodes):
         if node.kind == "consumer" and node.device not in params.consumers:
             raise ConfigError(path, f"nodes[{i}].device", node.device,
@@ -122,7 +124,8 @@ def check_nodes(path: Path, sc: Scenario, params) -> None:
             device_kind=params.consumers[node.device].kind if node.kind == "consumer" else None,
             path="roce" if isinstance(params, RoceParamSet) else "card",
             queue_pairs=pairs.get(node.name, 1), frame_bytes=sc.frame_bytes,
-            function=lookup(fn_of.get(node.name, sc.function)), faults=faults, study="mesh" if mesh else "run")
+            function=lookup(fn_of.get(node.name, sc.function)), faults=faults, study="mesh" if mesh else "run",
+            stages=2 if node.kind == "consumer" and params.consumers[node.device].handoff is not None else 1)
         why = refusal(node.kind, node.model, situation)
         if why:
             from twin.runtime.functions import cannot_serve
@@ -143,6 +146,35 @@ def check_nodes(path: Path, sc: Scenario, params) -> None:
         if node.rtl:
             from twin.rtl.build import check_user_block
             check_user_block(path, i, node.rtl.top, node.rtl.sources)
+
+
+def check_c2c(path: Path, sc: Scenario, params, g) -> None:
+    """NVLink-C2C in a loop scenario: a ``c2c`` link joins two consumer nodes whose devices are the two
+    chips of one host with a ``c2c`` section; a consumer whose device polls over c2c or hands its
+    requests off over c2c is joined by one to the other chip's node. Raises :class:`ConfigError`
+    naming file, key and value."""
+    nodes = {n.name: n for n in sc.nodes}
+    for j, link in enumerate(sc.links):
+        if link.kind != "c2c":
+            continue
+        a, b = (params.consumers.get(nodes[x].device) for x in (link.a, link.b))
+        if a is None or b is None:
+            continue  # the device check names it
+        host = params.hosts[a.host]
+        if a.host != b.host or host.c2c is None or {a.kind, b.kind} != {"cpu", "gpu"}:
+            raise ConfigError(path, f"links[{j}].kind", link.kind,
+                              f"NVLink-C2C joins the CPU and the GPU of one superchip: {link.a} ({a.kind} on {a.host}) "
+                              f"and {link.b} ({b.kind} on {b.host}) are not (the host needs a c2c section)")
+    for i, n in enumerate(sc.nodes):
+        c = params.consumers.get(n.device) if n.kind == "consumer" else None
+        if c is None or (c.poll != "c2c" and (c.handoff is None or c.handoff.link != "c2c")):
+            continue
+        peers = [v for v in g.neighbors(n.name) if g.edges[n.name, v]["kind"] == "c2c"]
+        if not peers:
+            what = ("polls its queue across NVLink-C2C" if c.poll == "c2c" else
+                    f"hands its requests to {c.handoff.to} across NVLink-C2C")
+            raise ConfigError(path, f"nodes[{i}].device", n.device,
+                              f"{what}: join node {n.name!r} by a c2c link to the node of the superchip's other chip")
 
 
 def resolve_gaps_file(path: Path, key: str, traffic, rounds: int) -> None:
@@ -166,11 +198,17 @@ def resolve_gaps_file(path: Path, key: str, traffic, rounds: int) -> None:
 
 def check_rounds(loaded: LoadedScenario, rounds: int) -> None:
     """``rounds`` (e.g. ``twin run --rounds``) of the scenario's traffic stay within the simulated
-    horizon. Raises :class:`ConfigError` naming the traffic key."""
+    horizon, and within the rounds a Qblox program that waits for replies publishes. Raises
+    :class:`ConfigError` naming the key."""
     from twin.config import Located
     from twin.config.errors import _key
-    from twin.scenario.schema import check_horizon
+    from twin.scenario.schema import check_horizon, check_listening_rounds
     sc = loaded.scenario
+    if sc.qblox is not None:
+        try:
+            check_listening_rounds(sc.qblox, rounds, ("rounds",))
+        except Located as e:
+            raise ConfigError(loaded.path, _key(e.path), e.value, e.problem) from None
     blocks = [(("traffic",), sc.traffic)] + [(("flows", i, "traffic"), f.traffic) for i, f in enumerate(sc.flows)]
     for where, t in blocks:
         try:

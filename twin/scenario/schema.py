@@ -21,7 +21,9 @@ Schema (keys; all optional keys show their default)::
     traffic: {mode: closed_loop | open_loop, period: "5 us", clock: card | independent,
               clock_period: "4 ns", ppm: 0.0, gap: "0 ns", in_flight: 1,
               gaps: null | {distribution: fixed | uniform | exponential | file,
-                            value | min, max | mean | file}}   # random gaps instead of period / gap
+                            value | min, max | mean | file},   # random gaps instead of period / gap
+              program: null | {waits: {for_round: -1, then: "0 ns"}}}   # open loop: a round waits for an
+                                                 # earlier round's correction (twin.devices.generator.Waits)
     deadline: null | "2 us"                      # count rounds whose loop exceeds it
     faults: null | {corrupt_piece: {rounds: [..], path: request | reply},
                     drop_frame: {rounds: [..]}, stall: [{at: "50 us", duration: "20 us"}],
@@ -33,7 +35,8 @@ Schema (keys; all optional keys show their default)::
                        host: 127.0.0.1, port: 0, device: 0, fault: null | {kind, round}}}]
                                                  # bridge: model live only (hw_bridge)
     faults: ... host_freeze: [{at: "50 us", duration: "20 us"}]   # CPU consumers stop; live shm: SIGSTOP
-    links:  [{from, to, kind: on_card | aurora | pcie | ethernet}]
+    links:  [{from, to, kind: on_card | aurora | pcie | ethernet | c2c}]   # c2c: NVLink-C2C between the two
+                                                 # chips of a superchip (two consumer nodes of one host)
     qblox:  null | a Qblox Cluster as the generator (twin.devices.qblox; replaces traffic)
     flows:  [] | a mesh: [{from, function, via, rounds, traffic: <as traffic above>}] (twin.mesh); faults
               and deadline apply to every flow
@@ -49,7 +52,7 @@ import networkx as nx  # noqa: F401  (graph() returns one)
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from twin.config import Located, short
-from twin.devices.generator import MAX_PPM, Gaps, TrafficParams
+from twin.devices.generator import MAX_PPM, Gaps, TrafficParams, Waits
 from twin.devices.qblox import QbloxCluster
 from twin.faults import FaultPlan
 from twin.nodes.models import MODELS as MODELS_AVAILABLE
@@ -110,6 +113,14 @@ def check_horizon(t: "Traffic", rounds: int, where: tuple) -> None:
                       "simulated time (integer picoseconds); use fewer rounds or a shorter spacing")
 
 
+def check_listening_rounds(q: QbloxCluster, rounds: int, where: tuple) -> None:
+    """Refuse more rounds than programs that wait for replies publish (they cannot be extended at a
+    period: every round takes what its replies make it take). Raises :class:`Located`."""
+    if q.listens() and rounds > len(q.publish_ns()):
+        raise Located(where, rounds, f"the Qblox programs wait for replies and publish {len(q.publish_ns())} "
+                      "rounds: they run their own rounds (raise their loop counts, or ask for fewer)")
+
+
 class GapsBlock(_Strict):
     """Random gaps between requests (:class:`twin.devices.generator.Gaps`): ``distribution``
     fixed (``value``), uniform (``min``..``max``), exponential (``mean``: Poisson arrivals in open
@@ -140,6 +151,22 @@ class GapsBlock(_Strict):
         return self
 
 
+class WaitsBlock(_Strict):
+    """``traffic.program.waits`` (:class:`twin.devices.generator.Waits`): each round's dependent
+    operation waits for the correction of the round ``for_round`` before it (-1: the previous
+    one); the round's request leaves ``then`` after that operation."""
+
+    for_round: int = Field(-1, le=-1, ge=-1_000_000, strict=True)
+    then: str = "0 ns"
+    _d = field_validator("then", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+
+class ProgramBlock(_Strict):
+    """``traffic.program``: what the generator's program waits for (``waits``)."""
+
+    waits: WaitsBlock
+
+
 class Traffic(_Strict):
     """The control side's traffic (see :class:`twin.devices.TrafficParams`)."""
 
@@ -151,6 +178,7 @@ class Traffic(_Strict):
     gap: str = "0 ns"
     in_flight: int = Field(1, ge=1, le=65_536, strict=True)  # closed loop: requests in flight
     gaps: GapsBlock | None = None  # random gaps: instead of period (open loop) or gap (closed loop)
+    program: ProgramBlock | None = None  # open loop: rounds wait for earlier rounds' corrections
 
     _d = field_validator("period", "clock_period", "gap", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
@@ -180,6 +208,10 @@ class Traffic(_Strict):
                           "the next request); open_loop sends every period")
         if self.clock == "card" and self.ppm:
             raise Located(("ppm",), self.ppm, "applies only to an independent clock (clock: independent)")
+        if self.program is not None and (self.mode != "open_loop" or self.gaps is not None):
+            raise Located(("program",), "{...}", "a round waiting for an earlier correction delays an open-loop "
+                          "stream at a fixed period (mode: open_loop, period, no gaps); closed loop already waits "
+                          "for every reply")
         return self
 
 
@@ -343,7 +375,7 @@ class Link(_Strict):
 
     a: str = Field(alias="from")
     b: str = Field(alias="to")
-    kind: Literal["on_card", "aurora", "pcie", "ethernet"]
+    kind: Literal["on_card", "aurora", "pcie", "ethernet", "c2c"]
 
 
 class Flow(_Strict):
@@ -421,6 +453,7 @@ class Scenario(_Strict):
             if self.qblox.syndrome_bits() > 8 * self.frame_bytes:
                 raise Located(("frame_bytes",), self.frame_bytes, f"the cluster publishes "
                               f"{self.qblox.syndrome_bits()} syndrome bits a round; they do not fit")
+            check_listening_rounds(self.qblox, self.rounds, ("rounds",))
         if self.faults and time_ps(self.faults.timeout) <= 0:
             raise Located(("faults", "timeout"), self.faults.timeout, "must be > 0")
         from twin.runtime.functions import lookup
@@ -513,6 +546,8 @@ def traffic_params(t: Traffic, rounds: int, frame_bytes: int, gaps_file: Path | 
     return TrafficParams(mode=t.mode, rounds=rounds, frame_bytes=frame_bytes,
                          period_ps=time_ps(t.period) if t.period else 0, clock=t.clock,
                          clock_ps=time_ps(t.clock_period), ppm=t.ppm, gap_ps=time_ps(t.gap),
-                         in_flight=t.in_flight, gaps=gaps_of(t.gaps, gaps_file))
+                         in_flight=t.in_flight, gaps=gaps_of(t.gaps, gaps_file),
+                         waits=None if t.program is None else Waits(t.program.waits.for_round,
+                                                                    time_ps(t.program.waits.then)))
 
 

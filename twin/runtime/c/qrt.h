@@ -429,11 +429,26 @@ QRT_INTERNAL uint8_t *qrt__reply_area(const qrt_endpoint *ep, const qrt_msg *m)
     return qrt__stage_out(ep, m->slot);
 }
 
+/* The header word at QRT_HEADER_FUNCTION_OFFSET: function id (u16), then payload length (u16). */
+QRT_INTERNAL uint32_t qrt__header_word(uint32_t function, uint32_t length)
+{
+    return (function & 0xFFFFu) | (length << 16);
+}
+
+/* The status of the built-in echo (function 0) answering a request of `length` payload bytes
+   between slots holding req_capacity and rep_capacity bytes: QRT_STATUS_OK, or
+   QRT_STATUS_BAD_LENGTH (the request is longer than either holds; the reply is then empty).
+   qrt_dispatch_one decides by it; so does a kernel that serves echo without the dispatch table. */
+QRT_INTERNAL uint32_t qrt__echo_status(uint32_t length, uint32_t req_capacity, uint32_t rep_capacity)
+{
+    return length > req_capacity || length > rep_capacity ? QRT_STATUS_BAD_LENGTH : QRT_STATUS_OK;
+}
+
 /* Write message (seq, function, flags) with payload src[0..n) into the slot at p, publish last. */
 QRT_INTERNAL void qrt__write_message(uint8_t *p, uint32_t encoding, uint32_t seq, uint32_t function,
                                      uint32_t flags, const uint8_t *src, uint32_t n, int payload_in_place)
 {
-    uint32_t fl = (function & 0xFFFFu) | (n << 16);
+    uint32_t fl = qrt__header_word(function, n);
     if (encoding == QRT_ENCODING_CLASSIC) {
         if (!payload_in_place && n)
             qrt__copy(p + QRT_HEADER_BYTES, src, n);
@@ -726,13 +741,12 @@ QRT_API int qrt_dispatch_one(qrt_endpoint *ep)
         return got;
     out = qrt__reply_area(ep, &m);
     out_cap = ep->rep.capacity;
-    if (m.length > ep->req.capacity) {
-        status = QRT_STATUS_BAD_LENGTH;
-    } else if (m.function == QRT_FUNCTION_ECHO) {
-        if (m.length > out_cap)
-            status = QRT_STATUS_BAD_LENGTH;
-        else
+    if (m.function == QRT_FUNCTION_ECHO) {
+        status = qrt__echo_status(m.length, ep->req.capacity, out_cap);
+        if (status == QRT_STATUS_OK)
             m.reply_len = qrt_queue_read(&ep->req, &m, out, out_cap);
+    } else if (m.length > ep->req.capacity) {
+        status = QRT_STATUS_BAD_LENGTH;
     } else {
         if (m.function < QRT_MAX_FUNCTIONS)
             fn = ep->table[m.function];

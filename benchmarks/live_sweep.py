@@ -1,0 +1,238 @@
+"""Live measurement sweeps through ``twin run``: duty cycle (the idle gap between requests) and
+frame size / function, for a live consumer (shm or cuda), each point one ``twin run`` of a scenario
+derived from a bundled live scenario, stored as calibration data.
+
+Each point's folder holds what ``twin run`` wrote (results.json, live_rounds.npz: per round the
+card-boundary round trip, the live service time and the idle time before it, target and measured)
+and the scenario it ran (scenario.yaml, calibration path absolute). sweep.json at the top states
+the machine, the date, the command, the isolation (the cores pinned, their thread siblings, the
+load and the busiest processes before and after) and each point's p50/p99 (live service alone,
+card-boundary round trip, idle time measured and targeted) and its ``twin run`` command;
+README.md says the same in words and one table (``--readme DIR`` writes it again from DIR/sweep.json,
+with ``--note`` added under the machine line).
+
+Sweeps (``--sweep``):
+
+- ``duty``: back to back (closed loop, no gap), then open loop at 10 us, 100 us, 1 ms and 10 ms
+  periods, then exponential (Poisson) gaps of mean 100 us and 1 ms; ``--rounds`` each, the 10 ms
+  and 1 ms-mean points at most ``--rounds-slow``;
+- ``duty_closed``: the same in closed loop, the gap counted from each reply (``gap``, or
+  exponential ``gaps``), so a slow or stalled round cannot queue the next ones (a loaded machine);
+- ``size``: closed loop, echo at 64, 256 and 1,024 B frames, and the sum32 function at 64 B.
+
+The live device idles as long as simulated time says (twin/devices/live.py); the host's own time
+between rounds (the simulation in Python) is the floor, so a gap below it is the floor: the
+measured idle column says what each point really had.
+
+Usage: PYTHONPATH=. python benchmarks/live_sweep.py --backend shm --sweep duty --out DIR
+       [--rounds 20000] [--rounds-slow 2000] [--cpu C --producer-cpu P] [--label NAME]
+``--cpu`` / ``--producer-cpu``: the shm consumer's and the producer's cores (the cuda backend pins
+the whole twin process to ``--producer-cpu``). Default: no pinning.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = {"shm": ROOT / "scenarios" / "live_cpu_shm.yaml", "cuda": ROOT / "scenarios" / "live_gpu_cuda.yaml"}
+
+
+def points(sweep: str, rounds: int, slow: int) -> list[tuple[str, dict, int, int, str]]:
+    """(label, traffic block, rounds, frame bytes, function) per point of a sweep."""
+    closed = {"mode": "closed_loop", "clock": "card"}
+    if sweep == "duty":
+        out = [("back_to_back", closed, rounds, 64, "echo")]
+        for label, period, n in (("period_10us", "10 us", rounds), ("period_100us", "100 us", rounds),
+                                 ("period_1ms", "1 ms", rounds), ("period_10ms", "10 ms", min(rounds, slow))):
+            out.append((label, {"mode": "open_loop", "clock": "card", "period": period}, n, 64, "echo"))
+        for label, mean, n in (("exp_100us", "100 us", rounds), ("exp_1ms", "1 ms", min(rounds, 5 * slow))):
+            out.append((label, {"mode": "open_loop", "clock": "card",
+                                "gaps": {"distribution": "exponential", "mean": mean}}, n, 64, "echo"))
+        return out
+    if sweep == "duty_closed":  # the idle time after each reply, whatever the service took (no backlog)
+        out = [("back_to_back", closed, rounds, 64, "echo")]
+        for label, gap, n in (("gap_10us", "10 us", rounds), ("gap_100us", "100 us", rounds),
+                              ("gap_1ms", "1 ms", rounds), ("gap_10ms", "10 ms", min(rounds, slow))):
+            out.append((label, {**closed, "gap": gap}, n, 64, "echo"))
+        for label, mean, n in (("exp_100us", "100 us", rounds), ("exp_1ms", "1 ms", min(rounds, 5 * slow))):
+            out.append((label, {**closed, "gaps": {"distribution": "exponential", "mean": mean}}, n, 64, "echo"))
+        return out
+    if sweep == "size":
+        return [(f"echo_{b}B", closed, rounds, b, "echo") for b in (64, 256, 1024)] + \
+               [("sum32_64B", closed, rounds, 64, "sum32")]
+    raise SystemExit(f"live_sweep: --sweep {sweep}: duty, duty_closed or size")
+
+
+def scenario(backend: str, label: str, traffic: dict, frame: int, function: str, bridge: dict) -> dict:
+    """The bundled live scenario of ``backend`` with this point's traffic, frame and function."""
+    base = BASE[backend]
+    sc = yaml.safe_load(base.read_text())
+    sc["name"] = f"{sc['name']}_{label}"
+    sc["description"] = f"{sc['description']} ({label})"
+    sc["calibration"] = str((base.parent / sc["calibration"]).resolve())
+    sc["traffic"], sc["frame_bytes"], sc["function"] = traffic, frame, function
+    for node in sc["nodes"]:
+        if node.get("model") == "live":
+            node["bridge"] = {**node["bridge"], **bridge}
+    return sc
+
+
+def isolation(cpus: list[int]) -> dict:
+    """What else the machine was doing: cores, load, the busiest other processes (ps)."""
+    out = {"cores_online": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
+           "pinned": cpus}
+    try:
+        ps = subprocess.run(["ps", "-eo", "pcpu,comm", "--sort=-pcpu"], capture_output=True, text=True, timeout=5)
+        out["busiest_processes"] = [ln.strip() for ln in ps.stdout.splitlines()[1:6]]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    siblings = {}
+    for c in cpus:
+        f = Path(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list")
+        if f.is_file():
+            siblings[c] = f.read_text().strip()
+    out["thread_siblings"] = siblings
+    return out
+
+
+def machine() -> dict:
+    """CPU model, kernel, Python, and the GPU (nvidia-smi) where there is one."""
+    m = {"host": platform.node(), "kernel": platform.release(), "python": platform.python_version(),
+         "cpu": platform.processor() or platform.machine()}
+    try:
+        for ln in Path("/proc/cpuinfo").read_text().splitlines():
+            if ln.startswith("model name"):
+                m["cpu"] = ln.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.mem",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=10)
+        if smi.returncode == 0:
+            m["gpu"] = smi.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return m
+
+
+def summarize(folder: Path) -> dict:
+    """p50/p99 of a point's live service, card-boundary round trip and measured idle (ns)."""
+    res = json.loads((folder / "results.json").read_text())["consumers"][0]
+    d = np.load(folder / "live_rounds.npz")
+    node = res["node"]
+    idle = d[f"{node}.idle_ns"][1:]
+    q = lambda a: [float(x) for x in np.percentile(a, [50, 99])] if len(a) else [float("nan")] * 2  # noqa: E731
+    return {"rounds": res["rounds"], "mismatches": res["mismatches"], "service_ns": q(d[f"{node}.service_ns"]),
+            "rtt_ns": q(d[f"{node}.rtt_ps"] / 1000), "idle_ns": q(idle),
+            "idle_target_ns": q(d[f"{node}.idle_target_ns"][1:])}
+
+
+def readme(meta: dict, note: str = "") -> str:
+    """README.md of a sweep folder from its sweep.json ``meta``."""
+    m, iso = meta["machine"], meta["isolation_before"]
+    pinned = ", ".join(str(c) for c in iso["pinned"]) or "none"
+    title = meta["label"] or f"{meta['backend']} {meta['sweep']}"
+    lines = [f"# {title}: live {meta['backend']} {meta['sweep']} sweep",
+             "", f"Measured {meta['date']} by `{meta['command']}` (benchmarks/live_sweep.py): one `twin run` per "
+             "point, each folder holding its results.json, live_rounds.npz (per round: `<node>.rtt_ps`, "
+             "`.service_ns`, `.idle_ns`, `.idle_target_ns`, `.t_in_ps`, `.t_have_ps`), manifest.json and the "
+             "scenario it ran (scenario.yaml; results.json's `scenario_file` is where it lay when it ran).", "",
+             f"Machine: {m.get('cpu', '?')}, {iso['cores_online']} cores, kernel {m.get('kernel', '?')}, Python "
+             f"{m.get('python', '?')}" + (f"; GPU {m['gpu']}" if m.get("gpu") else "") + ".",
+             f"Isolation: pinned cores {pinned} (thread siblings {iso.get('thread_siblings', {})}); load average "
+             f"{iso['load_average']} before, {meta['isolation_after']['load_average']} after.",
+             *([note] if note else []), "",
+             "Idle: the live device's time from its previous reply seen to this request's first byte written "
+             "(measured), and the simulated idle time it was asked for (target); a target below the host's own "
+             "time between rounds (the simulation in Python) cannot be met.", "",
+             "| point | traffic | frame | function | rounds | service p50 | service p99 | round trip p50 | "
+             "round trip p99 | idle p50 (target) |", "|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    us = lambda ns: f"{ns / 1000:.3f} µs"  # noqa: E731
+    for p in meta["points"]:
+        t = p["traffic"]
+        tr = ("closed loop" + (f", gap {t['gap']}" if t.get("gap") else "") if t["mode"] == "closed_loop" else
+              f"open loop, period {t['period']}" if "period" in t else "open loop")
+        if "gaps" in t:
+            tr += f", {t['gaps']['distribution']} gaps mean {t['gaps']['mean']}"
+        lines.append(f"| {p['label']} | {tr} | {p['frame_bytes']} B | {p['function']} | {p['rounds']:,} | "
+                     f"{us(p['service_ns'][0])} | {us(p['service_ns'][1])} | {us(p['rtt_ns'][0])} | "
+                     f"{us(p['rtt_ns'][1])} | {us(p['idle_ns'][0])} ({us(p['idle_target_ns'][0])}) |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", choices=sorted(BASE))
+    ap.add_argument("--sweep", choices=["duty", "duty_closed", "size"])
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--readme", type=Path, help="write DIR/README.md from DIR/sweep.json and stop")
+    ap.add_argument("--note", default="")
+    ap.add_argument("--rounds", type=int, default=20_000)
+    ap.add_argument("--rounds-slow", type=int, default=2_000)
+    ap.add_argument("--cpu", type=int)
+    ap.add_argument("--producer-cpu", type=int)
+    ap.add_argument("--label", default="")
+    ap.add_argument("--only", nargs="*", default=None, help="run only these points (labels)")
+    a = ap.parse_args(argv)
+    if a.readme:
+        (a.readme / "README.md").write_text(readme(json.loads((a.readme / "sweep.json").read_text()), a.note))
+        return 0
+    if not (a.backend and a.sweep and a.out):
+        ap.error("--backend, --sweep and --out are needed (or --readme DIR)")
+    bridge = {}
+    if a.backend == "shm":
+        bridge = {k: v for k, v in (("cpu", a.cpu), ("producer_cpu", a.producer_cpu)) if v is not None}
+    a.out.mkdir(parents=True, exist_ok=True)
+    pts = [p for p in points(a.sweep, a.rounds, a.rounds_slow) if a.only is None or p[0] in a.only]
+    before = isolation([c for c in (a.cpu, a.producer_cpu) if c is not None])
+    rows = []
+    for label, traffic, n, frame, fn in pts:
+        folder = a.out / label
+        folder.mkdir(exist_ok=True)
+        sc = scenario(a.backend, label, traffic, frame, fn, bridge)
+        (folder / "scenario.yaml").write_text(yaml.safe_dump(sc, sort_keys=False))
+        cmd = [sys.executable, "-m", "twin", "run", str(folder / "scenario.yaml"), "--rounds", str(n), "--out",
+               str(folder), "--overwrite", "--no-plot", "--no-rounds", "--quiet"]
+        pre = None
+        if a.backend == "cuda" and a.producer_cpu is not None:
+            pre = lambda c=a.producer_cpu: os.sched_setaffinity(0, {c})  # noqa: E731
+        t = time.monotonic()
+        print(f"# {label}: {n:,} rounds, {frame} B {fn}, traffic {traffic}", file=sys.stderr, flush=True)
+        r = subprocess.run(cmd, cwd=ROOT, preexec_fn=pre, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(r.stdout[-2000:], r.stderr[-2000:], file=sys.stderr)
+            raise SystemExit(f"live_sweep: {label}: twin run exited {r.returncode}")
+        s = summarize(folder)
+        s.update(label=label, seconds=round(time.monotonic() - t, 1), frame_bytes=frame, function=fn,
+                 traffic=traffic, command=shlex.join(["twin", *cmd[3:]]))
+        rows.append(s)
+        print(f"{label:<14} svc p50 {s['service_ns'][0]:>9.0f} p99 {s['service_ns'][1]:>10.0f}  rtt p50 "
+              f"{s['rtt_ns'][0]:>9.0f} p99 {s['rtt_ns'][1]:>10.0f}  idle p50 {s['idle_ns'][0]:>11.0f} "
+              f"(target {s['idle_target_ns'][0]:.0f}) ns  {s['seconds']} s", flush=True)
+    args = argv if argv is not None else sys.argv[1:]
+    meta = {"label": a.label, "backend": a.backend, "sweep": a.sweep, "date": time.strftime("%Y-%m-%d %H:%M UTC",
+                                                                                          time.gmtime()),
+            "machine": machine(), "isolation_before": before,
+            "isolation_after": isolation([c for c in (a.cpu, a.producer_cpu) if c is not None]),
+            "command": shlex.join(["python", "benchmarks/live_sweep.py", *args]),
+            "points": rows}
+    (a.out / "sweep.json").write_text(json.dumps(meta, indent=2) + "\n")
+    (a.out / "README.md").write_text(readme(meta, a.note))
+    print(json.dumps({k: meta[k] for k in ("date", "machine", "isolation_before")}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""A request received by one device and served by another: a two-stage consumer.
+
+On a Grace Hopper / Grace Blackwell node the NIC lands each request in GPU memory (GPUDirect
+RDMA), where a persistent kernel receives it, and the decoder may run on a Grace core. The
+hand-off between them is a second queue pair in memory, not a Python queue:
+
+1. stage 1 (the receiving device) polls the flow's request queue in its own memory, reads the
+   request, pre-processes it (``preprocess_ps_per_measurement`` of its parameters: detector
+   formation from raw measurements), and posts the request's bytes into the hand-off queue in
+   stage 2's memory over the link between the two chips (NVLink-C2C or PCIe: a posted-write path
+   on its own :class:`twin.kernel.Lane`, the same encoding, the same slot index); its thread is
+   free once the writes are issued;
+2. stage 2 (the serving device) polls the hand-off queue, which the other chip wrote: over
+   NVLink-C2C each poll that sees a request costs a coherence miss (the spec's stage parameters
+   carry it as the poll cost); it runs the function (the decoder) and posts the reply into the
+   card's reply queue, the flow's reply path, exactly as a one-stage consumer does.
+
+Slots cannot overrun: the card has at most ``slots`` requests outstanding and a hand-off slot
+is reused by request ``seq + slots`` only after request ``seq``'s reply was read.
+
+Every hop is timed: the flow's hops keep stage 1's ``seen`` and ``start``, the hand-off's
+instants in ``hops.inner`` (issued, landed, seen by stage 2, taken by stage 2), stage 2's reply
+instants in ``reply``/``publish``/``rland``, so the latency budget names ``preprocess``,
+``handoff_write``, ``handoff_poll`` and ``handoff_queue`` between ``queue`` and ``service``.
+
+Only the event engine runs it (the direct engine refuses a spec with a hand-off:
+:attr:`twin.engine.spec.LoopSpec.event_only`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from twin.devices.consumer import ConsumerParams, PollingConsumer, ServingThread, build_endpoint
+from twin.kernel import MemoryRegion, PostedWritePath
+from twin.kernel.sim import stream_rng
+
+INNER = ("h_issue", "h_land", "h_seen", "h_start")
+"""The hand-off's instants per round, in order (:class:`twin.engine.hops.Hops` ``inner``)."""
+INNER_STAGES = ("preprocess", "handoff_write", "handoff_poll", "handoff_queue")
+"""Stage k of the hand-off runs from instant k-1 (``start`` for k = 0) to instant k; ``service``
+then runs from ``h_start`` to the reply."""
+
+
+@dataclass(frozen=True)
+class HandoffSpec:
+    """The second stage of a flow (integer picoseconds).
+
+    to: the serving device's name (stream and region names).
+    stage: its timing (:class:`ConsumerParams`); over NVLink-C2C its poll cost is the coherence
+        miss of a line the receiving chip wrote.
+    wire: the link the hand-off's posted writes cross (:class:`twin.links.c2c.NvlinkC2C` or
+        :class:`twin.links.pcie.PcieLink`: any :class:`twin.kernel.posted.Wire`).
+    jitter_ps: scale of the exponential extra delay of each hand-off write.
+    link: the wire's kind, for the results (``c2c`` or ``pcie``).
+    """
+
+    to: str
+    stage: ConsumerParams
+    wire: object
+    jitter_ps: int = 0
+    link: str = "c2c"
+
+
+class _StageHops:
+    """Stage 2's view of the flow's hops: it reads the landing of its own queue (the hand-off's)
+    and writes its seen/start into the hand-off instants, its reply instants into the flow's."""
+
+    def __init__(self, hops):
+        inner = hops.inner
+        self.land, self.seen, self.start = inner["h_land"], inner["h_seen"], inner["h_start"]
+        self.reply, self.publish, self.rland = hops.reply, hops.publish, hops.rland
+
+
+class StagedConsumer(PollingConsumer):
+    """Stage 1 of a two-stage consumer (see module docstring). Extra arguments: ``handoff``
+    (a :class:`PostedWritePath` into the hand-off queue) and ``stage2`` (the serving stage, a
+    :class:`PollingConsumer` polling that queue). Statistics: ``handed_off``; stage 2's are on
+    ``stage2`` (an attribute this class lacks is looked up there: a hosting mode's statistics)."""
+
+    def __init__(self, *args, handoff: PostedWritePath, stage2: PollingConsumer, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.handoff = handoff
+        self.stage2 = stage2
+        self.handed_off = 0
+
+    def __getattr__(self, name: str):
+        stage2 = self.__dict__.get("stage2")
+        if stage2 is None:
+            raise AttributeError(name)
+        return getattr(stage2, name)
+
+    def start(self) -> None:
+        super().start()
+        self.stage2.start()
+
+    def _seen(self, seq: int, base: int, at: int) -> None:
+        """Read and pre-process request ``seq``, then post its bytes into the hand-off queue."""
+        t = at + self.p.pre_service_ps(self.enc, self.frame_bytes) + self.p.service_ps
+        h = self.enc.header(self.requests.buf, base)
+        writes = self.enc.writes(seq, self.enc.payload(self.requests.buf, base), function=h.function)
+        self.kernel.at(t, self._hand_off, seq, base, writes)
+        self._done(seq, at, t, t, t)
+
+    def _record_reply(self, seq: int, t_reply: int, t_publish: int) -> None:
+        if self.hops is not None:
+            self.hops.inner["h_issue"][seq - 1] = t_reply
+
+    def _hand_off(self, seq: int, base: int, writes) -> None:
+        land = 0
+        for off, data in writes:
+            land = self.handoff.write(base + off, data)
+        self.handed_off += 1
+        if self.hops is not None:
+            self.hops.inner["h_land"][seq - 1] = land
+
+
+def build_staged(ctx) -> StagedConsumer:
+    """The two-stage consumer of ``ctx.spec`` (its ``handoff``) for one queue pair, from a
+    :class:`twin.engine.event.NodeContext`: the hand-off region in stage 2's memory, its lane
+    (``ctx.lane``: shared statistics), stage 2 with its own poll phase (drawn from the flow's
+    ``handoff.setup`` stream) and serving thread; the flow's workload (a hosting mode, the
+    decoder's cost) applies to stage 2, which runs the function. Raises ValueError when the flow
+    injects faults (they act on one-stage consumers' writes and pollers)."""
+    spec = ctx.spec
+    ho = spec.handoff
+    if spec.faults.active:
+        raise ValueError(f"loop {spec.name!r}: fault injection acts on one-stage consumers; this one hands its "
+                         f"requests to {ho.to}")
+    k = ctx.kernel
+    region = MemoryRegion(f"{ho.to}.{spec.name}.handoff_queue", ho.to, spec.slots * ctx.slot_bytes)
+    lane = ctx.lane(ctx.name, ho.to, ho.wire, spec.stream(f"handoff.{ho.link}"), ho.jitter_ps)
+    path = PostedWritePath(k, f"{ctx.name}->{ho.to}", None, region, lane=lane)
+    phase = int(stream_rng(spec.seed, spec.stream("handoff.setup")).integers(0, ho.stage.poll_period_ps))
+    if ho.stage.poll_phase_ps is not None:
+        phase = ho.stage.poll_phase_ps
+    wl = ctx.workload
+    cls = wl.consumer_class(PollingConsumer) if wl.consumer_class is not None else PollingConsumer
+    hops = ctx.hops
+    if hops is not None:
+        hops.inner = {name: [-1] * len(hops.land) for name in INNER}
+    stage2 = cls(k, f"{ctx.name}.{ho.to}", ho.stage.with_phase(phase), ctx.enc, region, ctx.rep_path, spec.slots,
+                 ctx.slot_bytes, spec.traffic.frame_bytes, ctx.functions(), None, (), ServingThread(),
+                 None if hops is None else _StageHops(hops), **wl.consumer_kwargs)
+    return StagedConsumer(k, ctx.name, spec.consumer.with_phase(ctx.phase_ps), ctx.enc, ctx.req_region, ctx.rep_path,
+                          spec.slots, ctx.slot_bytes, spec.traffic.frame_bytes, ctx.functions(), None, (), ctx.thread,
+                          hops, handoff=path, stage2=stage2)
+
+
+def build_sim_endpoint(ctx) -> PollingConsumer:
+    """Model ``sim`` of a consumer (registered in :mod:`twin.nodes.models`): the two-stage consumer
+    when the flow hands its requests to a second device (``spec.handoff``), else the one-stage
+    :func:`twin.devices.consumer.build_endpoint`."""
+    if ctx.spec.handoff is not None:
+        return build_staged(ctx)
+    return build_endpoint(ctx)
+
+
+__all__ = ["HandoffSpec", "INNER", "INNER_STAGES", "StagedConsumer", "build_sim_endpoint", "build_staged"]

@@ -1,0 +1,71 @@
+"""A control program that waits on replies: its stall per round and in total, its effective cycle
+time and, for a branching program, the conditional pulses against the decoder's answers, as
+results.json holds them (docs/results.md) and as ``twin run`` / ``twin decode`` print them."""
+from __future__ import annotations
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+
+def _pct(a: np.ndarray, q: float) -> float:
+    return round(float(np.percentile(a, q)) / 1000, 3) if len(a) else 0.0
+
+
+def program_summary(stats: dict) -> dict:
+    """results.json's ``program`` block from a generator's statistics (``stall_ps``,
+    ``stall_total_ps``, ``period_ps``, ``nominal_period_ps``; ``conditional`` for a branching
+    program: :meth:`twin.devices.qblox.ListeningCluster.stats`), every time in ns: ``stall_ns``
+    (per round: mean, p50, p99, max; ``total``; ``rounds_stalled``), ``period_ns`` (``nominal``:
+    with no wait; ``effective``: the mean gap between rounds; p50, p99) and ``conditional``
+    (``ran``, ``skipped``; ``ran_on_answer_1`` / ``ran_on_answer_0`` / ``skipped_on_answer_1``:
+    replies after whose wait a conditional instruction ran, or none did, by the reply's answer bit)."""
+    stall = np.asarray(stats["stall_ps"], np.int64)
+    period = np.asarray(stats["period_ps"], np.int64)
+    out = {"stall_ns": {"total": stats["stall_total_ps"] / 1000,
+                        "per_round_mean": round(float(stall.mean()) / 1000, 3) if len(stall) else 0.0,
+                        "p50": _pct(stall, 50), "p99": _pct(stall, 99),
+                        "max": float(stall.max()) / 1000 if len(stall) else 0.0,
+                        "rounds_stalled": int((stall > 0).sum())},
+           "period_ns": {"nominal": stats["nominal_period_ps"] / 1000,
+                         "effective": round(float(period.mean()) / 1000, 3) if len(period) else None,
+                         "p50": _pct(period, 50), "p99": _pct(period, 99)}}
+    c = stats.get("conditional")
+    if c is not None:
+        ran, ans = np.asarray(c["ran_by_reply"], bool), np.asarray(c["answers"], np.int64)
+        out["conditional"] = {"ran": c["ran"], "skipped": c["skipped"], "answers_1": int(ans.sum()),
+                              "ran_on_answer_1": int((ran & (ans == 1)).sum()),
+                              "ran_on_answer_0": int((ran & (ans == 0)).sum()),
+                              "skipped_on_answer_1": int((~ran & (ans == 1)).sum())}
+    return out
+
+
+def print_program_table(rows: list[tuple[str, dict]], console: Console, what: str) -> None:
+    """``rows``: (label, summary) per consumer or placement; prints the rows whose summary has a
+    ``program`` block (:func:`program_summary`), nothing when none has."""
+    rows = [(label, s["program"]) for label, s in rows if s.get("program")]
+    if not rows:
+        return
+    cond = any("conditional" in p for _, p in rows)
+    tb = Table(title="control program: round period and stall per round in ns"
+                     + (", conditional pulses by the reply's answer bit (ran@1 ran@0 skipped@1)" if cond else ""))
+    cols = [what, "nominal", "effective", "p99", "stall p50", "stall p99", "stall total",
+            "stalled"] + (["ran@1", "ran@0", "skip@1"] if cond else [])
+    for col in cols:
+        tb.add_column(col, justify="left" if col == what else "right", no_wrap=True)
+    for label, p in rows:
+        st, pe = p["stall_ns"], p["period_ns"]
+        eff = "-" if pe["effective"] is None else f"{pe['effective']:,.1f}"
+        row = [label, f"{pe['nominal']:,.0f}", eff, f"{pe['p99']:,.0f}", f"{st['p50']:,.0f}", f"{st['p99']:,.0f}",
+               f"{st['total']:,.0f}", f"{st['rounds_stalled']:,}"]
+        if cond:
+            c = p.get("conditional")
+            row += ([f"{c['ran_on_answer_1']:,}", f"{c['ran_on_answer_0']:,}", f"{c['skipped_on_answer_1']:,}"]
+                    if c else ["-"] * 3)
+        tb.add_row(*row)
+    console.print(tb)
+    for label, p in rows:
+        ag = (p.get("conditional") or {}).get("against_corrections")
+        if ag:
+            console.print(f"{label}: the conditional pulse ran as the decoder's correction said on {ag['agree']:,} of "
+                          f"{ag['agree'] + ag['disagree']:,} requests")
