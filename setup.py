@@ -11,10 +11,12 @@ files it lists (``package-data``). So a wheel holds
 twin/bundled.py finds them there, or in a checkout at the top level. The extension is an empty
 CPython module (_qrt_module.c) linked with the runtime (qrt_lib.c, plus qrt_functions.c, the C
 builds of the registered functions, when present); twin.runtime.native loads the same shared
-object with ctypes. A C compiler (gcc or clang) is required.
+object with ctypes. The engine's compiled core (twin/engine/c/core.c) is a second extension,
+twin.engine._core, loaded by twin.engine.native likewise. A C compiler (gcc or clang) is required.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import shutil
 from pathlib import Path
@@ -39,6 +41,8 @@ def _runtime_sources() -> tuple[str, list[str]]:
 
 
 BUILD_ID, LIB_SOURCES = _runtime_sources()
+CORE_C = "twin/engine/c/core.c"  # the engine's compiled core (twin/engine/native.py loads it with ctypes)
+CORE_ID = hashlib.sha256((HERE / CORE_C).read_bytes()).hexdigest()[:16]  # = twin.engine.native.build_id()
 
 # the top-level folders a wheel carries as twin._bundled.<folder>; pyproject.toml's [tool.setuptools.package-dir]
 # maps each onto its folder and [tool.setuptools.package-data] names the files (it overrides package_data here)
@@ -54,6 +58,8 @@ class BuildRuntime(build_ext):
         cc = getattr(self.compiler, "compiler_so", None) or [None]
         if self.compiler.compiler_type == "unix":
             ext.extra_compile_args = ["-std=c11", "-O2", "-fno-strict-aliasing", *ext.extra_compile_args]
+            if ext.name == "twin.engine._core":
+                ext.extra_compile_args.append("-O3")
             if cc[0] is None or shutil.which(cc[0]) is None:
                 raise SystemExit("error: twin needs a C compiler (gcc or clang) to build its runtime library: "
                                  f"{cc[0]!r} was not found (install gcc or clang, or set CC)")
@@ -76,7 +82,12 @@ setup(
             include_dirs=[C_DIR],
             depends=[f"{C_DIR}/qrt.h", f"{C_DIR}/qrt_contract.h"],
             define_macros=[("QRT_BUILD_ID", f'"{BUILD_ID}"')],
-        )
+        ),
+        Extension(
+            "twin.engine._core",
+            sources=[CORE_C],
+            define_macros=[("TWIN_CORE_BUILD_ID", f'"{CORE_ID}"'), ("TWIN_CORE_PYMODULE", "1")],
+        ),
     ],
     cmdclass={"build_ext": BuildRuntime},
 )

@@ -19,11 +19,12 @@ from typing import Callable
 
 import numpy as np
 
+from twin.engine import features, native
 from twin.engine.hops import Hops
 from twin.engine.spec import LoopResult, LoopSpec
 from twin.engine.stop import Interrupted, take_stop
 from twin.exchange.encoding import get_encoding
-from twin.kernel import JitterStream, PostedWritePath
+from twin.kernel import Clock, JitterStream, PostedWritePath
 from twin.nodes.models import model_for
 
 Progress = Callable[[int], None]
@@ -96,22 +97,134 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     frame = tr.frame_bytes
     phase, gen_phase, salt = spec.draws()
     c = spec.consumer
-    card = spec.card
     req = PostedWritePath(None, "req", spec.request_link, None,
                           JitterStream(spec.seed, spec.stream("pcie.request"), spec.jitter_ps))
     rep = PostedWritePath(None, "rep", spec.reply_link, None,
                           JitterStream(spec.seed, spec.stream("pcie.reply"), spec.jitter_ps))
     req_sizes = [len(d) for _, d in enc.writes(1, bytes(frame))]
     rep_sizes = req_sizes if reply_bytes is None else [len(d) for _, d in enc.writes(1, bytes(reply_bytes))]
-    per_piece = enc.per_piece
-    P, cost = c.poll_period_ps, c.poll_cost_ps
     body = c.pre_service_ps(enc, frame) + c.service_ps
     fence = c.fence_ps
+    clock = tr.make_clock(gen_phase)
+    g = tr.gaps_array(spec.seed, spec.stream("gaps"))
+    loop = _rounds_python
+    if COMPILED:  # the compiled core, unless the spec has what it does not compute (twin.engine.features)
+        why = features.refusal(spec, direct=True)
+        if why is None and type(clock) is not Clock:
+            why = f"a {type(clock).__name__}'s edges are the Python clock's"
+        try:
+            if why is None:
+                native.core()
+                loop = _rounds_compiled
+        except native.CoreUnavailable as e:
+            why = str(e)
+        if why is not None:
+            native.note_fallback(f"loop {spec.name!r}: direct engine in Python: {why}")
+    out = loop(spec, req, rep, req_sizes, rep_sizes, enc.per_piece, phase, body, fence, clock, g, extra_ps,
+               progress, chunk_rounds)
+    t_send, t_in, t_have, t_back, hops, stopped, more = out
+    m = len(hops.land)  # whole rounds computed (all n, or those before a stop)
+    if progress and stopped is None:
+        progress(tr.rounds)
+    stats = {"mismatches": 0, "backlog_max": 0, "posted_writes": req.writes + rep.writes, "poll_phase_ps": phase,
+             **more}
+    res = LoopResult(spec.name, "direct", t_send[:m], t_in[:m], t_have[:m], t_back[:m], np.ones(m, bool), stats, hops)
+    if stopped is not None:
+        stopped.partial = res
+        raise stopped
+    return res
+
+
+COMPILED = True
+"""Whether the direct engine runs its rounds in the compiled core when it can (tests and the
+benchmarks set it False for the Python recurrence, the reference)."""
+
+def _slot_busy(spec: LoopSpec, i: int) -> DirectNotApplicable:
+    return DirectNotApplicable(f"loop {spec.name!r}: round {i + 1} waits for a free slot")
+
+
+def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body, fence, clock, g, extra_ps,
+                     progress, chunk_rounds):
+    """The rounds of :func:`run_direct` in the compiled core (``twin_direct_run`` in core.c), in
+    chunks of ``chunk_rounds`` (progress and a stop request between them), on the same jitter
+    blocks (:meth:`JitterStream.array`) and gaps. Returns t_send, t_in, t_have, t_back, the
+    :class:`Hops`, the stop (or None) and statistics of its own (none)."""
+    lib = native.core()
+    tr, c, card, aur = spec.traffic, spec.consumer, spec.card, spec.aurora
+    n = tr.rounds
+    if len(req_sizes) > 4 or len(rep_sizes) > 2:
+        raise AssertionError("an encoding of more than 4 request or 2 reply writes")
+
+    def wire(lane, sizes, k):
+        tail = getattr(lane.wire, "tail_ps", None)
+        ser = [lane.wire.serialise_ps(s) for s in sizes] + [0] * (k - len(sizes))
+        return ser, [tail(s) if tail else 0 for s in sizes] + [0] * (k - len(sizes))
+    rser, rtail = wire(req.lane, req_sizes, 4)
+    pser, ptail = wire(rep.lane, rep_sizes, 2)
+    closed = tr.mode == "closed_loop"
+    par = dict(n=n, slots=spec.slots, closed=int(closed), in_flight=tr.in_flight, per_piece=int(per_piece),
+               phase=phase, poll=c.poll_period_ps, cost=c.poll_cost_ps, body=body, fence=fence,
+               card_poll=card.reply_poll_period_ps, read=card.reply_read_ps, bridge=card.bridge_ps(tr.frame_bytes),
+               land=card.engine_land_ps, card_clk=card.clock_ps, clk_period=clock.period_ps, clk_ppb=clock.ppb,
+               clk_phase=clock.phase_ps, period_cycles=tr.period_cycles if not closed else 0, gap=tr.gap_ps,
+               aurora=int(aur is not None), aur_ser=aur.serialise_ps(tr.frame_bytes) if aur else 0,
+               aur_lat=aur.latency_ps if aur else 0, reply_send=card.reply_send_ps,
+               req_lat=req.lane.wire.latency_ps, rep_lat=rep.lane.wire.latency_ps, n_req=len(req_sizes),
+               req_ser0=rser[0], req_ser1=rser[1], req_ser2=rser[2], req_ser3=rser[3], req_tail0=rtail[0],
+               req_tail1=rtail[1], req_tail2=rtail[2], req_tail3=rtail[3], rep_ser0=pser[0], rep_ser1=pser[1],
+               rep_tail0=ptail[0], rep_tail1=ptail[1], has_gaps=int(g is not None), has_extra=int(extra_ps is not None))
+    p = np.array([par[k] for k in native.DIRECT_PARAMS], np.int64)
+    st = np.zeros(len(native.DIRECT_STATE), np.int64)
+    S = {k: i for i, k in enumerate(native.DIRECT_STATE)}
+    st[S["ts"]] = clock.edge(0)
+    heap = np.zeros(2 * max(1, tr.in_flight), np.int64)
+    if closed and tr.in_flight > 1:  # the first in_flight requests leave at edge 0, in order (a heap already)
+        k = min(tr.in_flight, n)
+        heap[0:2 * k:2] = clock.edge(0)
+        heap[1:2 * k:2] = np.arange(k)
+        st[S["scheduled"]] = st[S["heap_n"]] = k
+    have = np.zeros(spec.slots, np.int64)
+    gaps = np.ascontiguousarray(g, np.int64) if g is not None else np.zeros(1, np.int64)
+    extra = np.ascontiguousarray(extra_ps[:n], np.int64) if extra_ps is not None else np.zeros(1, np.int64)
+    # t_send, t_in, t_have, t_back, issue, land, reply, rland, seen, start, publish
+    outs = [np.zeros(n, np.int64) for _ in range(11)]
+    fixed = [native.ptr(a) for a in (p, st, heap, have, gaps, extra, *outs)]
+    pp, pst, pheap, phave, pgaps, pextra, *ptrs = fixed
+    nr, np_ = len(req_sizes), (1 if per_piece else 2)
+    ja, jb = req.lane.jitter, rep.lane.jitter
+    done, stopped = 0, None
+    while done < n:
+        end = min(n, done + chunk_rounds)
+        rj = np.ascontiguousarray(ja.array((end - done) * nr))
+        pj = np.ascontiguousarray(jb.array((end - done) * np_))
+        rc = lib.twin_direct_run(pp, pst, end, pheap, phave, native.ptr(rj), native.ptr(pj), pgaps, pextra, *ptrs)
+        if rc < 0:
+            raise _slot_busy(spec, -rc - 1)
+        done = end
+        if done % chunk_rounds == 0:  # between batches, as the Python recurrence looks up
+            if take_stop():
+                stopped = Interrupted(f"at round {done} of {n}")
+                break
+            if progress:
+                progress(done)
+    req.lane.writes, rep.lane.writes = done * nr, done * np_  # the posted writes each lane planned
+    cut = [a[:done] for a in outs]
+    hops = Hops(issue=cut[4], land=cut[5], seen=cut[8], start=cut[9], reply=cut[6], publish=cut[10], rland=cut[7])
+    return (*cut[:4], hops, stopped, {})
+
+
+def _rounds_python(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body, fence, clock, g, extra_ps,
+                   progress, chunk_rounds):
+    """The rounds of :func:`run_direct` in Python (the reference recurrence); same returns as
+    :func:`_rounds_compiled` (the hops derived vectorised, :func:`_hops`; the statistics of a
+    generator program's waits, ``program``)."""
+    tr, c, card = spec.traffic, spec.consumer, spec.card
+    frame = tr.frame_bytes
+    P, cost = c.poll_period_ps, c.poll_cost_ps
     cP = card.reply_poll_period_ps
     read = card.reply_read_ps
     bridge, land_ps = card.bridge_ps(frame), card.engine_land_ps  # frames pass the bridge in order
     cclk = card.clock_ps
-    clock = tr.make_clock(gen_phase)
     aur = spec.aurora
     closed = tr.mode == "closed_loop"
     in_flight = tr.in_flight
@@ -121,7 +234,6 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     # generator's own events do: a heap of (send instant, order scheduled)
     pending = [(clock.edge(0), j) for j in range(min(in_flight, tr.rounds))] if closed and in_flight > 1 else None
     scheduled = len(pending) if pending is not None else 0
-    g = tr.gaps_array(spec.seed, spec.stream("gaps"))
     gaps = None if g is None else g.tolist()
     slots = spec.slots
     waits = tr.waits  # each request may wait for an earlier reply (traffic.program.waits)
@@ -168,7 +280,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
         tin = -((-arrive) // cclk) * cclk
         t_in[i] = tin
         if i >= slots and have[i % slots] > tin:
-            raise DirectNotApplicable(f"loop {spec.name!r}: round {i + 1} waits for a free slot")
+            raise _slot_busy(spec, i)
         bridge_free = (tin if tin > bridge_free else bridge_free) + bridge
         t_issue = bridge_free + land_ps
         for s in req_sizes:
@@ -211,20 +323,14 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
                 break
             if progress:
                 progress(i + 1)
-    m = len(issues)  # whole rounds computed (all n, or those before a stop)
-    if progress and stopped is None:
-        progress(n)
-    stats = {"mismatches": 0, "backlog_max": 0, "posted_writes": req.writes + rep.writes, "poll_phase_ps": phase}
+    m = len(issues)
+    hops = _hops(np.asarray(issues, np.int64), np.asarray(lands, np.int64), np.asarray(replies, np.int64),
+                 np.asarray(rlands, np.int64), phase, P, cost, body, fence if not per_piece else 0, extra_ps)
+    stats = {}
     if waits is not None:  # the generator program's stalls, as the event model's generator counts them
         from twin.devices.generator import program_stats
         stats["program"] = {**program_stats(t_send[:m], nominal[:m]), "nominal_period_ps": tr.period_ps}
-    hops = _hops(np.array(issues, np.int64), np.array(lands, np.int64), np.array(replies, np.int64),
-                 np.array(rlands, np.int64), phase, P, cost, body, fence if not per_piece else 0, extra_ps)
-    res = LoopResult(spec.name, "direct", t_send[:m], t_in[:m], t_have[:m], t_back[:m], np.ones(m, bool), stats, hops)
-    if stopped is not None:
-        stopped.partial = res
-        raise stopped
-    return res
+    return t_send[:m], t_in[:m], t_have[:m], t_back[:m], hops, stopped, stats
 
 
 def _hops(issue: np.ndarray, land: np.ndarray, reply: np.ndarray, rland: np.ndarray, phase: int, period: int,

@@ -18,6 +18,7 @@ import numpy as np
 from twin.devices.consumer import ServingThread
 from twin.devices.generator import TrafficGenerator
 from twin.devices.linkcard import CardBridge
+from twin.engine.counters import flow_stats, slot_bytes_of
 from twin.engine.hops import Hops
 from twin.engine.spec import LoopResult, LoopSpec
 from twin.engine.stop import CHECK_REPLIES, Interrupted, stop_requested, take_stop
@@ -34,21 +35,6 @@ def python_functions(fid: int):
     """The ``sim`` model's function for an id (``None`` if unknown)."""
     f = REGISTRY.get(fid)
     return f.python if f else None
-
-
-def slot_bytes_of(spec: LoopSpec) -> int:
-    """The slot size of ``spec``'s queues: whole 16-byte pieces holding a message (at least 32),
-    or ``spec.slot_bytes``. Raises ValueError for a fixed size that is not a multiple of 16 or
-    does not hold a message."""
-    enc = get_encoding(spec.consumer.encoding)
-    frame = spec.traffic.frame_bytes
-    need = max(32, -(-enc.slot_bytes(frame) // 16) * 16)
-    if spec.slot_bytes is None:
-        return need
-    if spec.slot_bytes < need or spec.slot_bytes % 16:
-        raise ValueError(f"loop {spec.name!r}: slot_bytes {spec.slot_bytes} must be a multiple of 16 and hold "
-                         f"a {frame}-byte {enc.name} message ({need} bytes)")
-    return spec.slot_bytes
 
 
 @dataclass
@@ -207,20 +193,11 @@ class _FlowRun:
         return self.n if back.all() else int(np.argmin(back))
 
     def stats(self, k: Kernel) -> dict:
-        card, consumer, fp, n = self.card, self.consumer, self.fp, self.n
-        stats = {"mismatches": card.mismatches, "backlog_max": card.backlog_max,
-                 "consumer_polls": consumer.poller.polls, "card_polls": card.poller.polls,
-                 "posted_writes": self.req_path.writes + self.rep_path.writes,
-                 "poll_phase_ps": self.consumer_phase, "reply_digest": card.reply_digest.hexdigest(),
-                 "faults": {"injected": {"corrupt_piece": sum(1 for r in fp.corrupt_rounds if r <= n),
-                                         "drop_frame": self.dropped["frames"],
-                                         "stall": sum(1 for s, _ in fp.stalls if s < k.now),
-                                         **({"host_freeze": sum(1 for s, _ in fp.host_freezes if s < k.now)}
-                                            if fp.host_freezes else {})},
-                            "detected": {"mismatches": card.mismatches, "resent_frames": self.dropped["resent"],
-                                         "reply_timeouts": card.reply_timeouts,
-                                         **({"mismatches_from_corrupted_requests": card.corrupted_requests}
-                                            if hasattr(card, "corrupted_requests") else {})}}}
+        card, consumer = self.card, self.consumer
+        stats = flow_stats(self.fp, self.n, k.now, card.mismatches, card.backlog_max, consumer.poller.polls,
+                           card.poller.polls, self.req_path.writes + self.rep_path.writes, self.consumer_phase,
+                           card.reply_digest.hexdigest(), self.dropped, card.reply_timeouts,
+                           getattr(card, "corrupted_requests", None))
         if self.flow.workload.keep_replies:
             stats["replies"] = card.kept_replies
         program = self.gen.stats()
@@ -229,6 +206,27 @@ class _FlowRun:
         if hasattr(card, "slot_wait_ps"):
             stats["slot_wait_ps"] = np.asarray(card.slot_wait_ps, np.int64)
         return stats
+
+
+COMPILED = True
+"""Whether :func:`run_topology` runs a topology the compiled core computes there
+(:mod:`twin.engine.compiled`); False: always the simpy reference (the property tests compare the two)."""
+
+
+def _compiled(topo: Topology, progress, chunk_rounds: int):
+    """The compiled core's results for ``topo``, or None (the reason logged once, verbose output)
+    when it does not compute it."""
+    if not COMPILED:
+        return None
+    from twin.engine import compiled
+    why = compiled.refusal(topo)
+    if why is None:
+        try:
+            return compiled.run(topo, progress, chunk_rounds)
+        except compiled.CoreUnavailable as e:
+            why = str(e)
+    compiled.note_fallback(f"topology {topo.name!r} on the simpy reference: {why}")
+    return None
 
 
 def run_topology(topo: Topology, progress: Progress | None = None, chunk_rounds: int = 10_000) -> list[LoopResult]:
@@ -243,7 +241,14 @@ def run_topology(topo: Topology, progress: Progress | None = None, chunk_rounds:
     :class:`twin.engine.stop.Interrupted` whose ``results`` are every flow's whole rounds so far
     (``partial``: the live flow's, else the first), with the same statistics as a whole run except
     ``reply_digest`` (it may cover a reply past the cut).
+
+    A topology of built-in ``sim`` nodes the compiled core computes (:mod:`twin.engine.compiled`)
+    runs there, with identical results; any other stays on the simpy reference, the reason in
+    verbose output (the ``twin.engine`` logger).
     """
+    fast = _compiled(topo, progress, chunk_rounds)
+    if fast is not None:
+        return fast
     k = Kernel(topo.seed)
     lanes: dict = {}
     threads: dict = {}

@@ -24,33 +24,45 @@ class JitterStream:
         self.scale_ps = int(scale_ps)
         self.name = name
         self._rng = stream_rng(seed, name) if scale_ps else None
-        self._buf: list[int] = []
+        self._arr = np.zeros(0, np.int64)  # the current block
+        self._buf: list[int] | None = []  # the same block as a list (made when next() first reads it)
         self._i = 0
 
     def _refill(self) -> None:
         x = self._rng.exponential(self.scale_ps, size=BLOCK)
-        self._buf = np.rint(x).astype(np.int64).tolist()
+        self._arr = np.rint(x).astype(np.int64)
+        self._buf = None
         self._i = 0
 
     def next(self) -> int:
         """Next delay in picoseconds."""
         if self._rng is None:
             return 0
-        if self._i >= len(self._buf):
+        if self._i >= len(self._arr):
             self._refill()
+        if self._buf is None:
+            self._buf = self._arr.tolist()
         v = self._buf[self._i]
         self._i += 1
         return v
+
+    def array(self, n: int) -> np.ndarray:
+        """The next ``n`` delays as an int64 array (the values :meth:`next` would give one by one,
+        from the same blocks): what the compiled core (:mod:`twin.engine.native`) consumes."""
+        if self._rng is None:
+            return np.zeros(n, np.int64)
+        parts = []
+        while n > 0:
+            if self._i >= len(self._arr):
+                self._refill()
+            take = min(n, len(self._arr) - self._i)
+            parts.append(self._arr[self._i:self._i + take])
+            self._i += take
+            n -= take
+        return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     def block(self, n: int) -> list[int]:
         """The next ``n`` delays as a list (same values :meth:`next` would give one by one)."""
         if self._rng is None:
             return [0] * n
-        out: list[int] = []
-        while len(out) < n:
-            if self._i >= len(self._buf):
-                self._refill()
-            take = min(n - len(out), len(self._buf) - self._i)
-            out.extend(self._buf[self._i:self._i + take])
-            self._i += take
-        return out
+        return self.array(n).tolist()

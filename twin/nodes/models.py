@@ -3,6 +3,10 @@
 Each refusal states what is physically true of the model, not a gap in the engine: the live
 bridge and the Verilated V80 logic serve one request queue; the RTL link card is the U55C's
 exchange engine, not a RoCE controller; FPGA logic hosts its function inline.
+
+``supports["engines"]``: ``direct`` (the direct engine computes it), ``event`` (the simpy reference
+hosts it), ``compiled`` (the compiled core, twin/engine/c/core.c, stands for it: the sim consumer
+and link card; what else the core computes, twin/engine/features.py says).
 """
 from __future__ import annotations
 
@@ -98,7 +102,8 @@ SUPPORT_ALL = {"encodings": ["classic", "per_piece"], "paths": ["card", "roce"],
 register(Model("consumer", "sim", "behavioural CPU core / GPU persistent kernel / FPGA logic (calibrated timing)",
                "twin.devices.handoff:build_sim_endpoint",
                {**SUPPORT_ALL, "functions": "any registered function (Python implementation)",
-                "faults": ["corrupt_piece", "drop_frame", "stall", "host_freeze"], "engines": ["direct", "event"],
+                "faults": ["corrupt_piece", "drop_frame", "stall", "host_freeze"],
+                "engines": ["direct", "event", "compiled"],
                 "hosting": ["inline", "worker", "external_self", "external_routed", "chain"],
                 "stages": "1, or 2: a hand-off to a second device (twin.devices.handoff; event engine only, "
                           "no faults)"},
@@ -122,7 +127,8 @@ register(Model("consumer", "live", "a real device through hw_bridge (shm process
                 "engines": ["event"], "hosting": ["inline"]}, _live))
 register(Model("link_card", "sim", "behavioural U55C link card: bridge, exchange engine, reply poller",
                "twin.devices.linkcard:build_endpoint",
-               {**SUPPORT_ALL, "faults": ["corrupt_piece", "drop_frame", "timeout"], "engines": ["direct", "event"]}))
+               {**SUPPORT_ALL, "faults": ["corrupt_piece", "drop_frame", "timeout"],
+                "engines": ["direct", "event", "compiled"]}))
 register(Model("link_card", "rtl", "the U55C exchange engine in Verilog (rtl/qrt_card.v), Verilated",
                "twin.rtl.loop:build_card_endpoint",
                {"encodings": ["classic", "per_piece"], "paths": ["card"], "queue_pairs": 1, "faults": [],

@@ -133,27 +133,38 @@ def _compiler() -> list[str] | None:
 def _build_private(build_id: str) -> Path:
     """Compile :func:`lib_sources` into the cache (once per build id) and return the shared
     object's path."""
+    return build_shared("qrt", "twin's runtime library", build_id, lib_sources(), [C_DIR],
+                        [f'-DQRT_BUILD_ID="{build_id}"'], QrtError)
+
+
+def build_shared(stem: str, what: str, build_id: str, sources: list[Path], include_dirs: list[Path],
+                 flags: list[str], error: type[Exception] = RuntimeError) -> Path:
+    """Compile C11 ``sources`` into a shared object ``<stem>-<build_id>.so`` in the cache
+    (``$TWIN_CACHE_DIR``, default ``~/.cache/twin``), once per build id, and return its path.
+    ``what`` names the library in errors; ``error`` is raised (one message) when no compiler is
+    found or the build fails. Used for the runtime library and the engine's compiled core
+    (:mod:`twin.engine.native`)."""
     cache = Path(os.environ.get("TWIN_CACHE_DIR") or Path.home() / ".cache" / "twin")
-    target = cache / f"qrt-{build_id}.so"
+    target = cache / f"{stem}-{build_id}.so"
     if target.is_file():
         return target
     cc = _compiler()
     if cc is None:
-        raise QrtError("twin's runtime library is not built and no C compiler was found (set CC, or install "
-                       "gcc or clang, then `pip install -e .`)")
+        raise error(f"{what} is not built and no C compiler was found (set CC, or install "
+                    "gcc or clang, then `pip install -e .`)")
     cache.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f"qrt-{build_id}-", suffix=".so", dir=cache)
+    fd, tmp = tempfile.mkstemp(prefix=f"{stem}-{build_id}-", suffix=".so", dir=cache)
     os.close(fd)
-    cmd = [*cc, "-std=c11", "-O2", "-fPIC", "-shared", "-fno-strict-aliasing", "-Wall",
-           f'-DQRT_BUILD_ID="{build_id}"', "-I", str(C_DIR), *map(str, lib_sources()), "-o", tmp]
+    cmd = [*cc, "-std=c11", "-O2", "-fPIC", "-shared", "-fno-strict-aliasing", "-Wall", *flags,
+           *(a for d in include_dirs for a in ("-I", str(d))), *map(str, sources), "-o", tmp]
     try:
         res = subprocess.run(cmd, capture_output=True, text=True)
     except OSError as e:
         os.unlink(tmp)
-        raise QrtError(f"could not run the C compiler {cc[0]!r} to build twin's runtime library: {e}") from None
+        raise error(f"could not run the C compiler {cc[0]!r} to build {what}: {e}") from None
     if res.returncode != 0:
         os.unlink(tmp)
-        raise QrtError(f"building twin's runtime library failed ({' '.join(cmd)}):\n{res.stderr.strip()}")
+        raise error(f"building {what} failed ({' '.join(cmd)}):\n{res.stderr.strip()}")
     os.replace(tmp, target)
     return target
 

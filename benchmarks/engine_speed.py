@@ -1,0 +1,138 @@
+"""Rounds per CPU-second of every engine, side by side in one run, on the default scenario's
+EPYC 7282 card path (scenarios/card_path_64b.yaml, calibrations/fitted/card_path.yaml).
+
+Prints: the simpy event engine (the reference), the Python direct recurrence, the compiled direct
+path, the compiled event core (closed loop, bytes moved and every reply checked), the compiled
+event core with contention (two flows of 8 in flight each on one shared consumer), the numba
+recurrence ceiling (benchmarks/numba_recurrence.py, checked equal to run_direct), each as a ratio
+to the hardware's 460,000 rounds/s (one round per 2.172 us on the EPYC 7282 core, the seeds'
+median; amd-qblox-exchange-runtime.txt), and mesh scaling: N nodes = N/2 controllers and N/2
+consumers, one flow each (open loop, Poisson gaps of mean 2 us), 8 controllers per link card (its
+bridge shared), from 8 to 512 nodes, in rounds per CPU-second of all flows together. CPU time is
+``time.process_time`` of this process. Every compiled result is checked equal to its reference on
+a prefix first (an engine that disagrees stops the benchmark).
+
+Usage: python benchmarks/engine_speed.py [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+import twin.engine.direct as D
+import twin.engine.event as E
+from twin.calibration.params import loop_spec
+from twin.devices.generator import Gaps, TrafficParams
+from twin.engine.topology import Flow, Topology
+from twin.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+HARDWARE = 1e12 / 2_172_000  # rounds/s: one round per 2.172 us (EPYC 7282 core p50)
+
+
+def cpu(fn, *args):
+    """(result, CPU seconds) of ``fn(*args)``."""
+    t0 = time.process_time()
+    out = fn(*args)
+    return out, time.process_time() - t0
+
+
+def topo_rate(topo: Topology, compiled: bool) -> float:
+    E.COMPILED = compiled
+    try:
+        res, dt = cpu(E.run_topology, topo)
+    finally:
+        E.COMPILED = True
+    assert all(r.ok.all() for r in res)
+    return sum(len(r.t_in) for r in res) / dt
+
+
+def same(topo: Topology) -> None:
+    """The compiled core and the simpy reference agree on ``topo`` (timestamps, hops, stats)."""
+    E.COMPILED = False
+    ref = E.run_topology(topo)
+    E.COMPILED = True
+    got = E.run_topology(topo)
+    for a, b in zip(ref, got):
+        for f in ("t_send", "t_in", "t_have", "t_back"):
+            assert np.array_equal(getattr(a, f), getattr(b, f)), f"{a.name}: {f} differs"
+        assert a.stats["reply_digest"] == b.stats["reply_digest"] and a.stats["events"] == b.stats["events"]
+
+
+def mesh(spec_of, nodes: int, rounds_total: int) -> Topology:
+    k = nodes // 2
+    per = max(50, rounds_total // k)
+    flows = []
+    for i in range(k):
+        tr = TrafficParams("open_loop", per, 64, gaps=Gaps("exponential", 2_000_000), clock="independent")
+        flows.append(Flow(replace(spec_of(tr), name=f"flow{i}"), f"ctrl{i}", f"card{i // 8}", f"node{i}"))
+    return Topology(f"mesh{nodes}", 1, tuple(flows))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a tenth of the rounds (a smoke run)")
+    args = ap.parse_args()
+    q = 10 if args.quick else 1
+    loaded = load_scenario(ROOT / "scenarios" / "card_path_64b.yaml")
+    sc = loaded.scenario
+
+    def spec_of(tr, device="epyc7282"):
+        return loop_spec(loaded.params, device, tr, sc.seed, sc.slots)
+    print(f"machine: {platform.machine()} {platform.processor() or ''}, python {platform.python_version()}, "
+          f"one process, CPU seconds (time.process_time)")
+    closed = lambda n, **kw: TrafficParams("closed_loop", n, sc.frame_bytes, **kw)  # noqa: E731
+    rows = []
+    one = spec_of(closed(20_000 // q))
+    rows.append(("simpy event engine (reference)", topo_rate(Topology.single(one), False)))
+    D.COMPILED = False
+    res, dt = cpu(D.run_direct, spec_of(closed(200_000 // q)))
+    D.COMPILED = True
+    rows.append(("Python direct recurrence", len(res.t_in) / dt))
+    big = spec_of(closed(2_000_000 // q))
+    D.COMPILED = False
+    ref = D.run_direct(spec_of(closed(20_000)))
+    D.COMPILED = True
+    D.check_same(ref, D.run_direct(spec_of(closed(20_000))), 20_000)
+    res, dt = cpu(D.run_direct, big)
+    rows.append(("compiled direct path", len(res.t_in) / dt))
+    same(Topology.single(spec_of(closed(3000))))
+    rows.append(("compiled event core, closed loop", topo_rate(Topology.single(spec_of(closed(500_000 // q))), True)))
+
+    def contention(n):
+        s = [replace(spec_of(closed(n, in_flight=8)), name=f"q{j}") for j in range(2)]
+        return Topology("contention", sc.seed, tuple(Flow(x, f"gen{j}", "card", "shared") for j, x in enumerate(s)))
+    same(contention(2000))
+    rows.append(("compiled event core, 2 x 8 in flight, shared consumer", topo_rate(contention(250_000 // q), True)))
+    try:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("numba_recurrence", ROOT / "benchmarks" / "numba_recurrence.py")
+        nr = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(nr)
+        rows.append(("numba recurrence ceiling (direct, one flow)", nr.rate(spec_of(closed(2_000_000 // q)))))
+    except ImportError as e:
+        print(f"(numba recurrence skipped: {e})")
+    print(f"{'engine':56s} {'rounds/CPU-s':>14s} {'x hardware':>11s}")
+    for name, r in rows:
+        print(f"{name:56s} {r:14,.0f} {r / HARDWARE:11.2f}")
+    base = dict(rows)
+    print(f"compiled direct / numba ceiling: {base['compiled direct path'] / rows[-1][1]:.2f}; "
+          f"compiled event / simpy event: {rows[3][1] / rows[0][1]:.0f}x")
+    print(f"mesh scaling (N/2 controllers, N/2 consumers, 8 controllers per card; {200_000 // q:,} rounds in all):")
+    print(f"{'nodes':>6s} {'flows':>6s} {'compiled rounds/CPU-s':>22s} {'x hardware':>11s} {'simpy rounds/CPU-s':>19s}")
+    for nodes in (8, 32, 128, 256, 512):
+        topo = mesh(spec_of, nodes, 200_000 // q)
+        if nodes == 8:
+            same(mesh(spec_of, nodes, 2000))
+        r = topo_rate(topo, True)
+        ref = f"{topo_rate(mesh(spec_of, nodes, 20_000 // q), False):19,.0f}" if nodes in (8, 256) else f"{'':>19s}"
+        print(f"{nodes:6d} {nodes // 2:6d} {r:22,.0f} {r / HARDWARE:11.2f} {ref}")
+
+
+if __name__ == "__main__":
+    main()

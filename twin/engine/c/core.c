@@ -1,0 +1,985 @@
+/* core.c: the compiled core of twin's one engine (C11, integer picoseconds).
+
+   twin_direct_run: the recurrence of twin/engine/direct.py (run_direct), round for round, on the
+   random draws the Python side hands it (the same JitterStream blocks, the same gaps array), so
+   its timestamps and hops equal run_direct's and the event model's.
+
+   Parameters and state travel as int64 arrays whose indices are named below and mirrored in
+   twin/engine/native.py (DIRECT_PARAMS, DIRECT_STATE): the state array persists between calls, so
+   the Python side runs the rounds in chunks (progress, a stop request) exactly where run_direct
+   looks up.
+
+   Built at install time by setup.py as the extension twin.engine._core (with TWIN_CORE_PYMODULE
+   defined: an empty CPython module), or privately by twin/engine/native.py with the system C
+   compiler; loaded with ctypes. */
+#include <stdint.h>
+#include <string.h>
+
+#ifndef TWIN_CORE_BUILD_ID
+#define TWIN_CORE_BUILD_ID "unknown"
+#endif
+
+const char *twin_core_build_id(void) { return TWIN_CORE_BUILD_ID; }
+
+#define PPB 1000000000LL
+
+/* floor and ceiling division of a by b > 0 (Python's // for negative a) */
+static inline int64_t fdiv(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+static inline int64_t cdiv(int64_t a, int64_t b) { return -fdiv(-a, b); }
+/* the first instant of the grid phase + k * period at or after t (twin.units.ceil_to_grid) */
+static inline int64_t ceil_grid(int64_t t, int64_t period, int64_t phase)
+{
+    return phase - fdiv(phase - t, period) * period;
+}
+
+/* ---- clock (twin.kernel.clock.Clock, no drift): edge k at phase + floor(k period (1e9 + ppb) / 1e9) */
+typedef struct { int64_t period, ppb, phase; } clk_t;
+
+static inline int64_t clk_edge(const clk_t *c, int64_t k)
+{
+    if (c->ppb == 0)
+        return c->phase + k * c->period;
+    __int128 s = (__int128)c->period * (PPB + c->ppb);
+    return c->phase + (int64_t)(((__int128)k * s) / PPB);
+}
+
+static inline __int128 fdiv128(__int128 a, __int128 b)
+{
+    __int128 q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+static int64_t clk_at_or_after(const clk_t *c, int64_t t)
+{
+    if (t <= c->phase)
+        return clk_edge(c, 0);
+    if (c->ppb == 0) /* edges phase + k period exactly */
+        return c->phase + cdiv(t - c->phase, c->period) * c->period;
+    __int128 s = (__int128)c->period * (PPB + c->ppb);
+    int64_t k = (int64_t)(-fdiv128((__int128)(c->phase - t) * PPB, s));
+    while (k > 0 && clk_edge(c, k - 1) >= t)
+        k--;
+    while (clk_edge(c, k) < t)
+        k++;
+    return clk_edge(c, k);
+}
+
+/* ---- a lane (twin.kernel.posted.Lane.plan): serialise, land after latency + jitter (+ tail), in order */
+typedef struct { int64_t free, last, lat, writes, busy, held; } lane_t;
+
+static inline int64_t lane_plan(lane_t *L, int64_t t_issue, int64_t ser, int64_t tail, int64_t jit)
+{
+    int64_t start = t_issue > L->free ? t_issue : L->free;
+    L->free = start + ser;
+    L->busy += ser;
+    int64_t land = start + ser + L->lat + jit + tail;
+    if (land < L->last) {
+        land = L->last;
+        L->held++;
+    }
+    L->last = land;
+    L->writes++;
+    return land;
+}
+
+/* ---- the direct engine ---------------------------------------------------------------------- */
+enum {
+    P_N, P_SLOTS, P_CLOSED, P_IN_FLIGHT, P_PER_PIECE, P_PHASE, P_POLL, P_COST, P_BODY, P_FENCE,
+    P_CARD_POLL, P_READ, P_BRIDGE, P_LAND, P_CARD_CLK, P_CLK_PERIOD, P_CLK_PPB, P_CLK_PHASE,
+    P_PERIOD_CYCLES, P_GAP, P_AURORA, P_AUR_SER, P_AUR_LAT, P_REPLY_SEND, P_REQ_LAT, P_REP_LAT,
+    P_N_REQ, P_REQ_SER0, P_REQ_SER1, P_REQ_SER2, P_REQ_SER3, P_REQ_TAIL0, P_REQ_TAIL1, P_REQ_TAIL2,
+    P_REQ_TAIL3, P_REP_SER0, P_REP_SER1, P_REP_TAIL0, P_REP_TAIL1, P_HAS_GAPS, P_HAS_EXTRA, P_COUNT
+};
+enum {
+    S_I, S_TS, S_BACK, S_TX, S_RX, S_BRIDGE, S_FREE_C, S_LAST_HAVE, S_REQ_FREE, S_REQ_LAST, S_REP_FREE,
+    S_REP_LAST, S_SCHEDULED, S_HEAP_N, S_WRITES, S_COUNT
+};
+
+/* the pending sends of several in flight: a binary heap of (instant, order scheduled) */
+static inline int heap_less(const int64_t *h, int64_t a, int64_t b)
+{
+    return h[2 * a] < h[2 * b] || (h[2 * a] == h[2 * b] && h[2 * a + 1] < h[2 * b + 1]);
+}
+static void heap_swap(int64_t *h, int64_t a, int64_t b)
+{
+    int64_t t0 = h[2 * a], t1 = h[2 * a + 1];
+    h[2 * a] = h[2 * b];
+    h[2 * a + 1] = h[2 * b + 1];
+    h[2 * b] = t0;
+    h[2 * b + 1] = t1;
+}
+static void heap_push(int64_t *h, int64_t *n, int64_t t, int64_t order)
+{
+    int64_t i = (*n)++;
+    h[2 * i] = t;
+    h[2 * i + 1] = order;
+    while (i > 0 && heap_less(h, i, (i - 1) / 2)) {
+        heap_swap(h, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+}
+static int64_t heap_pop(int64_t *h, int64_t *n)
+{
+    int64_t t = h[0];
+    (*n)--;
+    h[0] = h[2 * *n];
+    h[1] = h[2 * *n + 1];
+    int64_t i = 0;
+    for (;;) {
+        int64_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < *n && heap_less(h, l, m))
+            m = l;
+        if (r < *n && heap_less(h, r, m))
+            m = r;
+        if (m == i)
+            break;
+        heap_swap(h, i, m);
+        i = m;
+    }
+    return t;
+}
+
+/* Run rounds st[S_I] .. end-1 of the direct recurrence. p: parameters (P_*); st: state (S_*),
+   updated; heap: 2 * in_flight int64; have: slots int64 (the ring of t_have); req_jit: the
+   request lane's jitter for these rounds (n_req per round, from index 0); rep_jit: the reply
+   lane's (1 per round per-piece, 2 classic); gaps: every round's gap or NULL; extra: every round's
+   extra body or NULL. Outputs indexed by round: t_send, t_in, t_have, t_back, issue, land, reply,
+   rland, and the hops that follow from them (twin.engine.direct._hops): seen (the first poll after the
+   landing, plus its cost), start (reply - body - extra), publish (reply + fence, per-piece reply). Returns 0, or -(round + 1) for a round that finds every slot busy (direct engine does not
+   apply), with st[S_I] at that round. */
+int64_t twin_direct_run(const int64_t *p, int64_t *st, int64_t end, int64_t *heap, int64_t *have,
+                        const int64_t *req_jit, const int64_t *rep_jit, const int64_t *gaps, const int64_t *extra,
+                        int64_t *t_send, int64_t *t_in, int64_t *t_have, int64_t *t_back, int64_t *issue,
+                        int64_t *land_o, int64_t *reply_o, int64_t *rland_o, int64_t *seen_o, int64_t *start_o,
+                        int64_t *publish_o)
+{
+    const int64_t n = p[P_N], slots = p[P_SLOTS], closed = p[P_CLOSED], per_piece = p[P_PER_PIECE];
+    const int64_t phase = p[P_PHASE], P = p[P_POLL], cost = p[P_COST], body = p[P_BODY], fence = p[P_FENCE];
+    const int64_t cP = p[P_CARD_POLL], read = p[P_READ], bridge = p[P_BRIDGE], land_ps = p[P_LAND];
+    const int64_t cclk = p[P_CARD_CLK], aur = p[P_AURORA], aur_ser = p[P_AUR_SER], aur_lat = p[P_AUR_LAT];
+    const int64_t reply_send = p[P_REPLY_SEND], n_req = p[P_N_REQ], gap_ps = p[P_GAP];
+    const int64_t period_cycles = p[P_PERIOD_CYCLES];
+    const int multi = closed && p[P_IN_FLIGHT] > 1;
+    const clk_t clock = {p[P_CLK_PERIOD], p[P_CLK_PPB], p[P_CLK_PHASE]};
+    const int64_t *req_ser = p + P_REQ_SER0, *req_tail = p + P_REQ_TAIL0;
+    const int64_t rep_ser0 = p[P_REP_SER0], rep_ser1 = p[P_REP_SER1];
+    const int64_t rep_tail0 = p[P_REP_TAIL0], rep_tail1 = p[P_REP_TAIL1];
+    if (!p[P_HAS_GAPS])
+        gaps = NULL;
+    if (!p[P_HAS_EXTRA])
+        extra = NULL;
+    lane_t req = {st[S_REQ_FREE], st[S_REQ_LAST], p[P_REQ_LAT], 0, 0, 0};
+    lane_t rep = {st[S_REP_FREE], st[S_REP_LAST], p[P_REP_LAT], 0, 0, 0};
+    int64_t ts = st[S_TS], back = st[S_BACK], tx_free = st[S_TX], rx_free = st[S_RX];
+    int64_t bridge_free = st[S_BRIDGE], t_free_c = st[S_FREE_C], last_have = st[S_LAST_HAVE];
+    int64_t scheduled = st[S_SCHEDULED], heap_n = st[S_HEAP_N];
+    const int64_t i0 = st[S_I];
+    int64_t i, rc = 0;
+    const int64_t rep_per = per_piece ? 1 : 2;
+    for (i = i0; i < end; i++) {
+        const int64_t j = i - i0; /* index into this call's jitter */
+        if (i && !closed)
+            ts = gaps == NULL ? clk_edge(&clock, i * period_cycles) : clk_at_or_after(&clock, ts + gaps[i - 1]);
+        else if (multi)
+            ts = heap_pop(heap, &heap_n);
+        else if (closed && i)
+            ts = clk_at_or_after(&clock, back + (gaps == NULL ? gap_ps : gaps[i - 1]));
+        int64_t arrive = ts;
+        if (aur) {
+            tx_free = (ts > tx_free ? ts : tx_free) + aur_ser;
+            arrive = tx_free + aur_lat;
+        }
+        const int64_t tin = cdiv(arrive, cclk) * cclk;
+        if (i >= slots && have[i % slots] > tin) {
+            rc = -(i + 1);
+            break;
+        }
+        t_send[i] = ts;
+        t_in[i] = tin;
+        bridge_free = (tin > bridge_free ? tin : bridge_free) + bridge;
+        const int64_t t_issue = bridge_free + land_ps;
+        int64_t land = 0;
+        for (int64_t k = 0; k < n_req; k++)
+            land = lane_plan(&req, t_issue, req_ser[k], req_tail[k], req_jit[j * n_req + k]);
+        int64_t t = land > t_free_c ? land : t_free_c;
+        int64_t t2 = ceil_grid(t, P, phase) + cost + body;
+        if (extra != NULL)
+            t2 += extra[i];
+        int64_t rland;
+        if (per_piece) {
+            rland = lane_plan(&rep, t2, rep_ser0, rep_tail0, rep_jit[j]);
+            t_free_c = t2;
+        } else {
+            lane_plan(&rep, t2, rep_ser0, rep_tail0, rep_jit[2 * j]);
+            t_free_c = t2 + fence;
+            rland = lane_plan(&rep, t_free_c, rep_ser1, rep_tail1, rep_jit[2 * j + 1]);
+        }
+        issue[i] = t_issue;
+        land_o[i] = land;
+        reply_o[i] = t2;
+        rland_o[i] = rland;
+        seen_o[i] = ceil_grid(land, P, phase) + cost;
+        start_o[i] = t2 - body - (extra != NULL ? extra[i] : 0);
+        publish_o[i] = per_piece ? t2 : t2 + fence;
+        const int64_t armed = tin > last_have ? tin : last_have;
+        t = rland > armed ? rland : armed;
+        const int64_t th = cdiv(t, cP) * cP + read;
+        have[i % slots] = th;
+        last_have = th;
+        t_have[i] = th;
+        if (!aur) {
+            back = th;
+        } else {
+            int64_t a = th + reply_send;
+            rx_free = (a > rx_free ? a : rx_free) + aur_ser;
+            back = rx_free + aur_lat;
+        }
+        t_back[i] = back;
+        if (multi && scheduled < n) {
+            const int64_t gap = gaps == NULL ? gap_ps : gaps[scheduled - 1];
+            heap_push(heap, &heap_n, clk_at_or_after(&clock, back + gap), scheduled);
+            scheduled++;
+        }
+    }
+    (void)rep_per;
+    st[S_I] = i;
+    st[S_TS] = ts;
+    st[S_BACK] = back;
+    st[S_TX] = tx_free;
+    st[S_RX] = rx_free;
+    st[S_BRIDGE] = bridge_free;
+    st[S_FREE_C] = t_free_c;
+    st[S_LAST_HAVE] = last_have;
+    st[S_REQ_FREE] = req.free;
+    st[S_REQ_LAST] = req.last;
+    st[S_REP_FREE] = rep.free;
+    st[S_REP_LAST] = rep.last;
+    st[S_SCHEDULED] = scheduled;
+    st[S_HEAP_N] = heap_n;
+    st[S_WRITES] += req.writes + rep.writes;
+    return rc;
+}
+
+/* ---- SHA-256 (FIPS 180-4): the card's digest over every reply it reads --------------------------- */
+#include <stdlib.h>
+
+typedef struct { uint32_t h[8]; uint8_t buf[64]; uint64_t len; uint32_t used; } sha256_t;
+
+static const uint32_t SHA_K[64] = {
+    0x428a2f98u,0x71374491u,0xb5c0fbcfu,0xe9b5dba5u,0x3956c25bu,0x59f111f1u,0x923f82a4u,0xab1c5ed5u,
+    0xd807aa98u,0x12835b01u,0x243185beu,0x550c7dc3u,0x72be5d74u,0x80deb1feu,0x9bdc06a7u,0xc19bf174u,
+    0xe49b69c1u,0xefbe4786u,0x0fc19dc6u,0x240ca1ccu,0x2de92c6fu,0x4a7484aau,0x5cb0a9dcu,0x76f988dau,
+    0x983e5152u,0xa831c66du,0xb00327c8u,0xbf597fc7u,0xc6e00bf3u,0xd5a79147u,0x06ca6351u,0x14292967u,
+    0x27b70a85u,0x2e1b2138u,0x4d2c6dfcu,0x53380d13u,0x650a7354u,0x766a0abbu,0x81c2c92eu,0x92722c85u,
+    0xa2bfe8a1u,0xa81a664bu,0xc24b8b70u,0xc76c51a3u,0xd192e819u,0xd6990624u,0xf40e3585u,0x106aa070u,
+    0x19a4c116u,0x1e376c08u,0x2748774cu,0x34b0bcb5u,0x391c0cb3u,0x4ed8aa4au,0x5b9cca4fu,0x682e6ff3u,
+    0x748f82eeu,0x78a5636fu,0x84c87814u,0x8cc70208u,0x90befffau,0xa4506cebu,0xbef9a3f7u,0xc67178f2u};
+
+static void sha_init(sha256_t *c)
+{
+    static const uint32_t H0[8] = {0x6a09e667u,0xbb67ae85u,0x3c6ef372u,0xa54ff53au,
+                                   0x510e527fu,0x9b05688cu,0x1f83d9abu,0x5be0cd19u};
+    memcpy(c->h, H0, sizeof H0);
+    c->len = 0;
+    c->used = 0;
+}
+
+#define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+static void sha_block(sha256_t *c, const uint8_t *b)
+{
+    uint32_t w[64], a, bb, cc, d, e, f, g, h;
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)b[4 * i] << 24 | (uint32_t)b[4 * i + 1] << 16 | (uint32_t)b[4 * i + 2] << 8 | b[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    a = c->h[0]; bb = c->h[1]; cc = c->h[2]; d = c->h[3]; e = c->h[4]; f = c->h[5]; g = c->h[6]; h = c->h[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = h + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) + ((e & f) ^ (~e & g)) + SHA_K[i] + w[i];
+        uint32_t t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) + ((a & bb) ^ (a & cc) ^ (bb & cc));
+        h = g; g = f; f = e; e = d + t1; d = cc; cc = bb; bb = a; a = t1 + t2;
+    }
+    c->h[0] += a; c->h[1] += bb; c->h[2] += cc; c->h[3] += d; c->h[4] += e; c->h[5] += f; c->h[6] += g; c->h[7] += h;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* The same compression with the x86 SHA extensions (SHA-NI), where the processor has them (checked once
+   with cpuid: leaf 7 EBX bit 29, leaf 1 ECX bits 9 and 19 for SSSE3 and SSE4.1). */
+#include <cpuid.h>
+#include <immintrin.h>
+
+__attribute__((target("sha,sse4.1,ssse3"))) static void sha_block_ni(uint32_t state[8], const uint8_t *data)
+{
+    const __m128i MASK = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+    __m128i tmp = _mm_loadu_si128((const __m128i *)&state[0]);
+    __m128i s1 = _mm_loadu_si128((const __m128i *)&state[4]);
+    tmp = _mm_shuffle_epi32(tmp, 0xB1);          /* CDAB */
+    s1 = _mm_shuffle_epi32(s1, 0x1B);            /* EFGH */
+    __m128i s0 = _mm_alignr_epi8(tmp, s1, 8);    /* ABEF */
+    s1 = _mm_blend_epi16(s1, tmp, 0xF0);         /* CDGH */
+    const __m128i abef = s0, cdgh = s1;
+    __m128i m[4];
+    for (int g = 0; g < 16; g++) {
+        __m128i w;
+        if (g < 4) {
+            w = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(data + 16 * g)), MASK);
+        } else {
+            w = _mm_sha256msg1_epu32(m[g & 3], m[(g + 1) & 3]);
+            w = _mm_add_epi32(w, _mm_alignr_epi8(m[(g + 3) & 3], m[(g + 2) & 3], 4));
+            w = _mm_sha256msg2_epu32(w, m[(g + 3) & 3]);
+        }
+        m[g & 3] = w;
+        __m128i msg = _mm_add_epi32(w, _mm_loadu_si128((const __m128i *)&SHA_K[4 * g]));
+        s1 = _mm_sha256rnds2_epu32(s1, s0, msg);
+        msg = _mm_shuffle_epi32(msg, 0x0E);
+        s0 = _mm_sha256rnds2_epu32(s0, s1, msg);
+    }
+    s0 = _mm_add_epi32(s0, abef);
+    s1 = _mm_add_epi32(s1, cdgh);
+    tmp = _mm_shuffle_epi32(s0, 0x1B);           /* FEBA */
+    s1 = _mm_shuffle_epi32(s1, 0xB1);            /* DCHG */
+    s0 = _mm_blend_epi16(tmp, s1, 0xF0);         /* DCBA */
+    s1 = _mm_alignr_epi8(s1, tmp, 8);            /* HGFE */
+    _mm_storeu_si128((__m128i *)&state[0], s0);
+    _mm_storeu_si128((__m128i *)&state[4], s1);
+}
+
+static int sha_ni(void)
+{
+    static int have = -1;
+    if (have < 0) {
+        unsigned a, b, c, d;
+        have = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 29 & 1) && __get_cpuid(1, &a, &b, &c, &d) &&
+               (c >> 9 & 1) && (c >> 19 & 1);
+    }
+    return have;
+}
+#define SHA_BLOCK(c, b) (sha_ni() ? sha_block_ni((c)->h, (b)) : sha_block((c), (b)))
+#else
+#define SHA_BLOCK(c, b) sha_block((c), (b))
+#endif
+
+static void sha_update(sha256_t *c, const uint8_t *p, uint64_t n)
+{
+    c->len += n;
+    while (n) {
+        uint32_t take = 64 - c->used;
+        if (take > n)
+            take = (uint32_t)n;
+        memcpy(c->buf + c->used, p, take);
+        c->used += take;
+        p += take;
+        n -= take;
+        if (c->used == 64) {
+            SHA_BLOCK(c, c->buf);
+            c->used = 0;
+        }
+    }
+}
+
+static void sha_final(const sha256_t *in, uint8_t out[32])
+{
+    sha256_t c = *in;
+    uint64_t bits = c.len * 8;
+    uint8_t pad = 0x80, z = 0, lenb[8];
+    sha_update(&c, &pad, 1);
+    while (c.used != 56)
+        sha_update(&c, &z, 1);
+    for (int i = 0; i < 8; i++)
+        lenb[i] = (uint8_t)(bits >> (56 - 8 * i));
+    sha_update(&c, lenb, 8);
+    for (int i = 0; i < 8; i++) {
+        out[4 * i] = (uint8_t)(c.h[i] >> 24);
+        out[4 * i + 1] = (uint8_t)(c.h[i] >> 16);
+        out[4 * i + 2] = (uint8_t)(c.h[i] >> 8);
+        out[4 * i + 3] = (uint8_t)c.h[i];
+    }
+}
+
+/* ---- the event core: twin/engine/event.py's run_topology for the sim models ---------------------
+
+   One timeline of events keyed (instant, order scheduled): a binary heap, so a flow that does not
+   interact with the others costs the same per round whatever the mesh size. Every event of the
+   simpy reference is one event here, scheduled at the same instant in the same order (so
+   "events" counts alike and equal instants break ties alike): a send, the card taking a request
+   (bridge), the engine's posted writes, every landing (bytes copied into the destination region,
+   its poller told), a poller's hit (poll instant + cost), the consumer posting its reply, re-arming,
+   the card reading a reply out (checked byte for byte against the echo's reference, hashed), the
+   reply back at the generator. Nodes: the sim consumer (one serving thread per node shared by its
+   queues, first come first served), the sim link card (bridge shared by its queue pairs, slots,
+   backlog in order, in-order reply poller), lanes shared by the flows over one link direction.
+   What it does not compute, twin/engine/features.py refuses before it runs. */
+
+typedef struct { int64_t period, phase, cost, armed, pending, armed_at, polls, hits, seq; } poller_t;
+
+enum {
+    FP_N, FP_SLOTS, FP_SLOT_BYTES, FP_FRAME, FP_PER_PIECE, FP_CLOSED, FP_IN_FLIGHT, FP_PERIOD_CYCLES, FP_GAP,
+    FP_HAS_GAPS, FP_SYN_BITS, FP_SALT, FP_FUNCTION, FP_CLK_PERIOD, FP_CLK_PPB, FP_CLK_PHASE, FP_POLL, FP_PHASE,
+    FP_COST, FP_BODY, FP_FENCE, FP_THREAD, FP_CARD_CLK, FP_BRIDGE_PS, FP_LAND_PS, FP_READ, FP_REPLY_SEND,
+    FP_CARD_POLL, FP_BRIDGE, FP_LREQ, FP_LREP, FP_LUP, FP_LDOWN, FP_REQ_SER0, FP_REQ_SER1, FP_REQ_TAIL0,
+    FP_REQ_TAIL1, FP_REP_SER0, FP_REP_SER1, FP_REP_TAIL0, FP_REP_TAIL1, FP_UP_SER, FP_UP_TAIL, FP_DOWN_SER,
+    FP_DOWN_TAIL, FP_COUNT
+};
+/* a round's record: one row of FO_STRIDE int64 per round and flow (two cache lines: a mesh of many flows
+   touches two lines a round, not one per column) */
+enum {
+    FO_T_SEND, FO_T_IN, FO_T_HAVE, FO_T_BACK, FO_ISSUE, FO_LAND, FO_SEEN, FO_START, FO_REPLY, FO_PUBLISH, FO_RLAND,
+    FO_SLOT_WAIT, FO_OK, FO_READY_AT, FO_TIN, FO_STRIDE = 16
+};
+enum { FS_MISMATCHES, FS_BACKLOG_MAX, FS_CPOLLS, FS_KPOLLS, FS_CORRUPTED, FS_SENT, FS_RECEIVED, FS_ISSUED, FS_D0, FS_D1,
+       FS_D2, FS_D3, FS_COUNT };
+
+typedef struct {
+    const int64_t *p;
+    int64_t *row;        /* n rows of FO_STRIDE */
+    const int64_t *gaps; /* every round's gap, or NULL */
+    clk_t clock;
+    uint8_t *reqmem, *repmem, *cstage, *pstage;
+    int64_t sent, received, scheduled;              /* generator */
+    int64_t submitted, issued, read, watching, backlog_max, mismatches, corrupted; /* card */
+    int64_t next_seq;                                 /* consumer */
+    poller_t cpoll, kpoll;
+    sha256_t digest;
+} flow_t;
+
+typedef struct { int64_t free, served, busy; } thread_t;
+
+/* an event: instant, order scheduled, type (8 bits) and flow (24 bits), one argument (a sequence number) */
+typedef struct { int64_t t, eid; uint32_t tf, a; } ev_t;
+
+enum { E_SEND_NEXT, E_SEND_OPEN, E_SUBMIT, E_WRITE, E_LAND_REQ_ALL, E_LAND_REQ_DATA, E_LAND_REQ_WORD, E_LAND_REP_ALL,
+       E_LAND_REP_DATA, E_LAND_REP_WORD, E_CFIRE, E_KFIRE, E_HAVE, E_POST_ALL, E_POST_DATA, E_POST_WORD, E_ARM, E_BACK };
+/* a landing's bytes in the slot of message seq with payload len: per-piece all pieces, classic the header fields
+   and payload from byte 4, or the sequence word */
+static inline void land_range(int kind, int64_t base, int64_t len, int64_t *off, int64_t *n)
+{
+    *off = kind == 1 ? base + 4 : base;
+    *n = kind == 0 ? 16 * (1 + (len + 11) / 12) : kind == 1 ? 12 + len : 4;
+}
+
+typedef struct {
+    int64_t nflows, nlanes, nthreads, nbridges;
+    flow_t *f;
+    lane_t *lanes;
+    const int64_t **ljit;
+    int64_t *ljit_i, *lbytes;
+    thread_t *threads;
+    int64_t *bridges;
+    ev_t *heap;
+    int64_t hn, hcap, eid, now, events, counter;
+} world_t;
+
+static inline int ev_less(const ev_t *a, const ev_t *b) { return a->t < b->t || (a->t == b->t && a->eid < b->eid); }
+
+static void push(world_t *w, int64_t t, int type, int64_t flow, int64_t a)
+{
+    if (w->hn == w->hcap) {
+        w->hcap *= 2;
+        w->heap = realloc(w->heap, (size_t)w->hcap * sizeof(ev_t));
+    }
+    ev_t e = {t, w->eid++, (uint32_t)type << 24 | (uint32_t)flow, (uint32_t)a};
+    ev_t *h = w->heap;
+    int64_t i = w->hn++;
+    while (i > 0) { /* a 4-ary heap: parent (i - 1) / 4 */
+        int64_t up = (i - 1) >> 2;
+        if (!ev_less(&e, &h[up]))
+            break;
+        h[i] = h[up];
+        i = up;
+    }
+    h[i] = e;
+    w->events++;
+}
+
+static ev_t pop(world_t *w)
+{
+    ev_t *h = w->heap, top = h[0], last = h[--w->hn];
+    int64_t i = 0, n = w->hn;
+    for (;;) {
+        int64_t c = 4 * i + 1, m = c;
+        if (c >= n)
+            break;
+        int64_t end = c + 4 < n ? c + 4 : n;
+        for (int64_t k = c + 1; k < end; k++)
+            if (ev_less(&h[k], &h[m]))
+                m = k;
+        if (!ev_less(&h[m], &last))
+            break;
+        h[i] = h[m];
+        i = m;
+    }
+    if (n)
+        h[i] = last;
+    return top;
+}
+
+static inline int64_t plan_lane(world_t *w, int64_t lane, int64_t t, int64_t ser, int64_t tail, int64_t nbytes)
+{
+    const int64_t *j = w->ljit[lane];
+    int64_t jit = j ? j[w->ljit_i[lane]++] : 0;
+    w->lbytes[lane] += nbytes;
+    return lane_plan(&w->lanes[lane], t, ser, tail, jit);
+}
+
+static inline uint32_t rd32(const uint8_t *b) { uint32_t v; memcpy(&v, b, 4); return v; }
+static inline uint16_t rd16(const uint8_t *b) { uint16_t v; memcpy(&v, b, 2); return v; }
+static inline void wr32(uint8_t *b, uint32_t v) { memcpy(b, &v, 4); }
+static inline void wr16(uint8_t *b, uint16_t v) { memcpy(b, &v, 2); }
+
+static inline int64_t slot_base(const flow_t *f, int64_t seq) { return ((seq - 1) % f->p[FP_SLOTS]) * f->p[FP_SLOT_BYTES]; }
+
+/* twin.exchange.encoding.Encoding.ready: the message seq is complete in the slot at base */
+static int msg_ready(const flow_t *f, const uint8_t *mem, int64_t base, int64_t seq)
+{
+    if (rd32(mem + base) != (uint32_t)seq)
+        return 0;
+    if (!f->p[FP_PER_PIECE])
+        return 1;
+    int64_t len = rd16(mem + base + 6), k = 1 + (len + 11) / 12;
+    if (k * 16 > f->p[FP_SLOT_BYTES])
+        return 0;
+    for (int64_t i = 1; i < k; i++)
+        if (rd32(mem + base + 16 * i) != (uint32_t)seq)
+            return 0;
+    return 1;
+}
+
+/* twin.devices.generator.payload_for: the mixed counter word of round seq, repeated (syndrome bits kept) */
+static void payload_for(const flow_t *f, int64_t seq, uint8_t *out)
+{
+    const int64_t n = f->p[FP_FRAME], bits = f->p[FP_SYN_BITS];
+    uint64_t word = (uint64_t)seq * 0x9E3779B97F4A7C15ull ^ (uint64_t)f->p[FP_SALT];
+    int64_t i = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; i + 8 <= n; i += 8) /* the word's little-endian bytes, eight at a time */
+        memcpy(out + i, &word, 8);
+#endif
+    for (; i < n; i++)
+        out[i] = (uint8_t)(word >> (8 * (i % 8)));
+    if (bits) {
+        int64_t full = bits / 8, rest = bits % 8;
+        if (full < n) {
+            out[full] &= (uint8_t)((1u << rest) - 1u);
+            memset(out + full + 1, 0, (size_t)(n - full - 1));
+        }
+    }
+}
+
+/* twin.exchange.encoding.Encoding.writes: the slot image of message seq at stage + base; the writes are
+   classic [4, 16 + len) then [0, 4); per-piece [0, 16 * pieces) */
+static void encode(const flow_t *f, uint8_t *stage, int64_t base, int64_t seq, const uint8_t *payload, int64_t len,
+                   int64_t function, int64_t flags)
+{
+    uint8_t *s = stage + base;
+    wr32(s, (uint32_t)seq);
+    wr16(s + 4, (uint16_t)function);
+    wr16(s + 6, (uint16_t)len);
+    wr32(s + 8, (uint32_t)flags);
+    wr32(s + 12, 0);
+    if (!f->p[FP_PER_PIECE]) {
+        memcpy(s + 16, payload, (size_t)len);
+        return;
+    }
+    for (int64_t i = 0, k = 1; i < len; i += 12, k++) {
+        int64_t take = len - i < 12 ? len - i : 12;
+        wr32(s + 16 * k, (uint32_t)seq);
+        memcpy(s + 16 * k + 4, payload + i, (size_t)take);
+        memset(s + 16 * k + 4 + take, 0, (size_t)(12 - take));
+    }
+}
+
+/* twin.exchange.encoding.Encoding.payload: the payload of the slot at base (its length from the header) */
+static int64_t decode(const flow_t *f, const uint8_t *mem, int64_t base, uint8_t *out)
+{
+    int64_t len = rd16(mem + base + 6);
+    if (!f->p[FP_PER_PIECE]) {
+        memcpy(out, mem + base + 16, (size_t)len);
+        return len;
+    }
+    for (int64_t i = 0, k = 1; i < len; i += 12, k++)
+        memcpy(out + i, mem + base + 16 * k + 4, (size_t)(len - i < 12 ? len - i : 12));
+    return len;
+}
+
+static inline int64_t first_poll(const poller_t *q, int64_t t) { return ceil_grid(t, q->period, q->phase); }
+
+static void poller_schedule(world_t *w, poller_t *q, int type, int64_t flow)
+{
+    q->pending = 1;
+    int64_t t_poll = first_poll(q, w->now);
+    q->polls += (t_poll - q->armed_at) / q->period + 1;
+    push(w, t_poll + q->cost, type, flow, 0);
+}
+
+static void poller_arm(world_t *w, poller_t *q, int type, int64_t flow, const uint8_t *mem, int64_t seq)
+{
+    flow_t *f = &w->f[flow];
+    q->armed = 1;
+    q->seq = seq;
+    q->armed_at = first_poll(q, w->now);
+    if (msg_ready(f, mem, slot_base(f, seq), seq))
+        poller_schedule(w, q, type, flow);
+}
+
+static void poller_landed(world_t *w, poller_t *q, int type, int64_t flow, const uint8_t *mem)
+{
+    flow_t *f = &w->f[flow];
+    if (q->armed && !q->pending && msg_ready(f, mem, slot_base(f, q->seq), q->seq))
+        poller_schedule(w, q, type, flow);
+}
+
+static void card_watch(world_t *w, int64_t fi)
+{
+    flow_t *f = &w->f[fi];
+    f->watching = 1;
+    poller_arm(w, &f->kpoll, E_KFIRE, fi, f->repmem, f->read + 1);
+}
+
+static void card_issue(world_t *w, int64_t fi, int64_t seq)
+{
+    flow_t *f = &w->f[fi];
+    f->issued = seq;
+    int64_t ready = f->row[(seq - 1) * FO_STRIDE + FO_READY_AT];
+    int64_t t_issue = w->now > ready ? w->now : ready;
+    f->row[(seq - 1) * FO_STRIDE + FO_SLOT_WAIT] = t_issue - ready;
+    push(w, t_issue, E_WRITE, fi, seq);
+    if (!f->watching)
+        card_watch(w, fi);
+}
+
+static void send_next(world_t *w, int64_t fi)
+{
+    flow_t *f = &w->f[fi];
+    const int64_t *p = f->p;
+    int64_t seq = ++f->sent;
+    f->row[(seq - 1) * FO_STRIDE + FO_T_SEND] = w->now;
+    int64_t arrive = w->now;
+    if (p[FP_LUP] >= 0)
+        arrive = plan_lane(w, p[FP_LUP], w->now, p[FP_UP_SER], p[FP_UP_TAIL], p[FP_FRAME]);
+    push(w, ceil_grid(arrive, p[FP_CARD_CLK], 0), E_SUBMIT, fi, seq);
+}
+
+static void step(world_t *w, uint8_t *scratch)
+{
+    ev_t e = pop(w);
+    w->now = e.t;
+    const int64_t fi = e.tf & 0xFFFFFF;
+    flow_t *f = &w->f[fi];
+    const int64_t *p = f->p;
+    switch (e.tf >> 24) {
+    case E_SEND_NEXT:
+        send_next(w, fi);
+        break;
+    case E_SEND_OPEN: {
+        send_next(w, fi);
+        if (f->sent < p[FP_N]) {
+            int64_t j = e.a;
+            int64_t t = p[FP_HAS_GAPS] ? clk_at_or_after(&f->clock, w->now + f->gaps[j])
+                                       : clk_edge(&f->clock, (j + 1) * p[FP_PERIOD_CYCLES]);
+            push(w, t, E_SEND_OPEN, fi, j + 1);
+        }
+        break;
+    }
+    case E_SUBMIT: { /* LinkCard.submit: the bridge (shared by the card's queue pairs), then issue or backlog */
+        int64_t seq = e.a, *bfree = &w->bridges[p[FP_BRIDGE]];
+        *bfree = (w->now > *bfree ? w->now : *bfree) + p[FP_BRIDGE_PS];
+        f->row[(seq - 1) * FO_STRIDE + FO_READY_AT] = *bfree + p[FP_LAND_PS];
+        f->row[(seq - 1) * FO_STRIDE + FO_TIN] = w->now;
+        int64_t backlog = f->submitted - f->issued;
+        f->submitted = seq;
+        if (backlog == 0 && f->issued - f->read < p[FP_SLOTS]) {
+            card_issue(w, fi, seq);
+        } else if (backlog + 1 > f->backlog_max) {
+            f->backlog_max = backlog + 1;
+        }
+        break;
+    }
+    case E_WRITE: { /* the engine's posted writes of request seq into the consumer's request queue */
+        int64_t seq = e.a, base = slot_base(f, seq), land;
+        payload_for(f, seq, scratch);
+        encode(f, f->cstage, base, seq, scratch, p[FP_FRAME], p[FP_FUNCTION], 0);
+        if (p[FP_PER_PIECE]) {
+            int64_t len = 16 * (1 + (p[FP_FRAME] + 11) / 12);
+            land = plan_lane(w, p[FP_LREQ], w->now, p[FP_REQ_SER0], p[FP_REQ_TAIL0], len);
+            push(w, land, E_LAND_REQ_ALL, fi, seq);
+        } else {
+            land = plan_lane(w, p[FP_LREQ], w->now, p[FP_REQ_SER0], p[FP_REQ_TAIL0], 12 + p[FP_FRAME]);
+            push(w, land, E_LAND_REQ_DATA, fi, seq);
+            land = plan_lane(w, p[FP_LREQ], w->now, p[FP_REQ_SER1], p[FP_REQ_TAIL1], 4);
+            push(w, land, E_LAND_REQ_WORD, fi, seq);
+        }
+        f->row[(seq - 1) * FO_STRIDE + FO_ISSUE] = w->now;
+        f->row[(seq - 1) * FO_STRIDE + FO_LAND] = land;
+        break;
+    }
+    case E_LAND_REQ_ALL:
+    case E_LAND_REQ_DATA:
+    case E_LAND_REQ_WORD: { /* the bytes come from the card's stage (unchanged until the slot is free again) */
+        int64_t off, n;
+        land_range((int)(e.tf >> 24) - E_LAND_REQ_ALL, slot_base(f, e.a), p[FP_FRAME], &off, &n);
+        memcpy(f->reqmem + off, f->cstage + off, (size_t)n);
+        poller_landed(w, &f->cpoll, E_CFIRE, fi, f->reqmem);
+        break;
+    }
+    case E_LAND_REP_ALL:
+    case E_LAND_REP_DATA:
+    case E_LAND_REP_WORD: { /* from the consumer's stage (unchanged until the card has read the reply) */
+        int64_t off, n, base = slot_base(f, e.a);
+        land_range((int)(e.tf >> 24) - E_LAND_REP_ALL, base, rd16(f->pstage + base + 6), &off, &n);
+        memcpy(f->repmem + off, f->pstage + off, (size_t)n);
+        poller_landed(w, &f->kpoll, E_KFIRE, fi, f->repmem);
+        break;
+    }
+    case E_CFIRE: { /* PollingConsumer._take and _seen: the thread takes it now or after its current request */
+        poller_t *q = &f->cpoll;
+        int64_t seq = q->seq, base = slot_base(f, seq);
+        q->armed = q->pending = 0;
+        q->hits++;
+        thread_t *th = &w->threads[p[FP_THREAD]];
+        int64_t t = w->now, cost = p[FP_COST];
+        int64_t at = th->free <= t - cost ? t : first_poll(q, th->free) + cost;
+        int64_t land = f->row[(seq - 1) * FO_STRIDE + FO_LAND], seen = first_poll(q, land) + cost;
+        f->row[(seq - 1) * FO_STRIDE + FO_SEEN] = land < 0 ? t : (seen < t ? seen : t);
+        f->row[(seq - 1) * FO_STRIDE + FO_START] = at;
+        int64_t t2 = at + p[FP_BODY];
+        const uint8_t *rq = f->reqmem + base;
+        int64_t function = rd16(rq + 4);
+        int64_t len = decode(f, f->reqmem, base, scratch); /* the echo: the reply is the request's payload */
+        encode(f, f->pstage, base, seq, scratch, len, function, 0);
+        int64_t fence = p[FP_PER_PIECE] ? 0 : p[FP_FENCE];
+        if (p[FP_PER_PIECE]) {
+            push(w, t2, E_POST_ALL, fi, seq);
+        } else {
+            push(w, t2, E_POST_DATA, fi, seq);
+            push(w, t2 + fence, E_POST_WORD, fi, seq);
+        }
+        int64_t t_free = t2 + fence;
+        th->busy += t_free - at + cost;
+        th->free = t_free;
+        th->served++;
+        f->row[(seq - 1) * FO_STRIDE + FO_REPLY] = t2;
+        f->row[(seq - 1) * FO_STRIDE + FO_PUBLISH] = t2 + fence;
+        f->next_seq = seq + 1;
+        push(w, t_free > w->now ? t_free : w->now, E_ARM, fi, 0);
+        break;
+    }
+    case E_POST_ALL:
+    case E_POST_DATA:
+    case E_POST_WORD: { /* the consumer's reply writes: per-piece one burst; classic data, then the ready word */
+        int kind = (int)(e.tf >> 24) - E_POST_ALL;
+        int64_t seq = e.a, base = slot_base(f, seq), off, n, land;
+        land_range(kind, base, rd16(f->pstage + base + 6), &off, &n);
+        land = plan_lane(w, p[FP_LREP], w->now, kind == 2 ? p[FP_REP_SER1] : p[FP_REP_SER0],
+                         kind == 2 ? p[FP_REP_TAIL1] : p[FP_REP_TAIL0], n);
+        push(w, land, E_LAND_REP_ALL + kind, fi, seq);
+        f->row[(seq - 1) * FO_STRIDE + FO_RLAND] = land;
+        break;
+    }
+    case E_ARM:
+        poller_arm(w, &f->cpoll, E_CFIRE, fi, f->reqmem, f->next_seq);
+        break;
+    case E_KFIRE: {
+        poller_t *q = &f->kpoll;
+        q->armed = q->pending = 0;
+        q->hits++;
+        push(w, w->now + p[FP_READ], E_HAVE, fi, q->seq);
+        break;
+    }
+    case E_HAVE: { /* LinkCard._have: read the reply out, check it against the echo's reference, free the slot */
+        int64_t seq = e.a, base = slot_base(f, seq);
+        uint8_t *got = scratch, *want = scratch + 65536;
+        int64_t len = decode(f, f->repmem, base, got);
+        uint32_t hseq = rd32(f->repmem + base), flags = rd32(f->repmem + base + 8);
+        payload_for(f, seq, want);
+        int ok = len == p[FP_FRAME] && flags == 0 && memcmp(got, want, (size_t)len) == 0;
+        uint8_t hdr[8];
+        wr32(hdr, hseq);
+        wr32(hdr + 4, flags);
+        sha_update(&f->digest, hdr, 8);
+        sha_update(&f->digest, got, (uint64_t)len);
+        f->read = seq;
+        if (!ok) {
+            f->mismatches++;
+            uint8_t *sent = scratch + 2 * 65536;
+            int64_t n = decode(f, f->reqmem, base, sent);
+            if (n != p[FP_FRAME] || memcmp(sent, want, (size_t)n) != 0)
+                f->corrupted++;
+        }
+        f->watching = 0;
+        while (f->submitted > f->issued && f->issued - f->read < p[FP_SLOTS])
+            card_issue(w, fi, f->issued + 1);
+        if (f->issued > f->read && !f->watching)
+            card_watch(w, fi);
+        /* on_reply: the reply goes back towards the generator */
+        f->row[(seq - 1) * FO_STRIDE + FO_T_IN] = f->row[(seq - 1) * FO_STRIDE + FO_TIN];
+        f->row[(seq - 1) * FO_STRIDE + FO_T_HAVE] = w->now;
+        f->row[(seq - 1) * FO_STRIDE + FO_OK] = ok;
+        int64_t back = w->now;
+        if (p[FP_LDOWN] >= 0)
+            back = plan_lane(w, p[FP_LDOWN], w->now + p[FP_REPLY_SEND], p[FP_DOWN_SER], p[FP_DOWN_TAIL], p[FP_FRAME]);
+        f->row[(seq - 1) * FO_STRIDE + FO_T_BACK] = back;
+        push(w, back, E_BACK, fi, seq);
+        break;
+    }
+    case E_BACK: /* TrafficGenerator.reply: closed loop, the reply sends the next request after its gap */
+        w->counter++;
+        f->received++;
+        if (p[FP_CLOSED] && f->scheduled < p[FP_N]) {
+            int64_t gap = p[FP_HAS_GAPS] ? f->gaps[f->scheduled - 1] : p[FP_GAP];
+            f->scheduled++;
+            push(w, clk_at_or_after(&f->clock, w->now + gap), E_SEND_NEXT, fi, 0);
+        }
+        break;
+    }
+}
+
+/* A timeline of nflows flows. fp: nflows * FP_COUNT parameters; fo: per flow the addresses of its rows
+   (n * FO_STRIDE int64, the outputs FO_* and scratch) and of its gaps (0: none); lp: nlanes * 1 latencies; lj: nlanes addresses of the lanes' jitter draws
+   (0: none); nthreads serving threads, nbridges card bridges. The consumers arm, then the generators
+   start, in flow order, as run_topology does. Returns NULL when out of memory. */
+void *twin_event_new(int64_t nflows, const int64_t *fp, const int64_t *fo, int64_t nlanes, const int64_t *lp,
+                     const int64_t *lj, int64_t nthreads, int64_t nbridges)
+{
+    world_t *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->nflows = nflows;
+    w->nlanes = nlanes;
+    w->nthreads = nthreads;
+    w->nbridges = nbridges;
+    w->f = calloc((size_t)nflows, sizeof(flow_t));
+    w->lanes = calloc((size_t)(nlanes + 1), sizeof(lane_t));
+    w->ljit = calloc((size_t)(nlanes + 1), sizeof(int64_t *));
+    w->ljit_i = calloc((size_t)(nlanes + 1), sizeof(int64_t));
+    w->lbytes = calloc((size_t)(nlanes + 1), sizeof(int64_t));
+    w->threads = calloc((size_t)(nthreads + 1), sizeof(thread_t));
+    w->bridges = calloc((size_t)(nbridges + 1), sizeof(int64_t));
+    w->hcap = 1024;
+    w->heap = malloc((size_t)w->hcap * sizeof(ev_t));
+    for (int64_t l = 0; l < nlanes; l++) {
+        w->lanes[l].lat = lp[l];
+        w->ljit[l] = (const int64_t *)(intptr_t)lj[l];
+    }
+    for (int64_t i = 0; i < nflows; i++) {
+        flow_t *f = &w->f[i];
+        const int64_t *p = fp + i * FP_COUNT;
+        f->p = p;
+        f->row = (int64_t *)(intptr_t)fo[2 * i];
+        f->gaps = (const int64_t *)(intptr_t)fo[2 * i + 1];
+        f->clock = (clk_t){p[FP_CLK_PERIOD], p[FP_CLK_PPB], p[FP_CLK_PHASE]};
+        size_t bytes = (size_t)(p[FP_SLOTS] * p[FP_SLOT_BYTES]);
+        f->reqmem = calloc(bytes, 1);
+        f->repmem = calloc(bytes, 1);
+        f->cstage = calloc(bytes, 1);
+        f->pstage = calloc(bytes, 1);
+        f->cpoll = (poller_t){p[FP_POLL], p[FP_PHASE], p[FP_COST], 0, 0, 0, 0, 0, 0};
+        f->kpoll = (poller_t){p[FP_CARD_POLL], 0, 0, 0, 0, 0, 0, 0, 0};
+        f->next_seq = 1;
+        sha_init(&f->digest);
+        if (!f->reqmem || !f->repmem || !f->cstage || !f->pstage)
+            return NULL;
+    }
+    for (int64_t i = 0; i < nflows; i++) /* PollingConsumer.start */
+        poller_arm(w, &w->f[i].cpoll, E_CFIRE, i, w->f[i].reqmem, 1);
+    for (int64_t i = 0; i < nflows; i++) { /* TrafficGenerator.start */
+        flow_t *f = &w->f[i];
+        if (f->p[FP_CLOSED]) {
+            f->scheduled = f->p[FP_IN_FLIGHT] < f->p[FP_N] ? f->p[FP_IN_FLIGHT] : f->p[FP_N];
+            for (int64_t k = 0; k < f->scheduled; k++)
+                push(w, clk_edge(&f->clock, 0), E_SEND_NEXT, i, 0);
+        } else {
+            push(w, clk_edge(&f->clock, 0), E_SEND_OPEN, i, 0);
+        }
+    }
+    return w;
+}
+
+/* Process events until `target` replies are back at their generators (all flows). Returns the replies
+   back so far, or -1 when the timeline ran dry first. */
+int64_t twin_event_run(void *h, int64_t target)
+{
+    world_t *w = h;
+    static uint8_t scratch[3 * 65536];
+    while (w->counter < target) {
+        if (w->hn == 0)
+            return -1;
+        step(w, scratch);
+    }
+    return w->counter;
+}
+
+/* The counters: out[0..3) events, now, replies back; then per flow FS_COUNT (the digest's 32 bytes in
+   FS_D0..FS_D3), per lane (writes, bytes, busy, held), per thread (served, busy). */
+void twin_event_stats(void *h, int64_t *out)
+{
+    world_t *w = h;
+    out[0] = w->events;
+    out[1] = w->now;
+    out[2] = w->counter;
+    int64_t *o = out + 3;
+    for (int64_t i = 0; i < w->nflows; i++, o += FS_COUNT) {
+        flow_t *f = &w->f[i];
+        o[FS_MISMATCHES] = f->mismatches;
+        o[FS_BACKLOG_MAX] = f->backlog_max;
+        o[FS_CPOLLS] = f->cpoll.polls;
+        o[FS_KPOLLS] = f->kpoll.polls;
+        o[FS_CORRUPTED] = f->corrupted;
+        o[FS_SENT] = f->sent;
+        o[FS_RECEIVED] = f->received;
+        o[FS_ISSUED] = f->issued;
+        sha_final(&f->digest, (uint8_t *)(o + FS_D0));
+    }
+    for (int64_t l = 0; l < w->nlanes; l++, o += 4) {
+        o[0] = w->lanes[l].writes;
+        o[1] = w->lbytes[l];
+        o[2] = w->lanes[l].busy;
+        o[3] = w->lanes[l].held;
+    }
+    for (int64_t t = 0; t < w->nthreads; t++, o += 2) {
+        o[0] = w->threads[t].served;
+        o[1] = w->threads[t].busy;
+    }
+}
+
+void twin_event_free(void *h)
+{
+    world_t *w = h;
+    if (!w)
+        return;
+    for (int64_t i = 0; i < w->nflows; i++) {
+        flow_t *f = &w->f[i];
+        free(f->reqmem);
+        free(f->repmem);
+        free(f->cstage);
+        free(f->pstage);
+    }
+    free(w->f);
+    free(w->lanes);
+    free(w->ljit);
+    free(w->ljit_i);
+    free(w->lbytes);
+    free(w->threads);
+    free(w->bridges);
+    free(w->heap);
+    free(w);
+}
+
+#ifdef TWIN_CORE_PYMODULE
+/* An empty CPython module, so that setuptools builds this file at install time (setup.py);
+   twin/engine/native.py loads the same shared object with ctypes. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static struct PyModuleDef core_module = {
+    PyModuleDef_HEAD_INIT, "_core", "The compiled core of twin's engine (loaded with ctypes by twin.engine.native).",
+    -1, NULL, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&core_module); }
+#endif

@@ -1,0 +1,84 @@
+"""What the compiled core computes: the spec features it knows, and the one-line reason it refuses
+the rest (the run then stays on the Python engines, never silently different).
+
+The gate is explicit and mechanical. :data:`COMPUTED` lists, for each parameter dataclass of a
+:class:`~twin.engine.spec.LoopSpec`, the fields the compiled core (twin/engine/c/core.c) computes.
+:func:`uncomputed` walks the spec's dataclasses: a field that is not listed and differs from its
+default (a behaviour added to a device after the core was written: an idle cost, a link kind, a
+program that waits on replies) is a reason, e.g. ``consumer.idle_ps = 5000 is not computed by the
+compiled core``. A field the core computes only for some values is checked by :func:`refusal`
+(faults, the function, a drifting clock, ...). Node models say whether the core stands for them
+through the registry: ``"compiled"`` in their ``supports["engines"]`` (:mod:`twin.nodes.models`).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from twin.nodes.models import model_for
+
+COMPUTED = {
+    "LoopSpec": {"name", "card", "consumer", "traffic", "request_link", "reply_link", "jitter_ps", "aurora", "slots",
+                 "seed", "faults", "function", "model", "slot_bytes", "card_model", "rtl", "bridge"},
+    "ConsumerParams": {"kind", "poll_period_ps", "poll_cost_ps", "service_ps", "encoding", "read_ps", "piece_check_ps",
+                       "fence_ps", "poll_phase_ps"},
+    "LinkCardParams": {"clock_ps", "bridge_bits", "engine_land_ps", "reply_read_ps", "reply_send_ps",
+                       "reply_poll_period_ps"},
+    "TrafficParams": {"mode", "rounds", "frame_bytes", "period_ps", "clock", "clock_ps", "ppm", "gap_ps",
+                      "drift_ppb_per_s", "offset_ps", "in_flight", "gaps", "syndrome_bits", "share"},
+}
+"""Per parameter dataclass, the fields the compiled core computes (any value, unless
+:func:`refusal` says otherwise). Wires (links) are reduced to latency, serialisation and tail per
+write size by their own methods, so any wire is computed."""
+
+
+def uncomputed(obj, where: str = "") -> list[str]:
+    """The fields of dataclass ``obj`` (recursively, for the classes of :data:`COMPUTED`) that the
+    compiled core does not compute and that differ from their defaults, as ``"path = value"``."""
+    out = []
+    known = _known(obj)
+    if known is None or not dataclasses.is_dataclass(obj):
+        return out
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        path = f"{where}{f.name}"
+        if f.name not in known:
+            default = f.default if f.default is not dataclasses.MISSING else (
+                f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)
+            if default is dataclasses.MISSING or v != default:
+                out.append(f"{path} = {v!r}")
+        elif _known(v) is not None:
+            out.extend(uncomputed(v, path + "."))
+    return out
+
+
+def _known(obj) -> set | None:
+    """The computed fields of ``obj``'s class: of the first class in its MRO named in :data:`COMPUTED`
+    (a subclass adding a field is still walked, and its new field is a reason)."""
+    return next((COMPUTED[c.__name__] for c in type(obj).__mro__ if c.__name__ in COMPUTED), None)
+
+
+def computes(kind: str, model: str) -> bool:
+    """Whether the compiled core stands for a ``kind`` node of ``model`` (the registry's
+    ``supports["engines"]`` lists ``compiled``)."""
+    return "compiled" in model_for(kind, model).supports.get("engines", ())
+
+
+def refusal(spec, *, direct: bool = False) -> str | None:
+    """Why the compiled core does not compute loop ``spec`` (one line), or None. ``direct``: the
+    question is for the compiled direct path (whose other limits :func:`twin.engine.direct.run_direct`
+    already checked), else for the compiled event core."""
+    why = [f"{u} is not computed by the compiled core" for u in uncomputed(spec)]
+    if not direct:
+        for what, kind, name in (("consumer", "consumer", spec.model), ("link card", "link_card", spec.card_model)):
+            if not computes(kind, name):
+                why.append(f"the {what} is model {name}")
+        if spec.faults.active:
+            why.append("fault injection is the simpy reference's")
+        if spec.function != 0:
+            why.append("the function is not the echo")
+        if spec.traffic.share is not None:
+            why.append("a share of a stream is the simpy reference's")
+    tr = spec.traffic
+    if tr.clock == "independent" and tr.drift_ppb_per_s:
+        why.append("a drifting clock's edges are exact big integers in Python")
+    return "; ".join(why) or None
