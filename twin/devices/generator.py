@@ -83,6 +83,43 @@ class Share:
 
 
 @dataclass(frozen=True)
+class Feedback:
+    """An open-loop program whose gates wait for corrections (a stim circuit's classically
+    controlled gates, :mod:`twin.qec.feedback`): the program counts its time in generator clock
+    edges. Request ``i`` (0-based) normally leaves ``period_cycles`` edges after request ``i - 1``;
+    when ``waits[i % len(waits)]`` names offsets ``k`` (>= 1), a gate ``slack_cycles`` edges after
+    request ``i - 1`` needs the corrections of requests ``i - k``: it is applied at the first edge at
+    or after both that instant and the last of those corrections back at the generator, and request
+    ``i`` leaves ``period_cycles - slack_cycles`` edges after it. The program idles meanwhile (the
+    stall: the applied edge minus the scheduled one). Raises ValueError for a slack outside
+    ``[0, period]`` cycles or an offset below 1."""
+
+    waits: tuple[tuple[int, ...], ...]
+    slack_cycles: int
+
+    def __post_init__(self):
+        if not self.waits or any(k < 1 for w in self.waits for k in w):
+            raise ValueError(f"feedback waits {self.waits}: one entry per request of a shot, offsets >= 1")
+        if self.slack_cycles < 0:
+            raise ValueError(f"feedback slack {self.slack_cycles} cycles: must be >= 0")
+
+    def needs(self, i: int) -> tuple[int, ...]:
+        """The requests (0-based) whose corrections request ``i``'s gate waits for (none before 0)."""
+        return tuple(i - k for k in self.waits[i % len(self.waits)] if i - k >= 0)
+
+    def next_edge(self, clock: Clock, prev_edge: int, i: int, period_cycles: int, back) -> int:
+        """The edge index of request ``i``'s send, request ``i - 1`` sent at edge ``prev_edge``;
+        ``back(j)``: request ``j``'s correction back at the generator (ps), known for every request
+        :meth:`needs` names. One computation for the event and the direct engines."""
+        deps = self.needs(i)
+        if not deps:
+            return prev_edge + period_cycles
+        sched = prev_edge + self.slack_cycles
+        applied = max(sched, clock.index_at_or_after(max(back(j) for j in deps)))
+        return applied + period_cycles - self.slack_cycles
+
+
+@dataclass(frozen=True)
 class TrafficParams:
     """What the control side sends and on which clock.
 
@@ -114,6 +151,8 @@ class TrafficParams:
         reply plus the gap (instead of a fixed ``gap_ps``).
     share: open loop only: this generator sends its :class:`Share` of a stream (``rounds`` is then
         its own request count, ``share.rounds``; the gaps are the stream's); None (default): all of it.
+    feedback: open loop at ``period_ps`` only: the program waits for corrections (:class:`Feedback`);
+        None (default): every request one period after the last.
     """
 
     mode: str = "closed_loop"
@@ -130,6 +169,7 @@ class TrafficParams:
     gaps: Gaps | None = None
     syndrome_bits: int = 0
     share: Share | None = None
+    feedback: Feedback | None = None
 
     def __post_init__(self):
         if self.in_flight < 1 or (self.in_flight > 1 and self.mode != "closed_loop"):
@@ -152,6 +192,10 @@ class TrafficParams:
         if self.mode == "open_loop" and self.gaps is None and (self.period_ps <= 0 or self.period_ps % self.clock_ps):
             raise ValueError(f"open-loop period_ps must be a positive multiple of clock_ps ({self.clock_ps}), "
                              f"got {self.period_ps}")
+        if self.feedback is not None and (self.mode != "open_loop" or self.gaps is not None or self.share is not None
+                                          or self.feedback.slack_cycles > self.period_cycles):
+            raise ValueError("feedback is open-loop traffic at a period (no gaps, no share), its slack at most one "
+                             "period")
 
     def make_clock(self, phase_ps: int) -> Clock:
         """The generator's clock: the card's (phase 0, no offset) or an independent one."""
@@ -211,6 +255,9 @@ class TrafficGenerator:
         self.t_send: list[int] = []
         self.scheduled = 0  # closed loop: requests scheduled to leave (sent, or waiting for their edge)
         self.gaps = None if gaps_ps is None else gaps_ps.tolist()
+        self.back: dict[int, int] = {}  # feedback: request (0-based) -> its correction back (ps)
+        self.waiting = None             # feedback: (request, edge of the one before) waiting for corrections
+        self.edge_index = 0             # feedback: the program's edge of the last request sent
 
     def start(self) -> None:
         """Schedule the first request (at the generator clock's edge 0)."""
@@ -239,15 +286,33 @@ class TrafficGenerator:
 
     def _send_open(self, j: int) -> None:  # j: the request's index in the stream (0-based)
         self._send_next()
+        if self.p.feedback is not None:
+            if self.sent < self.p.rounds:
+                self.waiting = (j + 1, self.edge_index)
+                self._feedback_next()
+            return
         if self.sent < self.p.rounds:
             t = self.kernel.now
             for _ in range(self.p.share.count if self.p.share else 1):  # the stream's instants up to our next
                 t, j = self._stream_next(j, t), j + 1
             self.kernel.at(t, self._send_open, j)
 
+    def _feedback_next(self) -> None:
+        """Schedule the waiting request once every correction its gate needs is back."""
+        i, prev = self.waiting
+        if any(j not in self.back for j in self.p.feedback.needs(i)):
+            return
+        self.waiting = None
+        self.edge_index = self.p.feedback.next_edge(self.clock, prev, i, self.p.period_cycles, self.back.__getitem__)
+        self.kernel.at(self.clock.edge(self.edge_index), self._send_open, i)
+
     def reply(self, seq: int) -> None:
         """A reply is back at the generator (now)."""
         self.received += 1
+        if self.p.feedback is not None:
+            self.back[seq - 1] = self.kernel.now
+            if self.waiting is not None:
+                self._feedback_next()
         if self.p.mode == "closed_loop" and self.scheduled < self.p.rounds:
             # the next request is number scheduled + 1; counted now, since it leaves only at a later
             # clock edge (or after its gap) and another reply may come back before it has left
