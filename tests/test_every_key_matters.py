@@ -293,9 +293,11 @@ DEC: dict[str, list[Case]] = {
     "decode.feedback.idle.model": [C("decode", {"decode.feedback.idle": {"model": "depolarizing", "rate_per_us": 0.05}},
                                      FB)],
     "decode.feedback.idle.t1": [C("decode", {"decode.feedback.idle.t1": "50 us"}, FB),
-                                C("decode", {"decode.feedback.idle.t1": DELETE}, FB, refused="decode.feedback.idle.t1")],
+                                C("decode", {"decode.feedback.idle.t1": DELETE}, FB,
+                                  refused="decode.feedback.idle.t1")],
     # T2 sets p_z: a Z-basis memory's data do not feel it (a Z error flips no Z measurement)
-    "decode.feedback.idle.t2": [C("decode", {"decode.feedback.idle.t2": "50 us"}, FB, refused="decode.feedback.idle.t2")],
+    "decode.feedback.idle.t2": [C("decode", {"decode.feedback.idle.t2": "50 us"}, FB,
+                                  refused="decode.feedback.idle.t2")],
     "decode.feedback.idle.rate_per_us": [
         C("decode", {"decode.feedback.idle.rate_per_us": 0.2}, {**FB, "decode.feedback.idle": {
             "model": "depolarizing", "rate_per_us": 0.05}}),

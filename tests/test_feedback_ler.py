@@ -193,7 +193,8 @@ def test_twin_decode_writes_the_ler_vs_latency_table_and_plot(tmp_path):
 @pytest.mark.parametrize("change, key", [
     ({"circuit": None, "code": "rep"}, "decode.feedback"),
     ({"per": "shot"}, "decode.per"),
-    ({"feedback": {"slack": "202 ns", "idle": {"model": "depolarizing", "rate_per_us": 0.01}}}, "decode.feedback.slack"),
+    ({"feedback": {"slack": "202 ns", "idle": {"model": "depolarizing", "rate_per_us": 0.01}}},
+     "decode.feedback.slack"),
 ])
 def test_feedback_refused_where_it_cannot_stand(tmp_path, change, key):
     import yaml

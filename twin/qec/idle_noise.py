@@ -6,8 +6,8 @@ Two models, parameters as inputs (:class:`IdleNoise`):
   twirl approximation of the combined channel, ``p_x = p_y = (1 - e^{-t/T1}) / 4`` and
   ``p_z = (1 - e^{-t/T2}) / 2 - p_x`` (Ghosh, Fowler and Geller, "Surface code with decoherence:
   An analysis of three superconducting architectures", Phys. Rev. A 86, 062318 (2012);
-  Tomita and Svore, "Low-distance surface codes under realistic quantum noise", Phys. Rev. A 90, 062320 (2014)). It needs ``T2 <= 2 T1`` (else
-  ``p_z`` would be negative: no physical qubit has it).
+  Tomita and Svore, "Low-distance surface codes under realistic quantum noise", Phys. Rev. A 90,
+  062320 (2014)). It needs ``T2 <= 2 T1`` (else ``p_z`` would be negative: no physical qubit has it).
 - ``depolarizing``: a depolarising process of ``rate`` per microsecond: the Bloch vector shrinks
   as ``e^{-4 r t / 3}``, i.e. stim's ``DEPOLARIZE1(p)`` with ``p = 3/4 (1 - e^{-4 r t / 3})``
   (``p ~ r t`` for short idles, saturating at the fully mixed 3/4); each of X, Y, Z ``p / 3``.

@@ -196,7 +196,8 @@ class Idle(_Strict):
                 raise Located(("rate_per_us",), self.rate_per_us, "applies to model: depolarizing (t1t2 takes t1, t2)")
             for k in ("t1", "t2"):
                 if getattr(self, k) is None or time_ps(getattr(self, k)) <= 0:
-                    raise Located((k,), getattr(self, k) or "<missing>", "model t1t2 needs t1 and t2 > 0 (e.g. '100 us')")
+                    raise Located((k,), getattr(self, k) or "<missing>",
+                                  "model t1t2 needs t1 and t2 > 0 (e.g. '100 us')")
             if time_ps(self.t2) > 2 * time_ps(self.t1):
                 raise Located(("t2",), self.t2, f"above 2 t1 ({self.t1}): no qubit has it (the twirled channel's p_z "
                               "would be negative)")

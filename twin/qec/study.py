@@ -553,7 +553,6 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
                          fixed_ns=time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None, fit=ld.cost_fit,
                          file=d.cost.file, seed=seed)
         label = "+".join(pl.names)
-        cb = (lambda n, name=label: progress(name, n)) if progress else None
         stopped = None
 
         def run(inject_ps: int = 0, pl=pl, cost=cost, label=label):
