@@ -124,6 +124,16 @@ def print_feedback(doc: dict, console) -> None:
                       f"{a['ler']:.2e} -> {b['ler']:.2e}")
 
 
+def _save(folder, name: str, fig) -> Path:
+    """Stage ``fig`` as ``name`` in ``folder`` (120 dpi, tight layout) and close it."""
+    import matplotlib.pyplot as plt
+    fig.tight_layout()
+    try:
+        return folder.savefig(name, fig, dpi=120)
+    finally:
+        plt.close(fig)
+
+
 def write_ler_latency(study: DecodeStudy, folder) -> list[Path]:
     """A feedback study's ler_vs_latency.csv (placement, injected latency, reaction p50, stall per
     cycle, effective cycle, errors, shots, LER and interval) and ler_vs_latency.png (LER with idle
@@ -154,11 +164,7 @@ def write_ler_latency(study: DecodeStudy, folder) -> list[Path]:
     ax.set_title(f"{doc['scenario']}: LER vs latency (idle noise from the program's stalls; bars: "
                  f"{doc['interval']['method']} {doc['interval']['confidence']:.0%})", fontsize=9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    try:
-        paths.append(folder.savefig(FEEDBACK_FILES[1], fig, dpi=120))
-    finally:
-        plt.close(fig)
+    paths.append(_save(folder, FEEDBACK_FILES[1], fig))
     return paths
 
 
@@ -235,11 +241,7 @@ def write_decode_outputs(study: DecodeStudy, folder) -> list[Path]:
     ax.set_title(f"{doc['scenario']}: latency vs round" + (
         f" (per block of {block:,} requests: median line, slowest as a dot)" if block > 1 else ""), fontsize=9)
     ax.legend(markerscale=8, fontsize=8)
-    fig.tight_layout()
-    try:
-        paths.append(folder.savefig(DECODE_FILES[4], fig, dpi=120))
-    finally:
-        plt.close(fig)
+    paths.append(_save(folder, DECODE_FILES[4], fig))
     fig, ax = plt.subplots(figsize=(8, 4))
     for s, (tq, depth) in zip(doc["placements"], study.backlogs or study.queues):
         ax.step((tq - tq[0]) / 1e6, depth, where="post", label=_label(s))
@@ -247,11 +249,7 @@ def write_decode_outputs(study: DecodeStudy, folder) -> list[Path]:
     ax.set_ylabel("requests waiting for a decoder" if study.backlogs else "requests in the card (queue depth)")
     ax.set_title(f"{doc['scenario']}: backlog vs time")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    try:
-        paths.append(folder.savefig(DECODE_FILES[5], fig, dpi=120))
-    finally:
-        plt.close(fig)
+    paths.append(_save(folder, DECODE_FILES[5], fig))
     if doc.get("feedback"):
         paths += write_ler_latency(study, folder)
     return paths
