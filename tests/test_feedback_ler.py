@@ -103,6 +103,20 @@ def test_stall_per_cycle_is_the_reaction_time_minus_the_slack(loop):
     assert pt["reaction_to_applied"]["p50_ns"] >= pt["reaction"]["p50_ns"]
 
 
+def test_feedback_across_a_cable_on_an_independent_clock_is_the_same_in_both_engines(loop):
+    params, hosting = loop
+    c = stim.Circuit(rep_feedback_text(3, 1e-2))
+    w = sample_circuit(c, 60, seed=4, per="round")
+    tr = TrafficParams(mode="open_loop", period_ps=PERIOD, clock="independent", ppm=12.5,
+                       feedback=Feedback(analyse(c).waits, SLACK // CLK))
+    r = run_decode(params, "mi210", w, build("matching", c, name="fbtest2_matching"), mode="inline", hosting=hosting,
+                   cost=CostModel(fixed_ns=300.0), traffic=tr, seed=4, engine="auto", verify_rounds=w.requests,
+                   external_control=True)
+    assert r.extra["engine"] == "direct+event" and r.identical  # EngineDisagreement otherwise
+    gap = np.diff(r.result.t_send)
+    assert (gap[3::4] < PERIOD + CLK).all() and (gap[np.arange(len(gap)) % 4 != 3] > PERIOD + 4 * US).all()
+
+
 def test_a_slack_longer_than_the_reaction_time_costs_no_stall(loop):
     c = stim.Circuit(rep_feedback_text(2, 1e-3))
     r, _ = feedback_run(loop, c, 50, slack_ps=5 * US, period_ps=5 * US)

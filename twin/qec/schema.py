@@ -387,9 +387,10 @@ class DecodeScenario(_Strict):
         if slack % clk or slack > time_ps(t.period):
             raise Located(where + ("slack",), d.feedback.slack, f"a whole number of clock_period ({t.clock_period}) "
                           f"cycles, at most the period ({t.period})")
-        if d.feedback.inject and all(pl.model not in ("sim", "code") for pl in d.placements):
-            raise Located(where + ("inject",), d.feedback.inject, "an injected latency is added to a sim or code "
-                          "decoder's time; no placement is sim or code")
+        for i, pl in enumerate(d.placements):
+            if d.feedback.inject and pl.model not in ("sim", "code"):
+                raise Located(where + ("inject",), d.feedback.inject, f"an injected latency is added to a sim or "
+                              f"code decoder's time; placement {i} is model {pl.model} (its own time)")
         return self
 
     @model_validator(mode="after")
