@@ -24,7 +24,7 @@ from scipy.stats import binomtest
 
 from twin.calibration.roce import load_any_params
 from twin.config import ConfigError
-from twin.devices.generator import Feedback, TrafficParams
+from twin.devices.generator import GateWaits, TrafficParams
 from twin.qec.cost import CostModel
 from twin.qec.decoders.registry import build
 from twin.qec.feedback import analyse
@@ -64,8 +64,8 @@ def feedback_run(loop, circuit, shots, inject_ps=0, slack_ps=SLACK, period_ps=PE
     params, hosting = loop
     w = sample_circuit(circuit, shots, seed=seed, per="round")
     plan = analyse(circuit)
-    fb = Feedback(plan.waits, slack_ps // CLK) if feedback else None
-    tr = TrafficParams(mode="open_loop", period_ps=period_ps, feedback=fb)
+    fb = GateWaits(plan.waits, slack_ps // CLK) if feedback else None
+    tr = TrafficParams(mode="open_loop", period_ps=period_ps, gate_waits=fb)
     r = run_decode(params, "epyc7282", w, build("matching", circuit, name="fbtest_matching"), mode="inline",
                    hosting=hosting, cost=CostModel(fixed_ns=300.0), traffic=tr, seed=seed, engine="auto",
                    verify_rounds=w.requests if shots <= 200 else 0, inject_ps=inject_ps)
@@ -108,7 +108,7 @@ def test_feedback_across_a_cable_on_an_independent_clock_is_the_same_in_both_eng
     c = stim.Circuit(rep_feedback_text(3, 1e-2))
     w = sample_circuit(c, 60, seed=4, per="round")
     tr = TrafficParams(mode="open_loop", period_ps=PERIOD, clock="independent", ppm=12.5,
-                       feedback=Feedback(analyse(c).waits, SLACK // CLK))
+                       gate_waits=GateWaits(analyse(c).waits, SLACK // CLK))
     r = run_decode(params, "mi210", w, build("matching", c, name="fbtest2_matching"), mode="inline", hosting=hosting,
                    cost=CostModel(fixed_ns=300.0), traffic=tr, seed=4, engine="auto", verify_rounds=w.requests,
                    external_control=True)

@@ -83,7 +83,7 @@ class Share:
 
 
 @dataclass(frozen=True)
-class Feedback:
+class GateWaits:
     """An open-loop program whose gates wait for corrections (a stim circuit's classically
     controlled gates, :mod:`twin.qec.feedback`): the program counts its time in generator clock
     edges. Request ``i`` (0-based) normally leaves ``period_cycles`` edges after request ``i - 1``;
@@ -99,9 +99,9 @@ class Feedback:
 
     def __post_init__(self):
         if not self.waits or any(k < 1 for w in self.waits for k in w):
-            raise ValueError(f"feedback waits {self.waits}: one entry per request of a shot, offsets >= 1")
+            raise ValueError(f"gate waits {self.waits}: one entry per request of a shot, offsets >= 1")
         if self.slack_cycles < 0:
-            raise ValueError(f"feedback slack {self.slack_cycles} cycles: must be >= 0")
+            raise ValueError(f"gate-wait slack {self.slack_cycles} cycles: must be >= 0")
 
     def needs(self, i: int) -> tuple[int, ...]:
         """The requests (0-based) whose corrections request ``i``'s gate waits for (none before 0)."""
@@ -151,7 +151,7 @@ class TrafficParams:
         reply plus the gap (instead of a fixed ``gap_ps``).
     share: open loop only: this generator sends its :class:`Share` of a stream (``rounds`` is then
         its own request count, ``share.rounds``; the gaps are the stream's); None (default): all of it.
-    feedback: open loop at ``period_ps`` only: the program waits for corrections (:class:`Feedback`);
+    gate_waits: open loop at ``period_ps`` only: the program waits for corrections (:class:`GateWaits`);
         None (default): every request one period after the last.
     """
 
@@ -169,7 +169,7 @@ class TrafficParams:
     gaps: Gaps | None = None
     syndrome_bits: int = 0
     share: Share | None = None
-    feedback: Feedback | None = None
+    gate_waits: GateWaits | None = None
 
     def __post_init__(self):
         if self.in_flight < 1 or (self.in_flight > 1 and self.mode != "closed_loop"):
@@ -192,9 +192,10 @@ class TrafficParams:
         if self.mode == "open_loop" and self.gaps is None and (self.period_ps <= 0 or self.period_ps % self.clock_ps):
             raise ValueError(f"open-loop period_ps must be a positive multiple of clock_ps ({self.clock_ps}), "
                              f"got {self.period_ps}")
-        if self.feedback is not None and (self.mode != "open_loop" or self.gaps is not None or self.share is not None
-                                          or self.feedback.slack_cycles > self.period_cycles):
-            raise ValueError("feedback is open-loop traffic at a period (no gaps, no share), its slack at most one "
+        if self.gate_waits is not None and (self.mode != "open_loop" or self.gaps is not None
+                                            or self.share is not None
+                                            or self.gate_waits.slack_cycles > self.period_cycles):
+            raise ValueError("gate waits are open-loop traffic at a period (no gaps, no share), its slack at most one "
                              "period")
 
     def make_clock(self, phase_ps: int) -> Clock:
@@ -255,9 +256,9 @@ class TrafficGenerator:
         self.t_send: list[int] = []
         self.scheduled = 0  # closed loop: requests scheduled to leave (sent, or waiting for their edge)
         self.gaps = None if gaps_ps is None else gaps_ps.tolist()
-        self.back: dict[int, int] = {}  # feedback: request (0-based) -> its correction back (ps)
-        self.waiting = None             # feedback: (request, edge of the one before) waiting for corrections
-        self.edge_index = 0             # feedback: the program's edge of the last request sent
+        self.gate_back: dict[int, int] = {}  # gate waits: request (0-based) -> its correction back (ps)
+        self.gate_waiting = None        # gate waits: (request, edge of the one before) waiting for corrections
+        self.gate_edge = 0              # gate waits: the program's edge of the last request sent
 
     def start(self) -> None:
         """Schedule the first request (at the generator clock's edge 0)."""
@@ -286,10 +287,10 @@ class TrafficGenerator:
 
     def _send_open(self, j: int) -> None:  # j: the request's index in the stream (0-based)
         self._send_next()
-        if self.p.feedback is not None:
+        if self.p.gate_waits is not None:
             if self.sent < self.p.rounds:
-                self.waiting = (j + 1, self.edge_index)
-                self._feedback_next()
+                self.gate_waiting = (j + 1, self.gate_edge)
+                self._gate_next()
             return
         if self.sent < self.p.rounds:
             t = self.kernel.now
@@ -297,22 +298,23 @@ class TrafficGenerator:
                 t, j = self._stream_next(j, t), j + 1
             self.kernel.at(t, self._send_open, j)
 
-    def _feedback_next(self) -> None:
+    def _gate_next(self) -> None:
         """Schedule the waiting request once every correction its gate needs is back."""
-        i, prev = self.waiting
-        if any(j not in self.back for j in self.p.feedback.needs(i)):
+        i, prev = self.gate_waiting
+        if any(j not in self.gate_back for j in self.p.gate_waits.needs(i)):
             return
-        self.waiting = None
-        self.edge_index = self.p.feedback.next_edge(self.clock, prev, i, self.p.period_cycles, self.back.__getitem__)
-        self.kernel.at(self.clock.edge(self.edge_index), self._send_open, i)
+        self.gate_waiting = None
+        self.gate_edge = self.p.gate_waits.next_edge(self.clock, prev, i, self.p.period_cycles,
+                                                     self.gate_back.__getitem__)
+        self.kernel.at(self.clock.edge(self.gate_edge), self._send_open, i)
 
     def reply(self, seq: int) -> None:
         """A reply is back at the generator (now)."""
         self.received += 1
-        if self.p.feedback is not None:
-            self.back[seq - 1] = self.kernel.now
-            if self.waiting is not None:
-                self._feedback_next()
+        if self.p.gate_waits is not None:
+            self.gate_back[seq - 1] = self.kernel.now
+            if self.gate_waiting is not None:
+                self._gate_next()
         if self.p.mode == "closed_loop" and self.scheduled < self.p.rounds:
             # the next request is number scheduled + 1; counted now, since it leaves only at a later
             # clock edge (or after its gap) and another reply may come back before it has left

@@ -138,7 +138,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     keep_issue, keep_land, keep_reply, keep_rland = issues.append, lands.append, replies.append, rlands.append
     check_at = chunk_rounds - 1  # the next round after which the loop looks up (progress, stop)
     stopped = None
-    fb, edge_i = tr.feedback, 0  # a program waiting for corrections: its edge index (Feedback.next_edge)
+    fb, edge_i = tr.gate_waits, 0  # a program waiting for corrections: its edge index (GateWaits.next_edge)
     for i in range(n):
         if i and fb is not None:
             edge_i = fb.next_edge(clock, edge_i, i, tr.period_cycles, t_back.item)

@@ -132,6 +132,10 @@ _TRAFFIC = {
     "share": P("", "derived: a decode placement's devices", "open loop: this generator's round-robin share of "
                "one stream spread over several consumers (index, count, the stream's requests); none: all of it",
                "derived from scenario decode.placements[].devices"),
+    "gate_waits": P("", "derived: a stim circuit's classically controlled gates (twin.qec.feedback)",
+                    "open loop: the program's gates that wait for corrections (GateWaits: per request of a shot "
+                    "the requests waited for, the slack in clock cycles); none: no request waits",
+                    "derived from scenario decode.feedback and decode.circuit"),
 }
 _GAPS = {
     "kind": P("", "scenario", "fixed, uniform [a, b], exponential (mean a: Poisson arrivals) or file"),

@@ -5,10 +5,10 @@ point where the quantum program waits for the decoder: the twin treats its condi
 decoder's answer for the request carrying the syndrome it depends on (the earliest round whose
 detectors read that measurement; per round, one request per QEC round). The gate precedes the
 first request whose detectors read a measurement made after it. :func:`analyse` finds, per
-request of a shot, the requests its gates wait for (as offsets: :class:`twin.devices.generator.Feedback`)
+request of a shot, the requests its gates wait for (as offsets: :class:`twin.devices.generator.GateWaits`)
 and where in the circuit the program idles; the generator then sends each such request only once
 the corrections are back (the program's time, in its clock's edges; one computation for the event
-and direct engines, :meth:`Feedback.next_edge`).
+and direct engines, :meth:`GateWaits.next_edge`).
 
 The stall (the program idling at the gate: correction back after the gate's scheduled instant,
 ``slack`` after the previous round's syndrome was measured) is idle time on the data qubits.

@@ -500,8 +500,8 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     if fb is not None:  # the circuit's gates wait for the loop: the program's time (twin.qec.feedback)
         from dataclasses import replace
 
-        from twin.devices.generator import Feedback
-        traffic = replace(traffic, feedback=Feedback(ld.feedback.waits, time_ps(fb.slack) // traffic.clock_ps))
+        from twin.devices.generator import GateWaits
+        traffic = replace(traffic, gate_waits=GateWaits(ld.feedback.waits, time_ps(fb.slack) // traffic.clock_ps))
     deadline_ps = time_ps(sc.deadline) if sc.deadline else None
     doc = {"schema": "twin.decode/1", "scenario": sc.name, "calibration": ld.params.name,
            "hosting": ld.hosting.__dict__, "seed": seed,
