@@ -129,6 +129,8 @@ def traffic_cases(base: str, t: str, open_pre: dict, closed_pre: dict) -> dict[s
                                     C(base, {f"{t}.program.waits.for_round": 0}, {**open_pre, **wp},
                                       refused=f"{t}.program.waits.for_round")],
         "program.waits.then": [C(base, {f"{t}.program.waits.then": "3 us"}, {**open_pre, **wp}),
+                               C(base, {f"{t}.program.waits.then": "1001 ns"}, {**open_pre, **wp},  # not 4 ns cycles
+                                 refused=f"{t}.program.waits.then"),
                                C(base, wp, closed_pre, refused=f"{t}.program")],  # closed loop waits already
         "mode": [C(base, {f"{t}.mode": "open_loop", f"{t}.period": "3 us"}, closed_pre)],
         "period": [C(base, {f"{t}.period": "4 us"}, open_pre),
