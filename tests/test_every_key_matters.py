@@ -109,6 +109,10 @@ FITTED = {"decode.cost.how": "fitted", "decode.cost.file": "DECCOST1"}  # a fitt
 WINDOW = {"decode.code": "surface", "decode.rounds": 6, "decode.p": 0.01, "decode.shots": 100,
           "decode.decoder": "matching", "decode.per": "window", "decode.window": {"rounds": 6, "commit": 2}}
 SLOW = {"traffic": {"mode": "open_loop", "period": "1 us"}, "decode.cost.fixed": "1500 ns"}
+FB = {"decode.circuit": "USER_STIM", "decode.code": DELETE, "decode.distance": DELETE, "decode.p": DELETE,
+      "decode.per": "round", "decode.decoder": "matching", "decode.shots": 100,
+      "traffic": {"mode": "open_loop", "period": "1 us"},
+      "decode.feedback": {"slack": "200 ns", "idle": {"model": "t1t2", "t1": "20 us", "t2": "20 us"}}}
 SHARE = {"decode.placements[0].device": DELETE, "decode.placements[0].devices": ["epyc7282", "epyc7282"]}
 ORDER = {"traffic": {"mode": "open_loop", "period": "300 ns"}, "decode.decoder": "matching",
          "decode.placements[0].workers": 2}
@@ -125,6 +129,8 @@ def traffic_cases(base: str, t: str, open_pre: dict, closed_pre: dict) -> dict[s
                                     C(base, {f"{t}.program.waits.for_round": 0}, {**open_pre, **wp},
                                       refused=f"{t}.program.waits.for_round")],
         "program.waits.then": [C(base, {f"{t}.program.waits.then": "3 us"}, {**open_pre, **wp}),
+                               C(base, {f"{t}.program.waits.then": "1001 ns"}, {**open_pre, **wp},  # not 4 ns cycles
+                                 refused=f"{t}.program.waits.then"),
                                C(base, wp, closed_pre, refused=f"{t}.program")],  # closed loop waits already
         "mode": [C(base, {f"{t}.mode": "open_loop", f"{t}.period": "3 us"}, closed_pre)],
         "period": [C(base, {f"{t}.period": "4 us"}, open_pre),
@@ -303,6 +309,24 @@ DEC: dict[str, list[Case]] = {
                          C("decode", {"decode.cost.file": "DECCOST1"}, refused="decode.cost.file"),  # how: model
                          C("decode", {"decode.cost.file": "no_such_cost.yaml"}, FITTED, refused="decode.cost.file"),
                          C("decode", {"decode.cost.file": DELETE}, FITTED, refused="decode.cost.file")],
+    # a circuit's feedback timed by the loop (issue 14): its stalls become idle noise and logical error
+    "decode.feedback.slack": [C("decode", {"decode.feedback.slack": "600 ns"}, FB),
+                              C("decode", {"decode.feedback.slack": "2 us"}, FB, refused="decode.feedback.slack")],
+    "decode.feedback.idle.model": [C("decode", {"decode.feedback.idle": {"model": "depolarizing", "rate_per_us": 0.05}},
+                                     FB)],
+    "decode.feedback.idle.t1": [C("decode", {"decode.feedback.idle.t1": "50 us"}, FB),
+                                C("decode", {"decode.feedback.idle.t1": DELETE}, FB,
+                                  refused="decode.feedback.idle.t1")],
+    # T2 sets p_z: a Z-basis memory's data do not feel it (a Z error flips no Z measurement)
+    "decode.feedback.idle.t2": [C("decode", {"decode.feedback.idle.t2": "50 us"}, FB,
+                                  refused="decode.feedback.idle.t2")],
+    "decode.feedback.idle.rate_per_us": [
+        C("decode", {"decode.feedback.idle.rate_per_us": 0.2}, {**FB, "decode.feedback.idle": {
+            "model": "depolarizing", "rate_per_us": 0.05}}),
+        C("decode", {"decode.feedback.idle.rate_per_us": 0.05}, FB, refused="decode.feedback.idle.rate_per_us")],
+    "decode.feedback.qubits": [C("decode", {"decode.feedback.qubits": "all"}, FB)],
+    "decode.feedback.inject": [C("decode", {"decode.feedback.inject": ["3 us"]}, FB),
+                               C("decode", {"decode.feedback.inject": ["0 ns"]}, FB, refused="decode.feedback.inject")],
     "decode.interval": [C("decode", {"decode.interval": "clopper_pearson"})],
     "decode.confidence": [C("decode", {"decode.confidence": 0.5})],
     # a windowed stream (issue 13): the surface code, six rounds, matching on each window's sub-graph

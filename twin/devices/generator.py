@@ -60,24 +60,58 @@ MAX_DRIFT_PPB_PER_S = 1e7
 
 @dataclass(frozen=True)
 class Waits:
-    """A generator program's feedback dependency (scenario ``traffic.program.waits``): each round's
-    operation that needs a correction waits for the reply of the round ``for_round`` before it
-    (-1: the previous round's), and the round's request leaves ``then_ps`` after that operation
-    (the rest of the round: the operation, the syndrome extraction after it). Request ``i`` leaves
-    at the later of its open-loop instant (one ``period_ps`` after request ``i - 1``'s, on the
-    generator's clock) and the first edge at or after reply ``i + for_round`` is back plus
-    ``then_ps``; the difference is the round's stall, and every later round shifts with it. The
-    first ``-for_round`` requests wait for nothing. Raises ValueError for ``for_round >= 0`` (a
-    round cannot wait for its own correction or a later one) or ``then_ps < 0``."""
+    """A generator program whose requests wait for earlier requests' corrections (scenario
+    ``traffic.program.waits``; a stim circuit's classically controlled gates, :mod:`twin.qec.feedback`).
+    The program counts its time in the generator clock's edges.
 
-    for_round: int = -1
-    then_ps: int = 0
+    pattern: per request of a shot (request ``i``, 0-based, takes ``pattern[i % len(pattern)]``), the
+        offsets ``k >= 1`` of the requests whose corrections it waits for (empty: none; a request
+        before 0 is not waited for, so a shot's first round or the first ``k`` requests wait for nothing).
+    then_cycles: generator cycles from the dependent operation (applied once the last of those
+        corrections is back) to the request leaving (the rest of the round).
+
+    Request ``i`` leaves at edge ``max(e + period_cycles, b + then_cycles)``, ``e`` the edge of
+    request ``i - 1`` and ``b`` the first edge at or after the last correction it waits for is back
+    at the generator; ``e + period_cycles`` (the open-loop edge) without dependencies. The stall is
+    the difference (:func:`program_stats`); every later request shifts with it. In a stim circuit's
+    terms, a gate ``slack`` cycles after request ``i - 1`` is applied at ``max(e + slack, b)`` and
+    the request leaves ``period - slack`` after it: ``then_cycles = period_cycles - slack``.
+    Raises ValueError for an empty pattern, an offset below 1 or ``then_cycles < 0``."""
+
+    pattern: tuple[tuple[int, ...], ...] = ((1,),)
+    then_cycles: int = 0
 
     def __post_init__(self):
-        if self.for_round >= 0:
-            raise ValueError(f"waits.for_round must be < 0 (an earlier round's correction), got {self.for_round}")
-        if self.then_ps < 0:
-            raise ValueError(f"waits.then must be >= 0 ps, got {self.then_ps}")
+        if not self.pattern or any(k < 1 for w in self.pattern for k in w):
+            raise ValueError(f"waits pattern {self.pattern}: one entry per request of a shot, offsets >= 1 "
+                             "(an earlier request's correction)")
+        if self.then_cycles < 0:
+            raise ValueError(f"waits.then must be >= 0 cycles, got {self.then_cycles}")
+
+    @classmethod
+    def every_round(cls, for_round: int = -1, then_cycles: int = 0) -> Waits:
+        """Every request waits for the correction of the request ``for_round`` before it (-1: the
+        previous one; scenario ``traffic.program.waits: {for_round, then}``). Raises ValueError for
+        ``for_round >= 0`` (a round cannot wait for its own correction or a later one)."""
+        if for_round >= 0:
+            raise ValueError(f"waits.for_round must be < 0 (an earlier round's correction), got {for_round}")
+        return cls(((-for_round,),), then_cycles)
+
+    def needs(self, i: int) -> tuple[int, ...]:
+        """The requests (0-based) whose corrections request ``i`` waits for (none before 0)."""
+        return tuple(i - k for k in self.pattern[i % len(self.pattern)] if i - k >= 0)
+
+    def next_edge(self, clock: Clock, prev_edge: int, i: int, period_cycles: int,
+                  back: Callable[[int], int]) -> tuple[int, int]:
+        """``(open-loop edge, send edge)``: clock edge indices of request ``i`` (>= 1), request
+        ``i - 1`` sent at edge ``prev_edge``; ``back(j)``: request ``j``'s correction back at the
+        generator (ps), called for every request :meth:`needs` names. The one computation of the
+        event and the direct engines."""
+        nominal = prev_edge + period_cycles
+        deps = self.needs(i)
+        if not deps:
+            return nominal, nominal
+        return nominal, max(nominal, clock.index_at_or_after(max(back(j) for j in deps)) + self.then_cycles)
 
 
 def program_stats(t_send: np.ndarray, nominal: np.ndarray) -> dict:
@@ -145,8 +179,8 @@ class TrafficParams:
         reply plus the gap (instead of a fixed ``gap_ps``).
     share: open loop only: this generator sends its :class:`Share` of a stream (``rounds`` is then
         its own request count, ``share.rounds``; the gaps are the stream's); None (default): all of it.
-    waits: open loop only: a :class:`Waits` (each round waits for an earlier round's correction), or
-        None (default).
+    waits: open loop at ``period_ps`` only: a :class:`Waits` (requests wait for earlier requests'
+        corrections), or None (default).
     feedback: a control system whose program listens to the replies (a
         :class:`twin.devices.qblox.QbloxCluster` whose programs ``wait_trigger``/``set_cond``): the
         event engine builds its generator (``feedback.generator(...)``) instead of this module's;
@@ -260,10 +294,10 @@ class TrafficGenerator:
         self.t_send: list[int] = []
         self.scheduled = 0  # closed loop: requests scheduled to leave (sent, or waiting for their edge)
         self.gaps = None if gaps_ps is None else gaps_ps.tolist()
-        self.back: dict[int, int] = {}  # waits: reply instants by sequence number
+        self.back: dict[int, int] = {}  # waits: correction instants by request (0-based)
         self.nominal: list[int] = []  # waits: each request's open-loop instant after the previous one
-        self.awaiting: int | None = None  # waits: the reply the next request waits for
-        self.cycle = 0  # waits: clock edge index of the last send
+        self.awaiting = False  # waits: the next request waits for a correction not back yet
+        self.edge = 0  # waits: clock edge index of the last send (Waits.next_edge)
 
     def start(self) -> None:
         """Schedule the first request (at the generator clock's edge 0)."""
@@ -302,25 +336,21 @@ class TrafficGenerator:
             self.kernel.at(t, self._send_open, j)
 
     def _send_waiting(self) -> None:
-        self.cycle = self.clock.index_at_or_after(self.kernel.now)
         self._send_next()
         self._plan_waiting()
 
     def _plan_waiting(self) -> None:
-        """Waits: schedule the next request, or wait for the reply it depends on."""
-        j = self.sent + 1  # the next request
-        if j > self.p.rounds:
+        """Waits: schedule the next request, or wait for the corrections it depends on."""
+        i = self.sent  # the next request, 0-based
+        if i >= self.p.rounds:
             return
         w = self.p.waits
-        nominal = self.clock.edge(self.cycle + self.p.period_cycles)
-        need = j + w.for_round
-        if need >= 1 and need not in self.back:
-            self.awaiting = need
+        self.awaiting = any(j not in self.back for j in w.needs(i))
+        if self.awaiting:
             return
-        self.awaiting = None
-        t = nominal if need < 1 else max(nominal, self.clock.at_or_after(self.back[need] + w.then_ps))
-        self.nominal.append(nominal)
-        self.kernel.at(t, self._send_waiting)
+        nominal, self.edge = w.next_edge(self.clock, self.edge, i, self.p.period_cycles, self.back.__getitem__)
+        self.nominal.append(self.clock.edge(nominal))
+        self.kernel.at(self.clock.edge(self.edge), self._send_waiting)
 
     def stats(self) -> dict:
         """The program's statistics (``waits``: :func:`program_stats`), or ``{}``."""
@@ -333,8 +363,8 @@ class TrafficGenerator:
         """A reply is back at the generator (now); ``payload``: its bytes (unused here)."""
         self.received += 1
         if self.p.waits is not None:
-            self.back[seq] = self.kernel.now
-            if self.awaiting == seq:
+            self.back[seq - 1] = self.kernel.now
+            if self.awaiting:
                 self._plan_waiting()
         if self.p.mode == "closed_loop" and self.scheduled < self.p.rounds:
             # the next request is number scheduled + 1; counted now, since it leaves only at a later

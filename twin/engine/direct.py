@@ -259,12 +259,10 @@ def _rounds_python(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body,
     check_at = chunk_rounds - 1  # the next round after which the loop looks up (progress, stop)
     stopped = None
     for i in range(n):
-        if waits is not None:
-            ts = clock.edge(cyc + tr.period_cycles) if i else clock.edge(0)
-            nominal[i] = ts
-            if i + waits.for_round >= 0:  # request i + 1 waits for reply i + 1 + for_round (back already)
-                ts = max(ts, clock.at_or_after(int(t_back[i + waits.for_round]) + waits.then_ps))
-            cyc = clock.index_at_or_after(ts)
+        if waits is not None:  # the edges of the event model's generator (Waits.next_edge; replies back already)
+            nom, cyc = waits.next_edge(clock, cyc, i, tr.period_cycles, t_back.item) if i else (0, 0)
+            nominal[i] = clock.edge(nom)
+            ts = clock.edge(cyc)
         elif i and not closed:
             ts = clock.edge(i * tr.period_cycles) if gaps is None else clock.at_or_after(ts + gaps[i - 1])
         elif pending is not None:

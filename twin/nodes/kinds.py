@@ -143,16 +143,20 @@ _TRAFFIC = {
     "share": P("", "derived: a decode placement's devices", "open loop: this generator's round-robin share of "
                "one stream spread over several consumers (index, count, the stream's requests); none: all of it",
                "derived from scenario decode.placements[].devices"),
-    "waits": P("", "scenario", "open loop: each round waits for an earlier round's correction (a Waits); none: "
-               "the fixed period", "scenario traffic.program.waits"),
+    "waits": P("", "scenario; derived: a stim circuit's classically controlled gates", "open loop: requests wait "
+               "for earlier requests' corrections (a Waits, in clock edges); none: the fixed period",
+               "scenario traffic.program.waits; derived from scenario decode.feedback"),
     "feedback": P("", "derived: a Qblox cluster whose programs wait_trigger/set_cond", "a control program that "
                   "listens to the replies (event engine only); none", "derived from scenario qblox"),
 }
 _WAITS = {
-    "for_round": P("", "scenario", "the round whose correction a round's dependent operation waits for (-1: the "
-                   "previous one)", "scenario traffic.program.waits.for_round"),
-    "then_ps": P("ps", "scenario", "from that operation to the round's request leaving",
-                 "scenario traffic.program.waits.then"),
+    "pattern": P("", "scenario (for_round k: every request waits for the one -k before it); derived: a stim "
+                 "circuit's classically controlled gates (twin.qec.feedback)", "per request of a shot, the offsets "
+                 "of the earlier requests whose corrections it waits for", "scenario traffic.program.waits.for_round; "
+                 "derived from scenario decode.feedback and decode.circuit"),
+    "then_cycles": P("cycle", "scenario (then / clock_period); derived: (period - decode.feedback.slack) / "
+                     "clock_period", "generator cycles from the dependent operation (the corrections back) to the "
+                     "request leaving", "scenario traffic.program.waits.then; derived from decode.feedback.slack"),
 }
 _FEEDBACK = {
     "answer_bit": P("bit", "assumption: bit 0 (a decode study's correction of observable 0)", "the reply's bit "

@@ -226,7 +226,7 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
                traffic: TrafficParams | None = None, seed: int = 0, slots: int = 16, encoding: str | None = "classic",
                external_control: bool = False, progress=None, engine: str = "event",
                verify_rounds: int = 10_000, model: str = "sim", bridge=None, rtl=None, workers: int = 1,
-               order: str = "in_order") -> DecodeRun:
+               order: str = "in_order", inject_ps: int = 0) -> DecodeRun:
     """Run every shot of ``workload`` through the loop to consumer ``device`` of ``params``.
 
     device: a consumer's name, or a list of K >= 2 names: one open-loop stream (one control system,
@@ -249,6 +249,8 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     otherwise); other modes, and runs where requests queue for a slot, use the event model.
     model / bridge / rtl: what stands for the consumer (any registered model; ``bridge`` for live,
     ``rtl`` a :class:`twin.rtl.loop.RtlConfig`); ``params`` may be a card-path or a RoCE parameter set.
+    inject_ps: a latency added to every request's decoder time (int ps >= 0; a latency sweep,
+    :mod:`twin.qec.ler_latency`); sim and code placements only (ValueError otherwise).
     workers / order: N parallel decoders on the consumer's queue and their reply order
     (:class:`twin.qec.hosting.HostedConsumer`; ``as_ready`` has the card read replies as they land).
     A windowed workload (``per="window"``) needs a matching decoder; its open-loop stream leaves at
@@ -263,6 +265,8 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     if engine not in ("event", "auto"):
         raise ValueError(f"engine {engine!r}: expected 'event' or 'auto'")
     cost = cost or CostModel()
+    if inject_ps < 0 or (inject_ps and model not in ("sim", "code")):
+        raise ValueError(f"an injected latency ({inject_ps} ps) is added to a sim or code decoder's time, >= 0")
     windowed = workload.per == "window"
     if windowed and not isinstance(decoder, MatchingDecoder):
         raise ValueError(f"windowed decoding runs the matching decoder on each window, not {decoder.kind}")
@@ -294,7 +298,7 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
         clock_ps = c.poll_period_ps if c.kind == "fpga" else 4000
         dc = cost if count == 1 else copy.deepcopy(cost)  # each device's own description
         computes.append(dc.per_request_ps(decoder, c.kind, acc_frames, events, poll_period_ps=c.poll_period_ps,
-                                          clock_ps=clock_ps))
+                                          clock_ps=clock_ps) + inject_ps)
         costs.append(dc)
     spec, c, compute = specs[0], specs[0].consumer, computes[0]
 

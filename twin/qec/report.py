@@ -59,8 +59,12 @@ def print_decode(study: DecodeStudy, console) -> None:
     print_program_table([(_label(s), s) for s in doc["placements"]], console, "placement")
     for s in doc["placements"]:
         lo, hi = s["ci"]["loop"]
+        late = ""
+        if "timing_aware" in s["ler"]:  # a correction back after the deadline counts as a failure
+            tlo, thi = s["ci"]["timing_aware"]
+            late = f"; timing-aware (late = failure) {s['ler']['timing_aware']:.2e} [{tlo:.1e}, {thi:.1e}]"
         console.print(f"{_label(s)}: LER in the loop {s['ler']['loop']:.2e} [{lo:.1e}, {hi:.1e}], decoded directly "
-                      f"{s['ler']['direct']:.2e}")
+                      f"{s['ler']['direct']:.2e}{late}")
     from twin.output.budget import print_budget_table
     print_budget_table([(_label(s), s) for s in doc["placements"]], console, "placement")
     if any(s.get("budget") for s in doc["placements"]):
@@ -80,6 +84,8 @@ def print_decode(study: DecodeStudy, console) -> None:
         console.print(f"sliding windows (W={win['rounds']}, C={win['commit']}): LER {ww['windowed']['ler']:.2e} "
                       f"against whole-shot matching {ww['whole_shot']['ler']:.2e}: "
                       + ("within" if ww["windowed_within_whole_shot_ci"] else "OUTSIDE") + " its interval")
+    if doc.get("feedback"):
+        print_feedback(doc, console)
     for s in doc["placements"]:
         tp = {k: (v or float("nan")) for k, v in s["throughput"].items()}
         c = s["cost"]
@@ -90,6 +96,84 @@ def print_decode(study: DecodeStudy, console) -> None:
                       f"{tp['loop_decode_requests_per_s']:,.0f} requests/s, direct "
                       f"{tp['direct_decode_requests_per_s']:,.0f} requests/s (this machine); engine {s['engine']}, "
                       f"{s['replies_checked']:,} replies checked byte for byte by the card")
+
+
+def print_feedback(doc: dict, console) -> None:
+    """The LER vs latency table of a feedback study: per placement and injected latency, the
+    reaction time, the program's stall per cycle and per shot, the effective cycle and the LER
+    with the stalls as idle noise; then what each placement buys against the first."""
+    from rich import box
+    from rich.table import Table
+    fb = doc["feedback"]
+    idle = fb["idle"]
+    model = (f"T1 {idle['t1_us']:g} µs, T2 {idle['t2_us']:g} µs" if idle["model"] == "t1t2"
+             else f"depolarising {idle['rate_per_us']:g} per µs")
+    tb = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True,
+               title=f"feedback: {fb['gates']} gates wait for the loop, slack {fb['slack_ns']:g} ns, idle noise "
+                     f"{model} on qubits {fb['qubits']}")
+    for col in ("placement", "+µs", "reaction", "stall/cycle", "stall/shot", "cycle", "LER idle", "interval"):
+        tb.add_column(col, justify="left" if col == "placement" else "right", no_wrap=True)
+    for s in doc["placements"]:
+        for p in s.get("feedback", []):
+            tb.add_row(_label(s), f"{p['inject_ns'] / 1000:g}", f"{p['reaction']['p50_ns'] / 1000:.3f}",
+                       f"{p['stall_per_cycle_ns'] / 1000:.3f}", f"{p['stall_per_shot']['p50_ns'] / 1000:.3f}",
+                       f"{p['effective_cycle_ns'] / 1000:.3f}", f"{p['ler']:.2e}",
+                       f"[{p['ci'][0]:.1e}, {p['ci'][1]:.1e}]")
+    console.print(tb)
+    console.print("µs: +µs the latency injected into the decoder's time; reaction (p50) a request's last syndrome "
+                  "measured -> its correction back; stall/cycle the program's mean idle per QEC cycle, stall/shot "
+                  "(p50) per shot (one logical operation); cycle the effective QEC cycle; LER idle: the shots "
+                  "sampled again with their stalls as idle noise, decoded by the same decoder")
+    base = [s for s in doc["placements"] if s.get("feedback")]
+    for s in base[1:]:
+        a, b = base[0]["feedback"][0], s["feedback"][0]
+        console.print(f"moving the decoder from {_label(base[0])} to {_label(s)}: reaction p50 "
+                      f"{a['reaction']['p50_ns'] / 1000:.2f} -> {b['reaction']['p50_ns'] / 1000:.2f} µs, LER with idle "
+                      f"{a['ler']:.2e} -> {b['ler']:.2e}")
+
+
+def _save(folder, name: str, fig) -> Path:
+    """Stage ``fig`` as ``name`` in ``folder`` (120 dpi, tight layout) and close it."""
+    import matplotlib.pyplot as plt
+    fig.tight_layout()
+    try:
+        return folder.savefig(name, fig, dpi=120)
+    finally:
+        plt.close(fig)
+
+
+def write_ler_latency(study: DecodeStudy, folder) -> list[Path]:
+    """A feedback study's ler_vs_latency.csv (placement, injected latency, reaction p50, stall per
+    cycle, effective cycle, errors, shots, LER and interval) and ler_vs_latency.png (LER with idle
+    noise against the reaction time p50, µs, one series per placement, error bars the interval)."""
+    import matplotlib.pyplot as plt
+    doc = study.document
+    rows = [(s, p) for s in doc["placements"] for p in s.get("feedback", [])]
+
+    def csv(f) -> None:
+        f.write("placement,inject_ns,reaction_p50_ns,stall_per_cycle_ns,effective_cycle_ns,logical_errors,shots,"
+                "ler,ci_low,ci_high\n")
+        f.writelines(f"{_label(s)},{p['inject_ns']:g},{p['reaction']['p50_ns']:g},{p['stall_per_cycle_ns']:g},"
+                     f"{p['effective_cycle_ns']:g},{p['logical_errors']},{p['shots']},{p['ler']!r},"
+                     f"{p['ci'][0]!r},{p['ci'][1]!r}\n" for s, p in rows)
+    paths = [folder.write(FEEDBACK_FILES[0], csv)]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for s in doc["placements"]:
+        pts = s.get("feedback", [])
+        if not pts:
+            continue
+        x = np.array([p["reaction"]["p50_ns"] / 1000 for p in pts])
+        y = np.array([p["ler"] for p in pts])
+        lo = np.array([p["ci"][0] for p in pts])
+        hi = np.array([p["ci"][1] for p in pts])
+        ax.errorbar(x, y, yerr=[y - lo, hi - y], fmt="o-", ms=4, capsize=3, label=_label(s))
+    ax.set_xlabel("loop reaction time p50 (µs)")
+    ax.set_ylabel("logical error rate per shot")
+    ax.set_title(f"{doc['scenario']}: LER vs latency (idle noise from the program's stalls; bars: "
+                 f"{doc['interval']['method']} {doc['interval']['confidence']:.0%})", fontsize=9)
+    ax.legend(fontsize=8)
+    paths.append(_save(folder, FEEDBACK_FILES[1], fig))
+    return paths
 
 
 LATENCY_POINTS = 10_000  # latency_vs_round.png draws every request up to this many, blocks beyond
@@ -116,8 +200,9 @@ def latency_blocks(samples_ps: np.ndarray, points: int = LATENCY_POINTS) -> tupl
     return np.arange(1, n + 1, block), mid, top, block
 
 
+FEEDBACK_FILES = ("ler_vs_latency.csv", "ler_vs_latency.png")  # written with decode.feedback
 DECODE_FILES = ("results.json", "stats.csv", "queue_depth.csv", "requests.csv", "latency_vs_round.png",
-                "backlog_vs_time.png")
+                "backlog_vs_time.png", *FEEDBACK_FILES)
 
 
 def write_decode_outputs(study: DecodeStudy, folder) -> list[Path]:
@@ -164,11 +249,7 @@ def write_decode_outputs(study: DecodeStudy, folder) -> list[Path]:
     ax.set_title(f"{doc['scenario']}: latency vs round" + (
         f" (per block of {block:,} requests: median line, slowest as a dot)" if block > 1 else ""), fontsize=9)
     ax.legend(markerscale=8, fontsize=8)
-    fig.tight_layout()
-    try:
-        paths.append(folder.savefig(DECODE_FILES[4], fig, dpi=120))
-    finally:
-        plt.close(fig)
+    paths.append(_save(folder, DECODE_FILES[4], fig))
     fig, ax = plt.subplots(figsize=(8, 4))
     for s, (tq, depth) in zip(doc["placements"], study.backlogs or study.queues):
         ax.step((tq - tq[0]) / 1e6, depth, where="post", label=_label(s))
@@ -176,9 +257,7 @@ def write_decode_outputs(study: DecodeStudy, folder) -> list[Path]:
     ax.set_ylabel("requests waiting for a decoder" if study.backlogs else "requests in the card (queue depth)")
     ax.set_title(f"{doc['scenario']}: backlog vs time")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    try:
-        paths.append(folder.savefig(DECODE_FILES[5], fig, dpi=120))
-    finally:
-        plt.close(fig)
+    paths.append(_save(folder, DECODE_FILES[5], fig))
+    if doc.get("feedback"):
+        paths += write_ler_latency(study, folder)
     return paths

@@ -29,6 +29,10 @@ Schema (keys; optional keys show their default)::
       function: null | "package.module:callable" | "lib.so:symbol" | a registered function name  # decoder: function
       cost: {how: model | host_timed | fitted, scale: 1.0, fixed: null | "300 ns",
              file: null | ../calibrations/measured/decoders/X.yaml}   # scale: host_timed, fitted; fixed: model
+      feedback: null | {slack: "0 ns",       # the circuit's classically controlled gates wait for the loop
+            idle: {model: t1t2, t1: "100 us", t2: "80 us"} | {model: depolarizing, rate_per_us: 0.001},
+            qubits: data | all,              # which qubits idle meanwhile (data: measured at most once)
+            inject: ["2 us", ...]}           # latencies added to the decoder's time: one more run each
       interval: wilson | clopper_pearson     # confidence interval of the logical error rate
       confidence: 0.95
       placements: [{device: <consumer in calibration>, mode: inline | worker | external_self |
@@ -174,6 +178,75 @@ class Window(_Strict):
 
 
 
+class Idle(_Strict):
+    """The idle-noise model (:class:`twin.qec.idle_noise.IdleNoise`): ``t1t2`` with ``t1`` and
+    ``t2`` (durations, ``t2 <= 2 t1``), or ``depolarizing`` with ``rate_per_us``."""
+
+    model: Literal["t1t2", "depolarizing"]
+    t1: str | None = None
+    t2: str | None = None
+    rate_per_us: float | None = Field(None, ge=0, le=1e6)
+    _d = field_validator("t1", "t2", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+    @model_validator(mode="after")
+    def _params(self):
+        from twin.units import time_ps
+        if self.model == "t1t2":
+            if self.rate_per_us is not None:
+                raise Located(("rate_per_us",), self.rate_per_us, "applies to model: depolarizing (t1t2 takes t1, t2)")
+            for k in ("t1", "t2"):
+                if getattr(self, k) is None or time_ps(getattr(self, k)) <= 0:
+                    raise Located((k,), getattr(self, k) or "<missing>",
+                                  "model t1t2 needs t1 and t2 > 0 (e.g. '100 us')")
+            if time_ps(self.t2) > 2 * time_ps(self.t1):
+                raise Located(("t2",), self.t2, f"above 2 t1 ({self.t1}): no qubit has it (the twirled channel's p_z "
+                              "would be negative)")
+        else:
+            for k in ("t1", "t2"):
+                if getattr(self, k) is not None:
+                    raise Located((k,), getattr(self, k), "applies to model: t1t2 (depolarizing takes rate_per_us)")
+            if self.rate_per_us is None:
+                raise Located(("rate_per_us",), "<missing>", "model depolarizing needs rate_per_us (e.g. 0.001)")
+        return self
+
+    def noise(self):
+        """The :class:`twin.qec.idle_noise.IdleNoise` (ps)."""
+        from twin.qec.idle_noise import IdleNoise
+        from twin.units import time_ps
+        if self.model == "t1t2":
+            return IdleNoise("t1t2", time_ps(self.t1), time_ps(self.t2))
+        return IdleNoise("depolarizing", rate_per_us=self.rate_per_us)
+
+
+class FeedbackTiming(_Strict):
+    """A circuit's classically controlled gates wait for the loop (:mod:`twin.qec.feedback`):
+    ``slack`` (the program time from a round's syndrome measured to the gate that needs its
+    correction), the ``idle`` noise the stall costs, the ``qubits`` that idle, and ``inject``:
+    latencies added to the decoder's time, one more run of each placement each (the LER vs
+    latency curve; the placement's own run is the first point)."""
+
+    slack: str = "0 ns"
+    idle: Idle
+    qubits: Literal["data", "all"] = "data"
+    inject: list[str] = Field(default_factory=list, max_length=32)
+    _d = field_validator("slack", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+    @field_validator("inject", mode="before")
+    @classmethod
+    def _inject(cls, v):
+        from twin.units import time_ps
+        if isinstance(v, list):
+            seen = set()
+            for x in v:
+                _duration(x)
+                if time_ps(x) <= 0:
+                    raise ValueError(f"{x!r}: an injected latency is > 0 (the placement's own run is the 0 point)")
+                if time_ps(x) in seen:
+                    raise ValueError(f"{x!r} is listed twice")
+                seen.add(time_ps(x))
+        return v
+
+
 CIRCUIT_FILE_OWNS = ("distance", "rounds", "p", "noise")  # a circuit file fixes these itself
 
 
@@ -194,6 +267,7 @@ class Decode(_Strict):
     decoder: str = Field("lookup", min_length=1)
     function: str | None = None
     cost: Cost = Cost()
+    feedback: FeedbackTiming | None = None
     interval: Literal["wilson", "clopper_pearson"] = "wilson"
     confidence: float = Field(0.95, gt=0, lt=1)
     placements: list[Placement] = Field(min_length=1)
@@ -292,6 +366,35 @@ class DecodeScenario(_Strict):
             if self.decode.per != "shot":
                 raise Located(where, pl.devices, f"each request goes to one device; a shot's per-{self.decode.per} "
                               "requests build on the earlier ones' state in one decoder (per: shot)")
+        return self
+
+    @model_validator(mode="after")
+    def _feedback(self):
+        from twin.units import time_ps
+        d, t = self.decode, self.traffic
+        if d.feedback is None:
+            return self
+        where = ("decode", "feedback")
+        if d.circuit is None:
+            raise Located(where, "{...}", f"a named code's memory circuit ({d.code}) has no classically controlled "
+                          "gates; give decode.circuit: a .stim file with feedback (CX rec[-1] q)")
+        if d.per != "round":
+            raise Located(("decode", "per"), d.per, "a gate waits for one round's correction: feedback needs per: "
+                          "round (one request per QEC round)")
+        if self.qblox is not None:
+            raise Located(("qblox",), "{...}", "a Qblox cluster's programs time its requests; feedback times a "
+                          "stim circuit's program at traffic.period")
+        if t.mode != "open_loop" or t.gaps is not None:
+            raise Located(("traffic", "mode"), t.mode, "feedback runs the circuit's program at the QEC cycle: "
+                          "open_loop traffic with a period (no gaps)")
+        slack, clk = time_ps(d.feedback.slack), time_ps(t.clock_period)
+        if slack % clk or slack > time_ps(t.period):
+            raise Located(where + ("slack",), d.feedback.slack, f"a whole number of clock_period ({t.clock_period}) "
+                          f"cycles, at most the period ({t.period})")
+        for i, pl in enumerate(d.placements):
+            if d.feedback.inject and pl.model not in ("sim", "code"):
+                raise Located(where + ("inject",), d.feedback.inject, f"an injected latency is added to a sim or "
+                              f"code decoder's time; placement {i} is model {pl.model} (its own time)")
         return self
 
     @model_validator(mode="after")

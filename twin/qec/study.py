@@ -43,6 +43,7 @@ class LoadedDecode:
     cost_fit: object = None  # decode.cost.how fitted: its twin.qec.cost_fit.DecoderFit
     circuit: object = None   # the stim.Circuit the decode block describes (decode_circuit)
     decoder: object = None   # the decoder built for it at load (decoder_for)
+    feedback: object = None  # decode.feedback: the circuit's twin.qec.feedback.FeedbackPlan
 
 
 def serving_kind(params, dev: str) -> str:
@@ -139,7 +140,14 @@ def load_decode(path: str | Path) -> LoadedDecode:
     except Exception as e:
         raise ConfigError(path, "decode.decoder", d.decoder, f"cannot be built for this circuit: "
                           f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}") from None
-    return LoadedDecode(path, sc, params, hosting, hp_path, fit, circuit, decoder)
+    plan = None
+    if d.feedback is not None:
+        from twin.qec.feedback import FeedbackError, analyse
+        try:
+            plan = analyse(circuit, d.feedback.qubits)
+        except FeedbackError as e:
+            raise ConfigError(path, "decode.feedback", d.circuit, str(e)) from None
+    return LoadedDecode(path, sc, params, hosting, hp_path, fit, circuit, decoder, plan)
 
 
 MAX_CIRCUIT_QUBITS = 100_000           # stim allocates a frame per qubit; a real memory experiment has ~10^3
@@ -494,6 +502,13 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     q = ld.sc.qblox
     traffic = (q.traffic(w.requests, w.frame_bytes, carry_syndrome=False) if q is not None
                else traffic_params(t, w.requests, w.frame_bytes))
+    fb = d.feedback
+    if fb is not None:  # the circuit's gates wait for the loop: the program's time (twin.qec.feedback)
+        from dataclasses import replace
+
+        from twin.devices.generator import Waits
+        then = (traffic.period_ps - time_ps(fb.slack)) // traffic.clock_ps  # the gate, then the rest of the cycle
+        traffic = replace(traffic, waits=Waits(ld.feedback.waits, then))
     deadline_ps = time_ps(sc.deadline) if sc.deadline else None
     doc = {"schema": "twin.decode/1", "scenario": sc.name, "calibration": ld.params.name,
            "hosting": ld.hosting.__dict__, "seed": seed,
@@ -511,6 +526,10 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
            "traffic": traffic_document(sc),
            "deadline_ns": deadline_ps / 1000 if deadline_ps else None,
            "interval": {"method": d.interval, "confidence": d.confidence},
+           "feedback": None if fb is None else {
+               "slack_ns": time_ps(fb.slack) / 1000, "idle": fb.idle.noise().describe(), "qubits": fb.qubits,
+               "idle_qubits": list(ld.feedback.idle_qubits), "gates": ld.feedback.gates,
+               "waits": [list(x) for x in ld.feedback.waits], "inject_ns": [time_ps(x) / 1000 for x in fb.inject]},
            "stim_pymatching": None, "placements": []}
     if pm_errors is not None:
         lo, hi = interval(pm_errors, shots, d.interval, d.confidence)
@@ -542,15 +561,20 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
                          fixed_ns=time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None, fit=ld.cost_fit,
                          file=d.cost.file, seed=seed)
         label = "+".join(pl.names)
-        cb = (lambda n, name=label: progress(name, n)) if progress else None
         stopped = None
+
+        def run(inject_ps: int = 0, pl=pl, cost=cost, label=label):
+            name = label + (f" +{inject_ps / 1e6:g} us" if inject_ps else "")
+            cb = (lambda n: progress(name, n)) if progress else None
+            return run_decode(ld.params, pl.where, w, decoder, mode=pl.mode, hosting=ld.hosting, cost=cost,
+                              traffic=traffic, seed=seed, slots=sc.slots,
+                              encoding="classic" if sc.encoding == "default" else sc.encoding,
+                              external_control=sc.control == "aurora", progress=cb, engine=engine,
+                              verify_rounds=verify_rounds, model=pl.model,
+                              bridge=pl.bridge.settings() if pl.bridge else None, workers=pl.workers, order=pl.order,
+                              inject_ps=inject_ps)
         try:
-            r = run_decode(ld.params, pl.where, w, decoder, mode=pl.mode, hosting=ld.hosting, cost=cost,
-                           traffic=traffic, seed=seed, slots=sc.slots,
-                           encoding="classic" if sc.encoding == "default" else sc.encoding,
-                           external_control=sc.control == "aurora", progress=cb, engine=engine,
-                           verify_rounds=verify_rounds, model=pl.model,
-                           bridge=pl.bridge.settings() if pl.bridge else None, workers=pl.workers, order=pl.order)
+            r = run()
         except FunctionFailed as e:
             raise function_failure(ld, w, e) from None
         except DecoderFailed as e:  # a decoder answered with the wrong shape
@@ -607,6 +631,15 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         if deadline_ps is not None:
             lat = res.loop_ps if sc.control == "aurora" else res.rtt_ps
             s["deadline_misses"] = int((lat > deadline_ps).sum())
+            from twin.qec.ler_latency import timing_aware
+            fail = int(timing_aware(r, lat > deadline_ps).sum())  # a late correction is a failure
+            s["logical_errors"]["timing_aware"] = fail
+            s["ler"]["timing_aware"] = fail / done
+            s["ci"]["timing_aware"] = list(interval(fail, done, d.interval, d.confidence))
+        if fb is not None and stopped is None:
+            s["feedback"], stopped = feedback_points(ld, r, run, traffic, seed)
+            if stopped is not None:
+                doc["partial"] = True
         tq = np.linspace(int(res.t_in.min()), int(res.t_have.max()), 200).astype(np.int64)
         s["queue_depth_max"] = int(queue_depth(res, np.sort(res.t_in)).max())
         s["throughput"] = {"loop_decode_requests_per_s": w.requests / r.decode_wall_s if r.decode_wall_s else None,
@@ -637,6 +670,29 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
             "whole_shot": {"logical_errors": pm_errors, "ler": pm_errors / shots, "ci": [lo, hi]},
             "windowed_within_whole_shot_ci": bool(lo <= k / kept <= hi)}
     return DecodeStudy(doc, runs, queues, tables, backlogs, interrupted="partial" in doc)
+
+
+def feedback_points(ld: LoadedDecode, r, run, traffic, seed: int) -> tuple[list[dict], Interrupted | None]:
+    """The LER vs latency points of one placement (:func:`twin.qec.ler_latency.feedback_point`):
+    its own run ``r`` first, then ``run(inject_ps)`` once per ``decode.feedback.inject``; and the
+    stop request that ended them early (the points so far kept), or None."""
+    from twin.qec.ler_latency import feedback_point
+    d = ld.sc.decode
+    fb = d.feedback
+    noise = fb.idle.noise()
+
+    def ci(k, n):
+        return interval(k, n, d.interval, d.confidence)
+
+    def point(run_, inject_ps):
+        return feedback_point(run_, ld.feedback, traffic.period_ps, time_ps(fb.slack), noise, seed, ci, inject_ps)
+    out = [point(r, 0)]
+    for x in fb.inject:
+        try:
+            out.append(point(run(time_ps(x)), time_ps(x)))
+        except Interrupted as e:
+            return out, e
+    return out, None
 
 
 def workload_document(d: Decode) -> dict:

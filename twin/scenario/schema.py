@@ -154,7 +154,7 @@ class GapsBlock(_Strict):
 class WaitsBlock(_Strict):
     """``traffic.program.waits`` (:class:`twin.devices.generator.Waits`): each round's dependent
     operation waits for the correction of the round ``for_round`` before it (-1: the previous
-    one); the round's request leaves ``then`` after that operation."""
+    one); the round's request leaves ``then`` (whole clock cycles) after that operation."""
 
     for_round: int = Field(-1, le=-1, ge=-1_000_000, strict=True)
     then: str = "0 ns"
@@ -212,6 +212,9 @@ class Traffic(_Strict):
             raise Located(("program",), "{...}", "a round waiting for an earlier correction delays an open-loop "
                           "stream at a fixed period (mode: open_loop, period, no gaps); closed loop already waits "
                           "for every reply")
+        if self.program is not None and time_ps(self.program.waits.then) % time_ps(self.clock_period):
+            raise Located(("program", "waits", "then"), self.program.waits.then, "the program counts its time in "
+                          f"clock edges: a whole number of clock_period ({self.clock_period}) cycles")
         return self
 
 
@@ -547,7 +550,7 @@ def traffic_params(t: Traffic, rounds: int, frame_bytes: int, gaps_file: Path | 
                          period_ps=time_ps(t.period) if t.period else 0, clock=t.clock,
                          clock_ps=time_ps(t.clock_period), ppm=t.ppm, gap_ps=time_ps(t.gap),
                          in_flight=t.in_flight, gaps=gaps_of(t.gaps, gaps_file),
-                         waits=None if t.program is None else Waits(t.program.waits.for_round,
-                                                                    time_ps(t.program.waits.then)))
+                         waits=None if t.program is None else Waits.every_round(
+                             t.program.waits.for_round, time_ps(t.program.waits.then) // time_ps(t.clock_period)))
 
 
