@@ -7,6 +7,7 @@ origin (measured in a seed, fitted, derived, or an assumption) is listed under `
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal, Self
 
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from twin.config import Located, load_model
 from twin.devices.consumer import ConsumerParams
 from twin.devices.cpu import cpu_core
+from twin.devices.service import IdleCost, ServiceMode
 from twin.devices.fpga import fpga_logic
 from twin.devices.generator import TrafficParams
 from twin.devices.gpu import gpu_persistent_kernel
@@ -144,8 +146,67 @@ class HostModel(_Strict):
                         _ps(self.path(path).latency_ns))
 
 
+class IdleModel(_Strict):
+    """What idling costs, one mechanism (:class:`twin.devices.service.IdleCost`): either
+    ``cost_ns`` and ``tau_ns`` (``c(gap) = cost * (1 - exp(-gap / tau))``) or ``table``
+    ([[gap_ns, cost_ns], ...], gaps increasing: log-gap interpolation, flat beyond the ends)."""
+
+    mechanism: str
+    cost_ns: float | None = Field(None, ge=0)
+    tau_ns: float | None = Field(None, gt=0)
+    table: list[tuple[float, float]] | None = None
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _one_form(self):
+        if (self.table is None) == (self.cost_ns is None or self.tau_ns is None):
+            raise ValueError("an idle cost needs either cost_ns and tau_ns, or table (not both)")
+        if self.table is not None:
+            gaps = [g for g, _ in self.table]
+            if not gaps or gaps[0] <= 0 or any(b <= a for a, b in zip(gaps, gaps[1:])):
+                raise Located(("table",), self.table, "gaps must be > 0 and strictly increasing")
+            if any(c < 0 or c > MAX_PARAM_NS or g > MAX_PARAM_NS for g, c in self.table):
+                raise Located(("table",), self.table, "costs must be >= 0; gaps and costs at most 1 s")
+        return self
+
+    def cost(self) -> IdleCost:
+        """The mechanism in integer picoseconds."""
+        if self.table is not None:
+            return IdleCost(self.mechanism, "table", points=tuple((max(1, _ps(g)), _ps(c)) for g, c in self.table))
+        return IdleCost(self.mechanism, "saturating", cost_ps=_ps(self.cost_ns), tau_ps=max(1, _ps(self.tau_ns)))
+
+
+class ModeModel(_Strict):
+    """One extra mode of the service time (:class:`twin.devices.service.ServiceMode`): with
+    probability ``weight`` a round takes ``offset_ns`` plus a uniform draw in [0, ``width_ns``) more."""
+
+    weight: float = Field(gt=0, lt=1)
+    offset_ns: float = Field(ge=0)
+    width_ns: float = Field(0.0, ge=0)
+
+    def mode(self) -> ServiceMode:
+        """The mode in integer picoseconds."""
+        return ServiceMode(self.weight, _ps(self.offset_ns), _ps(self.width_ns))
+
+
+def reply_bytes(function: int, frame_bytes: int) -> int:
+    """The reply payload's length for ``function`` (id) on a ``frame_bytes`` request: its Python
+    implementation's answer to a zero payload (a function that refuses it: ``frame_bytes``)."""
+    from twin.runtime.functions import lookup
+    try:
+        return len(lookup(function).python(bytes(frame_bytes)))
+    except (KeyError, ValueError):
+        return frame_bytes
+
+
 class ConsumerModel(_Strict):
-    """One consumer. ``kind`` picks the device model; unused keys for a kind must stay unset."""
+    """One consumer. ``kind`` picks the device model; unused keys for a kind must stay unset.
+
+    Service as a function of what is asked (cpu and gpu): ``service_ns`` is the constant part; a
+    loop adds ``service_per_frame_byte_ns`` x request payload bytes, ``service_per_reply_byte_ns``
+    x reply payload bytes and ``function_ns[<function name>]`` (fitted from several live runs by
+    ``twin calibrate --from-live``). ``idle`` (what idling costs) and ``service_modes`` vary it
+    per round (:mod:`twin.devices.service`). All default to nothing: the service is constant."""
 
     kind: Literal["cpu", "gpu", "fpga"]
     device: str = ""
@@ -160,6 +221,22 @@ class ConsumerModel(_Strict):
     fence_ns: float = Field(0.0, ge=0)
     clock_ns: float | None = Field(None, gt=0)
     answer_ns: float | None = Field(None, ge=0)
+    service_per_frame_byte_ns: float = Field(0.0, ge=0)
+    service_per_reply_byte_ns: float = Field(0.0, ge=0)
+    function_ns: dict[str, float] = {}
+    idle: list[IdleModel] = []
+    service_modes: list[ModeModel] = []
+
+    @field_validator("function_ns")
+    @classmethod
+    def _functions(cls, v):
+        from twin.runtime.functions import lookup
+        for name in v:
+            try:
+                lookup(name)
+            except KeyError:
+                raise Located((name,), name, "no such function") from None
+        return v
 
     @model_validator(mode="after")
     def _kind_keys(self):
@@ -169,19 +246,47 @@ class ConsumerModel(_Strict):
         for key in need:
             if getattr(self, key) is None:
                 raise ValueError(f"a {self.kind} consumer needs {key}")
+        if self.kind == "fpga":
+            for key in ("service_per_frame_byte_ns", "service_per_reply_byte_ns", "function_ns", "idle",
+                        "service_modes"):
+                if getattr(self, key):
+                    raise Located((key,), getattr(self, key), "an fpga consumer's answer time is answer_ns in "
+                                  "whole clock cycles: this cpu/gpu key does not apply")
         return self
 
-    def params(self, encoding: str | None = None) -> ConsumerParams:
-        """Device parameters in ps; ``encoding`` overrides the consumer's own."""
+    def service_total_ns(self, frame_bytes: int = 0, reply: int = 0, function: str = "echo") -> float:
+        """The constant service time (ns) for one request: ``service_ns`` plus the per-byte and
+        per-function terms."""
+        return (self.service_ns + self.service_per_frame_byte_ns * frame_bytes
+                + self.service_per_reply_byte_ns * reply + self.function_ns.get(function, 0.0))
+
+    def params(self, encoding: str | None = None, frame_bytes: int = 0, function: int = 0) -> ConsumerParams:
+        """Device parameters in ps; ``encoding`` overrides the consumer's own; ``frame_bytes`` and
+        ``function`` (id) are what each request asks (their service terms, if any, are added to
+        the service time). Raises ValueError when the service terms add up to less than 0."""
         enc = encoding or self.encoding
         if self.kind == "fpga":
             return fpga_logic(_ps(self.clock_ns), _ps(self.answer_ns), enc)
+        from twin.runtime.functions import lookup
+        try:
+            fname = lookup(function).name
+        except KeyError:
+            fname = ""
+        rb = reply_bytes(function, frame_bytes) if self.service_per_reply_byte_ns else 0
+        svc = self.service_total_ns(frame_bytes, rb, fname)
+        if svc < 0:
+            raise ValueError(f"consumer {self.device!r}: its service terms add up to {svc:g} ns (< 0) for "
+                             f"{frame_bytes} B and function {fname}")
+        idle = tuple(m.cost() for m in self.idle)
+        modes = tuple(m.mode() for m in self.service_modes)
         if self.kind == "gpu":
-            return gpu_persistent_kernel(_ps(self.poll_period_ns), _ps(self.service_ns), enc, _ps(self.fence_ns),
-                                         _ps(self.piece_check_ns))
-        return cpu_core(_ps(self.poll_period_ns), _ps(self.poll_cost_ns), _ps(self.service_ns), enc,
-                        None if self.read_ns is None else _ps(self.read_ns), _ps(self.piece_check_ns),
-                        _ps(self.fence_ns))
+            p = gpu_persistent_kernel(_ps(self.poll_period_ns), _ps(svc), enc, _ps(self.fence_ns),
+                                      _ps(self.piece_check_ns))
+        else:
+            p = cpu_core(_ps(self.poll_period_ns), _ps(self.poll_cost_ns), _ps(svc), enc,
+                         None if self.read_ns is None else _ps(self.read_ns), _ps(self.piece_check_ns),
+                         _ps(self.fence_ns))
+        return replace(p, idle=idle, modes=modes) if idle or modes else p
 
 
 class FitGroup(_Strict):
@@ -316,7 +421,8 @@ def loop_spec(params: ParamSet, consumer: str, traffic: TrafficParams, seed: int
     c = params.consumers[consumer]
     host = params.hosts[c.host]
     link = host.link(c.path)
-    return LoopSpec(name=consumer, card=params.card.params(), consumer=c.params(encoding), traffic=traffic,
+    return LoopSpec(name=consumer, card=params.card.params(),
+                    consumer=c.params(encoding, traffic.frame_bytes, function), traffic=traffic,
                     request_link=link, reply_link=link, jitter_ps=int(round(host.path(c.path).jitter_ns * PS_PER_NS)),
                     aurora=params.aurora.link() if external_control else None, slots=slots, seed=seed,
                     faults=faults, function=function, model=model, card_model=card_model, rtl=rtl, bridge=bridge)

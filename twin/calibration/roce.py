@@ -208,8 +208,8 @@ def roce_loop_spec(params: RoceParamSet, consumer: str, traffic: TrafficParams, 
     need = get_encoding(c.params(encoding).encoding).slot_bytes(traffic.frame_bytes)
     slot_bytes = max(slot_bytes, -(-need // 16) * 16)
     host = params.hosts[c.host]
-    return LoopSpec(name=consumer, card=card, consumer=c.params(encoding), traffic=traffic,
-                    request_link=req, reply_link=rep,  # type: ignore[arg-type]  (any Wire serves)
+    return LoopSpec(name=consumer, card=card, consumer=c.params(encoding, traffic.frame_bytes, function),
+                    traffic=traffic, request_link=req, reply_link=rep,  # type: ignore[arg-type]  (any Wire serves)
                     jitter_ps=int(round(host.path(c.path).jitter_ns * PS_PER_NS)), aurora=None, slots=slots,
                     seed=seed, faults=faults, function=function, model=model, slot_bytes=slot_bytes, bridge=bridge)
 

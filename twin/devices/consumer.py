@@ -6,6 +6,7 @@ from typing import Callable
 
 from twin.exchange.contract import STATUS
 from twin.exchange.encoding import Encoding, slot_offset
+from twin.devices.service import IdleCost, ServiceMode, idle_ps, mode_draws
 from twin.kernel import Kernel, MemoryRegion, Poller, PostedWritePath
 
 
@@ -27,6 +28,9 @@ class ConsumerParams:
     fence_ps: classic encoding only: the release fence between reply data and ready word
         (0 where the device relies on posted-write order, as the V80 does).
     encoding: the encoding this consumer uses for the echo ("classic" | "per_piece").
+    idle: what idling costs (:class:`twin.devices.service.IdleCost` per mechanism): extra service
+        time as a function of the idle gap before each request; default none.
+    modes: extra modes of the service time (:class:`twin.devices.service.ServiceMode`); default none.
     """
 
     kind: str
@@ -38,6 +42,8 @@ class ConsumerParams:
     piece_check_ps: int = 0
     fence_ps: int = 0
     poll_phase_ps: int | None = None
+    idle: tuple[IdleCost, ...] = ()
+    modes: tuple[ServiceMode, ...] = ()
 
     def __post_init__(self):
         if self.kind not in ("cpu", "gpu", "fpga"):
@@ -49,6 +55,19 @@ class ConsumerParams:
                 raise ValueError(f"{key} must be >= 0, got {getattr(self, key)}")
         if self.poll_phase_ps is not None and not 0 <= self.poll_phase_ps < self.poll_period_ps:
             raise ValueError(f"poll_phase_ps must be in [0, poll_period_ps), got {self.poll_phase_ps}")
+
+    @property
+    def varies(self) -> bool:
+        """Whether the service time varies per round (an idle cost or service modes)."""
+        return bool(self.idle or self.modes)
+
+    def idle_cost_ps(self, gap_ps: int) -> int:
+        """Extra service time (ps) after ``gap_ps`` of idling (:func:`twin.devices.service.idle_ps`)."""
+        return idle_ps(self.idle, gap_ps)
+
+    def mode_draws(self, seed: int, stream: str, n: int):
+        """Per-round extra service (int64 ps) of the modes (:func:`twin.devices.service.mode_draws`)."""
+        return mode_draws(self.modes, seed, stream, n)
 
     def pre_service_ps(self, enc: Encoding, nbytes: int) -> int:
         """Time from a poll's answer to the start of the function body for one request."""
@@ -119,6 +138,7 @@ class PollingConsumer:
         self.hops = hops
         self.next_seq = 1
         self.served = 0
+        self.service_draws = None  # per-round extra of the service modes (int64 ps; make_endpoint sets it)
 
     def start(self) -> None:
         """Begin polling for the first request."""
@@ -164,13 +184,24 @@ class PollingConsumer:
 
     def _seen(self, seq: int, base: int, at: int) -> None:
         """Serve request ``seq`` (slot at ``base``), taken by the thread at ``at`` (ps, >= now)."""
-        t = at + self.p.pre_service_ps(self.enc, self.frame_bytes) + self.p.service_ps
+        t = at + self.p.pre_service_ps(self.enc, self.frame_bytes) + self.p.service_ps + self.extra_ps(seq, at)
         writes = self.answer(seq, base)
         if self.tamper:
             writes = self.tamper(seq, writes)
         fence = 0 if self.enc.per_piece else self.p.fence_ps
         self._reply_at(seq, t, base, writes, fence)
         self._done(seq, at, t + fence, t, t + fence)
+
+    def extra_ps(self, seq: int, at: int) -> int:
+        """Request ``seq``'s service beyond the constant body (ps): the idle cost of the gap from the
+        thread's last free instant to the poll that took it (``at`` minus the poll cost), plus its
+        service-mode draw. 0 for a consumer whose service does not vary."""
+        if not self.p.varies:
+            return 0
+        x = self.p.idle_cost_ps(at - self.p.poll_cost_ps - self.thread.free)
+        if self.service_draws is not None and seq <= len(self.service_draws):
+            x += int(self.service_draws[seq - 1])
+        return x
 
     def _reply_at(self, seq: int, t: int, base: int, writes, fence: int) -> None:
         """Post the reply's writes from ``t``: per-piece one burst; classic the data, then after the
@@ -219,10 +250,13 @@ def make_endpoint(cls: type, ctx, **extra) -> PollingConsumer:
     spec, fp, wl = ctx.spec, ctx.spec.faults, ctx.workload
     if wl.consumer_class is not None:
         cls = wl.consumer_class(cls)
-    return cls(ctx.kernel, ctx.name, spec.consumer.with_phase(ctx.phase_ps), ctx.enc, ctx.req_region, ctx.rep_path,
-               spec.slots, ctx.slot_bytes, spec.traffic.frame_bytes, ctx.functions(),
-               fp.tamper("reply", ctx.enc.per_piece), fp.consumer_stalls(spec.consumer.kind), ctx.thread, ctx.hops,
-               **extra, **wl.consumer_kwargs)
+    ep = cls(ctx.kernel, ctx.name, spec.consumer.with_phase(ctx.phase_ps), ctx.enc, ctx.req_region, ctx.rep_path,
+             spec.slots, ctx.slot_bytes, spec.traffic.frame_bytes, ctx.functions(),
+             fp.tamper("reply", ctx.enc.per_piece), fp.consumer_stalls(spec.consumer.kind), ctx.thread, ctx.hops,
+             **extra, **wl.consumer_kwargs)
+    if spec.consumer.modes:
+        ep.service_draws = spec.consumer.mode_draws(spec.seed, spec.stream("consumer.modes"), spec.traffic.rounds)
+    return ep
 
 
 def build_endpoint(ctx) -> PollingConsumer:

@@ -101,6 +101,9 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     per_piece = enc.per_piece
     P, cost = c.poll_period_ps, c.poll_cost_ps
     body = c.pre_service_ps(enc, frame) + c.service_ps
+    varies = c.varies  # idle cost and service modes (twin.devices.service), as PollingConsumer.extra_ps
+    draws = c.mode_draws(spec.seed, spec.stream("consumer.modes"), tr.rounds).tolist() if c.modes else None
+    extras: list[int] = []
     fence = c.fence_ps
     cP = card.reply_poll_period_ps
     read = card.reply_read_ps
@@ -161,6 +164,10 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
             land = req_plan(t_issue, s)
         t = land if land > t_free_c else t_free_c
         t2 = phase + -((phase - t) // P) * P + cost + body
+        if varies:  # the gap: the thread free at t_free_c, the poll that takes the request at t2 - cost - body
+            x = c.idle_cost_ps(t2 - cost - body - t_free_c) + (draws[i] if draws is not None else 0)
+            extras.append(x)
+            t2 += x
         if extra_ps is not None:
             t2 += int(extra_ps[i])
         if per_piece:
@@ -201,6 +208,9 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     if progress and stopped is None:
         progress(n)
     stats = {"mismatches": 0, "backlog_max": 0, "posted_writes": req.writes + rep.writes, "poll_phase_ps": phase}
+    if varies:  # the per-round service extra counts in the body the hops take back from the reply
+        ex = np.asarray(extras, np.int64)
+        extra_ps = ex if extra_ps is None else ex + np.asarray(extra_ps, np.int64)[:m]
     hops = _hops(np.array(issues, np.int64), np.array(lands, np.int64), np.array(replies, np.int64),
                  np.array(rlands, np.int64), phase, P, cost, body, fence if not per_piece else 0, extra_ps)
     res = LoopResult(spec.name, "direct", t_send[:m], t_in[:m], t_have[:m], t_back[:m], np.ones(m, bool), stats, hops)

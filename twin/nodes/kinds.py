@@ -269,6 +269,12 @@ _CONSUMER = {
                   "posted-write order", "classic: fence between reply data and ready word",
                   "calibration consumers.<name>.fence_ns"),
     "poll_phase_ps": P("ps", "drawn from the run's seed unless given", "first poll instant (0 <= phase < period)"),
+    "idle": P("ps", "default none (no cost); fitted from live duty-cycle runs by `twin calibrate --from-live` "
+              "(docs/calibration.md)", "what idling costs: extra service per mechanism as a function of the idle gap "
+              "(saturating cost * (1 - exp(-gap/tau)), or a log-gap table)", "calibration consumers.<name>.idle"),
+    "modes": P("ps", "default none; fitted from a live run's histogram (docs/calibration.md)",
+               "extra modes of the service time: weight, offset, uniform width (a second mode, a tail)",
+               "calibration consumers.<name>.service_modes"),
 }
 _HOSTING = {
     "general_path_ps": P("ps", FIT_HOSTING, "runtime's general path for a user function on a GPU (dispatch by id)",
