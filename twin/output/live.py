@@ -4,7 +4,11 @@
 results.json, per live consumer, key ``live``: ``backend``, ``endpoint`` (one line), ``rounds``
 completed, ``service`` (the live device's measured time per round: request written -> reply seen,
 p50/p90/p99/p99.9/mean in ns), ``simulated`` (the same loop with the node's ``sim`` model:
-card-boundary round trip percentiles in ns), ``error`` (None, or kind, round, detail).
+card-boundary round trip percentiles in ns), ``error`` (None, or kind, round, detail),
+``isolation`` (the machine before the run: :func:`twin.devices.isolation.check_isolation`),
+``stalled`` (rounds whose service lies far beyond the service distribution: preempted;
+:func:`twin.devices.isolation.find_stalls`) and ``clean`` (the round trip's and the service's
+percentiles without the stalled rounds: the device's own).
 """
 from __future__ import annotations
 
@@ -24,6 +28,14 @@ def live_summary(res, failure, sim_rtt_ps: np.ndarray) -> dict:
     live.pop("endpoint_stats", None)
     svc = np.asarray(res.stats.get("service_ns", []), np.int64)
     live["service"] = summary_ns(svc * 1000) if len(svc) else None
+    rtt = np.asarray(res.rtt_ps)
+    if len(svc) and len(svc) == len(rtt):
+        from twin.devices.isolation import find_stalls
+        st = find_stalls(svc)
+        live["stalled"] = st.summary()
+        keep = ~st.mask
+        live["clean"] = {"round_trip": summary_ns(rtt[keep]) if keep.any() else None,
+                         "service": summary_ns(svc[keep] * 1000) if keep.any() else None}
     live["simulated"] = summary_ns(sim_rtt_ps)
     live["simulated"]["model"] = "sim"
     bad = np.nonzero(~np.asarray(res.ok, bool))[0]
@@ -56,7 +68,21 @@ def print_live(study, console) -> None:
             sv = lv["service"]
             tb.add_row("", "live service alone", us(sv["p50_ns"]), us(sv["p90_ns"]), us(sv["p99_ns"]),
                        us(sv["p999_ns"]), us(sv["mean_ns"]), "")
+        st, cl = lv.get("stalled"), (lv.get("clean") or {}).get("round_trip")
+        if st and st["rounds"] and cl:
+            tb.add_row("", "measured, stalled rounds left out", us(cl["p50_ns"]), us(cl["p90_ns"]), us(cl["p99_ns"]),
+                       us(cl["p999_ns"]), us(cl["mean_ns"]), f"{len(r.result.t_in) - st['rounds']:,}")
     console.print(tb)
+    for r in rows:
+        lv = r.summary["live"]
+        for w in (lv.get("isolation") or {}).get("warnings", []):
+            console.print(f"[yellow]warning: {r.node}: machine not quiet before the run: {w}[/yellow]")
+        st = lv.get("stalled")
+        if st and st["rounds"]:
+            console.print(f"[yellow]warning: {r.node}: {st['rounds']:,} of {len(r.result.t_in):,} rounds "
+                          f"({100 * st['fraction']:.2f} %) stalled (service > {st['threshold_ns'] / 1000:.3f} µs, "
+                          f"longest {st['longest_ns'] / 1000:,.1f} µs): preemption or interrupts, not the device; "
+                          "the row 'stalled rounds left out' is the device's own distribution[/yellow]")
     for r in rows:
         console.print(f"{r.node}: {r.summary['live'].get('endpoint', '')}")
         if r.summary["live"].get("mismatch_rounds"):
