@@ -16,11 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from twin.config import Located, load_model
 from twin.devices.consumer import ConsumerParams
 from twin.devices.cpu import cpu_core
-from twin.devices.service import IdleCost, ServiceMode
 from twin.devices.fpga import fpga_logic
 from twin.devices.generator import TrafficParams
 from twin.devices.gpu import gpu_persistent_kernel
 from twin.devices.linkcard import LinkCardParams
+from twin.devices.service import IdleCost, ServiceMode
 from twin.engine.spec import LoopSpec
 from twin.faults import FaultPlan
 from twin.links.aurora import Aurora64B66B

@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from twin.devices.service import IdleCost, ServiceMode, idle_ps, mode_draws
 from twin.exchange.contract import STATUS
 from twin.exchange.encoding import Encoding, slot_offset
-from twin.devices.service import IdleCost, ServiceMode, idle_ps, mode_draws
 from twin.kernel import Kernel, MemoryRegion, Poller, PostedWritePath
 
 
