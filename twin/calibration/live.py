@@ -328,7 +328,7 @@ def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = No
         notes.append(f"{len(modes) + 1} modes in {ref.path}'s histogram: extra modes {modes}")
     fitted = _live_set(base, device, node_name, encoding, values, f"{sc.name}_{node_name}_fitted", extra)
     checks = []
-    for lr, role in [(x, "fitted") for x in runs] + [(x, "validation") for x in held]:
+    for lr, role in [(x, "fitted") for x in runs] + [(x, "held out") for x in held]:
         res = simulate_run(fitted, cname, lr, rounds_check, fit_seed + 1000)
         checks.append((lr, compare(lr.clean_rtt_ps, res.rtt_ps), role))
     first = checks[0][1]
@@ -347,7 +347,7 @@ def fitted_section(fit: LiveFit, command: str) -> dict:
             "fitted_on": [{"run": str(r.path), "frame_bytes": r.frame_bytes, "function": r.function, **c.as_dict()}
                           for r, c, role in fit.checks if role == "fitted"],
             "validated_on": [{"run": str(r.path), "frame_bytes": r.frame_bytes, "function": r.function, **c.as_dict()}
-                             for r, c, role in fit.checks if role == "validation"],
+                             for r, c, role in fit.checks if role == "held out"],
             "evaluations": fit.evaluations, "notes": fit.notes}
 
 

@@ -9,7 +9,6 @@ from twin.commands.common import DEFAULT_CARD, DEFAULT_HOSTING, _bundled, _count
 from twin.output.files import check_file, write_file
 
 
-
 def register(sub) -> None:
     """Add ``hosting`` to the ``twin`` subcommands."""
     h = sub.add_parser("hosting", help="hosting-mode costs: seed value vs model (--fit to refit)")
