@@ -15,9 +15,8 @@ from twin.devices import LinkCardParams, TrafficParams, cpu_core, gpu_persistent
 from twin.devices.generator import Gaps
 from twin.devices.service import IdleCost, ServiceMode, idle_ps, mode_draws
 from twin.engine import LoopSpec, run_direct, run_event
-from twin.links import PcieLink
-
 from twin.engine.direct import check_same
+from twin.links import PcieLink
 
 NS = 1000
 US = 1000 * NS

@@ -86,7 +86,7 @@ class LiveRun:
 class LiveFit:
     """The outcome: the fitted parameter set, the new consumer's name, the free values (ns),
     the comparison rows on the first run (stat, measured ns, predicted ns), W1 (ns), KS statistic,
-    evaluations; ``checks``: (run, :class:`Comparison`, role "fitted" | "validation") for every run;
+    evaluations; ``checks``: (run, :class:`Comparison`, role "fitted" | "held out") for every run;
     ``notes``: what the runs could not tell apart, the modes found, the stalled rounds left out."""
 
     params: ParamSet

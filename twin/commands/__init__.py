@@ -24,7 +24,8 @@ from twin.engine.direct import DirectNotApplicable
 from twin.output.files import OutputError
 from twin.rtl.build import RtlError
 
-COMMANDS = (run, calibrate, validate, gen, decode, hosting, topology, sweep, scenarios, components)  # `twin --help` order
+# `twin --help` order
+COMMANDS = (run, calibrate, validate, gen, decode, hosting, topology, sweep, scenarios, components)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -59,5 +59,7 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
             fig = overlay_figure(checks, cal.name)
             folder.savefig("validate.png", fig, dpi=110)
             plt.close(fig)
-    console.print(f"wrote {folder.out / 'validate.json'}" + ("" if args.no_plot else f", {folder.out / 'validate.png'}"))
+        folder.commit()
+    console.print(f"wrote {folder.out / 'validate.json'}"
+                  + ("" if args.no_plot else f", {folder.out / 'validate.png'}"))
     return 0
