@@ -91,4 +91,4 @@ def test_from_live_without_a_recorded_scenario_says_pass_scenario(tmp_path, caps
 def test_from_live_out_help_states_its_default(capsys):
     with pytest.raises(SystemExit):
         main(["calibrate", "--help"])
-    assert "calibrations/fitted/<scenario>_<node>_fitted.yaml" in " ".join(capsys.readouterr().out.split())
+    assert "calibrations/fitted/<scenario>_<node>_fitted-YYYYMMDD-HHMM.yaml" in " ".join(capsys.readouterr().out.split())

@@ -334,6 +334,9 @@ def roce_fitted_document(result: RoceFitResult, prior_path: Path, measured_path:
         "evaluations": result.evaluations, "values": result.values,
         "residuals": [{"consumer": r.consumer, "stat": r.stat, "measured_ns": r.measured_ns,
                        "model_ns": r.model_ns, "error_pct": round(r.error_pct, 3)} for r in result.residuals],
+        "targets": f"the percentiles of every consumer in {measured_path}",
+        "free_parameter_names": list(result.values),
+        "validated_on": [],  # none held out by the fit
     }
     return data
 

@@ -54,6 +54,9 @@ def cmd_hosting(args: argparse.Namespace, console) -> int:
                 "provenance": {"fitted_at_64_bytes": ["general_path", "omp_self", "omp_routed", "worker_handoff",
                                                       "chain_trigger", "rearm_mean"],
                                "held_out": "every 1,792-byte figure",
+                               "targets": "the seed's 64-byte medians of each hosting mode (inline, external, "
+                                          "worker, chain) and its re-arm fraction",
+                               "validated_on": "the seed's 1,792-byte figures (twin hosting prints them)",
                                "assumed": {"chain_complete": "one MI210 poll period (a load of the completion signal)",
                                            "chain_trigger_jitter": "exponential, scale = the fitted P2P jitter"}}}
         write_file(path, yaml.safe_dump(hosting_document(hp, meta), sort_keys=False))
