@@ -99,9 +99,10 @@ def best_shift_ps(measured_ps: np.ndarray, predicted_ps: np.ndarray, points: int
 
 def extra_modes(samples_ps: np.ndarray) -> list[dict]:
     """The modes beyond the main one, as service modes (``weight``, ``offset_ns``, ``width_ns``):
-    each peak above the main (highest) peak, its mass (the rounds between the valleys beside it) and
-    its offset from the main peak to the start of its region, its width that region's span. Empty
-    for a one-mode histogram (the fitted poll and jitter already give the main mode's shape)."""
+    for each peak above the main (highest) peak, the rounds between the valleys beside it: their
+    share of all rounds, and the offset from the main region's median to theirs (width 0: the main
+    mode's shape moved there). Empty for a one-mode histogram (the fitted poll and jitter already
+    give the main mode's shape)."""
     from scipy.ndimage import gaussian_filter1d
     from scipy.signal import find_peaks
     lo, hi = np.percentile(samples_ps, [0.5, 99.5])
@@ -112,15 +113,17 @@ def extra_modes(samples_ps: np.ndarray) -> list[dict]:
     peaks = peaks - 1
     if len(peaks) < 2:
         return []
-    main = peaks[np.argmax(sm[peaks])]
+    k_main = int(np.argmax(sm[peaks]))
     valleys = [int(a + np.argmin(sm[a:b + 1])) for a, b in zip(peaks, peaks[1:])]
-    edges = [0] + valleys + [len(sm)]
+    bounds = [int(starts[0])] + [int(starts[v]) for v in valleys] + [int(starts[-1]) + BIN_PS]
+
+    def region(k):
+        return samples_ps[(samples_ps >= bounds[k]) & (samples_ps < bounds[k + 1])]
+
+    main_med = float(np.median(region(k_main)))
     out = []
-    for k, pk in enumerate(peaks):
-        if pk <= main:
-            continue
-        a, b = edges[k], edges[k + 1]
-        w = counts[a:b].sum() / len(samples_ps)
-        out.append({"weight": round(float(w), 6), "offset_ns": round(float(starts[a] - starts[main]) / 1000, 3),
-                    "width_ns": round(float(starts[min(b, len(starts) - 1)] - starts[a]) / 1000, 3)})
+    for k in range(k_main + 1, len(peaks)):
+        r = region(k)
+        out.append({"weight": round(len(r) / len(samples_ps), 6),
+                    "offset_ns": round((float(np.median(r)) - main_med) / 1000, 3), "width_ns": 0.0})
     return out
