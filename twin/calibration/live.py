@@ -128,7 +128,8 @@ def load_live_run(run: Path, node: str | None = None) -> tuple[dict, dict, np.nd
 
 def run_scenario(run: Path, doc: dict, summary: dict) -> Path:
     """The scenario file a live run came from: the path ``twin run`` recorded (``live.scenario_file``
-    in results.json), or for a run that recorded none ``scenarios/<name>.yaml`` beside the working
+    in results.json; where that file is gone, ``scenario.yaml`` in the run folder), or for a run that
+    recorded none ``scenarios/<name>.yaml`` beside the working
     folder or the source tree. Raises ConfigError (naming results.json) saying to pass SCENARIO when
     the recorded file is gone or there is none to find."""
     from twin.bundled import local_or_bundled
@@ -137,6 +138,8 @@ def run_scenario(run: Path, doc: dict, summary: dict) -> Path:
     if rec:
         if Path(rec).is_file():
             return Path(rec)
+        if (run / "scenario.yaml").is_file():  # a run folder committed with its scenario beside it
+            return run / "scenario.yaml"
         raise ConfigError(res, "live.scenario_file", rec, "the run's scenario file is gone; pass SCENARIO "
                           "(twin calibrate --from-live RUN SCENARIO)")
     guess = local_or_bundled(f"scenarios/{doc['scenario']}.yaml")
