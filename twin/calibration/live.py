@@ -24,7 +24,8 @@ over the runs whose idle gap is short (back to back, under :data:`IDLE_GAP_NS`),
 on frame bytes, reply bytes and one term per function other than the echo (a term the runs cannot
 tell apart from another -- reply bytes of an echo are its frame bytes -- is left at 0 and said so);
 over the runs with longer gaps, by an idle-cost table (the service above the back-to-back
-prediction at each run's median idle gap, log-gap interpolated). A histogram of the first run with
+prediction at each run's median idle gap, log-gap interpolated; the gap the device had on the wall
+clock where the run recorded it, ``<node>.idle_ns``, else the simulated one). A histogram of the first run with
 more than one mode adds its extra modes (:func:`twin.calibration.distribution.extra_modes`).
 Stalled rounds (:func:`twin.devices.isolation.find_stalls`) are left out of every fit and check.
 """
@@ -56,7 +57,9 @@ IDLE_GAP_NS = 10_000.0  # a run whose median idle gap is under 10 us is back to 
 class LiveRun:
     """One live run folder: ``path``, results.json ``doc``, the live node's ``summary``, per-round
     ``rtt_ps`` (card boundary) and ``service_ns``, its ``stalls``, the ``scenario`` file, and what it
-    asked: ``frame_bytes``, ``function`` (name), ``encoding``."""
+    asked: ``frame_bytes``, ``function`` (name), ``encoding``; ``idle_ns``: the idle time the live
+    device had before each round on the wall clock, where the run recorded it (``<node>.idle_ns``;
+    the first round's is -1)."""
 
     path: Path
     doc: dict
@@ -68,6 +71,7 @@ class LiveRun:
     frame_bytes: int
     function: str
     encoding: str
+    idle_ns: np.ndarray | None = None  # the idle time the live device had before each round (None: not recorded)
 
     @property
     def clean_rtt_ps(self) -> np.ndarray:
@@ -157,9 +161,10 @@ def load_run(run: Path, scenario: str | Path | None = None, node: str | None = N
     with np.load(run / NPZ) as z:
         key = f"{s['node']}.service_ns"
         svc = z[key].astype(np.int64) if key in z else np.zeros(0, np.int64)
+        idle = z[f"{s['node']}.idle_ns"].astype(np.int64) if f"{s['node']}.idle_ns" in z else None
     sc = Path(scenario) if scenario is not None else run_scenario(run, doc, s)
     return LiveRun(run, doc, s, rtt, svc, find_stalls(svc), sc, int(doc["frame_bytes"]), s.get("function", "echo"),
-                   s["encoding"])
+                   s["encoding"], idle if idle is not None and len(idle) > 1 else None)
 
 
 def _default_name(run: LiveRun) -> str:
@@ -306,7 +311,10 @@ def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = No
         res = simulate_run(shape, cname, lr, rounds, fit_seed)
         d = 0.0 if lr is ref else best_shift_ps(lr.clean_rtt_ps, res.rtt_ps) / PS_PER_NS
         service.append(values["service_ns"] + d)
-        gaps.append(float(np.median(idle_gaps_ps(res, cost_ps))) / PS_PER_NS)
+        # the idle gap the device had: measured on the wall clock where recorded (a live run's host
+        # cannot pace below its own round time), else the simulated one
+        g = lr.idle_ns[1:] if lr.idle_ns is not None else idle_gaps_ps(res, cost_ps) / PS_PER_NS
+        gaps.append(float(np.median(g)))
     short = [i for i, g in enumerate(gaps) if g < IDLE_GAP_NS] or [int(np.argmin(gaps))]
     extra = _service_terms([runs[i] for i in short], [service[i] for i in short], notes)
     values["service_ns"] = extra["service_ns"]

@@ -4,11 +4,7 @@
 results.json, per live consumer, key ``live``: ``backend``, ``endpoint`` (one line), ``rounds``
 completed, ``service`` (the live device's measured time per round: request written -> reply seen,
 p50/p90/p99/p99.9/mean in ns), ``simulated`` (the same loop with the node's ``sim`` model:
-card-boundary round trip percentiles in ns), ``error`` (None, or kind, round, detail),
-``isolation`` (the machine before the run: :func:`twin.devices.isolation.check_isolation`),
-``stalled`` (rounds whose service lies far beyond the service distribution: preempted;
-:func:`twin.devices.isolation.find_stalls`) and ``clean`` (the round trip's and the service's
-percentiles without the stalled rounds: the device's own).
+card-boundary round trip percentiles in ns), ``error`` (None, or kind, round, detail).
 """
 from __future__ import annotations
 
@@ -28,21 +24,30 @@ def live_summary(res, failure, sim_rtt_ps: np.ndarray) -> dict:
     live.pop("endpoint_stats", None)
     svc = np.asarray(res.stats.get("service_ns", []), np.int64)
     live["service"] = summary_ns(svc * 1000) if len(svc) else None
-    rtt = np.asarray(res.rtt_ps)
-    if len(svc) and len(svc) == len(rtt):
-        from twin.devices.isolation import find_stalls
-        st = find_stalls(svc)
-        live["stalled"] = st.summary()
-        keep = ~st.mask
-        live["clean"] = {"round_trip": summary_ns(rtt[keep]) if keep.any() else None,
-                         "service": summary_ns(svc[keep] * 1000) if keep.any() else None}
     live["simulated"] = summary_ns(sim_rtt_ps)
     live["simulated"]["model"] = "sim"
     bad = np.nonzero(~np.asarray(res.ok, bool))[0]
     live["mismatch_rounds"] = [int(i) + 1 for i in bad[:20]]  # the first 20 wrong replies, by round
     live["error"] = None if failure is None else {"kind": failure.kind, "round": failure.round,
                                                   "detail": failure.detail}
+    live.update(stall_summary(svc, np.asarray(res.rtt_ps)))
     return live
+
+
+def stall_summary(service_ns: np.ndarray, rtt_ps: np.ndarray) -> dict:
+    """Honest live numbers: ``stalled`` (rounds whose live service lies far beyond the service
+    distribution, preempted or interrupted: :func:`twin.devices.isolation.find_stalls`) and ``clean``
+    (the round trip's and the service's percentiles without them: the device's own). The machine's
+    state before the run is ``isolation`` (:func:`twin.devices.isolation.check_isolation`, from the
+    endpoint's stats). Empty when the series do not match (a run stopped mid-round)."""
+    if not len(service_ns) or len(service_ns) != len(rtt_ps):
+        return {}
+    from twin.devices.isolation import find_stalls
+    st = find_stalls(service_ns)
+    keep = ~st.mask
+    return {"stalled": st.summary(),
+            "clean": {"round_trip": summary_ns(rtt_ps[keep]) if keep.any() else None,
+                      "service": summary_ns(service_ns[keep] * 1000) if keep.any() else None}}
 
 
 def print_live(study, console) -> None:
