@@ -100,6 +100,9 @@ def test_mode_draws_have_their_weights_and_ranges():
     assert abs((x == 0).mean() - 0.75) < 0.005
     with pytest.raises(ValueError):
         mode_draws((ServiceMode(0.6, 1), ServiceMode(0.5, 2)), 0, "s", 10)
+    # weights summing to 1: a quantile table, every round in one of its blocks
+    q = mode_draws((ServiceMode(0.5, 1000, 1000), ServiceMode(0.5, 5000, 1000)), 4, "s", 100_000)
+    assert ((q >= 1000) & (q < 2000) | (q >= 5000) & (q < 6000)).all() and abs((q < 3000).mean() - 0.5) < 0.01
 
 
 def test_service_terms_per_byte_and_function_add_to_the_service_time():

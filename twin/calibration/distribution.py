@@ -127,3 +127,21 @@ def extra_modes(samples_ps: np.ndarray) -> list[dict]:
         out.append({"weight": round(len(r) / len(samples_ps), 6),
                     "offset_ns": round((float(np.median(r)) - main_med) / 1000, 3), "width_ns": 0.0})
     return out
+
+
+# probability grid of a service quantile table: 2 % steps in the body, finer in the tail (p99, p99.9)
+TABLE_U = np.unique(np.concatenate([np.arange(0, 0.90, 0.02), np.arange(0.90, 0.99, 0.01),
+                                    np.arange(0.99, 0.999, 0.001), [0.9995, 1.0]]).round(6))
+
+
+def service_table(service_ns: np.ndarray) -> tuple[float, list[dict]]:
+    """A measured service distribution as (floor ns, service modes): the floor is its minimum; each
+    block between two quantiles of :data:`TABLE_U` is a mode of weight (their difference), offset
+    (the lower quantile above the floor) and width (the block's span), so a draw is uniform within
+    its block and the modes' weights sum to 1 (:func:`twin.devices.service.mode_draws`)."""
+    q = np.quantile(np.asarray(service_ns, np.float64), TABLE_U)
+    floor = float(q[0])
+    modes = [{"weight": round(float(u1 - u0), 6), "offset_ns": round(float(a - floor), 3),
+              "width_ns": round(float(b - a), 3)}
+             for u0, u1, a, b in zip(TABLE_U, TABLE_U[1:], q, q[1:])]
+    return floor, modes

@@ -20,7 +20,7 @@ Several runs (:func:`calibrate_from_live`): the shape (poll period, jitter) and 
 are fitted as above on the first run; on every other run the service time that fits it is the
 first run's plus the translation of the simulated round trips that minimises W1
 (:func:`twin.calibration.distribution.best_shift_ps`). Those service times are then explained:
-over the runs whose idle gap is short (back to back, under :data:`IDLE_GAP_NS`), by least squares
+over the runs whose simulated idle gap is short (back to back, under :data:`IDLE_GAP_NS`), by least squares
 on frame bytes, reply bytes and one term per function other than the echo (a term the runs cannot
 tell apart from another -- reply bytes of an echo are its frame bytes -- is left at 0 and said so);
 over the runs with longer gaps, by an idle-cost table (the service above the back-to-back
@@ -41,7 +41,7 @@ import yaml
 from scipy.optimize import differential_evolution
 from scipy.stats import wasserstein_distance
 
-from twin.calibration.distribution import Comparison, best_shift_ps, compare, extra_modes
+from twin.calibration.distribution import Comparison, best_shift_ps, compare, extra_modes, service_table
 from twin.calibration.params import ParamSet, loop_spec, reply_bytes
 from twin.config import ConfigError
 from twin.devices.isolation import Stalls, find_stalls
@@ -258,12 +258,18 @@ def _service_terms(runs: list[LiveRun], service: list[float], notes: list[str]) 
 def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = None, node: str | None = None,
                         rounds: int = 20_000, rounds_check: int = 100_000, maxiter: int = 30, popsize: int = 8,
                         fit_seed: int = 1, log=print, validate: list | tuple = (),
-                        progress=None) -> LiveFit:
+                        progress=None, shape: str = "service") -> LiveFit:
     """Fit the live node of ``run`` (a folder, or a list of folders: module docstring) and check the
     fitted set on every run and on each ``validate`` folder (held out: not fitted). ``scenario``:
     the scenario file the runs came from (default: the one each recorded, :func:`run_scenario`).
     ``log`` gets the plan and the time estimate before the fit; ``progress(label, done, total)``
-    each generation. Raises ConfigError for a folder that is not a live run."""
+    each generation. ``shape``: "service" (default: the first run's measured service distribution
+    as a quantile table, :func:`twin.calibration.distribution.service_table`, behind a consumer that
+    notices at once, as the live node did) or "poll" (poll period, service and jitter by
+    differential evolution on W1). Raises ConfigError for a folder that is not a live run, ValueError
+    for another shape."""
+    if shape not in ("service", "poll"):
+        raise ValueError(f"shape {shape!r}: expected service or poll")
     paths = [Path(r) for r in (run if isinstance(run, (list, tuple)) else [run])]
     runs = [load_run(p, scenario, node) for p in paths]
     held = [load_run(Path(p), scenario, node) for p in validate]
@@ -276,47 +282,64 @@ def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = No
     notes = [f"{r.path}: {r.stalls.count:,} stalled round(s) of {len(r.rtt_ps):,} left out "
              f"(service > {r.stalls.threshold_ns / 1000:.3f} µs)" for r in runs + held if r.stalls.count]
     measured = ref.clean_rtt_ps.astype(np.float64)
-    med = float(np.median(measured)) / PS_PER_NS
-    bounds = [(1.0, max(50.0, med)), (0.0, med), (0.0, max(50.0, med / 4))]
-    names = ("poll_period_ns", "service_ns", "jitter_ns")
+    extra: dict = {}
     count = [0]
+    if shape == "service" and len(ref.service_ns) == len(ref.rtt_ps):
+        # the live node noticed each request the moment it landed and took the measured service: the
+        # stand-in does the same (a 1 ps poll, no poll cost) with the service drawn from the measured one
+        dev = base.consumers[device]
+        floor, table = service_table(ref.service_ns[~ref.stalls.mask])
+        values = {"poll_period_ns": 0.001, "service_ns": floor,
+                  "jitter_ns": base.hosts[dev.host].path(dev.path).jitter_ns}
+        extra["service_modes"] = table
+        log(f"fitting {cname} to {len(measured):,} live rounds of {ref.path}: its measured service as a "
+            f"{len(table)}-block quantile table; {len(runs)} run(s) fitted, {len(held)} held out: "
+            f"{len(runs) + len(held)} model runs of {rounds_check:,} rounds")
+    else:
+        med = float(np.median(measured)) / PS_PER_NS
+        bounds = [(1.0, max(50.0, med)), (0.0, med), (0.0, max(50.0, med / 4))]
+        names = ("poll_period_ns", "service_ns", "jitter_ns")
+        count = [0]
 
-    def objective(x) -> float:
-        count[0] += 1
-        res = simulate_run(_live_set(base, device, node_name, encoding, dict(zip(names, x))), cname, ref, rounds,
-                           fit_seed)
-        return wasserstein_distance(res.rtt_ps, measured) / PS_PER_NS
+        def objective(x) -> float:
+            count[0] += 1
+            res = simulate_run(_live_set(base, device, node_name, encoding, dict(zip(names, x))), cname, ref, rounds,
+                               fit_seed)
+            return wasserstein_distance(res.rtt_ps, measured) / PS_PER_NS
 
-    t0 = time.perf_counter()
-    objective(np.mean(bounds, axis=1))
-    per = time.perf_counter() - t0
-    total = (maxiter + 1) * popsize * len(names) + len(runs) - 1
-    log(f"fitting {cname} to {len(measured):,} live rounds of {ref.path} (W1 objective, {rounds:,} simulated "
-        f"rounds per evaluation; {len(runs)} run(s) fitted, {len(held)} held out): at most {total:,} evaluations "
-        f"x {per:.2f} s = about {total * per / 60:.1f} min")
-    gen = [0]
+        t0 = time.perf_counter()
+        objective(np.mean(bounds, axis=1))
+        per = time.perf_counter() - t0
+        total = (maxiter + 1) * popsize * len(names) + len(runs) - 1
+        log(f"fitting {cname} to {len(measured):,} live rounds of {ref.path} (W1 objective, {rounds:,} simulated "
+            f"rounds per evaluation; {len(runs)} run(s) fitted, {len(held)} held out): at most {total:,} evaluations "
+            f"x {per:.2f} s = about {total * per / 60:.1f} min")
+        gen = [0]
 
-    def step(xk, convergence=None):
-        gen[0] += 1
-        if progress:
-            progress(cname, gen[0], maxiter)
+        def step(xk, convergence=None):
+            gen[0] += 1
+            if progress:
+                progress(cname, gen[0], maxiter)
 
-    r = differential_evolution(objective, bounds, seed=fit_seed, maxiter=maxiter, popsize=popsize, tol=1e-3,
-                               polish=False, callback=step)
-    values = {k: float(v) for k, v in zip(names, r.x)}
-    shape = _live_set(base, device, node_name, encoding, values)
-    cost_ps = shape.consumers[cname].params().poll_cost_ps
-    service, gaps = [], []
+        r = differential_evolution(objective, bounds, seed=fit_seed, maxiter=maxiter, popsize=popsize, tol=1e-3,
+                                   polish=False, callback=step)
+        values = {k: float(v) for k, v in zip(names, r.x)}
+
+    shaped = _live_set(base, device, node_name, encoding, values, extra=extra)
+    cost_ps = shaped.consumers[cname].params().poll_cost_ps
+    service, gaps, asked = [], [], []
     for lr in runs:  # each run's own service time: the first run's plus its W1-best shift
-        res = simulate_run(shape, cname, lr, rounds, fit_seed)
+        res = simulate_run(shaped, cname, lr, rounds, fit_seed)
         d = 0.0 if lr is ref else best_shift_ps(lr.clean_rtt_ps, res.rtt_ps) / PS_PER_NS
         service.append(values["service_ns"] + d)
-        # the idle gap the device had: measured on the wall clock where recorded (a live run's host
-        # cannot pace below its own round time), else the simulated one
-        g = lr.idle_ns[1:] if lr.idle_ns is not None else idle_gaps_ps(res, cost_ps) / PS_PER_NS
-        gaps.append(float(np.median(g)))
-    short = [i for i, g in enumerate(gaps) if g < IDLE_GAP_NS] or [int(np.argmin(gaps))]
-    extra = _service_terms([runs[i] for i in short], [service[i] for i in short], notes)
+        # back to back or not is what the run asked (its simulated gaps); the table's gap is the one the
+        # device had, measured on the wall clock where recorded (a live host cannot pace below its own
+        # time per round, tens of us), else the simulated one
+        sim_gap = float(np.median(idle_gaps_ps(res, cost_ps))) / PS_PER_NS
+        asked.append(sim_gap)
+        gaps.append(float(np.median(lr.idle_ns[1:])) if lr.idle_ns is not None else sim_gap)
+    short = [i for i, g in enumerate(asked) if g < IDLE_GAP_NS] or [int(np.argmin(asked))]
+    extra.update(_service_terms([runs[i] for i in short], [service[i] for i in short], notes))
     values["service_ns"] = extra["service_ns"]
     fitted = _live_set(base, device, node_name, encoding, values, f"{sc.name}_{node_name}_fitted", extra)
     c = fitted.consumers[cname]
@@ -333,7 +356,7 @@ def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = No
         extra["idle"] = [{"mechanism": "idle gap (cache refill, clock and power-state exit, scheduling together)",
                           "table": table, "source": "fitted: " + ", ".join(str(runs[i].path) for _, i in long_)}]
         notes.append(f"idle cost table (gap ns, cost ns): {table}")
-    modes = extra_modes(measured)
+    modes = extra_modes(measured) if "service_modes" not in extra else []
     if modes:
         extra["service_modes"] = modes
         notes.append(f"{len(modes) + 1} modes in {ref.path}'s histogram: extra modes {modes}")

@@ -180,7 +180,7 @@ class ModeModel(_Strict):
     """One extra mode of the service time (:class:`twin.devices.service.ServiceMode`): with
     probability ``weight`` a round takes ``offset_ns`` plus a uniform draw in [0, ``width_ns``) more."""
 
-    weight: float = Field(gt=0, lt=1)
+    weight: float = Field(gt=0, le=1)
     offset_ns: float = Field(ge=0)
     width_ns: float = Field(0.0, ge=0)
 

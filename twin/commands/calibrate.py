@@ -35,6 +35,10 @@ def register(sub) -> None:
                    help="with --from-live: held-out live runs the fitted set is checked on (p50/p90/p99 error, "
                         "W1, KS), recorded in the file's fitted.validated_on")
     c.add_argument("--node", help="with --from-live: which live node (default: the first)")
+    c.add_argument("--shape", choices=("service", "poll"), default="service",
+                   help="with --from-live: the stand-in's distribution: service (default; the first run's measured "
+                        "service as a quantile table behind a consumer that notices at once, as the live node did) "
+                        "or poll (poll period, service and path jitter fitted by differential evolution on W1)")
     c.add_argument("--out", help="fitted set to write (default: a new file, calibrations/fitted/<prior's name>"
                                  "-YYYYMMDD-HHMM.yaml, UTC; with --from-live calibrations/fitted/"
                                  "<scenario>_<node>_fitted-YYYYMMDD-HHMM.yaml); never the committed set unless named")
@@ -143,7 +147,7 @@ def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
     with fit_progress(console) as progress:
         fit = calibrate_from_live(runs, scenario=scenario, node=args.node, rounds=args.rounds or 20_000,
                                   maxiter=args.maxiter or 30, popsize=args.popsize or 8, log=console.print,
-                                  validate=args.validate, progress=progress)
+                                  validate=args.validate, progress=progress, shape=args.shape)
     write_fitted(fit, out, runs, "twin calibrate --from-live " + " ".join(map(str, runs))
                  + (" --validate " + " ".join(args.validate) if args.validate else ""))
     from twin.calibration.report import comparison_table

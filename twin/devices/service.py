@@ -72,7 +72,7 @@ class IdleCost:
 
 @dataclass(frozen=True)
 class ServiceMode:
-    """One extra mode of the service time: ``weight`` (probability, 0 < weight < 1), ``offset_ps``
+    """One extra mode of the service time: ``weight`` (probability, 0 < weight <= 1), ``offset_ps``
     (>= 0) and ``width_ps`` (a uniform spread above the offset, >= 0)."""
 
     weight: float
@@ -80,8 +80,8 @@ class ServiceMode:
     width_ps: int = 0
 
     def __post_init__(self):
-        if not 0 < self.weight < 1 or self.offset_ps < 0 or self.width_ps < 0:
-            raise ValueError("a service mode needs 0 < weight < 1, offset >= 0 and width >= 0")
+        if not 0 < self.weight <= 1 or self.offset_ps < 0 or self.width_ps < 0:
+            raise ValueError("a service mode needs 0 < weight <= 1, offset >= 0 and width >= 0")
 
 
 def idle_ps(idle: tuple[IdleCost, ...], gap_ps: int) -> int:
@@ -92,15 +92,19 @@ def idle_ps(idle: tuple[IdleCost, ...], gap_ps: int) -> int:
 def mode_draws(modes: tuple[ServiceMode, ...], seed: int, stream: str, n: int) -> np.ndarray:
     """``n`` extra service times (int64 ps), one per round, from stream ``stream`` of ``seed``:
     each round falls in mode k with probability ``modes[k].weight`` (else 0 extra) and takes its
-    offset plus a uniform draw in [0, width). Raises ValueError when the weights sum to >= 1."""
+    offset plus a uniform draw in [0, width); weights summing to 1 leave no main mode (a measured
+    service distribution as a quantile table). Raises ValueError when the weights sum to more than 1."""
     if not modes:
         return np.zeros(n, np.int64)
     w = np.array([m.weight for m in modes])
-    if w.sum() >= 1:
-        raise ValueError(f"service modes' weights sum to {w.sum():g}: must be < 1 (the rest is the main mode)")
+    if w.sum() > 1 + 1e-9:
+        raise ValueError(f"service modes' weights sum to {w.sum():g}: must be <= 1 (the rest is the main mode)")
     rng = stream_rng(seed, stream)
     u, v = rng.random(n), rng.random(n)
-    k = np.searchsorted(np.cumsum(w), u, side="right")  # == len(modes): the main mode
+    cum = np.cumsum(w)
+    if cum[-1] > 1 - 1e-9:  # the modes are the whole distribution (a quantile table): no main mode left
+        cum[-1] = 1.0
+    k = np.searchsorted(cum, u, side="right")  # == len(modes): the main mode
     off = np.array([m.offset_ps for m in modes] + [0], np.int64)
     wid = np.array([m.width_ps for m in modes] + [0], np.float64)
     return off[k] + np.floor(v * wid[k]).astype(np.int64)
