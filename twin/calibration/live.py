@@ -27,7 +27,8 @@ over the runs with longer gaps, by an idle-cost table (the service above the bac
 prediction at each run's median idle gap, log-gap interpolated; the gap the device had on the wall
 clock where the run recorded it, ``<node>.idle_ns``, else the simulated one). A histogram of the first run with
 more than one mode adds its extra modes (:func:`twin.calibration.distribution.extra_modes`).
-Stalled rounds (:func:`twin.devices.isolation.find_stalls`) are left out of every fit and check.
+Stalled rounds and those queued behind them (:func:`twin.devices.isolation.find_live_stalls`) are
+left out of every fit and check.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ from scipy.stats import wasserstein_distance
 from twin.calibration.distribution import Comparison, best_shift_ps, compare, extra_modes, service_table
 from twin.calibration.params import ParamSet, loop_spec, reply_bytes
 from twin.config import ConfigError
-from twin.devices.isolation import Stalls, find_stalls
+from twin.devices.isolation import Stalls, find_live_stalls
 from twin.engine.direct import run_direct
 from twin.output.live import NPZ
 from twin.scenario import load_scenario
@@ -163,8 +164,8 @@ def load_run(run: Path, scenario: str | Path | None = None, node: str | None = N
         svc = z[key].astype(np.int64) if key in z else np.zeros(0, np.int64)
         idle = z[f"{s['node']}.idle_ns"].astype(np.int64) if f"{s['node']}.idle_ns" in z else None
     sc = Path(scenario) if scenario is not None else run_scenario(run, doc, s)
-    return LiveRun(run, doc, s, rtt, svc, find_stalls(svc), sc, int(doc["frame_bytes"]), s.get("function", "echo"),
-                   s["encoding"], idle if idle is not None and len(idle) > 1 else None)
+    return LiveRun(run, doc, s, rtt, svc, find_live_stalls(svc, rtt), sc, int(doc["frame_bytes"]),
+                   s.get("function", "echo"), s["encoding"], idle if idle is not None and len(idle) > 1 else None)
 
 
 def _default_name(run: LiveRun) -> str:
@@ -255,6 +256,28 @@ def _service_terms(runs: list[LiveRun], service: list[float], notes: list[str]) 
     return out
 
 
+def _idle_mix(table: list[dict], floor: float, runs: list[LiveRun], gaps: list[float], short_gap: float,
+              notes: list[str]) -> dict:
+    """The long-idle blocks and ``idle_mix`` of a service quantile table: the longest-gap run's
+    measured service quantiles at the table's probabilities (blocks above ``floor``, ns) and, per
+    run in order of gap, the fraction of the way from the back-to-back quantiles to those that
+    fits its own quantiles best (least squares; 1 for the longest), 0 at ``short_gap``."""
+    from twin.calibration.distribution import TABLE_U
+    qa = np.array([floor + m["offset_ns"] for m in table] + [floor + table[-1]["offset_ns"] + table[-1]["width_ns"]])
+    qs = [np.quantile(r.service_ns[~r.stalls.mask].astype(np.float64), TABLE_U) for r in runs]
+    qb = qs[-1]
+    modes = [{**m, "long_offset_ns": round(max(0.0, float(qb[k] - floor)), 3),
+              "long_width_ns": round(max(0.0, float(qb[k + 1] - qb[k])), 3)} for k, m in enumerate(table)]
+    d = qb - qa
+    mix = [(round(short_gap, 3), 0.0)]
+    for q, g in zip(qs, gaps):
+        f = 1.0 if q is qb else float(np.clip(np.dot(q - qa, d) / max(np.dot(d, d), 1e-9), 0, 1))
+        if g > mix[-1][0]:
+            mix.append((round(g, 3), round(f, 4)))
+    notes.append(f"idle mix (gap ns, fraction of the way to {runs[-1].path.name}'s service quantiles): {mix}")
+    return {"service_modes": modes, "idle_mix": mix}
+
+
 def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = None, node: str | None = None,
                         rounds: int = 20_000, rounds_check: int = 100_000, maxiter: int = 30, popsize: int = 8,
                         fit_seed: int = 1, log=print, validate: list | tuple = (),
@@ -279,8 +302,9 @@ def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = No
     sc, base = loaded.scenario, loaded.params
     device, node_name, encoding = s["name"], s["node"], ref.encoding
     cname = f"{node_name}_fitted"
-    notes = [f"{r.path}: {r.stalls.count:,} stalled round(s) of {len(r.rtt_ps):,} left out "
-             f"(service > {r.stalls.threshold_ns / 1000:.3f} µs)" for r in runs + held if r.stalls.count]
+    notes = [f"{r.path}: {r.stalls.count:,} stalled round(s) of {len(r.rtt_ps):,} left out (service > "
+             f"{r.stalls.threshold_ns / 1000:.3f} µs), {r.stalls.queued:,} queued behind them"
+             for r in runs + held if r.stalls.count]
     measured = ref.clean_rtt_ps.astype(np.float64)
     extra: dict = {}
     count = [0]
@@ -344,6 +368,10 @@ def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = No
     fitted = _live_set(base, device, node_name, encoding, values, f"{sc.name}_{node_name}_fitted", extra)
     c = fitted.consumers[cname]
     long_ = sorted((gaps[i], i) for i in range(len(runs)) if i not in short)
+    if long_ and "service_modes" in extra:  # the service distribution after idling, quantile by quantile
+        extra.update(_idle_mix(extra["service_modes"], extra["service_ns"], [runs[i] for _, i in long_],
+                               [g for g, _ in long_], max(1.0, float(np.median([gaps[i] for i in short]))), notes))
+        long_ = []
     if long_:  # the idle cost at each longer gap: service above what the back-to-back terms predict
         from twin.runtime.functions import lookup
         g0 = max(1.0, float(np.median([gaps[i] for i in short])))

@@ -178,15 +178,27 @@ class IdleModel(_Strict):
 
 class ModeModel(_Strict):
     """One extra mode of the service time (:class:`twin.devices.service.ServiceMode`): with
-    probability ``weight`` a round takes ``offset_ns`` plus a uniform draw in [0, ``width_ns``) more."""
+    probability ``weight`` a round takes ``offset_ns`` plus a uniform draw in [0, ``width_ns``) more;
+    after idling, ``f(gap)`` of the way to ``long_offset_ns`` / ``long_width_ns`` (the consumer's
+    ``idle_mix``)."""
 
     weight: float = Field(gt=0, le=1)
     offset_ns: float = Field(ge=0)
     width_ns: float = Field(0.0, ge=0)
+    long_offset_ns: float | None = Field(None, ge=0)
+    long_width_ns: float | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _both_long(self):
+        if (self.long_offset_ns is None) != (self.long_width_ns is None):
+            raise ValueError("a long-idle block needs both long_offset_ns and long_width_ns")
+        return self
 
     def mode(self) -> ServiceMode:
         """The mode in integer picoseconds."""
-        return ServiceMode(self.weight, _ps(self.offset_ns), _ps(self.width_ns))
+        return ServiceMode(self.weight, _ps(self.offset_ns), _ps(self.width_ns),
+                           None if self.long_offset_ns is None else _ps(self.long_offset_ns),
+                           None if self.long_width_ns is None else _ps(self.long_width_ns))
 
 
 def reply_bytes(function: int, frame_bytes: int) -> int:
@@ -205,8 +217,9 @@ class ConsumerModel(_Strict):
     Service as a function of what is asked (cpu and gpu): ``service_ns`` is the constant part; a
     loop adds ``service_per_frame_byte_ns`` x request payload bytes, ``service_per_reply_byte_ns``
     x reply payload bytes and ``function_ns[<function name>]`` (fitted from several live runs by
-    ``twin calibrate --from-live``). ``idle`` (what idling costs) and ``service_modes`` vary it
-    per round (:mod:`twin.devices.service`). All default to nothing: the service is constant."""
+    ``twin calibrate --from-live``). ``idle`` (what idling costs), ``service_modes`` and
+    ``idle_mix`` (how far the modes move to their long-idle blocks after a gap) vary it per round
+    (:mod:`twin.devices.service`). All default to nothing: the service is constant."""
 
     kind: Literal["cpu", "gpu", "fpga"]
     device: str = ""
@@ -226,6 +239,17 @@ class ConsumerModel(_Strict):
     function_ns: dict[str, float] = {}
     idle: list[IdleModel] = []
     service_modes: list[ModeModel] = []
+    idle_mix: list[tuple[float, float]] = []
+
+    @field_validator("idle_mix")
+    @classmethod
+    def _mix(cls, v):
+        gaps = [g for g, _ in v]
+        if v and (gaps[0] <= 0 or any(b <= a for a, b in zip(gaps, gaps[1:])) or any(g > MAX_PARAM_NS for g in gaps)
+                  or any(not 0 <= f <= 1 for _, f in v)):
+            raise ValueError("idle_mix: [[gap_ns, fraction], ...] with gaps > 0 (at most 1 s) increasing and "
+                             "fractions in [0, 1]")
+        return v
 
     @field_validator("function_ns")
     @classmethod
@@ -248,7 +272,7 @@ class ConsumerModel(_Strict):
                 raise ValueError(f"a {self.kind} consumer needs {key}")
         if self.kind == "fpga":
             for key in ("service_per_frame_byte_ns", "service_per_reply_byte_ns", "function_ns", "idle",
-                        "service_modes"):
+                        "service_modes", "idle_mix"):
                 if getattr(self, key):
                     raise Located((key,), getattr(self, key), "an fpga consumer's answer time is answer_ns in "
                                   "whole clock cycles: this cpu/gpu key does not apply")
@@ -279,6 +303,7 @@ class ConsumerModel(_Strict):
                              f"{frame_bytes} B and function {fname}")
         idle = tuple(m.cost() for m in self.idle)
         modes = tuple(m.mode() for m in self.service_modes)
+        mix = tuple((max(1, _ps(g)), float(f)) for g, f in self.idle_mix)
         if self.kind == "gpu":
             p = gpu_persistent_kernel(_ps(self.poll_period_ns), _ps(svc), enc, _ps(self.fence_ns),
                                       _ps(self.piece_check_ns))
@@ -286,7 +311,7 @@ class ConsumerModel(_Strict):
             p = cpu_core(_ps(self.poll_period_ns), _ps(self.poll_cost_ns), _ps(svc), enc,
                          None if self.read_ns is None else _ps(self.read_ns), _ps(self.piece_check_ns),
                          _ps(self.fence_ns))
-        return replace(p, idle=idle, modes=modes) if idle or modes else p
+        return replace(p, idle=idle, modes=modes, idle_mix=mix) if idle or modes else p
 
 
 class FitGroup(_Strict):

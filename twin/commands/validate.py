@@ -50,7 +50,8 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
                                    f"{cal}: predicted vs live (stalled rounds left out), card-boundary round trip"))
     for v in checks:
         if v.run.stalls.count:
-            console.print(f"[yellow]warning: {v.run.path}: {v.run.stalls.count:,} stalled round(s) left out "
+            console.print(f"[yellow]warning: {v.run.path}: {v.run.stalls.count:,} stalled round(s) and "
+                          f"{v.run.stalls.queued:,} queued behind them left out "
                           f"(service > {v.run.stalls.threshold_ns / 1000:.3f} µs)[/yellow]")
     with folder:
         folder.write_json("validate.json", validation_document(str(cal), checks))

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from twin.devices.service import IdleCost, ServiceMode, idle_ps, mode_draws
+from twin.devices.service import IdleCost, ServiceMode, idle_ps, mix_fraction, mode_draws, mode_extra_ps, mode_picks
 from twin.exchange.contract import STATUS
 from twin.exchange.encoding import Encoding, slot_offset
 from twin.kernel import Kernel, MemoryRegion, Poller, PostedWritePath
@@ -31,6 +31,7 @@ class ConsumerParams:
     idle: what idling costs (:class:`twin.devices.service.IdleCost` per mechanism): extra service
         time as a function of the idle gap before each request; default none.
     modes: extra modes of the service time (:class:`twin.devices.service.ServiceMode`); default none.
+    idle_mix: (gap_ps, fraction) points: how far each mode moves to its long-idle block after a gap.
     """
 
     kind: str
@@ -44,6 +45,7 @@ class ConsumerParams:
     poll_phase_ps: int | None = None
     idle: tuple[IdleCost, ...] = ()
     modes: tuple[ServiceMode, ...] = ()
+    idle_mix: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self):
         if self.kind not in ("cpu", "gpu", "fpga"):
@@ -68,6 +70,18 @@ class ConsumerParams:
     def mode_draws(self, seed: int, stream: str, n: int):
         """Per-round extra service (int64 ps) of the modes (:func:`twin.devices.service.mode_draws`)."""
         return mode_draws(self.modes, seed, stream, n)
+
+    def mode_picks(self, seed: int, stream: str, n: int) -> list[tuple[int, float]]:
+        """Per-round mode and uniform draw (:func:`twin.devices.service.mode_picks`)."""
+        return mode_picks(self.modes, seed, stream, n)
+
+    def round_extra_ps(self, pick: tuple[int, float] | None, gap_ps: int) -> int:
+        """One round's service beyond the constant body (ps): the idle cost of ``gap_ps`` plus its
+        mode's extra (``pick``; None: no mode) at the idle fraction of ``gap_ps``. Both engines call it."""
+        x = idle_ps(self.idle, gap_ps)
+        if pick is not None:
+            x += mode_extra_ps(self.modes, pick, mix_fraction(self.idle_mix, gap_ps) if self.idle_mix else 0.0)
+        return x
 
     def pre_service_ps(self, enc: Encoding, nbytes: int) -> int:
         """Time from a poll's answer to the start of the function body for one request."""
@@ -138,7 +152,7 @@ class PollingConsumer:
         self.hops = hops
         self.next_seq = 1
         self.served = 0
-        self.service_draws = None  # per-round extra of the service modes (int64 ps; make_endpoint sets it)
+        self.service_draws = None  # per round: (mode, uniform draw) of the service modes (make_endpoint sets it)
 
     def start(self) -> None:
         """Begin polling for the first request."""
@@ -198,10 +212,9 @@ class PollingConsumer:
         service-mode draw. 0 for a consumer whose service does not vary."""
         if not self.p.varies:
             return 0
-        x = self.p.idle_cost_ps(at - self.p.poll_cost_ps - self.thread.free)
-        if self.service_draws is not None and seq <= len(self.service_draws):
-            x += int(self.service_draws[seq - 1])
-        return x
+        pick = self.service_draws[seq - 1] if self.service_draws is not None and seq <= len(self.service_draws) \
+            else None
+        return self.p.round_extra_ps(pick, at - self.p.poll_cost_ps - self.thread.free)
 
     def _reply_at(self, seq: int, t: int, base: int, writes, fence: int) -> None:
         """Post the reply's writes from ``t``: per-piece one burst; classic the data, then after the
@@ -255,7 +268,7 @@ def make_endpoint(cls: type, ctx, **extra) -> PollingConsumer:
              fp.tamper("reply", ctx.enc.per_piece), fp.consumer_stalls(spec.consumer.kind), ctx.thread, ctx.hops,
              **extra, **wl.consumer_kwargs)
     if spec.consumer.modes:
-        ep.service_draws = spec.consumer.mode_draws(spec.seed, spec.stream("consumer.modes"), spec.traffic.rounds)
+        ep.service_draws = spec.consumer.mode_picks(spec.seed, spec.stream("consumer.modes"), spec.traffic.rounds)
     return ep
 
 

@@ -8,7 +8,8 @@
   distribution -- above ``p50 + k * MAD`` (``k`` = :data:`STALL_K` median absolute deviations) or
   above :data:`STALL_ABS_NS` (1 ms: a time slice, never a poll loop's spread) -- counted as
   stalled (preempted, interrupted, frozen), reported apart and left out of the "clean"
-  percentiles.
+  percentiles; :func:`find_live_stalls` adds the rounds that queued behind one (their round trip
+  beyond its own distribution by the same rule, their service normal).
 """
 from __future__ import annotations
 
@@ -71,20 +72,24 @@ def check_isolation(pinned: list[int], sample_s: float = 0.2) -> dict:
 @dataclass
 class Stalls:
     """Stalled rounds of a live run: ``mask`` (bool per round), ``threshold_ns``, ``count``,
-    ``fraction``, ``longest_ns``."""
+    ``fraction``, ``longest_ns`` (of the service); ``queued``: rounds left out because they waited
+    behind a stalled one (:func:`find_live_stalls`; counted in ``mask`` but not in ``count``)."""
 
     mask: np.ndarray
     threshold_ns: float
     count: int
     fraction: float
     longest_ns: float
+    queued: int = 0
 
     def summary(self) -> dict:
         """For results.json: threshold, count, fraction, longest, the first 20 stalled rounds (1-based)."""
         return {"threshold_ns": round(self.threshold_ns, 3), "rounds": self.count,
                 "fraction": round(self.fraction, 6), "longest_ns": self.longest_ns,
+                "queued_behind": self.queued,
                 "first_rounds": [int(i) + 1 for i in np.flatnonzero(self.mask)[:20]],
-                "rule": f"service > min(p50 + {STALL_K:g} x MAD, {STALL_ABS_NS / 1e6:g} ms)"}
+                "rule": f"service > min(p50 + {STALL_K:g} x MAD, {STALL_ABS_NS / 1e6:g} ms); queued behind: "
+                        "round trip beyond its own distribution by the same rule"}
 
 
 def find_stalls(service_ns: np.ndarray, k: float = STALL_K, abs_ns: float = STALL_ABS_NS) -> Stalls:
@@ -99,3 +104,14 @@ def find_stalls(service_ns: np.ndarray, k: float = STALL_K, abs_ns: float = STAL
     mask = s > thr
     n = int(mask.sum())
     return Stalls(mask, thr, n, n / len(s), float(s[mask].max()) if n else 0.0)
+
+
+def find_live_stalls(service_ns: np.ndarray, rtt_ps: np.ndarray) -> Stalls:
+    """:func:`find_stalls` on the service, plus the rounds whose card-boundary round trip (ps) lies
+    beyond its own distribution by the same rule while their service does not: they queued behind
+    a stalled round (an open-loop request sent while the device was stalled). ``mask`` holds both."""
+    st = find_stalls(service_ns)
+    if len(rtt_ps) != len(st.mask) or not len(rtt_ps):
+        return st
+    behind = find_stalls(np.asarray(rtt_ps, np.float64) / 1000).mask & ~st.mask
+    return Stalls(st.mask | behind, st.threshold_ns, st.count, st.fraction, st.longest_ns, int(behind.sum()))

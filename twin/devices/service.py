@@ -14,6 +14,10 @@ stay identical (``tests/test_duty_cycle.py``).
   ``offset`` plus a uniform draw in ``[0, width)`` more (a second mode of a histogram: a GPU warp
   re-scheduled, a poll loop caught in another phase; a rare tail). The draws come from the loop's
   random stream ``<loop>.consumer.modes``, one per round, so a seed gives the same rounds.
+  A mode may also say what it becomes after a long idle (``long_offset_ps``, ``long_width_ps``): a
+  round then takes its block moved by ``f(gap)`` of the way there, ``f`` from the consumer's
+  ``idle_mix`` table (gap -> fraction 0..1, log-gap interpolation, flat beyond the ends): the
+  measured service distribution after idling, quantile by quantile.
 
 Defaults are empty (no cost): every scenario without them is unchanged.
 """
@@ -73,15 +77,21 @@ class IdleCost:
 @dataclass(frozen=True)
 class ServiceMode:
     """One extra mode of the service time: ``weight`` (probability, 0 < weight <= 1), ``offset_ps``
-    (>= 0) and ``width_ps`` (a uniform spread above the offset, >= 0)."""
+    (>= 0) and ``width_ps`` (a uniform spread above the offset, >= 0); ``long_offset_ps`` and
+    ``long_width_ps``: the block after a long idle (None: the same)."""
 
     weight: float
     offset_ps: int
     width_ps: int = 0
+    long_offset_ps: int | None = None
+    long_width_ps: int | None = None
 
     def __post_init__(self):
         if not 0 < self.weight <= 1 or self.offset_ps < 0 or self.width_ps < 0:
             raise ValueError("a service mode needs 0 < weight <= 1, offset >= 0 and width >= 0")
+        if (self.long_offset_ps is None) != (self.long_width_ps is None) or min(
+                self.long_offset_ps or 0, self.long_width_ps or 0) < 0:
+            raise ValueError("a service mode's long-idle block needs both offset and width, >= 0")
 
 
 def idle_ps(idle: tuple[IdleCost, ...], gap_ps: int) -> int:
@@ -108,3 +118,47 @@ def mode_draws(modes: tuple[ServiceMode, ...], seed: int, stream: str, n: int) -
     off = np.array([m.offset_ps for m in modes] + [0], np.int64)
     wid = np.array([m.width_ps for m in modes] + [0], np.float64)
     return off[k] + np.floor(v * wid[k]).astype(np.int64)
+
+
+def mode_picks(modes: tuple[ServiceMode, ...], seed: int, stream: str, n: int) -> list[tuple[int, float]]:
+    """Per round (``n``): (the mode it falls in, ``len(modes)`` for the main mode; its uniform draw
+    in [0, 1)), from stream ``stream`` of ``seed`` -- the same draws :func:`mode_draws` uses."""
+    if not modes:
+        return [(0, 0.0)] * n
+    w = np.array([m.weight for m in modes])
+    if w.sum() > 1 + 1e-9:
+        raise ValueError(f"service modes' weights sum to {w.sum():g}: must be <= 1 (the rest is the main mode)")
+    rng = stream_rng(seed, stream)
+    u, v = rng.random(n), rng.random(n)
+    cum = np.cumsum(w)
+    if cum[-1] > 1 - 1e-9:
+        cum[-1] = 1.0
+    k = np.searchsorted(cum, u, side="right")
+    return list(zip(k.tolist(), v.tolist()))
+
+
+def mix_fraction(points: tuple[tuple[int, float], ...], gap_ps: int) -> float:
+    """The ``idle_mix`` fraction (0..1) after ``gap_ps`` of idling: log-gap interpolation between the
+    (gap_ps, fraction) points, flat beyond the ends; 0 without points."""
+    if not points:
+        return 0.0
+    g = max(1, gap_ps)
+    if g <= points[0][0]:
+        return points[0][1]
+    for (g0, f0), (g1, f1) in zip(points, points[1:]):
+        if g <= g1:
+            return f0 + (f1 - f0) * math.log(g / g0) / math.log(g1 / g0)
+    return points[-1][1]
+
+
+def mode_extra_ps(modes: tuple[ServiceMode, ...], pick: tuple[int, float], f: float) -> int:
+    """One round's extra service (ps) for its ``pick`` (:func:`mode_picks`) at idle fraction ``f``."""
+    k, v = pick
+    if k >= len(modes):
+        return 0
+    m = modes[k]
+    off, wid = float(m.offset_ps), float(m.width_ps)
+    if f and m.long_offset_ps is not None:
+        off += f * (m.long_offset_ps - off)
+        wid += f * (m.long_width_ps - wid)
+    return int(off + math.floor(v * wid)) if not f else int(round(off + v * wid))

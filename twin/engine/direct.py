@@ -102,7 +102,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     P, cost = c.poll_period_ps, c.poll_cost_ps
     body = c.pre_service_ps(enc, frame) + c.service_ps
     varies = c.varies  # idle cost and service modes (twin.devices.service), as PollingConsumer.extra_ps
-    draws = c.mode_draws(spec.seed, spec.stream("consumer.modes"), tr.rounds).tolist() if c.modes else None
+    picks = c.mode_picks(spec.seed, spec.stream("consumer.modes"), tr.rounds) if c.modes else None
     extras: list[int] = []
     fence = c.fence_ps
     cP = card.reply_poll_period_ps
@@ -165,7 +165,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
         t = land if land > t_free_c else t_free_c
         t2 = phase + -((phase - t) // P) * P + cost + body
         if varies:  # the gap: the thread free at t_free_c, the poll that takes the request at t2 - cost - body
-            x = c.idle_cost_ps(t2 - cost - body - t_free_c) + (draws[i] if draws is not None else 0)
+            x = c.round_extra_ps(picks[i] if picks is not None else None, t2 - cost - body - t_free_c)
             extras.append(x)
             t2 += x
         if extra_ps is not None:

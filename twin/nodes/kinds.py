@@ -275,6 +275,9 @@ _CONSUMER = {
     "modes": P("ps", "default none; fitted from a live run's histogram (docs/calibration.md)",
                "extra modes of the service time: weight, offset, uniform width (a second mode, a tail)",
                "calibration consumers.<name>.service_modes"),
+    "idle_mix": P("", "default none; fitted from live duty-cycle runs (docs/calibration.md)",
+                  "(gap, fraction) points: how far each service mode moves to its long-idle block after a gap",
+                  "calibration consumers.<name>.idle_mix"),
 }
 _HOSTING = {
     "general_path_ps": P("ps", FIT_HOSTING, "runtime's general path for a user function on a GPU (dispatch by id)",

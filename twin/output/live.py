@@ -36,14 +36,15 @@ def live_summary(res, failure, sim_rtt_ps: np.ndarray) -> dict:
 
 def stall_summary(service_ns: np.ndarray, rtt_ps: np.ndarray) -> dict:
     """Honest live numbers: ``stalled`` (rounds whose live service lies far beyond the service
-    distribution, preempted or interrupted: :func:`twin.devices.isolation.find_stalls`) and ``clean``
+    distribution, preempted or interrupted, and those queued behind them:
+    :func:`twin.devices.isolation.find_live_stalls`) and ``clean``
     (the round trip's and the service's percentiles without them: the device's own). The machine's
     state before the run is ``isolation`` (:func:`twin.devices.isolation.check_isolation`, from the
     endpoint's stats). Empty when the series do not match (a run stopped mid-round)."""
     if not len(service_ns) or len(service_ns) != len(rtt_ps):
         return {}
-    from twin.devices.isolation import find_stalls
-    st = find_stalls(service_ns)
+    from twin.devices.isolation import find_live_stalls
+    st = find_live_stalls(service_ns, rtt_ps)
     keep = ~st.mask
     return {"stalled": st.summary(),
             "clean": {"round_trip": summary_ns(rtt_ps[keep]) if keep.any() else None,
@@ -76,7 +77,8 @@ def print_live(study, console) -> None:
         st, cl = lv.get("stalled"), (lv.get("clean") or {}).get("round_trip")
         if st and st["rounds"] and cl:
             tb.add_row("", "measured, stalled rounds left out", us(cl["p50_ns"]), us(cl["p90_ns"]), us(cl["p99_ns"]),
-                       us(cl["p999_ns"]), us(cl["mean_ns"]), f"{len(r.result.t_in) - st['rounds']:,}")
+                       us(cl["p999_ns"]), us(cl["mean_ns"]),
+                       f"{len(r.result.t_in) - st['rounds'] - st.get('queued_behind', 0):,}")
     console.print(tb)
     for r in rows:
         lv = r.summary["live"]
@@ -86,7 +88,9 @@ def print_live(study, console) -> None:
         if st and st["rounds"]:
             console.print(f"[yellow]warning: {r.node}: {st['rounds']:,} of {len(r.result.t_in):,} rounds "
                           f"({100 * st['fraction']:.2f} %) stalled (service > {st['threshold_ns'] / 1000:.3f} µs, "
-                          f"longest {st['longest_ns'] / 1000:,.1f} µs): preemption or interrupts, not the device; "
+                          f"longest {st['longest_ns'] / 1000:,.1f} µs; {st.get('queued_behind', 0):,} more queued "
+                          "behind them): "
+                          "preemption or interrupts, not the device; "
                           "the row 'stalled rounds left out' is the device's own distribution[/yellow]")
     for r in rows:
         console.print(f"{r.node}: {r.summary['live'].get('endpoint', '')}")

@@ -15,6 +15,7 @@ def validation_document(cal: str, checks) -> dict:
     return {"schema": "twin.validate/1", "calibration": cal,
             "runs": [{"run": str(v.run.path), "consumer": v.consumer, "frame_bytes": v.run.frame_bytes,
                       "function": v.run.function, "stalled_rounds_left_out": v.run.stalls.count,
+                      "queued_behind_left_out": v.run.stalls.queued,
                       **v.comparison.as_dict(),
                       "histogram_measured": histogram_4ns(v.run.clean_rtt_ps),
                       "histogram_predicted": histogram_4ns(v.predicted_ps)} for v in checks]}
