@@ -33,19 +33,22 @@ idle_costs = st.one_of(
     st.lists(st.tuples(st.integers(1, 10**9), st.integers(0, 3 * US)), min_size=1, max_size=4,
              unique_by=lambda p: p[0]).map(
         lambda pts: IdleCost("clock exit", "table", points=tuple(sorted(pts)))))
-modes = st.lists(st.builds(ServiceMode, st.floats(0.01, 0.3), st.integers(0, 5 * US), st.integers(0, US)),
-                 max_size=2)
+modes = st.lists(st.builds(lambda w, off, wid, long: ServiceMode(w, off, wid, long, None if long is None else 2 * wid),
+                           st.floats(0.01, 0.3), st.integers(0, 5 * US), st.integers(0, US),
+                           st.one_of(st.none(), st.integers(0, 5 * US))), max_size=2)
+mixes = st.one_of(st.just(()), st.tuples(st.integers(1, 50 * US), st.integers(60 * US, 2000 * US)).map(
+    lambda g: ((g[0], 0.0), (g[1], 1.0))))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(idle=st.lists(idle_costs, max_size=2), modes=modes, kind=st.sampled_from(["cpu", "gpu"]),
+@given(idle=st.lists(idle_costs, max_size=2), modes=modes, mix=mixes, kind=st.sampled_from(["cpu", "gpu"]),
        enc=st.sampled_from(["classic", "per_piece"]), mode=st.sampled_from(["closed_loop", "open_loop"]),
        gaps=st.one_of(st.none(), st.builds(Gaps, st.just("exponential"), st.integers(1 * US, 200 * US))),
        jitter=st.sampled_from([0, 20_000]), seed=st.integers(0, 2**31))
-def test_engines_agree_with_idle_cost_and_modes(idle, modes, kind, enc, mode, gaps, jitter, seed):
+def test_engines_agree_with_idle_cost_and_modes(idle, modes, mix, kind, enc, mode, gaps, jitter, seed):
     c = cpu_core(37 * NS, 80 * NS, 30 * NS, enc) if kind == "cpu" else gpu_persistent_kernel(600 * NS, 100 * NS,
                                                                                               enc, 800 * NS)
-    c = replace(c, idle=tuple(idle), modes=tuple(modes))
+    c = replace(c, idle=tuple(idle), modes=tuple(modes), idle_mix=mix)
     # open loop: a fixed 20 us period (no backlog); closed loop: back to back or random gaps
     gaps = None if mode == "open_loop" else gaps
     tr = TrafficParams(mode=mode, rounds=150, frame_bytes=64, period_ps=20 * US if mode == "open_loop" else 0,
@@ -121,3 +124,14 @@ def test_idle_model_keys_are_checked():
     with pytest.raises(ValueError, match="strictly increasing"):
         IdleModel(mechanism="x", table=[(10.0, 1.0), (5.0, 2.0)])
     assert IdleModel(mechanism="x", table=[(1.0, 0.0), (1e6, 3.0)]).cost().points == ((1000, 0), (10**9, 3000))
+
+
+def test_modes_move_to_their_long_idle_blocks_by_the_idle_mix():
+    from twin.devices.service import mix_fraction, mode_extra_ps
+    m = (ServiceMode(1.0, 100 * NS, 100 * NS, long_offset_ps=300 * NS, long_width_ps=200 * NS),)
+    mix = ((10 * US, 0.0), (1000 * US, 1.0))
+    assert mix_fraction(mix, 5 * US) == 0 and mix_fraction(mix, 5000 * US) == 1
+    assert mix_fraction(mix, 100 * US) == pytest.approx(0.5)                 # halfway in log(gap)
+    assert mode_extra_ps(m, (0, 0.5), 0.0) == 150 * NS                       # short gap: its own block
+    assert mode_extra_ps(m, (0, 0.5), 1.0) == 400 * NS                       # long gap: the long block
+    assert mode_extra_ps(m, (0, 0.5), 0.5) == round(200 * NS + 0.5 * 150 * NS)  # halfway: quantile by quantile

@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from test_live_shm import SHM, scenario
 
 from twin.commands import main
 
 
+@pytest.mark.slow  # a live run: tens of seconds on a loaded machine; the output's machinery: test_validate.py
 def test_a_contended_live_run_reports_stalled_rounds_apart(tmp_path, capsys):
     # the window opens before the first request lands (about 1 us of simulated time): whatever the
     # machine's load, the first round is frozen for 50 ms of wall clock
