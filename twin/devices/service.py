@@ -99,13 +99,8 @@ def idle_ps(idle: tuple[IdleCost, ...], gap_ps: int) -> int:
     return int(round(sum(m.at(gap_ps) for m in idle))) if idle else 0
 
 
-def mode_draws(modes: tuple[ServiceMode, ...], seed: int, stream: str, n: int) -> np.ndarray:
-    """``n`` extra service times (int64 ps), one per round, from stream ``stream`` of ``seed``:
-    each round falls in mode k with probability ``modes[k].weight`` (else 0 extra) and takes its
-    offset plus a uniform draw in [0, width); weights summing to 1 leave no main mode (a measured
-    service distribution as a quantile table). Raises ValueError when the weights sum to more than 1."""
-    if not modes:
-        return np.zeros(n, np.int64)
+def _picks(modes: tuple[ServiceMode, ...], seed: int, stream: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(mode index per round, ``len(modes)`` for the main mode; uniform draw in [0, 1) per round)."""
     w = np.array([m.weight for m in modes])
     if w.sum() > 1 + 1e-9:
         raise ValueError(f"service modes' weights sum to {w.sum():g}: must be <= 1 (the rest is the main mode)")
@@ -114,7 +109,17 @@ def mode_draws(modes: tuple[ServiceMode, ...], seed: int, stream: str, n: int) -
     cum = np.cumsum(w)
     if cum[-1] > 1 - 1e-9:  # the modes are the whole distribution (a quantile table): no main mode left
         cum[-1] = 1.0
-    k = np.searchsorted(cum, u, side="right")  # == len(modes): the main mode
+    return np.searchsorted(cum, u, side="right"), v
+
+
+def mode_draws(modes: tuple[ServiceMode, ...], seed: int, stream: str, n: int) -> np.ndarray:
+    """``n`` extra service times (int64 ps), one per round, from stream ``stream`` of ``seed``:
+    each round falls in mode k with probability ``modes[k].weight`` (else 0 extra) and takes its
+    offset plus a uniform draw in [0, width); weights summing to 1 leave no main mode (a measured
+    service distribution as a quantile table). Raises ValueError when the weights sum to more than 1."""
+    if not modes:
+        return np.zeros(n, np.int64)
+    k, v = _picks(modes, seed, stream, n)
     off = np.array([m.offset_ps for m in modes] + [0], np.int64)
     wid = np.array([m.width_ps for m in modes] + [0], np.float64)
     return off[k] + np.floor(v * wid[k]).astype(np.int64)
@@ -125,15 +130,7 @@ def mode_picks(modes: tuple[ServiceMode, ...], seed: int, stream: str, n: int) -
     in [0, 1)), from stream ``stream`` of ``seed`` -- the same draws :func:`mode_draws` uses."""
     if not modes:
         return [(0, 0.0)] * n
-    w = np.array([m.weight for m in modes])
-    if w.sum() > 1 + 1e-9:
-        raise ValueError(f"service modes' weights sum to {w.sum():g}: must be <= 1 (the rest is the main mode)")
-    rng = stream_rng(seed, stream)
-    u, v = rng.random(n), rng.random(n)
-    cum = np.cumsum(w)
-    if cum[-1] > 1 - 1e-9:
-        cum[-1] = 1.0
-    k = np.searchsorted(cum, u, side="right")
+    k, v = _picks(modes, seed, stream, n)
     return list(zip(k.tolist(), v.tolist()))
 
 
