@@ -308,11 +308,13 @@ def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = No
     measured = ref.clean_rtt_ps.astype(np.float64)
     extra: dict = {}
     count = [0]
+    table_floor = 0.0
     if shape == "service" and len(ref.service_ns) == len(ref.rtt_ps):
         # the live node noticed each request the moment it landed and took the measured service: the
         # stand-in does the same (a 1 ps poll, no poll cost) with the service drawn from the measured one
         dev = base.consumers[device]
         floor, table = service_table(ref.service_ns[~ref.stalls.mask])
+        table_floor = floor  # the table's offsets are from the measured floor; the fit may shift service_ns
         values = {"poll_period_ns": 0.001, "service_ns": floor,
                   "jitter_ns": base.hosts[dev.host].path(dev.path).jitter_ns}
         extra["service_modes"] = table
@@ -352,9 +354,9 @@ def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = No
     shaped = _live_set(base, device, node_name, encoding, values, extra=extra)
     cost_ps = shaped.consumers[cname].params().poll_cost_ps
     service, gaps, asked = [], [], []
-    for lr in runs:  # each run's own service time: the first run's plus its W1-best shift
+    for lr in runs:  # each run's own service time: the shape's plus the W1-best shift of its round trips
         res = simulate_run(shaped, cname, lr, rounds, fit_seed)
-        d = 0.0 if lr is ref else best_shift_ps(lr.clean_rtt_ps, res.rtt_ps) / PS_PER_NS
+        d = best_shift_ps(lr.clean_rtt_ps, res.rtt_ps) / PS_PER_NS  # ~0 for the first run, not exactly
         service.append(values["service_ns"] + d)
         # back to back or not is what the run asked (its simulated gaps); the table's gap is the one the
         # device had, measured on the wall clock where recorded (a live host cannot pace below its own
@@ -369,7 +371,7 @@ def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = No
     c = fitted.consumers[cname]
     long_ = sorted((gaps[i], i) for i in range(len(runs)) if i not in short)
     if long_ and "service_modes" in extra:  # the service distribution after idling, quantile by quantile
-        extra.update(_idle_mix(extra["service_modes"], extra["service_ns"], [runs[i] for _, i in long_],
+        extra.update(_idle_mix(extra["service_modes"], table_floor, [runs[i] for _, i in long_],
                                [g for g, _ in long_], max(1.0, float(np.median([gaps[i] for i in short]))), notes))
         long_ = []
     if long_:  # the idle cost at each longer gap: service above what the back-to-back terms predict
