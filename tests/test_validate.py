@@ -264,3 +264,25 @@ def test_h200_duty_cycle_fitted_on_back_to_back_and_1ms_predicts_held_out_runs(c
     checks = validate(ROOT / "calibrations" / "fitted" / cal, [LIVE / sweep / r for r in runs], seed=7)
     for v in checks:
         assert abs(v.comparison.error_pct("p50")) < 3.0 and v.comparison.w1_pct <= 2.0, v.run.path
+
+
+def test_fits_write_a_new_file_unless_told_to_overwrite(tmp_path):
+    import argparse
+    import datetime as dt
+    import re
+
+    from twin.commands.calibrate import fitted_out
+    from twin.commands.common import stamped
+    from twin.usage import UsageError
+    prior = tmp_path / "card_path.yaml"
+    prior.write_text("name: x\n")
+    out = fitted_out(argparse.Namespace(out=None, overwrite=False), prior)
+    assert out.parent == tmp_path / "fitted" and re.fullmatch(r"card_path-\d{8}-\d{4}\.yaml", out.name)
+    when = dt.datetime(2026, 12, 1, 21, 5, tzinfo=dt.timezone.utc)
+    assert stamped(prior, when).name == "card_path-20261201-2105.yaml"
+    (tmp_path / "fitted" / "card_path.yaml").write_text("# Written by `twin calibrate` from x\n")
+    named = argparse.Namespace(out=str(tmp_path / "fitted" / "card_path.yaml"), overwrite=False)
+    with pytest.raises(UsageError, match="--overwrite"):  # even a set the twin wrote: data, not scratch
+        fitted_out(named, prior)
+    named.overwrite = True
+    assert fitted_out(named, prior) == tmp_path / "fitted" / "card_path.yaml"
