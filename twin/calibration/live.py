@@ -114,18 +114,26 @@ def load_live_run(run: Path, node: str | None = None) -> tuple[dict, dict, np.nd
     for p in (res_path, npz_path):
         if not p.is_file():
             raise ConfigError(run, "RUN", str(run), f"not a live run folder: {p.name} is missing")
-    doc = json.loads(res_path.read_text())
-    live = [c for c in doc.get("consumers", []) if c.get("live")]
+    try:
+        doc = json.loads(res_path.read_text())
+    except (OSError, ValueError) as e:
+        raise ConfigError(res_path, "results.json", "<unreadable>", f"not a results file: {e}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("consumers", []), list):
+        raise ConfigError(res_path, "consumers", "<not a list>", "not a results file of `twin run`")
+    live = [c for c in doc["consumers"] if isinstance(c, dict) and c.get("live")] if "consumers" in doc else []
     if node is not None:
         live = [c for c in live if c["node"] == node]
     if not live:
         raise ConfigError(res_path, "consumers", node or "<any>", "no live consumer in this run")
     s = live[0]
-    with np.load(npz_path) as z:
-        key = f"{s['node']}.rtt_ps"
-        if key not in z:
-            raise ConfigError(npz_path, key, "<missing>", "no round trips for this node")
-        rtt = z[key].astype(np.int64)
+    try:
+        with np.load(npz_path) as z:
+            key = f"{s['node']}.rtt_ps"
+            if key not in z:
+                raise ConfigError(npz_path, key, "<missing>", "no round trips for this node")
+            rtt = z[key].astype(np.int64)
+    except (OSError, ValueError) as e:
+        raise ConfigError(npz_path, NPZ, "<unreadable>", f"not a live rounds file: {e}") from None
     if len(rtt) < 100:
         raise ConfigError(npz_path, f"{s['node']}.rtt_ps", len(rtt), "needs at least 100 rounds to fit")
     return doc, s, rtt
@@ -163,6 +171,9 @@ def load_run(run: Path, scenario: str | Path | None = None, node: str | None = N
         key = f"{s['node']}.service_ns"
         svc = z[key].astype(np.int64) if key in z else np.zeros(0, np.int64)
         idle = z[f"{s['node']}.idle_ns"].astype(np.int64) if f"{s['node']}.idle_ns" in z else None
+    for key, where in (("frame_bytes", doc), ("encoding", s), ("name", s), ("node", s)):
+        if key not in where:
+            raise ConfigError(run / "results.json", key, "<missing>", "not a results file of a live `twin run`")
     sc = Path(scenario) if scenario is not None else run_scenario(run, doc, s)
     return LiveRun(run, doc, s, rtt, svc, find_live_stalls(svc, rtt), sc, int(doc["frame_bytes"]),
                    s.get("function", "echo"), s["encoding"], idle if idle is not None and len(idle) > 1 else None)
