@@ -175,7 +175,12 @@ def load_run(run: Path, scenario: str | Path | None = None, node: str | None = N
         if key not in where:
             raise ConfigError(run / "results.json", key, "<missing>", "not a results file of a live `twin run`")
     sc = Path(scenario) if scenario is not None else run_scenario(run, doc, s)
-    return LiveRun(run, doc, s, rtt, svc, find_live_stalls(svc, rtt), sc, int(doc["frame_bytes"]),
+    st = find_live_stalls(svc, rtt)
+    if len(st.mask) == len(rtt) and int((~st.mask).sum()) < 100:
+        raise ConfigError(run / "results.json", "live.stalled", f"{st.count} stalled, {st.queued} queued behind",
+                          f"only {int((~st.mask).sum())} of {len(rtt):,} rounds neither stalled nor queued behind a "
+                          "stalled one: the run measured the machine's preemption, not the device")
+    return LiveRun(run, doc, s, rtt, svc, st, sc, int(doc["frame_bytes"]),
                    s.get("function", "echo"), s["encoding"], idle if idle is not None and len(idle) > 1 else None)
 
 
