@@ -17,7 +17,6 @@ window's length in wall-clock time and resumed (SIGCONT); the producer keeps sen
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 
 import numpy as np
@@ -43,9 +42,9 @@ class LiveConsumer(PollingConsumer):
                          functions, tamper, (), thread, hops)
         from twin.devices.isolation import check_isolation
         pins = [c for c in (bridge.cpu, bridge.producer_cpu) if c is not None] if bridge.backend == "shm" else []
+        # checked before the session starts; the warnings go with the live table and results.json
+        # (stderr stays one line per failure)
         self.isolation = check_isolation(pins) if bridge.backend in ("shm", "cuda") else None
-        for w in (self.isolation or {}).get("warnings", []):
-            print(f"warning: {name}: machine not quiet: {w}", file=sys.stderr)
         self.endpoint = open_endpoint(bridge)
         self.endpoint.open(slot_bytes, slots, encoding.name)
         self.description = self.endpoint.describe()
