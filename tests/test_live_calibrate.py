@@ -66,12 +66,15 @@ def test_from_live_finds_a_scenario_outside_scenarios(tmp_path, capsys):
     assert doc["consumers"][0]["live"]["scenario_file"] == str(sc.resolve())
     capsys.readouterr()
     out = tmp_path / "fitted.yaml"
-    assert main(["calibrate", "--from-live", str(run), "--out", str(out), "--rounds", "500", "--maxiter", "1",
-                 "--popsize", "3"]) == 0
-    assert "live_fitted" in load_params(out).consumers
+    rc = main(["calibrate", "--from-live", str(run), "--out", str(out), "--rounds", "500", "--maxiter", "1",
+               "--popsize", "3"])
+    if rc == 2:  # a machine so loaded that (almost) every live round waited for a time slice: refused, said
+        assert "neither stalled nor queued" in capsys.readouterr().err
+    else:
+        assert rc == 0 and "live_fitted" in load_params(out).consumers
     sc.unlink()  # the recorded file is gone: say to pass SCENARIO, do not guess
     capsys.readouterr()
-    assert main(["calibrate", "--from-live", str(run), "--out", str(out)]) == 2
+    assert main(["calibrate", "--from-live", str(run), "--out", str(out), "--overwrite"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "live.scenario_file" in err and "pass SCENARIO" in err
 
