@@ -66,12 +66,15 @@ def test_from_live_finds_a_scenario_outside_scenarios(tmp_path, capsys):
     assert doc["consumers"][0]["live"]["scenario_file"] == str(sc.resolve())
     capsys.readouterr()
     out = tmp_path / "fitted.yaml"
-    assert main(["calibrate", "--from-live", str(run), "--out", str(out), "--rounds", "500", "--maxiter", "1",
-                 "--popsize", "3"]) == 0
-    assert "live_fitted" in load_params(out).consumers
+    rc = main(["calibrate", "--from-live", str(run), "--out", str(out), "--rounds", "500", "--maxiter", "1",
+               "--popsize", "3"])
+    if rc == 2:  # a machine so loaded that (almost) every live round waited for a time slice: refused, said
+        assert "neither stalled nor queued" in capsys.readouterr().err
+    else:
+        assert rc == 0 and "live_fitted" in load_params(out).consumers
     sc.unlink()  # the recorded file is gone: say to pass SCENARIO, do not guess
     capsys.readouterr()
-    assert main(["calibrate", "--from-live", str(run), "--out", str(out)]) == 2
+    assert main(["calibrate", "--from-live", str(run), "--out", str(out), "--overwrite"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "live.scenario_file" in err and "pass SCENARIO" in err
 
@@ -91,4 +94,5 @@ def test_from_live_without_a_recorded_scenario_says_pass_scenario(tmp_path, caps
 def test_from_live_out_help_states_its_default(capsys):
     with pytest.raises(SystemExit):
         main(["calibrate", "--help"])
-    assert "calibrations/fitted/<scenario>_<node>_fitted.yaml" in " ".join(capsys.readouterr().out.split())
+    # a new file by default, never the committed set (argparse may wrap the name at its hyphens)
+    assert "calibrations/fitted/<scenario>_<node>_fitted-YYYYMMDD-HHMM.yaml" in "".join(capsys.readouterr().out.split())

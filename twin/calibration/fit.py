@@ -241,5 +241,8 @@ def fitted_document(result: FitResult, prior_path: Path, measured_path: str) -> 
         "values": result.values,
         "residuals": [{"consumer": r.consumer, "stat": r.stat, "measured_ns": r.measured_ns,
                        "model_ns": r.model_ns, "error_pct": round(r.error_pct, 3)} for r in result.residuals],
+        "targets": f"p50 and p90 of every consumer in {measured_path} (4 ns buckets), squared errors in bins",
+        "free_parameter_names": list(result.values),
+        "validated_on": [],  # none held out by the fit: `twin validate CAL RUN ...` checks it on runs
     }
     return data

@@ -1,4 +1,4 @@
-"""``twin calibrate --from-live RUN``: fit a consumer model to a live run's rounds.
+"""``twin calibrate --from-live RUN [RUN ...] [--validate RUN ...]``: fit a consumer model to live runs.
 
 The run folder (written by ``twin run`` on a scenario with a ``model: live`` node) holds
 ``results.json`` and ``live_rounds.npz`` (per-round card-boundary round trips of the live node).
@@ -15,30 +15,84 @@ Objective: the Wasserstein-1 distance between the simulated round trips (the dir
 evolution (seeded, so the fit is reproducible). The fitted set is validated on a fresh seed and
 ``rounds_check`` rounds: the table gives measured vs predicted p50/p90/p99, the Wasserstein-1
 distance and the two-sample KS statistic. Other consumers and hosts are unchanged.
+
+Several runs (:func:`calibrate_from_live`): the shape (poll period, jitter) and the service time
+are fitted as above on the first run; on every other run the service time that fits it is the
+first run's plus the translation of the simulated round trips that minimises W1
+(:func:`twin.calibration.distribution.best_shift_ps`). Those service times are then explained:
+over the runs whose simulated idle gap is short (back to back, under :data:`IDLE_GAP_NS`), by least squares
+on frame bytes, reply bytes and one term per function other than the echo (a term the runs cannot
+tell apart from another -- reply bytes of an echo are its frame bytes -- is left at 0 and said so);
+over the runs with longer gaps, by an idle-cost table (the service above the back-to-back
+prediction at each run's median idle gap, log-gap interpolated; the gap the device had on the wall
+clock where the run recorded it, ``<node>.idle_ns``, else the simulated one). A histogram of the first run with
+more than one mode adds its extra modes (:func:`twin.calibration.distribution.extra_modes`).
+Stalled rounds and those queued behind them (:func:`twin.devices.isolation.find_live_stalls`) are
+left out of every fit and check.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import yaml
 from scipy.optimize import differential_evolution
-from scipy.stats import ks_2samp, wasserstein_distance
+from scipy.stats import wasserstein_distance
 
-from twin.calibration.params import ParamSet, loop_spec
+from twin.calibration.distribution import Comparison, best_shift_ps, compare, extra_modes, service_table
+from twin.calibration.params import ParamSet, loop_spec, reply_bytes
 from twin.config import ConfigError
+from twin.devices.isolation import Stalls, find_live_stalls
 from twin.engine.direct import run_direct
 from twin.output.live import NPZ
 from twin.scenario import load_scenario
 from twin.units import PS_PER_NS
 
+IDLE_GAP_NS = 10_000.0  # a run whose median idle gap is under 10 us is back to back for the service fit
+
+
+@dataclass
+class LiveRun:
+    """One live run folder: ``path``, results.json ``doc``, the live node's ``summary``, per-round
+    ``rtt_ps`` (card boundary) and ``service_ns``, its ``stalls``, the ``scenario`` file, and what it
+    asked: ``frame_bytes``, ``function`` (name), ``encoding``; ``idle_ns``: the idle time the live
+    device had before each round on the wall clock, where the run recorded it (``<node>.idle_ns``;
+    the first round's is -1)."""
+
+    path: Path
+    doc: dict
+    summary: dict
+    rtt_ps: np.ndarray
+    service_ns: np.ndarray
+    stalls: Stalls
+    scenario: Path
+    frame_bytes: int
+    function: str
+    encoding: str
+    idle_ns: np.ndarray | None = None  # the idle time the live device had before each round (None: not recorded)
+
+    @property
+    def clean_rtt_ps(self) -> np.ndarray:
+        """The round trips without the stalled rounds (the device's own distribution)."""
+        if len(self.stalls.mask) != len(self.rtt_ps):
+            return self.rtt_ps
+        return self.rtt_ps[~self.stalls.mask]
+
+    @property
+    def label(self) -> str:
+        """``name`` of the folder, frame bytes and function (for tables)."""
+        return f"{self.path.name} ({self.frame_bytes} B, {self.function})"
+
 
 @dataclass
 class LiveFit:
     """The outcome: the fitted parameter set, the new consumer's name, the free values (ns),
-    the comparison rows (stat, measured ns, predicted ns), W1 (ns), KS statistic, evaluations."""
+    the comparison rows on the first run (stat, measured ns, predicted ns), W1 (ns), KS statistic,
+    evaluations; ``checks``: (run, :class:`Comparison`, role "fitted" | "held out") for every run;
+    ``notes``: what the runs could not tell apart, the modes found, the stalled rounds left out."""
 
     params: ParamSet
     consumer: str
@@ -48,6 +102,9 @@ class LiveFit:
     ks: float
     evaluations: int
     measured_rounds: int
+    checks: list[tuple[LiveRun, Comparison, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
 
 
 def load_live_run(run: Path, node: str | None = None) -> tuple[dict, dict, np.ndarray]:
@@ -57,18 +114,26 @@ def load_live_run(run: Path, node: str | None = None) -> tuple[dict, dict, np.nd
     for p in (res_path, npz_path):
         if not p.is_file():
             raise ConfigError(run, "RUN", str(run), f"not a live run folder: {p.name} is missing")
-    doc = json.loads(res_path.read_text())
-    live = [c for c in doc.get("consumers", []) if c.get("live")]
+    try:
+        doc = json.loads(res_path.read_text())
+    except (OSError, ValueError) as e:
+        raise ConfigError(res_path, "results.json", "<unreadable>", f"not a results file: {e}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("consumers", []), list):
+        raise ConfigError(res_path, "consumers", "<not a list>", "not a results file of `twin run`")
+    live = [c for c in doc["consumers"] if isinstance(c, dict) and c.get("live")] if "consumers" in doc else []
     if node is not None:
         live = [c for c in live if c["node"] == node]
     if not live:
         raise ConfigError(res_path, "consumers", node or "<any>", "no live consumer in this run")
     s = live[0]
-    with np.load(npz_path) as z:
-        key = f"{s['node']}.rtt_ps"
-        if key not in z:
-            raise ConfigError(npz_path, key, "<missing>", "no round trips for this node")
-        rtt = z[key].astype(np.int64)
+    try:
+        with np.load(npz_path) as z:
+            key = f"{s['node']}.rtt_ps"
+            if key not in z:
+                raise ConfigError(npz_path, key, "<missing>", "no round trips for this node")
+            rtt = z[key].astype(np.int64)
+    except (OSError, ValueError) as e:
+        raise ConfigError(npz_path, NPZ, "<unreadable>", f"not a live rounds file: {e}") from None
     if len(rtt) < 100:
         raise ConfigError(npz_path, f"{s['node']}.rtt_ps", len(rtt), "needs at least 100 rounds to fit")
     return doc, s, rtt
@@ -76,7 +141,8 @@ def load_live_run(run: Path, node: str | None = None) -> tuple[dict, dict, np.nd
 
 def run_scenario(run: Path, doc: dict, summary: dict) -> Path:
     """The scenario file a live run came from: the path ``twin run`` recorded (``live.scenario_file``
-    in results.json), or for a run that recorded none ``scenarios/<name>.yaml`` beside the working
+    in results.json; where that file is gone, ``scenario.yaml`` in the run folder), or for a run that
+    recorded none ``scenarios/<name>.yaml`` beside the working
     folder or the source tree. Raises ConfigError (naming results.json) saying to pass SCENARIO when
     the recorded file is gone or there is none to find."""
     from twin.bundled import local_or_bundled
@@ -85,6 +151,8 @@ def run_scenario(run: Path, doc: dict, summary: dict) -> Path:
     if rec:
         if Path(rec).is_file():
             return Path(rec)
+        if (run / "scenario.yaml").is_file():  # a run folder committed with its scenario beside it
+            return run / "scenario.yaml"
         raise ConfigError(res, "live.scenario_file", rec, "the run's scenario file is gone; pass SCENARIO "
                           "(twin calibrate --from-live RUN SCENARIO)")
     guess = local_or_bundled(f"scenarios/{doc['scenario']}.yaml")
@@ -94,8 +162,58 @@ def run_scenario(run: Path, doc: dict, summary: dict) -> Path:
     return guess
 
 
+def load_run(run: Path, scenario: str | Path | None = None, node: str | None = None) -> LiveRun:
+    """A live run folder as a :class:`LiveRun` (:func:`load_live_run`, :func:`run_scenario`; the
+    frame bytes and function are the run's own, from results.json). Raises ConfigError."""
+    run = Path(run)
+    doc, s, rtt = load_live_run(run, node)
+    with np.load(run / NPZ) as z:
+        key = f"{s['node']}.service_ns"
+        svc = z[key].astype(np.int64) if key in z else np.zeros(0, np.int64)
+        idle = z[f"{s['node']}.idle_ns"].astype(np.int64) if f"{s['node']}.idle_ns" in z else None
+    for key, where in (("frame_bytes", doc), ("encoding", s), ("name", s), ("node", s)):
+        if key not in where:
+            raise ConfigError(run / "results.json", key, "<missing>", "not a results file of a live `twin run`")
+    sc = Path(scenario) if scenario is not None else run_scenario(run, doc, s)
+    st = find_live_stalls(svc, rtt)
+    if len(st.mask) == len(rtt) and int((~st.mask).sum()) < 100:
+        raise ConfigError(run / "results.json", "live.stalled", f"{st.count} stalled, {st.queued} queued behind",
+                          f"only {int((~st.mask).sum())} of {len(rtt):,} rounds neither stalled nor queued behind a "
+                          "stalled one: the run measured the machine's preemption, not the device")
+    return LiveRun(run, doc, s, rtt, svc, st, sc, int(doc["frame_bytes"]),
+                   s.get("function", "echo"), s["encoding"], idle if idle is not None and len(idle) > 1 else None)
+
+
+def _default_name(run: LiveRun) -> str:
+    """The fitted set's name for a run: ``<scenario>_<node>_fitted``."""
+    return f"{run.doc['scenario']}_{run.summary['node']}_fitted"
+
+
+def simulate_run(ps: ParamSet, consumer: str, run: LiveRun, rounds: int, seed: int):
+    """The direct engine's loop result for ``consumer`` of ``ps`` standing where ``run``'s live node
+    stood: the run's scenario (slots, traffic and its gaps, control), frame bytes, function and
+    encoding, over ``rounds`` rounds at ``seed``."""
+    from dataclasses import replace
+
+    from twin.runtime.functions import lookup
+    sc = load_scenario(run.scenario).scenario
+    traffic = replace(sc.traffic_params(rounds), frame_bytes=run.frame_bytes)
+    fid = lookup(run.function).id
+    spec = loop_spec(ps, consumer, traffic, seed, sc.slots, run.encoding, sc.external_control(), function=fid)
+    return run_direct(spec, reply_bytes=None if fid == 0 else reply_bytes(fid, run.frame_bytes))
+
+
+def idle_gaps_ps(res, cost_ps: int) -> np.ndarray:
+    """Per round (from the second): the consumer's idle gap, from its thread free after the previous
+    reply (publish) to the poll that took the request (start minus the poll cost)."""
+    h = res.hops
+    return h.start[1:] - cost_ps - h.publish[:-1]
+
+
 def _live_set(base: ParamSet, device: str, node: str, encoding: str, v: dict[str, float],
-              set_name: str = "") -> ParamSet:
+              set_name: str = "", extra: dict | None = None) -> ParamSet:
+    """``base`` plus ``<node>_fitted_host`` and ``<node>_fitted`` with the fitted values ``v``
+    (poll_period_ns, service_ns, jitter_ns) and ``extra`` consumer keys (service terms, idle, modes)."""
     data = base.model_dump()
     dev = data["consumers"][device]
     host = dict(data["hosts"][dev["host"]])
@@ -112,6 +230,7 @@ def _live_set(base: ParamSet, device: str, node: str, encoding: str, v: dict[str
         c["poll_cost_ns"] = 0.0
     elif dev["kind"] == "fpga":
         c = {**c, "kind": "gpu"}  # a live FPGA behind the bridge is fitted as a polling device
+    c.update(extra or {})
     data["consumers"][cname] = c
     data["fit"] = None
     data["fitted"] = None
@@ -120,57 +239,208 @@ def _live_set(base: ParamSet, device: str, node: str, encoding: str, v: dict[str
     return ParamSet.model_validate(data)
 
 
-def calibrate_from_live(run: str | Path, scenario: str | Path | None = None, node: str | None = None,
+
+def _service_terms(runs: list[LiveRun], service: list[float], notes: list[str]) -> dict:
+    """Least squares of the runs' service times (ns) on [1, frame bytes, reply bytes, function terms]
+    (module docstring); returns the consumer keys service_ns, service_per_*_byte_ns, function_ns."""
+    from twin.runtime.functions import lookup
+    fns = sorted({r.function for r in runs} - {"echo"})
+    cols = [("service_ns", lambda r: 1.0), ("service_per_frame_byte_ns", lambda r: float(r.frame_bytes)),
+            ("service_per_reply_byte_ns", lambda r: float(reply_bytes(lookup(r.function).id, r.frame_bytes)))]
+    cols += [(f"function_ns.{f}", lambda r, f=f: float(r.function == f)) for f in fns]
+    keep: list[int] = []
+    X = np.array([[c(r) for _, c in cols] for r in runs])
+    for j in range(len(cols)):  # a column adds only what the earlier ones cannot already say
+        if np.linalg.matrix_rank(X[:, keep + [j]]) > len(keep):
+            keep.append(j)
+        else:
+            notes.append(f"{cols[j][0]}: not told apart by these runs (left at 0)")
+    coef, *_ = np.linalg.lstsq(X[:, keep], np.asarray(service), rcond=None)
+    out: dict = {"function_ns": {}}
+    for j, v in zip(keep, coef):
+        name = cols[j][0]
+        if name.startswith("service_per") and v < 0:
+            notes.append(f"{name}: fitted {v:.5f} ns/B < 0, set to 0")
+            v = 0.0
+        if name.startswith("function_ns."):
+            out["function_ns"][name.split(".", 1)[1]] = round(float(v), 3)
+        else:
+            out[name] = round(float(v), 5 if name.startswith("service_per") else 3)
+    out["service_ns"] = max(0.0, out.get("service_ns", 0.0))
+    if not out["function_ns"]:
+        del out["function_ns"]
+    return out
+
+
+def _idle_mix(table: list[dict], floor: float, runs: list[LiveRun], gaps: list[float], short_gap: float,
+              notes: list[str]) -> dict:
+    """The long-idle blocks and ``idle_mix`` of a service quantile table: the longest-gap run's
+    measured service quantiles at the table's probabilities (blocks above ``floor``, ns) and, per
+    run in order of gap, the fraction of the way from the back-to-back quantiles to those that
+    fits its own quantiles best (least squares; 1 for the longest), 0 at ``short_gap``."""
+    from twin.calibration.distribution import TABLE_U
+    qa = np.array([floor + m["offset_ns"] for m in table] + [floor + table[-1]["offset_ns"] + table[-1]["width_ns"]])
+    qs = [np.quantile(r.service_ns[~r.stalls.mask].astype(np.float64), TABLE_U) for r in runs]
+    qb = qs[-1]
+    modes = [{**m, "long_offset_ns": round(max(0.0, float(qb[k] - floor)), 3),
+              "long_width_ns": round(max(0.0, float(qb[k + 1] - qb[k])), 3)} for k, m in enumerate(table)]
+    d = qb - qa
+    mix = [(round(short_gap, 3), 0.0)]
+    for q, g in zip(qs, gaps):
+        f = 1.0 if q is qb else float(np.clip(np.dot(q - qa, d) / max(np.dot(d, d), 1e-9), 0, 1))
+        if g > mix[-1][0]:
+            mix.append((round(g, 3), round(f, 4)))
+    notes.append(f"idle mix (gap ns, fraction of the way to {runs[-1].path.name}'s service quantiles): {mix}")
+    return {"service_modes": modes, "idle_mix": mix}
+
+
+def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = None, node: str | None = None,
                         rounds: int = 20_000, rounds_check: int = 100_000, maxiter: int = 30, popsize: int = 8,
-                        fit_seed: int = 1, log=print) -> LiveFit:
-    """Fit the live node of ``run`` (see module docstring). ``scenario``: the scenario file the run
-    came from (default: the one the run recorded, :func:`run_scenario`)."""
-    run = Path(run)
-    doc, s, rtt = load_live_run(run, node)
-    if scenario is None:
-        scenario = run_scenario(run, doc, s)
-    loaded = load_scenario(scenario)
-    sc = loaded.scenario
-    base = loaded.params
-    device, node_name = s["name"], s["node"]
-    encoding = s["encoding"]
-    measured = rtt.astype(np.float64)
-    traffic = sc.traffic_params(rounds)
-    med = float(np.median(measured)) / PS_PER_NS
-    bounds = [(1.0, max(50.0, med)), (0.0, med), (0.0, max(50.0, med / 4))]
-    names = ("poll_period_ns", "service_ns", "jitter_ns")
+                        fit_seed: int = 1, log=print, validate: list | tuple = (),
+                        progress=None, shape: str = "service") -> LiveFit:
+    """Fit the live node of ``run`` (a folder, or a list of folders: module docstring) and check the
+    fitted set on every run and on each ``validate`` folder (held out: not fitted). ``scenario``:
+    the scenario file the runs came from (default: the one each recorded, :func:`run_scenario`).
+    ``log`` gets the plan and the time estimate before the fit; ``progress(label, done, total)``
+    each generation. ``shape``: "service" (default: the first run's measured service distribution
+    as a quantile table, :func:`twin.calibration.distribution.service_table`, behind a consumer that
+    notices at once, as the live node did) or "poll" (poll period, service and jitter by
+    differential evolution on W1). Raises ConfigError for a folder that is not a live run, ValueError
+    for another shape."""
+    if shape not in ("service", "poll"):
+        raise ValueError(f"shape {shape!r}: expected service or poll")
+    paths = [Path(r) for r in (run if isinstance(run, (list, tuple)) else [run])]
+    runs = [load_run(p, scenario, node) for p in paths]
+    held = [load_run(Path(p), scenario, node) for p in validate]
+    ref = runs[0]
+    s = ref.summary
+    loaded = load_scenario(ref.scenario)
+    sc, base = loaded.scenario, loaded.params
+    device, node_name, encoding = s["name"], s["node"], ref.encoding
+    cname = f"{node_name}_fitted"
+    notes = [f"{r.path}: {r.stalls.count:,} stalled round(s) of {len(r.rtt_ps):,} left out (service > "
+             f"{r.stalls.threshold_ns / 1000:.3f} µs), {r.stalls.queued:,} queued behind them"
+             for r in runs + held if r.stalls.count]
+    measured = ref.clean_rtt_ps.astype(np.float64)
+    extra: dict = {}
     count = [0]
+    table_floor = 0.0
+    if shape == "service" and len(ref.service_ns) == len(ref.rtt_ps):
+        # the live node noticed each request the moment it landed and took the measured service: the
+        # stand-in does the same (a 1 ps poll, no poll cost) with the service drawn from the measured one
+        dev = base.consumers[device]
+        floor, table = service_table(ref.service_ns[~ref.stalls.mask])
+        table_floor = floor  # the table's offsets are from the measured floor; the fit may shift service_ns
+        values = {"poll_period_ns": 0.001, "service_ns": floor,
+                  "jitter_ns": base.hosts[dev.host].path(dev.path).jitter_ns}
+        extra["service_modes"] = table
+        log(f"fitting {cname} to {len(measured):,} live rounds of {ref.path}: its measured service as a "
+            f"{len(table)}-block quantile table; {len(runs)} run(s) fitted, {len(held)} held out: "
+            f"{len(runs) + len(held)} model runs of {rounds_check:,} rounds")
+    else:
+        med = float(np.median(measured)) / PS_PER_NS
+        bounds = [(1.0, max(50.0, med)), (0.0, med), (0.0, max(50.0, med / 4))]
+        names = ("poll_period_ns", "service_ns", "jitter_ns")
+        count = [0]
 
-    def simulate(v: dict[str, float], n_traffic, seed) -> np.ndarray:
-        ps = _live_set(base, device, node_name, encoding, v)
-        spec = loop_spec(ps, f"{node_name}_fitted", n_traffic, seed, sc.slots, encoding, sc.external_control())
-        return run_direct(spec).rtt_ps
+        def objective(x) -> float:
+            count[0] += 1
+            res = simulate_run(_live_set(base, device, node_name, encoding, dict(zip(names, x))), cname, ref, rounds,
+                               fit_seed)
+            return wasserstein_distance(res.rtt_ps, measured) / PS_PER_NS
 
-    def objective(x) -> float:
-        count[0] += 1
-        sim = simulate(dict(zip(names, x)), traffic, fit_seed)
-        return wasserstein_distance(sim, measured) / PS_PER_NS
+        t0 = time.perf_counter()
+        objective(np.mean(bounds, axis=1))
+        per = time.perf_counter() - t0
+        total = (maxiter + 1) * popsize * len(names) + len(runs) - 1
+        log(f"fitting {cname} to {len(measured):,} live rounds of {ref.path} (W1 objective, {rounds:,} simulated "
+            f"rounds per evaluation; {len(runs)} run(s) fitted, {len(held)} held out): at most {total:,} evaluations "
+            f"x {per:.2f} s = about {total * per / 60:.1f} min")
+        gen = [0]
 
-    log(f"fitting {node_name}_fitted to {len(measured):,} live rounds of {run} (W1 objective, "
-        f"{rounds:,} simulated rounds per evaluation)")
-    r = differential_evolution(objective, bounds, seed=fit_seed, maxiter=maxiter, popsize=popsize, tol=1e-3,
-                               polish=False)
-    values = {k: float(v) for k, v in zip(names, r.x)}
-    fitted = _live_set(base, device, node_name, encoding, values, f"{sc.name}_{node_name}_fitted")
-    check = simulate(values, sc.traffic_params(rounds_check), fit_seed + 1000)
-    rows = [(k, float(np.percentile(measured, q)) / 1000, float(np.percentile(check, q)) / 1000)
-            for k, q in (("p50", 50), ("p90", 90), ("p99", 99))]
-    return LiveFit(fitted, f"{node_name}_fitted", values, rows, wasserstein_distance(check, measured) / 1000,
-                   float(ks_2samp(check, measured).statistic), count[0], len(measured))
+        def step(xk, convergence=None):
+            gen[0] += 1
+            if progress:
+                progress(cname, gen[0], maxiter)
+
+        r = differential_evolution(objective, bounds, seed=fit_seed, maxiter=maxiter, popsize=popsize, tol=1e-3,
+                                   polish=False, callback=step)
+        values = {k: float(v) for k, v in zip(names, r.x)}
+
+    shaped = _live_set(base, device, node_name, encoding, values, extra=extra)
+    cost_ps = shaped.consumers[cname].params().poll_cost_ps
+    service, gaps, asked = [], [], []
+    for lr in runs:  # each run's own service time: the shape's plus the W1-best shift of its round trips
+        res = simulate_run(shaped, cname, lr, rounds, fit_seed)
+        d = best_shift_ps(lr.clean_rtt_ps, res.rtt_ps) / PS_PER_NS  # ~0 for the first run, not exactly
+        service.append(values["service_ns"] + d)
+        # back to back or not is what the run asked (its simulated gaps); the table's gap is the one the
+        # device had, measured on the wall clock where recorded (a live host cannot pace below its own
+        # time per round, tens of us), else the simulated one
+        sim_gap = float(np.median(idle_gaps_ps(res, cost_ps))) / PS_PER_NS
+        asked.append(sim_gap)
+        gaps.append(float(np.median(lr.idle_ns[1:])) if lr.idle_ns is not None else sim_gap)
+    short = [i for i, g in enumerate(asked) if g < IDLE_GAP_NS] or [int(np.argmin(asked))]
+    extra.update(_service_terms([runs[i] for i in short], [service[i] for i in short], notes))
+    values["service_ns"] = extra["service_ns"]
+    fitted = _live_set(base, device, node_name, encoding, values, f"{sc.name}_{node_name}_fitted", extra)
+    c = fitted.consumers[cname]
+    long_ = sorted((gaps[i], i) for i in range(len(runs)) if i not in short)
+    if long_ and "service_modes" in extra:  # the service distribution after idling, quantile by quantile
+        extra.update(_idle_mix(extra["service_modes"], table_floor, [runs[i] for _, i in long_],
+                               [g for g, _ in long_], max(1.0, float(np.median([gaps[i] for i in short]))), notes))
+        long_ = []
+    if long_:  # the idle cost at each longer gap: service above what the back-to-back terms predict
+        from twin.runtime.functions import lookup
+        g0 = max(1.0, float(np.median([gaps[i] for i in short])))
+        table = [(round(g0, 3), 0.0)]
+        for g, i in long_:
+            lr = runs[i]
+            pred = c.service_total_ns(lr.frame_bytes, reply_bytes(lookup(lr.function).id, lr.frame_bytes), lr.function)
+            if g > table[-1][0]:
+                table.append((round(g, 3), round(max(0.0, service[i] - pred), 3)))
+        extra["idle"] = [{"mechanism": "idle gap (cache refill, clock and power-state exit, scheduling together)",
+                          "table": table, "source": "fitted: " + ", ".join(str(runs[i].path) for _, i in long_)}]
+        notes.append(f"idle cost table (gap ns, cost ns): {table}")
+    modes = extra_modes(measured) if "service_modes" not in extra else []
+    if modes:
+        extra["service_modes"] = modes
+        notes.append(f"{len(modes) + 1} modes in {ref.path}'s histogram: extra modes {modes}")
+    fitted = _live_set(base, device, node_name, encoding, values, f"{sc.name}_{node_name}_fitted", extra)
+    checks = []
+    for lr, role in [(x, "fitted") for x in runs] + [(x, "held out") for x in held]:
+        res = simulate_run(fitted, cname, lr, rounds_check, fit_seed + 1000)
+        checks.append((lr, compare(lr.clean_rtt_ps, res.rtt_ps), role))
+    first = checks[0][1]
+    return LiveFit(fitted, cname, {**values, **{k: v for k, v in extra.items() if isinstance(v, float)}},
+                   first.rows, first.w1_ns, first.ks, count[0], len(measured), checks, notes,
+                   [str(x.path) for x in runs])
 
 
-def write_fitted(fit: LiveFit, out: Path, run: Path) -> None:
+def fitted_section(fit: LiveFit, command: str) -> dict:
+    """The ``fitted`` section of a calibration file written from live runs: the command, the fit
+    targets, the free parameters, the runs fitted and validated on with their errors, the notes."""
+    return {"command": command,
+            "targets": "W1 distance of the card-boundary round trip to the first run's (stalled rounds left out); "
+                       "each other run's W1-best service shift, explained by frame/reply bytes, function and idle gap",
+            "free_parameters": [f"consumers.{fit.consumer}.{k}" for k in fit.values],
+            "fitted_on": [{"run": str(r.path), "frame_bytes": r.frame_bytes, "function": r.function, **c.as_dict()}
+                          for r, c, role in fit.checks if role == "fitted"],
+            "validated_on": [{"run": str(r.path), "frame_bytes": r.frame_bytes, "function": r.function, **c.as_dict()}
+                             for r, c, role in fit.checks if role == "held out"],
+            "evaluations": fit.evaluations, "notes": fit.notes}
+
+
+def write_fitted(fit: LiveFit, out: Path, run: Path | list, command: str = "") -> None:
     """Write the fitted parameter set (YAML, like ``twin calibrate`` writes; whole or not at all:
-    :func:`twin.output.files.write_file`)."""
+    :func:`twin.output.files.write_file`) with its ``fitted`` section (:func:`fitted_section`)."""
+    runs = run if isinstance(run, (list, tuple)) else [run]
     doc = fit.params.model_dump(exclude_none=True, exclude={"fit", "fitted"})
     doc["provenance"] = {**doc.get("provenance", {}),
-                         fit.consumer: f"fitted by `twin calibrate --from-live {run}` to {fit.measured_rounds} "
-                                       f"live rounds (W1 {fit.w1_ns:.1f} ns on a fresh seed)"}
+                         fit.consumer: f"fitted by `twin calibrate --from-live {' '.join(map(str, runs))}` to "
+                                       f"{fit.measured_rounds} live rounds (W1 {fit.w1_ns:.1f} ns on a fresh seed)"}
+    doc["fitted"] = fitted_section(fit, command or f"twin calibrate --from-live {' '.join(map(str, runs))}")
+    doc = json.loads(json.dumps(doc, default=float))  # plain lists and floats (tuples, numpy scalars) for YAML
     from twin.output.files import write_file
     write_file(out, "# Written by `twin calibrate --from-live`; do not edit by hand.\n"
                + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))

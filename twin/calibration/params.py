@@ -20,6 +20,7 @@ from twin.devices.fpga import fpga_logic
 from twin.devices.generator import TrafficParams
 from twin.devices.gpu import gpu_persistent_kernel
 from twin.devices.linkcard import LinkCardParams
+from twin.devices.service import IdleCost, ServiceMode
 from twin.engine.spec import LoopSpec
 from twin.faults import FaultPlan
 from twin.links.aurora import Aurora64B66B
@@ -176,6 +177,71 @@ class HandoffModel(_Strict):
     link: Literal["c2c", "pcie"] = "c2c"
 
 
+class IdleModel(_Strict):
+    """What idling costs, one mechanism (:class:`twin.devices.service.IdleCost`): either
+    ``cost_ns`` and ``tau_ns`` (``c(gap) = cost * (1 - exp(-gap / tau))``) or ``table``
+    ([[gap_ns, cost_ns], ...], gaps increasing: log-gap interpolation, flat beyond the ends)."""
+
+    mechanism: str
+    cost_ns: float | None = Field(None, ge=0)
+    tau_ns: float | None = Field(None, gt=0)
+    table: list[tuple[float, float]] | None = None
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _one_form(self):
+        if (self.table is None) == (self.cost_ns is None or self.tau_ns is None):
+            raise ValueError("an idle cost needs either cost_ns and tau_ns, or table (not both)")
+        if self.table is not None:
+            gaps = [g for g, _ in self.table]
+            if not gaps or gaps[0] <= 0 or any(b <= a for a, b in zip(gaps, gaps[1:])):
+                raise Located(("table",), self.table, "gaps must be > 0 and strictly increasing")
+            if any(c < 0 or c > MAX_PARAM_NS or g > MAX_PARAM_NS for g, c in self.table):
+                raise Located(("table",), self.table, "costs must be >= 0; gaps and costs at most 1 s")
+        return self
+
+    def cost(self) -> IdleCost:
+        """The mechanism in integer picoseconds."""
+        if self.table is not None:
+            return IdleCost(self.mechanism, "table", points=tuple((max(1, _ps(g)), _ps(c)) for g, c in self.table))
+        return IdleCost(self.mechanism, "saturating", cost_ps=_ps(self.cost_ns), tau_ps=max(1, _ps(self.tau_ns)))
+
+
+class ModeModel(_Strict):
+    """One extra mode of the service time (:class:`twin.devices.service.ServiceMode`): with
+    probability ``weight`` a round takes ``offset_ns`` plus a uniform draw in [0, ``width_ns``) more;
+    after idling, ``f(gap)`` of the way to ``long_offset_ns`` / ``long_width_ns`` (the consumer's
+    ``idle_mix``)."""
+
+    weight: float = Field(gt=0, le=1)
+    offset_ns: float = Field(ge=0)
+    width_ns: float = Field(0.0, ge=0)
+    long_offset_ns: float | None = Field(None, ge=0)
+    long_width_ns: float | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _both_long(self):
+        if (self.long_offset_ns is None) != (self.long_width_ns is None):
+            raise ValueError("a long-idle block needs both long_offset_ns and long_width_ns")
+        return self
+
+    def mode(self) -> ServiceMode:
+        """The mode in integer picoseconds."""
+        return ServiceMode(self.weight, _ps(self.offset_ns), _ps(self.width_ns),
+                           None if self.long_offset_ns is None else _ps(self.long_offset_ns),
+                           None if self.long_width_ns is None else _ps(self.long_width_ns))
+
+
+def reply_bytes(function: int, frame_bytes: int) -> int:
+    """The reply payload's length for ``function`` (id) on a ``frame_bytes`` request: its Python
+    implementation's answer to a zero payload (a function that refuses it: ``frame_bytes``)."""
+    from twin.runtime.functions import lookup
+    try:
+        return len(lookup(function).python(bytes(frame_bytes)))
+    except (KeyError, ValueError):
+        return frame_bytes
+
+
 class ConsumerModel(_Strict):
     """One consumer. ``kind`` picks the device model; unused keys for a kind must stay unset.
 
@@ -185,7 +251,13 @@ class ConsumerModel(_Strict):
     costs the host's ``c2c.coherence_miss_ns``; a GPU's dependent polls then run at that period).
     ``preprocess_ns_per_measurement``: pre-processing per raw measurement (payload bit) before the
     function (detector formation). ``handoff``: a second stage on another device (:class:`HandoffModel`).
-    """
+
+    Service as a function of what is asked (cpu and gpu): ``service_ns`` is the constant part; a
+    loop adds ``service_per_frame_byte_ns`` x request payload bytes, ``service_per_reply_byte_ns``
+    x reply payload bytes and ``function_ns[<function name>]`` (fitted from several live runs by
+    ``twin calibrate --from-live``). ``idle`` (what idling costs), ``service_modes`` and
+    ``idle_mix`` (how far the modes move to their long-idle blocks after a gap) vary it per round
+    (:mod:`twin.devices.service`). All default to nothing: the service is constant."""
 
     kind: Literal["cpu", "gpu", "fpga"]
     device: str = ""
@@ -203,6 +275,33 @@ class ConsumerModel(_Strict):
     poll: Literal["local", "c2c"] = "local"
     preprocess_ns_per_measurement: float = Field(0.0, ge=0)
     handoff: HandoffModel | None = None
+    service_per_frame_byte_ns: float = Field(0.0, ge=0)
+    service_per_reply_byte_ns: float = Field(0.0, ge=0)
+    function_ns: dict[str, float] = {}
+    idle: list[IdleModel] = []
+    service_modes: list[ModeModel] = []
+    idle_mix: list[tuple[float, float]] = []
+
+    @field_validator("idle_mix")
+    @classmethod
+    def _mix(cls, v):
+        gaps = [g for g, _ in v]
+        if v and (gaps[0] <= 0 or any(b <= a for a, b in zip(gaps, gaps[1:])) or any(g > MAX_PARAM_NS for g in gaps)
+                  or any(not 0 <= f <= 1 for _, f in v)):
+            raise ValueError("idle_mix: [[gap_ns, fraction], ...] with gaps > 0 (at most 1 s) increasing and "
+                             "fractions in [0, 1]")
+        return v
+
+    @field_validator("function_ns")
+    @classmethod
+    def _functions(cls, v):
+        from twin.runtime.functions import lookup
+        for name in v:
+            try:
+                lookup(name)
+            except KeyError:
+                raise Located((name,), name, "no such function") from None
+        return v
 
     @model_validator(mode="after")
     def _kind_keys(self):
@@ -216,6 +315,11 @@ class ConsumerModel(_Strict):
             for key, default in (("poll", "local"), ("preprocess_ns_per_measurement", 0.0), ("handoff", None)):
                 if getattr(self, key) != default:
                     raise Located((key,), getattr(self, key), "FPGA logic answers in its own memory, in one stage")
+            for key in ("service_per_frame_byte_ns", "service_per_reply_byte_ns", "function_ns", "idle",
+                        "service_modes", "idle_mix"):
+                if getattr(self, key):
+                    raise Located((key,), getattr(self, key), "an fpga consumer's answer time is answer_ns in "
+                                  "whole clock cycles: this cpu/gpu key does not apply")
         if self.poll == "c2c":
             other = {"cpu": "p2p", "gpu": "host_memory"}[self.kind]
             if self.path != other:
@@ -223,13 +327,32 @@ class ConsumerModel(_Strict):
                               f"memory: the NIC or card writes it on the {other} path")
         return self
 
-    def params(self, encoding: str | None = None, c2c=None) -> ConsumerParams:
-        """Device parameters in ps; ``encoding`` overrides the consumer's own; ``c2c`` (the host's
-        :class:`C2cModel`) sets the poll's cost when ``poll`` is ``c2c`` (ValueError without it)."""
+    def service_total_ns(self, frame_bytes: int = 0, reply: int = 0, function: str = "echo") -> float:
+        """The constant service time (ns) for one request: ``service_ns`` plus the per-byte and
+        per-function terms."""
+        return (self.service_ns + self.service_per_frame_byte_ns * frame_bytes
+                + self.service_per_reply_byte_ns * reply + self.function_ns.get(function, 0.0))
+
+    def params(self, encoding: str | None = None, frame_bytes: int = 0, function: int = 0, c2c=None) -> ConsumerParams:
+        """Device parameters in ps; ``encoding`` overrides the consumer's own; ``frame_bytes`` and
+        ``function`` (id) are what each request asks (their service terms, if any, are added to
+        the service time); ``c2c`` (the host's :class:`C2cModel`) sets the poll's cost when ``poll``
+        is ``c2c``. Raises ValueError when the service terms add up to less than 0, or for a ``c2c``
+        poll without ``c2c``."""
         enc = encoding or self.encoding
         pre = _ps(self.preprocess_ns_per_measurement)
         if self.kind == "fpga":
             return fpga_logic(_ps(self.clock_ns), _ps(self.answer_ns), enc)
+        from twin.runtime.functions import lookup
+        try:
+            fname = lookup(function).name
+        except KeyError:
+            fname = ""
+        rb = reply_bytes(function, frame_bytes) if self.service_per_reply_byte_ns else 0
+        svc = self.service_total_ns(frame_bytes, rb, fname)
+        if svc < 0:
+            raise ValueError(f"consumer {self.device!r}: its service terms add up to {svc:g} ns (< 0) for "
+                             f"{frame_bytes} B and function {fname}")
         period, cost, read = _ps(self.poll_period_ns), self.poll_cost_ns, self.read_ns
         if self.poll == "c2c":
             if c2c is None:
@@ -239,10 +362,15 @@ class ConsumerModel(_Strict):
                 period = max(period, miss)
             cost = read = c2c.coherence_miss_ns
         if self.kind == "gpu":
-            return replace(gpu_persistent_kernel(period, _ps(self.service_ns), enc, _ps(self.fence_ns),
-                                                 _ps(self.piece_check_ns)), preprocess_ps_per_measurement=pre)
-        return replace(cpu_core(period, _ps(cost), _ps(self.service_ns), enc, None if read is None else _ps(read),
-                                _ps(self.piece_check_ns), _ps(self.fence_ns)), preprocess_ps_per_measurement=pre)
+            p = gpu_persistent_kernel(period, _ps(svc), enc, _ps(self.fence_ns), _ps(self.piece_check_ns))
+        else:
+            p = cpu_core(period, _ps(cost), _ps(svc), enc, None if read is None else _ps(read),
+                         _ps(self.piece_check_ns), _ps(self.fence_ns))
+        p = replace(p, preprocess_ps_per_measurement=pre)
+        idle = tuple(m.cost() for m in self.idle)
+        modes = tuple(m.mode() for m in self.service_modes)
+        mix = tuple((max(1, _ps(g)), float(f)) for g, f in self.idle_mix)
+        return replace(p, idle=idle, modes=modes, idle_mix=mix) if idle or modes else p
 
 
 class FitGroup(_Strict):
@@ -386,19 +514,19 @@ def serving_kind(ps, consumer: str) -> str:
     return ps.consumers[c.handoff.to].kind if c.handoff is not None else c.kind
 
 
-def placed_consumer(ps, consumer: str, encoding: str | None = None):
+def placed_consumer(ps, consumer: str, encoding: str | None = None, frame_bytes: int = 0, function: int = 0):
     """Consumer ``consumer`` of parameter set ``ps`` as the engine takes it: its
     :class:`ConsumerParams` (its poll placed: a ``c2c`` poll costs the host's coherence miss) and
     its second stage (:class:`twin.devices.handoff.HandoffSpec`, or None). Raises KeyError."""
     from twin.devices.handoff import HandoffSpec
     c = ps.consumers[consumer]
     host = ps.hosts[c.host]
-    params = c.params(encoding, host.c2c)
+    params = c.params(encoding, frame_bytes, function, c2c=host.c2c)
     h = c.handoff
     if h is None:
         return params, None
     to = ps.consumers[h.to]
-    stage = to.params(params.encoding, host.c2c)
+    stage = to.params(params.encoding, frame_bytes, function, c2c=host.c2c)
     if h.link == "c2c":
         wire, jitter = host.c2c.link(), host.c2c.jitter_ns
     else:
@@ -428,7 +556,7 @@ def loop_spec(params: ParamSet, consumer: str, traffic: TrafficParams, seed: int
     c = params.consumers[consumer]
     host = params.hosts[c.host]
     link = host.link(c.path)
-    cp, handoff = placed_consumer(params, consumer, encoding)
+    cp, handoff = placed_consumer(params, consumer, encoding, traffic.frame_bytes, function)
     return LoopSpec(name=consumer, card=params.card.params(), consumer=cp, handoff=handoff, traffic=traffic,
                     request_link=link, reply_link=link, jitter_ps=int(round(host.path(c.path).jitter_ns * PS_PER_NS)),
                     aurora=params.aurora.link() if external_control else None, slots=slots, seed=seed,

@@ -30,3 +30,19 @@ def residuals_table(residuals: Iterable[Residual], title: str) -> Table:
         tb.add_row(r.consumer, r.stat, f"{r.measured_ns / 1000:.3f} µs", f"{r.model_ns / 1000:.3f} µs",
                    f"{r.error_pct:+.2f} %")
     return tb
+
+
+def comparison_table(checks, title: str) -> Table:
+    """A rich table, one row per (label, :class:`twin.calibration.distribution.Comparison`, role):
+    measured and predicted p50/p90/p99 (µs) with errors (%), W1 (ns and % of p50), KS, modes."""
+    tb = Table(title=title)
+    for col in ("run", "role", "p50 meas → pred", "err", "p90 err", "p99 meas → pred", "err", "W1", "W1/p50", "KS",
+                "modes m/p"):
+        tb.add_column(col, justify="left" if col in ("run", "role") else "right")
+    for label, c, role in checks:
+        (_, m50, p50), _, (_, m99, p99) = c.rows
+        tb.add_row(label, role, f"{m50 / 1000:.3f} → {p50 / 1000:.3f} µs", f"{c.error_pct('p50'):+.2f} %",
+                   f"{c.error_pct('p90'):+.2f} %", f"{m99 / 1000:.3f} → {p99 / 1000:.3f} µs",
+                   f"{c.error_pct('p99'):+.2f} %", f"{c.w1_ns:.1f} ns", f"{c.w1_pct:.2f} %", f"{c.ks:.3f}",
+                   f"{c.modes_measured}/{c.modes_predicted}")
+    return tb

@@ -214,7 +214,7 @@ def roce_loop_spec(params: RoceParamSet, consumer: str, traffic: TrafficParams, 
     from twin.exchange.encoding import get_encoding
     req, rep, card = roce_paths(params, consumer, switch_hops)
     c = params.consumers[consumer]
-    cp, handoff = placed_consumer(params, consumer, encoding)
+    cp, handoff = placed_consumer(params, consumer, encoding, traffic.frame_bytes, function)
     need = get_encoding(cp.encoding).slot_bytes(traffic.frame_bytes)
     slot_bytes = max(slot_bytes, -(-need // 16) * 16)
     host = params.hosts[c.host]
@@ -354,6 +354,9 @@ def roce_fitted_document(result: RoceFitResult, prior_path: Path, measured_path:
         "evaluations": result.evaluations, "values": result.values,
         "residuals": [{"consumer": r.consumer, "stat": r.stat, "measured_ns": r.measured_ns,
                        "model_ns": r.model_ns, "error_pct": round(r.error_pct, 3)} for r in result.residuals],
+        "targets": f"the percentiles of every consumer in {measured_path}",
+        "free_parameter_names": list(result.values),
+        "validated_on": [],  # none held out by the fit
     }
     return data
 

@@ -17,14 +17,15 @@ import sys
 from rich.console import Console
 
 from twin import __version__
-from twin.commands import calibrate, components, decode, gen, hosting, run, scenarios, sweep, topology
+from twin.commands import calibrate, components, decode, gen, hosting, run, scenarios, sweep, topology, validate
 from twin.commands.common import UsageError
 from twin.config import ConfigError
 from twin.engine.direct import DirectNotApplicable
 from twin.output.files import OutputError
 from twin.rtl.build import RtlError
 
-COMMANDS = (run, calibrate, gen, decode, hosting, topology, sweep, scenarios, components)  # `twin --help` order
+# `twin --help` order
+COMMANDS = (run, calibrate, validate, gen, decode, hosting, topology, sweep, scenarios, components)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,7 +1,9 @@
 """``twin calibrate [PRIOR]``: fit a prior parameter set (card path, or RoCE: ``kind: roce_path``) to
-its measurements, write the fitted set, print the residuals; ``--from-live RUN`` fits a consumer
-model to a live run; ``twin calibrate decoder SCENARIO.yaml`` times a decode scenario's decoder per
-call and fits its cost (:mod:`twin.commands.calibrate_decoder`)."""
+its measurements, write the fitted set, print the residuals; ``--from-live RUN [RUN ...]`` fits a
+consumer model to live runs (``--validate RUN ...``: held-out runs it is checked on). A fit writes a
+new file (``calibrations/fitted/NAME-YYYYMMDD-HHMM.yaml``) unless ``--out`` names one; an existing
+file is replaced only with ``--overwrite``; ``twin calibrate decoder SCENARIO.yaml`` times a decode
+scenario's decoder per call and fits its cost (:mod:`twin.commands.calibrate_decoder`)."""
 from __future__ import annotations
 
 import argparse
@@ -11,11 +13,9 @@ from pathlib import Path
 from rich.console import Console
 
 from twin.bundled import is_bundled
-from twin.commands.common import DEFAULT_FITTED, DEFAULT_PRIOR, UsageError, _bundled, _count, add_overwrite, out_error
+from twin.commands.common import DEFAULT_PRIOR, UsageError, _bundled, _count, add_overwrite, out_error, stamped
 from twin.config import ConfigError
 from twin.output.files import check_file
-
-OURS = ("Written by `twin calibrate",)  # the first line of a fitted set the twin wrote: it may be refitted
 
 
 def register(sub) -> None:
@@ -27,16 +27,25 @@ def register(sub) -> None:
                         "the scenario the run came from (default: the file the run recorded, "
                         "else scenarios/<its name>.yaml); `decoder SCENARIO.yaml`: time that decode "
                         "scenario's decoder (see the options below)")
-    c.add_argument("--from-live", metavar="RUN", help="fit a consumer model to the live node of a `twin run` "
-                                                      "output folder (results.json + live_rounds.npz)")
+    c.add_argument("--from-live", metavar="RUN", nargs="+",
+                   help="fit a consumer model to the live node of `twin run` output folders (results.json + "
+                        "live_rounds.npz): shape and service on the first, the service's frame-byte, reply-byte, "
+                        "function and idle-gap terms across all (a scenario file among them is SCENARIO)")
+    c.add_argument("--validate", metavar="RUN", nargs="+", default=[],
+                   help="with --from-live: held-out live runs the fitted set is checked on (p50/p90/p99 error, "
+                        "W1, KS), recorded in the file's fitted.validated_on")
     c.add_argument("--node", help="with --from-live: which live node (default: the first)")
-    c.add_argument("--out", help=f"fitted set to write (default {DEFAULT_FITTED}; with --from-live "
-                                 "calibrations/fitted/<scenario>_<node>_fitted.yaml)")
+    c.add_argument("--shape", choices=("service", "poll"), default="service",
+                   help="with --from-live: the stand-in's distribution: service (default; the first run's measured "
+                        "service as a quantile table behind a consumer that notices at once, as the live node did) "
+                        "or poll (poll period, service and path jitter fitted by differential evolution on W1)")
+    c.add_argument("--out", help="fitted set to write (default: a new file, calibrations/fitted/<prior's name>"
+                                 "-YYYYMMDD-HHMM.yaml, UTC; with --from-live calibrations/fitted/"
+                                 "<scenario>_<node>_fitted-YYYYMMDD-HHMM.yaml); never the committed set unless named")
     c.add_argument("--rounds", type=_count, help="rounds per evaluation (default: the prior's fit.rounds)")
     c.add_argument("--maxiter", type=_count, help="differential-evolution generations (default: fit.maxiter)")
     c.add_argument("--popsize", type=_count, help="population multiplier (default: fit.popsize)")
-    add_overwrite(c, "a file at --out that the twin did not write (a fitted set it wrote, headed "
-                     "'# Written by `twin calibrate`', is refitted in place)")
+    add_overwrite(c, "an existing file at --out (a fit never replaces a calibration file unless told to)")
     from twin.commands.calibrate_decoder import add_options
     add_options(c)
     c.set_defaults(handler=cmd_calibrate)
@@ -49,11 +58,17 @@ def _writable(default: Path) -> Path:
 
 
 def fitted_out(args: argparse.Namespace, prior_path: Path) -> Path:
-    """Where a fit writes its fitted set: ``--out`` or ``fitted/<prior's name>`` beside the prior (in
-    the working folder for a bundled prior). Checked before the fit: raises :class:`UsageError` for a
-    folder, a file the twin did not write (without ``--overwrite``) or a place that cannot be created."""
-    out = Path(args.out) if args.out else _writable(prior_path.parent / "fitted" / prior_path.name)
-    check_file(out, args.overwrite, "--out", OURS)
+    """Where a fit writes its fitted set: ``--out`` or a new ``fitted/<prior's stem>-YYYYMMDD-HHMM.yaml``
+    beside the prior (in the working folder for a bundled prior). Checked before the fit: raises
+    :class:`UsageError` for a folder, an existing file (without ``--overwrite``) or a place that
+    cannot be created."""
+    out = Path(args.out) if args.out else stamped(_writable(prior_path.parent / "fitted" / prior_path.name))
+    return checked_out(out, args)
+
+
+def checked_out(out: Path, args: argparse.Namespace) -> Path:
+    """``out`` if it may be written (not there, or ``--overwrite``) and its folder can be made."""
+    check_file(out, args.overwrite, "--out")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)  # fail now, not after the fit
     except OSError as e:
@@ -76,6 +91,8 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     if positional and positional[0] == "decoder":
         return cmd_calibrate_decoder(args, console, positional[1:])
     refuse_decoder_options(args)
+    if args.validate and not args.from_live:
+        raise UsageError("--validate RUN: only with --from-live (held-out live runs)")
     if len(positional) > 1:
         raise UsageError(f"calibrate: one prior parameter set, got {len(positional)} ({' '.join(positional)})")
     args.prior = positional[0] if positional else None
@@ -106,34 +123,41 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
-    """``twin calibrate --from-live RUN``: fit a consumer model to a live run (twin.calibration.live),
-    write the fitted set, print measured vs predicted p50/p90/p99 and the Wasserstein-1 distance."""
-    from rich.table import Table
+    """``twin calibrate --from-live RUN [RUN ...] [--validate RUN ...]``: fit a consumer model to live
+    runs (twin.calibration.live), write the fitted set, print measured vs predicted p50/p90/p99, W1,
+    KS and the modes for every run, fitted and held out."""
+    from twin.calibration.live import calibrate_from_live, load_run, write_fitted
 
-    from twin.calibration.live import calibrate_from_live, write_fitted
-
-    run = Path(args.from_live)
-    if not run.is_dir():
-        raise UsageError(f"--from-live {run}: not a run folder")
-    fit = calibrate_from_live(run, scenario=args.prior, node=args.node, rounds=args.rounds or 20_000,
-                              maxiter=args.maxiter or 30, popsize=args.popsize or 8, log=console.print)
-    out = Path(args.out) if args.out else _writable(_bundled("calibrations") / "fitted" / f"{fit.params.name}.yaml")
-    check_file(out, args.overwrite, "--out", OURS)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise out_error("--out", out, e) from None
-    write_fitted(fit, out, run)
-    tb = Table(title=f"{fit.consumer}: live (measured) vs fitted model (predicted), card-boundary round trip")
-    for col in ("stat", "measured", "predicted", "error"):
-        tb.add_column(col, justify="left" if col == "stat" else "right")
-    for stat, m, p in fit.rows:
-        tb.add_row(stat, f"{m / 1000:.3f} µs", f"{p / 1000:.3f} µs", f"{100 * (p - m) / m:+.2f} %")
-    tb.add_row("W1", "", f"{fit.w1_ns:.1f} ns", "")
-    tb.add_row("KS", "", f"{fit.ks:.3f}", "")
-    console.print(tb)
+    items = [Path(x) for x in args.from_live]
+    files = [p for p in items if p.is_file()]  # `--from-live RUN SCENARIO`: the scenario among the runs
+    runs = [p for p in items if not p.is_file()]
+    if len(files) > 1 or (files and args.prior):
+        raise UsageError("calibrate --from-live: one SCENARIO, got " + " ".join(map(str, files + [args.prior or ""])))
+    scenario = args.prior or (files[0] if files else None)
+    for run in runs + [Path(v) for v in args.validate]:
+        if not run.is_dir():
+            raise UsageError(f"--from-live/--validate {run}: not a run folder")
+    if not runs:
+        raise UsageError("--from-live: name at least one run folder")
+    first = load_run(runs[0], scenario, args.node)  # a missing scenario is said now, before the fit
+    from twin.calibration.live import _default_name
+    out = Path(args.out) if args.out else stamped(_writable(_bundled("calibrations") / "fitted"
+                                                            / f"{_default_name(first)}.yaml"))
+    checked_out(out, args)
+    with fit_progress(console) as progress:
+        fit = calibrate_from_live(runs, scenario=scenario, node=args.node, rounds=args.rounds or 20_000,
+                                  maxiter=args.maxiter or 30, popsize=args.popsize or 8, log=console.print,
+                                  validate=args.validate, progress=progress, shape=args.shape)
+    write_fitted(fit, out, runs, "twin calibrate --from-live " + " ".join(map(str, runs))
+                 + (" --validate " + " ".join(args.validate) if args.validate else ""))
+    from twin.calibration.report import comparison_table
+    console.print(comparison_table([(r.label, c, role) for r, c, role in fit.checks],
+                                   f"{fit.consumer}: live (measured, stalled rounds left out) vs fitted model "
+                                   "(predicted), card-boundary round trip"))
     for k, v in fit.values.items():
-        console.print(f"  {k} = {v:.3f}")
+        console.print(f"  {k} = {v:.5g}")
+    for n in fit.notes:
+        console.print(f"  note: {n}")
     console.print(f"{fit.evaluations} model evaluations; wrote {out} (consumer {fit.consumer})")
     return 0
 

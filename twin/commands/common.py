@@ -56,6 +56,14 @@ def _seed(text: str) -> int:
     return value
 
 
+def stamped(path: Path, now=None) -> Path:
+    """``path`` with the UTC date and minute before its suffix (``NAME-YYYYMMDD-HHMM.yaml``): where a
+    fit writes when not told where, a new file beside the committed ones, never over them."""
+    import datetime as _dt
+    t = now or _dt.datetime.now(_dt.timezone.utc)
+    return path.with_name(f"{path.stem}-{t:%Y%m%d-%H%M}{path.suffix}")
+
+
 def add_overwrite(parser: argparse.ArgumentParser, what: str = "an earlier run's outputs in the output folder "
                                                                 "(only the files its manifest.json names)") -> None:
     """Add ``--overwrite`` to a command that writes files (:mod:`twin.output.files`)."""
@@ -85,4 +93,4 @@ def _window(text: str) -> tuple[int, int]:
 __all__ = ["UsageError", "add_overwrite", "run_folder",
            "check_out_folder", "out_error", "bundled_path", "local_or_bundled", "_bundled",
            "_count", "_nonneg", "_seed", "_window", "MAX_ROUNDS", "DEFAULT_SCENARIO", "DEFAULT_PRIOR",
-           "DEFAULT_FITTED", "DEFAULT_DECODE", "DEFAULT_HOSTING", "DEFAULT_CARD"]
+           "stamped", "DEFAULT_FITTED", "DEFAULT_DECODE", "DEFAULT_HOSTING", "DEFAULT_CARD"]

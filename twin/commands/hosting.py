@@ -5,16 +5,16 @@ import argparse
 from pathlib import Path
 
 from twin.bundled import is_bundled
-from twin.commands.common import DEFAULT_CARD, DEFAULT_HOSTING, _bundled, _count, _seed, add_overwrite
+from twin.commands.common import DEFAULT_CARD, DEFAULT_HOSTING, _bundled, _count, _seed, add_overwrite, stamped
 from twin.output.files import check_file, write_file
-
-OURS = ("fitted by `twin hosting --fit`",)  # the first line of a hosting file the twin wrote: it may be refitted
 
 
 def register(sub) -> None:
     """Add ``hosting`` to the ``twin`` subcommands."""
     h = sub.add_parser("hosting", help="hosting-mode costs: seed value vs model (--fit to refit)")
-    h.add_argument("--fit", action="store_true", help="refit the costs and write the file first")
+    h.add_argument("--fit", action="store_true", help="refit the costs and write a new file first (default "
+                   "calibrations/hosting-YYYYMMDD-HHMM.yaml, UTC; --file names another; an existing one is replaced "
+                   "only with --overwrite)")
     h.add_argument("--file", help=f"hosting parameter file (default {DEFAULT_HOSTING})")
     h.add_argument("--calibration", help=f"card-path parameter set (default {DEFAULT_CARD})")
     h.add_argument("--rounds", type=_count, default=20_000, help="rounds per model run (default 20000)")
@@ -22,7 +22,7 @@ def register(sub) -> None:
     h.add_argument("--closed-loop", action="store_true",
                    help="measure the round-trip figures in the closed loop on the card's clock instead (shows "
                         "the poll-grid quantisation; see docs/decisions.md)")
-    add_overwrite(h, "with --fit, a --file the twin did not write (one it wrote is refitted in place)")
+    add_overwrite(h, "with --fit, an existing --file")
     h.set_defaults(handler=cmd_hosting)
 
 
@@ -39,9 +39,13 @@ def cmd_hosting(args: argparse.Namespace, console) -> int:
     params = load_params(card)
     path = Path(args.file) if args.file else _bundled(DEFAULT_HOSTING)
     if args.fit:
-        if not args.file and is_bundled(path):  # never write into an installed wheel: ./calibrations/ instead
-            path = Path("calibrations") / path.name
-        check_file(path, args.overwrite, "--file", OURS)  # before the fit
+        if not args.file:  # a new file; never into an installed wheel: ./calibrations/ instead
+            path = stamped(Path("calibrations") / path.name if is_bundled(path) else path)
+        check_file(path, args.overwrite, "--file")  # before the fit
+        from twin.qec.hosting_fit import estimate_s
+        runs, per = estimate_s(params, args.rounds, args.seed)
+        console.print(f"fitting 6 hosting costs: at most {runs} model runs of {args.rounds:,} rounds x {per:.2f} s = "
+                      f"about {runs * per / 60:.1f} min here; then writing {path}")
         hp = fit(params, rounds=args.rounds, seed=args.seed, log=console.print)
         meta = {"description": "Hosting-mode costs fitted by `twin hosting --fit` to "
                                "amd-qblox-exchange-runtime.txt (see twin/qec/hosting_fit.py); do not edit by hand.",
@@ -50,6 +54,9 @@ def cmd_hosting(args: argparse.Namespace, console) -> int:
                 "provenance": {"fitted_at_64_bytes": ["general_path", "omp_self", "omp_routed", "worker_handoff",
                                                       "chain_trigger", "rearm_mean"],
                                "held_out": "every 1,792-byte figure",
+                               "targets": "the seed's 64-byte medians of each hosting mode (inline, external, "
+                                          "worker, chain) and its re-arm fraction",
+                               "validated_on": "the seed's 1,792-byte figures (twin hosting prints them)",
                                "assumed": {"chain_complete": "one MI210 poll period (a load of the completion signal)",
                                            "chain_trigger_jitter": "exponential, scale = the fitted P2P jitter"}}}
         write_file(path, yaml.safe_dump(hosting_document(hp, meta), sort_keys=False))

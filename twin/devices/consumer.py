@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from twin.devices.service import IdleCost, ServiceMode, idle_ps, mix_fraction, mode_draws, mode_extra_ps, mode_picks
 from twin.exchange.contract import STATUS
 from twin.exchange.encoding import Encoding, slot_offset
 from twin.kernel import Kernel, MemoryRegion, Poller, PostedWritePath
@@ -31,6 +32,10 @@ class ConsumerParams:
         measurement the request carries (one measurement per payload bit): detector formation
         (XOR of consecutive rounds' measurements) ahead of the decoder; 0 when the request
         already carries detectors.
+    idle: what idling costs (:class:`twin.devices.service.IdleCost` per mechanism): extra service
+        time as a function of the idle gap before each request; default none.
+    modes: extra modes of the service time (:class:`twin.devices.service.ServiceMode`); default none.
+    idle_mix: (gap_ps, fraction) points: how far each mode moves to its long-idle block after a gap.
     """
 
     kind: str
@@ -43,6 +48,9 @@ class ConsumerParams:
     fence_ps: int = 0
     poll_phase_ps: int | None = None
     preprocess_ps_per_measurement: int = 0
+    idle: tuple[IdleCost, ...] = ()
+    modes: tuple[ServiceMode, ...] = ()
+    idle_mix: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self):
         if self.kind not in ("cpu", "gpu", "fpga"):
@@ -55,6 +63,31 @@ class ConsumerParams:
                 raise ValueError(f"{key} must be >= 0, got {getattr(self, key)}")
         if self.poll_phase_ps is not None and not 0 <= self.poll_phase_ps < self.poll_period_ps:
             raise ValueError(f"poll_phase_ps must be in [0, poll_period_ps), got {self.poll_phase_ps}")
+
+    @property
+    def varies(self) -> bool:
+        """Whether the service time varies per round (an idle cost or service modes)."""
+        return bool(self.idle or self.modes)
+
+    def idle_cost_ps(self, gap_ps: int) -> int:
+        """Extra service time (ps) after ``gap_ps`` of idling (:func:`twin.devices.service.idle_ps`)."""
+        return idle_ps(self.idle, gap_ps)
+
+    def mode_draws(self, seed: int, stream: str, n: int):
+        """Per-round extra service (int64 ps) of the modes (:func:`twin.devices.service.mode_draws`)."""
+        return mode_draws(self.modes, seed, stream, n)
+
+    def mode_picks(self, seed: int, stream: str, n: int) -> list[tuple[int, float]]:
+        """Per-round mode and uniform draw (:func:`twin.devices.service.mode_picks`)."""
+        return mode_picks(self.modes, seed, stream, n)
+
+    def round_extra_ps(self, pick: tuple[int, float] | None, gap_ps: int) -> int:
+        """One round's service beyond the constant body (ps): the idle cost of ``gap_ps`` plus its
+        mode's extra (``pick``; None: no mode) at the idle fraction of ``gap_ps``. Both engines call it."""
+        x = idle_ps(self.idle, gap_ps)
+        if pick is not None:
+            x += mode_extra_ps(self.modes, pick, mix_fraction(self.idle_mix, gap_ps) if self.idle_mix else 0.0)
+        return x
 
     def pre_service_ps(self, enc: Encoding, nbytes: int) -> int:
         """Time from a poll's answer to the start of the function body for one request of
@@ -128,6 +161,7 @@ class PollingConsumer:
         self.hops = hops
         self.next_seq = 1
         self.served = 0
+        self.service_draws = None  # per round: (mode, uniform draw) of the service modes (make_endpoint sets it)
 
     def start(self) -> None:
         """Begin polling for the first request."""
@@ -173,13 +207,23 @@ class PollingConsumer:
 
     def _seen(self, seq: int, base: int, at: int) -> None:
         """Serve request ``seq`` (slot at ``base``), taken by the thread at ``at`` (ps, >= now)."""
-        t = at + self.p.pre_service_ps(self.enc, self.frame_bytes) + self.p.service_ps
+        t = at + self.p.pre_service_ps(self.enc, self.frame_bytes) + self.p.service_ps + self.extra_ps(seq, at)
         writes = self.answer(seq, base)
         if self.tamper:
             writes = self.tamper(seq, writes)
         fence = 0 if self.enc.per_piece else self.p.fence_ps
         self._reply_at(seq, t, base, writes, fence)
         self._done(seq, at, t + fence, t, t + fence)
+
+    def extra_ps(self, seq: int, at: int) -> int:
+        """Request ``seq``'s service beyond the constant body (ps): the idle cost of the gap from the
+        thread's last free instant to the poll that took it (``at`` minus the poll cost), plus its
+        service-mode draw. 0 for a consumer whose service does not vary."""
+        if not self.p.varies:
+            return 0
+        pick = self.service_draws[seq - 1] if self.service_draws is not None and seq <= len(self.service_draws) \
+            else None
+        return self.p.round_extra_ps(pick, at - self.p.poll_cost_ps - self.thread.free)
 
     def _reply_at(self, seq: int, t: int, base: int, writes, fence: int) -> None:
         """Post the reply's writes from ``t``: per-piece one burst; classic the data, then after the
@@ -233,10 +277,13 @@ def make_endpoint(cls: type, ctx, **extra) -> PollingConsumer:
     spec, fp, wl = ctx.spec, ctx.spec.faults, ctx.workload
     if wl.consumer_class is not None:
         cls = wl.consumer_class(cls)
-    return cls(ctx.kernel, ctx.name, spec.consumer.with_phase(ctx.phase_ps), ctx.enc, ctx.req_region, ctx.rep_path,
-               spec.slots, ctx.slot_bytes, spec.traffic.frame_bytes, ctx.functions(),
-               fp.tamper("reply", ctx.enc.per_piece), fp.consumer_stalls(spec.consumer.kind), ctx.thread, ctx.hops,
-               **extra, **wl.consumer_kwargs)
+    ep = cls(ctx.kernel, ctx.name, spec.consumer.with_phase(ctx.phase_ps), ctx.enc, ctx.req_region, ctx.rep_path,
+             spec.slots, ctx.slot_bytes, spec.traffic.frame_bytes, ctx.functions(),
+             fp.tamper("reply", ctx.enc.per_piece), fp.consumer_stalls(spec.consumer.kind), ctx.thread, ctx.hops,
+             **extra, **wl.consumer_kwargs)
+    if spec.consumer.modes:
+        ep.service_draws = spec.consumer.mode_picks(spec.seed, spec.stream("consumer.modes"), spec.traffic.rounds)
+    return ep
 
 
 def build_endpoint(ctx) -> PollingConsumer:

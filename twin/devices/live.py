@@ -47,6 +47,11 @@ class LiveConsumer(PollingConsumer):
         params = replace(params, poll_period_ps=1, poll_cost_ps=0, poll_phase_ps=0)
         super().__init__(kernel, name, params, encoding, requests, reply, slots, slot_bytes, frame_bytes,
                          functions, tamper, (), thread, hops)
+        from twin.devices.isolation import check_isolation
+        pins = [c for c in (bridge.cpu, bridge.producer_cpu) if c is not None] if bridge.backend == "shm" else []
+        # checked before the session starts; the warnings go with the live table and results.json
+        # (stderr stays one line per failure)
+        self.isolation = check_isolation(pins) if bridge.backend in ("shm", "cuda") else None
         self.endpoint = open_endpoint(bridge)
         self.endpoint.open(slot_bytes, slots, encoding.name)
         self.description = self.endpoint.describe()
@@ -94,9 +99,12 @@ class LiveConsumer(PollingConsumer):
         return self.endpoint_stats
 
     def live_stats(self) -> dict:
-        """Counters for results.json: backend, description, rounds, freezes."""
+        """Counters for results.json: backend, description, rounds, freezes, and (shm, cuda) the
+        machine's isolation before the run (:func:`twin.devices.isolation.check_isolation`)."""
         out = {"backend": self.endpoint.backend, "endpoint": self.description,
                "rounds": len(self.service_ns), "frozen_at_rounds": list(self.frozen_rounds)}
+        if self.isolation is not None:
+            out["isolation"] = self.isolation
         if self._had_freezes and not hasattr(self.endpoint, "freeze"):
             out["host_freeze"] = f"not applied: the {self.endpoint.backend} backend has no consumer process to stop"
         return out

@@ -221,6 +221,9 @@ def _rounds_python(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body,
     tr, c, card = spec.traffic, spec.consumer, spec.card
     frame = tr.frame_bytes
     P, cost = c.poll_period_ps, c.poll_cost_ps
+    varies = c.varies  # idle cost and service modes (twin.devices.service), as PollingConsumer.extra_ps
+    picks = c.mode_picks(spec.seed, spec.stream("consumer.modes"), tr.rounds) if c.modes else None
+    extras: list[int] = []
     cP = card.reply_poll_period_ps
     read = card.reply_read_ps
     bridge, land_ps = card.bridge_ps(frame), card.engine_land_ps  # frames pass the bridge in order
@@ -285,6 +288,10 @@ def _rounds_python(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body,
             land = req_plan(t_issue, s)
         t = land if land > t_free_c else t_free_c
         t2 = phase + -((phase - t) // P) * P + cost + body
+        if varies:  # the gap: the thread free at t_free_c, the poll that takes the request at t2 - cost - body
+            x = c.round_extra_ps(picks[i] if picks is not None else None, t2 - cost - body - t_free_c)
+            extras.append(x)
+            t2 += x
         if extra_ps is not None:
             t2 += int(extra_ps[i])
         if per_piece:
@@ -321,7 +328,10 @@ def _rounds_python(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body,
                 break
             if progress:
                 progress(i + 1)
-    m = len(issues)
+    m = len(issues)  # whole rounds computed (all n, or those before a stop)
+    if varies:  # the per-round service extra counts in the body the hops take back from the reply
+        ex = np.asarray(extras, np.int64)[:m]
+        extra_ps = ex if extra_ps is None else ex + np.asarray(extra_ps, np.int64)[:m]
     hops = _hops(np.asarray(issues, np.int64), np.asarray(lands, np.int64), np.asarray(replies, np.int64),
                  np.asarray(rlands, np.int64), phase, P, cost, body, fence if not per_piece else 0, extra_ps)
     stats = {}

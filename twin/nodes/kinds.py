@@ -322,6 +322,15 @@ _CONSUMER = {
                                        "formation on the receiving GPU", "host pre-processing per raw measurement "
                                        "(payload bit) before the function: detector formation",
                                        "calibration consumers.<name>.preprocess_ns_per_measurement"),
+    "idle": P("ps", "default none (no cost); fitted from live duty-cycle runs by `twin calibrate --from-live` "
+              "(docs/calibration.md)", "what idling costs: extra service per mechanism as a function of the idle gap "
+              "(saturating cost * (1 - exp(-gap/tau)), or a log-gap table)", "calibration consumers.<name>.idle"),
+    "modes": P("ps", "default none; fitted from a live run's histogram (docs/calibration.md)",
+               "extra modes of the service time: weight, offset, uniform width (a second mode, a tail)",
+               "calibration consumers.<name>.service_modes"),
+    "idle_mix": P("", "default none; fitted from live duty-cycle runs (docs/calibration.md)",
+                  "(gap, fraction) points: how far each service mode moves to its long-idle block after a gap",
+                  "calibration consumers.<name>.idle_mix"),
 }
 _PLACEMENT = {
     "poll": P("", f"{NVQLINK}: NVLink-C2C placements", "local (the queue in the device's own memory) or c2c (in the "

@@ -36,7 +36,25 @@ def live_summary(res, failure, sim_rtt_ps: np.ndarray) -> dict:
     live["mismatch_rounds"] = [int(i) + 1 for i in bad[:20]]  # the first 20 wrong replies, by round
     live["error"] = None if failure is None else {"kind": failure.kind, "round": failure.round,
                                                   "detail": failure.detail}
+    live.update(stall_summary(svc, np.asarray(res.rtt_ps)))
     return live
+
+
+def stall_summary(service_ns: np.ndarray, rtt_ps: np.ndarray) -> dict:
+    """Honest live numbers: ``stalled`` (rounds whose live service lies far beyond the service
+    distribution, preempted or interrupted, and those queued behind them:
+    :func:`twin.devices.isolation.find_live_stalls`) and ``clean``
+    (the round trip's and the service's percentiles without them: the device's own). The machine's
+    state before the run is ``isolation`` (:func:`twin.devices.isolation.check_isolation`, from the
+    endpoint's stats). Empty when the series do not match (a run stopped mid-round)."""
+    if not len(service_ns) or len(service_ns) != len(rtt_ps):
+        return {}
+    from twin.devices.isolation import find_live_stalls
+    st = find_live_stalls(service_ns, rtt_ps)
+    keep = ~st.mask
+    return {"stalled": st.summary(),
+            "clean": {"round_trip": summary_ns(rtt_ps[keep]) if keep.any() else None,
+                      "service": summary_ns(service_ns[keep] * 1000) if keep.any() else None}}
 
 
 def print_live(study, console) -> None:
@@ -62,7 +80,24 @@ def print_live(study, console) -> None:
             sv = lv["service"]
             tb.add_row("", "live service alone", us(sv["p50_ns"]), us(sv["p90_ns"]), us(sv["p99_ns"]),
                        us(sv["p999_ns"]), us(sv["mean_ns"]), "")
+        st, cl = lv.get("stalled"), (lv.get("clean") or {}).get("round_trip")
+        if st and st["rounds"] and cl:
+            tb.add_row("", "measured, stalled rounds left out", us(cl["p50_ns"]), us(cl["p90_ns"]), us(cl["p99_ns"]),
+                       us(cl["p999_ns"]), us(cl["mean_ns"]),
+                       f"{len(r.result.t_in) - st['rounds'] - st.get('queued_behind', 0):,}")
     console.print(tb)
+    for r in rows:
+        lv = r.summary["live"]
+        for w in (lv.get("isolation") or {}).get("warnings", []):
+            console.print(f"[yellow]warning: {r.node}: machine not quiet before the run: {w}[/yellow]")
+        st = lv.get("stalled")
+        if st and st["rounds"]:
+            console.print(f"[yellow]warning: {r.node}: {st['rounds']:,} of {len(r.result.t_in):,} rounds "
+                          f"({100 * st['fraction']:.2f} %) stalled (service > {st['threshold_ns'] / 1000:.3f} µs, "
+                          f"longest {st['longest_ns'] / 1000:,.1f} µs; {st.get('queued_behind', 0):,} more queued "
+                          "behind them): "
+                          "preemption or interrupts, not the device; "
+                          "the row 'stalled rounds left out' is the device's own distribution[/yellow]")
     for r in rows:
         console.print(f"{r.node}: {r.summary['live'].get('endpoint', '')}")
         if r.summary["live"].get("mismatch_rounds"):

@@ -104,6 +104,9 @@ class HostedConsumer(PollingConsumer):
     def __init__(self, *args, mode: str = "inline", hosting: HostingParams = HostingParams(),
                  compute_ps=None, seed: int = 0, workers: int = 1, order: str = "in_order", **kwargs):
         super().__init__(*args, **kwargs)
+        if self.p.varies:
+            raise ValueError(f"consumer {self.name!r}: its service varies per round (an idle cost or service modes); "
+                             "the decode study's hosting modes keep a constant body: use a calibration without them")
         if mode not in MODES:
             raise ValueError(f"hosting mode {mode!r}: expected one of {', '.join(MODES)}")
         if order not in ORDERS:

@@ -119,6 +119,20 @@ def table_rows(m: dict) -> list[tuple[str, str, float, float | None, float, bool
     return out
 
 
+MAX_FIT_RUNS = 5 * 8 + 2 + 16  # fit(): five costs of at most 8 steps, two references, 16 bisection steps
+
+
+def estimate_s(params: ParamSet, rounds: int = 20_000, seed: int = 1) -> tuple[int, float]:
+    """(the most model runs :func:`fit` makes, seconds one takes here: timed on one inline run)."""
+    import time
+    hp = HostingParams(general_path_ps=0, worker_handoff_ps=0, omp_self_ps=6_500_000, omp_routed_ps=4_400_000,
+                       chain_trigger_ps=1_920_000, chain_trigger_jitter_ps=0, chain_complete_ps=1_000_000,
+                       rearm_mean_ps=1_000_000)
+    t0 = time.perf_counter()
+    _run(params, hp, "inline", 64, rounds, seed, SWEEP)
+    return MAX_FIT_RUNS, time.perf_counter() - t0
+
+
 def fit(params: ParamSet, rounds: int = 20_000, seed: int = 1, log=print) -> HostingParams:
     """Fit the hosting parameters at 64 bytes (see module docstring). Returns the fitted set."""
     c = params.consumers[CONSUMER]

@@ -56,6 +56,9 @@ def rtl_consumer(spec, kernel, enc, req_region, rep_path, slot_bytes, phase_ps, 
     c = spec.consumer
     if c.kind != "fpga":
         raise ValueError(f"loop {spec.name!r}: model rtl stands for FPGA consumer logic, {spec.name} is a {c.kind}")
+    if c.varies:
+        raise ValueError(f"loop {spec.name!r}: the RTL logic answers in fixed cycles; an idle cost or service modes "
+                         "have no meaning for it")
     srcs = B.consumer_sources(cfg.function_top, tuple(Path(s) for s in cfg.function_sources))
     lib = B.build(srcs)
     return RtlConsumer(kernel, spec.name, lib, enc, req_region, rep_path, spec.slots, slot_bytes,

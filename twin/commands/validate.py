@@ -1,0 +1,66 @@
+"""``twin validate CAL RUN [RUN ...]``: a calibration's predictions against live runs it was not
+fitted on (:mod:`twin.calibration.validate`): a table (p50/p90/p99 error, W1 as % of p50, KS,
+modes), ``validate.json`` and an overlaid histogram figure ``validate.png`` in ``--out``."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from twin.commands.common import UsageError, _count, _seed, add_overwrite, run_folder
+
+
+def register(sub) -> None:
+    """Add ``validate`` to the ``twin`` subcommands."""
+    v = sub.add_parser("validate", help="a calibration's predictions against live runs it was not fitted on")
+    v.add_argument("calibration", help="parameter set (e.g. one written by `twin calibrate --from-live`)")
+    v.add_argument("runs", nargs="+", metavar="RUN", help="`twin run` output folders with a live node")
+    v.add_argument("--consumer", help="the calibration's consumer that stands for the live node "
+                                      "(default <node>_fitted)")
+    v.add_argument("--scenario", help="the scenario the runs came from (default: the file each recorded)")
+    v.add_argument("--rounds", type=_count, help="predicted rounds per run (default: the run's, at least 20000)")
+    v.add_argument("--seed", type=_seed, default=7, help="seed of the predictions (default 7)")
+    v.add_argument("--out", help="output folder (default runs/validate-<calibration name>)")
+    v.add_argument("--no-plot", action="store_true", help="do not write validate.png")
+    add_overwrite(v)
+    v.set_defaults(handler=cmd_validate)
+
+
+def cmd_validate(args: argparse.Namespace, console: Console) -> int:
+    """Print the validation table; write validate.json and validate.png. Returns 0."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from twin.calibration.report import comparison_table
+    from twin.calibration.validate import validate
+    from twin.output.validate import overlay_figure, validation_document
+
+    cal = Path(args.calibration)
+    for r in args.runs:
+        if not Path(r).is_dir():
+            raise UsageError(f"validate: {r}: not a run folder")
+    folder = run_folder(args, args.out or Path("runs") / f"validate-{cal.stem}", args.seed)
+    folder.check(["validate.json"] + ([] if args.no_plot else ["validate.png"]))
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task("predicting the runs", total=len(args.runs))
+        checks = validate(cal, args.runs, args.consumer, args.scenario, args.seed, args.rounds,
+                          progress=lambda i, n: bar.update(task, completed=i))
+    console.print(comparison_table([(v.run.label, v.comparison, "held out") for v in checks],
+                                   f"{cal}: predicted vs live (stalled rounds left out), card-boundary round trip"))
+    for v in checks:
+        if v.run.stalls.count:
+            console.print(f"[yellow]warning: {v.run.path}: {v.run.stalls.count:,} stalled round(s) and "
+                          f"{v.run.stalls.queued:,} queued behind them left out "
+                          f"(service > {v.run.stalls.threshold_ns / 1000:.3f} µs)[/yellow]")
+    with folder:
+        folder.write_json("validate.json", validation_document(str(cal), checks))
+        if not args.no_plot:
+            import matplotlib.pyplot as plt
+            fig = overlay_figure(checks, cal.name)
+            folder.savefig("validate.png", fig, dpi=110)
+            plt.close(fig)
+        folder.commit()
+    console.print(f"wrote {folder.out / 'validate.json'}"
+                  + ("" if args.no_plot else f", {folder.out / 'validate.png'}"))
+    return 0

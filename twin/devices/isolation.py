@@ -1,0 +1,117 @@
+"""Honest live measurement: is the machine quiet enough, and which rounds were stalled.
+
+- :func:`check_isolation` (before a live run): the cores this process may run on
+  (``os.sched_getaffinity``), the 1-minute load average against them, and how busy the cores the
+  run pins were over a short sample of ``/proc/stat`` (other work on them). Each shortfall is one
+  warning line; the run goes ahead (the numbers say what it measured).
+- :func:`find_stalls` (after it): rounds whose live service time lies far beyond the service
+  distribution -- above ``p50 + k * MAD`` (``k`` = :data:`STALL_K` median absolute deviations) or
+  above :data:`STALL_ABS_NS` (1 ms: a time slice, never a poll loop's spread) -- counted as
+  stalled (preempted, interrupted, frozen), reported apart and left out of the "clean"
+  percentiles; :func:`find_live_stalls` adds the rounds that queued behind one (their round trip
+  beyond its own distribution by the same rule, their service normal).
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+STALL_K = 20.0          # median absolute deviations above the median that make a round "stalled"
+STALL_ABS_NS = 1e6      # 1 ms: a round this long was preempted whatever the distribution
+BUSY_WARN = 0.10        # a pinned core busy more than 10 % of a sample with other work: not quiet
+
+
+def _cpu_times() -> dict[int, tuple[int, int]]:
+    """Per cpu: (busy jiffies, total jiffies) from /proc/stat ({} where there is none)."""
+    out = {}
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                if line.startswith("cpu") and line[3].isdigit():
+                    name, *v = line.split()
+                    v = [int(x) for x in v[:8]]
+                    idle = v[3] + v[4]
+                    out[int(name[3:])] = (sum(v) - idle, sum(v))
+    except OSError:
+        pass
+    return out
+
+
+def check_isolation(pinned: list[int], sample_s: float = 0.2) -> dict:
+    """Before a live run that pins ``pinned`` cores (may be empty): ``cores_allowed`` (count),
+    ``load_1min``, ``busy`` (per pinned core, the fraction of ``sample_s`` it ran anything),
+    ``warnings`` (one line each: fewer free cores than the run pins plus one for the twin, a load
+    above the cores allowed, a pinned core busy over :data:`BUSY_WARN`)."""
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    need = max(len(set(pinned)), 1) + (0 if pinned else 1)  # pinned cores (the twin on the producer's) or 2
+    warnings = []
+    if len(allowed) < max(need, 2):
+        warnings.append(f"{len(allowed)} core(s) allowed, the run needs {max(need, 2)} quiet ones (producer and "
+                        "consumer): they take turns, rounds wait for a time slice")
+    free = len(allowed) - load
+    if free < need:
+        warnings.append(f"load average {load:.2f} on {len(allowed)} core(s): {max(free, 0):.2f} free, the run pins "
+                        f"{need}: expect preempted rounds")
+    a = _cpu_times()
+    time.sleep(sample_s)
+    b = _cpu_times()
+    busy = {}
+    for c in pinned:
+        if c in a and c in b and b[c][1] > a[c][1]:
+            busy[c] = round((b[c][0] - a[c][0]) / (b[c][1] - a[c][1]), 3)
+            if busy[c] > BUSY_WARN:
+                warnings.append(f"core {c} (pinned) was {100 * busy[c]:.0f} % busy with other work before the run")
+    return {"cores_allowed": len(allowed), "load_1min": round(load, 2), "pinned": list(pinned), "busy": busy,
+            "warnings": warnings}
+
+
+@dataclass
+class Stalls:
+    """Stalled rounds of a live run: ``mask`` (bool per round), ``threshold_ns``, ``count``,
+    ``fraction``, ``longest_ns`` (of the service); ``queued``: rounds left out because they waited
+    behind a stalled one (:func:`find_live_stalls`; counted in ``mask`` but not in ``count``)."""
+
+    mask: np.ndarray
+    threshold_ns: float
+    count: int
+    fraction: float
+    longest_ns: float
+    queued: int = 0
+
+    def summary(self) -> dict:
+        """For results.json: threshold, count, fraction, longest, the first 20 stalled rounds (1-based)."""
+        return {"threshold_ns": round(self.threshold_ns, 3), "rounds": self.count,
+                "fraction": round(self.fraction, 6), "longest_ns": self.longest_ns,
+                "queued_behind": self.queued,
+                "first_rounds": [int(i) + 1 for i in np.flatnonzero(self.mask)[:20]],
+                "rule": f"service > min(p50 + {STALL_K:g} x MAD, {STALL_ABS_NS / 1e6:g} ms); queued behind: "
+                        "round trip beyond its own distribution by the same rule"}
+
+
+def find_stalls(service_ns: np.ndarray, k: float = STALL_K, abs_ns: float = STALL_ABS_NS) -> Stalls:
+    """Stalled rounds of a live service-time series (ns per round; see module docstring). The
+    median absolute deviation is floored at 1 ns (a service time quantised to one value)."""
+    s = np.asarray(service_ns, np.float64)
+    if not len(s):
+        return Stalls(np.zeros(0, bool), abs_ns, 0, 0.0, 0.0)
+    med = float(np.median(s))
+    mad = max(float(np.median(np.abs(s - med))), 1.0)
+    thr = min(med + k * mad, abs_ns)
+    mask = s > thr
+    n = int(mask.sum())
+    return Stalls(mask, thr, n, n / len(s), float(s[mask].max()) if n else 0.0)
+
+
+def find_live_stalls(service_ns: np.ndarray, rtt_ps: np.ndarray) -> Stalls:
+    """:func:`find_stalls` on the service, plus the rounds whose card-boundary round trip (ps) lies
+    beyond its own distribution by the same rule while their service does not: they queued behind
+    a stalled round (an open-loop request sent while the device was stalled). ``mask`` holds both."""
+    st = find_stalls(service_ns)
+    if len(rtt_ps) != len(st.mask) or not len(rtt_ps):
+        return st
+    behind = find_stalls(np.asarray(rtt_ps, np.float64) / 1000).mask & ~st.mask
+    return Stalls(st.mask | behind, st.threshold_ns, st.count, st.fraction, st.longest_ns, int(behind.sum()))
