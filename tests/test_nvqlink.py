@@ -63,13 +63,13 @@ def test_a_c2c_poll_costs_the_coherence_miss():
     ps = load_roce_params(PRIOR)
     miss = int(ps.hosts["gb200"].c2c.coherence_miss_ns * 1000)
     c2c = ps.hosts["gb200"].c2c
-    grace = ps.consumers["grace_polls_hbm"].params(None, c2c)
+    grace = ps.consumers["grace_polls_hbm"].params(None, c2c=c2c)
     assert grace.poll_cost_ps == miss and grace.read_ps == miss
     assert grace.poll_period_ps == int(ps.consumers["grace_polls_hbm"].poll_period_ns * 1000)  # a spin hits its cache
-    gpu = ps.consumers["gb200_gpu_polls_lpddr"].params(None, c2c)
+    gpu = ps.consumers["gb200_gpu_polls_lpddr"].params(None, c2c=c2c)
     assert gpu.poll_period_ps == gpu.poll_cost_ps == max(miss, 200_000)  # dependent loads across the link
     with pytest.raises(ValueError, match="c2c"):
-        ps.consumers["grace_polls_hbm"].params(None, None)
+        ps.consumers["grace_polls_hbm"].params(None, c2c=None)
 
 
 def test_coherence_miss_moves_the_round_trip_by_the_miss_less_the_local_cost():
