@@ -1,5 +1,6 @@
 """A decode study's report: the terminal table (:func:`print_decode`) and its files
-(:func:`write_decode_outputs`: results.json, stats.csv, queue_depth.csv, requests.csv and the two plots).
+(:func:`write_decode_outputs`: results.json, stats.csv, queue_depth.csv, requests.parquet or .csv and the two
+plots).
 The study itself is :mod:`twin.qec.study`'s.
 """
 from __future__ import annotations
@@ -108,21 +109,38 @@ def latency_blocks(samples_ps: np.ndarray, points: int = LATENCY_POINTS) -> tupl
     return np.arange(1, n + 1, block), mid, top, block
 
 
-DECODE_FILES = ("results.json", "stats.csv", "queue_depth.csv", "requests.csv", "latency_vs_round.png",
+DECODE_FILES = ("results.json", "stats.csv", "queue_depth.csv", "requests.parquet", "latency_vs_round.png",
                 "backlog_vs_time.png")
+"""The files of a decode study with the per-request file in its default format (Parquet)."""
 
 
-def write_decode_outputs(study: DecodeStudy, folder) -> list[Path]:
+def decode_files(fmt: str = "parquet") -> tuple[str, ...]:
+    """:data:`DECODE_FILES` with the per-request file ``requests.<fmt>`` (``parquet`` or ``csv``)."""
+    from twin.output.rows import file_name
+    return (*DECODE_FILES[:3], file_name("requests", fmt), *DECODE_FILES[4:])
+
+
+def write_requests(study: DecodeStudy, folder, fmt: str = "parquet") -> Path:
+    """Stage ``requests.parquet`` (or ``requests.csv``, ``fmt``) in ``folder``: one row per request of
+    every placement, in stream order: ``placement``, ``device`` (the device that decoded it), then
+    :data:`twin.qec.streaming.CSV_COLUMNS` (integers; ps for the ``_ps`` columns), through
+    :func:`twin.output.rows.write_rows`. Returns its path."""
+    from twin.output.rows import Block, write_rows
+    from twin.qec.streaming import CSV_COLUMNS
+    blocks = [Block((name, t["device"]), tuple(t[c] for c in CSV_COLUMNS)) for name, t in study.tables]
+    return write_rows(folder, "requests", fmt, ("placement", "device"), CSV_COLUMNS, blocks)
+
+
+def write_decode_outputs(study: DecodeStudy, folder, fmt: str = "parquet") -> list[Path]:
     """Stage in ``folder`` (a :class:`twin.output.files.RunFolder`) results.json (deterministic for
     a seed: no wall-clock numbers; a NaN or infinity refused naming the field), stats.csv (sinter's
     CSV, :mod:`twin.qec.sinter_stats`; also deterministic), queue_depth.csv (requests in the card at
-    200 instants per placement: placement, t_ps, depth), requests.csv (every request:
-    :func:`twin.qec.streaming.write_requests_csv`; when the runs keep their tables),
+    200 instants per placement: placement, t_ps, depth), requests.parquet or requests.csv (``fmt``;
+    every request: :func:`write_requests`; when the runs keep their tables),
     latency_vs_round.png (round trip and reaction time per request), backlog_vs_time.png (requests
     waiting anywhere for a decoder) (:data:`DECODE_FILES`). Returns their paths."""
     import matplotlib
 
-    from twin.qec.streaming import write_requests_csv
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     doc = study.document
@@ -138,7 +156,7 @@ def write_decode_outputs(study: DecodeStudy, folder) -> list[Path]:
             f.writelines(f"{_label(s)},{int(t)},{int(d)}\n" for t, d in zip(tq, depth))
     paths.append(folder.write(DECODE_FILES[2], queue_csv))
     if study.tables is not None:
-        paths.append(folder.write(DECODE_FILES[3], lambda f: write_requests_csv(f, study.tables)))
+        paths.append(write_requests(study, folder, fmt))
     fig, ax = plt.subplots(figsize=(8, 4))
     block = 1
     for s, r in zip(doc["placements"], study.runs):
