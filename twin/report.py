@@ -14,7 +14,7 @@ from rich.table import Table
 from twin.engine.hops import CSV_COLUMNS
 from twin.output.budget import print_budget_table, print_fault_and_deadline_lines
 from twin.output.files import RunFolder
-from twin.output.histogram import draw_histogram, panel_figure
+from twin.output.histogram import axis_label, draw_histogram, panel_figure
 from twin.study import PENDING, StudyResult
 from twin.units import period_ps, time_ps
 
@@ -180,7 +180,7 @@ def plot_histograms(study: StudyResult, folder: RunFolder, name: str = "histogra
         rtt = run.result.rtt_ps
         if not len(rtt):
             continue
-        drawn = draw_histogram(ax, rtt, bin_ps)  # up to p99.9: a live device's rare stalls are counted, not drawn
+        drawn = draw_histogram(ax, rtt, bin_ps)  # p0.1-p99.9: a live device's rare stalls are counted, not drawn
         s = run.summary
         ax.axvline(s["p50_ns"] / 1000, color="#c03030", lw=2.2, label="twin p50")
         ax.axvline(s["p90_ns"] / 1000, color="#e08020", lw=1, label="twin p90")
@@ -193,7 +193,7 @@ def plot_histograms(study: StudyResult, folder: RunFolder, name: str = "histogra
         # y given: the title is not placed by measuring the tick labels (most of the figure's time)
         ax.set_title(f"{run.node} — {s['device']}{drawn.note(bin_ps)}", fontsize=9, loc="left", y=1.0)
         ax.legend(fontsize=7, loc="upper right")
-    axes[-1, 0].set_xlabel(f"round trip (µs), {bin_ps / 1000:g} ns bins")
+    axes[-1, 0].set_xlabel(axis_label("round trip", bin_ps))
     try:
         return folder.savefig(name, fig, dpi=120)
     finally:

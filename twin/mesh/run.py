@@ -21,7 +21,7 @@ from twin.config import ConfigError
 from twin.engine.hops import CSV_COLUMNS
 from twin.engine.stop import Interrupted
 from twin.mesh.engine import MeshResult, run_mesh
-from twin.output.histogram import draw_histogram, panel_figure
+from twin.output.histogram import axis_label, draw_histogram, panel_figure
 from twin.stats import summary_ns
 from twin.usage import INTERRUPTED_EXIT, interrupted_line
 
@@ -165,10 +165,10 @@ def _plot(res: MeshResult, folder, name: str = "histograms.png", bin_ps: int = 4
     for ax, r, ft in zip(axes[:, 0], res.routes, res.flows):
         if not len(ft.rtt_ps):
             continue
-        drawn = draw_histogram(ax, ft.rtt_ps, bin_ps)  # up to p99.9; the rounds beyond are counted in the title
+        drawn = draw_histogram(ax, ft.rtt_ps, bin_ps)  # p0.1-p99.9; the rounds outside are counted in the title
         ax.set_title(f"flow {r.flow}: {' -> '.join(r.nodes)} ({r.function}){drawn.note(bin_ps)}", fontsize=9,
                      loc="left", y=1.0)  # y given: not placed by measuring ticks
-    axes[-1, 0].set_xlabel(f"card-boundary round trip (µs), {bin_ps / 1000:g} ns bins")
+    axes[-1, 0].set_xlabel(axis_label("card-boundary round trip", bin_ps))
     try:
         return folder.savefig(name, fig, dpi=110)
     finally:

@@ -109,6 +109,19 @@ def latency_blocks(samples_ps: np.ndarray, points: int = LATENCY_POINTS) -> tupl
     return np.arange(1, n + 1, block), mid, top, block
 
 
+def latency_clip(series: list[np.ndarray]) -> tuple[int, int, int]:
+    """The y range of latency_vs_round.png: (lowest p0.1, highest p99.9 over ``series``, each int64
+    ps per request; :data:`twin.output.histogram.CLIP`, inverted CDF) and how many values of all the
+    series lie outside it (counted in the title, not drawn). (0, 0, 0) for no series."""
+    from twin.output.histogram import CLIP
+    from twin.stats import percentile_ps
+    if not series:
+        return 0, 0, 0
+    lo = min(percentile_ps(ps, CLIP[0]) for ps in series)
+    hi = max(percentile_ps(ps, CLIP[1]) for ps in series)
+    return lo, hi, int(sum(((ps < lo) | (ps > hi)).sum() for ps in series))
+
+
 DECODE_FILES = ("results.json", "stats.csv", "queue_depth.csv", "requests.parquet", "latency_vs_round.png",
                 "backlog_vs_time.png")
 """The files of a decode study with the per-request file in its default format (Parquet)."""
@@ -159,20 +172,29 @@ def write_decode_outputs(study: DecodeStudy, folder, fmt: str = "parquet") -> li
         paths.append(write_requests(study, folder, fmt))
     fig, ax = plt.subplots(figsize=(8, 4))
     block = 1
-    for s, r in zip(doc["placements"], study.runs):
-        for what, ps in (("round trip", r.result.rtt_ps), ("reaction", r.result.t_back - r.result.t_send)):
-            x, mid, top, block = latency_blocks(ps)
-            if block == 1:  # every request a point
-                ax.plot(x, mid / 1e6, ".", ms=1, label=f"{_label(s)} {what}")
-            else:  # a block's median as a line, its slowest request as a point
-                line, = ax.plot(x, mid / 1e6, lw=0.8, label=f"{_label(s)} {what}")
-                ax.plot(x, top / 1e6, ".", ms=1.5, color=line.get_color())
+    series = [(s, what, ps) for s, r in zip(doc["placements"], study.runs)
+              for what, ps in (("round trip", r.result.rtt_ps), ("reaction", r.result.t_back - r.result.t_send))
+              if len(ps)]
+    lo, hi, outside = latency_clip([ps for _, _, ps in series])
+    for s, what, ps in series:
+        x, mid, top, block = latency_blocks(ps)
+        if block == 1:  # every request a point
+            ax.plot(x, mid / 1e6, ".", ms=1, label=f"{_label(s)} {what}")
+        else:  # a block's median as a line, its slowest request as a point
+            line, = ax.plot(x, mid / 1e6, lw=0.8, label=f"{_label(s)} {what}")
+            ax.plot(x, top / 1e6, ".", ms=1.5, color=line.get_color())
     if doc["deadline_ns"]:
         ax.axhline(doc["deadline_ns"] / 1000, color="r", lw=1, label="deadline")
+    if series:  # the tails clipped: p0.1 to p99.9 of every series on the axis, the requests beyond counted
+        pad = max(0.01, (hi - lo) / 1e6 * 0.05)
+        ax.set_ylim(lo / 1e6 - pad, hi / 1e6 + pad)
     ax.set_xlabel("request")
     ax.set_ylabel("round trip, reaction time (µs)")
+    from twin.output.histogram import clip_text
     ax.set_title(f"{doc['scenario']}: latency vs round" + (
-        f" (per block of {block:,} requests: median line, slowest as a dot)" if block > 1 else ""), fontsize=9)
+        f" (per block of {block:,} requests: median line, slowest as a dot)" if block > 1 else "")
+        + f"\ny axis: {clip_text()} of each series" + (f"; {outside:,} request values off the axis" if outside else ""),
+        fontsize=9)
     ax.legend(markerscale=8, fontsize=8)
     fig.tight_layout()
     try:
