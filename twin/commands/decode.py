@@ -67,8 +67,10 @@ def _decode(args: argparse.Namespace, console, ld, folder) -> int:
     d = ld.sc.decode
     from twin.qec.workload import sample_circuit
     total = shots * sample_circuit(ld.circuit, 1, per=d.per, window=d.window_tuple()).requests_per_shot
+    from twin.output.progress import phase_spinner
+    from twin.rtl.build import build_status
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, disable=args.quiet) as bar:
+                  console=console, disable=args.quiet) as bar, build_status(phase_spinner(bar, console, args.quiet)):
         tasks = {}
 
         def progress(name, done):
@@ -82,7 +84,9 @@ def _decode(args: argparse.Namespace, console, ld, folder) -> int:
         print(interrupted_before_any(requested, "request"), file=sys.stderr)
         return EXIT
     print_decode(study, console)
-    write_decode_outputs(study, folder, args.rounds_format)
+    from contextlib import nullcontext
+    with nullcontext() if args.quiet else console.status(f"writing requests.{args.rounds_format} and the figures"):
+        write_decode_outputs(study, folder, args.rounds_format)  # seconds for 1e5+ requests (a spinner on a terminal)
     if study.interrupted:
         folder.mark_partial("interrupted: the placements so far, the last one's whole shots")
     paths = folder.commit()

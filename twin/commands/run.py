@@ -18,6 +18,7 @@ from twin.commands.common import (
     _window,
     add_overwrite,
     check_out_folder,
+    phase_spinner,
     run_folder,
 )
 from twin.commands.interrupt import EXIT, Interrupted, interrupted_before_any, interrupted_line, interruptible
@@ -118,7 +119,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             checks.update({r.node: check.add_task(f"{r.node}: event-model check", total=n)
                            for r in so_far.runs if r.summary["engine"] == PENDING})
             check.start()
-        with bar, check:
+        from twin.rtl.build import build_status
+        with bar, check, build_status(phase_spinner(bar, console, args.quiet)):  # a first Verilator build: tens of s
             tasks = {n.name: bar.add_task(n.device, total=rounds) for n in consumers}
             study = run_study(loaded, rounds=rounds, seed=args.seed, engine=args.engine,
                               verify_rounds=args.verify_rounds, trace=trace,

@@ -88,8 +88,10 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
     if args.rounds:
         from twin.scenario.load import check_rounds
         check_rounds(loaded, args.rounds)
+    from twin.output.progress import phase_spinner
+    from twin.rtl.build import build_status
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, disable=args.quiet) as bar:
+                  console=console, disable=args.quiet) as bar, build_status(phase_spinner(bar, console, args.quiet)):
         task = bar.add_task("replies (all flows)", total=None)
         from twin.study import rtl_config
         stopped = None
