@@ -176,6 +176,7 @@ def plot_histograms(study: StudyResult, folder: RunFolder, name: str = "histogra
         bin_ps = period_ps(p.controller.clock) if getattr(p, "kind", None) == "roce_path" else 4000
     n = len(study.runs)
     fig, axes = panel_figure(n)
+    legend: dict = {}  # label -> line: one legend, on the top panel (a legend per panel was a quarter of the time)
     for ax, run in zip(axes[:, 0], study.runs):
         rtt = run.result.rtt_ps
         if not len(rtt):
@@ -192,7 +193,9 @@ def plot_histograms(study: StudyResult, folder: RunFolder, name: str = "histogra
         ax.set_ylabel("rounds")
         # y given: the title is not placed by measuring the tick labels (most of the figure's time)
         ax.set_title(f"{run.node} — {s['device']}{drawn.note(bin_ps)}", fontsize=9, loc="left", y=1.0)
-        ax.legend(fontsize=7, loc="upper right")
+        for line in ax.get_lines():
+            legend.setdefault(line.get_label(), line)
+    axes[0, 0].legend(list(legend.values()), list(legend), fontsize=7, loc="upper right")
     axes[-1, 0].set_xlabel(axis_label("round trip", bin_ps))
     try:
         return folder.savefig(name, fig, dpi=120)

@@ -4,15 +4,17 @@ model to a live run; ``twin calibrate decoder SCENARIO.yaml`` times a decode sce
 call and fits its cost (:mod:`twin.commands.calibrate_decoder`)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
 import argparse
 from contextlib import contextmanager
 from pathlib import Path
 
-from rich.console import Console
-
 from twin.bundled import is_bundled
 from twin.commands.common import DEFAULT_FITTED, DEFAULT_PRIOR, UsageError, _bundled, _count, add_overwrite, out_error
-from twin.config import ConfigError
 from twin.output.files import check_file
 
 OURS = ("Written by `twin calibrate",)  # the first line of a fitted set the twin wrote: it may be refitted
@@ -87,6 +89,7 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
         return cmd_calibrate_roce(args, console, prior_path)
     prior = load_params(prior_path)
     if prior.fit is None:
+        from twin.config import ConfigError
         raise ConfigError(prior_path, "fit", None, "a prior needs a fit section to calibrate")
     out = fitted_out(args, prior_path)
     with fit_progress(console) as progress:
@@ -146,6 +149,7 @@ def cmd_calibrate_roce(args: argparse.Namespace, console: Console, prior_path: P
 
     prior = load_roce_params(prior_path)
     if prior.fit is None:
+        from twin.config import ConfigError
         raise ConfigError(prior_path, "fit", None, "a prior needs a fit section to calibrate")
     out = fitted_out(args, prior_path)
     with fit_progress(console) as progress:

@@ -2,9 +2,12 @@
 ``twin/exchange/contract.yaml`` (the generator: :mod:`twin.exchange.gen`)."""
 from __future__ import annotations
 
-import argparse
+from typing import TYPE_CHECKING
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
+
+import argparse
 
 
 def register(sub) -> None:

@@ -2,11 +2,14 @@
 print the table, write results.json, rounds.parquet (or rounds.csv) and histograms.png."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
 import argparse
 import sys
 from pathlib import Path
-
-from rich.console import Console
 
 from twin.commands.common import (
     DEFAULT_SCENARIO,
@@ -21,7 +24,7 @@ from twin.commands.common import (
     phase_spinner,
     run_folder,
 )
-from twin.commands.interrupt import EXIT, Interrupted, interrupted_before_any, interrupted_line, interruptible
+from twin.commands.interrupt import EXIT, interrupted_before_any, interrupted_line, interruptible
 
 
 def register(sub) -> None:
@@ -67,6 +70,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 def _run(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from twin.engine.stop import Interrupted
     from twin.scenario import load_scenario
     from twin.study import PENDING, run_study
 
@@ -149,6 +153,7 @@ def _wave_names(sc, consumers) -> list[str]:
 def _report(args, console: Console, study, folder, consumers, live: bool, shown: bool = False) -> int:
     """Print the tables (``shown``: printed already, before the event model's check: then the
     check's outcome in one line), write the outputs into ``folder`` and commit them; the exit code."""
+    from twin.engine.stop import Interrupted
     from twin.report import plot_histograms, print_check, print_table, write_results_json, write_rounds
 
     out = folder.out
@@ -211,6 +216,7 @@ def _verdict(node: str, e: Exception, done: int, out: Path) -> None:
     """A live endpoint's failure, on stderr the moment the study catches it (before the summaries and
     files: the run ends within the endpoint's timeout). A stop (Interrupted) says its line after
     the files are written."""
+    from twin.engine.stop import Interrupted
     if isinstance(e, Interrupted):
         return
     print(f"twin: error: node {node!r}: {e}; " + (f"{done:,} rounds completed, being saved in {out}" if done

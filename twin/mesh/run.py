@@ -8,12 +8,16 @@ or ``rounds.csv`` (per request: flow, round, rtt_ps, loop_ps, wait_ps, every hop
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
 import argparse
 import sys
 from pathlib import Path
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
 from twin.calibration.params import ParamSet
