@@ -4,18 +4,17 @@ model to a live run; ``twin calibrate decoder SCENARIO.yaml`` times a decode sce
 call and fits its cost (:mod:`twin.commands.calibrate_decoder`)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
 import argparse
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from twin.bundled import is_bundled
 from twin.commands.common import DEFAULT_FITTED, DEFAULT_PRIOR, UsageError, _bundled, _count, add_overwrite, out_error
 from twin.output.files import check_file
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 OURS = ("Written by `twin calibrate",)  # the first line of a fitted set the twin wrote: it may be refitted
 

@@ -2,12 +2,11 @@
 ``twin/exchange/contract.yaml`` (the generator: :mod:`twin.exchange.gen`)."""
 from __future__ import annotations
 
+import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-import argparse
 
 
 def register(sub) -> None:

@@ -2,14 +2,10 @@
 print the table, write results.json, rounds.parquet (or rounds.csv) and histograms.png."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from twin.commands.common import (
     DEFAULT_SCENARIO,
@@ -25,6 +21,9 @@ from twin.commands.common import (
     run_folder,
 )
 from twin.commands.interrupt import EXIT, interrupted_before_any, interrupted_line, interruptible
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def register(sub) -> None:

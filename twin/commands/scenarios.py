@@ -10,19 +10,18 @@ relative to the copy. Nothing is overwritten: an existing file is refused (one l
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
 import argparse
 import json
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from twin.bundled import bundled_path, scenario_files
 from twin.commands.common import UsageError, check_out_folder
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 DATA_KEYS = ("calibration", "hosting", "measured")
 _TOP_KEY = re.compile(r"^(?P<key>calibration|hosting|measured):(?P<sp>[ \t]*)(?P<value>[^#\n]*?)"

@@ -2,17 +2,16 @@
 a table and sweep.csv, sweep.json, sweep.png."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from twin.commands.common import UsageError, _count, _seed, add_overwrite, check_out_folder, run_folder
 from twin.commands.interrupt import EXIT, interrupted_before_any, interrupted_line, interruptible
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 MAX_WORKERS = 256  # processes on one machine: more is a typo (and on Linux each one is forked at once)
 

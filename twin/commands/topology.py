@@ -2,16 +2,15 @@
 flow's route) to a PNG, PDF or SVG (the drawing itself: :func:`twin.output.topology_figure.draw`)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from twin.commands.common import UsageError, add_overwrite, check_out_folder
 from twin.output.files import check_file
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def register(sub) -> None:

@@ -8,14 +8,10 @@ or ``rounds.csv`` (per request: flow, round, rtt_ps, loop_ps, wait_ps, every hop
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.table import Table
@@ -28,6 +24,9 @@ from twin.mesh.engine import MeshResult, run_mesh
 from twin.output.histogram import axis_label, draw_histogram, panel_figure
 from twin.stats import summary_ns
 from twin.usage import INTERRUPTED_EXIT, interrupted_line
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SCHEMA = "twin.mesh-results/1"
 
