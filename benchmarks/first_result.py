@@ -24,7 +24,7 @@ Prints, in one run:
 Every line says the machine's load average when it was measured.
 
 Usage: python benchmarks/first_result.py [--rounds 1e4,1e5] [--figure-rounds 3e6] [--file-rounds 3e6]
-[--before TREE]
+[--before TREE] [--first-only | --outputs-only]
 """
 from __future__ import annotations
 
@@ -126,6 +126,7 @@ def main() -> None:
     ap.add_argument("--file-rounds", type=float, default=3e6, help="rows of the per-round file, all consumers")
     ap.add_argument("--before", type=Path, help="a checkout of main to time the same in (the 'before')")
     ap.add_argument("--outputs-only", action="store_true", help="sections 3 and 4 only (how --before runs them)")
+    ap.add_argument("--first-only", action="store_true", help="sections 1 and 2 only")
     args = ap.parse_args()
     rounds = [int(float(x)) for x in args.rounds.split(",")]
     fig_rounds = None if args.figure_rounds is None else int(args.figure_rounds)
@@ -150,6 +151,8 @@ def main() -> None:
                       f"{parts}; exit "
                       f"{r['exit']:.2f} s; loaded at the table: {', '.join(r['heavy'])} ({r['modules']} modules; "
                       f"{load()})", flush=True)
+        if args.first_only:
+            return
         if args.before is not None:  # the figures and the files as main draws and writes them
             cmd = [sys.executable, __file__, "--outputs-only", "--file-rounds", str(int(args.file_rounds))]
             if fig_rounds is not None:
