@@ -45,34 +45,37 @@ HEAVY = ("numpy", "pydantic", "networkx", "simpy", "scipy", "matplotlib", "pyarr
 # both trees have); prints one JSON line on stderr at the first table.
 DRIVER = r"""
 import json, sys, time
-marks = {"start": time.time()}
+marks = {"start": time.time(), "start_cpu": time.process_time()}
 import twin.commands, twin.report, twin.scenario, twin.study
-marks["imports"] = time.time()
+marks["imports"], marks["imports_cpu"] = time.time(), time.process_time()
 spent = {"load": 0.0, "engine": 0.0, "summaries": 0.0, "table": 0.0}
+cpu = dict.fromkeys(spent, 0.0)
 def timed(mod, name, key):
     f = getattr(mod, name, None)
     if f is None:
         return
     def w(*a, **k):
-        t = time.time()
+        t, c = time.time(), time.process_time()
         try:
             return f(*a, **k)
         finally:
             spent[key] += time.time() - t
+            cpu[key] += time.process_time() - c
     setattr(mod, name, w)
 timed(twin.scenario, "load_scenario", "load")
 timed(twin.study, "run_one", "engine")
 timed(twin.study, "_summary", "summaries")
 table = twin.report.print_table
 def first(*a, **k):
-    t = time.time()
+    t, c = time.time(), time.process_time()
     table(*a, **k)
     spent["table"] += time.time() - t
+    cpu["table"] += time.process_time() - c
     if "first" not in marks:
         marks["first"] = time.time()
         marks["cpu"] = time.process_time()  # the process's CPU seconds, interpreter start included
         heavy = [m for m in HEAVY if m in sys.modules]
-        print("PARTS " + json.dumps({"marks": marks, "spent": dict(spent), "heavy": heavy,
+        print("PARTS " + json.dumps({"marks": marks, "spent": dict(spent), "cpu": dict(cpu), "heavy": heavy,
                                       "modules": len(sys.modules)}), file=sys.stderr, flush=True)
 twin.report.print_table = first
 sys.exit(twin.commands.main(sys.argv[1:]))
@@ -111,10 +114,13 @@ def first_table(tree: Path, rounds: int, out: Path) -> dict:
     if r.returncode or line is None:
         raise SystemExit(f"twin run in {tree} failed (exit {r.returncode}): {r.stderr.strip()[-2000:]}")
     doc = json.loads(line[6:])
-    m, s = doc["marks"], doc["spent"]
+    m, s, c = doc["marks"], doc["spent"], doc["cpu"]
     parts = {"python": m["start"] - t0, "imports": m["imports"] - m["start"], **s}
     parts["other"] = (m["first"] - t0) - sum(parts.values())
-    return {"first": m["first"] - t0, "cpu": m["cpu"], "parts": parts, "exit": end - t0, "heavy": doc["heavy"],
+    cpu = {"python": m["start_cpu"], "imports": m["imports_cpu"] - m["start_cpu"], **c}
+    cpu["other"] = m["cpu"] - sum(cpu.values())
+    return {"first": m["first"] - t0, "cpu": m["cpu"], "parts": parts, "cpu_parts": cpu, "exit": end - t0,
+            "heavy": doc["heavy"],
             "modules": doc["modules"]}
 
 
@@ -147,8 +153,9 @@ def main() -> None:
             for name, tree in trees:
                 r = first_table(tree, n, tmp / name)
                 parts = " + ".join(f"{k} {v:.2f}" for k, v in r["parts"].items())
-                print(f"({name}) twin run --rounds {n:,}: first table {r['first']:.2f} s ({r['cpu']:.2f} CPU s) = "
-                      f"{parts}; exit "
+                cpus = " + ".join(f"{k} {v:.2f}" for k, v in r["cpu_parts"].items())
+                print(f"({name}) twin run --rounds {n:,}: first table {r['first']:.2f} s wall = {parts}; "
+                      f"{r['cpu']:.2f} CPU s = {cpus}; exit "
                       f"{r['exit']:.2f} s; loaded at the table: {', '.join(r['heavy'])} ({r['modules']} modules; "
                       f"{load()})", flush=True)
         if args.first_only:
