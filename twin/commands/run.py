@@ -49,8 +49,8 @@ def register(sub) -> None:
     r.add_argument("--no-rounds", "--no-csv", dest="no_csv", action="store_true",
                    help="do not write the per-round file, rounds.parquet or rounds.csv (likewise)")
     r.add_argument("--format", choices=("parquet", "csv"), default="parquet", dest="rounds_format",
-                   help="the per-round file: parquet (rounds.parquet, default: pyarrow, a 3e6-round run in about a "
-                        "second) or csv (rounds.csv, the same columns and rows as text: gigabytes for a long run)")
+                   help="the per-round file: parquet (rounds.parquet, default: pyarrow, about a second per 3e6 "
+                        "rows) or csv (rounds.csv, the same columns and rows as text: gigabytes for a long run)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     add_overwrite(r)
     r.set_defaults(handler=cmd_run)
