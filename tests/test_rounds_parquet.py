@@ -57,14 +57,21 @@ def test_mesh_writes_parquet_too(tmp_path):
 
 
 def test_decode_requests_parquet_by_default(tmp_path):
-    args = ["decode", str(SCENARIOS / "decode_rep3.yaml"), "--shots", "300", "--quiet"]
-    assert main([*args, "--out", str(tmp_path / "p")]) == 0
-    assert main([*args, "--out", str(tmp_path / "c"), "--format", "csv"]) == 0
-    assert not (tmp_path / "p" / "requests.csv").exists() and (tmp_path / "p" / "stats.csv").is_file()  # sinter's
-    for name in ("results.json", "stats.csv", "queue_depth.csv"):
-        assert (tmp_path / "c" / name).read_bytes() == (tmp_path / "p" / name).read_bytes(), name
-    placements = len(pq.read_table(tmp_path / "p" / "requests.parquet").column("placement").unique())
-    assert same_rows(tmp_path / "p" / "requests.parquet", tmp_path / "c" / "requests.csv", 2) == 300 * placements
+    from twin.commands import build_parser
+    from twin.qec.report import decode_files, write_decode_outputs
+    from twin.qec.study import load_decode, run_decode_study
+    assert build_parser().parse_args(["decode"]).rounds_format == "parquet"
+    assert "requests.parquet" in decode_files() and "requests.csv" in decode_files("csv")
+    study = run_decode_study(load_decode(SCENARIOS / "decode_rep3.yaml"), shots=200, verify_rounds=50)
+    for fmt in ("parquet", "csv"):  # one study, both files
+        with RunFolder(tmp_path / fmt) as folder:
+            write_decode_outputs(study, folder, fmt)
+            folder.commit()
+    assert not (tmp_path / "parquet" / "requests.csv").exists() and (tmp_path / "parquet" / "stats.csv").is_file()
+    for name in ("results.json", "stats.csv", "queue_depth.csv"):  # sinter's stats.csv in either case
+        assert (tmp_path / "csv" / name).read_bytes() == (tmp_path / "parquet" / name).read_bytes(), name
+    rows = same_rows(tmp_path / "parquet" / "requests.parquet", tmp_path / "csv" / "requests.csv", 2)
+    assert rows == 200 * len(study.document["placements"])
 
 
 def test_labels_that_need_quotes_are_quoted_and_read_back(tmp_path):
