@@ -75,10 +75,16 @@ def run_cli(args: list[str], columns: int = 80) -> tuple[int, str, str]:
 
 
 def read_rounds(path: Path) -> dict[str, list[dict[str, int]]]:
+    """A run's per-round file (rounds.parquet or rounds.csv) as consumer -> its rows in order."""
     rows: dict[str, list[dict[str, int]]] = {}
-    with path.open() as f:
-        for r in csv.DictReader(f):
-            rows.setdefault(r["consumer"], []).append({k: int(v) for k, v in r.items() if k != "consumer"})
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+        records = pq.read_table(path).to_pylist()
+    else:
+        with path.open() as f:
+            records = list(csv.DictReader(f))
+    for r in records:
+        rows.setdefault(r["consumer"], []).append({k: int(v) for k, v in r.items() if k != "consumer"})
     return rows
 
 
@@ -114,8 +120,9 @@ def default_run(tmp_path_factory):
 def test_default_run_succeeds_and_writes_three_files(default_run):
     assert default_run["rc"] == 0, default_run["stderr"]
     out = default_run["out"]
-    for name in ("results.json", "rounds.csv", "histograms.png"):
+    for name in ("results.json", "rounds.parquet", "histograms.png"):  # Parquet by default, no CSV
         assert (out / name).is_file(), name
+    assert not (out / "rounds.csv").exists()
     assert (out / "histograms.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Traceback" not in default_run["stderr"]
 
@@ -245,12 +252,14 @@ def test_percentiles_ordered_and_on_the_card_clock(default_run):
             assert round(ps) % CARD_CLOCK_PS == 0, (c["name"], k, c[k])
 
 
-def test_rounds_csv(default_run):
-    path = default_run["out"] / "rounds.csv"
-    lines = path.read_text().splitlines()
+def test_rounds_file(default_run):
+    import pyarrow.parquet as pq
+    path = default_run["out"] / "rounds.parquet"
+    table = pq.read_table(path)
     hops = ["t_send", "t_in", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have", "t_back"]
-    assert lines[0] == "consumer,round,rtt_ps,loop_ps," + ",".join(f"{h}_ps" for h in hops)
-    assert len(lines) - 1 == len(CONSUMERS) * ROUNDS
+    assert table.column_names == ["consumer", "round", "rtt_ps", "loop_ps", *(f"{h}_ps" for h in hops)]
+    assert all(str(t) == "int64" for t in table.schema.types[1:])
+    assert table.num_rows == len(CONSUMERS) * ROUNDS
     rows = read_rounds(path)
     assert list(rows) == CONSUMERS
     for name, rs in rows.items():
@@ -271,7 +280,7 @@ def test_rounds_csv(default_run):
 
 
 def test_results_json_agrees_with_rounds_csv(default_run):
-    rows = read_rounds(default_run["out"] / "rounds.csv")
+    rows = read_rounds(default_run["out"] / "rounds.parquet")
     for c in default_run["doc"]["consumers"]:
         rtt = [r["rtt_ps"] for r in rows[c["name"]]]
         for k, q in PCTL.items():
@@ -328,7 +337,7 @@ def small_run(out: Path, *extra: str, rounds: int = 500) -> tuple[bytes, bytes]:
     rc, _, err = run_cli(["run", "--rounds", str(rounds), *verify, "--out", str(out), "--no-plot", "--quiet",
                           *extra])
     assert rc == 0, err
-    return (out / "results.json").read_bytes(), (out / "rounds.csv").read_bytes()
+    return (out / "results.json").read_bytes(), (out / "rounds.parquet").read_bytes()
 
 
 def test_same_seed_same_bytes_other_seed_other_rounds(tmp_path):
@@ -361,7 +370,7 @@ def qblox_run(tmp_path_factory):
     rc, stdout, stderr = run_cli(["run", str(QBLOX), "--rounds", "1000", "--verify-rounds", "100",
                                   "--out", str(out), "--no-plot"])
     assert rc == 0, stderr
-    return {"doc": json.loads((out / "results.json").read_text()), "rows": read_rounds(out / "rounds.csv")}
+    return {"doc": json.loads((out / "results.json").read_text()), "rows": read_rounds(out / "rounds.parquet")}
 
 
 def test_qblox_traffic_block(qblox_run):
@@ -419,7 +428,7 @@ def test_twin_run_as_a_process_from_another_folder(tmp_path):
     assert "Traceback" not in proc.stderr
     doc = json.loads((tmp_path / "runs" / "card_path_64b" / "results.json").read_text())
     assert doc["rounds"] == 300 and [c["name"] for c in doc["consumers"]] == CONSUMERS
-    assert (tmp_path / "runs" / "card_path_64b" / "rounds.csv").is_file()
+    assert (tmp_path / "runs" / "card_path_64b" / "rounds.parquet").is_file()
 
 
 # -- twin calibrate on a tiny budget ------------------------------------------------------------

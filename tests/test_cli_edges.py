@@ -120,7 +120,7 @@ def test_two_nodes_on_one_device_are_told_apart_by_node_name(tmp_path, capsys):
                         {"from": "u55c", "to": "mi210b", "kind": "pcie"}])
     out = tmp_path / "o"
     assert main(["run", str(p), "--rounds", "100", "--verify-rounds", "10", "--quiet", "--no-plot",
-                 "--out", str(out)]) == 0
+                 "--format", "csv", "--out", str(out)]) == 0
     with (out / "rounds.csv").open() as f:
         labels = [row["consumer"] for row in csv.DictReader(f)]
     assert labels == ["mi210"] * 100 + ["mi210b"] * 100
@@ -130,10 +130,10 @@ def test_two_nodes_on_one_device_are_told_apart_by_node_name(tmp_path, capsys):
 def test_stale_outputs_are_not_left_beside_a_new_results_json(tmp_path):
     out = tmp_path / "o"
     assert main(["run", "--rounds", "100", "--verify-rounds", "10", "--quiet", "--out", str(out)]) == 0
-    assert (out / "rounds.csv").exists() and (out / "histograms.png").exists()
+    assert (out / "rounds.parquet").exists() and (out / "histograms.png").exists()
     assert main(["run", "--rounds", "50", "--verify-rounds", "10", "--quiet", "--no-csv", "--no-plot",
                  "--overwrite", "--out", str(out)]) == 0  # the earlier run's own files: replaced or removed
-    assert not (out / "rounds.csv").exists() and not (out / "histograms.png").exists()
+    assert not (out / "rounds.parquet").exists() and not (out / "histograms.png").exists()
     assert json.loads((out / "results.json").read_text())["rounds"] == 50
 
 

@@ -109,7 +109,7 @@ def test_scenario_key_swaps_sim_for_code(tmp_path, capsys):
     assert out["code"]["mismatches"] == 0
     for k in ("p50_ns", "p90_ns", "p99_ns", "p999_ns", "mean_ns"):
         assert out["code"][k] == out["sim"][k]
-    assert (tmp_path / "code" / "rounds.csv").read_bytes() == (tmp_path / "sim" / "rounds.csv").read_bytes()
+    assert (tmp_path / "code" / "rounds.parquet").read_bytes() == (tmp_path / "sim" / "rounds.parquet").read_bytes()
 
 
 @pytest.mark.parametrize("first", ["twin.runtime.functions", "twin.qec.lookup"])

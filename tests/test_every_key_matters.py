@@ -558,7 +558,8 @@ class Runner:
     def _cli(self, p: Path) -> tuple[int, str, Path]:
         from twin.commands import build_parser
         out = p.parent / "out"
-        args = build_parser().parse_args(["run", str(p), "--out", str(out), "--quiet", "--no-plot"])
+        args = build_parser().parse_args(["run", str(p), "--out", str(out), "--quiet", "--no-plot",
+                                          "--format", "csv"])
         err = io.StringIO()
         import contextlib
         with contextlib.redirect_stderr(err):

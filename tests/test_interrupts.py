@@ -115,7 +115,8 @@ def test_twin_run_stopped_by_a_signal_saves_the_rounds_so_far(tmp_path, sig, eng
     # far more than runs before the signal either way (the event model keeps per-round records from
     # the start: fewer rounds)
     rounds = 20_000_000 if engine == "auto" else 2_000_000
-    p = _start(["run", "--rounds", str(rounds), "--engine", engine, "--out", str(out), "--quiet", "--no-plot"])
+    p = _start(["run", "--rounds", str(rounds), "--engine", engine, "--out", str(out), "--quiet", "--no-plot",
+                "--format", "csv"])
     rc, _, err = _interrupt(p, sig)
     assert rc == 130, err
     done, requested, doc = _partial(err, out)
@@ -140,7 +141,7 @@ def test_a_second_signal_ends_at_once(tmp_path):
 def test_a_mesh_stopped_by_a_signal_saves_every_flows_rounds(tmp_path):
     out = tmp_path / "out"
     p = _start(["run", str(ROOT / "scenarios" / "mesh_two_controllers_one_gpu.yaml"), "--rounds", "1e6", "--out",
-                str(out), "--quiet", "--no-plot"])
+                str(out), "--quiet", "--no-plot", "--format", "csv"])
     rc, _, err = _interrupt(p, signal.SIGTERM)
     assert rc == 130, err
     done, requested, doc = _partial(err, out)
@@ -328,7 +329,7 @@ def test_twin_decode_stopped_on_a_shared_stream_keeps_a_prefix_of_the_stream(tmp
     out = tmp_path / "out"
     request_stop()
     try:
-        rc = main(["decode", str(sc), "--shots", "3000", "--out", str(out), "--quiet"])
+        rc = main(["decode", str(sc), "--shots", "3000", "--out", str(out), "--quiet", "--format", "csv"])
     finally:
         clear_stop()
     err = capsys.readouterr().err

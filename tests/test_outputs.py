@@ -43,6 +43,7 @@ def user_folder(tmp_path) -> Path:
     out = tmp_path / "o"
     out.mkdir()
     (out / "rounds.csv").write_text("my own measurements\n1,2,3\n")
+    (out / "rounds.parquet").write_bytes(b"PAR1 my own table")
     (out / "histograms.png").write_bytes(b"\x89PNG my own figure")
     (out / "notes.txt").write_text("do not lose me\n")
     return out
@@ -64,9 +65,11 @@ def test_no_csv_no_plot_leave_the_users_files_alone(user_folder, capsys):
 def test_a_user_file_the_run_would_write_is_refused_before_the_run(user_folder, capsys):
     before = snapshot(user_folder)
     line = only_error_line(capsys, main([*RUN, "--no-plot", "--out", str(user_folder)]))
+    assert "rounds.parquet" in line and "did not write" in line
+    line = only_error_line(capsys, main([*RUN, "--no-plot", "--format", "csv", "--out", str(user_folder)]))
     assert "rounds.csv" in line and "did not write" in line
     line = only_error_line(capsys, main([*RUN, "--no-plot", "--overwrite", "--out", str(user_folder)]))
-    assert "rounds.csv" in line  # --overwrite replaces only a manifest's files
+    assert "rounds.parquet" in line  # --overwrite replaces only a manifest's files
     assert snapshot(user_folder) == before
 
 
@@ -79,7 +82,7 @@ def test_second_run_is_refused_and_overwrite_replaces_only_the_manifests_files(u
     assert main([*RUN, "--no-csv", "--no-plot", "--seed", "5", "--overwrite", "--out", str(user_folder)]) == 0
     second = snapshot(user_folder)
     changed = {k for k in first if first[k] != second.get(k)}
-    assert changed == {"results.json", MANIFEST}  # rounds.csv, histograms.png, notes.txt: untouched
+    assert changed == {"results.json", MANIFEST}  # rounds.*, histograms.png, notes.txt: untouched
     assert json.loads((user_folder / "results.json").read_text())["seed"] == 5
     assert read_manifest(user_folder)["seed"] == 5
 
@@ -98,17 +101,17 @@ def test_ctrl_c_while_writing_leaves_the_previous_run(tmp_path, monkeypatch):
     before = snapshot(out)
     import twin.report
 
-    def interrupted(study, folder, name="rounds.csv"):
-        folder.write(name, "half a fi")
+    def interrupted(study, folder, fmt):
+        folder.write(f"rounds.{fmt}", "half a fi")
         raise KeyboardInterrupt
-    monkeypatch.setattr(twin.report, "write_rounds_csv", interrupted)
+    monkeypatch.setattr(twin.report, "write_rounds", interrupted)
     assert main([*RUN, "--no-plot", "--seed", "9", "--overwrite", "--out", str(out)]) == 130  # twin: interrupted
     assert snapshot(out) == before and sorted(p.name for p in out.iterdir()) == sorted(before)
 
 
 def test_a_refused_or_failed_run_into_a_new_folder_leaves_no_folder(tmp_path, monkeypatch):
     import twin.report
-    monkeypatch.setattr(twin.report, "write_rounds_csv", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    monkeypatch.setattr(twin.report, "write_rounds", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
     assert main([*RUN, "--no-plot", "--out", str(tmp_path / "a" / "b")]) == 130
     assert not (tmp_path / "a").exists()
 
@@ -132,7 +135,7 @@ def test_full_disk_keeps_the_previous_results_and_names_the_file(tmp_path, capsy
         before = snapshot(out)
         (disk / "filler").write_bytes(b"\0" * 24_000)  # what the next run writes no longer fits
         capsys.readouterr()
-        rc = main([*RUN, "--no-plot", "--seed", "7", "--overwrite", "--out", str(out)])
+        rc = main([*RUN, "--no-plot", "--format", "csv", "--seed", "7", "--overwrite", "--out", str(out)])
         line = only_error_line(capsys, rc)
         assert line.startswith("twin: error: cannot write ") and "No space left on device" in line, line
         assert str(out) in line and ("rounds.csv" in line or "results.json" in line or MANIFEST in line), line
@@ -151,7 +154,7 @@ def test_file_size_limit_keeps_the_previous_results(tmp_path):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of killing us
         from twin.commands import main
         resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
-        sys.exit(main({[*RUN, "--no-plot", "--seed", "3", "--overwrite", "--out", str(out)]!r}))
+        sys.exit(main({[*RUN, "--no-plot", "--format", "csv", "--seed", "3", "--overwrite", "--out", str(out)]!r}))
     """)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})

@@ -321,7 +321,7 @@ def test_trace_writes_a_vcd_for_the_window(tmp_path, card_lib, v80_lib, capsys):
     from twin.commands import main
     out = tmp_path / "run"
     assert main(["run", str(ROOT / "scenarios" / "v80_rtl.yaml"), "--rounds", "6", "--out", str(out),
-                 "--trace", "2:3", "--quiet", "--no-plot"]) == 0
+                 "--trace", "2:3", "--quiet", "--no-plot", "--format", "csv"]) == 0
     wrote = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
     assert f", {out / 'waves.v80.card.vcd'}, {out / 'waves.v80.v80.vcd'}" in wrote, wrote
     # columns t_in_ps, t_have_ps

@@ -303,7 +303,7 @@ def test_the_bundled_two_gpu_stream(tmp_path):
     assert two["identical_corrections"] == 400 and two["card_mismatches"] == 0
     from twin.output.files import RunFolder
     with RunFolder(tmp_path / "out") as folder:
-        write_decode_outputs(study, folder)
+        write_decode_outputs(study, folder, "csv")
         folder.commit()
     rows = (tmp_path / "out" / "requests.csv").read_text().splitlines()
     assert rows[0].startswith("placement,device,request,")

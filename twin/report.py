@@ -13,8 +13,8 @@ from rich.table import Table
 
 from twin.engine.hops import CSV_COLUMNS
 from twin.output.budget import print_budget_table, print_fault_and_deadline_lines
-from twin.output.files import RunFolder, binary
-from twin.output.histogram import draw_histogram, panel_figure
+from twin.output.files import RunFolder
+from twin.output.histogram import axis_label, draw_histogram, panel_figure
 from twin.study import PENDING, StudyResult
 from twin.units import period_ps, time_ps
 
@@ -91,49 +91,32 @@ def round_columns(run) -> list[np.ndarray]:
                                                                r.t_in, *inner, r.t_have, r.t_back)]
 
 
-def write_rounds_csv(study: StudyResult, folder: RunFolder, name: str = "rounds.csv") -> Path:
-    """Per-round CSV: consumer (the scenario's node name), round, rtt_ps, loop_ps, then every hop's
-    instant (integer picoseconds; -1 where a node does not expose it, e.g. inside RTL):
-    t_send, t_in, issue, land, seen, start, reply, publish, rland, t_have, t_back
-    (:mod:`twin.engine.hops`). ``rtt_ps`` is the card-boundary round trip (t_have - t_in);
-    ``loop_ps`` generator to generator (t_back - t_send). Staged in ``folder``; returns its path."""
-    def write(f) -> None:
-        f.write("consumer," + ",".join(ROUND_COLUMNS) + "\n")
-        for run in study.runs:
-            cols = np.column_stack(round_columns(run))
-            chunk = 200_000
-            for i in range(0, len(cols), chunk):
-                block = cols[i:i + chunk]
-                f.write("".join(f"{run.node}," + ",".join(map(str, row)) + "\n" for row in block.tolist()))
-    return folder.write(name, write)
+def _round_blocks(study: StudyResult):
+    from twin.output.rows import Block
+    return [Block((run.node,), tuple(round_columns(run))) for run in study.runs]
 
 
-def write_rounds_parquet(study: StudyResult, folder: RunFolder, name: str = "rounds.parquet") -> Path:
-    """The per-round file as Parquet (pyarrow): the same columns as :func:`write_rounds_csv`
-    (``consumer`` a dictionary-encoded string, the rest int64 ps, delta-encoded and zstd-compressed:
-    timestamps grow steadily, so 3e6 rows take about 60 MB and a second or two to write, where the
-    CSV takes 530 MB and minutes; benchmarks/first_result.py). One row group per consumer (more
-    for a long run: pyarrow's default row-group size). Read it with ``pyarrow.parquet.read_table``
-    or ``pandas.read_parquet``. Staged in ``folder``; returns its path."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    schema = pa.schema([("consumer", pa.dictionary(pa.int32(), pa.string())),
-                        *((c, pa.int64()) for c in ROUND_COLUMNS)])
-
-    def write(f) -> None:
-        with pq.ParquetWriter(f, schema, compression="zstd", compression_level=1, use_dictionary=["consumer"],
-                              column_encoding={c: "DELTA_BINARY_PACKED" for c in ROUND_COLUMNS}) as w:
-            for run in study.runs:
-                cols = round_columns(run)
-                node = pa.DictionaryArray.from_arrays(np.zeros(len(cols[0]), np.int32), pa.array([run.node]))
-                w.write_table(pa.Table.from_arrays([node, *map(pa.array, cols)], schema=schema))
-    return folder.write(name, binary(write))
+def write_rounds(study: StudyResult, folder: RunFolder, fmt: str = "parquet") -> Path:
+    """The per-round file, ``rounds.parquet`` (``fmt`` ``parquet``, the default) or ``rounds.csv``
+    (``csv``), through :func:`twin.output.rows.write_rows`: columns consumer (the scenario's node
+    name), round, rtt_ps, loop_ps, then every hop's instant (integer picoseconds; -1 where a node
+    does not expose it, e.g. inside RTL): t_send, t_in, issue, land, seen, start, reply, publish,
+    rland, t_have, t_back (:mod:`twin.engine.hops`). ``rtt_ps`` is the card-boundary round trip
+    (t_have - t_in); ``loop_ps`` generator to generator (t_back - t_send). In Parquet ``consumer``
+    is a dictionary-encoded string and the rest int64; one row group per consumer or more. Staged
+    in ``folder``; returns its path."""
+    from twin.output.rows import write_rows
+    return write_rows(folder, "rounds", fmt, ("consumer",), ROUND_COLUMNS, _round_blocks(study))
 
 
-def write_rounds(study: StudyResult, folder: RunFolder, fmt: str) -> Path:
-    """The per-round file in ``fmt``: ``csv`` (rounds.csv) or ``parquet`` (rounds.parquet)."""
-    return (write_rounds_parquet if fmt == "parquet" else write_rounds_csv)(study, folder)
+def write_rounds_csv(study: StudyResult, folder: RunFolder) -> Path:
+    """:func:`write_rounds` as ``rounds.csv``."""
+    return write_rounds(study, folder, "csv")
+
+
+def write_rounds_parquet(study: StudyResult, folder: RunFolder) -> Path:
+    """:func:`write_rounds` as ``rounds.parquet``."""
+    return write_rounds(study, folder, "parquet")
 
 
 def print_table(study: StudyResult, console: Console) -> None:
@@ -201,11 +184,12 @@ def plot_histograms(study: StudyResult, folder: RunFolder, name: str = "histogra
         bin_ps = period_ps(p.controller.clock) if getattr(p, "kind", None) == "roce_path" else 4000
     n = len(study.runs)
     fig, axes = panel_figure(n)
+    legend: dict = {}  # label -> line: one legend, on the top panel (a legend per panel was a quarter of the time)
     for ax, run in zip(axes[:, 0], study.runs):
         rtt = run.result.rtt_ps
         if not len(rtt):
             continue
-        drawn = draw_histogram(ax, rtt, bin_ps)  # up to p99.9: a live device's rare stalls are counted, not drawn
+        drawn = draw_histogram(ax, rtt, bin_ps)  # p0.1-p99.9: a live device's rare stalls are counted, not drawn
         s = run.summary
         ax.axvline(s["p50_ns"] / 1000, color="#c03030", lw=2.2, label="twin p50")
         ax.axvline(s["p90_ns"] / 1000, color="#e08020", lw=1, label="twin p90")
@@ -217,8 +201,10 @@ def plot_histograms(study: StudyResult, folder: RunFolder, name: str = "histogra
         ax.set_ylabel("rounds")
         # y given: the title is not placed by measuring the tick labels (most of the figure's time)
         ax.set_title(f"{run.node} — {s['device']}{drawn.note(bin_ps)}", fontsize=9, loc="left", y=1.0)
-        ax.legend(fontsize=7, loc="upper right")
-    axes[-1, 0].set_xlabel(f"round trip (µs), {bin_ps / 1000:g} ns bins")
+        for line in ax.get_lines():
+            legend.setdefault(line.get_label(), line)
+    axes[0, 0].legend(list(legend.values()), list(legend), fontsize=7, loc="upper right")
+    axes[-1, 0].set_xlabel(axis_label("round trip", bin_ps))
     try:
         return folder.savefig(name, fig, dpi=120)
     finally:

@@ -14,15 +14,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rich.console import Console
-
 from twin import __version__
 from twin.commands import calibrate, components, decode, gen, hosting, run, scenarios, sweep, topology, validate
 from twin.commands.common import UsageError
-from twin.config import ConfigError
-from twin.engine.direct import DirectNotApplicable
 from twin.output.files import OutputError
-from twin.rtl.build import RtlError
 
 # `twin --help` order
 COMMANDS = (run, calibrate, validate, gen, decode, hosting, topology, sweep, scenarios, components)
@@ -52,22 +47,40 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     args.argv = ["twin", *argv]  # recorded in a run folder's manifest.json
+    from rich.console import Console
     console = Console() if sys.stdout.isatty() else Console(width=120)
     try:
         return args.handler(args, console)
-    except RtlError as e:
-        return _error(f"model rtl: {e}")
-    except (ConfigError, UsageError) as e:
+    except (UsageError, OutputError) as e:  # OutputError: cannot write PATH: reason (the previous file is intact)
         return _error(str(e))
-    except DirectNotApplicable as e:
-        return _error(f"--engine direct: {e}; use --engine auto or event")
-    except OutputError as e:  # cannot write PATH: reason (the previous file, if any, is intact)
-        return _error(str(e))
-    except OSError as e:
-        return _error((f"{e.filename}: " if e.filename else "") + str(e.strerror or e))
+    except Exception as e:
+        line = _one_line_error(e)
+        if line is None:
+            raise
+        return _error(line)
     except KeyboardInterrupt:  # Ctrl-C in a command without a round boundary to stop at (run, decode and
         print("twin: interrupted", file=sys.stderr)  # sweep stop at one: twin.commands.interrupt)
         return 130
+
+
+def _loaded(module: str, name: str) -> type:
+    """Class ``name`` of ``module`` if that module is imported (an exception it defines can only
+    have been raised if it is), else a class nothing is an instance of. Keeps ``twin --help`` and
+    the parser from importing the engine, pydantic or the RTL builder."""
+    return getattr(sys.modules.get(module), name, None) or type("_NotLoaded", (), {})
+
+
+def _one_line_error(e: Exception) -> str | None:
+    """The one line for an error the user can act on, ``None`` for a bug (it propagates)."""
+    if isinstance(e, _loaded("twin.rtl.build", "RtlError")):
+        return f"model rtl: {e}"
+    if isinstance(e, _loaded("twin.config.errors", "ConfigError")):
+        return str(e)
+    if isinstance(e, _loaded("twin.engine.direct", "DirectNotApplicable")):
+        return f"--engine direct: {e}; use --engine auto or event"
+    if isinstance(e, OSError):
+        return (f"{e.filename}: " if e.filename else "") + str(e.strerror or e)
+    return None
 
 
 def _error(text: str, code: int = 2) -> int:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 from contextlib import contextmanager
 from pathlib import Path
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from twin.bundled import is_bundled
 from twin.commands.common import DEFAULT_PRIOR, UsageError, _bundled, _count, add_overwrite, out_error, stamped
-from twin.config import ConfigError
 from twin.output.files import check_file
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def register(sub) -> None:
@@ -104,6 +105,7 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
         return cmd_calibrate_roce(args, console, prior_path)
     prior = load_params(prior_path)
     if prior.fit is None:
+        from twin.config import ConfigError
         raise ConfigError(prior_path, "fit", None, "a prior needs a fit section to calibrate")
     out = fitted_out(args, prior_path)
     with fit_progress(console) as progress:
@@ -170,6 +172,7 @@ def cmd_calibrate_roce(args: argparse.Namespace, console: Console, prior_path: P
 
     prior = load_roce_params(prior_path)
     if prior.fit is None:
+        from twin.config import ConfigError
         raise ConfigError(prior_path, "fit", None, "a prior needs a fit section to calibrate")
     out = fitted_out(args, prior_path)
     with fit_progress(console) as progress:

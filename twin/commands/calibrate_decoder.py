@@ -9,8 +9,6 @@ import shlex
 from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
-
 from twin.commands.common import UsageError, out_error
 
 DEFAULT_FOLDER = Path("calibrations") / "measured" / "decoders"
@@ -49,6 +47,7 @@ def refuse_decoder_options(args: argparse.Namespace) -> None:
 
 def cmd_calibrate_decoder(args: argparse.Namespace, console, scenarios: list[str]) -> int:
     """Time, fit, write, print. Returns 0; raises UsageError / ConfigError for bad input."""
+    import numpy as np
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from twin.bundled import bundled_path, local_or_bundled
 from twin.output.files import RunFolder
+from twin.output.progress import phase_spinner
 from twin.usage import UsageError, check_out_folder, out_error
 
 _bundled = local_or_bundled  # a bundled file: from the current folder if it has one, else the bundled copy
@@ -90,7 +91,7 @@ def _window(text: str) -> tuple[int, int]:
     return first, last
 
 
-__all__ = ["UsageError", "add_overwrite", "run_folder",
+__all__ = ["UsageError", "add_overwrite", "run_folder", "phase_spinner",
            "check_out_folder", "out_error", "bundled_path", "local_or_bundled", "_bundled",
            "_count", "_nonneg", "_seed", "_window", "MAX_ROUNDS", "DEFAULT_SCENARIO", "DEFAULT_PRIOR",
            "stamped", "DEFAULT_FITTED", "DEFAULT_DECODE", "DEFAULT_HOSTING", "DEFAULT_CARD"]

@@ -31,6 +31,9 @@ def register(sub) -> None:
                         "event: event model for every request, every reply checked by the card")
     d.add_argument("--verify-rounds", type=_nonneg, default=10_000,
                    help="requests the event model checks in auto mode (default 10000)")
+    d.add_argument("--format", choices=("parquet", "csv"), default="parquet", dest="rounds_format",
+                   help="the per-request file: parquet (requests.parquet, default) or csv (requests.csv, the same "
+                        "columns and rows as text); stats.csv stays sinter's CSV")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
     add_overwrite(d)
     d.set_defaults(handler=cmd_decode)
@@ -41,13 +44,14 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
     differs from the direct decode or the card counted a mismatch, or 130 when a SIGINT or SIGTERM
     stopped it (:mod:`twin.commands.interrupt`: the placements so far, the last one's whole shots,
     written with ``"partial": true``)."""
-    from twin.qec.report import DECODE_FILES
+    from twin.qec.report import decode_files
     from twin.qec.study import load_decode
 
     path = Path(args.scenario) if args.scenario else _bundled(DEFAULT_DECODE)
     ld = load_decode(path)
     out = check_out_folder(args.out or Path("runs") / ld.sc.name)  # before the study, not after
-    folder = run_folder(args, out, ld.sc.seed if args.seed is None else args.seed).check(DECODE_FILES)
+    seed = ld.sc.seed if args.seed is None else args.seed
+    folder = run_folder(args, out, seed).check(decode_files(args.rounds_format))
     with interruptible(), folder:  # an error or a second Ctrl-C before the commit leaves the folder as it was
         return _decode(args, console, ld, folder)
 
@@ -70,8 +74,10 @@ def _decode(args: argparse.Namespace, console, ld, folder) -> int:
             check_listening_rounds(ld.sc.qblox, total, ("decode", "shots"))
         except Located as e:
             raise ConfigError(ld.path, "decode.shots", shots, e.problem) from None
+    from twin.output.progress import phase_spinner
+    from twin.rtl.build import build_status
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, disable=args.quiet) as bar:
+                  console=console, disable=args.quiet) as bar, build_status(phase_spinner(bar, console, args.quiet)):
         tasks = {}
 
         def progress(name, done):
@@ -85,7 +91,9 @@ def _decode(args: argparse.Namespace, console, ld, folder) -> int:
         print(interrupted_before_any(requested, "request"), file=sys.stderr)
         return EXIT
     print_decode(study, console)
-    write_decode_outputs(study, folder)
+    from contextlib import nullcontext
+    with nullcontext() if args.quiet else console.status(f"writing requests.{args.rounds_format} and the figures"):
+        write_decode_outputs(study, folder, args.rounds_format)  # seconds for 1e5+ requests (a spinner on a terminal)
     if study.interrupted:
         folder.mark_partial("interrupted: the placements so far, the last one's whole shots")
     paths = folder.commit()

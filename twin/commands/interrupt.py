@@ -15,7 +15,6 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from twin.engine.stop import Interrupted, clear_stop, request_stop
 from twin.usage import INTERRUPTED_EXIT as EXIT
 from twin.usage import interrupted_before_any, interrupted_line
 
@@ -34,6 +33,8 @@ def interruptible():
     previous ones after it; yields the :class:`Signals` seen. A stop request nobody took (the run
     ended first) is forgotten on the way out. Outside the main thread (where Python cannot set
     handlers) it installs nothing."""
+    from twin.engine.stop import clear_stop, request_stop  # the engine loads with the command, not the parser
+
     seen = Signals()
     if threading.current_thread() is not threading.main_thread():
         yield seen
@@ -58,4 +59,13 @@ def interruptible():
         clear_stop()
 
 
-__all__ = ["EXIT", "Interrupted", "Signals", "interruptible", "interrupted_line", "interrupted_before_any"]
+def __getattr__(name: str):
+    """``Interrupted`` (:class:`twin.engine.stop.Interrupted`), imported on first use: importing the
+    commands (``twin --help``) does not load the engine."""
+    if name == "Interrupted":
+        from twin.engine.stop import Interrupted
+        return Interrupted
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["EXIT", "Signals", "interruptible", "interrupted_line", "interrupted_before_any"]

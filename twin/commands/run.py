@@ -1,12 +1,11 @@
 """``twin run [SCENARIO]``: run a scenario (a mesh's flows through :func:`twin.mesh.run.cmd_run_mesh`),
-print the table, write results.json, rounds.csv and histograms.png."""
+print the table, write results.json, rounds.parquet (or rounds.csv) and histograms.png."""
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from twin.commands.common import (
     DEFAULT_SCENARIO,
@@ -18,9 +17,13 @@ from twin.commands.common import (
     _window,
     add_overwrite,
     check_out_folder,
+    phase_spinner,
     run_folder,
 )
-from twin.commands.interrupt import EXIT, Interrupted, interrupted_before_any, interrupted_line, interruptible
+from twin.commands.interrupt import EXIT, interrupted_before_any, interrupted_line, interruptible
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def register(sub) -> None:
@@ -44,17 +47,18 @@ def register(sub) -> None:
     r.add_argument("--no-plot", action="store_true", help="do not write histograms.png (one that is there is "
                                                           "left alone, or removed if an earlier run wrote it)")
     r.add_argument("--no-rounds", "--no-csv", dest="no_csv", action="store_true",
-                   help="do not write the per-round file, rounds.csv or rounds.parquet (likewise)")
-    r.add_argument("--format", choices=("csv", "parquet"), default="csv", dest="rounds_format",
-                   help="the per-round file: csv (rounds.csv, default) or parquet (rounds.parquet: a 3e6-round run "
-                        "writes it in seconds, its CSV in minutes; a loop scenario only)")
+                   help="do not write the per-round file, rounds.parquet or rounds.csv (likewise)")
+    r.add_argument("--format", choices=("parquet", "csv"), default="parquet", dest="rounds_format",
+                   help="the per-round file: parquet (rounds.parquet, default: pyarrow, about a second per 3e6 "
+                        "rows) or csv (rounds.csv, the same columns and rows as text: gigabytes for a long run)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     add_overwrite(r)
     r.set_defaults(handler=cmd_run)
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    """``twin run``: run a scenario, print the table, write results.json, rounds.csv, histograms.png
+    """``twin run``: run a scenario, print the table, write results.json, rounds.parquet (``--format csv``:
+    rounds.csv), histograms.png
     (with their manifest.json). Returns 0, or 1 if any reply mismatched, 3 when a live endpoint
     failed, 130 when a SIGINT or SIGTERM stopped it (:mod:`twin.commands.interrupt`: the rounds so
     far are written, marked partial); raises ConfigError for bad input."""
@@ -65,6 +69,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 def _run(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from twin.engine.stop import Interrupted
     from twin.scenario import load_scenario
     from twin.study import PENDING, run_study
 
@@ -80,9 +85,6 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                              "--engine direct checks no reply" if args.engine == "direct" else
                              "--engine event checks every reply"))
     args.verify_rounds = 10_000 if args.verify_rounds is None else args.verify_rounds
-    if sc.flows and args.rounds_format != "csv":
-        raise UsageError(f"--format {args.rounds_format}: a mesh writes its rounds as rounds.csv (Parquet is a "
-                         "loop scenario's)")
     if sc.flows:  # a mesh: every flow at once (twin.mesh)
         from twin.mesh.run import cmd_run_mesh
         return cmd_run_mesh(args, console, loaded)
@@ -120,7 +122,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             checks.update({r.node: check.add_task(f"{r.node}: event-model check", total=n)
                            for r in so_far.runs if r.summary["engine"] == PENDING})
             check.start()
-        with bar, check:
+        from twin.rtl.build import build_status
+        with bar, check, build_status(phase_spinner(bar, console, args.quiet)):  # a first Verilator build: tens of s
             tasks = {n.name: bar.add_task(n.device, total=rounds) for n in consumers}
             study = run_study(loaded, rounds=rounds, seed=args.seed, engine=args.engine,
                               verify_rounds=args.verify_rounds, trace=trace,
@@ -149,6 +152,7 @@ def _wave_names(sc, consumers) -> list[str]:
 def _report(args, console: Console, study, folder, consumers, live: bool, shown: bool = False) -> int:
     """Print the tables (``shown``: printed already, before the event model's check: then the
     check's outcome in one line), write the outputs into ``folder`` and commit them; the exit code."""
+    from twin.engine.stop import Interrupted
     from twin.report import plot_histograms, print_check, print_table, write_results_json, write_rounds
 
     out = folder.out
@@ -211,6 +215,7 @@ def _verdict(node: str, e: Exception, done: int, out: Path) -> None:
     """A live endpoint's failure, on stderr the moment the study catches it (before the summaries and
     files: the run ends within the endpoint's timeout). A stop (Interrupted) says its line after
     the files are written."""
+    from twin.engine.stop import Interrupted
     if isinstance(e, Interrupted):
         return
     print(f"twin: error: node {node!r}: {e}; " + (f"{done:,} rounds completed, being saved in {out}" if done

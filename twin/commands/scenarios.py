@@ -15,12 +15,13 @@ import json
 import os
 import re
 from pathlib import Path
-
-import yaml
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from twin.bundled import bundled_path, scenario_files
 from twin.commands.common import UsageError, check_out_folder
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 DATA_KEYS = ("calibration", "hosting", "measured")
 _TOP_KEY = re.compile(r"^(?P<key>calibration|hosting|measured):(?P<sp>[ \t]*)(?P<value>[^#\n]*?)"
@@ -44,6 +45,8 @@ def register(sub) -> None:
 
 def describe(path: Path) -> tuple[str, str, str]:
     """(name, kind ``run`` or ``decode``, one-line description) of a scenario file."""
+    import yaml
+
     try:
         doc = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as e:
@@ -71,6 +74,8 @@ def cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
 
 def _quote(text: str) -> str:
     """``text`` as a YAML scalar: plain when that reads back the same, else double-quoted."""
+    import yaml
+
     try:
         if yaml.safe_load(text) == text and not text.startswith(("'", '"')):
             return text
@@ -82,6 +87,8 @@ def _quote(text: str) -> str:
 def rewrite_paths(text: str, src: Path) -> str:
     """``text`` (the scenario ``src``) with its top-level data paths made absolute (resolved against
     ``src``'s folder); ``null`` and absent keys stay. Comments and everything else are kept."""
+    import yaml
+
     def sub(m: re.Match) -> str:
         raw = m["value"].strip()
         value = yaml.safe_load(raw) if raw else None
@@ -123,6 +130,8 @@ def _along(doc: dict, src: Path) -> list[tuple[Path, Path]]:
 def cmd_copy(args: argparse.Namespace, console: Console) -> int:
     """``twin scenarios copy NAME [DEST]``: write the copy (and what it needs) or refuse, before
     writing anything, when a file is in the way."""
+    import yaml
+
     name = args.name[:-5] if args.name.endswith(".yaml") else args.name
     src = bundled_path("scenarios") / f"{name}.yaml"
     if "/" in name or not src.is_file():

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from twin.commands.common import UsageError, _count, _seed, add_overwrite, check_out_folder, run_folder
-from twin.commands.interrupt import EXIT, Interrupted, interrupted_before_any, interrupted_line, interruptible
+from twin.commands.interrupt import EXIT, interrupted_before_any, interrupted_line, interruptible
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 MAX_WORKERS = 256  # processes on one machine: more is a typo (and on Linux each one is forked at once)
 
@@ -55,6 +56,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
 def _sweep(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from twin.engine.stop import Interrupted
     from twin.scenario import load_scenario
     from twin.sweep import (  # run_sweep looked up per call
         SWEEP_FILES,
@@ -99,6 +101,7 @@ def _sweep(args: argparse.Namespace, console: Console) -> int:
         if stopped is not None:
             folder.mark_partial(f"interrupted at point {stopped.points_done} of {stopped.points_requested}")
         written = folder.commit()
+    from rich.table import Table
     tb = Table(title=f"{loaded.scenario.name}: sweep, {len(points)} points, "
                      f"{'controller loop' if pre else 'round trip'} (µs)")
     for a in axes:

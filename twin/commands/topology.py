@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from twin.commands.common import UsageError, add_overwrite, check_out_folder
 from twin.output.files import check_file
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def register(sub) -> None:

@@ -2,8 +2,8 @@
 
 Writes ``results.json`` (schema ``twin.mesh-results/1``: per flow its route, rounds, byte
 mismatches, card-boundary round trip and controller loop percentiles, mean and p99 queueing
-delay at the shared consumer; per shared link and consumer its utilisation), ``rounds.csv``
-(per request: flow, round, t_in_ps, t_have_ps, rtt_ps, loop_ps, wait_ps) and ``histograms.png``
+delay at the shared consumer; per shared link and consumer its utilisation), ``rounds.parquet``
+or ``rounds.csv`` (per request: flow, round, rtt_ps, loop_ps, wait_ps, every hop's instant) and ``histograms.png``
 (one panel per flow, 4 ns bins).
 """
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
 from twin.calibration.params import ParamSet
@@ -21,9 +21,12 @@ from twin.config import ConfigError
 from twin.engine.hops import CSV_COLUMNS
 from twin.engine.stop import Interrupted
 from twin.mesh.engine import MeshResult, run_mesh
-from twin.output.histogram import draw_histogram, panel_figure
+from twin.output.histogram import axis_label, draw_histogram, panel_figure
 from twin.stats import summary_ns
 from twin.usage import INTERRUPTED_EXIT, interrupted_line
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SCHEMA = "twin.mesh-results/1"
 
@@ -76,7 +79,8 @@ def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
     seed = sc.seed if args.seed is None else args.seed
     folder = RunFolder(out, overwrite=getattr(args, "overwrite", False), command=getattr(args, "argv", None),
                        seed=seed)
-    folder.check(["results.json", *([] if args.no_csv else ["rounds.csv"]),
+    fmt = getattr(args, "rounds_format", "parquet")
+    folder.check(["results.json", *([] if args.no_csv else [f"rounds.{fmt}"]),
                   *([] if args.no_plot else ["histograms.png"])])  # refused before the run, nothing written
     with folder:  # an error or Ctrl-C before the commit leaves the folder as it was
         return _run_and_write(args, console, loaded, folder, seed)
@@ -90,8 +94,10 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
     if args.rounds:
         from twin.scenario.load import check_rounds
         check_rounds(loaded, args.rounds)
+    from twin.output.progress import phase_spinner
+    from twin.rtl.build import build_status
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, disable=args.quiet) as bar:
+                  console=console, disable=args.quiet) as bar, build_status(phase_spinner(bar, console, args.quiet)):
         task = bar.add_task("replies (all flows)", total=None)
         from twin.study import rtl_config
         stopped = None
@@ -128,7 +134,7 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
         console.print(f"{name}: served {c['served']:,}, utilisation {util}")
     print_fault_and_deadline_lines([(f"flow {f['flow']}", f) for f in doc["flows"]], console)
     if not args.no_csv:
-        write_mesh_rounds(res, folder)
+        write_mesh_rounds(res, folder, getattr(args, "rounds_format", "parquet"))
     if not args.no_plot:
         _plot(res, folder)
     written = folder.commit()
@@ -141,19 +147,22 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
     return 1 if any(f["mismatches"] != k for f, k in zip(doc["flows"], injected)) else 0
 
 
-def write_mesh_rounds(res: MeshResult, folder, name: str = "rounds.csv") -> Path:
+MESH_ROUND_COLUMNS = ("flow", "round", "rtt_ps", "loop_ps", "wait_ps", *(f"{c}_ps" for c in CSV_COLUMNS))
+
+
+def write_mesh_rounds(res: MeshResult, folder, fmt: str = "parquet") -> Path:
     """Per request: flow, round, rtt_ps, loop_ps, wait_ps (queueing at the shared consumer), then
-    every hop's instant as in a loop's rounds.csv (integer ps; docs/results.md). Staged in
+    every hop's instant as in a loop's per-round file (integer ps, int64 in Parquet; docs/results.md),
+    as ``rounds.parquet`` or ``rounds.csv`` (``fmt``, :func:`twin.output.rows.write_rows`). Staged in
     ``folder`` (a :class:`twin.output.files.RunFolder`); returns its path."""
-    def write(fh) -> None:
-        fh.write("flow,round,rtt_ps,loop_ps,wait_ps," + ",".join(f"{c}_ps" for c in CSV_COLUMNS) + "\n")
-        for r, ft in zip(res.routes, res.flows):
-            h = ft.hops
-            cols = np.column_stack([np.arange(1, len(ft.t_in) + 1), ft.rtt_ps, ft.loop_ps, ft.wait_ps, ft.t_send,
-                                    ft.t_in, *(getattr(h, c) for c in CSV_COLUMNS[2:-2]), ft.t_have, ft.t_back])
-            for i in range(0, len(cols), 200_000):
-                fh.write("".join(f"{r.flow}," + ",".join(map(str, row)) + "\n" for row in cols[i:i + 200_000].tolist()))
-    return folder.write(name, write)
+    from twin.output.rows import Block, write_rows
+    blocks = []
+    for r, ft in zip(res.routes, res.flows):
+        h, n = ft.hops, len(ft.t_in)
+        blocks.append(Block((), (np.full(n, r.flow, np.int64), np.arange(1, n + 1), ft.rtt_ps, ft.loop_ps, ft.wait_ps,
+                                 ft.t_send, ft.t_in, *(getattr(h, c) for c in CSV_COLUMNS[2:-2]), ft.t_have,
+                                 ft.t_back)))
+    return write_rows(folder, "rounds", fmt, (), MESH_ROUND_COLUMNS, blocks)
 
 
 def _plot(res: MeshResult, folder, name: str = "histograms.png", bin_ps: int = 4000) -> Path:
@@ -166,10 +175,10 @@ def _plot(res: MeshResult, folder, name: str = "histograms.png", bin_ps: int = 4
     for ax, r, ft in zip(axes[:, 0], res.routes, res.flows):
         if not len(ft.rtt_ps):
             continue
-        drawn = draw_histogram(ax, ft.rtt_ps, bin_ps)  # up to p99.9; the rounds beyond are counted in the title
+        drawn = draw_histogram(ax, ft.rtt_ps, bin_ps)  # p0.1-p99.9; the rounds outside are counted in the title
         ax.set_title(f"flow {r.flow}: {' -> '.join(r.nodes)} ({r.function}){drawn.note(bin_ps)}", fontsize=9,
                      loc="left", y=1.0)  # y given: not placed by measuring ticks
-    axes[-1, 0].set_xlabel(f"card-boundary round trip (µs), {bin_ps / 1000:g} ns bins")
+    axes[-1, 0].set_xlabel(axis_label("card-boundary round trip", bin_ps))
     try:
         return folder.savefig(name, fig, dpi=110)
     finally:

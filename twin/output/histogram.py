@@ -1,52 +1,136 @@
-"""A round-trip histogram panel as a hardware paper prints it: counts per timing-clock bin on a log
-scale up to the 99.9th percentile (the rounds beyond are counted in the panel's title, not drawn),
-as one filled step outline (thousands of bins draw in milliseconds as one shape)."""
+"""A round-trip histogram panel as a hardware paper prints it: rounds per timing-clock bin on a log
+scale, from counts binned once (:func:`bin_rounds`: one ``np.bincount`` over the rounds), drawn as
+one filled step outline (thousands of bins draw in milliseconds as one shape), clipped to the
+percentile range :data:`CLIP` (p0.1 to p99.9): the rounds outside are counted in the panel's
+title, not drawn, so one stall of a millisecond does not squeeze the distribution into one bar."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from twin.stats import histogram_ps, percentile_ps, plot_bin_ps
+CLIP = (0.1, 99.9)
+"""The drawn range in percent: from the bin of the 0.1st percentile round to the bin of the 99.9th
+(inverted CDF, the very rounds :func:`twin.stats.percentile_ps` picks: results.json's p99.9 is the
+last drawn round's)."""
+MAX_BINS = 20_000
+"""At most this many bins drawn: beyond, neighbouring bins are summed (the width is said in the title)."""
+FULL_SPAN_BINS = 1 << 22
+"""Counts over the whole span in one ``np.bincount`` up to this many bins (32 MB); a wider span (a
+rare stall far out) finds the clip range by ``np.percentile`` first and bins only inside it."""
 
-CLIP_PERCENTILE = 99.9
+
+def clip_text() -> str:
+    """The clip range in words, e.g. ``p0.1-p99.9``."""
+    return f"p{CLIP[0]:g}-p{CLIP[1]:g}"
 
 
 @dataclass(frozen=True)
-class Drawn:
-    """What a panel shows: ``bin_ps`` (the bin width used, ps), ``hi_ps`` (the last round trip drawn:
-    the 99.9th percentile), ``clipped`` (rounds beyond it, not drawn)."""
+class Binned:
+    """Rounds counted per bin inside the clip range.
+
+    ``bin_ps``: the bin width (ps; the timing clock's, or a whole multiple of it when more than
+    :data:`MAX_BINS` bins would be drawn); ``start_ps``: the first bin's start; ``counts``: int64,
+    rounds per bin from ``start_ps`` (the bins of the p0.1 and p99.9 rounds included, empty bins
+    kept); ``below`` / ``above``: rounds outside the drawn bins; ``total``: all rounds."""
 
     bin_ps: int
-    hi_ps: int
-    clipped: int
+    start_ps: int
+    counts: np.ndarray
+    below: int
+    above: int
+    total: int
+
+    @property
+    def end_ps(self) -> int:
+        """The end of the last drawn bin (ps)."""
+        return self.start_ps + len(self.counts) * self.bin_ps
 
     def note(self, bin_ps: int) -> str:
-        """The title's note on what the panel leaves out or widens ('' when nothing)."""
-        parts = [f"bins widened to {self.bin_ps / 1000:g} ns"] if self.bin_ps != bin_ps else []
-        if self.clipped:
-            parts.append(f"{self.clipped:,} round{'s' if self.clipped != 1 else ''} above p{CLIP_PERCENTILE:g} = "
-                         f"{self.hi_ps / 1e6:.3f} µs not drawn")
+        """The title's note: the rounds left out, the bins if widened from ``bin_ps`` ('' when neither;
+        the drawn range itself is said once, in the x label: :func:`axis_label`)."""
+        lo, hi = (f"p{q:g}" for q in CLIP)
+        parts = [f"{self.below:,} below {lo}, {self.above:,} above {hi} not drawn"] if self.below or self.above else []
+        if self.bin_ps != bin_ps:
+            parts.append(f"bins widened to {self.bin_ps / 1000:g} ns")
         return f" ({'; '.join(parts)})" if parts else ""
 
 
-def draw_histogram(ax, samples_ps: np.ndarray, bin_ps: int, colour: str = "#3b6ea8") -> Drawn:
-    """Draw ``samples_ps`` (int64 ps, at least one) on ``ax`` in µs: bins of ``bin_ps`` (widened to
-    span the drawn range in at most 20,000 bins, :func:`twin.stats.plot_bin_ps`) up to the 99.9th
-    percentile, counts on a log scale. Returns what was drawn (:class:`Drawn`)."""
-    hi = percentile_ps(samples_ps, CLIP_PERCENTILE)
-    shown = samples_ps[samples_ps <= hi]
-    b = plot_bin_ps(shown, bin_ps)
-    starts, counts = histogram_ps(shown, b)
-    edges = np.append(starts, starts[-1] + b) / 1e6
-    ax.stairs(counts, edges, fill=True, color=colour, linewidth=0, baseline=0.5)
+def axis_label(what: str, bin_ps: int) -> str:
+    """The x label of a figure of histogram panels: ``what`` in µs, the bin width and the clip range."""
+    return f"{what} (µs), {bin_ps / 1000:g} ns bins, each panel {clip_text()} of its rounds"
+
+
+def _rank(n: int, q: float) -> int:
+    """The 1-based rank among ``n`` sorted rounds of the ``q``-th percentile, inverted CDF, computed
+    as numpy's ``percentile(method="inverted_cdf")`` does (index ``n * q / 100 - 1`` in float64,
+    rounded up when it has a fraction), so the clip falls on the rounds :func:`twin.stats.percentile_ps`
+    names (an exact integer rank differs where ``n * q / 100`` is whole: 99.9 / 100 is not 0.999)."""
+    index = n * (q / 100) - 1
+    k = int(np.floor(index))
+    return min(n, max(1, (k + 1 if index > k else k) + 1))
+
+
+def bin_rounds(samples_ps: np.ndarray, bin_ps: int, max_bins: int = MAX_BINS) -> Binned:
+    """Count ``samples_ps`` (int64 ps, at least one) per ``bin_ps`` bin (bins start at whole
+    multiples of ``bin_ps``) and keep the bins from the one holding the p0.1 round to the one
+    holding the p99.9 round (:data:`CLIP`), summing neighbours when more than ``max_bins`` remain.
+    One pass of ``np.bincount`` over the samples when their span is at most
+    :data:`FULL_SPAN_BINS` bins (the percentiles then come from the cumulative counts); else the
+    percentiles by ``np.percentile`` first. Raises ValueError for no samples or ``bin_ps`` < 1."""
+    n = len(samples_ps)
+    if n == 0 or bin_ps < 1:
+        raise ValueError("no samples" if n == 0 else f"bin_ps {bin_ps} < 1")
+    s = np.asarray(samples_ps, dtype=np.int64)
+    first = int(s.min()) // bin_ps * bin_ps
+    span = (int(s.max()) - first) // bin_ps + 1
+    if span <= FULL_SPAN_BINS:
+        counts = np.bincount((s - first) // bin_ps, minlength=span)
+        cum = np.cumsum(counts)
+        k_lo, k_hi = (int(np.searchsorted(cum, _rank(n, t))) for t in CLIP)
+        below, above = int(cum[k_lo - 1]) if k_lo else 0, n - int(cum[k_hi])
+        counts, start = counts[k_lo:k_hi + 1], first + k_lo * bin_ps
+    else:  # a far outlier: find the range first, then count inside it (and the rest at both ends)
+        lo, hi = (int(v) for v in np.percentile(s, list(CLIP), method="inverted_cdf"))
+        start = lo // bin_ps * bin_ps
+        width = bin_ps * max(1, -(-((hi - start) // bin_ps + 1) // max_bins))
+        nb = (hi - start) // width + 1
+        idx = np.clip((s - start) // width + 1, 0, nb + 1)
+        counts = np.bincount(idx, minlength=nb + 2)
+        return _widen(Binned(width, start, counts[1:-1], int(counts[0]), int(counts[-1]), n), max_bins)
+    return _widen(Binned(bin_ps, start, counts, below, above, n), max_bins)
+
+
+def _widen(b: Binned, max_bins: int) -> Binned:
+    """``b`` with each ``k`` neighbouring bins summed so that at most ``max_bins`` remain (the first
+    bin still starts at ``b.start_ps``; the last wider bin may reach past the clip range)."""
+    k = -(-len(b.counts) // max_bins)
+    if k <= 1:
+        return b
+    padded = np.zeros(-(-len(b.counts) // k) * k, np.int64)
+    padded[:len(b.counts)] = b.counts
+    return Binned(b.bin_ps * k, b.start_ps, padded.reshape(-1, k).sum(axis=1), b.below, b.above, b.total)
+
+
+def draw_counts(ax, binned: Binned, colour: str = "#3b6ea8") -> Binned:
+    """Draw ``binned`` on ``ax`` in µs: one filled step outline, rounds on a log scale (decades
+    only). Returns ``binned``."""
+    edges = (binned.start_ps + np.arange(len(binned.counts) + 1, dtype=np.int64) * binned.bin_ps) / 1e6
+    ax.stairs(binned.counts, edges, fill=True, color=colour, linewidth=0, baseline=0.5)
     ax.set_yscale("log")
     ax.set_ylim(bottom=0.5)
     from matplotlib.ticker import NullLocator
     ax.yaxis.set_minor_locator(NullLocator())  # decades only: a log axis's minor ticks were a third of the time
     pad = max(0.02, (edges[-1] - edges[0]) * 0.05)
     ax.set_xlim(edges[0] - pad, edges[-1] + pad)
-    return Drawn(b, hi, int(len(samples_ps) - len(shown)))
+    return binned
+
+
+def draw_histogram(ax, samples_ps: np.ndarray, bin_ps: int, colour: str = "#3b6ea8") -> Binned:
+    """:func:`bin_rounds` then :func:`draw_counts`: ``samples_ps`` (int64 ps, at least one) on
+    ``ax``, ``bin_ps`` bins, clipped to :data:`CLIP`. Returns what was drawn (:class:`Binned`:
+    its :meth:`Binned.note` goes in the panel's title)."""
+    return draw_counts(ax, bin_rounds(samples_ps, bin_ps), colour)
 
 
 def panel_figure(n: int, width_in: float = 8.0, panel_in: float = 1.9):

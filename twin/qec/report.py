@@ -1,5 +1,6 @@
 """A decode study's report: the terminal table (:func:`print_decode`) and its files
-(:func:`write_decode_outputs`: results.json, stats.csv, queue_depth.csv, requests.csv and the two plots).
+(:func:`write_decode_outputs`: results.json, stats.csv, queue_depth.csv, requests.parquet or .csv and the two
+plots).
 The study itself is :mod:`twin.qec.study`'s.
 """
 from __future__ import annotations
@@ -200,22 +201,53 @@ def latency_blocks(samples_ps: np.ndarray, points: int = LATENCY_POINTS) -> tupl
     return np.arange(1, n + 1, block), mid, top, block
 
 
+def latency_clip(series: list[np.ndarray]) -> tuple[int, int, int]:
+    """The y range of latency_vs_round.png: (lowest p0.1, highest p99.9 over ``series``, each int64
+    ps per request; :data:`twin.output.histogram.CLIP`, inverted CDF) and how many values of all the
+    series lie outside it (counted in the title, not drawn). (0, 0, 0) for no series."""
+    from twin.output.histogram import CLIP
+    from twin.stats import percentile_ps
+    if not series:
+        return 0, 0, 0
+    lo = min(percentile_ps(ps, CLIP[0]) for ps in series)
+    hi = max(percentile_ps(ps, CLIP[1]) for ps in series)
+    return lo, hi, int(sum(((ps < lo) | (ps > hi)).sum() for ps in series))
+
+
+
 FEEDBACK_FILES = ("ler_vs_latency.csv", "ler_vs_latency.png")  # written with decode.feedback
-DECODE_FILES = ("results.json", "stats.csv", "queue_depth.csv", "requests.csv", "latency_vs_round.png",
+DECODE_FILES = ("results.json", "stats.csv", "queue_depth.csv", "requests.parquet", "latency_vs_round.png",
                 "backlog_vs_time.png", *FEEDBACK_FILES)
+"""The files of a decode study with the per-request file in its default format (Parquet)."""
 
 
-def write_decode_outputs(study: DecodeStudy, folder) -> list[Path]:
+def decode_files(fmt: str = "parquet") -> tuple[str, ...]:
+    """:data:`DECODE_FILES` with the per-request file ``requests.<fmt>`` (``parquet`` or ``csv``)."""
+    from twin.output.rows import file_name
+    return (*DECODE_FILES[:3], file_name("requests", fmt), *DECODE_FILES[4:])
+
+
+def write_requests(study: DecodeStudy, folder, fmt: str = "parquet") -> Path:
+    """Stage ``requests.parquet`` (or ``requests.csv``, ``fmt``) in ``folder``: one row per request of
+    every placement, in stream order: ``placement``, ``device`` (the device that decoded it), then
+    :data:`twin.qec.streaming.CSV_COLUMNS` (integers; ps for the ``_ps`` columns), through
+    :func:`twin.output.rows.write_rows`. Returns its path."""
+    from twin.output.rows import Block, write_rows
+    from twin.qec.streaming import CSV_COLUMNS
+    blocks = [Block((name, t["device"]), tuple(t[c] for c in CSV_COLUMNS)) for name, t in study.tables]
+    return write_rows(folder, "requests", fmt, ("placement", "device"), CSV_COLUMNS, blocks)
+
+
+def write_decode_outputs(study: DecodeStudy, folder, fmt: str = "parquet") -> list[Path]:
     """Stage in ``folder`` (a :class:`twin.output.files.RunFolder`) results.json (deterministic for
     a seed: no wall-clock numbers; a NaN or infinity refused naming the field), stats.csv (sinter's
     CSV, :mod:`twin.qec.sinter_stats`; also deterministic), queue_depth.csv (requests in the card at
-    200 instants per placement: placement, t_ps, depth), requests.csv (every request:
-    :func:`twin.qec.streaming.write_requests_csv`; when the runs keep their tables),
+    200 instants per placement: placement, t_ps, depth), requests.parquet or requests.csv (``fmt``;
+    every request: :func:`write_requests`; when the runs keep their tables),
     latency_vs_round.png (round trip and reaction time per request), backlog_vs_time.png (requests
     waiting anywhere for a decoder) (:data:`DECODE_FILES`). Returns their paths."""
     import matplotlib
 
-    from twin.qec.streaming import write_requests_csv
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     doc = study.document
@@ -231,23 +263,32 @@ def write_decode_outputs(study: DecodeStudy, folder) -> list[Path]:
             f.writelines(f"{_label(s)},{int(t)},{int(d)}\n" for t, d in zip(tq, depth))
     paths.append(folder.write(DECODE_FILES[2], queue_csv))
     if study.tables is not None:
-        paths.append(folder.write(DECODE_FILES[3], lambda f: write_requests_csv(f, study.tables)))
+        paths.append(write_requests(study, folder, fmt))
     fig, ax = plt.subplots(figsize=(8, 4))
     block = 1
-    for s, r in zip(doc["placements"], study.runs):
-        for what, ps in (("round trip", r.result.rtt_ps), ("reaction", r.result.t_back - r.result.t_send)):
-            x, mid, top, block = latency_blocks(ps)
-            if block == 1:  # every request a point
-                ax.plot(x, mid / 1e6, ".", ms=1, label=f"{_label(s)} {what}")
-            else:  # a block's median as a line, its slowest request as a point
-                line, = ax.plot(x, mid / 1e6, lw=0.8, label=f"{_label(s)} {what}")
-                ax.plot(x, top / 1e6, ".", ms=1.5, color=line.get_color())
+    series = [(s, what, ps) for s, r in zip(doc["placements"], study.runs)
+              for what, ps in (("round trip", r.result.rtt_ps), ("reaction", r.result.t_back - r.result.t_send))
+              if len(ps)]
+    lo, hi, outside = latency_clip([ps for _, _, ps in series])
+    for s, what, ps in series:
+        x, mid, top, block = latency_blocks(ps)
+        if block == 1:  # every request a point
+            ax.plot(x, mid / 1e6, ".", ms=1, label=f"{_label(s)} {what}")
+        else:  # a block's median as a line, its slowest request as a point
+            line, = ax.plot(x, mid / 1e6, lw=0.8, label=f"{_label(s)} {what}")
+            ax.plot(x, top / 1e6, ".", ms=1.5, color=line.get_color())
     if doc["deadline_ns"]:
         ax.axhline(doc["deadline_ns"] / 1000, color="r", lw=1, label="deadline")
+    if series:  # the tails clipped: p0.1 to p99.9 of every series on the axis, the requests beyond counted
+        pad = max(0.01, (hi - lo) / 1e6 * 0.05)
+        ax.set_ylim(lo / 1e6 - pad, hi / 1e6 + pad)
     ax.set_xlabel("request")
     ax.set_ylabel("round trip, reaction time (µs)")
+    from twin.output.histogram import clip_text
     ax.set_title(f"{doc['scenario']}: latency vs round" + (
-        f" (per block of {block:,} requests: median line, slowest as a dot)" if block > 1 else ""), fontsize=9)
+        f" (per block of {block:,} requests: median line, slowest as a dot)" if block > 1 else "")
+        + f"\ny axis: {clip_text()} of each series" + (f"; {outside:,} request values off the axis" if outside else ""),
+        fontsize=9)
     ax.legend(markerscale=8, fontsize=8)
     paths.append(_save(folder, DECODE_FILES[4], fig))
     fig, ax = plt.subplots(figsize=(8, 4))

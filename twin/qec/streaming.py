@@ -122,14 +122,3 @@ def device_summaries(run, table: dict[str, np.ndarray], cycle_ps: int | None, wo
 
 CSV_COLUMNS = ("request", "shot", "index", "arrival_ps", "card_in_ps", "ready_ps", "start_ps", "end_ps",
                "correction_ps", "decoder_ps", "service_ps", "queue_wait_ps", "reaction_ps")
-
-
-def write_requests_csv(f, tables: list[tuple[str, dict[str, np.ndarray]]]) -> None:
-    """``requests.csv`` into the open text file ``f``: one row per request of every placement, in
-    stream order (``placement``, ``device``: the device that decoded it, then :data:`CSV_COLUMNS`,
-    integers)."""
-    f.write("placement,device," + ",".join(CSV_COLUMNS) + "\n")
-    for name, t in tables:
-        cols = np.column_stack([np.asarray(t[c], np.int64) for c in CSV_COLUMNS])
-        f.writelines(f"{name},{dev}," + ",".join(map(str, row)) + "\n"
-                     for dev, row in zip(t["device"].tolist(), cols.tolist()))

@@ -12,7 +12,7 @@ measured -> its correction at the control system) and the card-boundary round tr
 misses, the stream (throughput, the backlog: requests waiting anywhere for a decoder, its growth
 per cycle against the expected ``1 - N T / S``, rho; a stream over K devices: rho = S / (K N T) and
 each device's part, ``per_device``), and the decode throughput of the loop's
-batched decode beside the direct decode's. Files: results.json, requests.csv (every request),
+batched decode beside the direct decode's. Files: results.json, requests.parquet (every request),
 queue_depth.csv; plots: latency vs request, backlog vs time.
 """
 from __future__ import annotations

@@ -18,6 +18,11 @@ sources, the contract include, the harness, the ROM contents, the flags and the 
 a second build with the same inputs reuses it (one build per machine, shared by every test and
 run). Builds take a lock so concurrent processes build once. Any failure raises
 :class:`RtlBuildError` naming the step and the log file.
+
+A first build takes tens of seconds (verilating, then compiling C++). Each step that does work (a
+cache miss) runs inside the display a command installed with :func:`build_status` (``twin run`` and
+``twin decode``: a spinner line in their progress display, on a terminal only, so piped output is
+byte for byte what it was); without one, nothing is shown.
 """
 from __future__ import annotations
 
@@ -28,14 +33,37 @@ import re
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, ContextManager, Iterator
 
 from twin.bundled import bundled_path
 
 RTL_DIR = bundled_path("rtl")
 HARNESS = Path(__file__).resolve().parent / "harness.cpp"
 CONTRACT_VH = RTL_DIR / "qrt_contract.vh"
+
+
+_STATUS: ContextVar[Callable[[str], ContextManager] | None] = ContextVar("twin_rtl_build_status", default=None)
+
+
+@contextmanager
+def build_status(show: Callable[[str], ContextManager] | None) -> Iterator[None]:
+    """Inside the block, each build step that runs a tool (verilating, compiling) runs inside
+    ``show(text)``, e.g. a spinner saying ``model rtl: verilating qrt_v80 (first use, cached after)``;
+    a cached library shows nothing. ``None``: nothing shown."""
+    token = _STATUS.set(show)
+    try:
+        yield
+    finally:
+        _STATUS.reset(token)
+
+
+def _shown(text: str) -> ContextManager:
+    show = _STATUS.get()
+    return nullcontext() if show is None else show(text)
 
 
 class RtlError(RuntimeError):
@@ -237,7 +265,8 @@ def build(ns: NodeSources, jobs: int = 2) -> Path:
                f"-I{RTL_DIR}", "--top-module", ns.top]
         cmd += ["--trace"]
         cmd += [f"-D{d}" for d in defines] + [str(s) for s in ns.sources]
-        _run(cmd, tmp, log, f"verilating {ns.top}")
+        with _shown(f"model rtl: verilating {ns.top} (first use; cached after in {cache_root()})"):
+            _run(cmd, tmp, log, f"verilating {ns.top}")
         inc = root / "include"
         cxx = os.environ.get("CXX", "g++")
         link = [cxx, "-shared", "-fPIC", _opt(), "-std=c++20", "-DQRT_TRACE=1",
@@ -248,7 +277,8 @@ def build(ns: NodeSources, jobs: int = 2) -> Path:
                 # every node's library defines the same Verilator runtime and Vqrt_node symbols:
                 # bind each library's references to its own copy, whatever else the process loaded
                 "-Wl,-Bsymbolic"]
-        _run(link, tmp, log, f"compiling the harness for {ns.top}")
+        with _shown(f"model rtl: compiling the harness for {ns.top}"):
+            _run(link, tmp, log, f"compiling the harness for {ns.top}")
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)
         shutil.rmtree(out / "obj", ignore_errors=True)

@@ -1,0 +1,70 @@
+"""Histogram panels from counts binned once (twin/output/histogram.py): the clip range p0.1-p99.9 by
+the inverted CDF, the rounds outside counted, the same bins whichever way the range was found."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import twin.output.histogram as h
+from twin.stats import percentile_ps
+
+
+def test_the_rounds_outside_the_clip_are_counted_not_drawn():
+    # 1,001 rounds: 0 ps, 998 at 2 us, then 2.4 us and 3 us. p0.1 is the 2nd round (rank ceil(1001 * 0.001)),
+    # p99.9 the 1,000th (ceil(1001 * 0.999)): 0 ps is below, 3 us above; 2.4 us is the last drawn bin.
+    s = np.array([0] + [2_000_000] * 998 + [2_400_000, 3_000_000], np.int64)
+    b = h.bin_rounds(s, 4000)
+    assert (b.below, b.above, b.total) == (1, 1, 1001)
+    assert b.start_ps == 2_000_000 and b.bin_ps == 4000 and len(b.counts) == 400_000 // 4000 + 1
+    assert b.counts[0] == 998 and b.counts[-1] == 1 and b.counts.sum() == 999
+    assert "1 below p0.1, 1 above p99.9 not drawn" in b.note(4000)
+
+
+def test_the_clip_falls_on_the_rounds_percentile_ps_names():
+    # where n * q / 100 is whole (n = 1,000), numpy's float index (99.9 / 100 > 0.999) picks the next
+    # round: the figure's p99.9 is results.json's p99.9 round either way
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 999, 1000, 1001, 2000, 12345):
+        s = np.sort(rng.integers(0, 5000, n)) * 4000  # within MAX_BINS: no widening
+        b = h.bin_rounds(s, 4000)
+        assert b.start_ps == percentile_ps(s, 0.1) and b.end_ps - 4000 == percentile_ps(s, 99.9), n
+
+
+def test_a_stall_far_out_takes_the_percentile_path_with_the_same_bins():
+    rng = np.random.default_rng(7)
+    body = rng.integers(500, 700, 20_000) * 4000  # 2.0-2.8 us on the 4 ns clock
+    near = h.bin_rounds(np.append(body, 10**9), 4000)  # span 250,000 bins: one bincount
+    far = h.bin_rounds(np.append(body, 10**13), 4000)  # 2.5e9 bins: np.percentile, then the range alone
+    assert 10**13 // 4000 > h.FULL_SPAN_BINS >= 10**9 // 4000
+    assert (near.start_ps, near.bin_ps, near.below, near.above) == (far.start_ps, far.bin_ps, far.below, far.above)
+    assert np.array_equal(near.counts, far.counts)
+    s = np.append(body, 10**13)
+    assert near.start_ps == percentile_ps(s, 0.1) and near.end_ps - 4000 == percentile_ps(s, 99.9)
+    assert near.below == int((s < near.start_ps).sum()) and near.above == int((s >= near.end_ps).sum())
+
+
+def test_wide_ranges_are_summed_into_at_most_max_bins():
+    s = np.arange(100_000, dtype=np.int64) * 4000  # one round per bin: the clip keeps bins 100 .. 99,900
+    b = h.bin_rounds(s, 4000, max_bins=20_000)
+    assert len(b.counts) <= 20_000 and b.bin_ps % 4000 == 0 and b.bin_ps > 4000
+    assert b.counts.sum() + b.below + b.above == 100_000
+    assert (b.below, b.above) == (99, 99)  # p0.1 the 100th round, p99.9 the 99,901st (numpy's float index)
+    assert "bins widened to" in b.note(4000)
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(ValueError, match="no samples"):
+        h.bin_rounds(np.array([], np.int64), 4000)
+    with pytest.raises(ValueError, match="bin_ps"):
+        h.bin_rounds(np.array([1], np.int64), 0)
+
+
+def test_decode_latency_axis_clips_each_series_to_its_percentiles():
+    from twin.qec.report import latency_clip
+    # 1,001 values each: p0.1 is the 2nd (ceil(1001 * 0.001)), p99.9 the 1,000th (ceil(1001 * 0.999))
+    a = np.arange(1, 1002, dtype=np.int64) * 1000
+    b = np.arange(1, 1002, dtype=np.int64) * 2000
+    lo, hi, outside = latency_clip([a, b])
+    assert (lo, hi) == (2 * 1000, 1000 * 2000)  # the lowest p0.1 (a's), the highest p99.9 (b's)
+    assert outside == 1 + 1  # a's 1 ns below, b's 2,002 ns above
+    assert latency_clip([]) == (0, 0, 0)
