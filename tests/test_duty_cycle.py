@@ -135,3 +135,15 @@ def test_modes_move_to_their_long_idle_blocks_by_the_idle_mix():
     assert mode_extra_ps(m, (0, 0.5), 0.0) == 150 * NS                       # short gap: its own block
     assert mode_extra_ps(m, (0, 0.5), 1.0) == 400 * NS                       # long gap: the long block
     assert mode_extra_ps(m, (0, 0.5), 0.5) == round(200 * NS + 0.5 * 150 * NS)  # halfway: quantile by quantile
+
+
+def test_an_fpga_consumer_refuses_an_idle_cost_showing_the_files_value():
+    """FPGA logic answers in whole clock cycles: a cpu/gpu idle cost on it is refused, and the error
+    shows the value as the file wrote it (a mapping), not the model's Python repr."""
+    from pydantic import ValidationError
+    with pytest.raises(ValidationError) as e:
+        ConsumerModel(kind="fpga", host="h", path="p2p", encoding="classic", clock_ns=4, answer_ns=28,
+                      idle=[{"mechanism": "x", "cost_ns": 5000, "tau_ns": 100}])
+    located = e.value.errors()[0]["ctx"]["error"]  # the Located the loader turns into one line
+    assert located.path == ("idle",)
+    assert located.value == [{"mechanism": "x", "cost_ns": 5000.0, "tau_ns": 100.0}]

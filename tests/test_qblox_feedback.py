@@ -248,6 +248,7 @@ def test_the_direct_engine_refuses_a_listening_program(tmp_path):
     ({"rounds": 121}, "rounds"),  # the program publishes 120 rounds
     ({"qblox.feedback": {"ready_address": 3}}, "qblox.sequencers"),  # its wait_trigger waits on address 2
     ({"qblox.feedback": {"ready_address": 1}}, "qblox.feedback.ready_address"),  # the answer's address
+    ({"qblox.feedback": {"answer_bit": 512}}, "qblox.feedback.answer_bit"),  # a 64-byte echo carries bits 0..511
 ])
 def test_refusals_name_the_key(tmp_path, change, key):
     doc = loop_doc(120, 596)
@@ -381,3 +382,18 @@ def test_decode_corrections_drive_the_pulses(tmp_path):
     assert np.array_equal(prog["conditional"]["answers"], want)
     assert np.array_equal(prog["conditional"]["ran_by_reply"], want.astype(bool))
     assert 5 < want.sum() < 115
+
+
+def test_an_answer_bit_beyond_the_correction_is_refused_in_decode(tmp_path):
+    """A decode study's reply is the correction, one bit per observable: a bit past them would read 0
+    on every request, so the conditional pulse could never play (refused at load, naming the key)."""
+    from twin.qec.study import load_decode
+    doc = yaml.safe_load((ROOT / "scenarios" / "decode_qblox_feedback.yaml").read_text())
+    doc["calibration"] = CAL
+    doc["hosting"] = str(ROOT / "calibrations" / "hosting.yaml")
+    doc.setdefault("qblox", {}).setdefault("feedback", {})["answer_bit"] = 8
+    p = tmp_path / "d.yaml"
+    p.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(ConfigError) as e:
+        load_decode(p)
+    assert e.value.key == "qblox.feedback.answer_bit" and "observable" in str(e.value)

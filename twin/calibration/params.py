@@ -318,7 +318,10 @@ class ConsumerModel(_Strict):
             for key in ("service_per_frame_byte_ns", "service_per_reply_byte_ns", "function_ns", "idle",
                         "service_modes", "idle_mix"):
                 if getattr(self, key):
-                    raise Located((key,), getattr(self, key), "an fpga consumer's answer time is answer_ns in "
+                    v = getattr(self, key)  # as the file wrote it, not the models' repr
+                    v = [m.model_dump(exclude_defaults=True) if isinstance(m, BaseModel) else m for m in v] \
+                        if isinstance(v, list) else v
+                    raise Located((key,), v, "an fpga consumer's answer time is answer_ns in "
                                   "whole clock cycles: this cpu/gpu key does not apply")
         if self.poll == "c2c":
             other = {"cpu": "p2p", "gpu": "host_memory"}[self.kind]

@@ -96,6 +96,11 @@ def load_decode(path: str | Path) -> LoadedDecode:
                           ("traffic",))
         except Located as e:
             raise ConfigError(path, ".".join(map(str, e.path)), e.value, e.problem) from None
+    q = sc.qblox
+    if q is not None and q.feedback is not None and q.feedback.answer_bit >= circuit.num_observables:
+        raise ConfigError(path, "qblox.feedback.answer_bit", q.feedback.answer_bit,
+                          f"the correction has {circuit.num_observables} observable bit(s) (0..."
+                          f"{circuit.num_observables - 1}): this bit would always read 0")
     sinter_inner = resolve_sinter_decoder(d.decoder, path) if d.decoder.startswith("sinter:") else None
     fn = None
     if d.decoder == "function":

@@ -457,6 +457,17 @@ class Scenario(_Strict):
                 raise Located(("frame_bytes",), self.frame_bytes, f"the cluster publishes "
                               f"{self.qblox.syndrome_bits()} syndrome bits a round; they do not fit")
             check_listening_rounds(self.qblox, self.rounds, ("rounds",))
+            fb = self.qblox.feedback
+            if fb is not None:  # the answer bit must lie in the reply the function sends back
+                from twin.runtime.functions import lookup
+                try:
+                    rb = len(lookup(self.function).python(bytes(self.frame_bytes)))
+                except (KeyError, ValueError):
+                    rb = self.frame_bytes
+                if fb.answer_bit >= 8 * rb:
+                    raise Located(("qblox", "feedback", "answer_bit"), fb.answer_bit,
+                                  f"the reply carries {8 * rb} bits ({rb} bytes of {self.function}'s answer to a "
+                                  f"{self.frame_bytes}-byte frame): this bit would always read 0")
         if self.faults and time_ps(self.faults.timeout) <= 0:
             raise Located(("faults", "timeout"), self.faults.timeout, "must be > 0")
         from twin.runtime.functions import lookup
