@@ -166,7 +166,12 @@ def qblox_cases(base: str) -> dict[str, list[Case]]:
     fb = "qblox.feedback"
     return {
         # programs that wait for each reply and branch on its answer bit (LISTEN): the feedback block
-        "feedback.answer_bit": [C(base, {f"{fb}.answer_bit": 9}, LISTEN)],  # a zero bit: no answer is 1
+        # a loop's echo carries 512 bits, so bit 9 is a zero bit (no answer is 1) and bit 512 is past the reply;
+        # a decode study's reply is its one-observable correction: bit 9 would read 0 on every request
+        "feedback.answer_bit": ([C(base, {f"{fb}.answer_bit": 9}, LISTEN),
+                                 C(base, {f"{fb}.answer_bit": 512}, LISTEN, refused=f"{fb}.answer_bit")]
+                                if base == "qblox" else
+                                [C(base, {f"{fb}.answer_bit": 9}, LISTEN, refused=f"{fb}.answer_bit")]),
         "feedback.answer_address": [C(base, {f"{fb}.answer_address": 3}, LISTEN),  # set_cond looks at address 1
                                     C(base, {f"{fb}.answer_address": 2}, LISTEN, refused=f"{fb}.ready_address")],
         "feedback.ready_address": [C(base, {f"{fb}.ready_address": 3}, LISTEN, refused="qblox.sequencers")],

@@ -131,7 +131,10 @@ def test_twin_run_stopped_by_a_signal_saves_the_rounds_so_far(tmp_path, sig, eng
 
 def test_a_second_signal_ends_at_once(tmp_path):
     out = tmp_path / "out"
-    p = _start(["run", "--rounds", "2e7", "--out", str(out), "--quiet"])  # the figure: a second or more
+    # the first signal once millions of rounds are done (4 CPU s: the compiled direct engine runs millions a
+    # second), so writing them and drawing the figure takes seconds and the second signal, 0.2 s later, lands
+    # before histograms.png
+    p = _start(["run", "--rounds", "2e7", "--out", str(out), "--quiet"], ready=lambda pid: _cpu_s(pid) > 4)
     rc, _, err = _interrupt(p, signal.SIGINT, times=2)
     assert rc == 130
     assert not (out / "histograms.png").exists()
