@@ -73,17 +73,8 @@ def core() -> ctypes.CDLL:
     if _WHY is not None:
         raise CoreUnavailable(_WHY)
     want = build_id()
-    path = None
-    try:
-        import importlib.util
-        spec = importlib.util.find_spec("twin.engine._core")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None and spec.origin:
-        lib = ctypes.CDLL(spec.origin)
-        lib.twin_core_build_id.restype = ctypes.c_char_p
-        if want is None or lib.twin_core_build_id().decode() == want:
-            path = spec.origin
+    from twin.runtime.native import installed_library
+    path = installed_library("twin.engine._core", "twin_core_build_id", want)
     if path is None and want is None:
         _WHY = "the compiled core is not installed (twin.engine._core) and core.c is missing: reinstall twin"
         raise CoreUnavailable(_WHY)

@@ -137,6 +137,23 @@ def _build_private(build_id: str) -> Path:
                         [f'-DQRT_BUILD_ID="{build_id}"'], QrtError)
 
 
+def installed_library(module: str, id_symbol: str, want: str | None) -> str | None:
+    """The path of the installed extension ``module`` (e.g. ``twin.runtime._qrt``) when its
+    ``id_symbol()`` (a C function returning the build id as ``char *``) equals ``want`` (any build
+    when ``want`` is None: the sources are not there to compare), else None (not installed, or built
+    from other sources)."""
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin:
+        return None
+    fn = getattr(ctypes.CDLL(spec.origin), id_symbol)
+    fn.restype = ctypes.c_char_p
+    return spec.origin if want is None or fn().decode() == want else None
+
+
 def build_shared(stem: str, what: str, build_id: str, sources: list[Path], include_dirs: list[Path],
                  flags: list[str], error: type[Exception] = RuntimeError) -> Path:
     """Compile C11 ``sources`` into a shared object ``<stem>-<build_id>.so`` in the cache
@@ -187,17 +204,7 @@ def library() -> ctypes.CDLL:
     if _LIB is not None:
         return _LIB
     want = source_build_id()
-    path: str | None = None
-    try:
-        import importlib.util
-        spec = importlib.util.find_spec("twin.runtime._qrt")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None and spec.origin:
-        lib = ctypes.CDLL(spec.origin)
-        lib.qrt_build_id.restype = ctypes.c_char_p
-        if want is None or lib.qrt_build_id().decode() == want:
-            path = spec.origin
+    path = installed_library("twin.runtime._qrt", "qrt_build_id", want)
     if path is None:
         if want is None:
             raise QrtError("twin's runtime library is not installed (twin.runtime._qrt is missing) and its C "
