@@ -344,3 +344,22 @@ def test_twin_decode_stopped_on_a_shared_stream_keeps_a_prefix_of_the_stream(tmp
     devices = [r.split(",")[1] for r in rows]
     assert len(devices) == s["requests"] and devices[0::2] == ["mi210"] * len(devices[0::2])
     assert set(devices[1::2]) == {"mi210#1"}
+
+
+def test_a_swallowed_ctrl_c_still_stops_the_engine_of_a_command_without_rounds_to_keep():
+    """In a command without rounds to keep (stops_at_once), a signal raises KeyboardInterrupt and asks
+    the engine to stop too: when a library swallows the KeyboardInterrupt, the engine's next check
+    still stops the command (the flaky case of `twin calibrate` exiting 0 after Ctrl-C)."""
+    from twin.commands.interrupt import stops_at_once
+    from twin.engine.stop import stop_requested, take_stop
+    with stops_at_once():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):  # the handler runs at the next bytecode boundary
+                time.sleep(0.001)
+        except KeyboardInterrupt:
+            pass  # swallowed, as a finaliser would
+        assert stop_requested()
+        assert take_stop()
+    assert not stop_requested()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -49,10 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = ["twin", *argv]  # recorded in a run folder's manifest.json
     from rich.console import Console
     console = Console() if sys.stdout.isatty() else Console(width=120)
+    from twin.commands.interrupt import stops_at_once
     try:
-        return args.handler(args, console)
+        with stops_at_once():  # run, decode and sweep stop at a round boundary instead (their own handlers)
+            return args.handler(args, console)
     except (UsageError, OutputError) as e:  # OutputError: cannot write PATH: reason (the previous file is intact)
         return _error(str(e))
+    except _loaded("twin.engine.stop", "Interrupted"):  # a stop taken by an engine inside a fit or a check
+        print("twin: interrupted", file=sys.stderr)
+        return 130
     except Exception as e:
         line = _one_line_error(e)
         if line is None:

@@ -59,6 +59,37 @@ def interruptible():
         clear_stop()
 
 
+@contextmanager
+def stops_at_once():
+    """Ctrl-C and SIGTERM for a command without rounds to keep (``twin calibrate``, ``hosting``,
+    ``validate``...): the signal raises :class:`KeyboardInterrupt` at once and also asks any engine
+    running inside the command to stop (:func:`twin.engine.stop.request_stop`), so a signal whose
+    KeyboardInterrupt a library swallows (one raised inside a finaliser is only printed) still ends
+    the command at the engine's next check (:class:`twin.engine.stop.Interrupted`). The command
+    line prints one line and exits :data:`EXIT` either way. Restores the previous handlers after
+    the block; outside the main thread it installs nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def engine_stop():  # only an engine already imported can be running (light commands never load it)
+        return sys.modules.get("twin.engine.stop")
+
+    def handler(signum, frame):
+        if engine_stop() is not None:
+            engine_stop().request_stop()
+        raise KeyboardInterrupt
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if engine_stop() is not None:
+            engine_stop().clear_stop()
+
+
 def __getattr__(name: str):
     """``Interrupted`` (:class:`twin.engine.stop.Interrupted`), imported on first use: importing the
     commands (``twin --help``) does not load the engine."""
@@ -68,4 +99,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["EXIT", "Signals", "interruptible", "interrupted_line", "interrupted_before_any"]
+__all__ = ["EXIT", "Signals", "interruptible", "stops_at_once", "interrupted_line", "interrupted_before_any"]
