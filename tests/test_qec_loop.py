@@ -281,3 +281,19 @@ def test_batch_replies_answer_any_payload_as_the_decoder_does():
         assert batch.serve(random_payload) == dec.decode_payload(random_payload)  # on the spot if unseen
     check()
     assert batch.on_the_spot > 0 and batch.distinct < w.shots
+
+
+def test_twin_decode_no_plot_writes_every_file_but_the_figures_and_removes_its_earlier_ones(tmp_path):
+    """`twin decode --no-plot`: the same results.json as with figures, no .png written, and the figures
+    an earlier run of the twin wrote in the folder removed (the manifest lists what is there)."""
+    from twin.commands import main
+    args = ["decode", str(ROOT / "scenarios/decode_rep3.yaml"), "--shots", "500", "--quiet", "--out", str(tmp_path)]
+    assert main(args) == 0
+    pngs = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert pngs == ["backlog_vs_time.png", "latency_vs_round.png"]
+    first = (tmp_path / "results.json").read_bytes()
+    assert main([*args, "--no-plot", "--overwrite"]) == 0
+    assert not list(tmp_path.glob("*.png"))
+    assert (tmp_path / "results.json").read_bytes() == first
+    listed = json.loads((tmp_path / "manifest.json").read_text())
+    assert not [f for f in json.dumps(listed).split('"') if f.endswith(".png")]

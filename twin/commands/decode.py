@@ -34,6 +34,9 @@ def register(sub) -> None:
     d.add_argument("--format", choices=("parquet", "csv"), default="parquet", dest="rounds_format",
                    help="the per-request file: parquet (requests.parquet, default) or csv (requests.csv, the same "
                         "columns and rows as text); stats.csv stays sinter's CSV")
+    d.add_argument("--no-plot", action="store_true", help="do not write the figures (latency_vs_round.png, "
+                   "backlog_vs_time.png, ler_vs_latency.png; ones that are there are left alone, or removed if an "
+                   "earlier run wrote them)")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
     add_overwrite(d)
     d.set_defaults(handler=cmd_decode)
@@ -51,7 +54,7 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
     ld = load_decode(path)
     out = check_out_folder(args.out or Path("runs") / ld.sc.name)  # before the study, not after
     seed = ld.sc.seed if args.seed is None else args.seed
-    folder = run_folder(args, out, seed).check(decode_files(args.rounds_format))
+    folder = run_folder(args, out, seed).check(decode_files(args.rounds_format, not args.no_plot))
     with interruptible(), folder:  # an error or a second Ctrl-C before the commit leaves the folder as it was
         return _decode(args, console, ld, folder)
 
@@ -92,8 +95,9 @@ def _decode(args: argparse.Namespace, console, ld, folder) -> int:
         return EXIT
     print_decode(study, console)
     from contextlib import nullcontext
-    with nullcontext() if args.quiet else console.status(f"writing requests.{args.rounds_format} and the figures"):
-        write_decode_outputs(study, folder, args.rounds_format)  # seconds for 1e5+ requests (a spinner on a terminal)
+    what = f"requests.{args.rounds_format}" + ("" if args.no_plot else " and the figures")
+    with nullcontext() if args.quiet else console.status(f"writing {what}"):
+        write_decode_outputs(study, folder, args.rounds_format, not args.no_plot)  # seconds for 1e5+ requests
     if study.interrupted:
         folder.mark_partial("interrupted: the placements so far, the last one's whole shots")
     paths = folder.commit()

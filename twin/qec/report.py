@@ -143,11 +143,11 @@ def _save(folder, name: str, fig) -> Path:
         plt.close(fig)
 
 
-def write_ler_latency(study: DecodeStudy, folder) -> list[Path]:
+def write_ler_latency(study: DecodeStudy, folder, plots: bool = True) -> list[Path]:
     """A feedback study's ler_vs_latency.csv (placement, injected latency, reaction p50, stall per
-    cycle, effective cycle, errors, shots, LER and interval) and ler_vs_latency.png (LER with idle
-    noise against the reaction time p50, µs, one series per placement, error bars the interval)."""
-    import matplotlib.pyplot as plt
+    cycle, effective cycle, errors, shots, LER and interval) and, with ``plots``, ler_vs_latency.png
+    (LER with idle noise against the reaction time p50, µs, one series per placement, error bars
+    the interval)."""
     doc = study.document
     rows = [(s, p) for s in doc["placements"] for p in s.get("feedback", [])]
 
@@ -158,6 +158,12 @@ def write_ler_latency(study: DecodeStudy, folder) -> list[Path]:
                      f"{p['effective_cycle_ns']:g},{p['logical_errors']},{p['shots']},{p['ler']!r},"
                      f"{p['ci'][0]!r},{p['ci'][1]!r}\n" for s, p in rows)
     paths = [folder.write(FEEDBACK_FILES[0], csv)]
+    if not plots:
+        return paths
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4))
     for s in doc["placements"]:
         pts = s.get("feedback", [])
@@ -221,10 +227,12 @@ DECODE_FILES = ("results.json", "stats.csv", "queue_depth.csv", "requests.parque
 """The files of a decode study with the per-request file in its default format (Parquet)."""
 
 
-def decode_files(fmt: str = "parquet") -> tuple[str, ...]:
-    """:data:`DECODE_FILES` with the per-request file ``requests.<fmt>`` (``parquet`` or ``csv``)."""
+def decode_files(fmt: str = "parquet", plots: bool = True) -> tuple[str, ...]:
+    """:data:`DECODE_FILES` with the per-request file ``requests.<fmt>`` (``parquet`` or ``csv``);
+    without the figures (``.png``) when ``plots`` is False."""
     from twin.output.rows import file_name
-    return (*DECODE_FILES[:3], file_name("requests", fmt), *DECODE_FILES[4:])
+    names = (*DECODE_FILES[:3], file_name("requests", fmt), *DECODE_FILES[4:])
+    return names if plots else tuple(n for n in names if not n.endswith(".png"))
 
 
 def write_requests(study: DecodeStudy, folder, fmt: str = "parquet") -> Path:
@@ -238,18 +246,15 @@ def write_requests(study: DecodeStudy, folder, fmt: str = "parquet") -> Path:
     return write_rows(folder, "requests", fmt, ("placement", "device"), CSV_COLUMNS, blocks)
 
 
-def write_decode_outputs(study: DecodeStudy, folder, fmt: str = "parquet") -> list[Path]:
+def write_decode_outputs(study: DecodeStudy, folder, fmt: str = "parquet", plots: bool = True) -> list[Path]:
     """Stage in ``folder`` (a :class:`twin.output.files.RunFolder`) results.json (deterministic for
     a seed: no wall-clock numbers; a NaN or infinity refused naming the field), stats.csv (sinter's
     CSV, :mod:`twin.qec.sinter_stats`; also deterministic), queue_depth.csv (requests in the card at
     200 instants per placement: placement, t_ps, depth), requests.parquet or requests.csv (``fmt``;
     every request: :func:`write_requests`; when the runs keep their tables),
     latency_vs_round.png (round trip and reaction time per request), backlog_vs_time.png (requests
-    waiting anywhere for a decoder) (:data:`DECODE_FILES`). Returns their paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    waiting anywhere for a decoder) (:data:`DECODE_FILES`); ``plots`` False: no figures (the
+    feedback study's ler_vs_latency.csv still). Returns their paths."""
     doc = study.document
     clean = dict(doc)
     clean["placements"] = [{k: v for k, v in s.items() if k != "throughput"} for s in doc["placements"]]
@@ -264,6 +269,21 @@ def write_decode_outputs(study: DecodeStudy, folder, fmt: str = "parquet") -> li
     paths.append(folder.write(DECODE_FILES[2], queue_csv))
     if study.tables is not None:
         paths.append(write_requests(study, folder, fmt))
+    if plots:
+        paths += _decode_figures(study, folder)
+    if doc.get("feedback"):
+        paths += write_ler_latency(study, folder, plots)
+    return paths
+
+
+def _decode_figures(study: DecodeStudy, folder) -> list[Path]:
+    """Stage latency_vs_round.png and backlog_vs_time.png (:func:`write_decode_outputs`)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    doc = study.document
+    paths = []
     fig, ax = plt.subplots(figsize=(8, 4))
     block = 1
     series = [(s, what, ps) for s, r in zip(doc["placements"], study.runs)
@@ -299,6 +319,4 @@ def write_decode_outputs(study: DecodeStudy, folder, fmt: str = "parquet") -> li
     ax.set_title(f"{doc['scenario']}: backlog vs time")
     ax.legend(fontsize=8)
     paths.append(_save(folder, DECODE_FILES[5], fig))
-    if doc.get("feedback"):
-        paths += write_ler_latency(study, folder)
     return paths
