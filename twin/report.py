@@ -159,7 +159,9 @@ def print_check(study: StudyResult, console: Console) -> None:
     if not done:
         return
     counts = sorted({s["replies_checked"] for s in done})
-    each = (f"{counts[0]:,} rounds of each of {len(done)} consumers" if len(counts) == 1 else
+    one = (f"{counts[0]:,} rounds of the consumer" if len(done) == 1 else
+           f"{counts[0]:,} rounds of each of {len(done)} consumers")
+    each = (one if len(counts) == 1 else
             ", ".join(f"{s['node']} {s['replies_checked']:,}" for s in done) + " rounds")
     bad = sum(s["mismatches"] for s in done)
     console.print(f"[{'red' if bad else 'green'}]event-model check: {each}, every reply byte for byte and every "
