@@ -42,10 +42,8 @@ FLOW_PARAMS = ("n", "slots", "slot_bytes", "frame", "per_piece", "closed", "in_f
 """A flow's parameters, in the order of core.c's ``FP_*``."""
 FLOW_OUTS = ("t_send", "t_in", "t_have", "t_back", "issue", "land", "seen", "start", "reply", "publish", "rland",
              "slot_wait", "ok")
-"""The columns of a flow's per-round rows, in the order of core.c's ``FO_*`` (its rows have
-:data:`STRIDE` int64, the rest the core's own)."""
-STRIDE = 16
-HOP_COLUMNS = ("issue", "land", "seen", "start", "reply", "publish", "rland")
+"""The columns of a flow's per-round record, in the order of core.c's ``FO_*``: one (len, n) int64
+array whose rows are the columns, each contiguous, taken as they are (no copy)."""
 FLOW_STATS = ("mismatches", "backlog_max", "consumer_polls", "card_polls", "corrupted", "sent", "received", "issued",
               "d0", "d1", "d2", "d3")
 """A flow's counters as twin_event_stats writes them (``FS_*``; d0..d3: the digest's 32 bytes)."""
@@ -132,8 +130,9 @@ def run(topo: Topology, progress=None, chunk_rounds: int = 10_000) -> list[LoopR
                    req_tail1=rtail[1], rep_ser0=pser[0], rep_ser1=pser[1], rep_tail0=ptail[0], rep_tail1=ptail[1],
                    up_ser=useri[0], up_tail=usert[0], down_ser=downs[0], down_tail=downt[0])
         rows.append([par[k] for k in FLOW_PARAMS])
-        table = np.zeros((n, STRIDE), np.int64)
-        table[:, [FLOW_OUTS.index(k) for k in HOP_COLUMNS]] = -1  # a hop not reached: -1, as the reference's
+        # zeros, untouched until the core writes them (the pages come as the rounds do); a round's hops are all
+        # written by the time its reply is back, and only those rounds are kept (no -1 "not reached" to fill in)
+        table = np.zeros((len(FLOW_OUTS), n), np.int64)
         outs.append((table, np.ascontiguousarray(g, np.int64) if g is not None else None))
     fp = np.ascontiguousarray(np.array(rows, np.int64).reshape(-1))
     fo = np.array([x for t, g in outs for x in (t.ctypes.data, 0 if g is None else g.ctypes.data)], np.int64)
@@ -185,7 +184,7 @@ def _results(topo, outs, stats, order, lanes, threads, phases, stopped):
     names = {ln[0]: key for key, ln in lanes.items()}
     res_all = []
     for fl, (table, _), st in zip(topo.flows, outs, per):
-        a = {k: np.ascontiguousarray(table[:, i]) for i, k in enumerate(FLOW_OUTS)}
+        a = dict(zip(FLOW_OUTS, table))
         spec = fl.spec
         n = spec.traffic.rounds
         m = n
@@ -197,7 +196,7 @@ def _results(topo, outs, stats, order, lanes, threads, phases, stopped):
         s = flow_stats(spec.faults, n, now, int(st[0]), int(st[1]), int(st[2]), int(st[3]),
                        int(lane_st[lreq][0] + lane_st[lrep][0]), phases[fl.consumer], digest,
                        {"frames": 0, "resent": 0}, 0, int(st[4]))
-        s["slot_wait_ps"] = a["slot_wait"][:int(st[7])].copy()
+        s["slot_wait_ps"] = a["slot_wait"][:int(st[7])]
         hops = Hops(*(a[k][:m] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")))
         res = LoopResult(spec.name, "event", a["t_send"][:m], a["t_in"][:m], a["t_have"][:m], a["t_back"][:m],
                          a["ok"][:m].astype(bool), {"events": events, **s}, hops)

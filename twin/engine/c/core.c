@@ -426,18 +426,18 @@ enum {
     FP_REQ_TAIL1, FP_REP_SER0, FP_REP_SER1, FP_REP_TAIL0, FP_REP_TAIL1, FP_UP_SER, FP_UP_TAIL, FP_DOWN_SER,
     FP_DOWN_TAIL, FP_COUNT
 };
-/* a round's record: one row of FO_STRIDE int64 per round and flow (two cache lines: a mesh of many flows
-   touches two lines a round, not one per column) */
+/* a round's record, by column: FO_COUNT columns of n int64 per flow, each contiguous (the Python side takes
+   them as they are, no copy); FO_SLOT_WAIT holds the request's ready instant until the card issues it */
 enum {
     FO_T_SEND, FO_T_IN, FO_T_HAVE, FO_T_BACK, FO_ISSUE, FO_LAND, FO_SEEN, FO_START, FO_REPLY, FO_PUBLISH, FO_RLAND,
-    FO_SLOT_WAIT, FO_OK, FO_READY_AT, FO_TIN, FO_STRIDE = 16
+    FO_SLOT_WAIT, FO_OK, FO_COUNT
 };
 enum { FS_MISMATCHES, FS_BACKLOG_MAX, FS_CPOLLS, FS_KPOLLS, FS_CORRUPTED, FS_SENT, FS_RECEIVED, FS_ISSUED, FS_D0, FS_D1,
        FS_D2, FS_D3, FS_COUNT };
 
 typedef struct {
     const int64_t *p;
-    int64_t *row;        /* n rows of FO_STRIDE */
+    int64_t *col[FO_COUNT]; /* the record's columns (n int64 each) */
     const int64_t *gaps; /* every round's gap, or NULL */
     clk_t clock;
     uint8_t *reqmem, *repmem, *cstage, *pstage;
@@ -473,17 +473,46 @@ typedef struct {
     int64_t *bridges;
     ev_t *heap;
     int64_t hn, hcap, eid, now, events, counter;
+    int hole; /* a step is running and its event is still the heap's root */
 } world_t;
 
-static inline int ev_less(const ev_t *a, const ev_t *b) { return a->t < b->t || (a->t == b->t && a->eid < b->eid); }
+/* (t, eid) before (t', eid'): branch-free (the order of a heap's few entries is not predictable) */
+static inline int ev_less(const ev_t *a, const ev_t *b) { return (a->t < b->t) | ((a->t == b->t) & (a->eid < b->eid)); }
 
+/* Place e into the 4-ary heap h[0..n) whose root slot is free: down from the root, the least child up */
+static inline void sift_down(ev_t *h, int64_t n, ev_t e)
+{
+    int64_t i = 0;
+    for (;;) {
+        int64_t c = 4 * i + 1, m = c;
+        if (c >= n)
+            break;
+        int64_t end = c + 4 < n ? c + 4 : n;
+        for (int64_t k = c + 1; k < end; k++)
+            m = ev_less(&h[k], &h[m]) ? k : m;
+        if (!ev_less(&h[m], &e))
+            break;
+        h[i] = h[m];
+        i = m;
+    }
+    h[i] = e;
+}
+
+/* Schedule an event. While a step runs, the event it took is still the heap's root (w->hole): the step's first
+   new event replaces it (one walk down instead of a removal and an insertion); the heap's order is the same. */
 static void push(world_t *w, int64_t t, int type, int64_t flow, int64_t a)
 {
+    ev_t e = {t, w->eid++, (uint32_t)type << 24 | (uint32_t)flow, (uint32_t)a};
+    w->events++;
+    if (w->hole) {
+        w->hole = 0;
+        sift_down(w->heap, w->hn, e);
+        return;
+    }
     if (w->hn == w->hcap) {
         w->hcap *= 2;
         w->heap = realloc(w->heap, (size_t)w->hcap * sizeof(ev_t));
     }
-    ev_t e = {t, w->eid++, (uint32_t)type << 24 | (uint32_t)flow, (uint32_t)a};
     ev_t *h = w->heap;
     int64_t i = w->hn++;
     while (i > 0) { /* a 4-ary heap: parent (i - 1) / 4 */
@@ -494,29 +523,24 @@ static void push(world_t *w, int64_t t, int type, int64_t flow, int64_t a)
         i = up;
     }
     h[i] = e;
-    w->events++;
 }
 
-static ev_t pop(world_t *w)
+/* The next event: the root, left in place as the hole a step's first push fills (end_step removes it if none) */
+static inline ev_t take(world_t *w)
 {
-    ev_t *h = w->heap, top = h[0], last = h[--w->hn];
-    int64_t i = 0, n = w->hn;
-    for (;;) {
-        int64_t c = 4 * i + 1, m = c;
-        if (c >= n)
-            break;
-        int64_t end = c + 4 < n ? c + 4 : n;
-        for (int64_t k = c + 1; k < end; k++)
-            if (ev_less(&h[k], &h[m]))
-                m = k;
-        if (!ev_less(&h[m], &last))
-            break;
-        h[i] = h[m];
-        i = m;
+    w->hole = 1;
+    return w->heap[0];
+}
+
+static inline void end_step(world_t *w)
+{
+    if (w->hole) {
+        w->hole = 0;
+        ev_t *h = w->heap;
+        ev_t last = h[--w->hn];
+        if (w->hn)
+            sift_down(h, w->hn, last);
     }
-    if (n)
-        h[i] = last;
-    return top;
 }
 
 static inline int64_t plan_lane(world_t *w, int64_t lane, int64_t t, int64_t ser, int64_t tail, int64_t nbytes)
@@ -531,6 +555,9 @@ static inline uint32_t rd32(const uint8_t *b) { uint32_t v; memcpy(&v, b, 4); re
 static inline uint16_t rd16(const uint8_t *b) { uint16_t v; memcpy(&v, b, 2); return v; }
 static inline void wr32(uint8_t *b, uint32_t v) { memcpy(b, &v, 4); }
 static inline void wr16(uint8_t *b, uint16_t v) { memcpy(b, &v, 2); }
+
+/* the record's column col of round seq */
+#define OUT(f, c, seq) ((f)->col[c][(seq) - 1])
 
 static inline int64_t slot_base(const flow_t *f, int64_t seq) { return ((seq - 1) % f->p[FP_SLOTS]) * f->p[FP_SLOT_BYTES]; }
 
@@ -586,11 +613,17 @@ static void encode(const flow_t *f, uint8_t *stage, int64_t base, int64_t seq, c
         memcpy(s + 16, payload, (size_t)len);
         return;
     }
-    for (int64_t i = 0, k = 1; i < len; i += 12, k++) {
-        int64_t take = len - i < 12 ? len - i : 12;
+    int64_t i = 0, k = 1;
+    for (; i + 12 <= len; i += 12, k++) { /* whole pieces: fixed-size moves, no call */
         wr32(s + 16 * k, (uint32_t)seq);
-        memcpy(s + 16 * k + 4, payload + i, (size_t)take);
-        memset(s + 16 * k + 4 + take, 0, (size_t)(12 - take));
+        memcpy(s + 16 * k + 4, payload + i, 12);
+    }
+    if (i < len) { /* the last piece's len - i bytes, zero-padded */
+        uint8_t piece[16] = {0};
+        wr32(piece, (uint32_t)seq);
+        for (int64_t j = 0; j < len - i; j++)
+            piece[4 + j] = payload[i + j];
+        memcpy(s + 16 * k, piece, 16);
     }
 }
 
@@ -602,8 +635,12 @@ static int64_t decode(const flow_t *f, const uint8_t *mem, int64_t base, uint8_t
         memcpy(out, mem + base + 16, (size_t)len);
         return len;
     }
-    for (int64_t i = 0, k = 1; i < len; i += 12, k++)
-        memcpy(out + i, mem + base + 16 * k + 4, (size_t)(len - i < 12 ? len - i : 12));
+    const uint8_t *m = mem + base;
+    int64_t i = 0, k = 1;
+    for (; i + 12 <= len; i += 12, k++)
+        memcpy(out + i, m + 16 * k + 4, 12);
+    for (int64_t j = 0; i + j < len; j++)
+        out[i + j] = m[16 * k + 4 + j];
     return len;
 }
 
@@ -645,9 +682,9 @@ static void card_issue(world_t *w, int64_t fi, int64_t seq)
 {
     flow_t *f = &w->f[fi];
     f->issued = seq;
-    int64_t ready = f->row[(seq - 1) * FO_STRIDE + FO_READY_AT];
+    int64_t ready = OUT(f, FO_SLOT_WAIT, seq); /* the ready instant, until now */
     int64_t t_issue = w->now > ready ? w->now : ready;
-    f->row[(seq - 1) * FO_STRIDE + FO_SLOT_WAIT] = t_issue - ready;
+    OUT(f, FO_SLOT_WAIT, seq) = t_issue - ready;
     push(w, t_issue, E_WRITE, fi, seq);
     if (!f->watching)
         card_watch(w, fi);
@@ -658,7 +695,7 @@ static void send_next(world_t *w, int64_t fi)
     flow_t *f = &w->f[fi];
     const int64_t *p = f->p;
     int64_t seq = ++f->sent;
-    f->row[(seq - 1) * FO_STRIDE + FO_T_SEND] = w->now;
+    OUT(f, FO_T_SEND, seq) = w->now;
     int64_t arrive = w->now;
     if (p[FP_LUP] >= 0)
         arrive = plan_lane(w, p[FP_LUP], w->now, p[FP_UP_SER], p[FP_UP_TAIL], p[FP_FRAME]);
@@ -667,7 +704,7 @@ static void send_next(world_t *w, int64_t fi)
 
 static void step(world_t *w, uint8_t *scratch)
 {
-    ev_t e = pop(w);
+    ev_t e = take(w);
     w->now = e.t;
     const int64_t fi = e.tf & 0xFFFFFF;
     flow_t *f = &w->f[fi];
@@ -689,8 +726,8 @@ static void step(world_t *w, uint8_t *scratch)
     case E_SUBMIT: { /* LinkCard.submit: the bridge (shared by the card's queue pairs), then issue or backlog */
         int64_t seq = e.a, *bfree = &w->bridges[p[FP_BRIDGE]];
         *bfree = (w->now > *bfree ? w->now : *bfree) + p[FP_BRIDGE_PS];
-        f->row[(seq - 1) * FO_STRIDE + FO_READY_AT] = *bfree + p[FP_LAND_PS];
-        f->row[(seq - 1) * FO_STRIDE + FO_TIN] = w->now;
+        OUT(f, FO_SLOT_WAIT, seq) = *bfree + p[FP_LAND_PS]; /* the ready instant, until the card issues it */
+        OUT(f, FO_T_IN, seq) = w->now;
         int64_t backlog = f->submitted - f->issued;
         f->submitted = seq;
         if (backlog == 0 && f->issued - f->read < p[FP_SLOTS]) {
@@ -714,8 +751,8 @@ static void step(world_t *w, uint8_t *scratch)
             land = plan_lane(w, p[FP_LREQ], w->now, p[FP_REQ_SER1], p[FP_REQ_TAIL1], 4);
             push(w, land, E_LAND_REQ_WORD, fi, seq);
         }
-        f->row[(seq - 1) * FO_STRIDE + FO_ISSUE] = w->now;
-        f->row[(seq - 1) * FO_STRIDE + FO_LAND] = land;
+        OUT(f, FO_ISSUE, seq) = w->now;
+        OUT(f, FO_LAND, seq) = land;
         break;
     }
     case E_LAND_REQ_ALL:
@@ -744,9 +781,9 @@ static void step(world_t *w, uint8_t *scratch)
         thread_t *th = &w->threads[p[FP_THREAD]];
         int64_t t = w->now, cost = p[FP_COST];
         int64_t at = th->free <= t - cost ? t : first_poll(q, th->free) + cost;
-        int64_t land = f->row[(seq - 1) * FO_STRIDE + FO_LAND], seen = first_poll(q, land) + cost;
-        f->row[(seq - 1) * FO_STRIDE + FO_SEEN] = land < 0 ? t : (seen < t ? seen : t);
-        f->row[(seq - 1) * FO_STRIDE + FO_START] = at;
+        int64_t land = OUT(f, FO_LAND, seq), seen = first_poll(q, land) + cost;
+        OUT(f, FO_SEEN, seq) = land < 0 ? t : (seen < t ? seen : t);
+        OUT(f, FO_START, seq) = at;
         int64_t t2 = at + p[FP_BODY];
         const uint8_t *rq = f->reqmem + base;
         int64_t function = rd16(rq + 4);
@@ -763,8 +800,8 @@ static void step(world_t *w, uint8_t *scratch)
         th->busy += t_free - at + cost;
         th->free = t_free;
         th->served++;
-        f->row[(seq - 1) * FO_STRIDE + FO_REPLY] = t2;
-        f->row[(seq - 1) * FO_STRIDE + FO_PUBLISH] = t2 + fence;
+        OUT(f, FO_REPLY, seq) = t2;
+        OUT(f, FO_PUBLISH, seq) = t2 + fence;
         f->next_seq = seq + 1;
         push(w, t_free > w->now ? t_free : w->now, E_ARM, fi, 0);
         break;
@@ -778,7 +815,7 @@ static void step(world_t *w, uint8_t *scratch)
         land = plan_lane(w, p[FP_LREP], w->now, kind == 2 ? p[FP_REP_SER1] : p[FP_REP_SER0],
                          kind == 2 ? p[FP_REP_TAIL1] : p[FP_REP_TAIL0], n);
         push(w, land, E_LAND_REP_ALL + kind, fi, seq);
-        f->row[(seq - 1) * FO_STRIDE + FO_RLAND] = land;
+        OUT(f, FO_RLAND, seq) = land;
         break;
     }
     case E_ARM:
@@ -817,13 +854,12 @@ static void step(world_t *w, uint8_t *scratch)
         if (f->issued > f->read && !f->watching)
             card_watch(w, fi);
         /* on_reply: the reply goes back towards the generator */
-        f->row[(seq - 1) * FO_STRIDE + FO_T_IN] = f->row[(seq - 1) * FO_STRIDE + FO_TIN];
-        f->row[(seq - 1) * FO_STRIDE + FO_T_HAVE] = w->now;
-        f->row[(seq - 1) * FO_STRIDE + FO_OK] = ok;
+        OUT(f, FO_T_HAVE, seq) = w->now;
+        OUT(f, FO_OK, seq) = ok;
         int64_t back = w->now;
         if (p[FP_LDOWN] >= 0)
             back = plan_lane(w, p[FP_LDOWN], w->now + p[FP_REPLY_SEND], p[FP_DOWN_SER], p[FP_DOWN_TAIL], p[FP_FRAME]);
-        f->row[(seq - 1) * FO_STRIDE + FO_T_BACK] = back;
+        OUT(f, FO_T_BACK, seq) = back;
         push(w, back, E_BACK, fi, seq);
         break;
     }
@@ -837,10 +873,11 @@ static void step(world_t *w, uint8_t *scratch)
         }
         break;
     }
+    end_step(w);
 }
 
-/* A timeline of nflows flows. fp: nflows * FP_COUNT parameters; fo: per flow the addresses of its rows
-   (n * FO_STRIDE int64, the outputs FO_* and scratch) and of its gaps (0: none); lp: nlanes * 1 latencies; lj: nlanes addresses of the lanes' jitter draws
+/* A timeline of nflows flows. fp: nflows * FP_COUNT parameters; fo: per flow the addresses of its record
+   (FO_COUNT columns of n int64, in the order FO_*; rows past the last reply are not written) and of its gaps (0: none); lp: nlanes * 1 latencies; lj: nlanes addresses of the lanes' jitter draws
    (0: none); nthreads serving threads, nbridges card bridges. The consumers arm, then the generators
    start, in flow order, as run_topology does. Returns NULL when out of memory. */
 void *twin_event_new(int64_t nflows, const int64_t *fp, const int64_t *fo, int64_t nlanes, const int64_t *lp,
@@ -870,7 +907,8 @@ void *twin_event_new(int64_t nflows, const int64_t *fp, const int64_t *fo, int64
         flow_t *f = &w->f[i];
         const int64_t *p = fp + i * FP_COUNT;
         f->p = p;
-        f->row = (int64_t *)(intptr_t)fo[2 * i];
+        for (int k = 0; k < FO_COUNT; k++)
+            f->col[k] = (int64_t *)(intptr_t)fo[2 * i] + k * p[FP_N];
         f->gaps = (const int64_t *)(intptr_t)fo[2 * i + 1];
         f->clock = (clk_t){p[FP_CLK_PERIOD], p[FP_CLK_PPB], p[FP_CLK_PHASE]};
         size_t bytes = (size_t)(p[FP_SLOTS] * p[FP_SLOT_BYTES]);
