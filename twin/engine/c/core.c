@@ -368,7 +368,7 @@ static int sha_ni(void)
 static void sha_update(sha256_t *c, const uint8_t *p, uint64_t n)
 {
     c->len += n;
-    while (n) {
+    if (c->used) { /* complete the buffered block first */
         uint32_t take = 64 - c->used;
         if (take > n)
             take = (uint32_t)n;
@@ -376,10 +376,16 @@ static void sha_update(sha256_t *c, const uint8_t *p, uint64_t n)
         c->used += take;
         p += take;
         n -= take;
-        if (c->used == 64) {
-            SHA_BLOCK(c, c->buf);
-            c->used = 0;
-        }
+        if (c->used < 64)
+            return;
+        SHA_BLOCK(c, c->buf);
+        c->used = 0;
+    }
+    for (; n >= 64; p += 64, n -= 64) /* whole blocks straight from the input */
+        SHA_BLOCK(c, p);
+    if (n) {
+        memcpy(c->buf, p, n);
+        c->used = (uint32_t)n;
     }
 }
 
@@ -416,7 +422,27 @@ static void sha_final(const sha256_t *in, uint8_t out[32])
    backlog in order, in-order reply poller), lanes shared by the flows over one link direction.
    What it does not compute, twin/engine/features.py refuses before it runs. */
 
-typedef struct { int64_t period, phase, cost, armed, pending, armed_at, polls, hits, seq; } poller_t;
+/* Exact division of n >= 0 by a divisor d >= 1 fixed for the run, by one multiply and one correction
+   (m = floor((2^64 - 1) / d): for n < 2^64, floor(n m / 2^64) is n / d or one less): the event core's
+   grids, clocks and slots divide a few dozen times a round, and a hardware divide costs tens of cycles. */
+typedef struct { uint64_t d, m; } udiv_t;
+
+static inline udiv_t udiv_of(int64_t d) { return (udiv_t){(uint64_t)d, d > 0 ? UINT64_MAX / (uint64_t)d : 0}; }
+static inline uint64_t udiv(udiv_t v, uint64_t n)
+{
+    uint64_t q = (uint64_t)(((unsigned __int128)n * v.m) >> 64);
+    return n - q * v.d >= v.d ? q + 1 : q;
+}
+/* ceil_grid(t, v.d, phase): the first instant phase + k v.d at or after t */
+static inline int64_t grid_up(int64_t t, udiv_t v, int64_t phase)
+{
+    if (t < phase)
+        return phase - (int64_t)(udiv(v, (uint64_t)(phase - t)) * v.d);
+    uint64_t u = (uint64_t)(t - phase), k = udiv(v, u);
+    return phase + (int64_t)((k * v.d < u ? k + 1 : k) * v.d);
+}
+
+typedef struct { int64_t period, phase, cost, armed, pending, armed_at, polls, hits, seq; udiv_t div; } poller_t;
 
 enum {
     FP_N, FP_SLOTS, FP_SLOT_BYTES, FP_FRAME, FP_PER_PIECE, FP_CLOSED, FP_IN_FLIGHT, FP_PERIOD_CYCLES, FP_GAP,
@@ -440,6 +466,7 @@ typedef struct {
     int64_t *col[FO_COUNT]; /* the record's columns (n int64 each) */
     const int64_t *gaps; /* every round's gap, or NULL */
     clk_t clock;
+    udiv_t slots, card_clk, clk_period; /* the divisors of slot_base, the card's clock and the generator's clock */
     uint8_t *reqmem, *repmem, *cstage, *pstage;
     int64_t sent, received, scheduled;              /* generator */
     int64_t submitted, issued, read, watching, backlog_max, mismatches, corrupted; /* card */
@@ -500,7 +527,7 @@ static inline void sift_down(ev_t *h, int64_t n, ev_t e)
 
 /* Schedule an event. While a step runs, the event it took is still the heap's root (w->hole): the step's first
    new event replaces it (one walk down instead of a removal and an insertion); the heap's order is the same. */
-static void push(world_t *w, int64_t t, int type, int64_t flow, int64_t a)
+static inline __attribute__((always_inline)) void push(world_t *w, int64_t t, int type, int64_t flow, int64_t a)
 {
     ev_t e = {t, w->eid++, (uint32_t)type << 24 | (uint32_t)flow, (uint32_t)a};
     w->events++;
@@ -559,7 +586,11 @@ static inline void wr16(uint8_t *b, uint16_t v) { memcpy(b, &v, 2); }
 /* the record's column col of round seq */
 #define OUT(f, c, seq) ((f)->col[c][(seq) - 1])
 
-static inline int64_t slot_base(const flow_t *f, int64_t seq) { return ((seq - 1) % f->p[FP_SLOTS]) * f->p[FP_SLOT_BYTES]; }
+static inline int64_t slot_base(const flow_t *f, int64_t seq)
+{
+    uint64_t n = (uint64_t)(seq - 1); /* seq >= 1 */
+    return (int64_t)(n - udiv(f->slots, n) * f->slots.d) * f->p[FP_SLOT_BYTES];
+}
 
 /* twin.exchange.encoding.Encoding.ready: the message seq is complete in the slot at base */
 static int msg_ready(const flow_t *f, const uint8_t *mem, int64_t base, int64_t seq)
@@ -644,13 +675,13 @@ static int64_t decode(const flow_t *f, const uint8_t *mem, int64_t base, uint8_t
     return len;
 }
 
-static inline int64_t first_poll(const poller_t *q, int64_t t) { return ceil_grid(t, q->period, q->phase); }
+static inline int64_t first_poll(const poller_t *q, int64_t t) { return grid_up(t, q->div, q->phase); }
 
 static void poller_schedule(world_t *w, poller_t *q, int type, int64_t flow)
 {
     q->pending = 1;
     int64_t t_poll = first_poll(q, w->now);
-    q->polls += (t_poll - q->armed_at) / q->period + 1;
+    q->polls += (int64_t)udiv(q->div, (uint64_t)(t_poll - q->armed_at)) + 1; /* t_poll >= armed_at: both polls, in order */
     push(w, t_poll + q->cost, type, flow, 0);
 }
 
@@ -690,6 +721,15 @@ static void card_issue(world_t *w, int64_t fi, int64_t seq)
         card_watch(w, fi);
 }
 
+/* clk_at_or_after(&f->clock, t), by the flow's divisor when the clock has no ppb offset */
+static inline int64_t clock_up(const flow_t *f, int64_t t)
+{
+    const clk_t *c = &f->clock;
+    if (c->ppb != 0 || t <= c->phase)
+        return clk_at_or_after(c, t);
+    return grid_up(t, f->clk_period, c->phase);
+}
+
 static void send_next(world_t *w, int64_t fi)
 {
     flow_t *f = &w->f[fi];
@@ -699,10 +739,14 @@ static void send_next(world_t *w, int64_t fi)
     int64_t arrive = w->now;
     if (p[FP_LUP] >= 0)
         arrive = plan_lane(w, p[FP_LUP], w->now, p[FP_UP_SER], p[FP_UP_TAIL], p[FP_FRAME]);
-    push(w, ceil_grid(arrive, p[FP_CARD_CLK], 0), E_SUBMIT, fi, seq);
+    push(w, grid_up(arrive, f->card_clk, 0), E_SUBMIT, fi, seq);
 }
 
-static void step(world_t *w, uint8_t *scratch)
+/* step's scratch: three regions of SCRATCH bytes, each one message of the contract's largest length (and the
+   8 bytes of the reply's hashed header before it) */
+#define SCRATCH (65536 + 64)
+
+static inline __attribute__((always_inline)) void step(world_t *w, uint8_t *scratch)
 {
     ev_t e = take(w);
     w->now = e.t;
@@ -717,7 +761,7 @@ static void step(world_t *w, uint8_t *scratch)
         send_next(w, fi);
         if (f->sent < p[FP_N]) {
             int64_t j = e.a;
-            int64_t t = p[FP_HAS_GAPS] ? clk_at_or_after(&f->clock, w->now + f->gaps[j])
+            int64_t t = p[FP_HAS_GAPS] ? clock_up(f, w->now + f->gaps[j])
                                        : clk_edge(&f->clock, (j + 1) * p[FP_PERIOD_CYCLES]);
             push(w, t, E_SEND_OPEN, fi, j + 1);
         }
@@ -830,20 +874,18 @@ static void step(world_t *w, uint8_t *scratch)
     }
     case E_HAVE: { /* LinkCard._have: read the reply out, check it against the echo's reference, free the slot */
         int64_t seq = e.a, base = slot_base(f, seq);
-        uint8_t *got = scratch, *want = scratch + 65536;
+        uint8_t *hdr = scratch, *got = scratch + 8, *want = scratch + SCRATCH; /* hashed: hdr then got, one run */
         int64_t len = decode(f, f->repmem, base, got);
         uint32_t hseq = rd32(f->repmem + base), flags = rd32(f->repmem + base + 8);
         payload_for(f, seq, want);
         int ok = len == p[FP_FRAME] && flags == 0 && memcmp(got, want, (size_t)len) == 0;
-        uint8_t hdr[8];
         wr32(hdr, hseq);
         wr32(hdr + 4, flags);
-        sha_update(&f->digest, hdr, 8);
-        sha_update(&f->digest, got, (uint64_t)len);
+        sha_update(&f->digest, hdr, 8 + (uint64_t)len);
         f->read = seq;
         if (!ok) {
             f->mismatches++;
-            uint8_t *sent = scratch + 2 * 65536;
+            uint8_t *sent = scratch + 2 * SCRATCH;
             int64_t n = decode(f, f->reqmem, base, sent);
             if (n != p[FP_FRAME] || memcmp(sent, want, (size_t)n) != 0)
                 f->corrupted++;
@@ -869,7 +911,7 @@ static void step(world_t *w, uint8_t *scratch)
         if (p[FP_CLOSED] && f->scheduled < p[FP_N]) {
             int64_t gap = p[FP_HAS_GAPS] ? f->gaps[f->scheduled - 1] : p[FP_GAP];
             f->scheduled++;
-            push(w, clk_at_or_after(&f->clock, w->now + gap), E_SEND_NEXT, fi, 0);
+            push(w, clock_up(f, w->now + gap), E_SEND_NEXT, fi, 0);
         }
         break;
     }
@@ -916,8 +958,11 @@ void *twin_event_new(int64_t nflows, const int64_t *fp, const int64_t *fo, int64
         f->repmem = calloc(bytes, 1);
         f->cstage = calloc(bytes, 1);
         f->pstage = calloc(bytes, 1);
-        f->cpoll = (poller_t){p[FP_POLL], p[FP_PHASE], p[FP_COST], 0, 0, 0, 0, 0, 0};
-        f->kpoll = (poller_t){p[FP_CARD_POLL], 0, 0, 0, 0, 0, 0, 0, 0};
+        f->cpoll = (poller_t){p[FP_POLL], p[FP_PHASE], p[FP_COST], 0, 0, 0, 0, 0, 0, udiv_of(p[FP_POLL])};
+        f->kpoll = (poller_t){p[FP_CARD_POLL], 0, 0, 0, 0, 0, 0, 0, 0, udiv_of(p[FP_CARD_POLL])};
+        f->slots = udiv_of(p[FP_SLOTS]);
+        f->card_clk = udiv_of(p[FP_CARD_CLK]);
+        f->clk_period = udiv_of(p[FP_CLK_PERIOD]);
         f->next_seq = 1;
         sha_init(&f->digest);
         if (!f->reqmem || !f->repmem || !f->cstage || !f->pstage)
@@ -943,7 +988,7 @@ void *twin_event_new(int64_t nflows, const int64_t *fp, const int64_t *fo, int64
 int64_t twin_event_run(void *h, int64_t target)
 {
     world_t *w = h;
-    static uint8_t scratch[3 * 65536];
+    static uint8_t scratch[3 * SCRATCH];
     while (w->counter < target) {
         if (w->hn == 0)
             return -1;
