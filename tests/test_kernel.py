@@ -559,3 +559,24 @@ def test_jitter_values_are_non_negative_integers_with_the_exponential_mean():
 def test_jitter_rejects_negative_scale():
     with pytest.raises(ValueError):
         JitterStream(0, "n", -1)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32), scale=st.sampled_from([1, 47_747, 10**6]),
+       takes=st.lists(st.tuples(st.sampled_from(["next", "array", "block"]),
+                                st.sampled_from([0, 1, 5, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 7])), max_size=6))
+def test_jitter_stream_reads_in_any_sizes_give_the_values_one_by_one(seed, scale, takes):
+    """array(n) and block(n), however mixed with next(), read the values next() gives one at a time (array draws
+    the blocks it needs in one call)."""
+    ref, got = JitterStream(seed, "lane", scale), JitterStream(seed, "lane", scale)
+    for kind, n in takes:
+        want = [ref.next() for _ in range(n if kind != "next" else min(n, 3))]
+        if kind == "next":
+            seen = [got.next() for _ in range(len(want))]
+        elif kind == "array":
+            a = got.array(n)
+            assert a.dtype == np.int64
+            seen = a.tolist()
+        else:
+            seen = got.block(n)
+        assert seen == want

@@ -151,9 +151,12 @@ def run(topo: Topology, progress=None, chunk_rounds: int = 10_000) -> list[LoopR
         counter, stopped = 0, None
         check = min(chunk_rounds, CHECK_REPLIES)
         next_progress = min(total, chunk_rounds)
+        run_until = lib.twin_event_run  # looked up once: this loop turns every CHECK_REPLIES replies
         while counter < total:
-            target = min(total, counter + check, next_progress)
-            counter = lib.twin_event_run(h, target)
+            target = counter + check
+            if target > next_progress:  # next_progress <= total
+                target = next_progress
+            counter = run_until(h, target)
             if counter < 0:
                 lib.twin_event_stats(h, native.ptr(stats))
                 raise RuntimeError(f"topology {topo.name!r}: event queue ran dry after {int(stats[2])} of {total} "

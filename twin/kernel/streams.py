@@ -51,15 +51,19 @@ class JitterStream:
         from the same blocks): what the compiled core (:mod:`twin.engine.native`) consumes."""
         if self._rng is None:
             return np.zeros(n, np.int64)
-        parts = []
-        while n > 0:
-            if self._i >= len(self._arr):
-                self._refill()
-            take = min(n, len(self._arr) - self._i)
-            parts.append(self._arr[self._i:self._i + take])
-            self._i += take
-            n -= take
-        return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        head = self._arr[self._i:self._i + n]  # what is left of the current block
+        self._i += len(head)
+        n -= len(head)
+        if n <= 0:
+            return head
+        # the whole blocks this needs, drawn in one call: a Generator's draws in one call are its draws in
+        # calls of BLOCK one after the other, so the values and the stream's state after are the same
+        k = -(-n // BLOCK)
+        more = np.rint(self._rng.exponential(self.scale_ps, size=k * BLOCK)).astype(np.int64)
+        self._arr = more[(k - 1) * BLOCK:]  # the last block stays the current one, as _refill leaves it
+        self._buf = None
+        self._i = n - (k - 1) * BLOCK
+        return np.concatenate((head, more[:n])) if len(head) else more[:n]
 
     def block(self, n: int) -> list[int]:
         """The next ``n`` delays as a list (same values :meth:`next` would give one by one)."""
