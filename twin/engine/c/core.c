@@ -649,12 +649,29 @@ static void encode(const flow_t *f, uint8_t *stage, int64_t base, int64_t seq, c
         wr32(s + 16 * k, (uint32_t)seq);
         memcpy(s + 16 * k + 4, payload + i, 12);
     }
-    if (i < len) { /* the last piece's len - i bytes, zero-padded */
-        uint8_t piece[16] = {0};
-        wr32(piece, (uint32_t)seq);
-        for (int64_t j = 0; j < len - i; j++)
-            piece[4 + j] = payload[i + j];
-        memcpy(s + 16 * k, piece, 16);
+    if (i < len) { /* the last piece's take = len - i < 12 bytes, zero-padded */
+        const int64_t take = len - i;
+        wr32(s + 16 * k, (uint32_t)seq);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        /* twelve bytes read (payload has room: the scratch regions are longer than a message), those past take
+           masked off */
+        uint64_t lo;
+        uint32_t hi;
+        memcpy(&lo, payload + i, 8);
+        memcpy(&hi, payload + i + 8, 4);
+        if (take < 8) {
+            lo &= (1ull << (8 * take)) - 1u;
+            hi = 0;
+        } else {
+            hi &= (uint32_t)((1ull << (8 * (take - 8))) - 1u);
+        }
+        memcpy(s + 16 * k + 4, &lo, 8);
+        memcpy(s + 16 * k + 12, &hi, 4);
+#else
+        memset(s + 16 * k + 4, 0, 12);
+        for (int64_t j = 0; j < take; j++)
+            s[16 * k + 4 + j] = payload[i + j];
+#endif
     }
 }
 
@@ -668,10 +685,8 @@ static int64_t decode(const flow_t *f, const uint8_t *mem, int64_t base, uint8_t
     }
     const uint8_t *m = mem + base;
     int64_t i = 0, k = 1;
-    for (; i + 12 <= len; i += 12, k++)
+    for (; i < len; i += 12, k++) /* twelve bytes a piece; out has room past len for the last piece's */
         memcpy(out + i, m + 16 * k + 4, 12);
-    for (int64_t j = 0; i + j < len; j++)
-        out[i + j] = m[16 * k + 4 + j];
     return len;
 }
 
