@@ -169,6 +169,15 @@ def test_a_mesh_of_many_flows_on_shared_links_is_identical():
     assert_identical(*on_both(Topology("mesh16", 7, tuple(flows))))
 
 
+@pytest.mark.parametrize("enc", ["classic", "per_piece"])
+def test_every_frame_length_modulo_a_piece_is_identical(enc):
+    """Frames of 1..25 bytes: every length of a per-piece message's last piece (1..12 bytes), and short frames."""
+    _core_or_skip()
+    for frame in range(1, 26):
+        spec = loop_spec(CARD, "epyc7282", TrafficParams("closed_loop", 12, frame, in_flight=2), 11, 4, enc)
+        assert_identical(*on_both(Topology.single(spec)))
+
+
 def _spec(**kw):
     return loop_spec(CARD, "epyc7282", TrafficParams("closed_loop", 50, 64), 3, **kw)
 
