@@ -503,21 +503,32 @@ typedef struct {
     int hole; /* a step is running and its event is still the heap's root */
 } world_t;
 
-/* (t, eid) before (t', eid'): branch-free (the order of a heap's few entries is not predictable) */
-static inline int ev_less(const ev_t *a, const ev_t *b) { return (a->t < b->t) | ((a->t == b->t) & (a->eid < b->eid)); }
+/* an event's place in the order as one unsigned 128-bit number: the instant (sign bit flipped, so that signed
+   order is unsigned order) above the order scheduled */
+static inline unsigned __int128 ev_key(const ev_t *e)
+{
+    return (unsigned __int128)((uint64_t)e->t ^ (1ull << 63)) << 64 | (uint64_t)e->eid;
+}
 
-/* Place e into the 4-ary heap h[0..n) whose root slot is free: down from the root, the least child up */
+/* Place e into the 4-ary heap h[0..n) whose root slot is free: down from the root, the least child up (the
+   least of up to four children found on keys kept in registers) */
 static inline void sift_down(ev_t *h, int64_t n, ev_t e)
 {
+    const unsigned __int128 ke = ev_key(&e);
     int64_t i = 0;
     for (;;) {
         int64_t c = 4 * i + 1, m = c;
         if (c >= n)
             break;
         int64_t end = c + 4 < n ? c + 4 : n;
-        for (int64_t k = c + 1; k < end; k++)
-            m = ev_less(&h[k], &h[m]) ? k : m;
-        if (!ev_less(&h[m], &e))
+        unsigned __int128 km = ev_key(&h[c]);
+        for (int64_t k = c + 1; k < end; k++) {
+            unsigned __int128 kk = ev_key(&h[k]);
+            int lt = kk < km;
+            m = lt ? k : m;
+            km = lt ? kk : km;
+        }
+        if (!(km < ke))
             break;
         h[i] = h[m];
         i = m;
@@ -544,7 +555,7 @@ static inline __attribute__((always_inline)) void push(world_t *w, int64_t t, in
     int64_t i = w->hn++;
     while (i > 0) { /* a 4-ary heap: parent (i - 1) / 4 */
         int64_t up = (i - 1) >> 2;
-        if (!ev_less(&e, &h[up]))
+        if (!(ev_key(&e) < ev_key(&h[up])))
             break;
         h[i] = h[up];
         i = up;
