@@ -77,6 +77,9 @@ def run(topo: Topology, progress=None, chunk_rounds: int = 10_000) -> list[LoopR
     :func:`twin.engine.event.run_topology`. Raises :class:`CoreUnavailable` without the core and
     RuntimeError when the timeline runs dry with requests outstanding."""
     lib = native.core()
+    if lib.twin_event_columns() != len(FLOW_OUTS):  # the record's layout: core.c's FO_* and FLOW_OUTS agree
+        raise CoreUnavailable(f"the compiled core writes {lib.twin_event_columns()} columns a round, "
+                              f"twin/engine/compiled.py reads {len(FLOW_OUTS)}: rebuild twin")
     lanes: dict = {}   # (a, b) -> [index, wire, JitterStream, draws needed]
     threads: dict = {}
     bridges: dict = {}

@@ -60,6 +60,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.twin_event_stats.argtypes = [ctypes.c_void_p, _P]
     lib.twin_event_free.restype = None
     lib.twin_event_free.argtypes = [ctypes.c_void_p]
+    lib.twin_event_columns.restype = ctypes.c_int64  # last: an older build without it has the rest declared
+    lib.twin_event_columns.argtypes = []
 
 
 def core() -> ctypes.CDLL:

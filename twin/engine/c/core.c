@@ -944,6 +944,9 @@ static inline __attribute__((always_inline)) void step(world_t *w, uint8_t *scra
     end_step(w);
 }
 
+/* The columns of a flow's record (FO_COUNT): the Python side checks its own list against it. */
+int64_t twin_event_columns(void) { return FO_COUNT; }
+
 /* A timeline of nflows flows. fp: nflows * FP_COUNT parameters; fo: per flow the addresses of its record
    (FO_COUNT columns of n int64, in the order FO_*; rows past the last reply are not written) and of its gaps (0: none); lp: nlanes * 1 latencies; lj: nlanes addresses of the lanes' jitter draws
    (0: none); nthreads serving threads, nbridges card bridges. The consumers arm, then the generators
