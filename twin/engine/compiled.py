@@ -50,6 +50,9 @@ HOP_COLUMNS = ("issue", "land", "seen", "start", "reply", "publish", "rland")
 FLOW_STATS = ("mismatches", "backlog_max", "consumer_polls", "card_polls", "corrupted", "sent", "received", "issued",
               "d0", "d1", "d2", "d3")
 """A flow's counters as twin_event_stats writes them (``FS_*``; d0..d3: the digest's 32 bytes)."""
+SPLIT = True
+"""Whether :func:`run` runs each interacting component on its own timeline; False: the whole topology
+on one (the same results; benchmarks/engine_speed.py compares the two)."""
 MAX_FRAME = 65535  # the scratch of core.c's step holds one message of the contract's largest length
 
 
@@ -97,7 +100,7 @@ def run(topo: Topology, progress=None, chunk_rounds: int = 10_000) -> list[LoopR
         clocks.setdefault(fl.generator, gen_phase)
     worlds: list[_World] = []
     try:
-        for index in components(topo):
+        for index in components(topo) if SPLIT else [tuple(range(len(topo.flows)))]:
             worlds.append(_World(lib, topo, index, draws, phases, clocks))
         cut = _drive(topo, worlds, progress, chunk_rounds)
         for w in worlds:
