@@ -9,7 +9,7 @@ to the hardware's 460,000 rounds/s (one round per 2.172 us on the EPYC 7282 core
 median; amd-qblox-exchange-runtime.txt), and mesh scaling: N nodes = N/2 controllers and N/2
 consumers, one flow each (open loop, Poisson gaps of mean 2 us), 8 controllers per link card (its
 bridge shared), from 8 to 512 nodes, in rounds per CPU-second of all flows together: the interacting
-components found (twin.engine.components: here one per card), the compiled core with each component on
+components found (twin.engine.partition: here one per card), the compiled core with each component on
 its own timeline and with the whole mesh on one (twin.engine.compiled.SPLIT off), their ratio, the
 simpy reference at 8 and 256 nodes; then flows that do interact: K flows through one link card (its
 bridge shared: one component), K = 8 .. 128. Mesh rows are the best of 3 runs (a shared machine's
@@ -33,7 +33,7 @@ import twin.engine.direct as D
 import twin.engine.event as E
 from twin.calibration.params import loop_spec
 from twin.devices.generator import Gaps, TrafficParams
-from twin.engine.components import components
+from twin.engine.partition import components
 from twin.engine.topology import Flow, Topology
 from twin.scenario import load_scenario
 

@@ -27,7 +27,7 @@ from twin.calibration.roce import load_roce_params, roce_loop_spec
 from twin.devices.consumer import ConsumerParams
 from twin.devices.generator import Gaps, TrafficParams
 from twin.engine import compiled, features, native
-from twin.engine.components import components
+from twin.engine.partition import components
 from twin.engine.stop import Interrupted, clear_stop, request_stop
 from twin.engine.topology import Flow, FlowWorkload, Topology
 from twin.faults import FaultPlan

@@ -22,10 +22,10 @@ from __future__ import annotations
 import numpy as np
 
 from twin.engine import features, native
-from twin.engine.components import components, lane_keys
 from twin.engine.counters import flow_stats, slot_bytes_of
 from twin.engine.hops import Hops
 from twin.engine.native import CoreUnavailable, note_fallback
+from twin.engine.partition import components, lane_keys
 from twin.engine.spec import LoopResult
 from twin.engine.stop import CHECK_REPLIES, Interrupted, stop_requested, take_stop
 from twin.engine.topology import FlowWorkload, Topology
@@ -83,7 +83,7 @@ def run(topo: Topology, progress=None, chunk_rounds: int = 10_000) -> list[LoopR
     :func:`twin.engine.event.run_topology`. Raises :class:`CoreUnavailable` without the core and
     RuntimeError when the timeline runs dry with requests outstanding.
 
-    Each interacting component (:func:`twin.engine.components.components`: flows sharing no lane,
+    Each interacting component (:func:`twin.engine.partition.components`: flows sharing no lane,
     bridge, serving thread or stream cannot influence each other) runs on its own timeline (a
     small event heap: the cost of a round does not grow with the flows it does not meet), the
     components advanced together, each by its share of the replies; the results are those of one

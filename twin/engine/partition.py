@@ -1,4 +1,4 @@
-"""Which flows of a topology can influence each other: its interacting components.
+"""A topology partitioned into what interacts: which flows can influence each other.
 
 Two flows interact only through what the engine lets them share (:mod:`twin.engine.event`): a link
 direction (a :class:`twin.kernel.Lane`: serialisation and posted-write order), a link card's
