@@ -258,8 +258,8 @@ def _drive(topo: Topology, worlds: list[_World], progress, chunk_rounds: int) ->
             for w in worlds:
                 w.read_stats()
             cut = min(w.now for w in worlds if w.counter < w.total)
-            first_back = [t[0, FLOW_OUTS.index("t_back")] for w in worlds for t, _ in w.outs]
-            if all(0 < b <= cut for b in first_back) and take_stop():
+            back = FLOW_OUTS.index("t_back")
+            if all(len(t) and 0 < t[0, back] <= cut for w in worlds for t, _ in w.outs) and take_stop():
                 return cut
     return None
 
