@@ -73,6 +73,8 @@ def assert_identical(ref, got):
         sa, sb = dict(a.stats), dict(b.stats)
         assert np.array_equal(sa.pop("slot_wait_ps"), sb.pop("slot_wait_ps"))
         assert sa == sb
+        for what in ("lanes", "threads"):  # in the same order too (results.json writes them in it)
+            assert list(sa["shared"][what]) == list(sb["shared"][what])
         assert a.ok.all() and sa["mismatches"] == 0  # the echo, no faults: every reply checked and right
 
 
@@ -219,6 +221,28 @@ def test_a_mesh_split_into_its_components_equals_the_one_timeline_of_the_referen
     if not shared:  # nothing shared: every flow its own component
         assert components(topo) == [(i,) for i in range(len(topo.flows))]
     assert_identical(*on_both(topo))
+
+
+def test_a_large_mesh_split_equals_its_one_timeline():
+    """48 flows, 8 controllers per card, half of the cards over Aurora from one controller each
+    cable, each flow to its own consumer but every third pair of flows sharing one: 6 components, each
+    on its own timeline, equal to the whole mesh on one timeline of the same core (compiled.SPLIT off)."""
+    _core_or_skip()
+    flows = []
+    for i in range(48):
+        card = i // 8
+        node = f"n{i - i % 2}" if i % 3 == 0 else f"n{i}"
+        flows.append(_flow(i, f"g{card}" if card % 2 else f"g{i}", f"c{card}", node, rounds=150, aurora=card % 2 == 1,
+                           ppm=3.0 * (i % 5)))
+    topo = Topology("large", 11, tuple(flows))
+    assert len(components(topo)) == 6
+    split = compiled.run(topo)
+    compiled.SPLIT = False
+    try:
+        one = compiled.run(topo)
+    finally:
+        compiled.SPLIT = True
+    assert_identical(one, split)
 
 
 def test_a_stopped_mesh_keeps_every_flows_rounds_up_to_one_instant():
