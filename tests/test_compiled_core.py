@@ -27,6 +27,8 @@ from twin.calibration.roce import load_roce_params, roce_loop_spec
 from twin.devices.consumer import ConsumerParams
 from twin.devices.generator import Gaps, TrafficParams
 from twin.engine import compiled, features, native
+from twin.engine.partition import components
+from twin.engine.stop import Interrupted, clear_stop, request_stop
 from twin.engine.topology import Flow, FlowWorkload, Topology
 from twin.faults import FaultPlan
 
@@ -71,6 +73,8 @@ def assert_identical(ref, got):
         sa, sb = dict(a.stats), dict(b.stats)
         assert np.array_equal(sa.pop("slot_wait_ps"), sb.pop("slot_wait_ps"))
         assert sa == sb
+        for what in ("lanes", "threads"):  # in the same order too (results.json writes them in it)
+            assert list(sa["shared"][what]) == list(sb["shared"][what])
         assert a.ok.all() and sa["mismatches"] == 0  # the echo, no faults: every reply checked and right
 
 
@@ -167,6 +171,105 @@ def test_a_mesh_of_many_flows_on_shared_links_is_identical():
         flows.append(Flow(spec, f"ctrl{i % 4}", card, node,
                           lanes={"request": f"mesh.{card}->{node}", "reply": f"mesh.{node}->{card}"}))
     assert_identical(*on_both(Topology("mesh16", 7, tuple(flows))))
+
+
+def _flow(i: int, gen: str, card: str, node: str, rounds: int = 60, aurora: bool = False, ppm: float = 0.0) -> Flow:
+    tr = TrafficParams("open_loop", rounds, 64, gaps=Gaps("exponential", 1_500_000), clock="independent", ppm=ppm)
+    spec = replace(loop_spec(CARD, sorted(CARD.consumers)[i % 4], tr, 7, 4, external_control=aurora), name=f"flow{i}")
+    return Flow(spec, gen, card, node)
+
+
+def test_components_are_the_flows_joined_by_what_they_share():
+    """Flows 0-2: 0 and 1 on one card, 2 on 1's consumer through another card; 3 alone; 4 and 5 from
+    one controller (one oscillator: a constant, no contention) over their own cards and consumers;
+    6 and 7 over one Aurora cable each from one controller to one card (the card's bridge)."""
+    flows = [_flow(0, "g0", "c0", "n0"), _flow(1, "g1", "c0", "n1"), _flow(2, "g2", "c1", "n1"),
+             _flow(3, "g3", "c2", "n3"), _flow(4, "g4", "c3", "n4"), _flow(5, "g4", "c4", "n5"),
+             _flow(6, "g6", "c5", "n6", aurora=True), _flow(7, "g6", "c5", "n7", aurora=True)]
+    topo = Topology("parts", 7, tuple(flows))
+    assert components(topo) == [(0, 1, 2), (3,), (4,), (5,), (6, 7)]
+    assert components(Topology("one", 7, tuple(flows[:1]))) == [(0,)]
+
+
+@st.composite
+def meshes(draw):
+    """2..8 flows: with sharing, over a few controllers, cards and consumers drawn for each flow
+    (some flows meet, some do not); without, every flow its own controller, card and consumer."""
+    k = draw(st.integers(2, 8))
+    shared = draw(st.booleans())
+    seed = draw(st.integers(0, 2**32))
+    pool = draw(st.integers(1, k)) if shared else k
+    devices = [draw(st.sampled_from(sorted(CARD.consumers))) for _ in range(pool)]  # one device per consumer node
+    flows = []
+    for i in range(k):
+        pick = (lambda: draw(st.integers(0, pool - 1))) if shared else (lambda i=i: i)
+        node = pick()
+        tr = draw(traffics(draw(st.integers(3, 30))))
+        spec = loop_spec(CARD, devices[node], tr, seed, draw(st.sampled_from([1, 4, 16])),
+                         draw(st.sampled_from([None, "classic", "per_piece"])), external_control=draw(st.booleans()))
+        flows.append(Flow(replace(spec, name=f"flow{i}"), f"gen{pick()}", f"card{pick()}", f"node{node}"))
+    return Topology("meshes", seed, tuple(flows)), shared
+
+
+@PROPERTY
+@given(meshes())
+def test_a_mesh_split_into_its_components_equals_the_one_timeline_of_the_reference(mesh):
+    """Every flow's rounds, hops and counters, the lanes' and threads' counters and the event count
+    equal the simpy reference's (one timeline of the whole mesh), whether its flows meet or not."""
+    _core_or_skip()
+    topo, shared = mesh
+    if not shared:  # nothing shared: every flow its own component
+        assert components(topo) == [(i,) for i in range(len(topo.flows))]
+    assert_identical(*on_both(topo))
+
+
+def test_a_large_mesh_split_equals_its_one_timeline():
+    """48 flows, 8 controllers per card, half of the cards over Aurora from one controller each
+    cable, each flow to its own consumer but every third pair of flows sharing one: 6 components, each
+    on its own timeline, equal to the whole mesh on one timeline of the same core (compiled.SPLIT off)."""
+    _core_or_skip()
+    flows = []
+    for i in range(48):
+        card = i // 8
+        node = f"n{i - i % 2}" if i % 3 == 0 else f"n{i}"
+        flows.append(_flow(i, f"g{card}" if card % 2 else f"g{i}", f"c{card}", node, rounds=150, aurora=card % 2 == 1,
+                           ppm=3.0 * (i % 5)))
+    topo = Topology("large", 11, tuple(flows))
+    assert len(components(topo)) == 6
+    split = compiled.run(topo)
+    compiled.SPLIT = False
+    try:
+        one = compiled.run(topo)
+    finally:
+        compiled.SPLIT = True
+    assert_identical(one, split)
+
+
+def test_a_stopped_mesh_keeps_every_flows_rounds_up_to_one_instant():
+    """Four components advanced together, asked to stop after the first progress report: every flow
+    keeps a prefix of its whole run's rounds, at least one, and no flow keeps a round whose reply came
+    back after a round another flow left out (one cut instant for all)."""
+    _core_or_skip()
+    flows = tuple(_flow(i, f"g{i}", f"c{i // 2}", f"n{i}", rounds=4000, ppm=10.0 * i) for i in range(8))
+    topo = Topology("stopped", 7, flows)
+    assert len(components(topo)) == 4
+    whole = compiled.run(topo)
+    clear_stop()
+    try:
+        with pytest.raises(Interrupted) as e:
+            compiled.run(topo, progress=lambda done: request_stop(), chunk_rounds=3000)
+    finally:
+        clear_stop()
+    kept = e.value.results
+    assert [r.name for r in kept] == [r.name for r in whole]
+    lengths = [len(r.t_back) for r in kept]
+    assert all(1 <= m < 4000 for m in lengths), lengths
+    for r, w in zip(kept, whole):
+        assert np.array_equal(r.t_back, w.t_back[:len(r.t_back)]) and np.array_equal(r.hops.rland,
+                                                                                      w.hops.rland[:len(r.t_back)])
+    last_kept = max(int(r.t_back[-1]) for r in kept)
+    first_left = min(int(w.t_back[len(r.t_back)]) for r, w in zip(kept, whole))
+    assert last_kept <= first_left
 
 
 def _spec(**kw):
