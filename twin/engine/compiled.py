@@ -39,8 +39,8 @@ FLOW_PARAMS = ("n", "slots", "slot_bytes", "frame", "per_piece", "closed", "in_f
                "cost", "body", "fence", "thread", "card_clk", "bridge_ps", "land_ps", "read", "reply_send",
                "card_poll", "bridge", "lreq", "lrep", "lup", "ldown", "req_ser0", "req_ser1", "req_tail0",
                "req_tail1", "rep_ser0", "rep_ser1", "rep_tail0", "rep_tail1", "up_ser", "up_tail", "down_ser",
-               "down_tail")
-"""A flow's parameters, in the order of core.c's ``FP_*``."""
+               "down_tail", "timeout", "fault_rounds", "corrupt_path", "stalls", "nstalls")
+"""A flow's parameters, in the order of core.c's ``FP_*`` (the last five: its faults, :func:`_faults`)."""
 FLOW_OUTS = ("t_send", "t_in", "t_have", "t_back", "issue", "land", "seen", "start", "reply", "publish", "rland",
              "slot_wait", "ok")
 """The columns of a flow's per-round rows, in the order of core.c's ``FO_*`` (its rows have
@@ -48,8 +48,10 @@ FLOW_OUTS = ("t_send", "t_in", "t_have", "t_back", "issue", "land", "seen", "sta
 STRIDE = 16
 HOP_COLUMNS = ("issue", "land", "seen", "start", "reply", "publish", "rland")
 FLOW_STATS = ("mismatches", "backlog_max", "consumer_polls", "card_polls", "corrupted", "sent", "received", "issued",
-              "d0", "d1", "d2", "d3")
-"""A flow's counters as twin_event_stats writes them (``FS_*``; d0..d3: the digest's 32 bytes)."""
+              "d0", "d1", "d2", "d3", "dropped", "resent", "reply_timeouts")
+"""A flow's counters as twin_event_stats writes them (``FS_*``; d0..d3: the digest's 32 bytes; the last
+three: the faults' frames dropped and resent, replies overdue)."""
+FS = {k: i for i, k in enumerate(FLOW_STATS)}
 SPLIT = True
 """Whether :func:`run` runs each interacting component on its own timeline; False: the whole topology
 on one (the same results; benchmarks/engine_speed.py compares the two)."""
@@ -70,6 +72,29 @@ def refusal(topo: Topology) -> str | None:
         if why:
             return f"flow {spec.name!r}: {'; '.join(why)}"
     return None
+
+
+def _faults(spec, keep: list) -> dict:
+    """The fault parameters of flow ``spec`` for core.c (``FP_TIMEOUT`` .. ``FP_NSTALLS``): the card's
+    reply timeout, per-round flags (1: corrupt, 2: drop; rounds past the run's are never reached), the
+    path corrupt rounds flip a byte on, and the consumer's blackout windows (its stalls, plus the host
+    freezes for a CPU consumer: :meth:`FaultPlan.consumer_stalls`), sorted as the poller sorts them.
+    The arrays are appended to ``keep`` (alive while the core runs)."""
+    fp, n = spec.faults, spec.traffic.rounds
+    flags = wins = None
+    if fp.corrupt_rounds or fp.drop_rounds:
+        flags = np.zeros(n, np.uint8)
+        for bit, rounds in ((1, fp.corrupt_rounds), (2, fp.drop_rounds)):
+            r = np.array(sorted(x for x in rounds if 1 <= x <= n), np.int64)
+            flags[r - 1] |= bit
+        keep.append(flags)
+    stalls = sorted(fp.consumer_stalls(spec.consumer.kind))
+    if stalls:
+        wins = np.ascontiguousarray(np.array(stalls, np.int64).reshape(-1))
+        keep.append(wins)
+    return dict(timeout=fp.timeout_ps, fault_rounds=0 if flags is None else flags.ctypes.data,
+                corrupt_path=1 if fp.corrupt_path == "request" else 2, stalls=0 if wins is None else wins.ctypes.data,
+                nstalls=len(stalls))
 
 
 def _wire(wire, sizes: list[int]) -> tuple[list[int], list[int]]:
@@ -117,6 +142,7 @@ class _World:
 
     def __init__(self, lib, topo: Topology, index: tuple[int, ...], draws, phases: dict, clocks: dict):
         self.lib, self.index, self.h = lib, index, None
+        self.keep: list = []  # arrays the core reads (jitter, faults): alive as long as the handle
         self.lanes: dict = {}  # (a, b) -> [index, wire, JitterStream, draws needed]
         self.threads: dict = {}
         self.bridges: dict = {}
@@ -130,7 +156,7 @@ class _World:
         fo = np.array([x for t, g in self.outs for x in (t.ctypes.data, 0 if g is None else g.ctypes.data)], np.int64)
         self.order = sorted(self.lanes.values(), key=lambda ln: ln[0])
         jit = [ln[2].array(ln[3]) if ln[2].scale_ps else None for ln in self.order]
-        self.keep = [j for j in jit if j is not None]  # the core reads them: alive as long as the handle
+        self.keep.extend(j for j in jit if j is not None)
         lp = np.array([ln[1].latency_ps for ln in self.order], np.int64)
         lj = np.array([0 if j is None else j.ctypes.data for j in jit], np.int64)
         self.h = lib.twin_event_new(len(index), native.ptr(self.fp), native.ptr(fo), len(self.order), native.ptr(lp),
@@ -186,7 +212,8 @@ class _World:
                    card_poll=card.reply_poll_period_ps, bridge=self.bridges[fl.card], lreq=req[0], lrep=rep[0],
                    lup=up[0] if up else -1, ldown=down[0] if down else -1, req_ser0=rser[0], req_ser1=rser[1],
                    req_tail0=rtail[0], req_tail1=rtail[1], rep_ser0=pser[0], rep_ser1=pser[1], rep_tail0=ptail[0],
-                   rep_tail1=ptail[1], up_ser=useri[0], up_tail=usert[0], down_ser=downs[0], down_tail=downt[0])
+                   rep_tail1=ptail[1], up_ser=useri[0], up_tail=usert[0], down_ser=downs[0], down_tail=downt[0],
+                   **_faults(spec, self.keep))
         table = np.zeros((n, STRIDE), np.int64)
         table[:, [FLOW_OUTS.index(k) for k in HOP_COLUMNS]] = -1  # a hop not reached: -1, as the reference's
         self.outs.append((table, np.ascontiguousarray(g, np.int64) if g is not None else None))
@@ -288,7 +315,8 @@ def _results(topo: Topology, worlds: list[_World], phases: dict, cut: int | None
         digest = st[8:12].tobytes().hex()
         s = flow_stats(spec.faults, n, now, int(st[0]), int(st[1]), int(st[2]), int(st[3]),
                        int(lane_st[lreq][0] + lane_st[lrep][0]), phases[fl.consumer], digest,
-                       {"frames": 0, "resent": 0}, 0, int(st[4]))
+                       {"frames": int(st[FS["dropped"]]), "resent": int(st[FS["resent"]])},
+                       int(st[FS["reply_timeouts"]]), int(st[4]))
         s["slot_wait_ps"] = a["slot_wait"][:int(st[7])].copy()
         hops = Hops(*(a[k][:m] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")))
         res = LoopResult(spec.name, "event", a["t_send"][:m], a["t_in"][:m], a["t_have"][:m], a["t_back"][:m],
