@@ -2,9 +2,10 @@
 the simpy engine (identical per-round timestamps, hops, reply checks, reply digest and every
 statistic) on random topologies (flows sharing consumers, cards and lanes), traffic (closed loop
 in flight 1..8, gaps, random gaps, open loop at a period or random gaps, few slots: a backlog),
-wires (PCIe, Aurora, RoCE) and seeds; the compiled direct path to the Python recurrence. A run the
-core does not compute (faults, another model, a spec field it does not know) stays on the
-reference, with the reason.
+wires (PCIe, Aurora, RoCE), faults (corrupt pieces on either path, dropped frames and their resend,
+consumer stalls, host freezes, the card's reply timeout) and seeds; the compiled direct path to the
+Python recurrence. A run the core does not compute (a dropped frame with several in flight, another
+model, a spec field it does not know) stays on the reference, with the reason.
 
 Examples per property: ``TWIN_PROPERTY_EXAMPLES`` (default 25: a few seconds).
 """
@@ -75,7 +76,32 @@ def assert_identical(ref, got):
         assert sa == sb
         for what in ("lanes", "threads"):  # in the same order too (results.json writes them in it)
             assert list(sa["shared"][what]) == list(sb["shared"][what])
-        assert a.ok.all() and sa["mismatches"] == 0  # the echo, no faults: every reply checked and right
+        assert_faults_seen(a)
+
+
+def assert_faults_seen(res):
+    """What the faults must do, from their definition (twin/faults.py), whichever engine ran them: the
+    echo's replies are right but for the corrupted rounds (a flipped payload byte, request or reply
+    path), each a mismatch (on the request path one the card finds in the consumer's memory too); each
+    dropped round is sent again; no request is taken at a poll inside a stall or a CPU's host freeze;
+    a reply counts as overdue when it was not had ``timeout`` after its request was issued (and the
+    run lasted that long; a reply had at that very instant may count either way: event order)."""
+    fp, n = res.spec_faults, len(res.t_in)
+    det = res.stats["faults"]["detected"]
+    corrupt = {r for r in fp.corrupt_rounds if r <= n}
+    assert set((np.nonzero(~res.ok)[0] + 1).tolist()) == corrupt
+    assert res.stats["mismatches"] == det["mismatches"] == len(corrupt)
+    assert det["mismatches_from_corrupted_requests"] == (len(corrupt) if fp.corrupt_path == "request" else 0)
+    assert det["resent_frames"] == res.stats["faults"]["injected"]["drop_frame"] == sum(r <= n for r in fp.drop_rounds)
+    polls = res.hops.start - res.consumer_cost
+    for s0, e0 in fp.consumer_stalls(res.consumer_kind):
+        assert not ((polls >= s0) & (polls < e0)).any(), f"a request taken at a poll in the stall [{s0}, {e0})"
+    if fp.timeout_ps:
+        due, end = res.hops.issue + fp.timeout_ps, res.t_back.max()  # the run ends with its last reply back
+        late = int(((res.t_have > due) & (due < end)).sum())
+        assert late <= det["reply_timeouts"] <= int(((res.t_have >= due) & (due <= end)).sum())
+    else:
+        assert det["reply_timeouts"] == 0
 
 
 @st.composite
@@ -128,11 +154,56 @@ def topologies(draw):
     return Topology("prop", seed, tuple(flows))
 
 
+@st.composite
+def fault_plans(draw, tr: TrafficParams):
+    """Faults for a flow of traffic ``tr`` (none half the time): 0..3 corrupt rounds on either path,
+    0..2 stall and host-freeze windows anywhere in the first 150 us, a reply timeout of 0.5..40 us,
+    and 0..2 dropped rounds where the compiled core takes them (closed loop, one in flight)."""
+    if not draw(st.booleans()):
+        return FaultPlan()
+    n = tr.rounds
+    rounds = st.frozensets(st.integers(1, n + 2), max_size=3)
+    windows = st.lists(st.tuples(st.integers(0, 150_000_000), st.integers(1, 60_000_000)).map(lambda w: (w[0], sum(w))),
+                       max_size=2).map(tuple)
+    one = tr.mode == "closed_loop" and tr.in_flight == 1
+    drops = draw(st.frozensets(st.integers(1, n), max_size=2)) if one else frozenset()
+    stalls, freezes = draw(windows), draw(windows)
+    needs = bool(drops or stalls or freezes)
+    timeout = draw(st.integers(500_000, 40_000_000)) if needs or draw(st.booleans()) else 0
+    return FaultPlan(corrupt_rounds=draw(rounds), corrupt_path=draw(st.sampled_from(["request", "reply"])),
+                     drop_rounds=drops, stalls=stalls, timeout_ps=timeout, host_freezes=freezes)
+
+
+def run_both(topo: Topology):
+    """:func:`on_both`, each result told its flow's faults and consumer (for :func:`assert_faults_seen`)."""
+    ref, got = on_both(topo)
+    for fl, a, b in zip(topo.flows, ref, got):
+        for r in (a, b):
+            r.spec_faults, r.consumer_kind, r.consumer_cost = (fl.spec.faults, fl.spec.consumer.kind,
+                                                               fl.spec.consumer.poll_cost_ps)
+    return ref, got
+
+
 @PROPERTY
 @given(topologies())
 def test_compiled_event_core_equals_the_simpy_reference(topo):
     _core_or_skip()
-    assert_identical(*on_both(topo))
+    assert_identical(*run_both(topo))
+
+
+@PROPERTY
+@given(topologies(), st.data())
+def test_compiled_event_core_injects_faults_as_the_simpy_reference(topo, data):
+    """The same random topologies with faults drawn for every flow (a closed loop's in-flight count
+    set to 1 half the time: where frames may be dropped): identical rounds, replies and counts."""
+    _core_or_skip()
+    flows = []
+    for fl in topo.flows:
+        tr = fl.spec.traffic
+        if tr.mode == "closed_loop" and data.draw(st.booleans()):
+            tr = replace(tr, in_flight=1)
+        flows.append(replace(fl, spec=replace(fl.spec, traffic=tr, faults=data.draw(fault_plans(tr)))))
+    assert_identical(*run_both(replace(topo, flows=tuple(flows))))
 
 
 @PROPERTY
@@ -170,7 +241,7 @@ def test_a_mesh_of_many_flows_on_shared_links_is_identical():
         card, node = f"card{i % 2}", f"node{i % 4}"
         flows.append(Flow(spec, f"ctrl{i % 4}", card, node,
                           lanes={"request": f"mesh.{card}->{node}", "reply": f"mesh.{node}->{card}"}))
-    assert_identical(*on_both(Topology("mesh16", 7, tuple(flows))))
+    assert_identical(*run_both(Topology("mesh16", 7, tuple(flows))))
 
 
 def _flow(i: int, gen: str, card: str, node: str, rounds: int = 60, aurora: bool = False, ppm: float = 0.0) -> Flow:
@@ -273,7 +344,7 @@ def test_a_stopped_mesh_keeps_every_flows_rounds_up_to_one_instant():
 
 
 def _spec(**kw):
-    return loop_spec(CARD, "epyc7282", TrafficParams("closed_loop", 50, 64), 3, **kw)
+    return loop_spec(CARD, "epyc7282", kw.pop("traffic", TrafficParams("closed_loop", 50, 64)), 3, **kw)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,8 +365,12 @@ def test_a_spec_field_the_core_does_not_know_keeps_the_run_on_the_python_engines
     assert features.uncomputed(at_default) == [] and compiled.refusal(Topology.single(at_default)) is None
 
 
+DROP = FaultPlan(drop_rounds=frozenset({3}), timeout_ps=20_000_000)
+
+
 @pytest.mark.parametrize("kw, why", [
-    (dict(faults=FaultPlan(corrupt_rounds=frozenset({3}))), "fault injection"),
+    (dict(faults=DROP, traffic=TrafficParams("closed_loop", 50, 64, in_flight=2)), "several requests in flight"),
+    (dict(faults=DROP, traffic=TrafficParams("open_loop", 50, 64, period_ps=4_000_000)), "need closed-loop"),
     (dict(model="code"), "the consumer is model code"),
     (dict(function=1), "the function is not the echo"),
 ])
