@@ -12,7 +12,8 @@ hops, statistics (events, polls, posted writes, lanes, threads, slot waits) equa
 
 Coverage (:func:`refusal` says why anything else stays on the simpy reference): consumers and link
 cards of model ``sim`` (a registry entry with ``compiled`` in ``supports["engines"]``), the echo
-(function 0), no faults, the default workload (payloads :func:`payload_for`, the echo's reference,
+(function 0), the faults of :mod:`twin.faults` (a dropped frame only with one request in flight), the
+default workload (payloads :func:`payload_for`, the echo's reference,
 in-order replies, no kept replies), no share of a stream, clocks without drift, any wire (PCIe,
 RoCE, Aurora), one or many flows sharing lanes, bridges and serving threads, closed loop (any
 in-flight count, gap or random gaps), open loop (period or random gaps), any slots and backlog.
