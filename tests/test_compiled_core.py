@@ -390,3 +390,17 @@ def test_turned_off_the_reference_runs_and_says_why(monkeypatch, caplog):
     caplog.set_level("INFO", logger="twin.engine")
     res = E.run_event(_spec())
     assert res.ok.all() and "TWIN_COMPILED=0" in caplog.text
+
+
+@pytest.mark.parametrize("name, corrupted", [("faults_epyc7282", 1), ("host_freeze", 0)])
+def test_the_bundled_fault_scenarios_run_on_the_compiled_core(name, corrupted, monkeypatch):
+    """No fallback to the simpy reference; in 300 rounds faults_epyc7282 corrupts its round 100 (one
+    mismatch per loop), host_freeze corrupts nothing."""
+    _core_or_skip()
+    from twin.scenario.load import load_scenario
+    from twin.study import run_study
+    fell = []
+    monkeypatch.setattr(compiled, "note_fallback", fell.append)
+    study = run_study(load_scenario(ROOT / "scenarios" / f"{name}.yaml"), rounds=300, engine="event")
+    assert fell == []
+    assert [r.result.stats["mismatches"] for r in study.runs] == [corrupted] * len(study.runs)
