@@ -169,7 +169,8 @@ def fault_plans(draw, tr: TrafficParams):
     drops = draw(st.frozensets(st.integers(1, n), max_size=2)) if one else frozenset()
     stalls, freezes = draw(windows), draw(windows)
     needs = bool(drops or stalls or freezes)
-    timeout = draw(st.integers(500_000, 40_000_000)) if needs or draw(st.booleans()) else 0
+    # on the 2 ns grid the card's instants are on: a reply had at the very instant its timeout ends happens
+    timeout = 2000 * draw(st.integers(250, 20_000)) if needs or draw(st.booleans()) else 0
     return FaultPlan(corrupt_rounds=draw(rounds), corrupt_path=draw(st.sampled_from(["request", "reply"])),
                      drop_rounds=drops, stalls=stalls, timeout_ps=timeout, host_freezes=freezes)
 
@@ -404,3 +405,19 @@ def test_the_bundled_fault_scenarios_run_on_the_compiled_core(name, corrupted, m
     study = run_study(load_scenario(ROOT / "scenarios" / f"{name}.yaml"), rounds=300, engine="event")
     assert fell == []
     assert [r.result.stats["mismatches"] for r in study.runs] == [corrupted] * len(study.runs)
+
+
+def test_a_reply_had_at_the_instant_its_timeout_ends_is_overdue_on_both():
+    """The card's timeout check of a request is scheduled when it is issued, before the read-out of its
+    reply, so at the same instant it runs first and counts the reply as overdue: with the timeout set
+    to one round's issue-to-had time, every round at least that long counts (the timeout changes no
+    instant)."""
+    _core_or_skip()
+    spec = _spec(traffic=TrafficParams("closed_loop", 200, 64, gaps=Gaps("exponential", 800_000)))
+    plain = E.run_event(spec)
+    took = plain.t_have - plain.hops.issue
+    timeout = int(took[4])
+    ref, got = run_both(Topology.single(replace(spec, faults=FaultPlan(timeout_ps=timeout))))
+    assert_identical(ref, got)
+    assert np.array_equal(got[0].t_have, plain.t_have)
+    assert got[0].stats["faults"]["detected"]["reply_timeouts"] == int((took >= timeout).sum()) > 0
