@@ -51,14 +51,20 @@ def _core_or_skip():
 
 
 def on_both(topo: Topology):
-    """(simpy reference results, compiled core results) of ``topo``; the core must accept it."""
+    """(simpy reference results, compiled core results) of ``topo``; the core must accept it. Each
+    result is told its flow's faults and consumer (for :func:`assert_faults_seen`)."""
     assert compiled.refusal(topo) is None, compiled.refusal(topo)
     E.COMPILED = False
     try:
         ref = E.run_topology(topo)
     finally:
         E.COMPILED = True
-    return ref, compiled.run(topo)
+    got = compiled.run(topo)
+    for fl, a, b in zip(topo.flows, ref, got):
+        for r in (a, b):
+            r.spec_faults, r.consumer_kind, r.consumer_cost = (fl.spec.faults, fl.spec.consumer.kind,
+                                                               fl.spec.consumer.poll_cost_ps)
+    return ref, got
 
 
 def assert_identical(ref, got):
@@ -86,15 +92,15 @@ def assert_faults_seen(res):
     dropped round is sent again; no request is taken at a poll inside a stall or a CPU's host freeze;
     a reply counts as overdue when it was not had ``timeout`` after its request was issued (and the
     run lasted that long; a reply had at that very instant may count either way: event order)."""
-    fp, n = res.spec_faults, len(res.t_in)
+    fp, n = getattr(res, "spec_faults", FaultPlan()), len(res.t_in)  # told by on_both; else none
     det = res.stats["faults"]["detected"]
     corrupt = {r for r in fp.corrupt_rounds if r <= n}
     assert set((np.nonzero(~res.ok)[0] + 1).tolist()) == corrupt
     assert res.stats["mismatches"] == det["mismatches"] == len(corrupt)
     assert det["mismatches_from_corrupted_requests"] == (len(corrupt) if fp.corrupt_path == "request" else 0)
     assert det["resent_frames"] == res.stats["faults"]["injected"]["drop_frame"] == sum(r <= n for r in fp.drop_rounds)
-    polls = res.hops.start - res.consumer_cost
-    for s0, e0 in fp.consumer_stalls(res.consumer_kind):
+    for s0, e0 in fp.consumer_stalls(getattr(res, "consumer_kind", "cpu")):  # none without faults
+        polls = res.hops.start - res.consumer_cost
         assert not ((polls >= s0) & (polls < e0)).any(), f"a request taken at a poll in the stall [{s0}, {e0})"
     if fp.timeout_ps:
         due, end = res.hops.issue + fp.timeout_ps, res.t_back.max()  # the run ends with its last reply back
@@ -175,21 +181,11 @@ def fault_plans(draw, tr: TrafficParams):
                      drop_rounds=drops, stalls=stalls, timeout_ps=timeout, host_freezes=freezes)
 
 
-def run_both(topo: Topology):
-    """:func:`on_both`, each result told its flow's faults and consumer (for :func:`assert_faults_seen`)."""
-    ref, got = on_both(topo)
-    for fl, a, b in zip(topo.flows, ref, got):
-        for r in (a, b):
-            r.spec_faults, r.consumer_kind, r.consumer_cost = (fl.spec.faults, fl.spec.consumer.kind,
-                                                               fl.spec.consumer.poll_cost_ps)
-    return ref, got
-
-
 @PROPERTY
 @given(topologies())
 def test_compiled_event_core_equals_the_simpy_reference(topo):
     _core_or_skip()
-    assert_identical(*run_both(topo))
+    assert_identical(*on_both(topo))
 
 
 @PROPERTY
@@ -204,7 +200,7 @@ def test_compiled_event_core_injects_faults_as_the_simpy_reference(topo, data):
         if tr.mode == "closed_loop" and data.draw(st.booleans()):
             tr = replace(tr, in_flight=1)
         flows.append(replace(fl, spec=replace(fl.spec, traffic=tr, faults=data.draw(fault_plans(tr)))))
-    assert_identical(*run_both(replace(topo, flows=tuple(flows))))
+    assert_identical(*on_both(replace(topo, flows=tuple(flows))))
 
 
 @PROPERTY
@@ -242,7 +238,7 @@ def test_a_mesh_of_many_flows_on_shared_links_is_identical():
         card, node = f"card{i % 2}", f"node{i % 4}"
         flows.append(Flow(spec, f"ctrl{i % 4}", card, node,
                           lanes={"request": f"mesh.{card}->{node}", "reply": f"mesh.{node}->{card}"}))
-    assert_identical(*run_both(Topology("mesh16", 7, tuple(flows))))
+    assert_identical(*on_both(Topology("mesh16", 7, tuple(flows))))
 
 
 def _flow(i: int, gen: str, card: str, node: str, rounds: int = 60, aurora: bool = False, ppm: float = 0.0) -> Flow:
@@ -417,7 +413,7 @@ def test_a_reply_had_at_the_instant_its_timeout_ends_is_overdue_on_both():
     plain = E.run_event(spec)
     took = plain.t_have - plain.hops.issue
     timeout = int(took[4])
-    ref, got = run_both(Topology.single(replace(spec, faults=FaultPlan(timeout_ps=timeout))))
+    ref, got = on_both(Topology.single(replace(spec, faults=FaultPlan(timeout_ps=timeout))))
     assert_identical(ref, got)
     assert np.array_equal(got[0].t_have, plain.t_have)
     assert got[0].stats["faults"]["detected"]["reply_timeouts"] == int((took >= timeout).sum()) > 0
