@@ -622,6 +622,9 @@ static int64_t decode(const flow_t *f, const uint8_t *mem, int64_t base, uint8_t
 
 /* Poller.first_poll: the first poll instant at or after t outside the blackouts (each window in order: an
    instant in it moves to the first grid instant at or after its end) */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline))
+#endif
 static int64_t blackout_skip(const poller_t *q, int64_t t)
 {
     for (int64_t i = 0; i < q->nwin; i++)
@@ -668,7 +671,14 @@ static void card_watch(world_t *w, int64_t fi)
     poller_arm(w, &f->kpoll, E_KFIRE, fi, f->repmem, f->read + 1);
 }
 
-/* ---- faults (twin.faults.FaultPlan, as the simpy reference injects them) */
+/* ---- faults (twin.faults.FaultPlan, as the simpy reference injects them): kept out of the hot path (a flow
+   without faults pays one test per hook) */
+#if defined(__GNUC__) || defined(__clang__)
+#define FAULT_PATH __attribute__((cold, noinline))
+#else
+#define FAULT_PATH
+#endif
+
 static inline int fault_round(const flow_t *f, int64_t seq, int flag)
 {
     const uint8_t *fr = (const uint8_t *)(intptr_t)f->p[FP_FAULT_ROUNDS];
@@ -678,10 +688,18 @@ static inline int fault_round(const flow_t *f, int64_t seq, int flag)
 /* FaultPlan.tamper: a corrupt round on `path` (1 request, 2 reply) flips all bits of the first payload byte of
    the message staged at stage + base (slot offset 16 classic, 20 per-piece: piece 1's first data byte), which
    then moves through the posted writes; a message without payload is left alone, as are sequence words */
-static void fault_tamper(const flow_t *f, uint8_t *stage, int64_t base, int64_t seq, int64_t path, int64_t len)
+FAULT_PATH static void fault_flip(const flow_t *f, uint8_t *stage, int64_t base, int64_t seq, int64_t path,
+                                  int64_t len)
 {
     if (f->p[FP_CORRUPT_PATH] == path && len > 0 && fault_round(f, seq, F_CORRUPT))
         stage[base + (f->p[FP_PER_PIECE] ? 20 : 16)] ^= 0xFF;
+}
+
+static inline void fault_tamper(const flow_t *f, uint8_t *stage, int64_t base, int64_t seq, int64_t path,
+                                int64_t len)
+{
+    if (f->p[FP_FAULT_ROUNDS])
+        fault_flip(f, stage, base, seq, path, len);
 }
 
 /* LinkCard._issue with a timeout: the check, timeout after the request is issued, that its reply is in */
@@ -693,7 +711,7 @@ static inline void fault_watch_reply(world_t *w, int64_t fi, int64_t seq, int64_
 
 /* _FlowRun.send of a drop round: the frame is lost on the link (no lane is used); the control side sends it
    again after its timeout (E_RESEND). Returns whether round seq was dropped. */
-static int fault_drop(world_t *w, int64_t fi, int64_t seq)
+FAULT_PATH static int fault_lose(world_t *w, int64_t fi, int64_t seq)
 {
     flow_t *f = &w->f[fi];
     if (!fault_round(f, seq, F_DROP))
@@ -701,6 +719,11 @@ static int fault_drop(world_t *w, int64_t fi, int64_t seq)
     f->dropped++;
     push(w, w->now + f->p[FP_TIMEOUT], E_RESEND, fi, seq);
     return 1;
+}
+
+static inline int fault_drop(world_t *w, int64_t fi, int64_t seq)
+{
+    return w->f[fi].p[FP_FAULT_ROUNDS] && fault_lose(w, fi, seq);
 }
 
 static void card_issue(world_t *w, int64_t fi, int64_t seq)
