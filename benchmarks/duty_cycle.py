@@ -123,7 +123,8 @@ def main(argv=None) -> int:
     (a.out / "duty_cycle.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(f"# duty cycle: {meta['machine'].get('cpu')}, {meta['machine'].get('gpu', 'no GPU')}, {meta['date']}; "
           f"64 B classic echo; pinned {before['pinned']}, load average {before['load_average']}")
-    print(f"{'backend':<8}{'point':<14}{'rounds':>8}{'idle p50 ns':>13}{'p50 ns':>9}{'p90 ns':>9}{'p99 ns':>9}{'pass p50 min..max ns':>22}")
+    print(f"{'backend':<8}{'point':<14}{'rounds':>8}{'idle p50 ns':>13}{'p50 ns':>9}{'p90 ns':>9}{'p99 ns':>9}"
+          f"{'pass p50 min..max ns':>22}")
     for r in rows:
         print(f"{r['backend']:<8}{r['point']:<14}{r['rounds']:>8}{r['idle_p50_ns']:>13.0f}"
               + "".join(f"{x:>9.0f}" for x in r["service_ns"])
