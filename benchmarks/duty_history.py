@@ -13,7 +13,10 @@ Prints, from committed data only (no device needed):
 3. the interleaved C-paced sweep (h200_duty_interleaved: ``benchmarks/duty_cycle.py --passes 10``):
    per pass the fixed-gap p50 and the random-gap p50 of rounds whose gap lies within 0.8-1.25x of the
    fixed one, the difference's mean and its standard error over the passes, and the spread of the
-   per-pass p50s (the machine's slow level).
+   per-pass p50s (the machine's slow level);
+4. the repeated sweeps (h200_host_shm_repeat_1..3, h200_cuda_repeat_1..3: the same points three
+   times on one start, shm and cuda alternating): each point's card-boundary round-trip p50 per
+   repeat and their spread (max - min, % of the median): how far two runs of the same traffic differ.
 
 Usage: python benchmarks/duty_history.py [SWEEP ...] (default: the H200 sweeps)
 """
@@ -109,6 +112,22 @@ def interleaved() -> None:
                   f"{diff.mean():+5.1f} ± {diff.std(ddof=1) / np.sqrt(passes):4.1f} ns (mean ± s.e., {passes} passes)")
 
 
+def repeats() -> None:
+    """Table 4: the same points measured three times."""
+    for be in ("host_shm", "cuda"):
+        folders = [LIVE / f"h200_{be}_repeat_{k}" for k in (1, 2, 3)]
+        if not all(f.is_dir() for f in folders):
+            continue
+        print(f"\nh200_{be}_repeat_1..3: round-trip p50 (ns) of the same point in three sweeps, spread")
+        for pt in ("back_to_back", "period_100us", "period_1ms", "exp_100us", "exp_1ms"):
+            p50 = []
+            for f in folders:
+                with np.load(f / pt / "live_rounds.npz") as z:
+                    p50.append(float(np.median(z[next(k for k in z.files if k.endswith(".rtt_ps"))])) / 1e3)
+            print(f"  {pt:<14}" + "".join(f"{x:8.0f}" for x in p50)
+                  + f"   spread {100 * (max(p50) - min(p50)) / np.median(p50):4.1f} %")
+
+
 def main(argv: list[str]) -> int:
     sweeps = argv or [s for s in SWEEPS if (LIVE / s).is_dir()]
     for s in sweeps:
@@ -117,6 +136,7 @@ def main(argv: list[str]) -> int:
     for s in sweeps:
         history(s)
     interleaved()
+    repeats()
     return 0
 
 
