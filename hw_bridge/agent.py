@@ -145,8 +145,7 @@ class Agent:
     def __init__(self, functions: list[str], encoding: str = "classic", slot_bytes: int = 1024,
                  bind: str = "127.0.0.1", port: int = 0, session_idle_s: float = 5.0, log_per_s: float = 10.0,
                  log=None):
-        from twin.runtime.code_consumer import c_function_address
-        from twin.runtime.native import NativeEndpoint
+        from twin.runtime.native import NativeEndpoint, c_function_address
 
         fns = [resolve_function(f) for f in functions]
         self.fn_ids = {f.id for f in fns}

@@ -139,7 +139,7 @@ def test_model_code_without_numba_serves_c_functions_and_refuses_numba_builds(tm
     and a function that exists for model code only as a numba build is refused at load, one line."""
     import yaml
 
-    import twin.runtime.code_consumer as cc
+    import twin.devices.code as cc
     import twin.runtime.functions as fns
     from twin.commands import main
     monkeypatch.setattr(fns, "numba_available", lambda: False)

@@ -35,14 +35,15 @@ def test_editing_the_spec_without_regenerating_is_caught(tmp_path, mutate):
 
 
 def test_check_mode_exit_codes(tmp_path, monkeypatch, capsys):
-    assert gen.main(["--check"]) == 0
+    from twin.commands import main
+    assert main(["gen", "--check"]) == 0
     outputs = {k: tmp_path / p.name for k, p in gen.OUTPUTS.items()}
     for k, p in gen.OUTPUTS.items():
         shutil.copy(p, outputs[k])
     vh = outputs["verilog"]
     vh.write_text(vh.read_text().replace("`define QRT_HEADER_BYTES 16", "`define QRT_HEADER_BYTES 17"))
     monkeypatch.setattr(gen, "OUTPUTS", outputs)
-    assert gen.main(["--check"]) == 1
+    assert main(["gen", "--check"]) == 1
     assert "qrt_contract.vh" in capsys.readouterr().out
     assert gen.stale(gen.SPEC, outputs) == [outputs["verilog"]]
 

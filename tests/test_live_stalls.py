@@ -36,3 +36,24 @@ def test_a_contended_live_run_reports_stalled_rounds_apart(tmp_path, capsys):
 
 def live_node(out) -> str:
     return json.loads((out / "results.json").read_text())["consumers"][0]["node"]
+
+
+def test_a_run_that_changes_level_midway_is_flagged_and_a_stationary_one_is_not():
+    """find_level_shift: 20,000 rounds drawn from one distribution (2 us + Exp(100 ns), on the 4 ns
+    grid) are one level; the same with the second half 150 ns slower (a thread moved to a farther
+    core: 7 % of the median) is flagged, its block medians showing the step."""
+    from twin.devices.isolation import SHIFT_WARN_PCT, find_level_shift
+    rng = np.random.default_rng(7)
+    one = (2_000_000 + rng.exponential(100_000, 20_000)) // 4000 * 4000
+    flat = find_level_shift(one.astype(np.int64))
+    assert not flat["shifted"] and flat["spread_pct"] < SHIFT_WARN_PCT
+    step = one.copy()
+    step[10_000:] += 152_000
+    got = find_level_shift(step.astype(np.int64))
+    assert got["shifted"] and got["kruskal_p"] < 1e-100
+    meds = got["block_p50_ns"]
+    assert max(meds[:5]) + 100 < min(meds[5:])  # the step between the fifth and the sixth block
+    assert find_level_shift(step[:400].astype(np.int64)) is None  # too few rounds per block to say
+    keep = np.zeros(len(step), bool)
+    keep[:10_000] = True  # the rounds kept (the slow half left out as if stalled): one level again
+    assert not find_level_shift(step.astype(np.int64), keep)["shifted"]

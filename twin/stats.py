@@ -30,6 +30,13 @@ def histogram_ps(samples_ps: np.ndarray, bin_ps: int = 4000) -> tuple[np.ndarray
     return lo + np.arange(len(counts), dtype=np.int64) * bin_ps, counts
 
 
+def histogram_4ns(samples_ps: np.ndarray) -> dict:
+    """The 4 ns histogram (the card clock's bucket) as a mapping: ``bin_ns`` (4), ``start_ns`` (the
+    first bucket), ``counts`` (a list, empty buckets kept). ``samples_ps``: int ps, not empty."""
+    starts, counts = histogram_ps(np.asarray(samples_ps, np.int64), 4000)
+    return {"bin_ns": 4.0, "start_ns": float(starts[0]) / 1000, "counts": counts.tolist()}
+
+
 def plot_bin_ps(samples_ps: np.ndarray, bin_ps: int = 4000, max_bars: int = 20_000) -> int:
     """The bar width for a histogram figure of ``samples_ps``: ``bin_ps`` (the timing clock's
     resolution), widened to a whole multiple of it so that at most ``max_bars`` bars span the

@@ -83,12 +83,6 @@ def compare(measured_ps: np.ndarray, predicted_ps: np.ndarray) -> Comparison:
                       count_modes(p), len(m), len(p))
 
 
-def histogram_4ns(samples_ps: np.ndarray) -> dict:
-    """The 4 ns histogram as a mapping: ``bin_ns`` (4), ``start_ns`` (first bucket), ``counts``."""
-    starts, counts = histogram_ps(np.asarray(samples_ps, np.int64), BIN_PS)
-    return {"bin_ns": BIN_PS / 1000, "start_ns": float(starts[0]) / 1000, "counts": counts.tolist()}
-
-
 def best_shift_ps(measured_ps: np.ndarray, predicted_ps: np.ndarray, points: int = 2001) -> float:
     """The translation of ``predicted_ps`` that minimises its W1 distance to ``measured_ps``: W1 of a
     shift d is the integral over u of |Qm(u) - Qp(u) - d|, least at the median of Qm - Qp (on

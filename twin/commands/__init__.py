@@ -49,9 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = ["twin", *argv]  # recorded in a run folder's manifest.json
     from rich.console import Console
     console = Console() if sys.stdout.isatty() else Console(width=120)
+    from contextlib import nullcontext
+
     from twin.commands.interrupt import stops_at_once
-    try:
-        with stops_at_once():  # run, decode and sweep stop at a round boundary instead (their own handlers)
+    try:  # run, decode and sweep stop at a round boundary instead (their own handlers: interruptible)
+        with nullcontext() if getattr(args, "stops_at_a_round", False) else stops_at_once():
             return args.handler(args, console)
     except (UsageError, OutputError) as e:  # OutputError: cannot write PATH: reason (the previous file is intact)
         return _error(str(e))
@@ -71,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
 def _loaded(module: str, name: str) -> type:
     """Class ``name`` of ``module`` if that module is imported (an exception it defines can only
     have been raised if it is), else a class nothing is an instance of. Keeps ``twin --help`` and
-    the parser from importing the engine, pydantic or the RTL builder."""
-    return getattr(sys.modules.get(module), name, None) or type("_NotLoaded", (), {})
+    the parser from importing the engine, pydantic or the RTL builder. (An Exception subclass, so
+    that an ``except`` clause may name it.)"""
+    return getattr(sys.modules.get(module), name, None) or type("_NotLoaded", (Exception,), {})
 
 
 def _one_line_error(e: Exception) -> str | None:

@@ -39,7 +39,7 @@ def register(sub) -> None:
                    "earlier run wrote them)")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
     add_overwrite(d)
-    d.set_defaults(handler=cmd_decode)
+    d.set_defaults(handler=cmd_decode, stops_at_a_round=True)  # its own signal handlers (interruptible)
 
 
 def cmd_decode(args: argparse.Namespace, console) -> int:

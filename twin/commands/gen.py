@@ -19,5 +19,14 @@ def register(sub) -> None:
 
 def cmd_gen(args: argparse.Namespace, console: Console) -> int:
     """Write the generated files, or with ``--check`` report stale ones (exit 1)."""
-    from twin.exchange.gen import main as gen_main
-    return gen_main(["--check"] if args.check else [])
+    from twin.exchange.gen import OUTPUTS, generate, rel, stale
+    if args.check:
+        bad = stale()
+        for p in bad:
+            print(f"stale: {rel(p)} (run `twin gen`)")
+        return 1 if bad else 0
+    from twin.output.files import write_file
+    for key, text in generate().items():
+        write_file(OUTPUTS[key], text)  # whole or not at all: a generated file is never torn
+        print(f"wrote {rel(OUTPUTS[key])}")
+    return 0

@@ -53,7 +53,7 @@ def register(sub) -> None:
                         "rows) or csv (rounds.csv, the same columns and rows as text: gigabytes for a long run)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     add_overwrite(r)
-    r.set_defaults(handler=cmd_run)
+    r.set_defaults(handler=cmd_run, stops_at_a_round=True)  # its own signal handlers (interruptible)
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:

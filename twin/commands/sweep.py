@@ -42,7 +42,7 @@ def register(sub) -> None:
                         "(controller to controller: adds an external control system's link)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     add_overwrite(s)
-    s.set_defaults(handler=cmd_sweep)
+    s.set_defaults(handler=cmd_sweep, stops_at_a_round=True)  # its own signal handlers (interruptible)
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:

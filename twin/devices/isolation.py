@@ -10,6 +10,11 @@
   stalled (preempted, interrupted, frozen), reported apart and left out of the "clean"
   percentiles; :func:`find_live_stalls` adds the rounds that queued behind one (their round trip
   beyond its own distribution by the same rule, their service normal).
+- :func:`find_level_shift` (after it): whether the clean round trip stayed one distribution over
+  the run: the medians of :data:`SHIFT_BLOCKS` consecutive blocks of rounds, a Kruskal-Wallis test
+  across the blocks (scipy), and a warning when the blocks' medians spread by more than
+  :data:`SHIFT_WARN_PCT` of the run's median (the machine changed state mid-run: a thread moved to
+  another core or cache domain, a clock changed; the run then measured two machines).
 """
 from __future__ import annotations
 
@@ -21,6 +26,9 @@ import numpy as np
 
 STALL_K = 20.0          # median absolute deviations above the median that make a round "stalled"
 STALL_ABS_NS = 1e6      # 1 ms: a round this long was preempted whatever the distribution
+SHIFT_BLOCKS = 10       # consecutive blocks of rounds whose medians find_level_shift compares
+SHIFT_WARN_PCT = 2.0    # block medians spread by more than 2 % of the median: the run changed level
+SHIFT_P = 1e-3          # ... and the Kruskal-Wallis test across the blocks rejects one distribution
 BUSY_WARN = 0.10        # a pinned core busy more than 10 % of a sample with other work: not quiet
 
 
@@ -115,3 +123,27 @@ def find_live_stalls(service_ns: np.ndarray, rtt_ps: np.ndarray) -> Stalls:
         return st
     behind = find_stalls(np.asarray(rtt_ps, np.float64) / 1000).mask & ~st.mask
     return Stalls(st.mask | behind, st.threshold_ns, st.count, st.fraction, st.longest_ns, int(behind.sum()))
+
+
+def find_level_shift(rtt_ps: np.ndarray, keep: np.ndarray | None = None, blocks: int = SHIFT_BLOCKS) -> dict | None:
+    """Whether a live run's round trip (int ps per round, in order; ``keep``: the rounds to use,
+    e.g. not stalled) stayed at one level: split into ``blocks`` consecutive blocks, their medians
+    (``block_p50_ns``), the spread of those medians as % of the whole median (``spread_pct``), the
+    Kruskal-Wallis p value across the blocks (``kruskal_p``, :func:`scipy.stats.kruskal`) and
+    ``shifted``: spread above :data:`SHIFT_WARN_PCT` and p below :data:`SHIFT_P`. None for fewer
+    than 50 rounds per block."""
+    x = np.asarray(rtt_ps, np.int64)
+    if keep is not None and len(keep) == len(x):
+        x = x[np.asarray(keep, bool)]
+    if len(x) < 50 * blocks:
+        return None
+    from scipy.stats import kruskal
+    parts = np.array_split(x / 1000.0, blocks)
+    meds = [float(np.median(b)) for b in parts]
+    med = float(np.median(x)) / 1000.0
+    spread = 100.0 * (max(meds) - min(meds)) / med if med > 0 else 0.0
+    pv = float(kruskal(*parts).pvalue)
+    return {"blocks": blocks, "block_p50_ns": [round(m, 3) for m in meds], "spread_pct": round(spread, 3),
+            "kruskal_p": pv, "shifted": bool(spread > SHIFT_WARN_PCT and pv < SHIFT_P),
+            "rule": f"{blocks} consecutive blocks of the clean rounds: their medians spread > {SHIFT_WARN_PCT:g} % "
+                    f"of the median and Kruskal-Wallis p < {SHIFT_P:g}"}

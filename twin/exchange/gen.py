@@ -1,14 +1,12 @@
 """Generate the C header, the Python definitions and the Verilog include from the one byte
 specification (``twin/exchange/contract.yaml``).
 
-Usage: ``twin gen`` (or ``python -m twin.exchange.gen``) writes the three files; ``--check`` writes
-nothing and exits 1 when any of them differs from what the specification generates.
+``twin gen`` (:mod:`twin.commands.gen`) writes the three files (:func:`generate`, :data:`OUTPUTS`);
+``--check`` writes nothing and exits 1 when any of them differs (:func:`stale`).
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
-import sys
 import textwrap
 from pathlib import Path
 from typing import Literal
@@ -333,29 +331,9 @@ def stale(spec: Path = SPEC, outputs: dict[str, Path] | None = None) -> list[Pat
     return [p for k, p in outputs.items() if not p.exists() or p.read_text() != out[k]]
 
 
-def _rel(p: Path) -> str:
+def rel(p: Path) -> str:
+    """``p`` relative to the project's root where it lies inside it, else whole."""
     try:
         return str(p.relative_to(ROOT))
     except ValueError:
         return str(p)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Write the generated files, or with ``--check`` report stale ones (exit 1)."""
-    ap = argparse.ArgumentParser(prog="twin gen", description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if a generated file is stale")
-    args = ap.parse_args(argv)
-    if args.check:
-        bad = stale()
-        for p in bad:
-            print(f"stale: {_rel(p)} (run `twin gen`)")
-        return 1 if bad else 0
-    for key, text in generate().items():
-        from twin.output.files import write_file
-        write_file(OUTPUTS[key], text)  # whole or not at all: a generated file is never torn
-        print(f"wrote {_rel(OUTPUTS[key])}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -109,7 +109,7 @@ register(Model("consumer", "sim", "behavioural CPU core / GPU persistent kernel 
                           "no faults)"},
                _sim_consumer))
 register(Model("consumer", "code", "the C runtime library (qrt.h) serving the twin's bytes; timing as sim",
-               "twin.runtime.code_consumer:build_endpoint",
+               "twin.devices.code:build_endpoint",
                {**SUPPORT_ALL, "functions": "functions with C code or a numba build",
                 "faults": ["corrupt_piece", "drop_frame", "stall", "host_freeze"], "engines": ["event"],
                 "hosting": ["inline", "worker", "external_self", "external_routed", "chain"]}, _code))

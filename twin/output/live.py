@@ -44,15 +44,17 @@ def stall_summary(service_ns: np.ndarray, rtt_ps: np.ndarray) -> dict:
     """Honest live numbers: ``stalled`` (rounds whose live service lies far beyond the service
     distribution, preempted or interrupted, and those queued behind them:
     :func:`twin.devices.isolation.find_live_stalls`) and ``clean``
-    (the round trip's and the service's percentiles without them: the device's own). The machine's
+    (the round trip's and the service's percentiles without them: the device's own), ``level``
+    (whether the clean round trip stayed at one level through the run:
+    :func:`twin.devices.isolation.find_level_shift`; None for a short run). The machine's
     state before the run is ``isolation`` (:func:`twin.devices.isolation.check_isolation`, from the
     endpoint's stats). Empty when the series do not match (a run stopped mid-round)."""
     if not len(service_ns) or len(service_ns) != len(rtt_ps):
         return {}
-    from twin.devices.isolation import find_live_stalls
+    from twin.devices.isolation import find_level_shift, find_live_stalls
     st = find_live_stalls(service_ns, rtt_ps)
     keep = ~st.mask
-    return {"stalled": st.summary(),
+    return {"stalled": st.summary(), "level": find_level_shift(rtt_ps, keep),
             "clean": {"round_trip": summary_ns(rtt_ps[keep]) if keep.any() else None,
                       "service": summary_ns(service_ns[keep] * 1000) if keep.any() else None}}
 
@@ -98,6 +100,15 @@ def print_live(study, console) -> None:
                           "behind them): "
                           "preemption or interrupts, not the device; "
                           "the row 'stalled rounds left out' is the device's own distribution[/yellow]")
+        lvl = lv.get("level")
+        if lvl and lvl["shifted"]:
+            meds = lvl["block_p50_ns"]
+            console.print(f"[yellow]warning: {r.node}: the round trip changed level during the run: the p50 of "
+                          f"{lvl['blocks']} consecutive blocks ranged {min(meds) / 1000:.3f} to "
+                          f"{max(meds) / 1000:.3f} µs "
+                          f"({lvl['spread_pct']:.1f} % of p50; Kruskal-Wallis p {lvl['kruskal_p']:.1e}): the machine "
+                          "changed state mid-run (a thread moved to another core or cache domain, a clock "
+                          "changed); its percentiles mix two machines[/yellow]")
     for r in rows:
         console.print(f"{r.node}: {r.summary['live'].get('endpoint', '')}")
         if r.summary["live"].get("mismatch_rounds"):

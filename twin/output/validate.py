@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from twin.calibration.distribution import histogram_4ns
-from twin.stats import histogram_ps, percentile_ps
+from twin.stats import histogram_4ns, histogram_ps, percentile_ps
 
 CLIP = (0.5, 99.5)  # percentiles of the measured and predicted rounds together: the range drawn
 

@@ -518,3 +518,9 @@ class NativeDeviceQueue:
 
     def __len__(self) -> int:
         return self.lib.qrt_dq_count(self._dq)
+
+
+def c_function_address(symbol: str) -> int:
+    """Address of an exported C function of the runtime library (e.g. ``"qrt_fn_invert"``), for a
+    dispatch table (:meth:`NativeEndpoint.register`). Raises AttributeError for an unknown symbol."""
+    return ctypes.cast(getattr(library(), symbol), ctypes.c_void_p).value

@@ -9,16 +9,9 @@ model, exactly as for ``sim``; only the behaviour changes.
 """
 from __future__ import annotations
 
-import ctypes
-
 from twin.devices.consumer import PollingConsumer
 from twin.runtime.functions import REGISTRY, numba_available
-from twin.runtime.native import NativeEndpoint, library
-
-
-def c_function_address(symbol: str) -> int:
-    """Address of an exported C function of the runtime library (e.g. ``"qrt_fn_invert"``)."""
-    return ctypes.cast(getattr(library(), symbol), ctypes.c_void_p).value
+from twin.runtime.native import NativeEndpoint, c_function_address
 
 
 class NativeConsumer(PollingConsumer):
