@@ -220,7 +220,8 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
             if progress:
                 progress(done)
     req.lane.writes, rep.lane.writes = done * nr, done * np_  # the posted writes each lane planned
-    block.flags.writeable = False  # some columns are one array: nobody may change one through another
+    for a in outs:  # some columns are one array: nobody may change one through another
+        a.flags.writeable = False
     cut = [a[:done] for a in outs]
     hops = Hops(issue=cut[4], land=cut[5], seen=cut[8], start=cut[9], reply=cut[6], publish=cut[10], rland=cut[7])
     return (*cut[:4], hops, stopped, {})
