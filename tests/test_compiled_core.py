@@ -2,9 +2,10 @@
 the simpy engine (identical per-round timestamps, hops, reply checks, reply digest and every
 statistic) on random topologies (flows sharing consumers, cards and lanes), traffic (closed loop
 in flight 1..8, gaps, random gaps, open loop at a period or random gaps, few slots: a backlog),
-wires (PCIe, Aurora, RoCE) and seeds; the compiled direct path to the Python recurrence. A run the
-core does not compute (faults, another model, a spec field it does not know) stays on the
-reference, with the reason.
+wires (PCIe, Aurora, RoCE), faults (corrupt pieces on either path, dropped frames and their resend,
+consumer stalls, host freezes, the card's reply timeout) and seeds; the compiled direct path to the
+Python recurrence. A run the core does not compute (a dropped frame with several in flight, another
+model, a spec field it does not know) stays on the reference, with the reason.
 
 Examples per property: ``TWIN_PROPERTY_EXAMPLES`` (default 25: a few seconds).
 """
@@ -27,6 +28,8 @@ from twin.calibration.roce import load_roce_params, roce_loop_spec
 from twin.devices.consumer import ConsumerParams
 from twin.devices.generator import Gaps, TrafficParams
 from twin.engine import compiled, features, native
+from twin.engine.partition import components
+from twin.engine.stop import Interrupted, clear_stop, request_stop
 from twin.engine.topology import Flow, FlowWorkload, Topology
 from twin.faults import FaultPlan
 
@@ -48,14 +51,20 @@ def _core_or_skip():
 
 
 def on_both(topo: Topology):
-    """(simpy reference results, compiled core results) of ``topo``; the core must accept it."""
+    """(simpy reference results, compiled core results) of ``topo``; the core must accept it. Each
+    result is told its flow's faults and consumer (for :func:`assert_faults_seen`)."""
     assert compiled.refusal(topo) is None, compiled.refusal(topo)
     E.COMPILED = False
     try:
         ref = E.run_topology(topo)
     finally:
         E.COMPILED = True
-    return ref, compiled.run(topo)
+    got = compiled.run(topo)
+    for fl, a, b in zip(topo.flows, ref, got):
+        for r in (a, b):
+            r.spec_faults, r.consumer_kind, r.consumer_cost = (fl.spec.faults, fl.spec.consumer.kind,
+                                                               fl.spec.consumer.poll_cost_ps)
+    return ref, got
 
 
 def assert_identical(ref, got):
@@ -71,7 +80,34 @@ def assert_identical(ref, got):
         sa, sb = dict(a.stats), dict(b.stats)
         assert np.array_equal(sa.pop("slot_wait_ps"), sb.pop("slot_wait_ps"))
         assert sa == sb
-        assert a.ok.all() and sa["mismatches"] == 0  # the echo, no faults: every reply checked and right
+        for what in ("lanes", "threads"):  # in the same order too (results.json writes them in it)
+            assert list(sa["shared"][what]) == list(sb["shared"][what])
+        assert_faults_seen(a)
+
+
+def assert_faults_seen(res):
+    """What the faults must do, from their definition (twin/faults.py), whichever engine ran them: the
+    echo's replies are right but for the corrupted rounds (a flipped payload byte, request or reply
+    path), each a mismatch (on the request path one the card finds in the consumer's memory too); each
+    dropped round is sent again; no request is taken at a poll inside a stall or a CPU's host freeze;
+    a reply counts as overdue when it was not had ``timeout`` after its request was issued (and the
+    run lasted that long; a reply had at that very instant may count either way: event order)."""
+    fp, n = getattr(res, "spec_faults", FaultPlan()), len(res.t_in)  # told by on_both; else none
+    det = res.stats["faults"]["detected"]
+    corrupt = {r for r in fp.corrupt_rounds if r <= n}
+    assert set((np.nonzero(~res.ok)[0] + 1).tolist()) == corrupt
+    assert res.stats["mismatches"] == det["mismatches"] == len(corrupt)
+    assert det["mismatches_from_corrupted_requests"] == (len(corrupt) if fp.corrupt_path == "request" else 0)
+    assert det["resent_frames"] == res.stats["faults"]["injected"]["drop_frame"] == sum(r <= n for r in fp.drop_rounds)
+    for s0, e0 in fp.consumer_stalls(getattr(res, "consumer_kind", "cpu")):  # none without faults
+        polls = res.hops.start - res.consumer_cost
+        assert not ((polls >= s0) & (polls < e0)).any(), f"a request taken at a poll in the stall [{s0}, {e0})"
+    if fp.timeout_ps:
+        due, end = res.hops.issue + fp.timeout_ps, res.t_back.max()  # the run ends with its last reply back
+        late = int(((res.t_have > due) & (due < end)).sum())
+        assert late <= det["reply_timeouts"] <= int(((res.t_have >= due) & (due <= end)).sum())
+    else:
+        assert det["reply_timeouts"] == 0
 
 
 @st.composite
@@ -124,11 +160,47 @@ def topologies(draw):
     return Topology("prop", seed, tuple(flows))
 
 
+@st.composite
+def fault_plans(draw, tr: TrafficParams):
+    """Faults for a flow of traffic ``tr`` (none half the time): 0..3 corrupt rounds on either path,
+    0..2 stall and host-freeze windows anywhere in the first 150 us, a reply timeout of 0.5..40 us,
+    and 0..2 dropped rounds where the compiled core takes them (closed loop, one in flight)."""
+    if not draw(st.booleans()):
+        return FaultPlan()
+    n = tr.rounds
+    rounds = st.frozensets(st.integers(1, n + 2), max_size=3)
+    windows = st.lists(st.tuples(st.integers(0, 150_000_000), st.integers(1, 60_000_000)).map(lambda w: (w[0], sum(w))),
+                       max_size=2).map(tuple)
+    one = tr.mode == "closed_loop" and tr.in_flight == 1
+    drops = draw(st.frozensets(st.integers(1, n), max_size=2)) if one else frozenset()
+    stalls, freezes = draw(windows), draw(windows)
+    needs = bool(drops or stalls or freezes)
+    # on the 2 ns grid the card's instants are on: a reply had at the very instant its timeout ends happens
+    timeout = 2000 * draw(st.integers(250, 20_000)) if needs or draw(st.booleans()) else 0
+    return FaultPlan(corrupt_rounds=draw(rounds), corrupt_path=draw(st.sampled_from(["request", "reply"])),
+                     drop_rounds=drops, stalls=stalls, timeout_ps=timeout, host_freezes=freezes)
+
+
 @PROPERTY
 @given(topologies())
 def test_compiled_event_core_equals_the_simpy_reference(topo):
     _core_or_skip()
     assert_identical(*on_both(topo))
+
+
+@PROPERTY
+@given(topologies(), st.data())
+def test_compiled_event_core_injects_faults_as_the_simpy_reference(topo, data):
+    """The same random topologies with faults drawn for every flow (a closed loop's in-flight count
+    set to 1 half the time: where frames may be dropped): identical rounds, replies and counts."""
+    _core_or_skip()
+    flows = []
+    for fl in topo.flows:
+        tr = fl.spec.traffic
+        if tr.mode == "closed_loop" and data.draw(st.booleans()):
+            tr = replace(tr, in_flight=1)
+        flows.append(replace(fl, spec=replace(fl.spec, traffic=tr, faults=data.draw(fault_plans(tr)))))
+    assert_identical(*on_both(replace(topo, flows=tuple(flows))))
 
 
 @PROPERTY
@@ -196,8 +268,107 @@ def test_a_mesh_of_many_flows_on_shared_links_is_identical():
     assert_identical(*on_both(Topology("mesh16", 7, tuple(flows))))
 
 
+def _flow(i: int, gen: str, card: str, node: str, rounds: int = 60, aurora: bool = False, ppm: float = 0.0) -> Flow:
+    tr = TrafficParams("open_loop", rounds, 64, gaps=Gaps("exponential", 1_500_000), clock="independent", ppm=ppm)
+    spec = replace(loop_spec(CARD, sorted(CARD.consumers)[i % 4], tr, 7, 4, external_control=aurora), name=f"flow{i}")
+    return Flow(spec, gen, card, node)
+
+
+def test_components_are_the_flows_joined_by_what_they_share():
+    """Flows 0-2: 0 and 1 on one card, 2 on 1's consumer through another card; 3 alone; 4 and 5 from
+    one controller (one oscillator: a constant, no contention) over their own cards and consumers;
+    6 and 7 over one Aurora cable each from one controller to one card (the card's bridge)."""
+    flows = [_flow(0, "g0", "c0", "n0"), _flow(1, "g1", "c0", "n1"), _flow(2, "g2", "c1", "n1"),
+             _flow(3, "g3", "c2", "n3"), _flow(4, "g4", "c3", "n4"), _flow(5, "g4", "c4", "n5"),
+             _flow(6, "g6", "c5", "n6", aurora=True), _flow(7, "g6", "c5", "n7", aurora=True)]
+    topo = Topology("parts", 7, tuple(flows))
+    assert components(topo) == [(0, 1, 2), (3,), (4,), (5,), (6, 7)]
+    assert components(Topology("one", 7, tuple(flows[:1]))) == [(0,)]
+
+
+@st.composite
+def meshes(draw):
+    """2..8 flows: with sharing, over a few controllers, cards and consumers drawn for each flow
+    (some flows meet, some do not); without, every flow its own controller, card and consumer."""
+    k = draw(st.integers(2, 8))
+    shared = draw(st.booleans())
+    seed = draw(st.integers(0, 2**32))
+    pool = draw(st.integers(1, k)) if shared else k
+    devices = [draw(st.sampled_from(sorted(CARD.consumers))) for _ in range(pool)]  # one device per consumer node
+    flows = []
+    for i in range(k):
+        pick = (lambda: draw(st.integers(0, pool - 1))) if shared else (lambda i=i: i)
+        node = pick()
+        tr = draw(traffics(draw(st.integers(3, 30))))
+        spec = loop_spec(CARD, devices[node], tr, seed, draw(st.sampled_from([1, 4, 16])),
+                         draw(st.sampled_from([None, "classic", "per_piece"])), external_control=draw(st.booleans()))
+        flows.append(Flow(replace(spec, name=f"flow{i}"), f"gen{pick()}", f"card{pick()}", f"node{node}"))
+    return Topology("meshes", seed, tuple(flows)), shared
+
+
+@PROPERTY
+@given(meshes())
+def test_a_mesh_split_into_its_components_equals_the_one_timeline_of_the_reference(mesh):
+    """Every flow's rounds, hops and counters, the lanes' and threads' counters and the event count
+    equal the simpy reference's (one timeline of the whole mesh), whether its flows meet or not."""
+    _core_or_skip()
+    topo, shared = mesh
+    if not shared:  # nothing shared: every flow its own component
+        assert components(topo) == [(i,) for i in range(len(topo.flows))]
+    assert_identical(*on_both(topo))
+
+
+def test_a_large_mesh_split_equals_its_one_timeline():
+    """48 flows, 8 controllers per card, half of the cards over Aurora from one controller each
+    cable, each flow to its own consumer but every third pair of flows sharing one: 6 components, each
+    on its own timeline, equal to the whole mesh on one timeline of the same core (compiled.SPLIT off)."""
+    _core_or_skip()
+    flows = []
+    for i in range(48):
+        card = i // 8
+        node = f"n{i - i % 2}" if i % 3 == 0 else f"n{i}"
+        flows.append(_flow(i, f"g{card}" if card % 2 else f"g{i}", f"c{card}", node, rounds=150, aurora=card % 2 == 1,
+                           ppm=3.0 * (i % 5)))
+    topo = Topology("large", 11, tuple(flows))
+    assert len(components(topo)) == 6
+    split = compiled.run(topo)
+    compiled.SPLIT = False
+    try:
+        one = compiled.run(topo)
+    finally:
+        compiled.SPLIT = True
+    assert_identical(one, split)
+
+
+def test_a_stopped_mesh_keeps_every_flows_rounds_up_to_one_instant():
+    """Four components advanced together, asked to stop after the first progress report: every flow
+    keeps a prefix of its whole run's rounds, at least one, and no flow keeps a round whose reply came
+    back after a round another flow left out (one cut instant for all)."""
+    _core_or_skip()
+    flows = tuple(_flow(i, f"g{i}", f"c{i // 2}", f"n{i}", rounds=4000, ppm=10.0 * i) for i in range(8))
+    topo = Topology("stopped", 7, flows)
+    assert len(components(topo)) == 4
+    whole = compiled.run(topo)
+    clear_stop()
+    try:
+        with pytest.raises(Interrupted) as e:
+            compiled.run(topo, progress=lambda done: request_stop(), chunk_rounds=3000)
+    finally:
+        clear_stop()
+    kept = e.value.results
+    assert [r.name for r in kept] == [r.name for r in whole]
+    lengths = [len(r.t_back) for r in kept]
+    assert all(1 <= m < 4000 for m in lengths), lengths
+    for r, w in zip(kept, whole):
+        assert np.array_equal(r.t_back, w.t_back[:len(r.t_back)]) and np.array_equal(r.hops.rland,
+                                                                                      w.hops.rland[:len(r.t_back)])
+    last_kept = max(int(r.t_back[-1]) for r in kept)
+    first_left = min(int(w.t_back[len(r.t_back)]) for r, w in zip(kept, whole))
+    assert last_kept <= first_left
+
+
 def _spec(**kw):
-    return loop_spec(CARD, "epyc7282", TrafficParams("closed_loop", 50, 64), 3, **kw)
+    return loop_spec(CARD, "epyc7282", kw.pop("traffic", TrafficParams("closed_loop", 50, 64)), 3, **kw)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,8 +389,12 @@ def test_a_spec_field_the_core_does_not_know_keeps_the_run_on_the_python_engines
     assert features.uncomputed(at_default) == [] and compiled.refusal(Topology.single(at_default)) is None
 
 
+DROP = FaultPlan(drop_rounds=frozenset({3}), timeout_ps=20_000_000)
+
+
 @pytest.mark.parametrize("kw, why", [
-    (dict(faults=FaultPlan(corrupt_rounds=frozenset({3}))), "fault injection"),
+    (dict(faults=DROP, traffic=TrafficParams("closed_loop", 50, 64, in_flight=2)), "several requests in flight"),
+    (dict(faults=DROP, traffic=TrafficParams("open_loop", 50, 64, period_ps=4_000_000)), "need closed-loop"),
     (dict(model="code"), "the consumer is model code"),
     (dict(function=1), "the function is not the echo"),
 ])
@@ -239,3 +414,33 @@ def test_turned_off_the_reference_runs_and_says_why(monkeypatch, caplog):
     caplog.set_level("INFO", logger="twin.engine")
     res = E.run_event(_spec())
     assert res.ok.all() and "TWIN_COMPILED=0" in caplog.text
+
+
+@pytest.mark.parametrize("name, corrupted", [("faults_epyc7282", 1), ("host_freeze", 0)])
+def test_the_bundled_fault_scenarios_run_on_the_compiled_core(name, corrupted, monkeypatch):
+    """No fallback to the simpy reference; in 300 rounds faults_epyc7282 corrupts its round 100 (one
+    mismatch per loop), host_freeze corrupts nothing."""
+    _core_or_skip()
+    from twin.scenario.load import load_scenario
+    from twin.study import run_study
+    fell = []
+    monkeypatch.setattr(compiled, "note_fallback", fell.append)
+    study = run_study(load_scenario(ROOT / "scenarios" / f"{name}.yaml"), rounds=300, engine="event")
+    assert fell == []
+    assert [r.result.stats["mismatches"] for r in study.runs] == [corrupted] * len(study.runs)
+
+
+def test_a_reply_had_at_the_instant_its_timeout_ends_is_overdue_on_both():
+    """The card's timeout check of a request is scheduled when it is issued, before the read-out of its
+    reply, so at the same instant it runs first and counts the reply as overdue: with the timeout set
+    to one round's issue-to-had time, every round at least that long counts (the timeout changes no
+    instant)."""
+    _core_or_skip()
+    spec = _spec(traffic=TrafficParams("closed_loop", 200, 64, gaps=Gaps("exponential", 800_000)))
+    plain = E.run_event(spec)
+    took = plain.t_have - plain.hops.issue
+    timeout = int(took[4])
+    ref, got = on_both(Topology.single(replace(spec, faults=FaultPlan(timeout_ps=timeout))))
+    assert_identical(ref, got)
+    assert np.array_equal(got[0].t_have, plain.t_have)
+    assert got[0].stats["faults"]["detected"]["reply_timeouts"] == int((took >= timeout).sum()) > 0

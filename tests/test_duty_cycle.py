@@ -59,6 +59,18 @@ def test_engines_agree_with_idle_cost_and_modes(idle, modes, mix, kind, enc, mod
     check_same(d, e, len(d.t_in))   # every timestamp and hop identical
 
 
+def test_a_rounds_service_draw_does_not_depend_on_the_run_length():
+    """The event model checks the first rounds of a long direct run (twin run's auto mode): the
+    first k rounds of a run of n must draw what a run of k draws, for any k <= n."""
+    modes = (ServiceMode(0.3, 1 * US, 500 * NS), ServiceMode(0.2, 3 * US, 2 * US))
+    short, long = mode_draws(modes, 11, "loop.consumer.modes", 40), mode_draws(modes, 11, "loop.consumer.modes", 5000)
+    assert np.array_equal(short, long[:40])
+    c = replace(gpu_persistent_kernel(600 * NS, 100 * NS, "classic", 800 * NS), modes=modes)
+    tr = TrafficParams(mode="closed_loop", rounds=400, frame_bytes=64)
+    long_run = run_direct(_spec(c, tr))
+    check_same(long_run, run_event(_spec(c, replace(tr, rounds=60))), 60)
+
+
 def test_saturating_cost_follows_its_formula():
     # c(gap) = cost * (1 - exp(-gap / tau)); a 1 ms gap against tau 100 us: 1 - e^-10 of the cost
     m = IdleCost("cache refill", cost_ps=400 * NS, tau_ps=100 * US)

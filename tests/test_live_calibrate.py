@@ -12,7 +12,7 @@ from twin.commands import main
 from twin.config import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN = ROOT / "calibrations" / "measured" / "live" / "h200_cuda"
+RUN = ROOT / "calibrations" / "measured" / "live" / "h200_cuda_warp"  # the warp kernel, 2026-12-01
 
 
 def test_recorded_run_matches_the_measurement_file():
@@ -84,6 +84,7 @@ def test_from_live_without_a_recorded_scenario_says_pass_scenario(tmp_path, caps
     run.mkdir()
     doc = json.loads((RUN / "results.json").read_text())
     doc["scenario"] = "no_such_scenario"
+    doc["consumers"][0]["live"].pop("scenario_file", None)  # a run that recorded no scenario file
     (run / "results.json").write_text(json.dumps(doc))
     (run / "live_rounds.npz").write_bytes((RUN / "live_rounds.npz").read_bytes())
     assert main(["calibrate", "--from-live", str(run)]) == 2

@@ -16,7 +16,9 @@
   answering (no host code is on their frame path). A live ``shm`` consumer is stopped with
   SIGSTOP and resumed with SIGCONT. Stalled rounds show as ``reply_timeouts``.
 
-A run with faults uses the event model (the direct engine has no notion of them).
+A run with faults uses the event model (the direct engine has no notion of them): the compiled event
+core injects them as the simpy reference does (:func:`twin.engine.features.fault_refusals` says what
+stays on the reference: a dropped frame with several requests in flight).
 """
 from __future__ import annotations
 

@@ -105,7 +105,9 @@ def _picks(modes: tuple[ServiceMode, ...], seed: int, stream: str, n: int) -> tu
     if w.sum() > 1 + 1e-9:
         raise ValueError(f"service modes' weights sum to {w.sum():g}: must be <= 1 (the rest is the main mode)")
     rng = stream_rng(seed, stream)
-    u, v = rng.random(n), rng.random(n)
+    # two draws per round, round by round: round i's pick does not depend on how many rounds the
+    # run has (the event model's check over the first rounds draws the same picks as the whole run)
+    u, v = rng.random((n, 2)).T
     cum = np.cumsum(w)
     if cum[-1] > 1 - 1e-9:  # the modes are the whole distribution (a quantile table): no main mode left
         cum[-1] = 1.0

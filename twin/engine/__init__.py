@@ -2,6 +2,7 @@
 (:mod:`.event`), the direct fast path for one-flow loops (:mod:`.direct`), a flow's resolved
 specification (:mod:`.spec`) and the per-round hops (:mod:`.hops`). Both engines run in the compiled
 core (``c/core.c``: :mod:`.native`, :mod:`.compiled`) where it computes the topology (:mod:`.features`),
+each interacting component (:mod:`.partition`) on its own timeline,
 with identical results. A loop's spec is built from a
 parameter set by :func:`twin.calibration.params.loop_spec` (card path) or
 :func:`twin.calibration.roce.roce_loop_spec` (RoCE path)."""

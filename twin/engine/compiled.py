@@ -12,7 +12,8 @@ hops, statistics (events, polls, posted writes, lanes, threads, slot waits) equa
 
 Coverage (:func:`refusal` says why anything else stays on the simpy reference): consumers and link
 cards of model ``sim`` (a registry entry with ``compiled`` in ``supports["engines"]``), the echo
-(function 0), no faults, the default workload (payloads :func:`payload_for`, the echo's reference,
+(function 0), the faults of :mod:`twin.faults` (a dropped frame only with one request in flight), the
+default workload (payloads :func:`payload_for`, the echo's reference,
 in-order replies, no kept replies), no share of a stream, clocks without drift, any wire (PCIe,
 RoCE, Aurora), one or many flows sharing lanes, bridges and serving threads, closed loop (any
 in-flight count, gap or random gaps), open loop (period or random gaps), any slots and backlog.
@@ -25,6 +26,7 @@ from twin.engine import features, native
 from twin.engine.counters import flow_stats, slot_bytes_of
 from twin.engine.hops import Hops
 from twin.engine.native import CoreUnavailable, note_fallback
+from twin.engine.partition import components, lane_keys
 from twin.engine.spec import LoopResult
 from twin.engine.stop import CHECK_REPLIES, Interrupted, stop_requested, take_stop
 from twin.engine.topology import FlowWorkload, Topology
@@ -38,8 +40,8 @@ FLOW_PARAMS = ("n", "slots", "slot_bytes", "frame", "per_piece", "closed", "in_f
                "cost", "body", "fence", "thread", "card_clk", "bridge_ps", "land_ps", "read", "reply_send",
                "card_poll", "bridge", "lreq", "lrep", "lup", "ldown", "req_ser0", "req_ser1", "req_tail0",
                "req_tail1", "rep_ser0", "rep_ser1", "rep_tail0", "rep_tail1", "up_ser", "up_tail", "down_ser",
-               "down_tail")
-"""A flow's parameters, in the order of core.c's ``FP_*``."""
+               "down_tail", "timeout", "fault_rounds", "corrupt_path", "stalls", "nstalls")
+"""A flow's parameters, in the order of core.c's ``FP_*`` (the last five: its faults, :func:`_faults`)."""
 FLOW_OUTS = ("t_send", "t_in", "t_have", "t_back", "issue", "land", "seen", "start", "reply", "publish", "rland",
              "slot_wait", "ok")
 """The columns of a flow's per-round rows, in the order of core.c's ``FO_*`` (its rows have
@@ -47,8 +49,13 @@ FLOW_OUTS = ("t_send", "t_in", "t_have", "t_back", "issue", "land", "seen", "sta
 STRIDE = 16
 HOP_COLUMNS = ("issue", "land", "seen", "start", "reply", "publish", "rland")
 FLOW_STATS = ("mismatches", "backlog_max", "consumer_polls", "card_polls", "corrupted", "sent", "received", "issued",
-              "d0", "d1", "d2", "d3")
-"""A flow's counters as twin_event_stats writes them (``FS_*``; d0..d3: the digest's 32 bytes)."""
+              "d0", "d1", "d2", "d3", "dropped", "resent", "reply_timeouts")
+"""A flow's counters as twin_event_stats writes them (``FS_*``; d0..d3: the digest's 32 bytes; the last
+three: the faults' frames dropped and resent, replies overdue)."""
+FS = {k: i for i, k in enumerate(FLOW_STATS)}
+SPLIT = True
+"""Whether :func:`run` runs each interacting component on its own timeline; False: the whole topology
+on one (the same results; benchmarks/engine_speed.py compares the two)."""
 MAX_FRAME = 65535  # the scratch of core.c's step holds one message of the contract's largest length
 
 
@@ -68,6 +75,29 @@ def refusal(topo: Topology) -> str | None:
     return None
 
 
+def _faults(spec, keep: list) -> dict:
+    """The fault parameters of flow ``spec`` for core.c (``FP_TIMEOUT`` .. ``FP_NSTALLS``): the card's
+    reply timeout, per-round flags (1: corrupt, 2: drop; rounds past the run's are never reached), the
+    path corrupt rounds flip a byte on, and the consumer's blackout windows (its stalls, plus the host
+    freezes for a CPU consumer: :meth:`FaultPlan.consumer_stalls`), sorted as the poller sorts them.
+    The arrays are appended to ``keep`` (alive while the core runs)."""
+    fp, n = spec.faults, spec.traffic.rounds
+    flags = wins = None
+    if fp.corrupt_rounds or fp.drop_rounds:
+        flags = np.zeros(n, np.uint8)
+        for bit, rounds in ((1, fp.corrupt_rounds), (2, fp.drop_rounds)):
+            r = np.array(sorted(x for x in rounds if 1 <= x <= n), np.int64)
+            flags[r - 1] |= bit
+        keep.append(flags)
+    stalls = sorted(fp.consumer_stalls(spec.consumer.kind))
+    if stalls:
+        wins = np.ascontiguousarray(np.array(stalls, np.int64).reshape(-1))
+        keep.append(wins)
+    return dict(timeout=fp.timeout_ps, fault_rounds=0 if flags is None else flags.ctypes.data,
+                corrupt_path=1 if fp.corrupt_path == "request" else 2, stalls=0 if wins is None else wins.ctypes.data,
+                nstalls=len(stalls))
+
+
 def _wire(wire, sizes: list[int]) -> tuple[list[int], list[int]]:
     tail = getattr(wire, "tail_ps", None)
     return [wire.serialise_ps(s) for s in sizes], [tail(s) if tail else 0 for s in sizes]
@@ -77,39 +107,92 @@ def run(topo: Topology, progress=None, chunk_rounds: int = 10_000) -> list[LoopR
     """Run ``topo`` (which :func:`refusal` accepts) in the compiled core; the same returns, stop
     behaviour (:class:`Interrupted` every :data:`CHECK_REPLIES` replies) and progress as
     :func:`twin.engine.event.run_topology`. Raises :class:`CoreUnavailable` without the core and
-    RuntimeError when the timeline runs dry with requests outstanding."""
-    lib = native.core()
-    lanes: dict = {}   # (a, b) -> [index, wire, JitterStream, draws needed]
-    threads: dict = {}
-    bridges: dict = {}
-    phases: dict = {}
-    clocks: dict = {}
-    rows, outs, keep = [], [], []
+    RuntimeError when the timeline runs dry with requests outstanding.
 
-    def lane(a, b, wire, stream, jitter_ps, seed, writes):
-        if (a, b) not in lanes:
-            lanes[(a, b)] = [len(lanes), wire, JitterStream(seed, stream, jitter_ps), 0]
-        ln = lanes[(a, b)]
+    Each interacting component (:func:`twin.engine.partition.components`: flows sharing no lane,
+    bridge, serving thread or stream cannot influence each other) runs on its own timeline (a
+    small event heap: the cost of a round does not grow with the flows it does not meet), the
+    components advanced together, each by its share of the replies; the results are those of one
+    timeline of the whole topology, in flow order: every flow's rounds, hops and counters, the
+    shared lanes' and threads' counters, ``events`` the sum of the components' (every event
+    belongs to one). A stop cuts every flow at the instant the component furthest behind has
+    reached (the whole rounds back by then: one consistent instant for all flows)."""
+    lib = native.core()
+    draws = [fl.spec.draws() for fl in topo.flows]
+    phases: dict = {}  # one poll grid per consumer node, one oscillator per control system: the first flow's
+    clocks: dict = {}
+    for fl, (phase, gen_phase, _) in zip(topo.flows, draws):
+        phases.setdefault(fl.consumer, phase)
+        clocks.setdefault(fl.generator, gen_phase)
+    worlds: list[_World] = []
+    try:
+        for index in components(topo) if SPLIT else [tuple(range(len(topo.flows)))]:
+            worlds.append(_World(lib, topo, index, draws, phases, clocks))
+        cut = _drive(topo, worlds, progress, chunk_rounds)
+        for w in worlds:
+            w.read_stats()
+    finally:
+        for w in worlds:
+            w.free()
+    return _results(topo, worlds, phases, cut)
+
+
+class _World:
+    """One interacting component of a topology (flows ``index``, ascending) on its own compiled
+    timeline: its parameter rows, per-round tables, lanes, threads and bridges (internal)."""
+
+    def __init__(self, lib, topo: Topology, index: tuple[int, ...], draws, phases: dict, clocks: dict):
+        self.lib, self.index, self.h = lib, index, None
+        self.keep: list = []  # arrays the core reads (jitter, faults): alive as long as the handle
+        self.lanes: dict = {}  # (a, b) -> [index, wire, JitterStream, draws needed]
+        self.threads: dict = {}
+        self.bridges: dict = {}
+        self.outs: list = []
+        self.flow_lanes: list = []  # per flow its lane keys (lane_keys order)
+        rows = []
+        for i in index:
+            fl = topo.flows[i]
+            rows.append(self._flow_row(fl, draws[i][2], phases[fl.consumer], clocks[fl.generator]))
+        self.fp = np.ascontiguousarray(np.array(rows, np.int64).reshape(-1))
+        fo = np.array([x for t, g in self.outs for x in (t.ctypes.data, 0 if g is None else g.ctypes.data)], np.int64)
+        self.order = sorted(self.lanes.values(), key=lambda ln: ln[0])
+        jit = [ln[2].array(ln[3]) if ln[2].scale_ps else None for ln in self.order]
+        self.keep.extend(j for j in jit if j is not None)
+        lp = np.array([ln[1].latency_ps for ln in self.order], np.int64)
+        lj = np.array([0 if j is None else j.ctypes.data for j in jit], np.int64)
+        self.h = lib.twin_event_new(len(index), native.ptr(self.fp), native.ptr(fo), len(self.order), native.ptr(lp),
+                                    native.ptr(lj), len(self.threads), len(self.bridges))
+        if not self.h:
+            raise MemoryError(f"topology {topo.name!r}: the compiled core could not allocate its queues")
+        self.total = sum(topo.flows[i].spec.traffic.rounds for i in index)
+        self.counter = 0
+        self.stats = np.zeros(3 + len(FLOW_STATS) * len(index) + 4 * len(self.order) + 2 * len(self.threads),
+                              np.int64)
+
+    def _lane(self, key, wire, stream, jitter_ps, seed, writes):
+        if key not in self.lanes:
+            self.lanes[key] = [len(self.lanes), wire, JitterStream(seed, stream, jitter_ps), 0]
+        ln = self.lanes[key]
         ln[3] += writes
         return ln
-    for fl in topo.flows:
+
+    def _flow_row(self, fl, salt: int, phase: int, gen_phase: int) -> list[int]:
+        """The core's parameters of flow ``fl`` (FLOW_PARAMS order); its tables appended to ``outs``."""
         spec, tr = fl.spec, fl.spec.traffic
         enc = get_encoding(spec.consumer.encoding)
         n, frame = tr.rounds, tr.frame_bytes
-        phase, gen_phase, salt = spec.draws()
-        phase = phases.setdefault(fl.consumer, phase)
-        gen_phase = clocks.setdefault(fl.generator, gen_phase)
         sizes = [len(d) for _, d in enc.writes(1, bytes(frame))]
-        req = lane(fl.card, fl.consumer, spec.request_link, fl.lane_stream("request"), spec.jitter_ps, spec.seed,
-                   n * len(sizes))
-        rep = lane(fl.consumer, fl.card, spec.reply_link, fl.lane_stream("reply"), spec.jitter_ps, spec.seed,
-                   n * len(sizes))
+        keys = lane_keys(fl)
+        self.flow_lanes.append(keys)
+        req = self._lane(keys[0], spec.request_link, fl.lane_stream("request"), spec.jitter_ps, spec.seed,
+                         n * len(sizes))
+        rep = self._lane(keys[1], spec.reply_link, fl.lane_stream("reply"), spec.jitter_ps, spec.seed, n * len(sizes))
         up = down = None
         if spec.aurora is not None:
-            up = lane(fl.generator, fl.card, spec.aurora, f"{fl.generator}->{fl.card}.aurora", 0, spec.seed, n)
-            down = lane(fl.card, fl.generator, spec.aurora, f"{fl.card}->{fl.generator}.aurora", 0, spec.seed, n)
-        threads.setdefault(fl.consumer, len(threads))
-        bridges.setdefault(fl.card, len(bridges))
+            up = self._lane(keys[2], spec.aurora, f"{fl.generator}->{fl.card}.aurora", 0, spec.seed, n)
+            down = self._lane(keys[3], spec.aurora, f"{fl.card}->{fl.generator}.aurora", 0, spec.seed, n)
+        self.threads.setdefault(fl.consumer, len(self.threads))
+        self.bridges.setdefault(fl.card, len(self.bridges))
         rser, rtail = _wire(req[1], sizes)
         pser, ptail = _wire(rep[1], sizes)
         rser, rtail, pser, ptail = (x + [0] * (2 - len(x)) for x in (rser, rtail, pser, ptail))
@@ -124,79 +207,117 @@ def run(topo: Topology, progress=None, chunk_rounds: int = 10_000) -> list[LoopR
                    gap=tr.gap_ps, has_gaps=int(g is not None), syn_bits=tr.syndrome_bits, salt=salt,
                    function=spec.function, clk_period=clock.period_ps, clk_ppb=clock.ppb, clk_phase=clock.phase_ps,
                    poll=c.poll_period_ps, phase=phase, cost=c.poll_cost_ps,
-                   body=c.pre_service_ps(enc, frame) + c.service_ps, fence=c.fence_ps, thread=threads[fl.consumer],
-                   card_clk=card.clock_ps, bridge_ps=card.bridge_ps(frame), land_ps=card.engine_land_ps,
-                   read=card.reply_read_ps, reply_send=card.reply_send_ps, card_poll=card.reply_poll_period_ps,
-                   bridge=bridges[fl.card], lreq=req[0], lrep=rep[0], lup=up[0] if up else -1,
-                   ldown=down[0] if down else -1, req_ser0=rser[0], req_ser1=rser[1], req_tail0=rtail[0],
-                   req_tail1=rtail[1], rep_ser0=pser[0], rep_ser1=pser[1], rep_tail0=ptail[0], rep_tail1=ptail[1],
-                   up_ser=useri[0], up_tail=usert[0], down_ser=downs[0], down_tail=downt[0])
-        rows.append([par[k] for k in FLOW_PARAMS])
+                   body=c.pre_service_ps(enc, frame) + c.service_ps, fence=c.fence_ps,
+                   thread=self.threads[fl.consumer], card_clk=card.clock_ps, bridge_ps=card.bridge_ps(frame),
+                   land_ps=card.engine_land_ps, read=card.reply_read_ps, reply_send=card.reply_send_ps,
+                   card_poll=card.reply_poll_period_ps, bridge=self.bridges[fl.card], lreq=req[0], lrep=rep[0],
+                   lup=up[0] if up else -1, ldown=down[0] if down else -1, req_ser0=rser[0], req_ser1=rser[1],
+                   req_tail0=rtail[0], req_tail1=rtail[1], rep_ser0=pser[0], rep_ser1=pser[1], rep_tail0=ptail[0],
+                   rep_tail1=ptail[1], up_ser=useri[0], up_tail=usert[0], down_ser=downs[0], down_tail=downt[0],
+                   **_faults(spec, self.keep))
         table = np.zeros((n, STRIDE), np.int64)
         table[:, [FLOW_OUTS.index(k) for k in HOP_COLUMNS]] = -1  # a hop not reached: -1, as the reference's
-        outs.append((table, np.ascontiguousarray(g, np.int64) if g is not None else None))
-    fp = np.ascontiguousarray(np.array(rows, np.int64).reshape(-1))
-    fo = np.array([x for t, g in outs for x in (t.ctypes.data, 0 if g is None else g.ctypes.data)], np.int64)
-    order = sorted(lanes.values(), key=lambda ln: ln[0])
-    jit = [ln[2].array(ln[3]) if ln[2].scale_ps else None for ln in order]
-    keep.extend(j for j in jit if j is not None)
-    lp = np.array([ln[1].latency_ps for ln in order], np.int64)
-    lj = np.array([0 if j is None else j.ctypes.data for j in jit], np.int64)
-    h = lib.twin_event_new(len(topo.flows), native.ptr(fp), native.ptr(fo), len(order), native.ptr(lp),
-                           native.ptr(lj), len(threads), len(bridges))
-    if not h:
-        raise MemoryError(f"topology {topo.name!r}: the compiled core could not allocate its queues")
-    try:
-        total = sum(f.spec.traffic.rounds for f in topo.flows)
-        stats = np.zeros(3 + len(FLOW_STATS) * len(topo.flows) + 4 * len(order) + 2 * len(threads), np.int64)
-        counter, stopped = 0, None
-        check = min(chunk_rounds, CHECK_REPLIES)
-        next_progress = min(total, chunk_rounds)
-        while counter < total:
-            target = min(total, counter + check, next_progress)
-            counter = lib.twin_event_run(h, target)
-            if counter < 0:
-                lib.twin_event_stats(h, native.ptr(stats))
-                raise RuntimeError(f"topology {topo.name!r}: event queue ran dry after {int(stats[2])} of {total} "
-                                   "replies")
-            if counter == next_progress:
-                next_progress = min(total, next_progress + chunk_rounds)
-                if progress:
-                    progress(counter)
-            if counter < total and stop_requested():
-                lib.twin_event_stats(h, native.ptr(stats))
-                received = stats[3:3 + len(FLOW_STATS) * len(topo.flows)].reshape(-1, len(FLOW_STATS))[:, 6]
-                if received.all() and take_stop():
-                    stopped = Interrupted(f"after {counter} of {total} replies")
-                    break
-        lib.twin_event_stats(h, native.ptr(stats))
-    finally:
-        lib.twin_event_free(h)
-    return _results(topo, outs, stats, order, lanes, threads, phases, stopped)
+        self.outs.append((table, np.ascontiguousarray(g, np.int64) if g is not None else None))
+        return [par[k] for k in FLOW_PARAMS]
+
+    def advance(self, target: int) -> bool:
+        """Process events until ``target`` replies of this component are back; False when its
+        timeline ran dry first (``counter`` then the replies back)."""
+        got = self.lib.twin_event_run(self.h, target)
+        if got < 0:
+            self.read_stats()
+            self.counter = int(self.stats[2])
+            return False
+        self.counter = got
+        return True
+
+    def read_stats(self) -> None:
+        """The core's counters into ``stats`` (twin_event_stats' layout)."""
+        self.lib.twin_event_stats(self.h, native.ptr(self.stats))
+
+    @property
+    def now(self) -> int:
+        """The instant of the last event processed (after :meth:`read_stats`)."""
+        return int(self.stats[1])
+
+    def flow_stats(self) -> np.ndarray:
+        """Per flow (rows, ``index`` order) its FLOW_STATS counters (after :meth:`read_stats`)."""
+        return self.stats[3:3 + len(FLOW_STATS) * len(self.index)].reshape(-1, len(FLOW_STATS))
+
+    def lane_stats(self) -> np.ndarray:
+        """Per lane (rows, lane index order) writes, bytes, busy, held (after :meth:`read_stats`)."""
+        o = 3 + len(FLOW_STATS) * len(self.index)
+        return self.stats[o:o + 4 * len(self.order)].reshape(-1, 4)
+
+    def thread_stats(self) -> np.ndarray:
+        """Per serving thread (rows, thread index order) served, busy (after :meth:`read_stats`)."""
+        return self.stats[3 + len(FLOW_STATS) * len(self.index) + 4 * len(self.order):].reshape(-1, 2)
+
+    def free(self) -> None:
+        if self.h:
+            self.lib.twin_event_free(self.h)
+            self.h = None
 
 
-def _results(topo, outs, stats, order, lanes, threads, phases, stopped):
-    """The per-flow :class:`LoopResult`s from the core's arrays and counters, as run_topology builds them."""
-    events, now = int(stats[0]), int(stats[1])
-    per = stats[3:3 + len(FLOW_STATS) * len(topo.flows)].reshape(-1, len(FLOW_STATS))
-    o = 3 + len(FLOW_STATS) * len(topo.flows)
-    lane_st = stats[o:o + 4 * len(order)].reshape(-1, 4)
-    thr_st = stats[o + 4 * len(order):].reshape(-1, 2)
-    names = {ln[0]: key for key, ln in lanes.items()}
+def _drive(topo: Topology, worlds: list[_World], progress, chunk_rounds: int) -> int | None:
+    """Advance every component to the end (None) or to a stop: the instant every flow is cut at.
+
+    The replies of all flows together advance ``check`` per component at a time, each component
+    to its share of them (so the components stay near one another in simulated time); progress
+    every ``chunk_rounds`` replies; between steps, a stop request is taken once every flow has a
+    whole round back by the cut (the furthest-behind unfinished component's instant)."""
+    total = sum(w.total for w in worlds)
+    check = min(chunk_rounds, CHECK_REPLIES)
+    done = goal = 0
+    next_progress = min(total, chunk_rounds)
+    while done < total:
+        goal = min(total, goal + check * len(worlds), next_progress)
+        for w in worlds:
+            target = min(w.total, -(-w.total * goal // total))
+            if w.counter < target and not w.advance(target):
+                raise RuntimeError(f"topology {topo.name!r}: event queue ran dry after "
+                                   f"{sum(x.counter for x in worlds)} of {total} replies")
+        done = sum(w.counter for w in worlds)
+        if done >= next_progress:
+            next_progress = min(total, (done // chunk_rounds + 1) * chunk_rounds)
+            if progress:
+                progress(done)
+        if done < total and stop_requested():
+            for w in worlds:
+                w.read_stats()
+            cut = min(w.now for w in worlds if w.counter < w.total)
+            back = FLOW_OUTS.index("t_back")
+            if all(len(t) and 0 < t[0, back] <= cut for w in worlds for t, _ in w.outs) and take_stop():
+                return cut
+    return None
+
+
+def _results(topo: Topology, worlds: list[_World], phases: dict, cut: int | None):
+    """The per-flow :class:`LoopResult`s (flow order) from the components' arrays and counters, as
+    run_topology builds them; ``cut``: the instant a stopped run keeps the whole rounds of."""
+    events = sum(int(w.stats[0]) for w in worlds)
+    now = max(w.now for w in worlds) if cut is None else cut
+    stopped = Interrupted(f"after {sum(w.counter for w in worlds)} of {sum(w.total for w in worlds)} replies") \
+        if cut is not None else None
+    where = {i: (w, j) for w in worlds for j, i in enumerate(w.index)}
     res_all = []
-    for fl, (table, _), st in zip(topo.flows, outs, per):
-        a = {k: np.ascontiguousarray(table[:, i]) for i, k in enumerate(FLOW_OUTS)}
+    for i, fl in enumerate(topo.flows):
+        w, j = where[i]
+        table, st, lane_st = w.outs[j][0], w.flow_stats()[j], w.lane_stats()
+        a = {k: np.ascontiguousarray(table[:, c]) for c, k in enumerate(FLOW_OUTS)}
         spec = fl.spec
         n = spec.traffic.rounds
         m = n
         if stopped:  # whole rounds: replies back by now, a prefix
             back = (a["t_back"] > 0) & (a["t_back"] <= now)
             m = n if back.all() else int(np.argmin(back))
-        lreq, lrep = lanes[(fl.card, fl.consumer)][0], lanes[(fl.consumer, fl.card)][0]
+        keys = w.flow_lanes[j]
+        lreq, lrep = w.lanes[keys[0]][0], w.lanes[keys[1]][0]
         digest = st[8:12].tobytes().hex()
         s = flow_stats(spec.faults, n, now, int(st[0]), int(st[1]), int(st[2]), int(st[3]),
                        int(lane_st[lreq][0] + lane_st[lrep][0]), phases[fl.consumer], digest,
-                       {"frames": 0, "resent": 0}, 0, int(st[4]))
+                       {"frames": int(st[FS["dropped"]]), "resent": int(st[FS["resent"]])},
+                       int(st[FS["reply_timeouts"]]), int(st[4]))
         s["slot_wait_ps"] = a["slot_wait"][:int(st[7])].copy()
         hops = Hops(*(a[k][:m] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")))
         res = LoopResult(spec.name, "event", a["t_send"][:m], a["t_in"][:m], a["t_have"][:m], a["t_back"][:m],
@@ -206,10 +327,17 @@ def _results(topo, outs, stats, order, lanes, threads, phases, stopped):
             res.stats.pop("reply_digest", None)
             res.stats["faults"]["injected"]["corrupt_piece"] = sum(1 for x in spec.faults.corrupt_rounds if x <= m)
         res_all.append(res)
-    shared = {"lanes": {names[i][0] + "->" + names[i][1]: {"writes": int(w), "bytes": int(b), "busy_ps": int(u)}
-                        for i, (w, b, u, _) in enumerate(lane_st)},
-              "threads": {name: {"served": int(thr_st[i][0]), "busy_ps": int(thr_st[i][1])}
-                          for name, i in threads.items()}}
+    lanes, threads = {}, {}  # in the order the whole topology's flows make them, as run_topology's
+    for i, fl in enumerate(topo.flows):
+        w, j = where[i]
+        for key in w.flow_lanes[j]:
+            if key not in lanes:
+                wr, b, u, _ = w.lane_stats()[w.lanes[key][0]]
+                lanes[key] = {"writes": int(wr), "bytes": int(b), "busy_ps": int(u)}
+        if fl.consumer not in threads:
+            served, busy = w.thread_stats()[w.threads[fl.consumer]]
+            threads[fl.consumer] = {"served": int(served), "busy_ps": int(busy)}
+    shared = {"lanes": {a + "->" + b: v for (a, b), v in lanes.items()}, "threads": threads}
     for res in res_all:
         res.stats["shared"] = shared
     if stopped:

@@ -63,6 +63,18 @@ def computes(kind: str, model: str) -> bool:
     return "compiled" in model_for(kind, model).supports.get("engines", ())
 
 
+def fault_refusals(spec) -> list[str]:
+    """The faults of ``spec`` (:class:`twin.faults.FaultPlan`) the compiled event core does not inject
+    as the simpy reference does, one reason each. It injects corrupt_piece (either path), stall and
+    host_freeze windows, the card's reply timeout, and drop_frame with one request in flight."""
+    fp, tr = spec.faults, spec.traffic
+    if fp.drop_rounds and tr.mode != "closed_loop":
+        return ["drop_frame faults need closed-loop traffic (the simpy reference refuses them)"]
+    if fp.drop_rounds and tr.in_flight > 1:
+        return ["a resent frame with several requests in flight (it may overtake) is the simpy reference's"]
+    return []
+
+
 def refusal(spec, *, direct: bool = False) -> str | None:
     """Why the compiled core does not compute loop ``spec`` (one line), or None. ``direct``: the
     question is for the compiled direct path (whose other limits :func:`twin.engine.direct.run_direct`
@@ -72,8 +84,7 @@ def refusal(spec, *, direct: bool = False) -> str | None:
         for what, kind, name in (("consumer", "consumer", spec.model), ("link card", "link_card", spec.card_model)):
             if not computes(kind, name):
                 why.append(f"the {what} is model {name}")
-        if spec.faults.active:
-            why.append("fault injection is the simpy reference's")
+        why.extend(fault_refusals(spec))
         if spec.function != 0:
             why.append("the function is not the echo")
         if spec.traffic.share is not None:

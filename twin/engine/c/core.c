@@ -442,7 +442,13 @@ static void sha_final(const sha256_t *in, uint8_t out[32])
    backlog in order, in-order reply poller), lanes shared by the flows over one link direction.
    What it does not compute, twin/engine/features.py refuses before it runs. */
 
-typedef struct { int64_t period, phase, cost, armed, pending, armed_at, polls, hits, seq; } poller_t;
+/* a poller; win: its blackout windows (start, end) sorted, nwin of them (twin.kernel.Poller's blackouts: a
+   stalled consumer, a frozen host), or none */
+typedef struct {
+    int64_t period, phase, cost, armed, pending, armed_at, polls, hits, seq;
+    const int64_t *win;
+    int64_t nwin;
+} poller_t;
 
 enum {
     FP_N, FP_SLOTS, FP_SLOT_BYTES, FP_FRAME, FP_PER_PIECE, FP_CLOSED, FP_IN_FLIGHT, FP_PERIOD_CYCLES, FP_GAP,
@@ -450,8 +456,13 @@ enum {
     FP_COST, FP_BODY, FP_FENCE, FP_THREAD, FP_CARD_CLK, FP_BRIDGE_PS, FP_LAND_PS, FP_READ, FP_REPLY_SEND,
     FP_CARD_POLL, FP_BRIDGE, FP_LREQ, FP_LREP, FP_LUP, FP_LDOWN, FP_REQ_SER0, FP_REQ_SER1, FP_REQ_TAIL0,
     FP_REQ_TAIL1, FP_REP_SER0, FP_REP_SER1, FP_REP_TAIL0, FP_REP_TAIL1, FP_UP_SER, FP_UP_TAIL, FP_DOWN_SER,
-    FP_DOWN_TAIL, FP_COUNT
+    FP_DOWN_TAIL, FP_TIMEOUT, FP_FAULT_ROUNDS, FP_CORRUPT_PATH, FP_STALLS, FP_NSTALLS, FP_COUNT
 };
+/* the faults (twin.faults.FaultPlan): FP_TIMEOUT the card's reply timeout (0: none); FP_FAULT_ROUNDS the address
+   of n per-round flags (F_CORRUPT, F_DROP; 0: none); FP_CORRUPT_PATH which path corrupt rounds flip a byte on
+   (1 request, 2 reply); FP_STALLS the address of FP_NSTALLS sorted (start, end) windows the consumer does not
+   poll in */
+enum { F_CORRUPT = 1, F_DROP = 2 };
 /* a round's record: one row of FO_STRIDE int64 per round and flow (two cache lines: a mesh of many flows
    touches two lines a round, not one per column) */
 enum {
@@ -459,7 +470,7 @@ enum {
     FO_SLOT_WAIT, FO_OK, FO_READY_AT, FO_TIN, FO_STRIDE = 16
 };
 enum { FS_MISMATCHES, FS_BACKLOG_MAX, FS_CPOLLS, FS_KPOLLS, FS_CORRUPTED, FS_SENT, FS_RECEIVED, FS_ISSUED, FS_D0, FS_D1,
-       FS_D2, FS_D3, FS_COUNT };
+       FS_D2, FS_D3, FS_DROPPED, FS_RESENT, FS_TIMEOUTS, FS_COUNT };
 
 typedef struct {
     const int64_t *p;
@@ -469,6 +480,7 @@ typedef struct {
     uint8_t *reqmem, *repmem, *cstage, *pstage;
     int64_t sent, received, scheduled;              /* generator */
     int64_t submitted, issued, read, watching, backlog_max, mismatches, corrupted; /* card */
+    int64_t dropped, resent, timeouts;                /* faults */
     int64_t next_seq;                                 /* consumer */
     poller_t cpoll, kpoll;
     sha256_t digest;
@@ -480,7 +492,8 @@ typedef struct { int64_t free, served, busy; } thread_t;
 typedef struct { int64_t t, eid; uint32_t tf, a; } ev_t;
 
 enum { E_SEND_NEXT, E_SEND_OPEN, E_SUBMIT, E_WRITE, E_LAND_REQ_ALL, E_LAND_REQ_DATA, E_LAND_REQ_WORD, E_LAND_REP_ALL,
-       E_LAND_REP_DATA, E_LAND_REP_WORD, E_CFIRE, E_KFIRE, E_HAVE, E_POST_ALL, E_POST_DATA, E_POST_WORD, E_ARM, E_BACK };
+       E_LAND_REP_DATA, E_LAND_REP_WORD, E_CFIRE, E_KFIRE, E_HAVE, E_POST_ALL, E_POST_DATA, E_POST_WORD, E_ARM, E_BACK,
+       E_RESEND, E_OVERDUE };
 /* a landing's bytes in the slot of message seq with payload len: per-piece all pieces, classic the header fields
    and payload from byte 4, or the sequence word */
 static inline void land_range(int kind, int64_t base, int64_t len, int64_t *off, int64_t *n)
@@ -633,7 +646,24 @@ static int64_t decode(const flow_t *f, const uint8_t *mem, int64_t base, uint8_t
     return len;
 }
 
-static inline int64_t first_poll(const poller_t *q, int64_t t) { return ceil_grid(t, q->period, q->phase); }
+/* Poller.first_poll: the first poll instant at or after t outside the blackouts (each window in order: an
+   instant in it moves to the first grid instant at or after its end) */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline))
+#endif
+static int64_t blackout_skip(const poller_t *q, int64_t t)
+{
+    for (int64_t i = 0; i < q->nwin; i++)
+        if (q->win[2 * i] <= t && t < q->win[2 * i + 1])
+            t = ceil_grid(q->win[2 * i + 1], q->period, q->phase);
+    return t;
+}
+
+static inline int64_t first_poll(const poller_t *q, int64_t t)
+{
+    int64_t g = ceil_grid(t, q->period, q->phase);
+    return q->nwin ? blackout_skip(q, g) : g;
+}
 
 static void poller_schedule(world_t *w, poller_t *q, int type, int64_t flow)
 {
@@ -667,6 +697,61 @@ static void card_watch(world_t *w, int64_t fi)
     poller_arm(w, &f->kpoll, E_KFIRE, fi, f->repmem, f->read + 1);
 }
 
+/* ---- faults (twin.faults.FaultPlan, as the simpy reference injects them): kept out of the hot path (a flow
+   without faults pays one test per hook) */
+#if defined(__GNUC__) || defined(__clang__)
+#define FAULT_PATH __attribute__((cold, noinline))
+#else
+#define FAULT_PATH
+#endif
+
+static inline int fault_round(const flow_t *f, int64_t seq, int flag)
+{
+    const uint8_t *fr = (const uint8_t *)(intptr_t)f->p[FP_FAULT_ROUNDS];
+    return fr != NULL && (fr[seq - 1] & flag);
+}
+
+/* FaultPlan.tamper: a corrupt round on `path` (1 request, 2 reply) flips all bits of the first payload byte of
+   the message staged at stage + base (slot offset 16 classic, 20 per-piece: piece 1's first data byte), which
+   then moves through the posted writes; a message without payload is left alone, as are sequence words */
+FAULT_PATH static void fault_flip(const flow_t *f, uint8_t *stage, int64_t base, int64_t seq, int64_t path,
+                                  int64_t len)
+{
+    if (f->p[FP_CORRUPT_PATH] == path && len > 0 && fault_round(f, seq, F_CORRUPT))
+        stage[base + (f->p[FP_PER_PIECE] ? 20 : 16)] ^= 0xFF;
+}
+
+static inline void fault_tamper(const flow_t *f, uint8_t *stage, int64_t base, int64_t seq, int64_t path,
+                                int64_t len)
+{
+    if (f->p[FP_FAULT_ROUNDS])
+        fault_flip(f, stage, base, seq, path, len);
+}
+
+/* LinkCard._issue with a timeout: the check, timeout after the request is issued, that its reply is in */
+static inline void fault_watch_reply(world_t *w, int64_t fi, int64_t seq, int64_t t_issue)
+{
+    if (w->f[fi].p[FP_TIMEOUT])
+        push(w, t_issue + w->f[fi].p[FP_TIMEOUT], E_OVERDUE, fi, seq);
+}
+
+/* _FlowRun.send of a drop round: the frame is lost on the link (no lane is used); the control side sends it
+   again after its timeout (E_RESEND). Returns whether round seq was dropped. */
+FAULT_PATH static int fault_lose(world_t *w, int64_t fi, int64_t seq)
+{
+    flow_t *f = &w->f[fi];
+    if (!fault_round(f, seq, F_DROP))
+        return 0;
+    f->dropped++;
+    push(w, w->now + f->p[FP_TIMEOUT], E_RESEND, fi, seq);
+    return 1;
+}
+
+static inline int fault_drop(world_t *w, int64_t fi, int64_t seq)
+{
+    return w->f[fi].p[FP_FAULT_ROUNDS] && fault_lose(w, fi, seq);
+}
+
 static void card_issue(world_t *w, int64_t fi, int64_t seq)
 {
     flow_t *f = &w->f[fi];
@@ -675,20 +760,28 @@ static void card_issue(world_t *w, int64_t fi, int64_t seq)
     int64_t t_issue = w->now > ready ? w->now : ready;
     f->row[(seq - 1) * FO_STRIDE + FO_SLOT_WAIT] = t_issue - ready;
     push(w, t_issue, E_WRITE, fi, seq);
+    fault_watch_reply(w, fi, seq, t_issue);
     if (!f->watching)
         card_watch(w, fi);
+}
+
+/* _FlowRun.deliver: the frame crosses the link (if any) and enters the card at its next clock edge */
+static void deliver(world_t *w, int64_t fi, int64_t seq)
+{
+    const int64_t *p = w->f[fi].p;
+    int64_t arrive = w->now;
+    if (p[FP_LUP] >= 0)
+        arrive = plan_lane(w, p[FP_LUP], w->now, p[FP_UP_SER], p[FP_UP_TAIL], p[FP_FRAME]);
+    push(w, ceil_grid(arrive, p[FP_CARD_CLK], 0), E_SUBMIT, fi, seq);
 }
 
 static void send_next(world_t *w, int64_t fi)
 {
     flow_t *f = &w->f[fi];
-    const int64_t *p = f->p;
     int64_t seq = ++f->sent;
     f->row[(seq - 1) * FO_STRIDE + FO_T_SEND] = w->now;
-    int64_t arrive = w->now;
-    if (p[FP_LUP] >= 0)
-        arrive = plan_lane(w, p[FP_LUP], w->now, p[FP_UP_SER], p[FP_UP_TAIL], p[FP_FRAME]);
-    push(w, ceil_grid(arrive, p[FP_CARD_CLK], 0), E_SUBMIT, fi, seq);
+    if (!fault_drop(w, fi, seq))
+        deliver(w, fi, seq);
 }
 
 static void step(world_t *w, uint8_t *scratch)
@@ -730,6 +823,7 @@ static void step(world_t *w, uint8_t *scratch)
         int64_t seq = e.a, base = slot_base(f, seq), land;
         payload_for(f, seq, scratch);
         encode(f, f->cstage, base, seq, scratch, p[FP_FRAME], p[FP_FUNCTION], 0);
+        fault_tamper(f, f->cstage, base, seq, 1, p[FP_FRAME]);
         if (p[FP_PER_PIECE]) {
             int64_t len = 16 * (1 + (p[FP_FRAME] + 11) / 12);
             land = plan_lane(w, p[FP_LREQ], w->now, p[FP_REQ_SER0], p[FP_REQ_TAIL0], len);
@@ -778,6 +872,7 @@ static void step(world_t *w, uint8_t *scratch)
         int64_t function = rd16(rq + 4);
         int64_t len = decode(f, f->reqmem, base, scratch); /* the echo: the reply is the request's payload */
         encode(f, f->pstage, base, seq, scratch, len, function, 0);
+        fault_tamper(f, f->pstage, base, seq, 2, len);
         int64_t fence = p[FP_PER_PIECE] ? 0 : p[FP_FENCE];
         if (p[FP_PER_PIECE]) {
             push(w, t2, E_POST_ALL, fi, seq);
@@ -862,6 +957,14 @@ static void step(world_t *w, uint8_t *scratch)
             push(w, clk_at_or_after(&f->clock, w->now + gap), E_SEND_NEXT, fi, 0);
         }
         break;
+    case E_RESEND: /* _FlowRun.resend: the control side's timeout ran out, the lost frame goes again */
+        f->resent++;
+        deliver(w, fi, e.a);
+        break;
+    case E_OVERDUE: /* LinkCard._overdue: the reply of request e.a is not in yet (in order: not yet read) */
+        if ((int64_t)e.a > f->read)
+            f->timeouts++;
+        break;
     }
 }
 
@@ -906,6 +1009,8 @@ void *twin_event_new(int64_t nflows, const int64_t *fp, const int64_t *fo, int64
         f->pstage = calloc(bytes, 1);
         f->cpoll = (poller_t){p[FP_POLL], p[FP_PHASE], p[FP_COST], 0, 0, 0, 0, 0, 0};
         f->kpoll = (poller_t){p[FP_CARD_POLL], 0, 0, 0, 0, 0, 0, 0, 0};
+        f->cpoll.win = (const int64_t *)(intptr_t)p[FP_STALLS];
+        f->cpoll.nwin = f->cpoll.win ? p[FP_NSTALLS] : 0;
         f->next_seq = 1;
         sha_init(&f->digest);
         if (!f->reqmem || !f->repmem || !f->cstage || !f->pstage)
@@ -960,6 +1065,9 @@ void twin_event_stats(void *h, int64_t *out)
         o[FS_RECEIVED] = f->received;
         o[FS_ISSUED] = f->issued;
         sha_final(&f->digest, (uint8_t *)(o + FS_D0));
+        o[FS_DROPPED] = f->dropped;
+        o[FS_RESENT] = f->resent;
+        o[FS_TIMEOUTS] = f->timeouts;
     }
     for (int64_t l = 0; l < w->nlanes; l++, o += 4) {
         o[0] = w->lanes[l].writes;
