@@ -16,12 +16,22 @@ bridge shared: one component), K = 8 .. 128. Mesh rows are the best of 3 runs (a
 noise is one-sided). CPU time is ``time.process_time`` of this process. Every compiled result is
 checked equal to its reference on a prefix first (an engine that disagrees stops the benchmark).
 
+The direct path and the numba ceiling each run in a fresh process (as `twin run` does: its first
+full run is what a user waits for): the first run there ("cold": its output pages are new to the
+process, their first-touch faults are in its CPU time) and the median of three later runs in the
+same process ("warm"). Issue 12's direct-path target (>= 5 M rounds per CPU-second, within 3x of
+the ceiling) is judged on the cold figures; both print what they keep in memory.
+
 Usage: python benchmarks/engine_speed.py [--quick] [--mesh]
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import platform
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -87,11 +97,64 @@ def mesh(spec_of, nodes: int, rounds_total: int, per_card: int = 8) -> Topology:
     return Topology(f"mesh{nodes}", 1, tuple(flows))
 
 
+DIRECT_KEEPS = ("every column of the result: 11 of n int64 (t_send, t_in, t_have, t_back, 7 hops), here 8 "
+                "arrays (t_in is t_send, t_back is t_have, publish is reply); jitter drawn per 10,000 rounds")
+WARM = 3  # later runs in the same process, their median the warm figure
+
+
+def _card_path():
+    loaded = load_scenario(ROOT / "scenarios" / "card_path_64b.yaml")
+    sc = loaded.scenario
+    return lambda tr, device="epyc7282": loop_spec(loaded.params, device, tr, sc.seed, sc.slots)
+
+
+def _numba():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("numba_recurrence", ROOT / "benchmarks" / "numba_recurrence.py")
+    nr = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nr)
+    return nr
+
+
+def child(what: str, rounds: int) -> dict:
+    """In a fresh process: rounds per CPU-second of the first ``rounds``-round run of ``what``
+    (``direct``: run_direct in the compiled core, after checking it equal to the Python recurrence
+    on 20,000 rounds; ``numba``: the ceiling, after its own check) and of :data:`WARM` later runs."""
+    spec_of = _card_path()
+    big = spec_of(TrafficParams("closed_loop", rounds, 64))
+    if what == "numba":
+        cold, warm = _numba().rates(big, WARM)
+        return {"cold": cold, "warm": warm}
+    D.COMPILED = False
+    ref = D.run_direct(spec_of(TrafficParams("closed_loop", 20_000, 64)))
+    D.COMPILED = True
+    D.check_same(ref, D.run_direct(spec_of(TrafficParams("closed_loop", 20_000, 64))), 20_000)
+    out = []
+    for _ in range(1 + WARM):
+        res, dt = cpu(D.run_direct, big)
+        out.append(len(res.t_in) / dt)
+        del res
+    return {"cold": out[0], "warm": out[1:]}
+
+
+def fresh(what: str, rounds: int) -> dict:
+    """:func:`child` in a new Python process (this file with ``--child``)."""
+    cmd = [sys.executable, __file__, "--child", what, str(rounds)]
+    run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+    if run.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{run.stderr}")
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a tenth of the rounds (a smoke run)")
     ap.add_argument("--mesh", action="store_true", help="only the mesh tables")
+    ap.add_argument("--child", nargs=2, metavar=("WHAT", "ROUNDS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child[0], int(args.child[1]))))
+        return
     q = 10 if args.quick else 1
     loaded = load_scenario(ROOT / "scenarios" / "card_path_64b.yaml")
     sc = loaded.scenario
@@ -115,13 +178,10 @@ def engines(spec_of, sc, q: int) -> None:
     res, dt = cpu(D.run_direct, spec_of(closed(200_000 // q)))
     D.COMPILED = True
     rows.append(("Python direct recurrence", len(res.t_in) / dt))
-    big = spec_of(closed(2_000_000 // q))
-    D.COMPILED = False
-    ref = D.run_direct(spec_of(closed(20_000)))
-    D.COMPILED = True
-    D.check_same(ref, D.run_direct(spec_of(closed(20_000))), 20_000)
-    res, dt = cpu(D.run_direct, big)
-    rows.append(("compiled direct path", len(res.t_in) / dt))
+    n_direct = 2_000_000 // q
+    direct = fresh("direct", n_direct)
+    rows.append(("compiled direct path, first run (cold: the target)", direct["cold"]))
+    rows.append(("compiled direct path, warm (median of 3 later runs)", float(np.median(direct["warm"]))))
     same(Topology.single(spec_of(closed(3000))))
     rows.append(("compiled event core, closed loop", topo_rate(Topology.single(spec_of(closed(500_000 // q))), True)))
 
@@ -130,20 +190,29 @@ def engines(spec_of, sc, q: int) -> None:
         return Topology("contention", sc.seed, tuple(Flow(x, f"gen{j}", "card", "shared") for j, x in enumerate(s)))
     same(contention(2000))
     rows.append(("compiled event core, 2 x 8 in flight, shared consumer", topo_rate(contention(250_000 // q), True)))
+    ceiling = None
     try:
-        import importlib.util
-        spec = importlib.util.spec_from_file_location("numba_recurrence", ROOT / "benchmarks" / "numba_recurrence.py")
-        nr = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(nr)
-        rows.append(("numba recurrence ceiling (direct, one flow)", nr.rate(spec_of(closed(2_000_000 // q)))))
+        nr = _numba()
+        ceiling = fresh("numba", n_direct)
+        rows.append(("numba recurrence ceiling, first run (cold)", ceiling["cold"]))
+        rows.append(("numba recurrence ceiling, warm (median of 3 later runs)", float(np.median(ceiling["warm"]))))
     except ImportError as e:
         print(f"(numba recurrence skipped: {e})")
     print(f"{'engine':56s} {'rounds/CPU-s':>14s} {'x hardware':>11s}")
     for name, r in rows:
         print(f"{name:56s} {r:14,.0f} {r / HARDWARE:11.2f}")
     base = dict(rows)
-    print(f"compiled direct / numba ceiling: {base['compiled direct path'] / rows[-1][1]:.2f}; "
-          f"compiled event / simpy event: {rows[3][1] / rows[0][1]:.0f}x")
+    print(f"load average (1 min) at the end: {os.getloadavg()[0]:.2f}")
+    print(f"direct path ({n_direct:,} rounds, each in a fresh process) keeps {DIRECT_KEEPS}")
+    cold = direct["cold"]
+    if ceiling is not None:
+        print(f"numba ceiling keeps {nr.KEEPS}")
+        print(f"compiled direct / numba ceiling: cold {cold / ceiling['cold']:.2f}, "
+              f"warm {np.median(direct['warm']) / np.median(ceiling['warm']):.2f}")
+    met = cold >= 5e6 and (ceiling is None or cold * 3 >= ceiling["cold"])
+    print(f"issue 12 direct-path target, judged cold (>= 5,000,000 and within 3x of the ceiling): "
+          f"{'met' if met else 'NOT met'}")
+    print(f"compiled event / simpy event: {base['compiled event core, closed loop'] / rows[0][1]:.0f}x")
 
 
 def meshes(spec_of, q: int) -> None:

@@ -82,17 +82,30 @@ def recurrence(spec) -> np.ndarray:
     return out
 
 
-def rate(spec) -> float:
-    """Rounds per CPU-second of :func:`recurrence` on ``spec`` (compiled first on a short run), after
-    checking it equal to run_direct's t_have. Raises AssertionError if it differs."""
+KEEPS = "t_have only (1 array of n int64), both lanes' jitter drawn for the whole run at once (2 arrays of n)"
+"""What :func:`recurrence` keeps in memory, for a like-for-like reading of its rate."""
+
+
+def rates(spec, warm: int = 0) -> tuple[float, list[float]]:
+    """Rounds per CPU-second of :func:`recurrence` on ``spec``: its first full run (compiled first on
+    a short run, checked equal to run_direct's t_have; raises AssertionError if it differs), then
+    ``warm`` more runs in the same process."""
     from dataclasses import replace
 
     from twin.engine.direct import run_direct
     short = replace(spec, traffic=replace(spec.traffic, rounds=2000))
     assert np.array_equal(recurrence(short), run_direct(short).t_have), "the numba recurrence differs from run_direct"
-    t0 = time.process_time()
-    recurrence(spec)
-    return spec.traffic.rounds / (time.process_time() - t0)
+    out = []
+    for _ in range(1 + warm):
+        t0 = time.process_time()
+        recurrence(spec)
+        out.append(spec.traffic.rounds / (time.process_time() - t0))
+    return out[0], out[1:]
+
+
+def rate(spec) -> float:
+    """Rounds per CPU-second of :func:`recurrence`'s first full run on ``spec`` (:func:`rates`)."""
+    return rates(spec)[0]
 
 
 if __name__ == "__main__":

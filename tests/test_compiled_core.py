@@ -227,6 +227,33 @@ def test_compiled_direct_path_equals_the_python_recurrence(seed, device, in_flig
     assert ref.stats == got.stats
 
 
+
+@PROPERTY
+@given(st.integers(0, 2**32), traffics(300), st.booleans(), st.sampled_from([None, "classic", "per_piece"]))
+def test_compiled_direct_path_keeps_a_column_as_another_only_where_they_are_equal(seed, tr, aurora, enc):
+    """Open and closed loop on the card's clock or an independent one (phase, drift), with and without
+    Aurora, either encoding: the compiled path equals the Python recurrence, and it keeps t_in as
+    t_send, t_back as t_have and publish as reply (one array) exactly where every round has them
+    equal; its columns are read-only."""
+    _core_or_skip()
+    spec = loop_spec(CARD, "epyc7282", tr, seed, 64, enc, external_control=aurora)
+    D.COMPILED = False
+    try:
+        ref = D.run_direct(spec)
+    except D.DirectNotApplicable:
+        return  # a slot wait: the test above holds the compiled path to the same refusal
+    finally:
+        D.COMPILED = True
+    got = D.run_direct(spec)
+    D.check_same(ref, got, len(ref.t_in))  # every column, the reference computing each on its own
+    assert not any(a.flags.writeable for a in (got.t_send, got.t_in, got.t_have, got.t_back, got.hops.publish))
+    assert np.shares_memory(got.t_back, got.t_have) == (not aurora)
+    card_edges = not aurora and tr.clock == "card"
+    assert np.shares_memory(got.t_in, got.t_send) >= card_edges  # the card's clock: t_in is t_send
+    assert not (aurora and np.shares_memory(got.t_in, got.t_send))
+    per_piece = (enc or CARD.consumers["epyc7282"].encoding) == "per_piece"
+    assert np.shares_memory(got.hops.publish, got.hops.reply) == per_piece
+
 def test_a_mesh_of_many_flows_on_shared_links_is_identical():
     """16 flows, 4 controllers, 2 cards, 4 consumers: every lane, bridge and thread shared."""
     _core_or_skip()

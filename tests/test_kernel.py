@@ -540,6 +540,18 @@ def test_jitter_block_equals_repeated_next_across_refills():
     assert a.next() == b.next()
 
 
+
+def test_jitter_is_exp_scale_rounded_drawn_block_by_block():
+    """The stream's definition: block k is ``rint(Generator.exponential(scale, BLOCK))`` of the stream's
+    generator, k = 0, 1, ...; however it is read (several blocks in one call, one by one)."""
+    from twin.kernel.sim import stream_rng
+    rng = stream_rng(5, "pcie.request")
+    want = np.concatenate([np.rint(rng.exponential(47_747, BLOCK)).astype(np.int64) for _ in range(6)])
+    js = JitterStream(5, "pcie.request", 47_747)
+    got = np.concatenate([js.array(3 * BLOCK + 5), np.array([js.next() for _ in range(BLOCK)], np.int64),
+                          js.array(2 * BLOCK - 5)])
+    assert got.dtype == np.int64 and np.array_equal(got, want)
+
 def test_jitter_zero_scale_gives_zeros():
     z = JitterStream(1, "z", 0)
     assert [z.next() for _ in range(10)] == [0] * 10

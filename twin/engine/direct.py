@@ -186,10 +186,20 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
     have = np.zeros(spec.slots, np.int64)
     gaps = np.ascontiguousarray(g, np.int64) if g is not None else np.zeros(1, np.int64)
     extra = np.ascontiguousarray(extra_ps[:n], np.int64) if extra_ps is not None else np.zeros(1, np.int64)
-    # t_send, t_in, t_have, t_back, issue, land, reply, rland, seen, start, publish
-    outs = [np.zeros(n, np.int64) for _ in range(11)]
-    fixed = [native.ptr(a) for a in (p, st, heap, have, gaps, extra, *outs)]
-    pp, pst, pheap, phave, pgaps, pextra, *ptrs = fixed
+    # t_send, t_in, t_have, t_back, issue, land, reply, rland, seen, start, publish: the columns that
+    # equal another by construction are that array (and the core does not write them), the rest rows
+    # of one block the core writes whole (np.empty: no zeroing pass; numpy's huge-page advice kept)
+    same = _aliases(spec, clock, per_piece)
+    own = [k for k in range(11) if k not in same]
+    block = np.empty((len(own), n), np.int64)
+    outs: list = [None] * 11
+    for row, k in enumerate(own):
+        outs[k] = block[row]
+    ptrs = [native.ptr(a) if a is not None else None for a in outs]
+    for k, to in same.items():
+        outs[k] = outs[to]
+    fixed = [native.ptr(a) for a in (p, st, heap, have, gaps, extra)]
+    pp, pst, pheap, phave, pgaps, pextra = fixed
     nr, np_ = len(req_sizes), (1 if per_piece else 2)
     ja, jb = req.lane.jitter, rep.lane.jitter
     done, stopped = 0, None
@@ -198,6 +208,8 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
         rj = np.ascontiguousarray(ja.array((end - done) * nr))
         pj = np.ascontiguousarray(jb.array((end - done) * np_))
         rc = lib.twin_direct_run(pp, pst, end, pheap, phave, native.ptr(rj), native.ptr(pj), pgaps, pextra, *ptrs)
+        if rc == ALIAS_BROKEN:
+            raise AssertionError(f"loop {spec.name!r}: a column kept as another differs (direct._aliases)")
         if rc < 0:
             raise _slot_busy(spec, -rc - 1)
         done = end
@@ -208,9 +220,34 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
             if progress:
                 progress(done)
     req.lane.writes, rep.lane.writes = done * nr, done * np_  # the posted writes each lane planned
+    for a in outs:  # some columns are one array: nobody may change one through another
+        a.flags.writeable = False
     cut = [a[:done] for a in outs]
     hops = Hops(issue=cut[4], land=cut[5], seen=cut[8], start=cut[9], reply=cut[6], publish=cut[10], rland=cut[7])
     return (*cut[:4], hops, stopped, {})
+
+
+ALIAS_BROKEN = -(1 << 63)
+"""``twin_direct_run``'s return for a round where a column :func:`_aliases` keeps as another differs."""
+
+
+def _aliases(spec, clock, per_piece) -> dict[int, int]:
+    """The output columns of :func:`_rounds_compiled` (indices in its order: t_send, t_in, t_have,
+    t_back, issue, land, reply, rland, seen, start, publish) that equal another in every round by
+    construction, as {column: the column it is}: t_back is t_have without an Aurora link (the reply
+    is back when the card has it); t_in is t_send when, besides, every generator edge is a card clock
+    edge (no drift, period and phase whole card cycles: the request enters at the edge it leaves);
+    publish is reply per-piece (no fence: the reply's one write publishes it). The core checks each
+    in every round it computes (``ALIAS_BROKEN``)."""
+    same = {}
+    if spec.aurora is None:
+        same[3] = 2
+        cclk = spec.card.clock_ps
+        if clock.ppb == 0 and clock.period_ps % cclk == 0 and clock.phase_ps % cclk == 0:
+            same[1] = 0
+    if per_piece:
+        same[10] = 6
+    return same
 
 
 def _rounds_python(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body, fence, clock, g, extra_ps,

@@ -149,8 +149,16 @@ static int64_t heap_pop(int64_t *h, int64_t *n)
    lane's (1 per round per-piece, 2 classic); gaps: every round's gap or NULL; extra: every round's
    extra body or NULL. Outputs indexed by round: t_send, t_in, t_have, t_back, issue, land, reply,
    rland, and the hops that follow from them (twin.engine.direct._hops): seen (the first poll after the
-   landing, plus its cost), start (reply - body - extra), publish (reply + fence, per-piece reply). Returns 0, or -(round + 1) for a round that finds every slot busy (direct engine does not
+   landing, plus its cost), start (reply - body - extra), publish (reply + fence, per-piece reply).
+   t_in, t_back and publish_o may be NULL where the caller keeps them as the same array as t_send,
+   t_have and reply_o, by its proof (twin.engine.direct._aliases): every generator edge is a card
+   clock edge and there is no Aurora link (then t_in is taken as the send instant, no division); no
+   Aurora link; per-piece encoding. A round that breaks one returns TWIN_DIRECT_ALIAS (t_in: an
+   Aurora link; t_back: back != t_have; publish: not per-piece). seen reuses the reply's poll when
+   the thread was idle at the landing (the same poll: one division fewer).
+   Returns 0, or -(round + 1) for a round that finds every slot busy (direct engine does not
    apply), with st[S_I] at that round. */
+#define TWIN_DIRECT_ALIAS INT64_MIN
 int64_t twin_direct_run(const int64_t *p, int64_t *st, int64_t end, int64_t *heap, int64_t *have,
                         const int64_t *req_jit, const int64_t *rep_jit, const int64_t *gaps, const int64_t *extra,
                         int64_t *t_send, int64_t *t_in, int64_t *t_have, int64_t *t_back, int64_t *issue,
@@ -193,20 +201,28 @@ int64_t twin_direct_run(const int64_t *p, int64_t *st, int64_t end, int64_t *hea
             tx_free = (ts > tx_free ? ts : tx_free) + aur_ser;
             arrive = tx_free + aur_lat;
         }
-        const int64_t tin = cdiv(arrive, cclk) * cclk;
+        /* t_in kept as t_send (NULL): every edge is a card edge, the request enters as it leaves */
+        const int64_t tin = t_in == NULL ? arrive : cdiv(arrive, cclk) * cclk;
         if (i >= slots && have[i % slots] > tin) {
             rc = -(i + 1);
             break;
         }
+        if (t_in != NULL)
+            t_in[i] = tin;
+        else if (aur) {
+            rc = TWIN_DIRECT_ALIAS;
+            break;
+        }
         t_send[i] = ts;
-        t_in[i] = tin;
         bridge_free = (tin > bridge_free ? tin : bridge_free) + bridge;
         const int64_t t_issue = bridge_free + land_ps;
         int64_t land = 0;
         for (int64_t k = 0; k < n_req; k++)
             land = lane_plan(&req, t_issue, req_ser[k], req_tail[k], req_jit[j * n_req + k]);
-        int64_t t = land > t_free_c ? land : t_free_c;
-        int64_t t2 = ceil_grid(t, P, phase) + cost + body;
+        const int idle = land >= t_free_c; /* the thread was free: the poll that sees it takes it */
+        int64_t t = idle ? land : t_free_c;
+        const int64_t polled = ceil_grid(t, P, phase);
+        int64_t t2 = polled + cost + body;
         if (extra != NULL)
             t2 += extra[i];
         int64_t rland;
@@ -222,9 +238,14 @@ int64_t twin_direct_run(const int64_t *p, int64_t *st, int64_t end, int64_t *hea
         land_o[i] = land;
         reply_o[i] = t2;
         rland_o[i] = rland;
-        seen_o[i] = ceil_grid(land, P, phase) + cost;
+        seen_o[i] = (idle ? polled : ceil_grid(land, P, phase)) + cost;
         start_o[i] = t2 - body - (extra != NULL ? extra[i] : 0);
-        publish_o[i] = per_piece ? t2 : t2 + fence;
+        if (publish_o != NULL)
+            publish_o[i] = per_piece ? t2 : t2 + fence;
+        else if (!per_piece) {
+            rc = TWIN_DIRECT_ALIAS;
+            break;
+        }
         const int64_t armed = tin > last_have ? tin : last_have;
         t = rland > armed ? rland : armed;
         const int64_t th = cdiv(t, cP) * cP + read;
@@ -238,7 +259,12 @@ int64_t twin_direct_run(const int64_t *p, int64_t *st, int64_t end, int64_t *hea
             rx_free = (a > rx_free ? a : rx_free) + aur_ser;
             back = rx_free + aur_lat;
         }
-        t_back[i] = back;
+        if (t_back != NULL)
+            t_back[i] = back;
+        else if (back != th) {
+            rc = TWIN_DIRECT_ALIAS;
+            break;
+        }
         if (multi && scheduled < n) {
             const int64_t gap = gaps == NULL ? gap_ps : gaps[scheduled - 1];
             heap_push(heap, &heap_n, clk_at_or_after(&clock, back + gap), scheduled);
