@@ -286,3 +286,14 @@ def test_fits_write_a_new_file_unless_told_to_overwrite(tmp_path):
         fitted_out(named, prior)
     named.overwrite = True
     assert fitted_out(named, prior) == tmp_path / "fitted" / "card_path.yaml"
+
+
+def test_isolation_of_a_gpu_consumer_needs_one_host_core(monkeypatch):
+    """A cuda run's consumer is the GPU: on one allowed, idle core (taskset) it needs only the twin's
+    own core, while a CPU (shm) consumer there would take turns with the producer."""
+    import os
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3})
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert not [w for w in check_isolation([], sample_s=0.0, cpu_consumer=False)["warnings"] if "allowed" in w]
+    (w,) = [w for w in check_isolation([], sample_s=0.0)["warnings"] if "allowed" in w]
+    assert "1 core(s) allowed, the run needs 2 quiet one(s) (producer and consumer)" in w

@@ -48,18 +48,23 @@ def _cpu_times() -> dict[int, tuple[int, int]]:
     return out
 
 
-def check_isolation(pinned: list[int], sample_s: float = 0.2) -> dict:
+def check_isolation(pinned: list[int], sample_s: float = 0.2, cpu_consumer: bool = True) -> dict:
     """Before a live run that pins ``pinned`` cores (may be empty): ``cores_allowed`` (count),
     ``load_1min``, ``busy`` (per pinned core, the fraction of ``sample_s`` it ran anything),
     ``warnings`` (one line each: fewer free cores than the run pins plus one for the twin, a load
-    above the cores allowed, a pinned core busy over :data:`BUSY_WARN`)."""
+    above the cores allowed, a pinned core busy over :data:`BUSY_WARN`). ``cpu_consumer`` False: the
+    consumer is not a host thread (a GPU's persistent kernel), so an unpinned run needs one core (the
+    twin, which is the producer), not two."""
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    need = max(len(set(pinned)), 1) + (0 if pinned else 1)  # pinned cores (the twin on the producer's) or 2
+    # pinned cores (the twin on the producer's), else the twin's and a CPU consumer's
+    need = max(len(set(pinned)), 1) + (0 if pinned or not cpu_consumer else 1)
+    least = 2 if cpu_consumer else 1
     warnings = []
-    if len(allowed) < max(need, 2):
-        warnings.append(f"{len(allowed)} core(s) allowed, the run needs {max(need, 2)} quiet ones (producer and "
-                        "consumer): they take turns, rounds wait for a time slice")
+    if len(allowed) < max(need, least):
+        who = "producer and consumer" if cpu_consumer else "the producer; the consumer is the GPU"
+        warnings.append(f"{len(allowed)} core(s) allowed, the run needs {max(need, least)} quiet one(s) ({who}): "
+                        "they take turns, rounds wait for a time slice")
     free = len(allowed) - load
     if free < need:
         warnings.append(f"load average {load:.2f} on {len(allowed)} core(s): {max(free, 0):.2f} free, the run pins "

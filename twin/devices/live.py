@@ -51,7 +51,8 @@ class LiveConsumer(PollingConsumer):
         pins = [c for c in (bridge.cpu, bridge.producer_cpu) if c is not None] if bridge.backend == "shm" else []
         # checked before the session starts; the warnings go with the live table and results.json
         # (stderr stays one line per failure)
-        self.isolation = check_isolation(pins) if bridge.backend in ("shm", "cuda") else None
+        self.isolation = (check_isolation(pins, cpu_consumer=bridge.backend == "shm")
+                          if bridge.backend in ("shm", "cuda") else None)
         self.endpoint = open_endpoint(bridge)
         self.endpoint.open(slot_bytes, slots, encoding.name)
         self.description = self.endpoint.describe()
