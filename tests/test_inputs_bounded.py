@@ -221,3 +221,23 @@ def test_a_parameter_set_number_beyond_any_hop_is_refused(tmp_path, section, key
     with pytest.raises(ConfigError) as e:
         load_scenario(write(tmp_path, edited(FAULTS, calibration=str(cal_path))))
     assert e.value.file == str(cal_path) and e.value.key == f"{section}.{key}", str(e.value)
+
+
+@pytest.mark.parametrize("where, edit, key, value", [
+    ("loop", {"traffic__in_flight": 4}, "traffic.in_flight", 4),
+    ("mesh", {}, "flows[0].traffic.mode", "open_loop"),  # the bundled mesh's flows are open loop
+    ("mesh", {"flows__1__traffic__in_flight": 2}, "flows[1].traffic.in_flight", 2),
+])
+def test_a_dropped_frame_needs_one_request_in_flight_in_every_loop(tmp_path, where, edit, key, value):
+    """drop_frame's resend after the timeout keeps the order only with one request in flight: a loop
+    or a mesh flow with several (or open loop) is refused at load, one line naming the key."""
+    if where == "loop":
+        doc = edited(FAULTS, faults__drop_frame={"rounds": [10]})
+    else:
+        doc = base_doc(ROOT / "scenarios" / "mesh_two_controllers_one_gpu.yaml")
+        doc["faults"] = {"drop_frame": {"rounds": [10]}, "timeout": "20 us"}
+        if edit:
+            for f in doc["flows"]:
+                f["traffic"] = {"mode": "closed_loop"}
+    e = refused(write(tmp_path, edited(doc, **edit)))
+    assert e.key == key and e.value == value and "one request in flight" in e.problem

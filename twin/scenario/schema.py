@@ -443,9 +443,16 @@ class Scenario(_Strict):
                                   f"not for a mesh (flows): {why}")
         for i, f in enumerate(self.flows):
             check_horizon(f.traffic, f.rounds or self.rounds, ("flows", i, "traffic"))
-        if self.faults and self.faults.drop_frame and self.traffic.mode != "closed_loop":
-            raise Located(("traffic", "mode"), self.traffic.mode,
-                          "faults.drop_frame needs closed_loop traffic (one request in flight)")
+        if self.faults and self.faults.drop_frame:  # the control side resends after the timeout: in order only
+            loops = [(("flows", i, "traffic"), f.traffic) for i, f in enumerate(self.flows)] if self.flows else [
+                (("traffic",), self.traffic)]
+            for where, t in loops:
+                if t.mode != "closed_loop":
+                    raise Located((*where, "mode"), t.mode, "faults.drop_frame needs closed_loop traffic with one "
+                                  "request in flight (a resent frame must not overtake later requests)")
+                if t.in_flight > 1:
+                    raise Located((*where, "in_flight"), t.in_flight, "faults.drop_frame needs one request in "
+                                  "flight (a frame resent after its timeout would overtake the later requests)")
         if self.qblox is not None:
             if "traffic" in self.model_fields_set:
                 raise Located(("traffic",), "<set>", "a Qblox cluster's traffic comes from its programs (qblox); "
