@@ -297,3 +297,29 @@ def test_isolation_of_a_gpu_consumer_needs_one_host_core(monkeypatch):
     assert not [w for w in check_isolation([], sample_s=0.0, cpu_consumer=False)["warnings"] if "allowed" in w]
     (w,) = [w for w in check_isolation([], sample_s=0.0)["warnings"] if "allowed" in w]
     assert "1 core(s) allowed, the run needs 2 quiet one(s) (producer and consumer)" in w
+
+
+def test_calibrate_refuses_a_held_out_run_that_is_fitted_on_and_a_fit_of_two_devices(tmp_path, capsys):
+    """A held-out run that is also a fit run, and fit runs of two devices (an shm CPU run and a cuda
+    GPU run), are refused before any fit: one line, exit 2, nothing written."""
+    L = ROOT / "calibrations" / "measured" / "live"
+    shm, cuda = L / "h200_host_shm_duty_3" / "back_to_back", L / "h200_cuda_duty_3" / "back_to_back"
+    out = tmp_path / "fit.yaml"
+    assert main(["calibrate", "--from-live", str(shm), "--validate", str(shm), "--out", str(out)]) == 2
+    assert "also a fit run" in capsys.readouterr().err
+    assert main(["calibrate", "--from-live", str(shm), str(cuda), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "a cuda run of mi210" in err and "a shm run of epyc7282" in err
+    assert not out.exists()
+
+
+def test_validate_names_the_runs_a_calibration_was_fitted_on(tmp_path, capsys):
+    """`twin validate` on a fitted set's own fit run says "fitted on", on another run "held out"."""
+    L = ROOT / "calibrations" / "measured" / "live" / "h200_host_shm_duty_3"
+    cal = ROOT / "calibrations" / "fitted" / "h200_host_shm_duty_3.yaml"
+    fitted = {row["run"] for row in yaml.safe_load(cal.read_text())["fitted"]["fitted_on"]}
+    assert "calibrations/measured/live/h200_host_shm_duty_3/back_to_back" in fitted
+    assert main(["validate", str(cal), str(L / "back_to_back"), str(L / "period_100us"), "--rounds", "3000",
+                 "--out", str(tmp_path / "v"), "--no-plot"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "fitted on" in line or "held out" in line]
+    assert len(rows) == 2 and "back_to_b" in rows[0] and "fitted on" in rows[0] and "held out" in rows[1]

@@ -141,7 +141,17 @@ def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
             raise UsageError(f"--from-live/--validate {run}: not a run folder")
     if not runs:
         raise UsageError("--from-live: name at least one run folder")
+    both = {r.resolve() for r in runs} & {Path(v).resolve() for v in args.validate}
+    if both:
+        raise UsageError(f"--validate {sorted(both)[0]}: also a fit run (--from-live); a held-out run must not be "
+                         "fitted on")
     first = load_run(runs[0], scenario, args.node)  # a missing scenario is said now, before the fit
+    for run in runs[1:]:  # one fit is one device: the same live backend standing for the same consumer
+        other = load_run(run, scenario, args.node)
+        a, b = (f"a {x.summary.get('live', {}).get('backend', '?')} run of {x.summary.get('name', '?')}"
+                for x in (first, other))
+        if a != b:
+            raise UsageError(f"--from-live {run}: {b}, but {runs[0]} is {a}; one fit is of one device")
     from twin.calibration.live import _default_name
     out = Path(args.out) if args.out else stamped(_writable(_bundled("calibrations") / "fitted"
                                                             / f"{_default_name(first)}.yaml"))

@@ -46,7 +46,9 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
         task = bar.add_task("predicting the runs", total=len(args.runs))
         checks = validate(cal, args.runs, args.consumer, args.scenario, args.seed, args.rounds,
                           progress=lambda i, n: bar.update(task, completed=i))
-    console.print(comparison_table([(v.run.label, v.comparison, "held out") for v in checks],
+    fitted_on = _fitted_on(cal)
+    console.print(comparison_table([(v.run.label, v.comparison, "fitted on" if Path(v.run.path).resolve() in fitted_on
+                                     else "held out") for v in checks],
                                    f"{cal}: predicted vs live (stalled rounds left out), card-boundary round trip"))
     for v in checks:
         if v.run.stalls.count:
@@ -64,3 +66,22 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     console.print(f"wrote {folder.out / 'validate.json'}"
                   + ("" if args.no_plot else f", {folder.out / 'validate.png'}"))
     return 0
+
+
+def _fitted_on(cal: Path) -> set[Path]:
+    """The run folders calibration ``cal`` was fitted on (its ``fitted.fitted_on[].run``, as written:
+    relative to the working folder or to the project's root), resolved; empty when it names none."""
+    from twin.bundled import bundled_path
+    from twin.config import ConfigError, load_yaml
+    try:
+        doc = load_yaml(cal)
+    except ConfigError:  # the validation itself says what is wrong with the file
+        return set()
+    fitted = doc.get("fitted") if isinstance(doc, dict) else None
+    rows = fitted.get("fitted_on") if isinstance(fitted, dict) else None
+    out = set()
+    for row in rows if isinstance(rows, list) else []:
+        run = row.get("run") if isinstance(row, dict) else None
+        if isinstance(run, str):
+            out |= {Path(run).resolve(), (bundled_path(".") / run).resolve()}
+    return out
