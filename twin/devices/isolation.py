@@ -96,7 +96,8 @@ class Stalls:
     queued: int = 0
 
     def summary(self) -> dict:
-        """For results.json: threshold, count, fraction, longest, the first 20 stalled rounds (1-based)."""
+        """For results.json: threshold, count (stalled, ``rounds``), fraction, longest, ``queued_behind``,
+        and ``first_rounds``: the first 20 rounds left out (1-based), stalled or queued behind one."""
         return {"threshold_ns": round(self.threshold_ns, 3), "rounds": self.count,
                 "fraction": round(self.fraction, 6), "longest_ns": self.longest_ns,
                 "queued_behind": self.queued,
