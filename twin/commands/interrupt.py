@@ -28,6 +28,21 @@ class Signals:
 
 
 @contextmanager
+def _handling(handler):
+    """``handler`` for SIGINT and SIGTERM during the block, the previous handlers restored after it.
+    Yields whether it installed them: not outside the main thread, where Python cannot set them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield False
+        return
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield True
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextmanager
 def interruptible():
     """Install the SIGINT/SIGTERM handlers for the block (see the module docstring) and restore the
     previous ones after it; yields the :class:`Signals` seen. A stop request nobody took (the run
@@ -36,9 +51,6 @@ def interruptible():
     from twin.engine.stop import clear_stop, request_stop  # the engine loads with the command, not the parser
 
     seen = Signals()
-    if threading.current_thread() is not threading.main_thread():
-        yield seen
-        return
 
     def handler(signum, frame):
         seen.count += 1
@@ -50,13 +62,12 @@ def interruptible():
               file=sys.stderr, flush=True)
         raise SystemExit(EXIT)
 
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield seen
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-        clear_stop()
+    with _handling(handler) as installed:
+        try:
+            yield seen
+        finally:
+            if installed:
+                clear_stop()
 
 
 @contextmanager
@@ -68,10 +79,6 @@ def stops_at_once():
     the command at the engine's next check (:class:`twin.engine.stop.Interrupted`). The command
     line prints one line and exits :data:`EXIT` either way. Restores the previous handlers after
     the block; outside the main thread it installs nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
     def engine_stop():  # only an engine already imported can be running (light commands never load it)
         return sys.modules.get("twin.engine.stop")
 
@@ -80,14 +87,12 @@ def stops_at_once():
             engine_stop().request_stop()
         raise KeyboardInterrupt
 
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-        if engine_stop() is not None:
-            engine_stop().clear_stop()
+    with _handling(handler) as installed:
+        try:
+            yield
+        finally:
+            if installed and engine_stop() is not None:
+                engine_stop().clear_stop()
 
 
 def __getattr__(name: str):
