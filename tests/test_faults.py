@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from twin.commands import main
 from twin.devices import LinkCardParams, TrafficParams, cpu_core, gpu_persistent_kernel
@@ -106,3 +107,45 @@ def test_a_stall_after_the_last_round_is_not_counted():
     late = 10_000_000_000  # 10 ms: 400 rounds of about 2 us end long before
     res = run_event(spec(FaultPlan(stalls=((late, late + 1_000_000),), timeout_ps=1_000_000)))
     assert res.stats["faults"]["injected"]["stall"] == 0
+    assert res.stats["faults"]["not_reached"] == {"stall": [0]}  # said, not silently dropped
+
+
+def test_faults_past_a_shorter_run_are_named_and_warned(tmp_path, capsys):
+    """--rounds 3000 on the 20,000-round faults scenario: its corrupted round 5000 and its stall at
+    20 ms (3,000 rounds of a >= 1.7 us round trip end by about 7 ms) are not reached: results.json
+    names their keys and values and the run warns, naming the file; round 100 and the dropped
+    frame of round 3000 are injected."""
+    src = ROOT / "scenarios" / "faults_epyc7282.yaml"
+    rc = main(["run", str(src), "--rounds", "3000", "--no-plot", "--no-rounds", "--out", str(tmp_path / "o")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    (c,) = json.loads((tmp_path / "o" / "results.json").read_text())["consumers"]
+    assert c["faults"]["injected"] == {"corrupt_piece": 1, "drop_frame": 1, "stall": 0}
+    assert c["faults"]["not_reached"] == [{"key": "faults.corrupt_piece.rounds[1]", "value": 5000},
+                                          {"key": "faults.stall[0].at", "value": "20 ms"}]
+    said = " ".join(out.split())
+    for key, value in (("faults.corrupt_piece.rounds[1]", "5000"), ("faults.stall[0].at", "20 ms")):
+        assert f"warning: {src}: {key}: {value}: past the end of this run" in said, out
+
+
+def test_a_mesh_reports_host_freezes_per_flow_as_a_loop_does(tmp_path):
+    """Two closed-loop flows share one EPYC core (a host thread) that the host freezes for 200 us at
+    1 ms, with a 20 us reply timeout: each flow's results.json entry has the host_freeze block a
+    single loop has, its window where the scenario put it and at least one round stalled through it
+    (a round in flight when the freeze begins waits out the window: its round trip >= the rest of
+    the freeze, far over 20 us)."""
+    doc = yaml.safe_load((ROOT / "scenarios" / "mesh_two_controllers_one_gpu.yaml").read_text())
+    doc["calibration"] = str(ROOT / "calibrations" / "fitted" / "card_path.yaml")
+    next(n for n in doc["nodes"] if n["kind"] == "consumer")["device"] = "epyc7282"
+    doc["rounds"] = 2000
+    for f in doc["flows"]:
+        f["traffic"] = {"mode": "closed_loop"}
+    doc["faults"] = {"host_freeze": [{"at": "1 ms", "duration": "200 us"}], "timeout": "20 us"}
+    path = tmp_path / "mesh.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert main(["run", str(path), "--quiet", "--no-plot", "--no-rounds", "--out", str(tmp_path / "o")]) == 0
+    for f in json.loads((tmp_path / "o" / "results.json").read_text())["flows"]:
+        (w,) = f["host_freeze"]["windows"]
+        assert (w["at_ns"], w["duration_ns"]) == (1_000_000, 200_000)
+        assert w["stalled_rounds"] >= 1 and f["host_freeze"]["longest_stall_ns"] > 20_000
+        assert f["faults"]["injected"]["host_freeze"] == 1

@@ -241,3 +241,28 @@ def test_a_dropped_frame_needs_one_request_in_flight_in_every_loop(tmp_path, whe
                 f["traffic"] = {"mode": "closed_loop"}
     e = refused(write(tmp_path, edited(doc, **edit)))
     assert e.key == key and e.value == value and "one request in flight" in e.problem
+
+
+@pytest.mark.parametrize("kind, rounds, key, value, why", [
+    ("corrupt_piece", [7, 9, 7], "faults.corrupt_piece.rounds[2]", 7, "listed twice"),
+    ("drop_frame", [3, 3], "faults.drop_frame.rounds[1]", 3, "listed twice"),
+    ("corrupt_piece", [100, 20_001], "faults.corrupt_piece.rounds[1]", 20_001, "last round (20,000)"),
+    ("drop_frame", [20_000, 25_000], "faults.drop_frame.rounds[1]", 25_000, "last round (20,000)"),
+])
+def test_a_fault_that_could_never_happen_is_refused(tmp_path, kind, rounds, key, value, why):
+    """A round listed twice would fault once, and one past the scenario's 20,000 rounds never: each
+    is refused at load, one line naming the key (rounds are numbered 1..rounds)."""
+    doc = edited(FAULTS, **{f"faults__{kind}": {"rounds": rounds}})
+    e = refused(write(tmp_path, doc))
+    assert (e.key, e.value) == (key, value) and why in e.problem, str(e)
+
+
+def test_a_mesh_fault_past_every_flows_last_round_is_refused(tmp_path):
+    """In a mesh the faults block applies to every flow: a round is refused only past the longest flow."""
+    doc = base_doc(ROOT / "scenarios" / "mesh_two_controllers_one_gpu.yaml")
+    doc["flows"][0]["rounds"], doc["flows"][1]["rounds"] = 50, 80
+    doc["faults"] = {"corrupt_piece": {"rounds": [60]}}
+    load_scenario(write(tmp_path, doc))  # flow 1 reaches round 60
+    doc["faults"] = {"corrupt_piece": {"rounds": [60, 81]}}
+    e = refused(write(tmp_path, doc))
+    assert (e.key, e.value) == ("faults.corrupt_piece.rounds[1]", 81) and "in any flow" in e.problem, str(e)

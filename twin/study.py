@@ -251,6 +251,8 @@ def _summary(ctx: _Context, node, spec: LoopSpec, res: LoopResult, checked: int,
         s["slowest_round"] = slowest_round(res.t_in, res.t_have, res.hops)
     if sc.faults and "faults" in res.stats:
         s["faults"] = res.stats["faults"]
+        if "not_reached" in s["faults"]:  # --rounds cut the run short of them: the file's keys, said
+            s["faults"]["not_reached"] = sc.faults.unreached(s["faults"]["not_reached"])
         if sc.faults.corrupt_piece:  # which rounds the card caught, not only how many
             s["faults"]["detected"]["mismatch_rounds"] = [int(i) + 1 for i in np.flatnonzero(~res.ok)]
         if sc.faults.host_freeze:

@@ -330,6 +330,7 @@ def _results(topo: Topology, worlds: list[_World], phases: dict, cut: int | None
             res.stats["mismatches"] = res.mismatches
             res.stats.pop("reply_digest", None)
             res.stats["faults"]["injected"]["corrupt_piece"] = sum(1 for x in spec.faults.corrupt_rounds if x <= m)
+            res.stats["faults"].pop("not_reached", None)  # a stopped run: the stop, not the plan, left them
         res_all.append(res)
     lanes, threads = {}, {}  # in the order the whole topology's flows make them, as run_topology's
     for i, fl in enumerate(topo.flows):

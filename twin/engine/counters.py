@@ -28,7 +28,9 @@ def flow_stats(fp, n: int, now: int, mismatches: int, backlog_max: int, consumer
     """One flow's statistics as every engine reports them (the simpy reference and the compiled
     core, :mod:`twin.engine.compiled`): the card's and consumer's counters, the faults injected
     (``fp``: the flow's :class:`twin.faults.FaultPlan`, counted up to round ``n`` and instant
-    ``now``) and detected."""
+    ``now``) and detected; ``faults.not_reached`` (only when some are): the planned faults the
+    run did not reach (:func:`not_reached`)."""
+    missed = not_reached(fp, n, now)
     return {"mismatches": mismatches, "backlog_max": backlog_max, "consumer_polls": consumer_polls,
             "card_polls": card_polls, "posted_writes": posted_writes, "poll_phase_ps": phase, "reply_digest": digest,
             "faults": {"injected": {"corrupt_piece": sum(1 for r in fp.corrupt_rounds if r <= n),
@@ -39,4 +41,18 @@ def flow_stats(fp, n: int, now: int, mismatches: int, backlog_max: int, consumer
                        "detected": {"mismatches": mismatches, "resent_frames": dropped["resent"],
                                     "reply_timeouts": reply_timeouts,
                                     **({"mismatches_from_corrupted_requests": corrupted_requests}
-                                       if corrupted_requests is not None else {})}}}
+                                       if corrupted_requests is not None else {})},
+                       **({"not_reached": missed} if missed else {})}}
+
+
+def not_reached(fp, n: int, now: int) -> dict:
+    """The faults of ``fp`` (a :class:`twin.faults.FaultPlan`) that a run of ``n`` rounds ending at
+    instant ``now`` (ps) did not reach, by the rule :func:`flow_stats` counts the injected ones by:
+    ``corrupt_piece`` / ``drop_frame``: the rounds (ascending) past round ``n``; ``stall`` /
+    ``host_freeze``: the indices (0-based, scenario order) of the windows that start at or after
+    ``now``. Kinds with none are left out; ``{}`` when every fault was reached."""
+    out = {"corrupt_piece": sorted(r for r in fp.corrupt_rounds if r > n),
+           "drop_frame": sorted(r for r in fp.drop_rounds if r > n),
+           "stall": [i for i, (s, _) in enumerate(fp.stalls) if s >= now],
+           "host_freeze": [i for i, (s, _) in enumerate(fp.host_freezes) if s >= now]}
+    return {k: v for k, v in out.items() if v}

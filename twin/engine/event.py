@@ -314,6 +314,7 @@ def run_topology(topo: Topology, progress: Progress | None = None, chunk_rounds:
             if "replies" in res.stats:
                 res.stats["replies"] = res.stats["replies"][:m]
             res.stats["faults"]["injected"]["corrupt_piece"] = sum(1 for x in r.fp.corrupt_rounds if x <= m)
+            res.stats["faults"].pop("not_reached", None)  # a stopped run: the stop, not the plan, left them
         if r.rtl_cfg is not None:
             res.stats["rtl"] = {name: {"cycles": node.cycles, "evaluated": node.evaluated, "steps": node.steps}
                                 for name, node in (("card", r.card), (r.spec.name, r.consumer))

@@ -43,6 +43,12 @@ def mesh_document(loaded, res: MeshResult, seed: int) -> dict:
                  "slowest_round": slowest_round(ft.t_in, ft.t_have, ft.hops)}
         if sc.faults:
             extra["faults"] = ft.stats["faults"]
+            if "not_reached" in extra["faults"]:
+                extra["faults"]["not_reached"] = sc.faults.unreached(extra["faults"]["not_reached"])
+            if sc.faults.host_freeze:  # what the flow's controller saw around each freeze, as a loop's
+                from twin.faults import freeze_report
+                plan = sc.faults.plan()
+                extra["host_freeze"] = freeze_report(ft.rtt_ps, ft.t_in, plan.host_freezes, plan.timeout_ps)
         if "program" in ft.stats:  # the flow's generator waits for earlier corrections (traffic.program)
             from twin.output.program import program_summary
             extra["program"] = program_summary(ft.stats["program"])
@@ -132,7 +138,7 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
     for name, c in doc["consumers"].items():
         util = "n/a (model rtl: its own logic)" if c["utilisation"] is None else f"{100 * c['utilisation']:.1f} %"
         console.print(f"{name}: served {c['served']:,}, utilisation {util}")
-    print_fault_and_deadline_lines([(f"flow {f['flow']}", f) for f in doc["flows"]], console)
+    print_fault_and_deadline_lines([(f"flow {f['flow']}", f) for f in doc["flows"]], console, str(loaded.path))
     if not args.no_csv:
         write_mesh_rounds(res, folder, getattr(args, "rounds_format", "parquet"))
     if not args.no_plot:

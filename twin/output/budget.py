@@ -33,14 +33,22 @@ def print_budget_table(rows: list[tuple[str, dict]], console: Console, what: str
                           f"{w['held_by']} ({w['stages'][w['held_by']] / 1000:.3f} µs)")
 
 
-def print_fault_and_deadline_lines(rows: list[tuple[str, dict]], console: Console) -> None:
+def print_fault_and_deadline_lines(rows: list[tuple[str, dict]], console: Console, file: str = "") -> None:
     """For each (label, summary) with ``faults`` or ``deadline_ns`` (results.json's keys): one line of
-    the faults injected and detected, one of the rounds over the deadline."""
+    the faults injected and detected, one warning per fault the run did not reach (``faults.
+    not_reached``: a ``--rounds`` shorter than the scenario's, naming ``file``, the key and its
+    value), one line of the rounds over the deadline."""
+    warned = set()  # a mesh's flows share one faults block: each key said once
     for label, s in rows:
         if "faults" in s:
             inj, det = s["faults"]["injected"], s["faults"]["detected"]
             console.print(f"{label}: faults injected " + ", ".join(f"{k} {v}" for k, v in inj.items())
                           + "; detected " + ", ".join(f"{k} {v}" for k, v in det.items()))
+            for miss in s["faults"].get("not_reached", []):
+                if miss["key"] not in warned:
+                    warned.add(miss["key"])
+                    console.print(f"[yellow]warning: {file + ': ' if file else ''}{miss['key']}: {miss['value']}: "
+                                  f"past the end of this run ({s['rounds']:,} rounds): not injected[/yellow]")
         if "deadline_ns" in s:
             console.print(f"{label}: {s['deadline_misses']:,} of {s['rounds']:,} rounds over the "
                           f"{s['deadline_ns'] / 1000:g} µs deadline")

@@ -227,9 +227,13 @@ class CorruptFault(_Strict):
     @field_validator("rounds")
     @classmethod
     def _positive(cls, v):
+        seen = set()
         for i, r in enumerate(v):
             if r < 1:
                 raise Located((i,), r, "rounds are numbered from 1")
+            if r in seen:  # a round's fault happens once: a second listing would add nothing
+                raise Located((i,), r, f"round {r} is listed twice")
+            seen.add(r)
         return v
 
 
@@ -263,6 +267,20 @@ class Faults(_Strict):
     host_freeze: list[StallFault] = []
     timeout: str = "100 us"
     _d = field_validator("timeout", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+    def unreached(self, missed: dict) -> list[dict]:
+        """The scenario's keys of the faults a run did not reach: ``missed`` as the engines count
+        it (:func:`twin.engine.counters.not_reached`: rounds for corrupt_piece / drop_frame, window
+        indices for stall / host_freeze) as ``[{"key": "faults.corrupt_piece.rounds[1]", "value":
+        5000}, {"key": "faults.stall[0].at", "value": "20 ms"}, ...]`` in the file's order."""
+        out = []
+        for kind in ("corrupt_piece", "drop_frame"):
+            listed = getattr(self, kind).rounds if getattr(self, kind) else []
+            out += [{"key": f"faults.{kind}.rounds[{i}]", "value": r} for i, r in enumerate(listed)
+                    if r in missed.get(kind, ())]
+        for kind in ("stall", "host_freeze"):
+            out += [{"key": f"faults.{kind}[{i}].at", "value": getattr(self, kind)[i].at} for i in missed.get(kind, ())]
+        return out
 
     def plan(self) -> FaultPlan:
         """The :class:`FaultPlan` for the loops."""
@@ -443,6 +461,14 @@ class Scenario(_Strict):
                                   f"not for a mesh (flows): {why}")
         for i, f in enumerate(self.flows):
             check_horizon(f.traffic, f.rounds or self.rounds, ("flows", i, "traffic"))
+        if self.faults:  # a fault past every loop's last round would inject nothing
+            last = max(f.rounds or self.rounds for f in self.flows) if self.flows else self.rounds
+            for kind in ("corrupt_piece", "drop_frame"):
+                block = getattr(self.faults, kind)
+                for i, r in enumerate(block.rounds if block else []):
+                    if r > last:
+                        raise Located(("faults", kind, "rounds", i), r, f"past the scenario's last round ({last:,}"
+                                      f"{' in any flow' if self.flows else ''}): it would inject nothing")
         if self.faults and self.faults.drop_frame:  # the control side resends after the timeout: in order only
             loops = [(("flows", i, "traffic"), f.traffic) for i, f in enumerate(self.flows)] if self.flows else [
                 (("traffic",), self.traffic)]
