@@ -70,3 +70,27 @@ def test_a_seed_wider_than_64_bits_is_refused(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_decode(scenario(tmp_path, {"code": "rep", "distance": 3, "decoder": "lookup"}, seed=2**64))
     assert e.value.key == "seed"
+
+
+@pytest.mark.parametrize("placements, key, value, says", [
+    ([{"device": "epyc7282"}, {"device": "v80"}, {"device": "epyc7282", "mode": "inline"}],
+     "decode.placements[2]", "epyc7282", "the same placement as placements[0]"),
+    ([{"devices": ["mi210", "mi210"]}, {"devices": ["mi210", "mi210"], "dispatch": "round_robin"}],
+     "decode.placements[1]", "mi210", "the same placement as placements[0]"),
+])
+def test_a_placement_or_device_given_twice_is_refused(tmp_path, placements, key, value, says):
+    """The same placement twice (defaults written out or not) would decode the same shots on the same
+    devices again: two identical entries; refused in one line."""
+    with pytest.raises(ConfigError) as e:
+        load_decode(scenario(tmp_path, {"placements": placements}))
+    assert (e.value.key, e.value.value) == (key, value) and says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_placements_that_differ_in_one_key_are_two_studies(tmp_path):
+    """Same device, other hosting mode or worker count: three placements (and devices: [mi210, mi210]
+    is two MI210s, not a duplicate: the bundled decode_stream_two_gpus loads)."""
+    loaded = load_decode(scenario(tmp_path, {"code": "rep", "placements": [{"device": "epyc7282"},
+                                                                        {"device": "epyc7282", "mode": "worker"},
+                                                                        {"device": "epyc7282", "workers": 2}]}))
+    assert len(loaded.sc.decode.placements) == 3
+    load_decode(ROOT / "scenarios" / "decode_stream_two_gpus.yaml")

@@ -120,6 +120,14 @@ class Placement(_Strict):
                           "share a stream over sim, code or rtl devices")
         return self
 
+    def key(self) -> dict:
+        """Every key's value, defaults filled in (``dispatch`` of a shared stream: round_robin), so
+        two placements that run the same study compare equal."""
+        d = self.model_dump()
+        if self.devices is not None:
+            d["dispatch"] = self.dispatch or "round_robin"
+        return d
+
     @property
     def names(self) -> list[str]:
         """The placement's devices in dispatch order (one for ``device``)."""
@@ -271,6 +279,15 @@ class Decode(_Strict):
     interval: Literal["wilson", "clopper_pearson"] = "wilson"
     confidence: float = Field(0.95, gt=0, lt=1)
     placements: list[Placement] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _distinct(self):  # a placement given twice would run the same study twice (devices: [a, a] is two a's)
+        for i, pl in enumerate(self.placements):
+            same = next((k for k in range(i) if self.placements[k].key() == pl.key()), None)
+            if same is not None:
+                raise Located(("placements", i), pl.names[0], f"the same placement as placements[{same}]: it "
+                              "would decode the same shots on the same device again")
+        return self
 
     @model_validator(mode="after")
     def _source(self):
