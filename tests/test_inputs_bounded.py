@@ -266,3 +266,18 @@ def test_a_mesh_fault_past_every_flows_last_round_is_refused(tmp_path):
     doc["faults"] = {"corrupt_piece": {"rounds": [60, 81]}}
     e = refused(write(tmp_path, doc))
     assert (e.key, e.value) == ("faults.corrupt_piece.rounds[1]", 81) and "in any flow" in e.problem, str(e)
+
+
+@pytest.mark.parametrize("edit, key, says", [
+    (lambda t: t.replace("description:", "description: !!binary aGVsbG8=\n#", 1), "line 4", "binary values"),
+    (lambda t: t + "deadline: !!set {a: null}\n", "line", "set values"),
+    (lambda t: t + 'deadline: "3\x00 us"\n', "line", "character #x0000"),
+    (lambda t: t + "deadline: .inf\n", "deadline", "not a finite number"),
+])
+def test_yaml_types_no_input_holds_are_refused_with_their_line(tmp_path, edit, key, says):
+    """!!binary (bytes) and !!set are not turned into text or lists; a NUL byte's error names its
+    line (the reader gives a position, not a mark); .inf is not offered a unit."""
+    text = (ROOT / "scenarios" / "card_path_64b.yaml").read_text(encoding="utf-8")
+    text = text.replace("../calibrations", str(ROOT / "calibrations"))
+    e = refused(write(tmp_path, edit(text)))
+    assert e.key.startswith(key) and says in str(e) and "inf ns" not in str(e), str(e)

@@ -118,6 +118,16 @@ class _Loader(_Base):
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
+    def refuse_tag(self, node):
+        """A value of a YAML type that no input of the twin's holds (``!!binary`` bytes, ``!!set``,
+        ``!!omap``, ``!!pairs``): refused with its line rather than turned into a string or list."""
+        raise yaml.constructor.ConstructorError(None, None, f"{node.tag.rsplit(':', 1)[-1]} values are not "
+                                                "taken here; write the value as plain text", node.start_mark)
+
+
+for _tag in ("binary", "set", "omap", "pairs"):
+    _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _Loader.refuse_tag)
+
 
 def _check_shape(path: Path, root: yaml.Node, text: str) -> None:
     """Refuse a document nested deeper than :data:`MAX_YAML_DEPTH` or holding more than
@@ -196,8 +206,10 @@ def load_yaml(path: str | Path) -> object:
         return loader.construct_document(node)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-        where = f"line {mark.line + 1}" if mark else "?"
-        bad = _line(text, mark.line) if mark else ""
+        line = mark.line if mark else text.count("\n", 0, e.position) if isinstance(e, yaml.reader.ReaderError) \
+            else None  # a character the reader refuses (a NUL byte) has a position, not a mark
+        where = f"line {line + 1}" if line is not None else "?"
+        bad = _line(text, line) if line is not None else ""
         raise ConfigError(p, where, bad, f"not valid YAML ({getattr(e, 'problem', None) or e})") from None
     except ConfigError:
         raise

@@ -75,6 +75,8 @@ def duration_ps(v: object) -> int:
     ASCII digits, not negative, not a non-zero value below 1 ps, at most :data:`MAX_DURATION_PS`.
     Raises ValueError saying which."""
     if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if v != v or v in (float("inf"), float("-inf")):  # .nan / .inf: no unit makes it a duration
+            raise ValueError("not a finite number: write a duration with its unit, e.g. '3 us'")
         raise ValueError(f"needs a unit, e.g. '{short(v)} ns' or '{short(v)} us'")
     if not isinstance(v, str):
         raise ValueError("must be a quantity string such as '5 us'")
