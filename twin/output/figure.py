@@ -33,9 +33,9 @@ def decade_label(value: float, pos: int | None = None) -> str:
     """The tick label of ``value`` on a log axis: a whole power of ten as 10 with its exponent in
     Unicode superscript digits (1 -> ``10⁰``, 1,000 -> ``10³``, 0.01 -> ``10⁻²``), any other value
     as ``%g``. Plain text the font draws directly: matplotlib's own log formatter writes mathtext
-    (``$\\mathdefault{10^{3}}$``) that is parsed at every draw, and building that parser was half of
-    a one-panel figure's first drawing. ``pos`` (the tick's index) is matplotlib's formatter
-    argument, not used."""
+    (``$\\mathdefault{10^{3}}$``), parsed at every draw by a parser built at the first: about 40 % of
+    a one-panel figure's first drawing (BENCHMARKS.md, "Figures against the simulation"). ``pos``
+    (the tick's index) is matplotlib's formatter argument, not used."""
     if value > 0 and math.isfinite(value):
         e = round(math.log10(value))
         if math.isclose(10.0 ** e, value, rel_tol=1e-9):
