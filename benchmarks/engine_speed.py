@@ -11,8 +11,10 @@ consumers, one flow each (open loop, Poisson gaps of mean 2 us), 8 controllers p
 bridge shared), from 8 to 512 nodes, in rounds per CPU-second of all flows together: the interacting
 components found (twin.engine.partition: here one per card), the compiled core with each component on
 its own timeline and with the whole mesh on one (twin.engine.compiled.SPLIT off), their ratio, the
-simpy reference at 8 and 256 nodes; then flows that do interact: K flows through one link card (its
-bridge shared: one component), K = 8 .. 128. Mesh rows are the best of 3 runs (a shared machine's
+simpy reference at 8 and 256 nodes; the set-up a flow costs (Python: its parameters, random streams,
+tables and results; 512 nodes of 50 rounds a flow, the core's share of that measured apart at 200
+rounds a flow); then flows that do interact: K flows through one link card (its bridge shared: one
+component), K = 8 .. 128. Mesh rows are the best of 3 runs (a shared machine's
 noise is one-sided). CPU time is ``time.process_time`` of this process. Every compiled result is
 checked equal to its reference on a prefix first (an engine that disagrees stops the benchmark).
 
@@ -231,6 +233,7 @@ def meshes(spec_of, q: int) -> None:
         ref = f"{topo_rate(mesh(spec_of, nodes, 20_000 // q), False):9,.0f}" if nodes in (8, 256) else f"{'':>9s}"
         print(f"{nodes:6d} {nodes // 2:6d} {len(components(topo)):10d} {r:14,.0f} {one:13,.0f} {r / one:6.2f} "
               f"{r / HARDWARE:11.2f} {ref}")
+    setup(spec_of)
     print(f"flows that interact: K controllers through one link card (its bridge shared), each to its own consumer; "
           f"{200_000 // q:,} rounds in all; best of 3:")
     print(f"{'flows':>6s} {'components':>10s} {'rounds/CPU-s':>13s} {'x hardware':>11s}")
@@ -238,6 +241,21 @@ def meshes(spec_of, q: int) -> None:
         topo = mesh(spec_of, 2 * k, 200_000 // q, per_card=k)
         r = topo_rate(topo, True, repeats=3)
         print(f"{k:6d} {len(components(topo)):10d} {r:13,.0f} {r / HARDWARE:11.2f}")
+
+def setup(spec_of, nodes: int = 512) -> None:
+    """Print the CPU a flow's set-up costs: ``run_topology`` of ``nodes`` (N/2 flows, :func:`mesh`) at
+    50 and at 200 rounds a flow (best of 7 each); the difference is 150 rounds a flow in the core,
+    so the set-up is the 50-round run less a third of that difference."""
+    k = nodes // 2
+    best = {}
+    for per in (50, 200):
+        topo = mesh(spec_of, nodes, per * k)
+        E.run_topology(topo)  # first run apart: imports, the core's load
+        best[per] = min(cpu(E.run_topology, topo)[1] for _ in range(7))
+    rounds = (best[200] - best[50]) / 3
+    print(f"set-up of a flow ({nodes} nodes, {k} flows, best of 7): {(best[50] - rounds) / k * 1e3:.3f} ms "
+          f"({best[50]:.3f} CPU s at 50 rounds a flow, {best[200]:.3f} at 200)")
+
 
 if __name__ == "__main__":
     main()

@@ -13,17 +13,25 @@ Prints, in one run:
    sets, specs, progress bars); the exit time (the event model's check done after the table); and
    which heavy modules are loaded at the first table. With ``--before TREE`` (a checkout of main, e.g.
    ``git archive main | tar -x -C /tmp/before`` plus the runtime ``.so``) the same in that tree;
-3. histograms.png (:func:`twin.report.plot_histograms`) of the faults scenario
-   (scenarios/faults_epyc7282.yaml) and of the default scenario at ``--figure-rounds`` rounds per
-   consumer (default: the faults scenario's own 20,000 and 1e5) beside the simulation that made
-   them, CPU seconds both (``time.process_time``: the machine may be shared), "figures never take
-   longer than the simulation";
+3. "figures never take longer than the simulation" (docs/decisions.md says what the simulation is):
+   histograms.png (:func:`twin.report.plot_histograms`) of the faults scenario
+   (scenarios/faults_epyc7282.yaml, one consumer) and of the default scenario (five) at each of
+   ``--figure-rounds`` rounds per consumer (default: each scenario's own rounds, 1e5 and 1e6), each
+   case in a process of its own (:func:`figure_case`: the figure is that process's first, as in
+   ``twin run``), CPU seconds (``time.process_time``: the machine may be shared) of: the figure's
+   first drawing and the median of three later ones (matplotlib's import timed apart, once per
+   process); the engine alone (``run_study`` with no event-model check, median of three after one
+   not counted); ``twin run``'s simulation as a user runs it (``run_study`` at its default
+   ``verify_rounds``: the engine, then the event model's check of the first 10,000 rounds of each
+   consumer; median of three); then, per scenario, the crossover (:func:`crossover`): the rounds
+   per consumer from which the figure's first drawing is cheaper than the engine alone, found by
+   measuring (doubling the rounds until it is, then three bisections, one process each);
 4. the per-round file for ``--file-rounds`` rows (3e6, split over the default scenario's five
    consumers): rounds.parquet (the default) and rounds.csv, each written through
    :class:`twin.output.files.RunFolder` (fsynced).
 Every line says the machine's load average when it was measured.
 
-Usage: python benchmarks/first_result.py [--rounds 1e4,1e5] [--figure-rounds 3e6] [--file-rounds 3e6]
+Usage: python benchmarks/first_result.py [--rounds 1e4,1e5] [--figure-rounds own,1e5,1e6] [--file-rounds 3e6]
 [--before TREE] [--first-only | --outputs-only]
 """
 from __future__ import annotations
@@ -132,15 +140,20 @@ def first_table(tree: Path, rounds: int, out: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", default="1e4,1e5", help="rounds per consumer of the timed `twin run`s (a list)")
-    ap.add_argument("--figure-rounds", type=float, default=None,
-                    help="rounds per consumer for section 3 (default: faults' own, default scenario 1e5)")
+    ap.add_argument("--figure-rounds", default="own,1e5,1e6",
+                    help="rounds per consumer of section 3's cases (a list; own: the scenario's own rounds)")
     ap.add_argument("--file-rounds", type=float, default=3e6, help="rows of the per-round file, all consumers")
     ap.add_argument("--before", type=Path, help="a checkout of main to time the same in (the 'before')")
     ap.add_argument("--outputs-only", action="store_true", help="sections 3 and 4 only (how --before runs them)")
     ap.add_argument("--first-only", action="store_true", help="sections 1 and 2 only")
+    ap.add_argument("--figure-case", help=argparse.SUPPRESS)  # SCENARIO:ROUNDS, one JSON line (figure_case)
     args = ap.parse_args()
+    if args.figure_case:
+        name, n = args.figure_case.split(":")
+        print("CASE " + json.dumps(figure_case(name, int(n) if n else None)))
+        return
     rounds = [int(float(x)) for x in args.rounds.split(",")]
-    fig_rounds = None if args.figure_rounds is None else int(args.figure_rounds)
+    fig_rounds = [None if x == "own" else int(float(x)) for x in args.figure_rounds.split(",")]
     if args.outputs_only:
         with tempfile.TemporaryDirectory() as tmp:
             outputs(Path(tmp), fig_rounds, int(args.file_rounds), "")
@@ -168,8 +181,7 @@ def main() -> None:
             return
         if args.before is not None:  # the figures and the files as main draws and writes them
             cmd = [sys.executable, __file__, "--outputs-only", "--file-rounds", str(int(args.file_rounds))]
-            if fig_rounds is not None:
-                cmd += ["--figure-rounds", str(fig_rounds)]
+            cmd += ["--figure-rounds", args.figure_rounds]
             r = subprocess.run(cmd, cwd=args.before, env=_env(args.before.resolve()), text=True, capture_output=True)
             if r.returncode:
                 raise SystemExit(f"outputs in {args.before} failed: {r.stderr.strip()}")
@@ -177,34 +189,129 @@ def main() -> None:
         outputs(tmp, fig_rounds, int(args.file_rounds), "(after) " if args.before is not None else "")
 
 
-def outputs(tmp: Path, fig_rounds: int | None, file_rounds: int, tag: str) -> None:
+def figure_case(scenario: str, rounds: int | None) -> dict:
+    """Section 3's measures for ``scenario`` (bundled, by name) at ``rounds`` per consumer (None: its
+    own), in this process, CPU seconds: ``cold`` (the first ``run_study`` in the process, no check),
+    ``engine`` (the median of three more), ``whole`` (``run_study`` at its default ``verify_rounds``,
+    ``twin run``'s; median of three), ``import`` (matplotlib's figure, Agg canvas, patches and
+    ticker), ``first`` (the process's first histograms.png: :func:`twin.report.plot_histograms` into
+    a :class:`twin.output.files.RunFolder`; whatever else the tree's figure imports is in it),
+    ``later`` (median of three more); ``rounds`` per consumer and ``panels``."""
+    import statistics
+
+    import twin.report as report
+    from twin.output.files import RunFolder
+    from twin.scenario import load_scenario
+    from twin.study import run_study
+
+    def cpu(fn) -> tuple[float, object]:
+        c0 = time.process_time()
+        r = fn()
+        return time.process_time() - c0, r
+
+    loaded = load_scenario(Path(report.__file__).resolve().parents[1] / "scenarios" / f"{scenario}.yaml")
+    cold, study = cpu(lambda: run_study(loaded, rounds=rounds, verify_rounds=0))
+    engine, whole = [], []
+    for _ in range(3):
+        engine.append(cpu(lambda: run_study(loaded, rounds=rounds, verify_rounds=0))[0])
+        whole.append(cpu(lambda: run_study(loaded, rounds=rounds))[0])
+    def import_matplotlib() -> None:
+        import matplotlib.backends.backend_agg
+        import matplotlib.figure
+        import matplotlib.patches
+        import matplotlib.ticker  # noqa: F401
+
+    imported, _ = cpu(import_matplotlib)
+    figures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(4):
+            with RunFolder(Path(tmp) / str(i), overwrite=True) as folder:
+                figures.append(cpu(lambda f=folder: report.plot_histograms(study, f))[0])
+                folder.commit()
+    return {"rounds": study.rounds, "panels": len(study.runs), "cold": cold, "engine": statistics.median(engine),
+            "whole": statistics.median(whole), "import": imported, "first": figures[0],
+            "later": statistics.median(figures[1:])}
+
+
+def _case(scenario: str, rounds: int | None, cache: dict) -> dict:
+    """:func:`figure_case` in a process of its own (this script, the same ``sys.path``), kept in ``cache``."""
+    key = (scenario, rounds)
+    if key not in cache:
+        r = subprocess.run([sys.executable, __file__, "--figure-case", f"{scenario}:{rounds or ''}"],
+                           capture_output=True, text=True, encoding="utf-8")
+        line = next((ln for ln in r.stdout.splitlines() if ln.startswith("CASE ")), None)
+        if r.returncode or line is None:
+            raise SystemExit(f"figure case {scenario}:{rounds} failed (exit {r.returncode}): "
+                             f"{r.stderr.strip()[-2000:]}")
+        case = json.loads(line[5:])
+        cache[key] = cache[(scenario, case["rounds"])] = case
+    return cache[key]
+
+
+def crossover(scenario: str, start: int, cache: dict, most: int = 16_000_000) -> tuple:
+    """The rounds per consumer from which ``scenario``'s figure (first drawing) costs less CPU than
+    its engine alone, measured: from ``start``, double the rounds until it does (at most ``most``),
+    then bisect the bracket three times (geometric middle, to 1,000 rounds); one process per point
+    (:func:`_case`). Returns ``((rounds, figure / engine) above, (rounds, figure / engine) below)``
+    around the crossover; an end is None where it was not reached (cheaper already at ``start``,
+    or still dearer at ``most``)."""
+    def ratio(n: int) -> tuple[int, float]:
+        c = _case(scenario, n, cache)
+        return n, c["first"] / c["engine"]
+
+    lo = ratio(start)
+    if lo[1] < 1:
+        return None, lo
+    hi = None
+    while hi is None and lo[0] < most:
+        r = ratio(min(most, lo[0] * 2))
+        lo, hi = (r, None) if r[1] >= 1 else (lo, r)
+    if hi is None:
+        return lo, None
+    for _ in range(3):
+        mid = int(round((lo[0] * hi[0]) ** 0.5, -3))
+        if mid in (lo[0], hi[0]):
+            break
+        r = ratio(mid)
+        lo, hi = (r, hi) if r[1] >= 1 else (lo, r)
+    return lo, hi
+
+
+def outputs(tmp: Path, fig_rounds: list[int | None], file_rounds: int, tag: str) -> None:
     """Sections 3 and 4 with the ``twin`` on ``sys.path`` (each writer it has)."""
     import twin.report as report
     from twin.output.files import RunFolder
     from twin.scenario import load_scenario
     from twin.study import run_study
 
-    def timed(what: str, fn, folder_name: str, against: float | None = None) -> None:
+    def timed(what: str, fn, folder_name: str) -> None:
         with RunFolder(tmp / folder_name, overwrite=True) as folder:
             c0, t0 = time.process_time(), time.perf_counter()
             fn(folder)
             cpu, wall = time.process_time() - c0, time.perf_counter() - t0
             folder.commit()
-        vs = f"; simulation {against:.1f} CPU s, figure / simulation {cpu / against:.3f}" if against else ""
-        print(f"{tag}{what}: {cpu:.2f} CPU s, {wall:.2f} s wall{vs} ({load()})", flush=True)
+        print(f"{tag}{what}: {cpu:.2f} CPU s, {wall:.2f} s wall ({load()})", flush=True)
 
-    root = Path(report.__file__).resolve().parents[1]
-    t0 = time.perf_counter()
-    import matplotlib.pyplot  # noqa: F401  (timed apart: every figure pays it once)
-    print(f"{tag}import matplotlib.pyplot: {time.perf_counter() - t0:.2f} s ({load()})")
-    for scenario, n in (("faults_epyc7282", fig_rounds), ("card_path_64b", fig_rounds or 100_000)):
-        c0 = time.process_time()
-        study = run_study(load_scenario(root / "scenarios" / f"{scenario}.yaml"), rounds=n, verify_rounds=0)
-        sim = time.process_time() - c0
-        timed(f"histograms.png of {scenario}, {study.rounds:,} rounds x {len(study.runs)} consumers",
-              lambda f, s=study: report.plot_histograms(s, f), f"h_{scenario}", sim)
-        del study
-    loaded = load_scenario(root / "scenarios" / "card_path_64b.yaml")
+    cache: dict = {}
+    for scenario in ("faults_epyc7282", "card_path_64b"):
+        said = set()
+        for n in fig_rounds:
+            c = _case(scenario, n, cache)
+            if c["rounds"] in said:  # "own" is one of the others
+                continue
+            said.add(c["rounds"])
+            print(f"{tag}histograms.png of {scenario}, {c['rounds']:,} rounds x {c['panels']} consumer(s): figure "
+                  f"{c['first']:.3f} CPU s (first in its process; later ones {c['later']:.3f}; matplotlib's import "
+                  f"{c['import']:.2f} before it); engine alone {c['engine']:.3f} (first in the process "
+                  f"{c['cold']:.3f}), figure / engine {c['first'] / c['engine']:.2f}; twin run's simulation (engine "
+                  f"+ event-model check) {c['whole']:.3f}, figure / simulation {c['first'] / c['whole']:.2f} "
+                  f"({load()})", flush=True)
+        lo, hi = crossover(scenario, _case(scenario, fig_rounds[0], cache)["rounds"], cache)
+        said = [f"{r[0]:,} rounds per consumer: figure / engine {r[1]:.2f}" for r in (lo, hi) if r is not None]
+        print(f"{tag}crossover of {scenario}: the figure is cheaper than the engine alone " + (
+            f"from between {said[0]} and {said[1]}" if lo and hi else f"already at {said[0]}" if hi else
+            f"at none up to {said[0]}") + f" ({load()})", flush=True)
+    loaded = load_scenario(Path(report.__file__).resolve().parents[1] / "scenarios" / "card_path_64b.yaml")
     per = file_rounds // len(loaded.scenario.consumers())
     study = run_study(loaded, rounds=per, engine="direct")
     rows = per * len(study.runs)

@@ -68,3 +68,36 @@ def test_decode_latency_axis_clips_each_series_to_its_percentiles():
     assert (lo, hi) == (2 * 1000, 1000 * 2000)  # the lowest p0.1 (a's), the highest p99.9 (b's)
     assert outside == 1 + 1  # a's 1 ns below, b's 2,002 ns above
     assert latency_clip([]) == (0, 0, 0)
+
+
+def test_log_axis_labels_are_decades_in_plain_text():
+    from twin.output.figure import decade_label
+    assert [decade_label(10.0 ** e) for e in (0, 1, 2, 3, 6)] == ["10⁰", "10¹", "10²", "10³", "10⁶"]
+    assert (decade_label(0.01), decade_label(1e-12)) == ("10⁻²", "10⁻¹²")
+    assert (decade_label(20), decade_label(0.5), decade_label(0)) == ("20", "0.5", "0")  # not decades: as %g
+
+
+def test_a_panel_shows_its_decades_its_bins_in_us_and_the_clip():
+    import io
+
+    from PIL import Image
+
+    from twin.output.files import savefig_writer
+    # three 4 ns bins from 2 us; the fullest holds 1,500 rounds: the log axis from 0.5 rounds to above
+    # 1,500 shows the decades 1, 10, 100, 1,000
+    b = h.Binned(4000, 2_000_000, np.array([1, 1500, 30]), below=2, above=3, total=1536)
+    fig, axes = h.panel_figure(1)
+    ax = axes[0, 0]
+    h.draw_counts(ax, b)
+    ax.set_xlabel(h.axis_label("round trip", 4000))
+    f = io.BytesIO()
+    savefig_writer(fig, "png")(f)
+    assert Image.open(f).size[0] == 8 * 120  # 8 inches at 120 dots per inch
+    lo, hi = ax.get_ylim()
+    assert lo == 0.5 and hi > 1500
+    shown = [(t.get_loc(), t.label1.get_text()) for t in ax.yaxis.get_major_ticks() if lo <= t.get_loc() <= hi]
+    assert shown == [(1, "10⁰"), (10, "10¹"), (100, "10²"), (1000, "10³")]
+    x0, x1 = ax.get_xlim()
+    assert x0 < 2.000 and 2.012 < x1 < 2.1  # µs: the bins span 2.000-2.012
+    assert "(µs), 4 ns bins, each panel p0.1-p99.9 of its rounds" in ax.get_xlabel()
+    assert b.note(4000) == " (2 below p0.1, 3 above p99.9 not drawn)"

@@ -177,10 +177,6 @@ def plot_histograms(study: StudyResult, folder: RunFolder, name: str = "histogra
                     bin_ps: int | None = None) -> Path:
     """Figure in the style of the seeds' Figure 7: one panel per consumer, 4 ns bins, the twin's
     p50/p90 as solid lines and the measured p50/p90 as dashed lines. Staged in ``folder``."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     if bin_ps is None:  # the timing clock's resolution: the card's 4 ns, or the RoCE controller's
         p = study.scenario.params
         bin_ps = period_ps(p.controller.clock) if getattr(p, "kind", None) == "roce_path" else 4000
@@ -207,7 +203,4 @@ def plot_histograms(study: StudyResult, folder: RunFolder, name: str = "histogra
             legend.setdefault(line.get_label(), line)
     axes[0, 0].legend(list(legend.values()), list(legend), fontsize=7, loc="upper right")
     axes[-1, 0].set_xlabel(axis_label("round trip", bin_ps))
-    try:
-        return folder.savefig(name, fig, dpi=120)
-    finally:
-        plt.close(fig)
+    return folder.savefig(name, fig)

@@ -299,9 +299,7 @@ def plot(rows: list[dict], axes: list[Axis], folder, title: str, measure: str = 
     trip; ``loop``: controller to controller) against the first axis; one colour per consumer and
     value of the other axes."""
     pre = "loop_" if measure == "loop" else ""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from twin.output.figure import new_figure
 
     x_path = axes[0].path
     others = [a.path for a in axes[1:]]
@@ -309,7 +307,8 @@ def plot(rows: list[dict], axes: list[Axis], folder, title: str, measure: str = 
     for r in rows:
         series.setdefault((r["consumer"],) + tuple(r[o] for o in others), []).append(r)
     numeric = all(isinstance(v, (int, float)) for v in axes[0].values)
-    fig, ax = plt.subplots(figsize=(10, 5))
+    fig = new_figure(10, 5)
+    ax = fig.subplots()
     for i, (key, rs) in enumerate(series.items()):
         xs = [r[x_path] for r in rs] if numeric else list(range(len(rs)))
         label = key[0] + "".join(f", {o.removeprefix('params.')}={v}" for o, v in zip(others, key[1:]))
@@ -324,10 +323,7 @@ def plot(rows: list[dict], axes: list[Axis], folder, title: str, measure: str = 
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
-    try:
-        return folder.savefig(name, fig, dpi=120)
-    finally:
-        plt.close(fig)
+    return folder.savefig(name, fig)
 
 
 __all__ = ["Axis", "SweepError", "parse_param", "grid", "point_seed", "run_point", "run_sweep", "write_outputs",

@@ -58,10 +58,7 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     with folder:
         folder.write_json("validate.json", validation_document(str(cal), checks))
         if not args.no_plot:
-            import matplotlib.pyplot as plt
-            fig = overlay_figure(checks, cal.name)
-            folder.savefig("validate.png", fig, dpi=110)
-            plt.close(fig)
+            folder.savefig("validate.png", overlay_figure(checks, cal.name))
         folder.commit()
     console.print(f"wrote {folder.out / 'validate.json'}"
                   + ("" if args.no_plot else f", {folder.out / 'validate.png'}"))

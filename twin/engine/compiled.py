@@ -64,7 +64,7 @@ def refusal(topo: Topology) -> str | None:
     """Why the compiled core does not run ``topo`` (one line naming the flow), or None."""
     for fl in topo.flows:
         spec = fl.spec
-        why = [features.refusal(spec)] if features.refusal(spec) else []
+        why = [w] if (w := features.refusal(spec)) else []
         if fl.workload != FlowWorkload():
             why.append("its workload (payloads, reference, functions, kept replies or reply order) is Python")
         if spec.rtl is not None or spec.bridge is not None:

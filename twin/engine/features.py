@@ -13,6 +13,7 @@ through the registry: ``"compiled"`` in their ``supports["engines"]`` (:mod:`twi
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from twin.nodes.models import model_for
 
@@ -54,7 +55,14 @@ def uncomputed(obj, where: str = "") -> list[str]:
 def _known(obj) -> set | None:
     """The computed fields of ``obj``'s class: of the first class in its MRO named in :data:`COMPUTED`
     (a subclass adding a field is still walked, and its new field is a reason)."""
-    return next((COMPUTED[c.__name__] for c in type(obj).__mro__ if c.__name__ in COMPUTED), None)
+    return _known_of(type(obj))
+
+
+@functools.cache
+def _known_of(cls: type) -> set | None:
+    """:func:`_known` of an instance of ``cls``, looked up once per class (a spec's walk asks it of
+    every field value, a mesh's set-up of every flow)."""
+    return next((COMPUTED[c.__name__] for c in cls.__mro__ if c.__name__ in COMPUTED), None)
 
 
 def computes(kind: str, model: str) -> bool:

@@ -13,9 +13,13 @@ class JitterStream:
 
     The exponential tail is the jitter model for queueing in PCIe switches and root complexes
     (a memoryless extra wait). ``scale_ps == 0`` gives a stream of zeros and draws nothing.
-    Values are drawn in blocks of :data:`BLOCK`; the event model and the direct loop both read
-    the stream through this class, so for the same seed they see the same values in the same
-    order.
+    The stream is defined block by block (block k: ``rint(Generator.exponential(scale, BLOCK))``
+    of the stream's generator, k = 0, 1, ...); :meth:`next` draws a block of :data:`BLOCK` at a
+    time, :meth:`array` exactly the values it still needs (numpy draws each value from the
+    generator's next words and keeps nothing between calls, so any cut of the draws gives the
+    blocks' values: a mesh flow of a few hundred rounds does not draw 4,096 per lane). The event
+    model and the direct loop both read the stream through this class, so for the same seed they
+    see the same values in the same order.
     """
 
     def __init__(self, seed: int, name: str, scale_ps: int):
@@ -28,12 +32,12 @@ class JitterStream:
         self._buf: list[int] | None = []  # the same block as a list (made when next() first reads it)
         self._i = 0
 
-    def _refill(self, blocks: int = 1) -> None:
-        """The next ``blocks`` blocks at once (the same values as one block at a time: each draw takes
-        the generator's next words, none is buffered between calls). ``Generator.exponential(scale)``
+    def _refill(self, count: int = BLOCK) -> None:
+        """The stream's next ``count`` values at once (the same values as one block at a time: each
+        draw takes the generator's next words, none is buffered between calls). ``Generator.exponential(scale)``
         is ``scale * standard_exponential()`` draw for draw (numpy's ``random_exponential``), so the
         standard draws scaled, rounded and cast in place are its values, bit for bit, at less cost."""
-        x = self._rng.standard_exponential(BLOCK * blocks)
+        x = self._rng.standard_exponential(count)
         x *= self.scale_ps
         np.rint(x, out=x)
         self._arr = x.astype(np.int64)
@@ -60,7 +64,7 @@ class JitterStream:
         parts = []
         while n > 0:
             if self._i >= len(self._arr):
-                self._refill(-(-n // BLOCK))  # every block this call still needs, in one draw
+                self._refill(n)  # every value this call still needs, in one draw
             take = min(n, len(self._arr) - self._i)
             parts.append(self._arr[self._i:self._i + take])
             self._i += take

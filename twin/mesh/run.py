@@ -172,10 +172,6 @@ def write_mesh_rounds(res: MeshResult, folder, fmt: str = "parquet") -> Path:
 
 
 def _plot(res: MeshResult, folder, name: str = "histograms.png", bin_ps: int = 4000) -> Path:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     n = len(res.flows)
     fig, axes = panel_figure(n)
     for ax, r, ft in zip(axes[:, 0], res.routes, res.flows):
@@ -185,7 +181,4 @@ def _plot(res: MeshResult, folder, name: str = "histograms.png", bin_ps: int = 4
         ax.set_title(f"flow {r.flow}: {' -> '.join(r.nodes)} ({r.function}){drawn.note(bin_ps)}", fontsize=9,
                      loc="left", y=1.0)  # y given: not placed by measuring ticks
     axes[-1, 0].set_xlabel(axis_label("card-boundary round trip", bin_ps))
-    try:
-        return folder.savefig(name, fig, dpi=110)
-    finally:
-        plt.close(fig)
+    return folder.savefig(name, fig)

@@ -201,7 +201,13 @@ def write_file(path: str | Path, data: str | bytes | Writer) -> Path:
 
 
 def savefig_writer(fig, fmt: str, **kw) -> Writer:
-    """A :func:`binary` writer that saves matplotlib figure ``fig`` in format ``fmt`` (png, pdf, svg)."""
+    """A :func:`binary` writer that saves matplotlib figure ``fig`` in format ``fmt`` (png, pdf, svg)
+    at :data:`twin.output.figure.DPI`, a PNG at :data:`twin.output.figure.PNG_COMPRESS_LEVEL`;
+    ``kw`` (matplotlib's ``savefig`` arguments) replaces either."""
+    from twin.output.figure import DPI, PNG_COMPRESS_LEVEL
+    kw.setdefault("dpi", DPI)
+    if fmt == "png":
+        kw.setdefault("pil_kwargs", {"compress_level": PNG_COMPRESS_LEVEL})
     return binary(lambda f: fig.savefig(f, format=fmt, **kw))
 
 

@@ -14,9 +14,9 @@ def draw(sc, path: Path) -> None:
     coloured arrow path. Written whole or not at all (:func:`twin.output.files.write_file`); raises
     its OutputError if it cannot write."""
     import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    matplotlib.use("Agg")  # networkx's drawing imports pyplot: never a window's backend
 
+    from twin.output.figure import new_figure
     g = sc.graph()
     layers = {"generator": 0, "link_card": 1, "switch": 2, "nic": 3, "consumer": 4}
     for v in g.nodes:
@@ -24,7 +24,8 @@ def draw(sc, path: Path) -> None:
     pos = nx.multipartite_layout(g, subset_key="layer")
     colours = {"generator": "#7a4fb0", "link_card": "#3b6ea8", "switch": "#888888", "nic": "#50a0a0",
                "consumer": "#c06030"}
-    fig, ax = plt.subplots(figsize=(9, 5.5))
+    fig = new_figure(9, 5.5)
+    ax = fig.subplots()
     ax.margins(0.12)
     nx.draw_networkx_edges(g, pos, ax=ax, edge_color="#bbbbbb", width=2)
     nx.draw_networkx_edge_labels(g, pos, ax=ax, font_size=7,
@@ -46,7 +47,4 @@ def draw(sc, path: Path) -> None:
     ax.legend(fontsize=7, loc="lower left", markerscale=0.4)
     ax.axis("off")
     fig.tight_layout()
-    try:
-        write_file(path, savefig_writer(fig, Path(path).suffix.lower().lstrip(".") or "png", dpi=110))
-    finally:
-        plt.close(fig)
+    write_file(path, savefig_writer(fig, Path(path).suffix.lower().lstrip(".") or "png"))

@@ -24,10 +24,9 @@ def overlay_figure(checks, cal: str):
     """One panel per run: the measured and predicted card-boundary round trips' 4 ns histograms
     (fraction of rounds per bin) overlaid, x in µs, clipped to the measured and predicted rounds'
     p0.5..p99.5 together (stated in each panel's title). Returns the matplotlib figure."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(len(checks), 1, figsize=(8, 2.4 * len(checks) + 0.4), squeeze=False)
+    from twin.output.figure import new_figure
+    fig = new_figure(8, 2.4 * len(checks) + 0.4)
+    axes = fig.subplots(len(checks), 1, squeeze=False)
     for ax, v in zip(axes[:, 0], checks):
         m, p = v.run.clean_rtt_ps, v.predicted_ps
         both = np.concatenate([m, p])

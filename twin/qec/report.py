@@ -134,13 +134,9 @@ def print_feedback(doc: dict, console) -> None:
 
 
 def _save(folder, name: str, fig) -> Path:
-    """Stage ``fig`` as ``name`` in ``folder`` (120 dpi, tight layout) and close it."""
-    import matplotlib.pyplot as plt
+    """Stage ``fig`` as ``name`` in ``folder`` (tight layout; :func:`twin.output.files.savefig_writer`)."""
     fig.tight_layout()
-    try:
-        return folder.savefig(name, fig, dpi=120)
-    finally:
-        plt.close(fig)
+    return folder.savefig(name, fig)
 
 
 def write_ler_latency(study: DecodeStudy, folder, plots: bool = True) -> list[Path]:
@@ -160,11 +156,9 @@ def write_ler_latency(study: DecodeStudy, folder, plots: bool = True) -> list[Pa
     paths = [folder.write(FEEDBACK_FILES[0], csv)]
     if not plots:
         return paths
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4))
+    from twin.output.figure import new_figure
+    fig = new_figure(7, 4)
+    ax = fig.subplots()
     for s in doc["placements"]:
         pts = s.get("feedback", [])
         if not pts:
@@ -278,13 +272,11 @@ def write_decode_outputs(study: DecodeStudy, folder, fmt: str = "parquet", plots
 
 def _decode_figures(study: DecodeStudy, folder) -> list[Path]:
     """Stage latency_vs_round.png and backlog_vs_time.png (:func:`write_decode_outputs`)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from twin.output.figure import new_figure
     doc = study.document
     paths = []
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig = new_figure(8, 4)
+    ax = fig.subplots()
     block = 1
     series = [(s, what, ps) for s, r in zip(doc["placements"], study.runs)
               for what, ps in (("round trip", r.result.rtt_ps), ("reaction", r.result.t_back - r.result.t_send))
@@ -311,7 +303,8 @@ def _decode_figures(study: DecodeStudy, folder) -> list[Path]:
         fontsize=9)
     ax.legend(markerscale=8, fontsize=8)
     paths.append(_save(folder, DECODE_FILES[4], fig))
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig = new_figure(8, 4)
+    ax = fig.subplots()
     for s, (tq, depth) in zip(doc["placements"], study.backlogs or study.queues):
         ax.step((tq - tq[0]) / 1e6, depth, where="post", label=_label(s))
     ax.set_xlabel("time (µs)")
