@@ -185,11 +185,11 @@ def readme(meta: dict, note: str = "") -> str:
              "Idle: the live device's time from its previous reply seen to this request's first byte written "
              "(measured), and the simulated idle time it was asked for (target); a target below the host's own "
              "time between rounds (the simulation in Python) cannot be met.", "",
-             *(["", f"Passes: {meta['passes']} per point, round robin (benchmarks/live_sweep.py --passes): each "
+             *([f"Passes: {meta['passes']} per point, round robin (benchmarks/live_sweep.py --passes): each "
                 "point's folder holds passes.json and one `twin run` folder per pass (pass_KK/); the table's "
                 "percentiles are of the passes' rounds pooled (what `twin calibrate --from-live` and `twin "
                 "validate` read); pass p50 spread: the lowest and highest pass's clean round-trip p50, and their "
-                "difference as % of the pooled clean p50."] if meta.get("passes", 1) > 1 else []), "",
+                "difference as % of the pooled clean p50.", ""] if meta.get("passes", 1) > 1 else []),
              "| point | traffic | frame | function | rounds | service p50 | service p99 | round trip p50 | "
              "round trip p99 | idle p50 (target) |" + (" pass p50 spread |" if meta.get("passes", 1) > 1 else ""),
              "|---|---|---:|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if meta.get("passes", 1) > 1 else "")]
