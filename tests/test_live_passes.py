@@ -134,3 +134,16 @@ def test_interleaved_duty_fit_predicts_held_out_points(cal, sweep, point):
     (v,) = validate(ROOT / "calibrations" / "fitted" / f"{cal}.yaml", [LIVE / sweep / point], seed=7)
     assert abs(v.comparison.error_pct("p50")) < 3.0
     assert v.comparison.w1_pct <= 2.0
+
+
+def test_a_fit_on_a_point_in_passes_records_its_passes_and_what_it_set(tmp_path):
+    from twin.calibration.live import calibrate_from_live, fitted_section
+    fit = calibrate_from_live(_point(tmp_path), ROOT / "scenarios" / "live_gpu_cuda.yaml", rounds=2000,
+                              rounds_check=2000, log=lambda *a: None)
+    doc = fitted_section(fit, "twin calibrate --from-live point")
+    (row,) = doc["fitted_on"]
+    assert row["passes"] == 3 and len(row["pass_p50_ns"]) == 3
+    assert any("3 passes pooled" in n for n in doc["notes"])
+    free = " ".join(doc["free_parameters"])  # shape service: the measured service table, not a poll period
+    assert "service_modes" in free and "poll_period_ns" not in free and "jitter_ns" not in free
+    assert doc["targets"].startswith("the first run's measured service distribution")

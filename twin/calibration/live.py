@@ -135,6 +135,8 @@ class LiveFit:
     checks: list[tuple[LiveRun, Comparison, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
+    free: list[str] = field(default_factory=list)  # what the fit set from the runs (keys of the consumer, how)
+    targets: str = ""  # what the fit matched, in words
 
 
 def _one_run(run: Path, node: str | None) -> tuple[dict, dict, dict[str, np.ndarray]]:
@@ -522,9 +524,29 @@ def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = No
         res = simulate_run(fitted, cname, lr, rounds_check, fit_seed + 1000)
         checks.append((lr, compare(lr.clean_rtt_ps, res.rtt_ps), role))
     first = checks[0][1]
+    if shape == "service" and len(ref.service_ns) == len(ref.rtt_ps):
+        free = ["service_ns (least squares over the back-to-back runs' W1-best service)",
+                f"service_modes[].offset_ns, width_ns (the {len(extra['service_modes'])}-block quantile table of "
+                f"{ref.path.name}'s measured service)"]
+        notes.append(f"fixed, not fitted: poll_period_ns {values['poll_period_ns']} (notices at once, as the live node "
+                     f"did), the path's jitter_ns {values['jitter_ns']} (the base set's)")
+    else:
+        free = ["poll_period_ns, service_ns, jitter_ns (differential evolution on W1 to the first run)"]
+        if modes:
+            free.append("service_modes (extra histogram modes of the first run)")
+    free += [f"{k} (least squares over the back-to-back runs)" for k in extra
+             if k.startswith("service_per_") or k == "function_ns"]
+    if "idle_mix" in extra:
+        free.append("idle_mix, service_modes[].long_offset_ns, long_width_ns (the longer-gap runs' service quantiles)")
+    if "idle" in extra:
+        free.append("idle (cost table at the longer-gap runs' idle gaps)")
     return LiveFit(fitted, cname, {**values, **{k: v for k, v in extra.items() if isinstance(v, float)}},
                    first.rows, first.w1_ns, first.ks, count[0], len(measured), checks, notes,
-                   [str(x.path) for x in runs])
+                   [str(x.path) for x in runs], [f"consumers.{cname}.{f}" for f in free],
+                   ("the first run's measured service distribution (stalled rounds left out)" if shape == "service"
+                    and len(ref.service_ns) == len(ref.rtt_ps) else "W1 distance of the card-boundary round trip to "
+                    "the first run's (stalled rounds left out)") + "; each other run's W1-best service shift of its "
+                   "round trips, explained by frame/reply bytes, function and idle gap")
 
 
 def _run_row(r: LiveRun, c: Comparison) -> dict:
@@ -539,9 +561,10 @@ def fitted_section(fit: LiveFit, command: str) -> dict:
     """The ``fitted`` section of a calibration file written from live runs: the command, the fit
     targets, the free parameters, the runs fitted and validated on with their errors, the notes."""
     return {"command": command,
-            "targets": "W1 distance of the card-boundary round trip to the first run's (stalled rounds left out); "
-                       "each other run's W1-best service shift, explained by frame/reply bytes, function and idle gap",
-            "free_parameters": [f"consumers.{fit.consumer}.{k}" for k in fit.values],
+            "targets": fit.targets or "W1 distance of the card-boundary round trip to the first run's (stalled rounds "
+                                      "left out); each other run's W1-best service shift, explained by frame/reply "
+                                      "bytes, function and idle gap",
+            "free_parameters": fit.free or [f"consumers.{fit.consumer}.{k}" for k in fit.values],
             "fitted_on": [_run_row(r, c) for r, c, role in fit.checks if role == "fitted"],
             "validated_on": [_run_row(r, c) for r, c, role in fit.checks if role == "held out"],
             "evaluations": fit.evaluations, "notes": fit.notes}
