@@ -24,8 +24,20 @@ The live device idles as long as simulated time says (twin/devices/live.py); the
 between rounds (the simulation in Python) is the floor, so a gap below it is the floor: the
 measured idle column says what each point really had.
 
+Passes (``--passes N``, N >= 2): the machine's level wanders over seconds to minutes (docs/live.md,
+"Random gaps against fixed ones"), so one ``twin run`` per point, minutes apart, compares the
+machine at two moments as much as two points. With passes each point's rounds are split into N
+``twin run``s of ``rounds // N`` rounds, run in round-robin order (pass 0 of every point, then pass
+1 of every point, ...), each into ``<point>/pass_KK/`` with ``--seed`` the scenario's seed + K (each
+pass its own gap draws); ``<point>/passes.json`` (twin.output.live.read_passes: folder, pass,
+position in that order, seed, start time, seconds, command) is rewritten after each pass, so a
+stopped sweep leaves its finished passes usable. ``twin calibrate --from-live`` and ``twin
+validate`` take ``<point>/`` as one run, its passes' rounds pooled
+(twin.calibration.live.read_live_rounds); sweep.json and the README give the pooled percentiles
+and each point's pass-to-pass spread (clean round-trip p50 of each pass).
+
 Usage: PYTHONPATH=. python benchmarks/live_sweep.py --backend shm --sweep duty --out DIR
-       [--rounds 20000] [--rounds-slow 2000] [--cpu C --producer-cpu P] [--label NAME]
+       [--rounds 20000] [--rounds-slow 2000] [--passes N] [--cpu C --producer-cpu P] [--label NAME]
 ``--cpu`` / ``--producer-cpu``: the shm consumer's and the producer's cores (the cuda backend pins
 the whole twin process to ``--producer-cpu``). Default: no pinning.
 """
@@ -128,15 +140,30 @@ def machine() -> dict:
 
 
 def summarize(folder: Path) -> dict:
-    """p50/p99 of a point's live service, card-boundary round trip and measured idle (ns)."""
-    res = json.loads((folder / "results.json").read_text())["consumers"][0]
-    d = np.load(folder / "live_rounds.npz")
-    node = res["node"]
-    idle = d[f"{node}.idle_ns"][1:]
+    """p50/p99 of a point's live service, card-boundary round trip and measured idle (ns), from one
+    run or from its passes pooled (twin.calibration.live.read_live_rounds); for passes also
+    ``pass_p50_ns``: each pass's clean round-trip p50 (ns), in pass order, and ``clean_rtt_p50_ns``:
+    the pooled clean round trip's (stalled rounds and those queued behind them left out)."""
+    from twin.calibration.live import read_live_rounds
+    doc, res, arr, passes = read_live_rounds(folder)
+    idle = arr["idle_ns"][arr["idle_ns"] >= 0] if "idle_ns" in arr else np.zeros(0)
+    target = []
+    for run in ([folder / p["folder"] for p in passes] or [folder]):  # the simulated idle asked for
+        with np.load(run / "live_rounds.npz") as d:
+            target.append(d[f"{res['node']}.idle_target_ns"][1:])
     q = lambda a: [float(x) for x in np.percentile(a, [50, 99])] if len(a) else [float("nan")] * 2  # noqa: E731
-    return {"rounds": res["rounds"], "mismatches": res["mismatches"], "service_ns": q(d[f"{node}.service_ns"]),
-            "rtt_ns": q(d[f"{node}.rtt_ps"] / 1000), "idle_ns": q(idle),
-            "idle_target_ns": q(d[f"{node}.idle_target_ns"][1:])}
+    out = {"rounds": res["rounds"], "mismatches": res["mismatches"], "service_ns": q(arr["service_ns"]),
+           "rtt_ns": q(arr["rtt_ps"] / 1000), "idle_ns": q(idle), "idle_target_ns": q(np.concatenate(target))}
+    if passes:
+        out["pass_p50_ns"] = [r["p50_ns"] for r in res["live"]["passes"]]
+        out["clean_rtt_p50_ns"] = res["live"]["clean"]["round_trip"]["p50_ns"]
+    return out
+
+
+def schedule(labels: list[str], passes: int) -> list[tuple[int, str]]:
+    """The order of the ``twin run``s of a sweep in passes: (pass, point label), round robin: pass 0
+    of every point in ``labels``' order, then pass 1 of every point, and so on."""
+    return [(k, label) for k in range(passes) for label in labels]
 
 
 def readme(meta: dict, note: str = "") -> str:
@@ -146,7 +173,8 @@ def readme(meta: dict, note: str = "") -> str:
     title = meta["label"] or f"{meta['backend']} {meta['sweep']}"
     lines = [f"# {title}: live {meta['backend']} {meta['sweep']} sweep",
              "", f"Measured {meta['date']} by `{meta['command']}` (benchmarks/live_sweep.py): one `twin run` per "
-             "point, each folder holding its results.json, live_rounds.npz (per round: `<node>.rtt_ps`, "
+             + ("pass" if meta.get("passes", 1) > 1 else "point") + ", each folder holding its results.json, "
+             "live_rounds.npz (per round: `<node>.rtt_ps`, "
              "`.service_ns`, `.idle_ns`, `.idle_target_ns`, `.t_in_ps`, `.t_have_ps`), manifest.json and the "
              "scenario it ran (scenario.yaml; results.json's `scenario_file` is where it lay when it ran).", "",
              f"Machine: {m.get('cpu', '?')}, {iso['cores_online']} cores, kernel {m.get('kernel', '?')}, Python "
@@ -157,8 +185,14 @@ def readme(meta: dict, note: str = "") -> str:
              "Idle: the live device's time from its previous reply seen to this request's first byte written "
              "(measured), and the simulated idle time it was asked for (target); a target below the host's own "
              "time between rounds (the simulation in Python) cannot be met.", "",
+             *([f"Passes: {meta['passes']} per point, round robin (benchmarks/live_sweep.py --passes): each "
+                "point's folder holds passes.json and one `twin run` folder per pass (pass_KK/); the table's "
+                "percentiles are of the passes' rounds pooled (what `twin calibrate --from-live` and `twin "
+                "validate` read); pass p50 spread: the lowest and highest pass's clean round-trip p50, and their "
+                "difference as % of the pooled clean p50.", ""] if meta.get("passes", 1) > 1 else []),
              "| point | traffic | frame | function | rounds | service p50 | service p99 | round trip p50 | "
-             "round trip p99 | idle p50 (target) |", "|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+             "round trip p99 | idle p50 (target) |" + (" pass p50 spread |" if meta.get("passes", 1) > 1 else ""),
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if meta.get("passes", 1) > 1 else "")]
     us = lambda ns: f"{ns / 1000:.3f} µs"  # noqa: E731
     for p in meta["points"]:
         t = p["traffic"]
@@ -168,7 +202,10 @@ def readme(meta: dict, note: str = "") -> str:
             tr += f", {t['gaps']['distribution']} gaps mean {t['gaps']['mean']}"
         lines.append(f"| {p['label']} | {tr} | {p['frame_bytes']} B | {p['function']} | {p['rounds']:,} | "
                      f"{us(p['service_ns'][0])} | {us(p['service_ns'][1])} | {us(p['rtt_ns'][0])} | "
-                     f"{us(p['rtt_ns'][1])} | {us(p['idle_ns'][0])} ({us(p['idle_target_ns'][0])}) |")
+                     f"{us(p['rtt_ns'][1])} | {us(p['idle_ns'][0])} ({us(p['idle_target_ns'][0])}) |"
+                     + (f" {us(min(p['pass_p50_ns']))}..{us(max(p['pass_p50_ns']))} "
+                        f"({100 * (max(p['pass_p50_ns']) - min(p['pass_p50_ns'])) / p['clean_rtt_p50_ns']:.1f} %) |"
+                        if p.get("pass_p50_ns") else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -184,6 +221,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cpu", type=int)
     ap.add_argument("--producer-cpu", type=int)
     ap.add_argument("--label", default="")
+    ap.add_argument("--passes", type=int, default=1,
+                    help="split each point into N `twin run`s of rounds // N rounds, run round robin (module doc)")
     ap.add_argument("--only", nargs="*", default=None, help="run only these points (labels)")
     a = ap.parse_args(argv)
     if a.readme:
@@ -191,39 +230,71 @@ def main(argv=None) -> int:
         return 0
     if not (a.backend and a.sweep and a.out):
         ap.error("--backend, --sweep and --out are needed (or --readme DIR)")
+    if a.passes < 1:
+        ap.error(f"--passes {a.passes}: at least 1")
     bridge = {}
     if a.backend == "shm":
         bridge = {k: v for k, v in (("cpu", a.cpu), ("producer_cpu", a.producer_cpu)) if v is not None}
     a.out.mkdir(parents=True, exist_ok=True)
-    pts = [p for p in points(a.sweep, a.rounds, a.rounds_slow) if a.only is None or p[0] in a.only]
+    pts = {p[0]: p for p in points(a.sweep, a.rounds, a.rounds_slow) if a.only is None or p[0] in a.only}
+    if a.only is not None and set(a.only) - set(pts):
+        ap.error(f"--only {sorted(set(a.only) - set(pts))[0]}: not a point of --sweep {a.sweep} "
+                 f"({', '.join(p[0] for p in points(a.sweep, a.rounds, a.rounds_slow))})")
+    for label, _, n, _, _ in pts.values():
+        if a.passes > 1 and n // a.passes < 100:
+            ap.error(f"--passes {a.passes}: {label} has {n:,} rounds, {n // a.passes} a pass (a run needs >= 100)")
     before = isolation([c for c in (a.cpu, a.producer_cpu) if c is not None])
-    rows = []
-    for label, traffic, n, frame, fn in pts:
-        folder = a.out / label
-        folder.mkdir(exist_ok=True)
+    pre = None
+    if a.backend == "cuda" and a.producer_cpu is not None:
+        pre = lambda c=a.producer_cpu: os.sched_setaffinity(0, {c})  # noqa: E731
+    done: dict[str, list[dict]] = {label: [] for label in pts}
+    seconds: dict[str, float] = dict.fromkeys(pts, 0.0)
+    for position, (k, label) in enumerate(schedule(list(pts), a.passes)):
+        _, traffic, n, frame, fn = pts[label]
+        point = a.out / label
+        point.mkdir(exist_ok=True)
         sc = scenario(a.backend, label, traffic, frame, fn, bridge)
-        (folder / "scenario.yaml").write_text(yaml.safe_dump(sc, sort_keys=False))
-        cmd = [sys.executable, "-m", "twin", "run", str(folder / "scenario.yaml"), "--rounds", str(n), "--out",
+        if k == 0:
+            (point / "scenario.yaml").write_text(yaml.safe_dump(sc, sort_keys=False))
+        folder = point if a.passes == 1 else point / f"pass_{k:02d}"
+        rounds = n if a.passes == 1 else n // a.passes
+        seed = int(sc.get("seed", 0)) + k
+        cmd = [sys.executable, "-m", "twin", "run", str(point / "scenario.yaml"), "--rounds", str(rounds), "--out",
                str(folder), "--overwrite", "--no-plot", "--no-rounds", "--quiet"]
-        pre = None
-        if a.backend == "cuda" and a.producer_cpu is not None:
-            pre = lambda c=a.producer_cpu: os.sched_setaffinity(0, {c})  # noqa: E731
+        if a.passes > 1:
+            cmd += ["--seed", str(seed)]
         t = time.monotonic()
-        print(f"# {label}: {n:,} rounds, {frame} B {fn}, traffic {traffic}", file=sys.stderr, flush=True)
+        started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+        print(f"# {label}" + (f" pass {k}" if a.passes > 1 else "") + f": {rounds:,} rounds, {frame} B {fn}, "
+              f"traffic {traffic}", file=sys.stderr, flush=True)
         r = subprocess.run(cmd, cwd=ROOT, preexec_fn=pre, capture_output=True, text=True)
         if r.returncode != 0:
             print(r.stdout[-2000:], r.stderr[-2000:], file=sys.stderr)
-            raise SystemExit(f"live_sweep: {label}: twin run exited {r.returncode}")
-        s = summarize(folder)
-        s.update(label=label, seconds=round(time.monotonic() - t, 1), frame_bytes=frame, function=fn,
-                 traffic=traffic, command=shlex.join(["twin", *cmd[3:]]))
+            raise SystemExit(f"live_sweep: {label}" + (f" pass {k}" if a.passes > 1 else "")
+                             + f": twin run exited {r.returncode}")
+        seconds[label] += time.monotonic() - t
+        if a.passes > 1:
+            done[label].append({"folder": folder.name, "pass": k, "position": position, "seed": seed,
+                                "started_utc": started, "seconds": round(time.monotonic() - t, 2),
+                                "command": shlex.join(["twin", *cmd[3:]])})
+            (point / "passes.json").write_text(json.dumps({"schema": "twin.passes/1", "point": label,
+                                                           "passes": done[label]}, indent=1) + "\n")
+    rows = []
+    for label, (_, traffic, n, frame, fn) in pts.items():
+        s = summarize(a.out / label)
+        s.update(label=label, seconds=round(seconds[label], 1), frame_bytes=frame, function=fn, traffic=traffic,
+                 command=done[label][0]["command"] if done[label] else shlex.join(
+                     ["twin", "run", str(a.out / label / "scenario.yaml"), "--rounds", str(n), "--out",
+                      str(a.out / label), "--overwrite", "--no-plot", "--no-rounds", "--quiet"]))
         rows.append(s)
+        spread = (f"  pass p50 {min(s['pass_p50_ns']):.0f}..{max(s['pass_p50_ns']):.0f}"
+                  if s.get("pass_p50_ns") else "")
         print(f"{label:<14} svc p50 {s['service_ns'][0]:>9.0f} p99 {s['service_ns'][1]:>10.0f}  rtt p50 "
               f"{s['rtt_ns'][0]:>9.0f} p99 {s['rtt_ns'][1]:>10.0f}  idle p50 {s['idle_ns'][0]:>11.0f} "
-              f"(target {s['idle_target_ns'][0]:.0f}) ns  {s['seconds']} s", flush=True)
+              f"(target {s['idle_target_ns'][0]:.0f}) ns{spread}  {s['seconds']} s", flush=True)
     args = argv if argv is not None else sys.argv[1:]
-    meta = {"label": a.label, "backend": a.backend, "sweep": a.sweep, "date": time.strftime("%Y-%m-%d %H:%M UTC",
-                                                                                          time.gmtime()),
+    meta = {"label": a.label, "backend": a.backend, "sweep": a.sweep, "passes": a.passes,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "machine": machine(), "isolation_before": before,
             "isolation_after": isolation([c for c in (a.cpu, a.producer_cpu) if c is not None]),
             "command": shlex.join(["python", "benchmarks/live_sweep.py", *args]),

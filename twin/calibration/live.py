@@ -47,8 +47,9 @@ from twin.calibration.params import ParamSet, loop_spec, reply_bytes
 from twin.config import ConfigError
 from twin.devices.isolation import Stalls, find_live_stalls
 from twin.engine.direct import run_direct
-from twin.output.live import NPZ
+from twin.output.live import NPZ, PASSES
 from twin.scenario import load_scenario
+from twin.stats import percentile_ps
 from twin.units import PS_PER_NS
 
 IDLE_GAP_NS = 10_000.0  # a run whose median idle gap is under 10 us is back to back for the service fit
@@ -60,7 +61,9 @@ class LiveRun:
     ``rtt_ps`` (card boundary) and ``service_ns``, its ``stalls``, the ``scenario`` file, and what it
     asked: ``frame_bytes``, ``function`` (name), ``encoding``; ``idle_ns``: the idle time the live
     device had before each round on the wall clock, where the run recorded it (``<node>.idle_ns``;
-    the first round's is -1)."""
+    the first round's is -1, and each pass's first for a point measured in passes); for such a point
+    ``pass_index`` (each round's pass, int) and ``passes`` (passes.json's entries: folder, pass,
+    position in the sweep's order, seed, start time)."""
 
     path: Path
     doc: dict
@@ -73,6 +76,21 @@ class LiveRun:
     function: str
     encoding: str
     idle_ns: np.ndarray | None = None  # the idle time the live device had before each round (None: not recorded)
+    pass_index: np.ndarray | None = None  # a point measured in passes: each round's pass (None: one run)
+    passes: list[dict] = field(default_factory=list)  # its passes.json entries, in pass order
+
+    @property
+    def measured_idle_ns(self) -> np.ndarray | None:
+        """The idle times the device had, without each run's or pass's first round (-1: none before it)."""
+        return None if self.idle_ns is None else self.idle_ns[self.idle_ns >= 0]
+
+    def pass_p50_ns(self) -> list[float]:
+        """Per pass (in pass order), the p50 of its clean round trips in ns; [] for one run."""
+        if self.pass_index is None:
+            return []
+        keep = ~self.stalls.mask if len(self.stalls.mask) == len(self.rtt_ps) else np.ones(len(self.rtt_ps), bool)
+        return [percentile_ps(self.rtt_ps[keep & (self.pass_index == p["pass"])], 50) / PS_PER_NS
+                for p in self.passes]
 
     @property
     def clean_rtt_ps(self) -> np.ndarray:
@@ -80,6 +98,18 @@ class LiveRun:
         if len(self.stalls.mask) != len(self.rtt_ps):
             return self.rtt_ps
         return self.rtt_ps[~self.stalls.mask]
+
+    def pass_note(self) -> str:
+        """One line on a point measured in passes: how many were pooled and how far their clean
+        round-trip p50s lie apart (the machine's own pass-to-pass spread); "" for one run."""
+        meds = self.pass_p50_ns()
+        if not meds:
+            return ""
+        pooled = percentile_ps(self.clean_rtt_ps, 50) / PS_PER_NS
+        sd = 100 * float(np.std(meds, ddof=1)) / pooled if len(meds) > 1 else 0.0
+        return (f"{self.path}: {len(meds)} passes pooled ({len(self.rtt_ps):,} rounds); clean round-trip p50 per pass "
+                f"{min(meds):,.0f}..{max(meds):,.0f} ns ({100 * (max(meds) - min(meds)) / pooled:.1f} % of the pooled "
+                f"{pooled:,.0f} ns; pass-to-pass s.d. {sd:.1f} %)")
 
     @property
     def label(self) -> str:
@@ -105,11 +135,15 @@ class LiveFit:
     checks: list[tuple[LiveRun, Comparison, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
+    free: list[str] = field(default_factory=list)  # what the fit set from the runs (keys of the consumer, how)
+    targets: str = ""  # what the fit matched, in words
 
 
-def load_live_run(run: Path, node: str | None = None) -> tuple[dict, dict, np.ndarray]:
-    """(results.json document, the live node's summary, its per-round rtt in ps). Raises
-    ConfigError naming the file when the run has no live node (or not ``node``)."""
+def _one_run(run: Path, node: str | None) -> tuple[dict, dict, dict[str, np.ndarray]]:
+    """One ``twin run`` folder: (results.json document, the live node's summary, its per-round
+    arrays ``rtt_ps`` (card boundary, int ps), ``service_ns`` (empty where not recorded) and
+    ``idle_ns`` (absent where not recorded; -1 for the first round)). Raises ConfigError naming the
+    file when the folder is not a live run (or has no live node ``node``)."""
     res_path, npz_path = run / "results.json", run / NPZ
     for p in (res_path, npz_path):
         if not p.is_file():
@@ -126,17 +160,94 @@ def load_live_run(run: Path, node: str | None = None) -> tuple[dict, dict, np.nd
     if not live:
         raise ConfigError(res_path, "consumers", node or "<any>", "no live consumer in this run")
     s = live[0]
+    arrays: dict[str, np.ndarray] = {}
     try:
         with np.load(npz_path) as z:
             key = f"{s['node']}.rtt_ps"
             if key not in z:
                 raise ConfigError(npz_path, key, "<missing>", "no round trips for this node")
-            rtt = z[key].astype(np.int64)
+            arrays["rtt_ps"] = z[key].astype(np.int64)
+            key = f"{s['node']}.service_ns"
+            arrays["service_ns"] = z[key].astype(np.int64) if key in z else np.zeros(0, np.int64)
+            if f"{s['node']}.idle_ns" in z:
+                arrays["idle_ns"] = z[f"{s['node']}.idle_ns"].astype(np.int64)
     except (OSError, ValueError) as e:
         raise ConfigError(npz_path, NPZ, "<unreadable>", f"not a live rounds file: {e}") from None
-    if len(rtt) < 100:
-        raise ConfigError(npz_path, f"{s['node']}.rtt_ps", len(rtt), "needs at least 100 rounds to fit")
-    return doc, s, rtt
+    if len(arrays["rtt_ps"]) < 100:
+        raise ConfigError(npz_path, f"{s['node']}.rtt_ps", len(arrays["rtt_ps"]), "needs at least 100 rounds to fit")
+    return doc, s, arrays
+
+
+# what every pass of one point must share (results.json keys; "consumer." = the live node's summary)
+_SAME = ("scenario", "frame_bytes", "traffic", "calibration", "consumer.node", "consumer.name",
+         "consumer.encoding", "consumer.function", "consumer.live.backend")
+
+
+def _key(doc: dict, s: dict, key: str):
+    where, key = (s, key[len("consumer."):]) if key.startswith("consumer.") else (doc, key)
+    for part in key.split("."):
+        where = where.get(part) if isinstance(where, dict) else None
+    return where
+
+
+def _pooled(run: Path, node: str | None) -> tuple[dict, dict, dict[str, np.ndarray], list[dict]]:
+    """A point measured in passes (``passes.json``: :func:`twin.output.live.read_passes`): every
+    pass folder loaded (:func:`_one_run`), checked to be the same point (:data:`_SAME`), and their
+    per-round arrays concatenated in pass order, with ``pass_index`` (int, the pass of each round).
+    The document and summary are recomputed from the pooled rounds
+    (:func:`twin.output.live.pooled_summary`). Raises ConfigError naming the file, key and value."""
+    from twin.output.live import pooled_summary, read_passes
+    passes = read_passes(run)
+    loaded = []
+    for p in passes:
+        folder = run / p["folder"]
+        if (folder / PASSES).is_file():
+            raise ConfigError(run / PASSES, f"passes[{p['pass']}].folder", p["folder"],
+                              "is itself measured in passes (one level of passes only)")
+        loaded.append(_one_run(folder, node))
+    doc0, s0, _ = loaded[0]
+    for p, (doc, s, arr) in zip(passes[1:], loaded[1:]):
+        for key in _SAME:
+            if _key(doc, s, key) != _key(doc0, s0, key):
+                raise ConfigError(run / p["folder"] / "results.json", key, _key(doc, s, key),
+                                  f"differs from pass {passes[0]['pass']}'s {_key(doc0, s0, key)!r} "
+                                  f"({passes[0]['folder']}): the passes of one point must be the same point")
+    for (doc, s, arr), p in zip(loaded, passes):
+        if "idle_ns" in arr and len(arr["idle_ns"]) != len(arr["rtt_ps"]):
+            raise ConfigError(run / p["folder"] / NPZ, f"{s['node']}.idle_ns", len(arr["idle_ns"]),
+                              f"{len(arr['rtt_ps'])} round trips but this many idle times")
+    keys = {"rtt_ps", "service_ns"} | ({"idle_ns"} if all("idle_ns" in a for _, _, a in loaded) else set())
+    arrays = {k: np.concatenate([a[k] for _, _, a in loaded]) for k in keys}
+    if not all(len(a["service_ns"]) == len(a["rtt_ps"]) for _, _, a in loaded):
+        arrays["service_ns"] = np.zeros(0, np.int64)  # some pass lacks it: the pooled run has none
+    arrays["pass_index"] = np.concatenate([np.full(len(a["rtt_ps"]), p["pass"], np.int64)
+                                           for p, (_, _, a) in zip(passes, loaded)])
+    doc, s = pooled_summary(doc0, s0, arrays, passes, [d for d, _, _ in loaded], [x for _, x, _ in loaded])
+    return doc, s, arrays, passes
+
+
+def read_live_rounds(run: str | Path, node: str | None = None) -> tuple[dict, dict, dict[str, np.ndarray], list]:
+    """A live run folder, or a point measured in passes (a folder with ``passes.json``; pooled by
+    :func:`_pooled`): (results document, the live node's summary, per-round arrays ``rtt_ps``,
+    ``service_ns``, ``idle_ns`` where recorded, ``pass_index`` for a pooled point; the passes, [] for
+    one run). A folder with both passes.json and a results.json is refused (which would it be?)."""
+    run = Path(run)
+    if (run / PASSES).is_file():
+        for name in ("results.json", NPZ):
+            if (run / name).exists():
+                raise ConfigError(run / name, name, str(run / name), f"beside {PASSES}: a point measured in "
+                                  "passes holds its passes' folders only (which rounds would be the point's?)")
+        return _pooled(run, node)
+    doc, s, arrays = _one_run(run, node)
+    return doc, s, arrays, []
+
+
+def load_live_run(run: Path, node: str | None = None) -> tuple[dict, dict, np.ndarray]:
+    """(results.json document, the live node's summary, its per-round rtt in ps) of a live run
+    folder or a point measured in passes (:func:`read_live_rounds`). Raises ConfigError naming the
+    file when the run has no live node (or not ``node``)."""
+    doc, s, arrays, _ = read_live_rounds(run, node)
+    return doc, s, arrays["rtt_ps"]
 
 
 def run_scenario(run: Path, doc: dict, summary: dict) -> Path:
@@ -163,25 +274,25 @@ def run_scenario(run: Path, doc: dict, summary: dict) -> Path:
 
 
 def load_run(run: Path, scenario: str | Path | None = None, node: str | None = None) -> LiveRun:
-    """A live run folder as a :class:`LiveRun` (:func:`load_live_run`, :func:`run_scenario`; the
-    frame bytes and function are the run's own, from results.json). Raises ConfigError."""
+    """A live run folder, or a point measured in passes, as a :class:`LiveRun`
+    (:func:`read_live_rounds`, :func:`run_scenario`; the frame bytes and function are the run's
+    own, from results.json). Raises ConfigError."""
     run = Path(run)
-    doc, s, rtt = load_live_run(run, node)
-    with np.load(run / NPZ) as z:
-        key = f"{s['node']}.service_ns"
-        svc = z[key].astype(np.int64) if key in z else np.zeros(0, np.int64)
-        idle = z[f"{s['node']}.idle_ns"].astype(np.int64) if f"{s['node']}.idle_ns" in z else None
+    doc, s, arrays, passes = read_live_rounds(run, node)
+    rtt, svc, idle = arrays["rtt_ps"], arrays["service_ns"], arrays.get("idle_ns")
+    res = run / (PASSES if passes else "results.json")  # what a message names: the pooled point or the run
     for key, where in (("frame_bytes", doc), ("encoding", s), ("name", s), ("node", s)):
         if key not in where:
-            raise ConfigError(run / "results.json", key, "<missing>", "not a results file of a live `twin run`")
+            raise ConfigError(res, key, "<missing>", "not a results file of a live `twin run`")
     sc = Path(scenario) if scenario is not None else run_scenario(run, doc, s)
     st = find_live_stalls(svc, rtt)
     if len(st.mask) == len(rtt) and int((~st.mask).sum()) < 100:
-        raise ConfigError(run / "results.json", "live.stalled", f"{st.count} stalled, {st.queued} queued behind",
+        raise ConfigError(res, "live.stalled", f"{st.count} stalled, {st.queued} queued behind",
                           f"only {int((~st.mask).sum())} of {len(rtt):,} rounds neither stalled nor queued behind a "
                           "stalled one: the run measured the machine's preemption, not the device")
     return LiveRun(run, doc, s, rtt, svc, st, sc, int(doc["frame_bytes"]),
-                   s.get("function", "echo"), s["encoding"], idle if idle is not None and len(idle) > 1 else None)
+                   s.get("function", "echo"), s["encoding"], idle if idle is not None and len(idle) > 1 else None,
+                   arrays.get("pass_index"), passes)
 
 
 def _default_name(run: LiveRun) -> str:
@@ -321,6 +432,7 @@ def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = No
     notes = [f"{r.path}: {r.stalls.count:,} stalled round(s) of {len(r.rtt_ps):,} left out (service > "
              f"{r.stalls.threshold_ns / 1000:.3f} µs), {r.stalls.queued:,} queued behind them"
              for r in runs + held if r.stalls.count]
+    notes += [r.pass_note() for r in runs + held if r.passes]
     measured = ref.clean_rtt_ps.astype(np.float64)
     extra: dict = {}
     count = [0]
@@ -379,7 +491,7 @@ def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = No
         # time per round, tens of us), else the simulated one
         sim_gap = float(np.median(idle_gaps_ps(res, cost_ps))) / PS_PER_NS
         asked.append(sim_gap)
-        gaps.append(float(np.median(lr.idle_ns[1:])) if lr.idle_ns is not None else sim_gap)
+        gaps.append(float(np.median(lr.measured_idle_ns)) if lr.idle_ns is not None else sim_gap)
     short = [i for i, g in enumerate(asked) if g < IDLE_GAP_NS] or [int(np.argmin(asked))]
     extra.update(_service_terms([runs[i] for i in short], [service[i] for i in short], notes))
     values["service_ns"] = extra["service_ns"]
@@ -412,22 +524,49 @@ def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = No
         res = simulate_run(fitted, cname, lr, rounds_check, fit_seed + 1000)
         checks.append((lr, compare(lr.clean_rtt_ps, res.rtt_ps), role))
     first = checks[0][1]
+    if shape == "service" and len(ref.service_ns) == len(ref.rtt_ps):
+        free = ["service_ns (least squares over the back-to-back runs' W1-best service)",
+                f"service_modes[].offset_ns, width_ns (the {len(extra['service_modes'])}-block quantile table of "
+                f"{ref.path.name}'s measured service)"]
+        notes.append(f"fixed, not fitted: poll_period_ns {values['poll_period_ns']} (notices at once, as the live node "
+                     f"did), the path's jitter_ns {values['jitter_ns']} (the base set's)")
+    else:
+        free = ["poll_period_ns, service_ns, jitter_ns (differential evolution on W1 to the first run)"]
+        if modes:
+            free.append("service_modes (extra histogram modes of the first run)")
+    free += [f"{k} (least squares over the back-to-back runs)" for k in extra
+             if k.startswith("service_per_") or k == "function_ns"]
+    if "idle_mix" in extra:
+        free.append("idle_mix, service_modes[].long_offset_ns, long_width_ns (the longer-gap runs' service quantiles)")
+    if "idle" in extra:
+        free.append("idle (cost table at the longer-gap runs' idle gaps)")
     return LiveFit(fitted, cname, {**values, **{k: v for k, v in extra.items() if isinstance(v, float)}},
                    first.rows, first.w1_ns, first.ks, count[0], len(measured), checks, notes,
-                   [str(x.path) for x in runs])
+                   [str(x.path) for x in runs], [f"consumers.{cname}.{f}" for f in free],
+                   ("the first run's measured service distribution (stalled rounds left out)" if shape == "service"
+                    and len(ref.service_ns) == len(ref.rtt_ps) else "W1 distance of the card-boundary round trip to "
+                    "the first run's (stalled rounds left out)") + "; each other run's W1-best service shift of its "
+                   "round trips, explained by frame/reply bytes, function and idle gap")
+
+
+def _run_row(r: LiveRun, c: Comparison) -> dict:
+    """A run's row in a fitted set's ``fitted_on`` / ``validated_on``: the folder, frame bytes,
+    function, the comparison, and for a point measured in passes their number and each pass's clean
+    round-trip p50 (ns)."""
+    extra = {"passes": len(r.passes), "pass_p50_ns": [round(x, 3) for x in r.pass_p50_ns()]} if r.passes else {}
+    return {"run": str(r.path), "frame_bytes": r.frame_bytes, "function": r.function, **extra, **c.as_dict()}
 
 
 def fitted_section(fit: LiveFit, command: str) -> dict:
     """The ``fitted`` section of a calibration file written from live runs: the command, the fit
     targets, the free parameters, the runs fitted and validated on with their errors, the notes."""
     return {"command": command,
-            "targets": "W1 distance of the card-boundary round trip to the first run's (stalled rounds left out); "
-                       "each other run's W1-best service shift, explained by frame/reply bytes, function and idle gap",
-            "free_parameters": [f"consumers.{fit.consumer}.{k}" for k in fit.values],
-            "fitted_on": [{"run": str(r.path), "frame_bytes": r.frame_bytes, "function": r.function, **c.as_dict()}
-                          for r, c, role in fit.checks if role == "fitted"],
-            "validated_on": [{"run": str(r.path), "frame_bytes": r.frame_bytes, "function": r.function, **c.as_dict()}
-                             for r, c, role in fit.checks if role == "held out"],
+            "targets": fit.targets or "W1 distance of the card-boundary round trip to the first run's (stalled rounds "
+                                      "left out); each other run's W1-best service shift, explained by frame/reply "
+                                      "bytes, function and idle gap",
+            "free_parameters": fit.free or [f"consumers.{fit.consumer}.{k}" for k in fit.values],
+            "fitted_on": [_run_row(r, c) for r, c, role in fit.checks if role == "fitted"],
+            "validated_on": [_run_row(r, c) for r, c, role in fit.checks if role == "held out"],
             "evaluations": fit.evaluations, "notes": fit.notes}
 
 

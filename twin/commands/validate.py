@@ -51,6 +51,8 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
                                      else "held out") for v in checks],
                                    f"{cal}: predicted vs live (stalled rounds left out), card-boundary round trip"))
     for v in checks:
+        if v.run.passes:
+            console.print(v.run.pass_note())
         if v.run.stalls.count:
             console.print(f"[yellow]warning: {v.run.path}: {v.run.stalls.count:,} stalled round(s) and "
                           f"{v.run.stalls.queued:,} queued behind them left out "

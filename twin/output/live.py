@@ -8,6 +8,13 @@ card-boundary round trip percentiles in ns), ``error`` (None, or kind, round, de
 
 Also ``idle``: the idle time before each round, ``target`` (the simulated one the endpoint waited
 for) and ``measured`` (what the device had on the wall clock), percentiles in ns over rounds 2...
+
+A point measured in passes (``benchmarks/live_sweep.py --passes N``: the sweep's points run in
+round-robin order, each pass one ``twin run`` of the point's scenario into its own folder) is a folder
+holding ``passes.json`` (:func:`read_passes`) and those pass folders; ``twin calibrate --from-live``
+and ``twin validate`` take it as one run, its rounds pooled in pass order
+(:func:`twin.calibration.live.read_live_rounds`) and its results recomputed from them
+(:func:`pooled_summary`).
 """
 from __future__ import annotations
 
@@ -18,6 +25,11 @@ import numpy as np
 from twin.stats import summary_ns
 
 NPZ = "live_rounds.npz"
+PASSES = "passes.json"
+PASSES_SCHEMA = "twin.passes/1"
+_PASS_KEYS = {"folder": str, "pass": int, "position": int, "seed": int, "started_utc": str, "seconds": (int, float),
+              "command": str}
+_PASS_NEEDS = ("folder", "pass", "position")
 
 
 def live_summary(res, failure, sim_rtt_ps: np.ndarray) -> dict:
@@ -141,3 +153,111 @@ def write_live_rounds(study, folder) -> Path | None:
     if not arrays:
         return None
     return folder.savez(NPZ, arrays)
+
+
+def read_passes(run: Path) -> list[dict]:
+    """The passes of a point measured in passes, from ``run/passes.json``: ``{"schema":
+    "twin.passes/1", "point": label, "passes": [{"folder", "pass", "position", "seed",
+    "started_utc", "seconds", "command"}, ...]}``. ``folder``: the pass's ``twin run`` output, a
+    folder name inside ``run``; ``pass``: 0, 1, ... in list order (its rounds' place in the pooled
+    arrays); ``position``: its place in the sweep's order of ``twin run``s (0-based, all points and
+    passes: round robin puts pass k of every point before pass k + 1 of any); ``seed``: its
+    ``twin run --seed``; ``started_utc``, ``seconds`` (wall clock, s), ``command``: when and how it
+    ran. ``folder``, ``pass`` and ``position`` are required; any other key is refused. Returns the
+    entries in list order; raises ConfigError naming passes.json, the key and the value."""
+    import json
+
+    from twin.config import ConfigError
+    f = Path(run) / PASSES
+    try:
+        doc = json.loads(f.read_text())
+    except (OSError, ValueError) as e:
+        raise ConfigError(f, PASSES, "<unreadable>", f"not a passes file: {e}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f, PASSES, type(doc).__name__, "expected a mapping with schema, point, passes")
+    for key in doc:
+        if key not in ("schema", "point", "passes"):
+            raise ConfigError(f, key, doc[key], "unknown key (schema, point, passes)")
+    if doc.get("schema") != PASSES_SCHEMA:
+        raise ConfigError(f, "schema", doc.get("schema"), f"expected {PASSES_SCHEMA}")
+    if not isinstance(doc.get("point"), str) or not doc["point"]:
+        raise ConfigError(f, "point", doc.get("point"), "expected the point's label")
+    passes = doc.get("passes")
+    if not isinstance(passes, list) or not passes:
+        raise ConfigError(f, "passes", passes, "expected a non-empty list of passes")
+    for i, p in enumerate(passes):
+        if not isinstance(p, dict):
+            raise ConfigError(f, f"passes[{i}]", p, "expected a mapping")
+        for key, value in p.items():
+            want = _PASS_KEYS.get(key)
+            if want is None:
+                raise ConfigError(f, f"passes[{i}].{key}", value, f"unknown key ({', '.join(_PASS_KEYS)})")
+            if not isinstance(value, want) or isinstance(value, bool):
+                raise ConfigError(f, f"passes[{i}].{key}", value, "wrong type")
+        for key in _PASS_NEEDS:
+            if key not in p:
+                raise ConfigError(f, f"passes[{i}].{key}", "<missing>", "required")
+        if p["pass"] != i:
+            raise ConfigError(f, f"passes[{i}].pass", p["pass"], f"expected {i}: passes are listed in pass order")
+        if p["position"] < 0 or (i and p["position"] <= passes[i - 1]["position"]):
+            raise ConfigError(f, f"passes[{i}].position", p["position"], "expected a position >= 0 after the pass "
+                              "before it's (pass k + 1 ran after pass k)")
+        name = p["folder"]
+        if not name or Path(name).name != name or name in (".", ".."):
+            raise ConfigError(f, f"passes[{i}].folder", name, "expected a folder name inside the point's folder")
+        if not (Path(run) / name).is_dir():
+            raise ConfigError(f, f"passes[{i}].folder", name, "no such folder")
+    return passes
+
+
+def pooled_summary(doc0: dict, s0: dict, arrays: dict, passes: list[dict], docs: list[dict],
+                   summaries: list[dict]) -> tuple[dict, dict]:
+    """The results document and live-node summary of a point measured in passes, recomputed from
+    its pooled rounds (``arrays``: ``rtt_ps`` int ps, ``service_ns``, ``idle_ns`` where recorded,
+    ``pass_index``; ``passes``: :func:`read_passes`; ``docs``, ``summaries``: each pass's results.json
+    and live-node summary). What every pass shares (scenario, frame bytes, traffic, the node and its
+    device) comes from the first; the rest is recomputed: ``rounds``, ``mismatches`` and
+    ``replies_checked`` (sums), p50/p90/p99/p99.9/mean of the pooled round trip, ``live.service``,
+    ``live.idle.measured`` (the passes' first rounds, which had no previous reply, left out),
+    ``live.stalled``/``clean``/``level`` (:func:`stall_summary` on the pooled rounds: the level's
+    blocks then span passes), ``live.mismatch_rounds`` (1-based rounds of the pooled series),
+    ``live.error`` (the first pass's that has one, with its ``pass``) and ``live.passes`` (each
+    pass's folder, pass, position, rounds and clean round-trip p50 in ns). What needs more than the
+    rounds (the ``sim`` model beside, the latency budget, the slowest round's stages, the seed of the
+    whole) is not carried: each pass's own results.json has it."""
+    from twin.devices.isolation import find_live_stalls
+    rtt, svc, idx = arrays["rtt_ps"], arrays["service_ns"], arrays["pass_index"]
+    doc = {k: doc0[k] for k in ("schema", "scenario", "calibration", "frame_bytes", "traffic", "timing_boundary")
+           if k in doc0}
+    doc.update(rounds=int(len(rtt)), seeds=[d.get("seed") for d in docs], pooled_from=PASSES)
+    s = {k: s0[k] for k in ("node", "name", "device", "kind", "host", "encoding", "function", "model") if k in s0}
+    s.update(rounds=int(len(rtt)), mismatches=int(sum(x.get("mismatches", 0) for x in summaries)),
+             replies_checked=int(sum(x.get("replies_checked", 0) for x in summaries)), **summary_ns(rtt))
+    lv0 = s0.get("live", {})
+    live = {k: lv0[k] for k in ("backend", "endpoint", "scenario_file") if k in lv0}
+    live["rounds"] = int(len(rtt))
+    live["service"] = summary_ns(svc * 1000) if len(svc) else None
+    idle = arrays.get("idle_ns")
+    idle = idle[idle >= 0] if idle is not None else np.zeros(0, np.int64)
+    live["idle"] = {"measured": summary_ns(idle * 1000)} if len(idle) else None
+    start, bad = 0, []
+    for x in summaries:
+        bad += [start + int(r) for r in x.get("live", {}).get("mismatch_rounds", [])]
+        start += int(x.get("live", {}).get("rounds", x.get("rounds", 0)))
+    live["mismatch_rounds"] = bad[:20]
+    errors = [{**x["live"]["error"], "pass": p["pass"]} for p, x in zip(passes, summaries)
+              if x.get("live", {}).get("error")]
+    live["error"] = errors[0] if errors else None
+    live.update(stall_summary(svc, rtt))
+    st = find_live_stalls(svc, rtt)
+    keep = ~st.mask if len(st.mask) == len(rtt) else np.ones(len(rtt), bool)
+    rows = []
+    for p in passes:
+        mine = idx == p["pass"]
+        clean = rtt[mine & keep]
+        rows.append({"folder": p["folder"], "pass": p["pass"], "position": p["position"], "rounds": int(mine.sum()),
+                     "p50_ns": summary_ns(clean)["p50_ns"] if len(clean) else None})
+    live["passes"] = rows
+    s["live"] = live
+    doc["consumers"] = [s]
+    return doc, s
