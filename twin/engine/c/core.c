@@ -23,17 +23,18 @@ const char *twin_core_build_id(void) { return TWIN_CORE_BUILD_ID; }
 
 #define PPB 1000000000LL
 
-/* floor and ceiling division of a by b > 0 (Python's // for negative a) */
-static inline int64_t fdiv(int64_t a, int64_t b)
+/* floor and ceiling division of a by b > 0 (Python's // for negative a); not fdiv: glibc 2.28+ declares
+   fdiv (C23's narrowing division) in math.h, which Python.h includes */
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
     int64_t q = a / b;
     return (a % b != 0 && a < 0) ? q - 1 : q;
 }
-static inline int64_t cdiv(int64_t a, int64_t b) { return -fdiv(-a, b); }
+static inline int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
 /* the first instant of the grid phase + k * period at or after t (twin.units.ceil_to_grid) */
 static inline int64_t ceil_grid(int64_t t, int64_t period, int64_t phase)
 {
-    return phase - fdiv(phase - t, period) * period;
+    return phase - floor_div(phase - t, period) * period;
 }
 
 /* ---- clock (twin.kernel.clock.Clock, no drift): edge k at phase + floor(k period (1e9 + ppb) / 1e9) */
@@ -47,7 +48,7 @@ static inline int64_t clk_edge(const clk_t *c, int64_t k)
     return c->phase + (int64_t)(((__int128)k * s) / PPB);
 }
 
-static inline __int128 fdiv128(__int128 a, __int128 b)
+static inline __int128 floor_div128(__int128 a, __int128 b)
 {
     __int128 q = a / b;
     return (a % b != 0 && a < 0) ? q - 1 : q;
@@ -58,9 +59,9 @@ static int64_t clk_at_or_after(const clk_t *c, int64_t t)
     if (t <= c->phase)
         return clk_edge(c, 0);
     if (c->ppb == 0) /* edges phase + k period exactly */
-        return c->phase + cdiv(t - c->phase, c->period) * c->period;
+        return c->phase + ceil_div(t - c->phase, c->period) * c->period;
     __int128 s = (__int128)c->period * (PPB + c->ppb);
-    int64_t k = (int64_t)(-fdiv128((__int128)(c->phase - t) * PPB, s));
+    int64_t k = (int64_t)(-floor_div128((__int128)(c->phase - t) * PPB, s));
     while (k > 0 && clk_edge(c, k - 1) >= t)
         k--;
     while (clk_edge(c, k) < t)
@@ -202,7 +203,7 @@ int64_t twin_direct_run(const int64_t *p, int64_t *st, int64_t end, int64_t *hea
             arrive = tx_free + aur_lat;
         }
         /* t_in kept as t_send (NULL): every edge is a card edge, the request enters as it leaves */
-        const int64_t tin = t_in == NULL ? arrive : cdiv(arrive, cclk) * cclk;
+        const int64_t tin = t_in == NULL ? arrive : ceil_div(arrive, cclk) * cclk;
         if (i >= slots && have[i % slots] > tin) {
             rc = -(i + 1);
             break;
@@ -248,7 +249,7 @@ int64_t twin_direct_run(const int64_t *p, int64_t *st, int64_t end, int64_t *hea
         }
         const int64_t armed = tin > last_have ? tin : last_have;
         t = rland > armed ? rland : armed;
-        const int64_t th = cdiv(t, cP) * cP + read;
+        const int64_t th = ceil_div(t, cP) * cP + read;
         have[i % slots] = th;
         last_have = th;
         t_have[i] = th;
