@@ -89,6 +89,7 @@ def test_stalls_are_the_rounds_beyond_the_service_distribution():
 def test_isolation_warns_on_a_machine_with_fewer_free_cores_than_pinned(monkeypatch):
     import os
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
     monkeypatch.setattr(os, "getloadavg", lambda: (6.5, 6.0, 6.0))
     iso = check_isolation([0, 1], sample_s=0.0)
     assert iso["cores_allowed"] == 2 and iso["load_1min"] == 6.5
@@ -323,3 +324,26 @@ def test_validate_names_the_runs_a_calibration_was_fitted_on(tmp_path, capsys):
                  "--out", str(tmp_path / "v"), "--no-plot"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if "fitted on" in line or "held out" in line]
     assert len(rows) == 2 and "back_to_b" in rows[0] and "fitted on" in rows[0] and "held out" in rows[1]
+
+
+def test_a_taskset_run_on_a_large_host_is_judged_by_the_host_load_and_its_own_cores(monkeypatch):
+    """The load average counts the whole machine's runnable tasks: a cuda run held to core 3 of an
+    idle 16-core host whose other work keeps the load at 0.76 is not warned (was 'load average 0.76
+    on 1 core(s): 0.24 free'); at load 15.5 one core is left, under the run's one: warned. The
+    allowed core itself is sampled, as a pinned one is."""
+    import os
+
+    from twin.devices import isolation
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3})
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.76, 0.5, 0.5))
+    ticks = iter([{3: (0, 100)}, {3: (90, 200)}])  # core 3 ran other work 90 of 100 ticks
+    monkeypatch.setattr(isolation, "_cpu_times", lambda: next(ticks))
+    iso = check_isolation([], sample_s=0.0, cpu_consumer=False)
+    assert iso["busy"] == {3: 0.9}
+    assert iso["warnings"] == ["core 3 (allowed) was 90 % busy with other work before the run"]
+    monkeypatch.setattr(isolation, "_cpu_times", lambda: {3: (0, 100)})
+    assert check_isolation([], sample_s=0.0, cpu_consumer=False)["warnings"] == []
+    monkeypatch.setattr(os, "getloadavg", lambda: (15.5, 15.0, 15.0))
+    (w,) = check_isolation([], sample_s=0.0, cpu_consumer=False)["warnings"]
+    assert w.startswith("load average 15.50 on 16 core(s): 0.50 free, the run pins 1")

@@ -48,11 +48,16 @@ def _cpu_times() -> dict[int, tuple[int, int]]:
     return out
 
 
+SAMPLE_ALLOWED = 4
+"""An unpinned run held to at most this many cores (taskset) has each of them sampled as a pinned core is."""
+
+
 def check_isolation(pinned: list[int], sample_s: float = 0.2, cpu_consumer: bool = True) -> dict:
     """Before a live run that pins ``pinned`` cores (may be empty): ``cores_allowed`` (count),
-    ``load_1min``, ``busy`` (per pinned core, the fraction of ``sample_s`` it ran anything),
-    ``warnings`` (one line each: fewer free cores than the run pins plus one for the twin, a load
-    above the cores allowed, a pinned core busy over :data:`BUSY_WARN`). ``cpu_consumer`` False: the
+    ``load_1min``, ``busy`` (per pinned core, or per allowed core of an unpinned run held to at most
+    :data:`SAMPLE_ALLOWED`: the fraction of ``sample_s`` it ran anything), ``warnings`` (one line
+    each: fewer allowed cores than the run needs, a load average leaving the machine's cores fewer
+    free than the run needs, a sampled core busy over :data:`BUSY_WARN`). ``cpu_consumer`` False: the
     consumer is not a host thread (a GPU's persistent kernel), so an unpinned run needs one core (the
     twin, which is the producer), not two."""
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
@@ -65,19 +70,25 @@ def check_isolation(pinned: list[int], sample_s: float = 0.2, cpu_consumer: bool
         who = "producer and consumer" if cpu_consumer else "the producer; the consumer is the GPU"
         warnings.append(f"{len(allowed)} core(s) allowed, the run needs {max(need, least)} quiet one(s) ({who}): "
                         "they take turns, rounds wait for a time slice")
-    free = len(allowed) - load
+    # the load average counts runnable tasks on the whole machine: set against the machine's cores (a
+    # run held to a few cores by taskset on a large idle host is not loaded by the host's other work);
+    # the cores the run may use are sampled one by one below
+    cores = os.cpu_count() or len(allowed)
+    free = cores - load
     if free < need:
-        warnings.append(f"load average {load:.2f} on {len(allowed)} core(s): {max(free, 0):.2f} free, the run pins "
+        warnings.append(f"load average {load:.2f} on {cores} core(s): {max(free, 0):.2f} free, the run pins "
                         f"{need}: expect preempted rounds")
+    sampled = list(pinned) or (allowed if len(allowed) <= SAMPLE_ALLOWED else [])
     a = _cpu_times()
     time.sleep(sample_s)
     b = _cpu_times()
     busy = {}
-    for c in pinned:
+    for c in sampled:
         if c in a and c in b and b[c][1] > a[c][1]:
             busy[c] = round((b[c][0] - a[c][0]) / (b[c][1] - a[c][1]), 3)
             if busy[c] > BUSY_WARN:
-                warnings.append(f"core {c} (pinned) was {100 * busy[c]:.0f} % busy with other work before the run")
+                warnings.append(f"core {c} ({'pinned' if pinned else 'allowed'}) was {100 * busy[c]:.0f} % busy "
+                                "with other work before the run")
     return {"cores_allowed": len(allowed), "load_1min": round(load, 2), "pinned": list(pinned), "busy": busy,
             "warnings": warnings}
 
