@@ -95,6 +95,7 @@ def test_isolation_warns_on_a_machine_with_fewer_free_cores_than_pinned(monkeypa
     assert iso["cores_allowed"] == 2 and iso["load_1min"] == 6.5
     assert any("load average 6.50 on 2 core(s)" in w for w in iso["warnings"])
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.1, 0.1))
     assert not [w for w in check_isolation([], sample_s=0.0)["warnings"] if "load" in w or "allowed" in w]
 
