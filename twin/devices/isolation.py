@@ -52,7 +52,8 @@ def check_isolation(pinned: list[int], sample_s: float = 0.2, cpu_consumer: bool
     """Before a live run that pins ``pinned`` cores (may be empty): ``cores_allowed`` (count),
     ``load_1min``, ``busy`` (per pinned core, the fraction of ``sample_s`` it ran anything),
     ``warnings`` (one line each: fewer free cores than the run pins plus one for the twin, a load
-    above the cores allowed, a pinned core busy over :data:`BUSY_WARN`). ``cpu_consumer`` False: the
+    above the cores allowed, a pinned core busy over :data:`BUSY_WARN`). With no core pinned it
+    takes no sample (and does not wait ``sample_s``). ``cpu_consumer`` False: the
     consumer is not a host thread (a GPU's persistent kernel), so an unpinned run needs one core (the
     twin, which is the producer), not two."""
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
@@ -69,10 +70,11 @@ def check_isolation(pinned: list[int], sample_s: float = 0.2, cpu_consumer: bool
     if free < need:
         warnings.append(f"load average {load:.2f} on {len(allowed)} core(s): {max(free, 0):.2f} free, the run pins "
                         f"{need}: expect preempted rounds")
-    a = _cpu_times()
-    time.sleep(sample_s)
-    b = _cpu_times()
     busy = {}
+    if pinned:  # the sample is of the pinned cores only: none pinned, nothing to wait for
+        a = _cpu_times()
+        time.sleep(sample_s)
+        b = _cpu_times()
     for c in pinned:
         if c in a and c in b and b[c][1] > a[c][1]:
             busy[c] = round((b[c][0] - a[c][0]) / (b[c][1] - a[c][1]), 3)
