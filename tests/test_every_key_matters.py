@@ -100,7 +100,8 @@ MESH_CLOSED = {f"{F0}.mode": "closed_loop", f"{F0}.period": DELETE}
 FAULT = {"faults": {"drop_frame": {"rounds": [20]}, "timeout": "50 us"}}
 STALL = {"faults": {"stall": [{"at": "100 us", "duration": "20 us"}]}}
 FREEZE = {"faults": {"host_freeze": [{"at": "100 us", "duration": "20 us"}]}}
-LIVE_FAULT = {"nodes[2].bridge.fault": {"kind": "die", "round": 50}}
+# a dead consumer is seen when its reply is overdue: 500 ms, not the base's 2 s, before each verdict
+LIVE_FAULT = {"nodes[2].bridge.fault": {"kind": "die", "round": 50}, "nodes[2].bridge.timeout": "500 ms"}
 QB = "qblox.sequencers"
 LISTEN_PROGRAM = listening_program(400, 596)  # waits for each reply, plays on its answer bit
 LISTEN = {"qblox.sequencers[0].program": LISTEN_PROGRAM,
