@@ -584,7 +584,8 @@ class Runner:
         exit code, rounds completed, replies that mismatched, the failure, where the processes ran."""
         rc, err, out = self._cli(p)
         doc = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else None
-        got = {"rc": rc, "error": re.sub(r"\d+(\.\d+)? ?[mun]?s\b|process \d+", "#", err.strip())}
+        err = err.strip().replace(str(out), "OUT")  # the run's folder (a failure's line names it): each run its own
+        got = {"rc": rc, "error": re.sub(r"\d+(\.\d+)? ?[mun]?s\b|process \d+", "#", err)}
         if doc:
             s = doc["consumers"][0]
             lv = s["live"]
