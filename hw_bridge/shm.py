@@ -98,6 +98,11 @@ class ShmEndpoint(CProducerEndpoint):
                 str(-1 if self.settings.cpu is None else self.settings.cpu)]
         if self.settings.fault:
             args += ["FAULT", self.settings.fault[0], str(self.settings.fault[1])]
+        # its own process group: a Ctrl-C at the terminal reaches the twin (which stops at a round
+        # boundary and closes the session), not the consumer in the middle of a round
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, process_group=0)
+        # the producer is pinned after the consumer starts: a child inherits its parent's cores, and a
+        # consumer without its own pin (cpu: null) would take turns with the producer on its one core
         if self.settings.producer_cpu is not None and hasattr(os, "sched_setaffinity"):
             self._affinity = os.sched_getaffinity(0)
             try:
@@ -107,9 +112,6 @@ class ShmEndpoint(CProducerEndpoint):
                 self.close()
                 raise LiveFailure("error", 0, f"bridge.producer_cpu: {self.settings.producer_cpu}: cannot pin the "
                                   f"producer there ({e.strerror})", "shm") from None
-        # its own process group: a Ctrl-C at the terminal reaches the twin (which stops at a round
-        # boundary and closes the session), not the consumer in the middle of a round
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, process_group=0)
         deadline = time.monotonic() + 10
         while self._ctl[1] == 0:
             if self.proc.poll() is not None or time.monotonic() > deadline:

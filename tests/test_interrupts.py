@@ -131,10 +131,13 @@ def test_twin_run_stopped_by_a_signal_saves_the_rounds_so_far(tmp_path, sig, eng
 
 def test_a_second_signal_ends_at_once(tmp_path):
     out = tmp_path / "out"
-    # the first signal once millions of rounds are done (4 CPU s: the compiled direct engine runs millions a
-    # second), so writing them and drawing the figure takes seconds and the second signal, 0.2 s later, lands
-    # before histograms.png
-    p = _start(["run", "--rounds", "2e7", "--out", str(out), "--quiet"], ready=lambda pid: _cpu_s(pid) > 4)
+    # the first signal while the first consumer's direct engine runs, once millions of its rounds are done:
+    # at 0.8 s of CPU (start-up and imports take about 0.35 s, then the compiled engine runs about ten million
+    # rounds a second; its 2e7 rounds end near 2 s). The stop is taken within 10,000 rounds; summing up, writing
+    # and drawing millions of rounds takes seconds, so the second signal, 0.2 s later, lands before
+    # histograms.png. (Later, in a summary's seconds-long numpy calls over 2e7 rounds, both signals would
+    # arrive inside one call and count as one: Python runs a handler once per pending signal.)
+    p = _start(["run", "--rounds", "2e7", "--out", str(out), "--quiet"], ready=lambda pid: _cpu_s(pid) > 0.8)
     rc, _, err = _interrupt(p, signal.SIGINT, times=2)
     assert rc == 130
     assert not (out / "histograms.png").exists()
@@ -295,7 +298,10 @@ def test_twin_sweep_ctrl_c_reaches_the_workers_without_a_traceback(tmp_path):
     """The terminal's Ctrl-C goes to the whole group, workers included: they ignore it, the parent
     ends them; one line, exit 130 (whether or not a point was in by then)."""
     out = tmp_path / "out"
-    p = _start([*SWEEP, "--workers", "2", "--out", str(out)])
+    # 1e6 rounds a point (seconds each): the signal lands while the points run (at 3000 rounds the whole
+    # sweep could end inside the 0.3 s _start waits, and exit 0)
+    sweep = [*SWEEP[:SWEEP.index("--rounds")], "--rounds", "1000000", "--quiet"]
+    p = _start([*sweep, "--workers", "2", "--out", str(out)])
     rc, _, err = _interrupt(p, signal.SIGINT)
     assert rc == 130, err
     lines = err.strip().splitlines()
@@ -304,9 +310,10 @@ def test_twin_sweep_ctrl_c_reaches_the_workers_without_a_traceback(tmp_path):
 
 def test_ctrl_c_in_another_command_is_one_line(tmp_path):
     """A command without rounds to keep (here `twin calibrate`, a fit of minutes) ends on Ctrl-C with
-    one line. The signal goes once the fit runs (5 s of CPU: past the imports, among them scipy's, whose
-    initialisation swallows a KeyboardInterrupt and prints it)."""
-    p = _start(["calibrate", "--out", str(tmp_path / "fit.yaml")], ready=lambda pid: _cpu_s(pid) > 5)
+    one line. The signal goes once the fit runs (2 s of CPU: past the imports, among them scipy's, whose
+    initialisation swallows a KeyboardInterrupt and prints it; they end near 0.7 s here, and the fit runs on
+    for minutes)."""
+    p = _start(["calibrate", "--out", str(tmp_path / "fit.yaml")], ready=lambda pid: _cpu_s(pid) > 2)
     rc, _, err = _interrupt(p, signal.SIGINT)
     assert rc == 130 and err.strip().splitlines() == ["twin: interrupted"], err
 

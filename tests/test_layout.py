@@ -148,35 +148,41 @@ def test_the_finder_sees_lazy_relative_and_submodule_imports(tmp_path):
     assert import_cycles(arr) == [["twin/b.py", "twin/sub/a.py", "twin/sub/c.py"]]
 
 
-def test_no_import_cycles():
-    arr = arrows()
+@pytest.fixture(scope="module")
+def project_arrows() -> list[Arrow]:
+    """The arrows of this checkout's twin/ and hw_bridge/, read once for the tests below."""
+    return arrows()
+
+
+def test_no_import_cycles(project_arrows):
+    arr = project_arrows
     cycles = import_cycles(arr)
     if cycles:
         pytest.fail("import cycles among twin/ and hw_bridge/ files:\n" + describe_cycles(cycles, arr), pytrace=False)
 
 
-def test_hw_bridge_imports_only_exchange_and_runtime():
-    bad = [a for a in arrows() if a.src.startswith("hw_bridge/") and a.module.split(".")[0] == "twin"
+def test_hw_bridge_imports_only_exchange_and_runtime(project_arrows):
+    bad = [a for a in project_arrows if a.src.startswith("hw_bridge/") and a.module.split(".")[0] == "twin"
            and not any(a.module == m or a.module.startswith(m + ".") for m in HW_BRIDGE_MAY_USE)]
     if bad:
         pytest.fail("hw_bridge imports from twin other than " + ", ".join(HW_BRIDGE_MAY_USE) + ":\n"
                     + _listing(bad), pytrace=False)
 
 
-def test_commands_are_not_imported_by_library_modules():
+def test_commands_are_not_imported_by_library_modules(project_arrows):
     def is_command_file(rel: str) -> bool:
         return rel.startswith("twin/commands/") or rel in COMMAND_FILES
 
-    bad = [a for a in arrows() if not is_command_file(a.src)
+    bad = [a for a in project_arrows if not is_command_file(a.src)
            and any(a.module == m or a.module.startswith(m + ".") for m in COMMANDS)]
     if bad:
         pytest.fail("library modules import the commands (" + ", ".join(COMMANDS) + "):\n" + _listing(bad),
                     pytrace=False)
 
 
-def test_the_runtime_imports_nothing_of_qec():
+def test_the_runtime_imports_nothing_of_qec(project_arrows):
     """The runtime's function registry is below the QEC package: twin.qec registers its decoders
     into it (twin.qec.functions), the runtime names no twin.qec module."""
-    bad = [a for a in arrows() if a.src.startswith("twin/runtime/") and a.module.startswith("twin.qec")]
+    bad = [a for a in project_arrows if a.src.startswith("twin/runtime/") and a.module.startswith("twin.qec")]
     if bad:
         pytest.fail("the runtime imports twin.qec:\n" + _listing(bad), pytrace=False)

@@ -279,6 +279,33 @@ def test_failed_consumer_pin_is_visible(monkeypatch):
     assert e.value.kind == "error" and f"bridge.cpu: {core}: cannot pin the consumer there" in str(e.value)
 
 
+def _allowed_cores(pid: int) -> set[int]:
+    """The cores process ``pid`` may run on (/proc's Cpus_allowed_list, e.g. ``0-3,6``)."""
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    line = next(ln for ln in status if ln.startswith("Cpus_allowed_list:"))
+    cores = set()
+    for part in line.split()[1].split(","):
+        a, _, b = part.partition("-")
+        cores |= set(range(int(a), int(b or a) + 1))
+    return cores
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning the producer alone needs two cores")
+def test_pinning_the_producer_leaves_the_consumer_its_cores():
+    """``producer_cpu`` alone pins this process, not the consumer (``cpu: null``): the consumer may run on
+    every core this process could before the session, so the two never take turns on one core."""
+    before = os.sched_getaffinity(0)
+    core = min(before)
+    ep = ShmEndpoint(BridgeSettings("shm", producer_cpu=core))
+    ep.open(80, 4, "classic")
+    try:
+        assert os.sched_getaffinity(0) == {core}
+        assert _allowed_cores(ep.consumer_pid) == before
+    finally:
+        ep.close()
+    assert os.sched_getaffinity(0) == before
+
+
 def test_pinning_is_for_shm_only(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_scenario(scenario(tmp_path, bridge={"backend": "cuda", "cpu": 0}))

@@ -49,15 +49,18 @@ def _cpu_times() -> dict[int, tuple[int, int]]:
 
 
 SAMPLE_ALLOWED = 4
-"""An unpinned run held to at most this many cores (taskset) has each of them sampled as a pinned core is."""
+"""An unpinned run held (taskset) to at most this many of the machine's cores has each of them sampled
+as a pinned core is."""
 
 
 def check_isolation(pinned: list[int], sample_s: float = 0.2, cpu_consumer: bool = True) -> dict:
     """Before a live run that pins ``pinned`` cores (may be empty): ``cores_allowed`` (count),
     ``load_1min``, ``busy`` (per pinned core, or per allowed core of an unpinned run held to at most
-    :data:`SAMPLE_ALLOWED`: the fraction of ``sample_s`` it ran anything), ``warnings`` (one line
+    :data:`SAMPLE_ALLOWED` of the machine's cores (taskset): the fraction of ``sample_s`` it ran
+    anything), ``warnings`` (one line
     each: fewer allowed cores than the run needs, a load average leaving the machine's cores fewer
-    free than the run needs, a sampled core busy over :data:`BUSY_WARN`). ``cpu_consumer`` False: the
+    free than the run needs, a sampled core busy over :data:`BUSY_WARN`). With no core to sample
+    (none pinned, not held to a few cores) it does not wait ``sample_s``. ``cpu_consumer`` False: the
     consumer is not a host thread (a GPU's persistent kernel), so an unpinned run needs one core (the
     twin, which is the producer), not two."""
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
@@ -78,11 +81,13 @@ def check_isolation(pinned: list[int], sample_s: float = 0.2, cpu_consumer: bool
     if free < need:
         warnings.append(f"load average {load:.2f} on {cores} core(s): {max(free, 0):.2f} free, the run pins "
                         f"{need}: expect preempted rounds")
-    sampled = list(pinned) or (allowed if len(allowed) <= SAMPLE_ALLOWED else [])
-    a = _cpu_times()
-    time.sleep(sample_s)
-    b = _cpu_times()
+    held = len(allowed) < cores and len(allowed) <= SAMPLE_ALLOWED  # taskset to a few of the machine's cores
+    sampled = list(pinned) or (allowed if held else [])
     busy = {}
+    if sampled:  # none to sample (unpinned, all cores allowed): nothing to wait for
+        a = _cpu_times()
+        time.sleep(sample_s)
+        b = _cpu_times()
     for c in sampled:
         if c in a and c in b and b[c][1] > a[c][1]:
             busy[c] = round((b[c][0] - a[c][0]) / (b[c][1] - a[c][1]), 3)
