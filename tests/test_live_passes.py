@@ -120,15 +120,20 @@ def test_sweep_schedule_is_round_robin():
 HELD = [(cal, sweep, point) for cal, sweep in (("h200_host_shm_duty_passes", "h200_host_shm_passes"),
                                                ("h200_cuda_duty_passes", "h200_cuda_passes"),
                                                ("h200_host_shm_duty_passes_2", "h200_host_shm_passes_2"),
-                                               ("h200_cuda_duty_passes_2", "h200_cuda_passes_2"))
+                                               ("h200_cuda_duty_passes_2", "h200_cuda_passes_2"),
+                                               ("h200_host_shm_duty_passes_3", "h200_host_shm_passes_3"),
+                                               ("h200_cuda_duty_passes_3", "h200_cuda_passes_3"))
         for point in ("period_100us", "exp_100us", "exp_1ms")]
+MISSED = {("h200_host_shm_duty_passes", "h200_host_shm_passes", "exp_100us"):
+          "W1 2.2 %: one of its 8 passes (pass 7) served at 212 ns p50 against 520-580 for the other seven",
+          **{("h200_host_shm_duty_passes_3", "h200_host_shm_passes_3", p):
+             "W1 2.7 %: the fit points each hold a pass served at 171 / 210 ns p50 (others 447-756 ns), so the "
+             "fitted service tables sit low" for p in ("period_100us", "exp_100us", "exp_1ms")}}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cal, sweep, point", [
-    pytest.param(*h, marks=pytest.mark.xfail(strict=True, reason="W1 2.2 %: one of its 8 passes (pass 7) served "
-                                             "at 212 ns p50 against 520-580 for the other seven"))
-    if h == ("h200_host_shm_duty_passes", "h200_host_shm_passes", "exp_100us") else h for h in HELD])
+    pytest.param(*h, marks=pytest.mark.xfail(strict=True, reason=MISSED[h])) if h in MISSED else h for h in HELD])
 def test_interleaved_duty_fit_predicts_held_out_points(cal, sweep, point):
     from twin.calibration.validate import validate
     (v,) = validate(ROOT / "calibrations" / "fitted" / f"{cal}.yaml", [LIVE / sweep / point], seed=7)
