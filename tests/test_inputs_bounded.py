@@ -281,3 +281,26 @@ def test_yaml_types_no_input_holds_are_refused_with_their_line(tmp_path, edit, k
     text = text.replace("../calibrations", str(ROOT / "calibrations"))
     e = refused(write(tmp_path, edit(text)))
     assert e.key.startswith(key) and says in str(e) and "inf ns" not in str(e), str(e)
+
+
+@pytest.mark.parametrize("line, says", [
+    ("rounds: 020000", "leading 0"),    # YAML 1.1: octal 8,192
+    ("rounds: 5:33:20", "base 60"),     # YAML 1.1: 20,000
+    ("seed: 2026-12-02", "seed: 2026-12-02: "),  # a date, shown as written (not datetime.date(...))
+])
+def test_numbers_that_yaml_reads_as_other_numbers_are_refused(tmp_path, line, says):
+    text = (ROOT / "scenarios" / "card_path_64b.yaml").read_text(encoding="utf-8")
+    text = text.replace("../calibrations", str(ROOT / "calibrations"))
+    key = line.split(":")[0]
+    text = "\n".join(line if ln.startswith(key + ":") else ln for ln in text.splitlines()) + "\n"
+    e = refused(write(tmp_path, text))
+    assert says in str(e), str(e)
+
+
+def test_a_merge_key_merges_and_the_keys_beside_it_override(tmp_path):
+    """`<<: *anchor` is YAML's merge: its keys come in, a key written beside it wins (not a duplicate);
+    a key written twice by hand is still refused."""
+    p = write(tmp_path, "base: &b {rounds: 5, seed: 3}\nother:\n  <<: *b\n  rounds: 7\n", "m.yaml")
+    assert load_yaml(p) == {"base": {"rounds": 5, "seed": 3}, "other": {"rounds": 7, "seed": 3}}
+    with pytest.raises(ConfigError, match="duplicate key"):
+        load_yaml(write(tmp_path, "other:\n  rounds: 5\n  rounds: 7\n", "d.yaml"))

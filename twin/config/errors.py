@@ -1,6 +1,7 @@
 """One error type for bad input files: it names the file, the key and the value."""
 from __future__ import annotations
 
+import datetime
 import reprlib
 from pathlib import Path
 
@@ -43,6 +44,8 @@ def short(value: object) -> str:
     """``repr(value)`` in at most :data:`SHORT_CHARS` characters, one line. The value is cut down
     *before* it is formatted (:mod:`reprlib`), so a huge or deeply shared value (a YAML alias bomb,
     a 16 MiB string, a 10,000-digit integer) costs no more than a short one."""
+    if isinstance(value, (datetime.date, datetime.time)):  # YAML read 2026-12-02 as a date: show it so
+        return value.isoformat()
     try:
         text = _REPR.repr(value)
     except (ValueError, RecursionError):  # e.g. an int past Python's digit limit for str()

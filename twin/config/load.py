@@ -108,6 +108,8 @@ class _Loader(_Base):
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: its keys are merged below, and
+                continue  # the keys written beside it override them (YAML's merge, not a duplicate)
             key = self.construct_object(key_node, deep=deep)
             try:
                 dup = key in seen
@@ -125,6 +127,28 @@ class _Loader(_Base):
                                                 "taken here; write the value as plain text", node.start_mark)
 
 
+    def construct_yaml_int(self, node):
+        """An integer, refusing YAML 1.1's octal (``020000`` is 8,192) and base-60 (``5:33:20`` is 20,000)
+        forms, which read as other numbers than a reader sees; ``0x``/``0b`` say what they are."""
+        _decimal_only(node)
+        return super().construct_yaml_int(node)
+
+    def construct_yaml_float(self, node):
+        """A float, refusing YAML 1.1's base-60 form (``1:30.5``)."""
+        _decimal_only(node)
+        return super().construct_yaml_float(node)
+
+
+def _decimal_only(node) -> None:
+    digits = str(node.value).replace("_", "").lstrip("+-")
+    if ":" in digits or (len(digits) > 1 and digits[0] == "0" and digits[1].isdigit()):
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{node.value}: YAML 1.1 reads a number with a leading 0 as octal and one with colons as "
+            "base 60; write it in decimal without the leading 0 (or quote it as text)", node.start_mark)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
 for _tag in ("binary", "set", "omap", "pairs"):
     _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _Loader.refuse_tag)
 
