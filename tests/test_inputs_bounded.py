@@ -304,3 +304,20 @@ def test_a_merge_key_merges_and_the_keys_beside_it_override(tmp_path):
     assert load_yaml(p) == {"base": {"rounds": 5, "seed": 3}, "other": {"rounds": 7, "seed": 3}}
     with pytest.raises(ConfigError, match="duplicate key"):
         load_yaml(write(tmp_path, "other:\n  rounds: 5\n  rounds: 7\n", "d.yaml"))
+
+
+@pytest.mark.parametrize("kind, windows, key, value", [
+    ("stall", [{"at": "20 ms", "duration": "200 us"}, {"at": "20 ms", "duration": "200 us"}], "faults.stall[1].at",
+     "20 ms"),
+    ("stall", [{"at": "1 ms", "duration": "1 ms"}, {"at": "1500 us", "duration": "10 us"}], "faults.stall[1].at",
+     "1500 us"),  # inside the first
+    ("host_freeze", [{"at": "5 ms", "duration": "1 ms"}, {"at": "4 ms", "duration": "1001 us"}],
+     "faults.host_freeze[1].at", "4 ms"),  # ends 1 us into the first
+])
+def test_overlapping_stop_windows_are_refused(tmp_path, kind, windows, key, value):
+    """Two windows of one kind that overlap stop the consumer once but would count twice: refused,
+    naming the later-listed one; windows that only touch ([1, 2) ms and [2, 3) ms) are two stops."""
+    e = refused(write(tmp_path, edited(FAULTS, **{f"faults__{kind}": windows})))
+    assert (e.key, e.value) == (key, value) and "overlaps" in e.problem, str(e)
+    load_scenario(write(tmp_path, edited(FAULTS, **{f"faults__{kind}": [{"at": "1 ms", "duration": "1 ms"},
+                                                                         {"at": "2 ms", "duration": "1 ms"}]})))

@@ -270,6 +270,21 @@ class Faults(_Strict):
     timeout: str = "100 us"
     _d = field_validator("timeout", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
+    @model_validator(mode="after")
+    def _windows_apart(self):
+        """Windows of one kind may not overlap: a consumer (or host) stopped twice at once stops once,
+        and the second window would be counted as injected while it changes nothing."""
+        for kind in ("stall", "host_freeze"):
+            spans = sorted((time_ps(w.at), time_ps(w.at) + time_ps(w.duration), i)
+                           for i, w in enumerate(getattr(self, kind)))
+            for (s0, e0, i0), (s1, _, i1) in zip(spans, spans[1:]):
+                if s1 < e0:
+                    j, k = max(i0, i1), min(i0, i1)
+                    raise Located((kind, j, "at"), getattr(self, kind)[j].at,
+                                  f"overlaps {kind}[{k}] (at {getattr(self, kind)[k].at} for "
+                                  f"{getattr(self, kind)[k].duration}): one stop at a time; write them as one window")
+        return self
+
     def unreached(self, missed: dict) -> list[dict]:
         """The scenario's keys of the faults a run did not reach: ``missed`` as the engines count
         it (:func:`twin.engine.counters.not_reached`: rounds for corrupt_piece / drop_frame, window
