@@ -9,11 +9,13 @@ import pytest
 import yaml
 
 from twin.commands import main
+from twin.config import ConfigError
 from twin.devices import LinkCardParams, TrafficParams, cpu_core, gpu_persistent_kernel
 from twin.engine import LoopSpec, run_event
 from twin.engine.direct import DirectNotApplicable, run_direct
 from twin.faults import FaultPlan
 from twin.links import PcieLink
+from twin.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -149,3 +151,31 @@ def test_a_mesh_reports_host_freezes_per_flow_as_a_loop_does(tmp_path):
         assert (w["at_ns"], w["duration_ns"]) == (1_000_000, 200_000)
         assert w["stalled_rounds"] >= 1 and f["host_freeze"]["longest_stall_ns"] > 20_000
         assert f["faults"]["injected"]["host_freeze"] == 1
+
+
+def test_a_flow_that_ended_before_a_freeze_reports_it_not_reached(tmp_path):
+    """Mesh flows end apart: flow 0's 300 rounds are back well before 4 ms (each round under 10 us
+    with two flows sharing one EPYC core), flow 1's 3,000 rounds run past it. The freeze at 4 ms is
+    injected in flow 1 only; flow 0 names it not reached (its own end, not the mesh's), and a
+    scenario whose consumers are none of them host threads is refused at load."""
+    doc = yaml.safe_load((ROOT / "scenarios" / "mesh_two_controllers_one_gpu.yaml").read_text())
+    doc["calibration"] = str(ROOT / "calibrations" / "fitted" / "card_path.yaml")
+    consumer = next(n for n in doc["nodes"] if n["kind"] == "consumer")
+    consumer["device"] = "epyc7282"
+    doc["rounds"] = 3000
+    for f in doc["flows"]:
+        f["traffic"] = {"mode": "closed_loop"}
+    doc["flows"][0]["rounds"] = 300
+    doc["faults"] = {"host_freeze": [{"at": "4 ms", "duration": "100 us"}], "timeout": "20 us"}
+    path = tmp_path / "mesh.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert main(["run", str(path), "--quiet", "--no-plot", "--no-rounds", "--out", str(tmp_path / "o")]) == 0
+    f0, f1 = json.loads((tmp_path / "o" / "results.json").read_text())["flows"]
+    assert f0["faults"]["injected"]["host_freeze"] == 0
+    assert f0["faults"]["not_reached"] == [{"key": "faults.host_freeze[0].at", "value": "4 ms"}]
+    assert f1["faults"]["injected"]["host_freeze"] == 1 and "not_reached" not in f1["faults"]
+    consumer["device"] = "mi210"  # a GPU keeps answering through a host freeze
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError) as e:
+        load_scenario(path)
+    assert e.value.key == "faults.host_freeze[0].at" and "mi210: gpu" in str(e.value)

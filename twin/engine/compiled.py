@@ -318,7 +318,8 @@ def _results(topo: Topology, worlds: list[_World], phases: dict, cut: int | None
         keys = w.flow_lanes[j]
         lreq, lrep = w.lanes[keys[0]][0], w.lanes[keys[1]][0]
         digest = st[8:12].tobytes().hex()
-        s = flow_stats(spec.faults, n, now, int(st[0]), int(st[1]), int(st[2]), int(st[3]),
+        end = min(now, int(a["t_back"][:n].max())) or now  # the flow's last reply back, not the mesh's
+        s = flow_stats(spec.faults, spec.consumer.kind, n, end, int(st[0]), int(st[1]), int(st[2]), int(st[3]),
                        int(lane_st[lreq][0] + lane_st[lrep][0]), phases[fl.consumer], digest,
                        {"frames": int(st[FS["dropped"]]), "resent": int(st[FS["resent"]])},
                        int(st[FS["reply_timeouts"]]), int(st[4]))

@@ -22,22 +22,23 @@ def slot_bytes_of(spec: LoopSpec) -> int:
     return spec.slot_bytes
 
 
-def flow_stats(fp, n: int, now: int, mismatches: int, backlog_max: int, consumer_polls: int, card_polls: int,
+def flow_stats(fp, kind: str, n: int, now: int, mismatches: int, backlog_max: int, consumer_polls: int, card_polls: int,
                posted_writes: int, phase: int, digest: str, dropped: dict, reply_timeouts: int,
                corrupted_requests: int | None) -> dict:
     """One flow's statistics as every engine reports them (the simpy reference and the compiled
     core, :mod:`twin.engine.compiled`): the card's and consumer's counters, the faults injected
     (``fp``: the flow's :class:`twin.faults.FaultPlan`, counted up to round ``n`` and instant
-    ``now``) and detected; ``faults.not_reached`` (only when some are): the planned faults the
-    run did not reach (:func:`not_reached`)."""
+    ``now``: the flow's own end, its last reply back, not the whole run's; a host freeze only where
+    it stops the consumer, a host thread: ``kind`` cpu) and detected; ``faults.not_reached`` (only
+    when some are): the planned faults the flow did not reach (:func:`not_reached`)."""
     missed = not_reached(fp, n, now)
     return {"mismatches": mismatches, "backlog_max": backlog_max, "consumer_polls": consumer_polls,
             "card_polls": card_polls, "posted_writes": posted_writes, "poll_phase_ps": phase, "reply_digest": digest,
             "faults": {"injected": {"corrupt_piece": sum(1 for r in fp.corrupt_rounds if r <= n),
                                     "drop_frame": dropped["frames"],
                                     "stall": sum(1 for s, _ in fp.stalls if s < now),
-                                    **({"host_freeze": sum(1 for s, _ in fp.host_freezes if s < now)}
-                                       if fp.host_freezes else {})},
+                                    **({"host_freeze": sum(1 for s, _ in fp.host_freezes if s < now)
+                                        if kind == "cpu" else 0} if fp.host_freezes else {})},
                        "detected": {"mismatches": mismatches, "resent_frames": dropped["resent"],
                                     "reply_timeouts": reply_timeouts,
                                     **({"mismatches_from_corrupted_requests": corrupted_requests}

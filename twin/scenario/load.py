@@ -146,6 +146,13 @@ def check_nodes(path: Path, sc: Scenario, params) -> None:
         if node.rtl:
             from twin.rtl.build import check_user_block
             check_user_block(path, i, node.rtl.top, node.rtl.sources)
+    if "host_freeze" in faults:  # the host stops its own threads: a CPU consumer, not a GPU's or an FPGA's
+        served = [n for n in sc.nodes if n.kind == "consumer" and (not mesh or n.name in pairs)]
+        if not any(params.consumers[n.device].kind == "cpu" for n in served):
+            raise ConfigError(path, "faults.host_freeze[0].at", sc.faults.host_freeze[0].at,
+                              "no consumer here is a host thread (" + ", ".join(
+                                  f"{n.name}: {params.consumers[n.device].kind}" for n in served)
+                              + "): GPUs and FPGAs keep answering through a host freeze, so it would change nothing")
 
 
 def check_c2c(path: Path, sc: Scenario, params, g) -> None:
