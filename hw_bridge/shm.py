@@ -165,8 +165,9 @@ class ShmEndpoint(CProducerEndpoint):
     def describe(self) -> str:
         """Backend, consumer pid and cores."""
         pid = self.proc.pid if self.proc else None
-        return (f"shm: consumer process {pid} (qrt.h, qrt_dispatch_one) on core {self.settings.cpu}, producer on "
-                f"core {self.settings.producer_cpu}; {os.cpu_count()} cores online")
+        where = lambda c: "unpinned" if c is None else f"on core {c}"  # noqa: E731
+        return (f"shm: consumer process {pid} (qrt.h, qrt_dispatch_one) {where(self.settings.cpu)}, producer "
+                f"{where(self.settings.producer_cpu)}; {os.cpu_count()} cores online")
 
     @property
     def consumer_pid(self) -> int | None:

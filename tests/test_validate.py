@@ -345,6 +345,23 @@ def test_a_taskset_run_on_a_large_host_is_judged_by_the_host_load_and_its_own_co
     assert iso["warnings"] == ["core 3 (allowed) was 90 % busy with other work before the run"]
     monkeypatch.setattr(isolation, "_cpu_times", lambda: {3: (0, 100)})
     assert check_isolation([], sample_s=0.0, cpu_consumer=False)["warnings"] == []
-    monkeypatch.setattr(os, "getloadavg", lambda: (15.5, 15.0, 15.0))
+    monkeypatch.setattr(os, "getloadavg", lambda: (15.7, 15.0, 15.0))
     (w,) = check_isolation([], sample_s=0.0, cpu_consumer=False)["warnings"]
-    assert w.startswith("load average 15.50 on 16 core(s): 0.50 free, the run pins 1")
+    assert w.startswith("load average 15.70 on 16 core(s): 0.30 free, the run needs 1")  # pins none
+
+
+def test_an_idle_two_core_machine_is_not_called_loaded(monkeypatch):
+    """A shm run pinning both cores of an idle 2-core machine: the 1-minute load 0.09 (the twin's own
+    start-up in it) is within LOAD_SLACK of the two cores the run needs, so no load warning (was
+    '1.91 free, the run pins 2'); 0.6 of other work is more than half a core short: warned."""
+    import os
+
+    from twin.devices import isolation
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(isolation, "_cpu_times", lambda: {})
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.09, 0.05, 0.01))
+    assert check_isolation([1, 0], sample_s=0.0)["warnings"] == []
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.6, 0.5, 0.5))
+    (w,) = check_isolation([1, 0], sample_s=0.0)["warnings"]
+    assert w.startswith("load average 0.60 on 2 core(s): 1.40 free, the run pins 2")
