@@ -60,10 +60,10 @@ def check_isolation(pinned: list[int], sample_s: float = 0.2, cpu_consumer: bool
     """Before a live run that pins ``pinned`` cores (may be empty): ``cores_allowed`` (count),
     ``load_1min``, ``busy`` (per pinned core, or per allowed core of an unpinned run held to at most
     :data:`SAMPLE_ALLOWED` of the machine's cores (taskset): the fraction of ``sample_s`` it ran
-    anything), ``warnings`` (one line
-    each: fewer allowed cores than the run needs, a load average leaving the machine's cores fewer
-    free than the run needs by more than :data:`LOAD_SLACK`, a sampled core busy over :data:`BUSY_WARN`). With no core to sample
-    (none pinned, not held to a few cores) it does not wait ``sample_s``. ``cpu_consumer`` False: the
+    anything), ``warnings`` (one line each: fewer allowed cores than the run needs, a load average
+    leaving the machine's cores fewer free than the run needs by more than :data:`LOAD_SLACK`, a
+    sampled core busy over :data:`BUSY_WARN`). With no core to sample (none pinned, not held to a
+    few cores) it does not wait ``sample_s``. ``cpu_consumer`` False: the
     consumer is not a host thread (a GPU's persistent kernel), so an unpinned run needs one core (the
     twin, which is the producer), not two."""
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))

@@ -195,9 +195,9 @@ class _FlowRun:
     def stats(self, k: Kernel) -> dict:
         card, consumer = self.card, self.consumer
         end = min(k.now, int(self.t_back.max())) or k.now  # the flow's last reply back (a mesh: its own)
-        stats = flow_stats(self.fp, self.spec.consumer.kind, self.n, end, card.mismatches, card.backlog_max, consumer.poller.polls,
-                           card.poller.polls, self.req_path.writes + self.rep_path.writes, self.consumer_phase,
-                           card.reply_digest.hexdigest(), self.dropped, card.reply_timeouts,
+        stats = flow_stats(self.fp, self.spec.consumer.kind, self.n, end, card.mismatches, card.backlog_max,
+                           consumer.poller.polls, card.poller.polls, self.req_path.writes + self.rep_path.writes,
+                           self.consumer_phase, card.reply_digest.hexdigest(), self.dropped, card.reply_timeouts,
                            getattr(card, "corrupted_requests", None))
         if self.flow.workload.keep_replies:
             stats["replies"] = card.kept_replies
