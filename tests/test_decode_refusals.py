@@ -76,7 +76,7 @@ def test_a_seed_wider_than_64_bits_is_refused(tmp_path):
     ([{"device": "epyc7282"}, {"device": "v80"}, {"device": "epyc7282", "mode": "inline"}],
      "decode.placements[2]", "epyc7282", "the same placement as placements[0]"),
     ([{"devices": ["mi210", "mi210"]}, {"devices": ["mi210", "mi210"], "dispatch": "round_robin"}],
-     "decode.placements[1]", "mi210", "the same placement as placements[0]"),
+     "decode.placements[1]", ["mi210", "mi210"], "the same placement as placements[0]"),
 ])
 def test_a_placement_or_device_given_twice_is_refused(tmp_path, placements, key, value, says):
     """The same placement twice (defaults written out or not) would decode the same shots on the same

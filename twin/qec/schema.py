@@ -285,7 +285,7 @@ class Decode(_Strict):
         for i, pl in enumerate(self.placements):
             same = next((k for k in range(i) if self.placements[k].key() == pl.key()), None)
             if same is not None:
-                raise Located(("placements", i), pl.names[0], f"the same placement as placements[{same}]: it "
+                raise Located(("placements", i), pl.devices or pl.device, f"the same placement as placements[{same}]: it "
                               "would decode the same shots on the same device again")
         return self
 
