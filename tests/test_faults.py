@@ -128,6 +128,24 @@ def test_faults_past_a_shorter_run_are_named_and_warned(tmp_path, capsys):
     said = " ".join(out.split())
     for key, value in (("faults.corrupt_piece.rounds[1]", "5000"), ("faults.stall[0].at", "20 ms")):
         assert f"warning: {src}: {key}: {value}: past the end of this run" in said, out
+    assert "faults.timeout" not in said  # 50 us: far above the 2.2 us round trip
+
+
+def test_a_timeout_under_the_round_trip_is_warned(tmp_path, capsys):
+    """faults.timeout 1 us on the EPYC 7282 card path (median round trip 2.17 us, the seeds' table):
+    nearly every reply counts as overdue while only the dropped frame is sent again: a warning names
+    the file, the key and the value."""
+    doc = yaml.safe_load((ROOT / "scenarios" / "faults_epyc7282.yaml").read_text())
+    doc["calibration"] = str(ROOT / "calibrations" / "fitted" / "card_path.yaml")
+    doc["measured"] = str(ROOT / "calibrations" / "measured" / "card_path_64b.yaml")
+    doc["faults"]["timeout"] = "1 us"
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert main(["run", str(path), "--rounds", "3000", "--no-plot", "--no-rounds", "--out", str(tmp_path / "o")]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert f"warning: {path}: faults.timeout: 1 us: under epyc7282's median round trip" in said, said
+    (c,) = json.loads((tmp_path / "o" / "results.json").read_text())["consumers"]
+    assert c["faults"]["detected"]["reply_timeouts"] > 2900 and c["faults"]["detected"]["resent_frames"] == 1
 
 
 def test_a_mesh_reports_host_freezes_per_flow_as_a_loop_does(tmp_path):

@@ -146,7 +146,9 @@ def print_table(study: StudyResult, console: Console) -> None:
                    *(("checking", "…") if s["engine"] == PENDING  # the event model's check runs after the table
                      else (f"{s['replies_checked']:,}", str(s["mismatches"]))))
     console.print(tb)
-    print_fault_and_deadline_lines([(r.node, r.summary) for r in study.runs], console, str(study.scenario.path))
+    faults = study.scenario.scenario.faults
+    print_fault_and_deadline_lines([(r.node, r.summary) for r in study.runs], console, str(study.scenario.path),
+                                   faults.timeout if faults else None)
     from twin.output.program import print_program_table
     print_program_table([(r.node, r.summary) for r in study.runs], console, "consumer")
     print_budget(study, console)

@@ -138,7 +138,8 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
     for name, c in doc["consumers"].items():
         util = "n/a (model rtl: its own logic)" if c["utilisation"] is None else f"{100 * c['utilisation']:.1f} %"
         console.print(f"{name}: served {c['served']:,}, utilisation {util}")
-    print_fault_and_deadline_lines([(f"flow {f['flow']}", f) for f in doc["flows"]], console, str(loaded.path))
+    print_fault_and_deadline_lines([(f"flow {f['flow']}", f) for f in doc["flows"]], console, str(loaded.path),
+                                   sc.faults.timeout if sc.faults else None)
     if not args.no_csv:
         write_mesh_rounds(res, folder, getattr(args, "rounds_format", "parquet"))
     if not args.no_plot:

@@ -33,17 +33,28 @@ def print_budget_table(rows: list[tuple[str, dict]], console: Console, what: str
                           f"{w['held_by']} ({w['stages'][w['held_by']] / 1000:.3f} µs)")
 
 
-def print_fault_and_deadline_lines(rows: list[tuple[str, dict]], console: Console, file: str = "") -> None:
+def print_fault_and_deadline_lines(rows: list[tuple[str, dict]], console: Console, file: str = "",
+                                   timeout: str | None = None) -> None:
     """For each (label, summary) with ``faults`` or ``deadline_ns`` (results.json's keys): one line of
     the faults injected and detected, one warning per fault the run did not reach (``faults.
     not_reached``: a ``--rounds`` shorter than the scenario's, naming ``file``, the key and its
-    value), one line of the rounds over the deadline."""
+    value), one warning when ``timeout`` (the scenario's ``faults.timeout``, as written) is under a
+    loop's median round trip (most replies then count as overdue, yet only dropped frames are sent
+    again), one line of the rounds over the deadline."""
+    from twin.units import time_ps
     warned = set()  # a mesh's flows share one faults block: each key said once
     for label, s in rows:
         if "faults" in s:
             inj, det = s["faults"]["injected"], s["faults"]["detected"]
             console.print(f"{label}: faults injected " + ", ".join(f"{k} {v}" for k, v in inj.items())
                           + "; detected " + ", ".join(f"{k} {v}" for k, v in det.items()))
+            p50_ns = s.get("p50_ns", (s.get("rtt") or {}).get("p50_ns"))
+            if timeout is not None and p50_ns and time_ps(timeout) < p50_ns * 1000 and "timeout" not in warned:
+                warned.add("timeout")
+                console.print(f"[yellow]warning: {file + ': ' if file else ''}faults.timeout: {timeout}: under "
+                              f"{label}'s median round trip ({p50_ns / 1000:.3f} µs): most replies count as "
+                              "overdue (reply_timeouts), yet the control side sends again only dropped frames; "
+                              "set it above the round trip[/yellow]")
             for miss in s["faults"].get("not_reached", []):
                 if miss["key"] not in warned:
                     warned.add(miss["key"])

@@ -285,8 +285,8 @@ class Decode(_Strict):
         for i, pl in enumerate(self.placements):
             same = next((k for k in range(i) if self.placements[k].key() == pl.key()), None)
             if same is not None:
-                raise Located(("placements", i), pl.devices or pl.device, f"the same placement as placements[{same}]: it "
-                              "would decode the same shots on the same device again")
+                raise Located(("placements", i), pl.devices or pl.device, f"the same placement as "
+                              f"placements[{same}]: it would decode the same shots on the same device again")
         return self
 
     @model_validator(mode="after")
