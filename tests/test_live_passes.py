@@ -22,10 +22,10 @@ POSITIONS = (2, 7, 12)  # where each pass stood in a sweep of five points
 
 def _point(tmp_path: Path, positions=POSITIONS, edit: dict | None = None) -> Path:
     """A point folder: SOURCE's rounds split at CUTS into pass folders (each with SOURCE's
-    results.json and its slice of every per-round array, idle -1 at each pass's first round, as a
-    run records it; ``edit``: per pass, results.json keys to change), scenario.yaml beside them,
-    passes.json listing them."""
-    point = tmp_path / "point"
+    results.json, its seed made the pass's, and its slice of every per-round array, idle -1 at each
+    pass's first round, as a run records it; ``edit``: per pass, results.json keys to change),
+    scenario.yaml beside them, passes.json listing them (point back_to_back: SOURCE's scenario)."""
+    point = tmp_path / "back_to_back"
     point.mkdir()
     shutil.copy(SOURCE / "scenario.yaml", point / "scenario.yaml")
     doc = json.loads((SOURCE / "results.json").read_text())
@@ -41,11 +41,12 @@ def _point(tmp_path: Path, positions=POSITIONS, edit: dict | None = None) -> Pat
         d = json.loads(json.dumps(doc))
         d["consumers"][0]["live"]["mismatch_rounds"] = []
         d["consumers"][0]["live"]["rounds"] = b - a
+        d["seed"] = 20261129 + k
         for key, value in (edit or {}).get(k, {}).items():
             d[key] = value
         (folder / "results.json").write_text(json.dumps(d))
         passes.append({"folder": folder.name, "pass": k, "position": positions[k], "seed": 20261129 + k})
-    (point / "passes.json").write_text(json.dumps({"schema": "twin.passes/1", "point": "b2b", "passes": passes}))
+    (point / "passes.json").write_text(json.dumps({"schema": "twin.passes/1", "point": point.name, "passes": passes}))
     return point
 
 
@@ -61,7 +62,7 @@ def test_pooling_keeps_every_round_in_pass_order_and_percentiles_are_numpys(tmp_
     assert [p["position"] for p in passes] == list(POSITIONS)
     assert [p["position"] for p in s["live"]["passes"]] == list(POSITIONS)
     assert [p["rounds"] for p in s["live"]["passes"]] == list(np.diff(CUTS))
-    assert s["rounds"] == doc["rounds"] == len(rtt) and doc["seeds"] == [20261129] * 3
+    assert s["rounds"] == doc["rounds"] == len(rtt) and doc["seeds"] == [20261129, 20261130, 20261131]
     for key, q in (("p50_ns", 50), ("p90_ns", 90), ("p99_ns", 99), ("p999_ns", 99.9)):
         assert s[key] == np.percentile(rtt, q, method="inverted_cdf") / 1000
         assert s["live"]["service"][key] == np.percentile(svc, q, method="inverted_cdf")
@@ -85,6 +86,13 @@ def test_pooling_keeps_every_round_in_pass_order_and_percentiles_are_numpys(tmp_
     (lambda p, d: d.update(schema="twin.passes/9"), ["passes.json", "schema", "twin.passes/9"]),
     (lambda p, d: shutil.copy(p / "pass_00" / "results.json", p / "results.json"),
      ["results.json", "beside passes.json"]),
+    (lambda p, d: d["passes"][2].update(folder="pass_01"), ["passes.json", "passes[2].folder", "pass_01", "twice"]),
+    (lambda p, d: d["passes"][1].update(seed=7), ["passes.json", "passes[1].seed", "7", "20261130"]),
+    (lambda p, d: d.update(point="exp_1ms"), ["passes.json", "point", "exp_1ms", "live_gpu_cuda_back_to_back"]),
+    (lambda p, d: d.update(point="to_back"), ["passes.json", "point", "to_back"]),
+    (lambda p, d: d["passes"][1].update(command="twin run s.yaml --out back_to_back/pass_00 --seed 20261130"),
+     ["passes.json", "passes[1].command", "--out back_to_back/pass_00"]),
+    (lambda p, d: (p / "pass_03").mkdir(), ["passes.json", "passes", "pass_03", "does not list"]),
 ])
 def test_a_passes_file_that_is_not_one_point_is_one_error_naming_file_key_value(tmp_path, change, words):
     point = _point(tmp_path)

@@ -196,15 +196,17 @@ def _pooled(run: Path, node: str | None) -> tuple[dict, dict, dict[str, np.ndarr
     per-round arrays concatenated in pass order, with ``pass_index`` (int, the pass of each round).
     The document and summary are recomputed from the pooled rounds
     (:func:`twin.output.live.pooled_summary`). Raises ConfigError naming the file, key and value."""
-    from twin.output.live import pooled_summary, read_passes
+    from twin.output.live import check_pass_results, pooled_summary, read_passes
     passes = read_passes(run)
+    point = json.loads((run / PASSES).read_text())["point"]
     loaded = []
-    for p in passes:
+    for i, p in enumerate(passes):
         folder = run / p["folder"]
         if (folder / PASSES).is_file():
             raise ConfigError(run / PASSES, f"passes[{p['pass']}].folder", p["folder"],
                               "is itself measured in passes (one level of passes only)")
         loaded.append(_one_run(folder, node))
+        check_pass_results(run, i, p, point, *loaded[-1][:2])
     doc0, s0, _ = loaded[0]
     for p, (doc, s, arr) in zip(passes[1:], loaded[1:]):
         for key in _SAME:
