@@ -160,3 +160,37 @@ def test_a_fit_on_a_point_in_passes_records_its_passes_and_what_it_set(tmp_path)
     free = " ".join(doc["free_parameters"])  # shape service: the measured service table, not a poll period
     assert "service_modes" in free and "poll_period_ns" not in free and "jitter_ns" not in free
     assert doc["targets"].startswith("the first run's measured service distribution")
+
+
+def test_a_pass_alone_uses_the_points_scenario_and_validate_says_its_own_option(tmp_path, capsys):
+    """A pass folder whose recorded scenario is gone (SOURCE's /tmp/res/...) falls back to the
+    point's scenario.yaml one level up; with that gone too, `twin validate` says its own option,
+    on one line of stderr and nothing on stdout."""
+    from twin.commands import main
+    point = _point(tmp_path)
+    assert load_run(point / "pass_01").scenario == point / "scenario.yaml"
+    (point / "scenario.yaml").unlink()
+    cal = ROOT / "calibrations" / "fitted" / "h200_cuda_duty_passes.yaml"
+    assert main(["validate", str(cal), str(point / "pass_01"), "--out", str(tmp_path / "v"), "--no-plot"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "live.scenario_file" in err
+    assert "--scenario" in err and "calibrate" not in err
+
+
+def test_a_run_named_twice_or_inside_a_fit_point_is_refused(tmp_path, capsys):
+    """The same run twice, or a pass folder of a fit point held out, would count its rounds twice or
+    check the fit on what it was fitted on: one line each, exit 2, nothing written."""
+    from twin.commands import main
+    P = LIVE / "h200_cuda_passes"
+    out = tmp_path / "fit.yaml"
+    for argv, words in (
+            (["calibrate", "--from-live", str(P / "back_to_back"), str(P / "period_1ms"), "--validate",
+              str(P / "back_to_back" / "pass_00"), "--out", str(out)], ["--validate", "pass_00", "inside"]),
+            (["calibrate", "--from-live", str(P / "back_to_back"), str(P / "back_to_back"), "--out", str(out)],
+             ["--from-live", "back_to_back", "the same folder"]),
+            (["validate", str(ROOT / "calibrations" / "fitted" / "h200_cuda_duty_passes.yaml"), str(P / "exp_1ms"),
+              str(P / "exp_1ms"), "--out", str(tmp_path / "v")], ["exp_1ms", "the same folder"])):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and all(w in err for w in words), err
+    assert not out.exists() and not (tmp_path / "v").exists()
