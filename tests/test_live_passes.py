@@ -112,15 +112,34 @@ def test_passes_of_different_points_are_refused_naming_the_pass(tmp_path):
     assert all(w in str(e.value) for w in ("pass_02", "results.json", "frame_bytes", "256", "64"))
 
 
-def test_sweep_schedule_is_round_robin():
+def _sweep():
     spec = importlib.util.spec_from_file_location("live_sweep", ROOT / "benchmarks" / "live_sweep.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def test_sweep_schedule_is_round_robin():
+    mod = _sweep()
     order = mod.schedule(["b2b", "p100", "p1ms"], 3)
     assert len(order) == 9 and set(order) == {(k, p) for k in range(3) for p in ("b2b", "p100", "p1ms")}
     for i, (k, _) in enumerate(order):  # every point's pass k runs before any point's pass k + 1
         assert all(k2 >= k for k2, _ in order[i:])
     assert [p for k, p in order if k == 1] == ["b2b", "p100", "p1ms"]
+    assert mod.pass_rounds(1003, 4) == [251, 251, 251, 250]  # 1,003 = 4 x 250 + 3: no round dropped
+
+
+def test_sweep_command_line_refuses_no_or_unknown_points_and_says_every_option(tmp_path, capsys):
+    mod = _sweep()
+    out = tmp_path / "sweep"
+    for only, words in (([], ["--only"]), (["foo", "back_to_back", "bar"], ["foo", "bar"])):
+        with pytest.raises(SystemExit) as e:
+            mod.main(["--backend", "shm", "--sweep", "duty", "--out", str(out), "--only", *only])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.count("\n") == 1 and all(w in err for w in words), err
+    assert not out.exists()
+    ap = mod.parser()
+    assert ap.description.endswith(".") and all(a.help for a in ap._actions)
 
 
 # the acceptance on the committed interleaved sweeps (H200, 2026-12-02): fitted on the pooled back to
