@@ -27,12 +27,14 @@ measured idle column says what each point really had.
 Passes (``--passes N``, N >= 2): the machine's level wanders over seconds to minutes (docs/live.md,
 "Random gaps against fixed ones"), so one ``twin run`` per point, minutes apart, compares the
 machine at two moments as much as two points. With passes each point's rounds are split into N
-``twin run``s of ``rounds // N`` rounds, run in round-robin order (pass 0 of every point, then pass
-1 of every point, ...), each into ``<point>/pass_KK/`` with ``--seed`` the scenario's seed + K (each
-pass its own gap draws); ``<point>/passes.json`` (twin.output.live.read_passes: folder, pass,
-position in that order, seed, start time, seconds, command) is rewritten after each pass, so a
-stopped sweep leaves its finished passes usable. ``twin calibrate --from-live`` and ``twin
-validate`` take ``<point>/`` as one run, its passes' rounds pooled
+``twin run``s, run in round-robin order (pass 0 of every point, then pass 1 of every point, ...),
+each into ``<point>/pass_KK/`` with ``--seed`` the scenario's seed + K (each pass its own gap
+draws). A point's R rounds make passes of R // N, the remainder one more each in the first passes
+(R = 1,003, N = 4: 251, 251, 251, 250), so every round asked for is run. ``<point>/passes.json``
+(twin.output.live.read_passes: folder, pass, position in that order, seed, start time, seconds,
+command) is rewritten after each pass, so a stopped sweep leaves its finished passes usable (a pass
+that did not finish leaves its folder unlisted: move it out). ``twin calibrate --from-live`` and
+``twin validate`` take ``<point>/`` as one run, its passes' rounds pooled
 (twin.calibration.live.read_live_rounds); sweep.json and the README give the pooled percentiles
 and each point's pass-to-pass spread (clean round-trip p50 of each pass).
 
@@ -166,6 +168,12 @@ def schedule(labels: list[str], passes: int) -> list[tuple[int, str]]:
     return [(k, label) for k in range(passes) for label in labels]
 
 
+def pass_rounds(rounds: int, passes: int) -> list[int]:
+    """Each pass's rounds when a point's ``rounds`` are split into ``passes``: ``rounds // passes``,
+    the remainder one more each in the first passes (they sum to ``rounds``)."""
+    return [rounds // passes + (k < rounds % passes) for k in range(passes)]
+
+
 def readme(meta: dict, note: str = "") -> str:
     """README.md of a sweep folder from its sweep.json ``meta``."""
     m, iso = meta["machine"], meta["isolation_before"]
@@ -209,40 +217,74 @@ def readme(meta: dict, note: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (no usage block)
+        print(f"live_sweep: error: {message} (--help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 1")
+    return n
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line (module docstring)."""
+    doc = __doc__.split("\n\n")
+    ap = _Parser(
+        description=" ".join(doc[0].split()),
+        epilog="Each point's folder, sweep.json and README.md, the sweeps and passes: benchmarks/live_sweep.py's "
+               "docstring and docs/live.md.")
+    ap.add_argument("--backend", choices=sorted(BASE), help="the live consumer: shm (a host process) or cuda (a GPU)")
+    ap.add_argument("--sweep", choices=["duty", "duty_closed", "size"],
+                    help="duty: back to back, open-loop periods and exponential gaps; duty_closed: the same gaps "
+                         "counted from each reply; size: 64/256/1,024 B echo and sum32")
+    ap.add_argument("--out", type=Path, metavar="DIR", help="the sweep's folder: one folder per point, sweep.json, "
+                                                            "README.md")
+    ap.add_argument("--readme", type=Path, metavar="DIR", help="write DIR/README.md from DIR/sweep.json and stop")
+    ap.add_argument("--note", default="", metavar="TEXT", help="a line added under the README's machine line")
+    ap.add_argument("--rounds", type=_positive, metavar="R", default=20_000, help="rounds per point (default 20000)")
+    ap.add_argument("--rounds-slow", type=_positive, metavar="R", default=2_000,
+                    help="at most this many at the 10 ms period (5x this at exponential 1 ms gaps; default 2000)")
+    ap.add_argument("--cpu", type=int, metavar="CORE", help="the shm consumer's core (default: not pinned)")
+    ap.add_argument("--producer-cpu", type=int, metavar="CORE",
+                    help="the producer's core (cuda: the whole twin process; default: not pinned)")
+    ap.add_argument("--label", default="", metavar="NAME",
+                    help="the sweep's title in README.md (default: backend and sweep)")
+    ap.add_argument("--passes", type=_positive, default=1, metavar="N",
+                    help="split each point into N `twin run`s, run round robin over the points; a point's R rounds "
+                         "make passes of R // N, the remainder one more each in the first passes (every pass at "
+                         "least 100)")
+    ap.add_argument("--only", nargs="+", default=None, metavar="LABEL",
+                    help="run only these points (at least one label of --sweep's points)")
+    return ap
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", choices=sorted(BASE))
-    ap.add_argument("--sweep", choices=["duty", "duty_closed", "size"])
-    ap.add_argument("--out", type=Path)
-    ap.add_argument("--readme", type=Path, help="write DIR/README.md from DIR/sweep.json and stop")
-    ap.add_argument("--note", default="")
-    ap.add_argument("--rounds", type=int, default=20_000)
-    ap.add_argument("--rounds-slow", type=int, default=2_000)
-    ap.add_argument("--cpu", type=int)
-    ap.add_argument("--producer-cpu", type=int)
-    ap.add_argument("--label", default="")
-    ap.add_argument("--passes", type=int, default=1,
-                    help="split each point into N `twin run`s of rounds // N rounds, run round robin (module doc)")
-    ap.add_argument("--only", nargs="*", default=None, help="run only these points (labels)")
+    ap = parser()
     a = ap.parse_args(argv)
     if a.readme:
         (a.readme / "README.md").write_text(readme(json.loads((a.readme / "sweep.json").read_text()), a.note))
         return 0
     if not (a.backend and a.sweep and a.out):
         ap.error("--backend, --sweep and --out are needed (or --readme DIR)")
-    if a.passes < 1:
-        ap.error(f"--passes {a.passes}: at least 1")
     bridge = {}
     if a.backend == "shm":
         bridge = {k: v for k, v in (("cpu", a.cpu), ("producer_cpu", a.producer_cpu)) if v is not None}
-    a.out.mkdir(parents=True, exist_ok=True)
-    pts = {p[0]: p for p in points(a.sweep, a.rounds, a.rounds_slow) if a.only is None or p[0] in a.only}
-    if a.only is not None and set(a.only) - set(pts):
-        ap.error(f"--only {sorted(set(a.only) - set(pts))[0]}: not a point of --sweep {a.sweep} "
-                 f"({', '.join(p[0] for p in points(a.sweep, a.rounds, a.rounds_slow))})")
+    every = points(a.sweep, a.rounds, a.rounds_slow)
+    unknown = [x for x in a.only or [] if x not in {p[0] for p in every}]
+    if unknown:
+        ap.error(f"--only {' '.join(unknown)}: not a point of --sweep {a.sweep} ({', '.join(p[0] for p in every)})")
+    pts = {p[0]: p for p in every if a.only is None or p[0] in a.only}
     for label, _, n, _, _ in pts.values():
         if a.passes > 1 and n // a.passes < 100:
             ap.error(f"--passes {a.passes}: {label} has {n:,} rounds, {n // a.passes} a pass (a run needs >= 100)")
+    a.out.mkdir(parents=True, exist_ok=True)
     before = isolation([c for c in (a.cpu, a.producer_cpu) if c is not None])
     pre = None
     if a.backend == "cuda" and a.producer_cpu is not None:
@@ -257,7 +299,7 @@ def main(argv=None) -> int:
         if k == 0:
             (point / "scenario.yaml").write_text(yaml.safe_dump(sc, sort_keys=False))
         folder = point if a.passes == 1 else point / f"pass_{k:02d}"
-        rounds = n if a.passes == 1 else n // a.passes
+        rounds = n if a.passes == 1 else pass_rounds(n, a.passes)[k]
         seed = int(sc.get("seed", 0)) + k
         cmd = [sys.executable, "-m", "twin", "run", str(point / "scenario.yaml"), "--rounds", str(rounds), "--out",
                str(folder), "--overwrite", "--no-plot", "--no-rounds", "--quiet"]
@@ -271,7 +313,9 @@ def main(argv=None) -> int:
         if r.returncode != 0:
             print(r.stdout[-2000:], r.stderr[-2000:], file=sys.stderr)
             raise SystemExit(f"live_sweep: {label}" + (f" pass {k}" if a.passes > 1 else "")
-                             + f": twin run exited {r.returncode}")
+                             + f": twin run exited {r.returncode}" + (
+                                 f"; {folder} is not in {point / 'passes.json'}: move it out before using the point"
+                                 if a.passes > 1 and folder.exists() else ""))
         seconds[label] += time.monotonic() - t
         if a.passes > 1:
             done[label].append({"folder": folder.name, "pass": k, "position": position, "seed": seed,

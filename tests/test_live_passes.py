@@ -22,10 +22,10 @@ POSITIONS = (2, 7, 12)  # where each pass stood in a sweep of five points
 
 def _point(tmp_path: Path, positions=POSITIONS, edit: dict | None = None) -> Path:
     """A point folder: SOURCE's rounds split at CUTS into pass folders (each with SOURCE's
-    results.json and its slice of every per-round array, idle -1 at each pass's first round, as a
-    run records it; ``edit``: per pass, results.json keys to change), scenario.yaml beside them,
-    passes.json listing them."""
-    point = tmp_path / "point"
+    results.json, its seed made the pass's, and its slice of every per-round array, idle -1 at each
+    pass's first round, as a run records it; ``edit``: per pass, results.json keys to change),
+    scenario.yaml beside them, passes.json listing them (point back_to_back: SOURCE's scenario)."""
+    point = tmp_path / "back_to_back"
     point.mkdir()
     shutil.copy(SOURCE / "scenario.yaml", point / "scenario.yaml")
     doc = json.loads((SOURCE / "results.json").read_text())
@@ -41,11 +41,12 @@ def _point(tmp_path: Path, positions=POSITIONS, edit: dict | None = None) -> Pat
         d = json.loads(json.dumps(doc))
         d["consumers"][0]["live"]["mismatch_rounds"] = []
         d["consumers"][0]["live"]["rounds"] = b - a
+        d["seed"] = 20261129 + k
         for key, value in (edit or {}).get(k, {}).items():
             d[key] = value
         (folder / "results.json").write_text(json.dumps(d))
         passes.append({"folder": folder.name, "pass": k, "position": positions[k], "seed": 20261129 + k})
-    (point / "passes.json").write_text(json.dumps({"schema": "twin.passes/1", "point": "b2b", "passes": passes}))
+    (point / "passes.json").write_text(json.dumps({"schema": "twin.passes/1", "point": point.name, "passes": passes}))
     return point
 
 
@@ -61,7 +62,7 @@ def test_pooling_keeps_every_round_in_pass_order_and_percentiles_are_numpys(tmp_
     assert [p["position"] for p in passes] == list(POSITIONS)
     assert [p["position"] for p in s["live"]["passes"]] == list(POSITIONS)
     assert [p["rounds"] for p in s["live"]["passes"]] == list(np.diff(CUTS))
-    assert s["rounds"] == doc["rounds"] == len(rtt) and doc["seeds"] == [20261129] * 3
+    assert s["rounds"] == doc["rounds"] == len(rtt) and doc["seeds"] == [20261129, 20261130, 20261131]
     for key, q in (("p50_ns", 50), ("p90_ns", 90), ("p99_ns", 99), ("p999_ns", 99.9)):
         assert s[key] == np.percentile(rtt, q, method="inverted_cdf") / 1000
         assert s["live"]["service"][key] == np.percentile(svc, q, method="inverted_cdf")
@@ -85,6 +86,13 @@ def test_pooling_keeps_every_round_in_pass_order_and_percentiles_are_numpys(tmp_
     (lambda p, d: d.update(schema="twin.passes/9"), ["passes.json", "schema", "twin.passes/9"]),
     (lambda p, d: shutil.copy(p / "pass_00" / "results.json", p / "results.json"),
      ["results.json", "beside passes.json"]),
+    (lambda p, d: d["passes"][2].update(folder="pass_01"), ["passes.json", "passes[2].folder", "pass_01", "twice"]),
+    (lambda p, d: d["passes"][1].update(seed=7), ["passes.json", "passes[1].seed", "7", "20261130"]),
+    (lambda p, d: d.update(point="exp_1ms"), ["passes.json", "point", "exp_1ms", "live_gpu_cuda_back_to_back"]),
+    (lambda p, d: d.update(point="to_back"), ["passes.json", "point", "to_back"]),
+    (lambda p, d: d["passes"][1].update(command="twin run s.yaml --out back_to_back/pass_00 --seed 20261130"),
+     ["passes.json", "passes[1].command", "--out back_to_back/pass_00"]),
+    (lambda p, d: (p / "pass_03").mkdir(), ["passes.json", "passes", "pass_03", "does not list"]),
 ])
 def test_a_passes_file_that_is_not_one_point_is_one_error_naming_file_key_value(tmp_path, change, words):
     point = _point(tmp_path)
@@ -104,15 +112,34 @@ def test_passes_of_different_points_are_refused_naming_the_pass(tmp_path):
     assert all(w in str(e.value) for w in ("pass_02", "results.json", "frame_bytes", "256", "64"))
 
 
-def test_sweep_schedule_is_round_robin():
+def _sweep():
     spec = importlib.util.spec_from_file_location("live_sweep", ROOT / "benchmarks" / "live_sweep.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def test_sweep_schedule_is_round_robin():
+    mod = _sweep()
     order = mod.schedule(["b2b", "p100", "p1ms"], 3)
     assert len(order) == 9 and set(order) == {(k, p) for k in range(3) for p in ("b2b", "p100", "p1ms")}
     for i, (k, _) in enumerate(order):  # every point's pass k runs before any point's pass k + 1
         assert all(k2 >= k for k2, _ in order[i:])
     assert [p for k, p in order if k == 1] == ["b2b", "p100", "p1ms"]
+    assert mod.pass_rounds(1003, 4) == [251, 251, 251, 250]  # 1,003 = 4 x 250 + 3: no round dropped
+
+
+def test_sweep_command_line_refuses_no_or_unknown_points_and_says_every_option(tmp_path, capsys):
+    mod = _sweep()
+    out = tmp_path / "sweep"
+    for only, words in (([], ["--only"]), (["foo", "back_to_back", "bar"], ["foo", "bar"])):
+        with pytest.raises(SystemExit) as e:
+            mod.main(["--backend", "shm", "--sweep", "duty", "--out", str(out), "--only", *only])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.count("\n") == 1 and all(w in err for w in words), err
+    assert not out.exists()
+    ap = mod.parser()
+    assert ap.description.endswith(".") and all(a.help for a in ap._actions)
 
 
 # the acceptance on the committed interleaved sweeps (H200, 2026-12-02): fitted on the pooled back to
@@ -152,3 +179,37 @@ def test_a_fit_on_a_point_in_passes_records_its_passes_and_what_it_set(tmp_path)
     free = " ".join(doc["free_parameters"])  # shape service: the measured service table, not a poll period
     assert "service_modes" in free and "poll_period_ns" not in free and "jitter_ns" not in free
     assert doc["targets"].startswith("the first run's measured service distribution")
+
+
+def test_a_pass_alone_uses_the_points_scenario_and_validate_says_its_own_option(tmp_path, capsys):
+    """A pass folder whose recorded scenario is gone (SOURCE's /tmp/res/...) falls back to the
+    point's scenario.yaml one level up; with that gone too, `twin validate` says its own option,
+    on one line of stderr and nothing on stdout."""
+    from twin.commands import main
+    point = _point(tmp_path)
+    assert load_run(point / "pass_01").scenario == point / "scenario.yaml"
+    (point / "scenario.yaml").unlink()
+    cal = ROOT / "calibrations" / "fitted" / "h200_cuda_duty_passes.yaml"
+    assert main(["validate", str(cal), str(point / "pass_01"), "--out", str(tmp_path / "v"), "--no-plot"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "live.scenario_file" in err
+    assert "--scenario" in err and "calibrate" not in err
+
+
+def test_a_run_named_twice_or_inside_a_fit_point_is_refused(tmp_path, capsys):
+    """The same run twice, or a pass folder of a fit point held out, would count its rounds twice or
+    check the fit on what it was fitted on: one line each, exit 2, nothing written."""
+    from twin.commands import main
+    P = LIVE / "h200_cuda_passes"
+    out = tmp_path / "fit.yaml"
+    for argv, words in (
+            (["calibrate", "--from-live", str(P / "back_to_back"), str(P / "period_1ms"), "--validate",
+              str(P / "back_to_back" / "pass_00"), "--out", str(out)], ["--validate", "pass_00", "inside"]),
+            (["calibrate", "--from-live", str(P / "back_to_back"), str(P / "back_to_back"), "--out", str(out)],
+             ["--from-live", "back_to_back", "the same folder"]),
+            (["validate", str(ROOT / "calibrations" / "fitted" / "h200_cuda_duty_passes.yaml"), str(P / "exp_1ms"),
+              str(P / "exp_1ms"), "--out", str(tmp_path / "v")], ["exp_1ms", "the same folder"])):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and all(w in err for w in words), err
+    assert not out.exists() and not (tmp_path / "v").exists()

@@ -196,15 +196,17 @@ def _pooled(run: Path, node: str | None) -> tuple[dict, dict, dict[str, np.ndarr
     per-round arrays concatenated in pass order, with ``pass_index`` (int, the pass of each round).
     The document and summary are recomputed from the pooled rounds
     (:func:`twin.output.live.pooled_summary`). Raises ConfigError naming the file, key and value."""
-    from twin.output.live import pooled_summary, read_passes
+    from twin.output.live import check_pass_results, pooled_summary, read_passes
     passes = read_passes(run)
+    point = json.loads((run / PASSES).read_text())["point"]
     loaded = []
-    for p in passes:
+    for i, p in enumerate(passes):
         folder = run / p["folder"]
         if (folder / PASSES).is_file():
             raise ConfigError(run / PASSES, f"passes[{p['pass']}].folder", p["folder"],
                               "is itself measured in passes (one level of passes only)")
         loaded.append(_one_run(folder, node))
+        check_pass_results(run, i, p, point, *loaded[-1][:2])
     doc0, s0, _ = loaded[0]
     for p, (doc, s, arr) in zip(passes[1:], loaded[1:]):
         for key in _SAME:
@@ -250,33 +252,66 @@ def load_live_run(run: Path, node: str | None = None) -> tuple[dict, dict, np.nd
     return doc, s, arrays["rtt_ps"]
 
 
-def run_scenario(run: Path, doc: dict, summary: dict) -> Path:
+CALIBRATE_HINT = "pass SCENARIO (twin calibrate --from-live RUN SCENARIO)"
+
+
+def run_scenario(run: Path, doc: dict, summary: dict, hint: str = CALIBRATE_HINT) -> Path:
     """The scenario file a live run came from: the path ``twin run`` recorded (``live.scenario_file``
-    in results.json; where that file is gone, ``scenario.yaml`` in the run folder), or for a run that
-    recorded none ``scenarios/<name>.yaml`` beside the working
-    folder or the source tree. Raises ConfigError (naming results.json) saying to pass SCENARIO when
-    the recorded file is gone or there is none to find."""
+    in results.json; where that file is gone, ``scenario.yaml`` in the run folder, or for a pass of
+    a point measured in passes, whose folder's passes.json lists it, the point's ``scenario.yaml``
+    one level up), or for a run that recorded none ``scenarios/<name>.yaml`` beside the working
+    folder or the source tree. Raises ConfigError (naming results.json, ending in ``hint``: how to
+    give the scenario to the command at hand) when the recorded file is gone or there is none to find."""
     from twin.bundled import local_or_bundled
     res = run / "results.json"
     rec = summary.get("live", {}).get("scenario_file")
     if rec:
         if Path(rec).is_file():
             return Path(rec)
-        if (run / "scenario.yaml").is_file():  # a run folder committed with its scenario beside it
-            return run / "scenario.yaml"
-        raise ConfigError(res, "live.scenario_file", rec, "the run's scenario file is gone; pass SCENARIO "
-                          "(twin calibrate --from-live RUN SCENARIO)")
+        for folder in (run, run.parent if _is_pass(run) else None):  # committed with its scenario beside it
+            if folder is not None and (folder / "scenario.yaml").is_file():
+                return folder / "scenario.yaml"
+        raise ConfigError(res, "live.scenario_file", rec, f"the run's scenario file is gone; {hint}")
     guess = local_or_bundled(f"scenarios/{doc['scenario']}.yaml")
     if not guess.is_file():
         raise ConfigError(res, "scenario", doc["scenario"], f"the run recorded no scenario file and there is no "
-                          f"{guess}; pass SCENARIO (twin calibrate --from-live RUN SCENARIO)")
+                          f"{guess}; {hint}")
     return guess
 
 
-def load_run(run: Path, scenario: str | Path | None = None, node: str | None = None) -> LiveRun:
+def _is_pass(run: Path) -> bool:
+    """Whether ``run`` is a pass of a point measured in passes: its parent's passes.json (which
+    must read) lists it."""
+    from twin.output.live import read_passes
+    parent = run.resolve().parent
+    if not (parent / PASSES).is_file():
+        return False
+    try:
+        return any((parent / p["folder"]).resolve() == run.resolve() for p in read_passes(parent))
+    except ConfigError:
+        return False
+
+
+def overlap(runs: list, others: list | None = None) -> tuple[Path, str, Path] | None:
+    """The first run folder of ``runs`` that is, holds or lies inside a folder of ``others`` (or,
+    with ``others`` None, an earlier one of ``runs``), compared resolved: ``(run, words, other)``
+    with ``words`` "the same folder as", "inside" or "holding" (a pass folder of a point measured
+    in passes is inside it: their rounds are the same rounds); None when there is none."""
+    for i, a in enumerate(runs):
+        ra = Path(a).resolve()
+        for b in (runs[:i] if others is None else others):
+            rb = Path(b).resolve()
+            if ra == rb or rb in ra.parents or ra in rb.parents:
+                return Path(a), ("the same folder as" if ra == rb else "inside" if rb in ra.parents else "holding"), \
+                    Path(b)
+    return None
+
+
+def load_run(run: Path, scenario: str | Path | None = None, node: str | None = None,
+             hint: str = CALIBRATE_HINT) -> LiveRun:
     """A live run folder, or a point measured in passes, as a :class:`LiveRun`
-    (:func:`read_live_rounds`, :func:`run_scenario`; the frame bytes and function are the run's
-    own, from results.json). Raises ConfigError."""
+    (:func:`read_live_rounds`, :func:`run_scenario` with ``hint``; the frame bytes and function are
+    the run's own, from results.json). Raises ConfigError."""
     run = Path(run)
     doc, s, arrays, passes = read_live_rounds(run, node)
     rtt, svc, idle = arrays["rtt_ps"], arrays["service_ns"], arrays.get("idle_ns")
@@ -284,7 +319,7 @@ def load_run(run: Path, scenario: str | Path | None = None, node: str | None = N
     for key, where in (("frame_bytes", doc), ("encoding", s), ("name", s), ("node", s)):
         if key not in where:
             raise ConfigError(res, key, "<missing>", "not a results file of a live `twin run`")
-    sc = Path(scenario) if scenario is not None else run_scenario(run, doc, s)
+    sc = Path(scenario) if scenario is not None else run_scenario(run, doc, s, hint)
     st = find_live_stalls(svc, rtt)
     if len(st.mask) == len(rtt) and int((~st.mask).sum()) < 100:
         raise ConfigError(res, "live.stalled", f"{st.count} stalled, {st.queued} queued behind",

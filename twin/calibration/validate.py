@@ -43,19 +43,31 @@ def pick_consumer(params: ParamSet, run: LiveRun, consumer: str | None, cal: Pat
     return name
 
 
-def validate(cal: str | Path, runs: list, consumer: str | None = None, scenario: str | Path | None = None,
-             seed: int = 7, rounds: int | None = None, progress=None) -> list[Validation]:
-    """Check calibration ``cal`` on every run folder of ``runs`` (module docstring); ``progress(i,
-    n)`` after each run. Raises ConfigError for a calibration or run that does not load."""
+VALIDATE_HINT = "pass it (twin validate CAL RUN --scenario SCENARIO)"
+
+
+def prepare(cal: str | Path, runs: list, consumer: str | None = None, scenario: str | Path | None = None
+            ) -> tuple[ParamSet, list[LiveRun], list[str]]:
+    """Everything that can be refused before a prediction: calibration ``cal`` loaded, each run
+    folder of ``runs`` loaded (:func:`twin.calibration.live.load_run`) and the consumer that stands
+    for its live node (:func:`pick_consumer`). Raises ConfigError."""
     cal = Path(cal)
     params = load_params(cal)
+    loaded = [load_run(Path(path), scenario, hint=VALIDATE_HINT) for path in runs]
+    return params, loaded, [pick_consumer(params, lr, consumer, cal) for lr in loaded]
+
+
+def validate(cal: str | Path, runs: list, consumer: str | None = None, scenario: str | Path | None = None,
+             seed: int = 7, rounds: int | None = None, progress=None, prepared=None) -> list[Validation]:
+    """Check calibration ``cal`` on every run folder of ``runs`` (module docstring); ``progress(i,
+    n)`` after each run; ``prepared``: :func:`prepare`'s answer for these arguments, when the caller
+    loaded them already. Raises ConfigError for a calibration or run that does not load."""
+    params, loaded, names = prepared or prepare(cal, runs, consumer, scenario)
     out = []
-    for i, path in enumerate(runs):
-        lr = load_run(Path(path), scenario)
-        name = pick_consumer(params, lr, consumer, cal)
+    for i, (lr, name) in enumerate(zip(loaded, names)):
         n = rounds or max(MIN_ROUNDS, len(lr.clean_rtt_ps))
         pred = simulate_run(params, name, lr, n, seed).rtt_ps
         out.append(Validation(lr, name, compare(lr.clean_rtt_ps, pred), pred))
         if progress:
-            progress(i + 1, len(runs))
+            progress(i + 1, len(loaded))
     return out

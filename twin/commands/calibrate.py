@@ -141,10 +141,16 @@ def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
             raise UsageError(f"--from-live/--validate {run}: not a run folder")
     if not runs:
         raise UsageError("--from-live: name at least one run folder")
-    both = {r.resolve() for r in runs} & {Path(v).resolve() for v in args.validate}
-    if both:
-        raise UsageError(f"--validate {sorted(both)[0]}: also a fit run (--from-live); a held-out run must not be "
-                         "fitted on")
+    from twin.calibration.live import overlap
+    held = [Path(v) for v in args.validate]
+    for opt, got in (("--from-live", overlap(runs)), ("--validate", overlap(held))):
+        if got:
+            raise UsageError(f"{opt} {got[0]}: {got[1]} {got[2]}, also named: each run once (its rounds would count "
+                             "twice)")
+    got = overlap(held, runs)
+    if got:
+        raise UsageError(f"--validate {got[0]}: also a fit run ({got[1]} --from-live {got[2]}); a held-out run must "
+                         "not be fitted on")
     first = load_run(runs[0], scenario, args.node)  # a missing scenario is said now, before the fit
     for run in runs[1:]:  # one fit is one device: the same live backend standing for the same consumer
         other = load_run(run, scenario, args.node)
@@ -152,6 +158,8 @@ def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
                 for x in (first, other))
         if a != b:
             raise UsageError(f"--from-live {run}: {b}, but {runs[0]} is {a}; one fit is of one device")
+    for run in held:  # a held-out run that does not load is said now too, not after the fit
+        load_run(run, scenario, args.node)
     from twin.calibration.live import _default_name
     out = Path(args.out) if args.out else stamped(_writable(_bundled("calibrations") / "fitted"
                                                             / f"{_default_name(first)}.yaml"))

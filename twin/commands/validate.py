@@ -32,22 +32,27 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from twin.calibration.report import comparison_table
-    from twin.calibration.validate import validate
+    from twin.calibration.validate import prepare, validate
     from twin.output.validate import overlay_figure, validation_document
 
     cal = Path(args.calibration)
     for r in args.runs:
         if not Path(r).is_dir():
             raise UsageError(f"validate: {r}: not a run folder")
+    from twin.calibration.live import overlap
+    got = overlap(args.runs)
+    if got:
+        raise UsageError(f"validate: RUN {got[0]}: {got[1]} {got[2]}, also named: each run once")
     folder = run_folder(args, args.out or Path("runs") / f"validate-{cal.stem}", args.seed)
     folder.check(["validate.json"] + ([] if args.no_plot else ["validate.png"]))
+    prepared = prepare(cal, args.runs, args.consumer, args.scenario)  # what is refused, before the progress bar
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as bar:
         task = bar.add_task("predicting the runs", total=len(args.runs))
         checks = validate(cal, args.runs, args.consumer, args.scenario, args.seed, args.rounds,
-                          progress=lambda i, n: bar.update(task, completed=i))
+                          progress=lambda i, n: bar.update(task, completed=i), prepared=prepared)
     fitted_on = _fitted_on(cal)
-    console.print(comparison_table([(v.run.label, v.comparison, "fitted on" if Path(v.run.path).resolve() in fitted_on
+    console.print(comparison_table([(v.run.label, v.comparison, "fitted on" if overlap([v.run.path], fitted_on)
                                      else "held out") for v in checks],
                                    f"{cal}: predicted vs live (stalled rounds left out), card-boundary round trip"))
     for v in checks:
@@ -69,7 +74,8 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
 
 def _fitted_on(cal: Path) -> set[Path]:
     """The run folders calibration ``cal`` was fitted on (its ``fitted.fitted_on[].run``, as written:
-    relative to the working folder or to the project's root), resolved; empty when it names none."""
+    relative to the working folder or to the project's root), resolved; empty when it names none. A
+    run is "fitted on" when it is, holds or lies inside one of them (a pass of a fitted point)."""
     from twin.bundled import bundled_path
     from twin.config import ConfigError, load_yaml
     try:

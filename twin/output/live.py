@@ -18,6 +18,7 @@ and ``twin validate`` take it as one run, its rounds pooled in pass order
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -163,8 +164,12 @@ def read_passes(run: Path) -> list[dict]:
     arrays); ``position``: its place in the sweep's order of ``twin run``s (0-based, all points and
     passes: round robin puts pass k of every point before pass k + 1 of any); ``seed``: its
     ``twin run --seed``; ``started_utc``, ``seconds`` (wall clock, s), ``command``: when and how it
-    ran. ``folder``, ``pass`` and ``position`` are required; any other key is refused. Returns the
-    entries in list order; raises ConfigError naming passes.json, the key and the value."""
+    ran. ``folder``, ``pass`` and ``position`` are required; any other key is refused; a folder
+    listed twice, a ``command`` whose ``--out`` is not ``<point>/<folder>`` or whose ``--seed`` is not
+    the pass's, and a folder in ``run`` that passes.json does not list (``pass_KK``, or one holding a
+    run) are refused. That each pass's results.json agrees (seed, the point's scenario) is
+    :func:`check_pass_results`. Returns the entries in list order; raises ConfigError naming
+    passes.json, the key and the value."""
     import json
 
     from twin.config import ConfigError
@@ -207,7 +212,59 @@ def read_passes(run: Path) -> list[dict]:
             raise ConfigError(f, f"passes[{i}].folder", name, "expected a folder name inside the point's folder")
         if not (Path(run) / name).is_dir():
             raise ConfigError(f, f"passes[{i}].folder", name, "no such folder")
+        same = [j for j, q in enumerate(passes[:i]) if (Path(run) / q["folder"]).resolve()
+                == (Path(run) / name).resolve()]
+        if same:
+            raise ConfigError(f, f"passes[{i}].folder", name, f"also passes[{same[0]}]'s folder: a pass folder is "
+                              "listed once (its rounds would be pooled twice)")
+        _check_command(f, i, p, doc["point"])
+    listed = {(Path(run) / p["folder"]).resolve() for p in passes}
+    for child in sorted(Path(run).iterdir()):
+        if child.is_dir() and child.resolve() not in listed and (
+                re.fullmatch(r"pass_\d+", child.name) or (child / "results.json").exists() or (child / NPZ).exists()):
+            raise ConfigError(f, "passes", child.name, "a pass folder that passes.json does not list (a pass that "
+                              "did not finish?): list it, or move it out of the point's folder")
     return passes
+
+
+def _check_command(f: Path, i: int, p: dict, point: str) -> None:
+    """A pass's recorded ``command`` (``twin run SCENARIO ... --out DIR --seed S``) must be that
+    pass's: ``--out`` ends in ``<point>/<folder>`` and ``--seed`` is its ``seed``."""
+    import shlex
+
+    from twin.config import ConfigError
+    if "command" not in p:
+        return
+    try:
+        words = shlex.split(p["command"])
+    except ValueError as e:
+        raise ConfigError(f, f"passes[{i}].command", p["command"], f"not a command line: {e}") from None
+    opt = {w: words[k + 1] for k, w in enumerate(words[:-1]) if w in ("--out", "--seed")}
+    if "--out" in opt and Path(opt["--out"]).parts[-2:] != (point, p["folder"]):
+        raise ConfigError(f, f"passes[{i}].command", p["command"], f"--out {opt['--out']} is not this pass's "
+                          f"folder ({point}/{p['folder']})")
+    if "--seed" in opt and "seed" in p and opt["--seed"] != str(p["seed"]):
+        raise ConfigError(f, f"passes[{i}].command", p["command"], f"--seed {opt['--seed']} but the pass's seed is "
+                          f"{p['seed']}")
+
+
+def check_pass_results(run: Path, i: int, p: dict, point: str, doc: dict, summary: dict) -> None:
+    """That pass ``p`` (``passes[i]`` of ``run/passes.json``, of point ``point``) is the run its
+    folder holds (results.json ``doc``, the live node's ``summary``): the same ``seed``, and a
+    scenario named for the point (``point`` itself, or ``<scenario>_<point>`` run from
+    ``<point>/scenario.yaml``, as benchmarks/live_sweep.py names them). Raises ConfigError naming
+    passes.json, the key and the value."""
+    from twin.config import ConfigError
+    f, res = Path(run) / PASSES, f"{p['folder']}/results.json"
+    if "seed" in p and doc.get("seed") != p["seed"]:
+        raise ConfigError(f, f"passes[{i}].seed", p["seed"], f"but {res} has seed {doc.get('seed', '<missing>')!r}: "
+                          "not that pass's run")
+    name, rec = doc.get("scenario"), (summary.get("live") or {}).get("scenario_file")
+    if name != point and not (isinstance(name, str) and name.endswith("_" + point) and rec
+                              and Path(rec).parent.name == point):
+        raise ConfigError(f, "point", point, f"but {res} ran scenario {name!r} from {rec}: a point's passes run "
+                          "the scenario named for it (the point's name, or <scenario>_<point> from "
+                          "<point>/scenario.yaml)")
 
 
 def pooled_summary(doc0: dict, s0: dict, arrays: dict, passes: list[dict], docs: list[dict],
