@@ -168,6 +168,16 @@ def test_interleaved_duty_fit_predicts_held_out_points(cal, sweep, point):
     assert v.comparison.w1_pct <= 2.0
 
 
+@pytest.mark.slow
+def test_the_vm_size_sweep_in_passes_predicts_256_bytes():
+    """The size line's second case (this 2-core VM, shm, quiet, the four points interleaved in 8
+    passes): fitted on 64 and 1,024 B, the pooled 256 B point within 3 % at p50 and 10 % at p99."""
+    from twin.calibration.validate import validate
+    (v,) = validate(ROOT / "calibrations" / "fitted" / "vm_shm_size_passes.yaml",
+                    [LIVE / "vm_shm_size_passes" / "echo_256B"], seed=7)
+    assert abs(v.comparison.error_pct("p50")) < 3.0 and abs(v.comparison.error_pct("p99")) < 10.0
+
+
 def test_a_fit_on_a_point_in_passes_records_its_passes_and_what_it_set(tmp_path):
     from twin.calibration.live import calibrate_from_live, fitted_section
     fit = calibrate_from_live(_point(tmp_path), ROOT / "scenarios" / "live_gpu_cuda.yaml", rounds=2000,
