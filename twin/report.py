@@ -190,9 +190,9 @@ def plot_histograms(study: StudyResult, folder: RunFolder, name: str = "histogra
 
 def histogram_panel(ax, run, bin_ps: int):
     """One consumer's panel: its round trips (at results.json's timing boundary), the p50/p90 of
-    results.json as solid lines
-    (``twin``; ``live`` for a live consumer: the round trip measured with the live device, the
-    ``measured`` row of the live table) and the published ``measured`` values dashed. A live run's
+    results.json as solid lines (``twin``; ``live`` for a live consumer: the round trip measured
+    with the live device, the ``measured`` row of the live table) and the published ``measured``
+    values dashed. A live run's
     stalled rounds (``live.stalled``: preempted, not the device's, with the rounds queued behind
     them) are set apart before the p0.1-p99.9 clip and counted in the title; its lines are then the
     percentiles without them (``live.clean.round_trip``). Returns the :class:`Binned` drawn."""
