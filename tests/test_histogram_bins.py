@@ -101,3 +101,69 @@ def test_a_panel_shows_its_decades_its_bins_in_us_and_the_clip():
     assert x0 < 2.000 and 2.012 < x1 < 2.1  # µs: the bins span 2.000-2.012
     assert "(µs), 4 ns bins, each panel p0.1-p99.9 of its rounds" in ax.get_xlabel()
     assert b.note(4000) == " (2 below p0.1, 3 above p99.9 not drawn)"
+
+
+def test_the_x_label_names_every_panels_bins():
+    base = "round trip (µs), 4 ns bins, each panel p0.1-p99.9 of its rounds"
+    assert h.axis_label("round trip", 4000) == h.axis_label("round trip", 4000, [4000, 4000]) == base
+    assert "208 ns bins (4 ns clock bins summed)" in h.axis_label("round trip", 4000, [208_000])
+    assert "4 ns bins (wider where a title says)" in h.axis_label("round trip", 4000, [4000, 16_000])
+
+
+def test_every_line_in_the_legend_is_on_its_axis_and_every_tick_label_in_the_figure():
+    # one round (3.776 us) and published p50/p90 72 ns below and 28 ns above it: the drawn bins alone
+    # span 4 ns, so the x range must widen to show the dashed lines the legend names
+    fig, axes = h.panel_figure(1)
+    ax = axes[0, 0]
+    lines = h.percentile_lines({"p50_ns": 3776.0, "p90_ns": 3776.0}, "twin") + h.percentile_lines(
+        {"p50_ns": 3708.0, "p90_ns": 3804.0, "p99_ns": None}, "measured", dashed=True, keys=("p50", "p90", "p99"))
+    drawn = h.draw_panel(ax, np.array([3_776_000], np.int64), 4000, "mi210", lines)
+    h.finish_panels(axes, "round trip", 4000, [drawn])
+    x0, x1 = ax.get_xlim()
+    assert all(x0 < line.get_xdata()[0] < x1 for line in ax.get_lines()) and len(ax.get_lines()) == 4
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["twin p50", "twin p90", "measured p50",
+                                                                  "measured p90"]
+    assert ax.get_ylabel() == "rounds"
+    _tick_labels_inside(fig, ax)
+    fig, axes = h.panel_figure(1)  # the round alone: the axis ends on a tick (3.800 us), whose label stays in
+    h.finish_panels(axes, "round trip", 4000, [h.draw_panel(axes[0, 0], np.array([3_776_000]), 4000, "mi210",
+                                                            lines[:2])])
+    assert axes[0, 0].get_xlim()[1] == pytest.approx(3.8)
+    _tick_labels_inside(fig, axes[0, 0])
+
+
+def _tick_labels_inside(fig, ax):
+    fig.canvas.draw()
+    box = fig.bbox
+    lo, hi = ax.get_xlim()
+    shown = [t.label1 for t in ax.xaxis.get_major_ticks() if lo <= t.get_loc() <= hi]
+    for t in shown + [ax.title, ax.xaxis.label, *fig.legends[0].get_texts()]:
+        if t.get_visible() and t.get_text():
+            e = t.get_window_extent()
+            assert box.x0 <= e.x0 and e.x1 <= box.x1 and box.y0 <= e.y0 and e.y1 <= box.y1, t.get_text()
+
+
+def test_a_live_panel_sets_its_stalled_rounds_apart_and_names_its_lines_live():
+    from types import SimpleNamespace
+
+    from twin.output.live import stall_summary
+    from twin.report import histogram_panel
+    from twin.stats import summary_ns
+    # 1,000 live rounds: service 400 ns, round trip 2.5 us; 30 of them preempted for 4 ms (3 %: far more
+    # than the 0.1 % the clip leaves out)
+    svc = np.full(1000, 400, np.int64)
+    rtt = np.full(1000, 2_500_000, np.int64) + np.arange(1000) % 5 * 4000
+    svc[::33], rtt[::33] = 4_000_000, 4_002_500_000
+    live = {"backend": "shm", **stall_summary(svc, rtt)}
+    assert live["stalled"]["rounds"] == 31
+    run = SimpleNamespace(node="cpu_live", result=SimpleNamespace(rtt_ps=rtt, stats={"service_ns": svc}),
+                          summary={**summary_ns(rtt), "device": "AMD EPYC 7282, one core", "live": live})
+    fig, axes = h.panel_figure(1)
+    ax = axes[0, 0]
+    drawn = histogram_panel(ax, run, 4000)
+    assert drawn.total == 1000 - 31 and ax.get_xlim()[1] < 3  # µs: the stalls are not on the axis
+    assert "live shm consumer in place of the AMD EPYC 7282" in ax.get_title(loc="left")
+    assert "(31 stalled rounds not drawn)" in ax.get_title(loc="left")
+    clean = live["clean"]["round_trip"]
+    assert [(ln.get_label(), ln.get_xdata()[0]) for ln in ax.get_lines()] == [
+        ("live p50, stalled left out", clean["p50_ns"] / 1000), ("live p90, stalled left out", clean["p90_ns"] / 1000)]

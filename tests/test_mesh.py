@@ -104,13 +104,22 @@ def test_mesh_run_is_deterministic():
     assert all((x.t_have == y.t_have).all() and (x.t_start == y.t_start).all() for x, y in zip(a.flows, b.flows))
 
 
-def test_twin_run_and_topology_on_a_mesh(tmp_path, capsys):
+def test_twin_run_and_topology_on_a_mesh(tmp_path, capsys, monkeypatch):
+    import twin.mesh.run as mesh_run
+    panels = []
+    finish = mesh_run.finish_panels
+    monkeypatch.setattr(mesh_run, "finish_panels", lambda axes, *a: (panels.extend(axes[:, 0]), finish(axes, *a)))
     out = tmp_path / "run"
     assert main(["run", str(ROOT / "scenarios" / "mesh_two_controllers_one_gpu.yaml"), "--rounds", "500",
-                 "--out", str(out), "--quiet", "--no-plot"]) == 0
+                 "--out", str(out), "--quiet"]) == 0
     doc = yaml.safe_load((out / "results.json").read_text())
     assert doc["schema"] == "twin.mesh-results/1" and len(doc["flows"]) == 2
     assert doc["flows"][0]["route"] == ["qblox_a", "u55c", "mi210"]
+    # histograms.png: each flow's panel as a loop's, its rounds axis named and its p50/p90 drawn
+    assert [ax.get_ylabel() for ax in panels] == ["rounds", "rounds"]
+    assert [[(ln.get_label(), ln.get_xdata()[0]) for ln in ax.get_lines()] for ax in panels] == [
+        [("twin p50", f["rtt"]["p50_ns"] / 1000), ("twin p90", f["rtt"]["p90_ns"] / 1000)] for f in doc["flows"]]
+    assert (out / "histograms.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     png = tmp_path / "topo.png"
     assert main(["topology", str(ROOT / "scenarios" / "mesh_fanout_by_function.yaml"), "--out", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -5,6 +5,7 @@ or the machine, so two runs with the same seed write the same bytes.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from rich.table import Table
 from twin.engine.hops import CSV_COLUMNS
 from twin.output.budget import print_budget_table, print_fault_and_deadline_lines
 from twin.output.files import RunFolder
-from twin.output.histogram import axis_label, draw_histogram, panel_figure
+from twin.output.histogram import draw_panel, finish_panels, panel_figure, percentile_lines
 from twin.study import PENDING, StudyResult
 from twin.units import period_ps, time_ps
 
@@ -177,32 +178,42 @@ def print_budget(study: StudyResult, console: Console) -> None:
 
 def plot_histograms(study: StudyResult, folder: RunFolder, name: str = "histograms.png",
                     bin_ps: int | None = None) -> Path:
-    """Figure in the style of the seeds' Figure 7: one panel per consumer, 4 ns bins, the twin's
-    p50/p90 as solid lines and the measured p50/p90 as dashed lines. Staged in ``folder``."""
+    """Figure in the style of the seeds' Figure 7: one panel per consumer (:func:`histogram_panel`),
+    timing-clock bins, p0.1-p99.9, its p50/p90 as solid lines and the published ones dashed, one
+    legend. Staged in ``folder``."""
     if bin_ps is None:  # the timing clock's resolution: the card's 4 ns, or the RoCE controller's
         p = study.scenario.params
         bin_ps = period_ps(p.controller.clock) if getattr(p, "kind", None) == "roce_path" else 4000
-    n = len(study.runs)
-    fig, axes = panel_figure(n)
-    legend: dict = {}  # label -> line: one legend, on the top panel (a legend per panel was a quarter of the time)
-    for ax, run in zip(axes[:, 0], study.runs):
-        rtt = run.result.rtt_ps
-        if not len(rtt):
-            continue
-        drawn = draw_histogram(ax, rtt, bin_ps)  # p0.1-p99.9: a live device's rare stalls are counted, not drawn
-        s = run.summary
-        ax.axvline(s["p50_ns"] / 1000, color="#c03030", lw=2.2, label="twin p50")
-        ax.axvline(s["p90_ns"] / 1000, color="#e08020", lw=1, label="twin p90")
-        if s.get("measured"):
-            for key, colour in (("p50_ns", "#c03030"), ("p90_ns", "#e08020"), ("p99_ns", "#208040"),
-                                ("max_ns", "#6040a0")):
-                if s["measured"].get(key) is not None:
-                    ax.axvline(s["measured"][key] / 1000, color=colour, lw=1, ls="--", label=f"measured {key[:-3]}")
-        ax.set_ylabel("rounds")
-        # y given: the title is not placed by measuring the tick labels (most of the figure's time)
-        ax.set_title(f"{run.node} — {s['device']}{drawn.note(bin_ps)}", fontsize=9, loc="left", y=1.0)
-        for line in ax.get_lines():
-            legend.setdefault(line.get_label(), line)
-    axes[0, 0].legend(list(legend.values()), list(legend), fontsize=7, loc="upper right")
-    axes[-1, 0].set_xlabel(axis_label("round trip", bin_ps))
+    fig, axes = panel_figure(len(study.runs))
+    drawn = [histogram_panel(ax, run, bin_ps) for ax, run in zip(axes[:, 0], study.runs) if len(run.result.rtt_ps)]
+    finish_panels(axes, "round trip", bin_ps, drawn)
     return folder.savefig(name, fig)
+
+
+def histogram_panel(ax, run, bin_ps: int):
+    """One consumer's panel: its round trips (at results.json's timing boundary), the p50/p90 of
+    results.json as solid lines (``twin``; ``live`` for a live consumer: the round trip measured
+    with the live device, the ``measured`` row of the live table) and the published ``measured``
+    values dashed. A live run's
+    stalled rounds (``live.stalled``: preempted, not the device's, with the rounds queued behind
+    them) are set apart before the p0.1-p99.9 clip and counted in the title; its lines are then the
+    percentiles without them (``live.clean.round_trip``). Returns the :class:`Binned` drawn."""
+    s = run.summary
+    rtt, aside, title = run.result.rtt_ps, "", f"{run.node} — {s['device']}"
+    lines = percentile_lines(s, "twin")
+    lv = s.get("live")
+    if lv:
+        title = f"{run.node} — live {lv.get('backend', '')} consumer in place of the {s['device']}"
+        lines = percentile_lines(s, "live")
+        clean, st = (lv.get("clean") or {}).get("round_trip"), lv.get("stalled")
+        if clean and st and st["rounds"] + st.get("queued_behind", 0):
+            from twin.output.live import stall_mask
+            mask = stall_mask(run.result.stats.get("service_ns", []), rtt)
+            if mask is not None and mask.sum() < len(rtt):
+                rtt, q = rtt[~mask], st.get("queued_behind", 0)
+                aside = f"{st['rounds']:,} stalled rounds" + (f" and {q:,} queued behind them" if q else "")
+                lines = percentile_lines(clean, "live")
+                lines = [replace(ln, label=ln.label + ", stalled left out") for ln in lines]
+    if s.get("measured"):
+        lines += percentile_lines(s["measured"], "measured", dashed=True, keys=("p50", "p90", "p99", "max"))
+    return draw_panel(ax, rtt, bin_ps, title, lines, aside)

@@ -4,7 +4,7 @@ Writes ``results.json`` (schema ``twin.mesh-results/1``: per flow its route, rou
 mismatches, card-boundary round trip and controller loop percentiles, mean and p99 queueing
 delay at the shared consumer; per shared link and consumer its utilisation), ``rounds.parquet``
 or ``rounds.csv`` (per request: flow, round, rtt_ps, loop_ps, wait_ps, every hop's instant) and ``histograms.png``
-(one panel per flow, 4 ns bins).
+(one panel per flow, 4 ns bins, its p50/p90 drawn).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from twin.config import ConfigError
 from twin.engine.hops import CSV_COLUMNS
 from twin.engine.stop import Interrupted
 from twin.mesh.engine import MeshResult, run_mesh
-from twin.output.histogram import axis_label, draw_histogram, panel_figure
+from twin.output.histogram import draw_panel, finish_panels, panel_figure, percentile_lines
 from twin.stats import summary_ns
 from twin.usage import INTERRUPTED_EXIT, interrupted_line
 
@@ -143,7 +143,7 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
     if not args.no_csv:
         write_mesh_rounds(res, folder, getattr(args, "rounds_format", "parquet"))
     if not args.no_plot:
-        _plot(res, folder)
+        _plot(res, folder, doc["flows"])
     written = folder.commit()
     console.print("wrote " + ", ".join(map(str, written)) + f" ({folder.out / 'manifest.json'} lists them)")
     injected = [f.get("faults", {}).get("injected", {}).get("corrupt_piece", 0) for f in doc["flows"]]
@@ -172,14 +172,12 @@ def write_mesh_rounds(res: MeshResult, folder, fmt: str = "parquet") -> Path:
     return write_rows(folder, "rounds", fmt, (), MESH_ROUND_COLUMNS, blocks)
 
 
-def _plot(res: MeshResult, folder, name: str = "histograms.png", bin_ps: int = 4000) -> Path:
-    n = len(res.flows)
-    fig, axes = panel_figure(n)
-    for ax, r, ft in zip(axes[:, 0], res.routes, res.flows):
-        if not len(ft.rtt_ps):
-            continue
-        drawn = draw_histogram(ax, ft.rtt_ps, bin_ps)  # p0.1-p99.9; the rounds outside are counted in the title
-        ax.set_title(f"flow {r.flow}: {' -> '.join(r.nodes)} ({r.function}){drawn.note(bin_ps)}", fontsize=9,
-                     loc="left", y=1.0)  # y given: not placed by measuring ticks
-    axes[-1, 0].set_xlabel(axis_label("card-boundary round trip", bin_ps))
+def _plot(res: MeshResult, folder, flows: list[dict], name: str = "histograms.png", bin_ps: int = 4000) -> Path:
+    """histograms.png of a mesh: one panel per flow as a loop's (:func:`twin.output.histogram.draw_panel`),
+    the flow's round-trip p50/p90 (``flows``: results.json's, ``rtt``) as solid lines, one legend."""
+    fig, axes = panel_figure(len(res.flows))
+    drawn = [draw_panel(ax, ft.rtt_ps, bin_ps, f"flow {r.flow}: {' -> '.join(r.nodes)} ({r.function})",
+                        percentile_lines(f["rtt"], "twin"))
+             for ax, r, ft, f in zip(axes[:, 0], res.routes, res.flows, flows) if len(ft.rtt_ps)]
+    finish_panels(axes, "card-boundary round trip", bin_ps, drawn)
     return folder.savefig(name, fig)

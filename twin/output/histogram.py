@@ -46,19 +46,37 @@ class Binned:
         """The end of the last drawn bin (ps)."""
         return self.start_ps + len(self.counts) * self.bin_ps
 
-    def note(self, bin_ps: int) -> str:
+    def note(self, bin_ps: int, aside: str = "") -> str:
         """The title's note: the rounds left out, the bins if widened from ``bin_ps`` ('' when neither;
-        the drawn range itself is said once, in the x label: :func:`axis_label`)."""
+        the drawn range itself is said once, in the x label: :func:`axis_label`). ``aside``: rounds
+        set apart before binning (e.g. ``"163 stalled rounds"``), said first, the clip's counts then
+        being of the rest."""
         lo, hi = (f"p{q:g}" for q in CLIP)
-        parts = [f"{self.below:,} below {lo}, {self.above:,} above {hi} not drawn"] if self.below or self.above else []
+        clipped = f"{self.below:,} below {lo}, {self.above:,} above {hi}"
+        if aside:
+            parts = [f"{aside}{', then ' + clipped if self.below or self.above else ''} not drawn"]
+        else:
+            parts = [f"{clipped} not drawn"] if self.below or self.above else []
         if self.bin_ps != bin_ps:
             parts.append(f"bins widened to {self.bin_ps / 1000:g} ns")
         return f" ({'; '.join(parts)})" if parts else ""
 
 
-def axis_label(what: str, bin_ps: int) -> str:
-    """The x label of a figure of histogram panels: ``what`` in µs, the bin width and the clip range."""
-    return f"{what} (µs), {bin_ps / 1000:g} ns bins, each panel {clip_text()} of its rounds"
+def axis_label(what: str, bin_ps: int, drawn=()) -> str:
+    """The x label of a figure of histogram panels: ``what`` in µs, the bin width and the clip range.
+    ``drawn``: the panels' :class:`Binned` (or their widths in ps), so that the width said is every
+    panel's: ``bin_ps`` when no panel was widened, the one width when all were widened alike
+    (``208 ns bins (4 ns clock bins summed)``), else ``bin_ps`` and that a title names a wider one
+    (``4 ns bins (wider where a title says)``)."""
+    widths = {getattr(b, "bin_ps", b) for b in drawn} or {bin_ps}
+    base = f"{bin_ps / 1000:g} ns"
+    if widths == {bin_ps}:
+        bins = f"{base} bins"
+    elif len(widths) == 1:
+        bins = f"{next(iter(widths)) / 1000:g} ns bins ({base} clock bins summed)"
+    else:
+        bins = f"{base} bins (wider where a title says)"
+    return f"{what} (µs), {bins}, each panel {clip_text()} of its rounds"
 
 
 def _rank(n: int, q: float) -> int:
@@ -112,12 +130,13 @@ def _widen(b: Binned, max_bins: int) -> Binned:
     return Binned(b.bin_ps * k, b.start_ps, padded.reshape(-1, k).sum(axis=1), b.below, b.above, b.total)
 
 
-def draw_counts(ax, binned: Binned, colour: str = "#3b6ea8") -> Binned:
+def draw_counts(ax, binned: Binned, colour: str = "#3b6ea8", include_us=()) -> Binned:
     """Draw ``binned`` on ``ax`` in µs: one filled step outline (a ``StepPatch`` added as an artist:
     ``ax.stairs`` walks every vertex in Python to widen the data limits, milliseconds a hundred bins,
     and both limits are set here), rounds on a log scale from 0.5 to 5 % of the log span above the
     fullest bin (matplotlib's autoscale margin), ticked at decades (:func:`twin.output.figure.decades`),
-    x from the first bin's start to the last bin's end with 5 % (at least 20 ns) either side.
+    x from the first bin's start to the last bin's end, widened to take in every value of
+    ``include_us`` (the lines the panel draws), with 5 % (at least 20 ns) either side.
     Returns ``binned``."""
     from matplotlib.patches import StepPatch
 
@@ -128,29 +147,107 @@ def draw_counts(ax, binned: Binned, colour: str = "#3b6ea8") -> Binned:
     top = max(1, int(binned.counts.max()))
     ax.set_ylim(0.5, top * (top / 0.5) ** 0.05)
     decades(ax.yaxis)
-    pad = max(0.02, (edges[-1] - edges[0]) * 0.05)
-    ax.set_xlim(edges[0] - pad, edges[-1] + pad)
+    lo, hi = min([edges[0], *include_us]), max([edges[-1], *include_us])
+    pad = max(0.02, (hi - lo) * 0.05)
+    ax.set_xlim(lo - pad, hi + pad)
     return binned
 
 
-def draw_histogram(ax, samples_ps: np.ndarray, bin_ps: int, colour: str = "#3b6ea8") -> Binned:
+def draw_histogram(ax, samples_ps: np.ndarray, bin_ps: int, colour: str = "#3b6ea8", include_us=()) -> Binned:
     """:func:`bin_rounds` then :func:`draw_counts`: ``samples_ps`` (int64 ps, at least one) on
     ``ax``, ``bin_ps`` bins, clipped to :data:`CLIP`. Returns what was drawn (:class:`Binned`:
     its :meth:`Binned.note` goes in the panel's title)."""
-    return draw_counts(ax, bin_rounds(samples_ps, bin_ps), colour)
+    return draw_counts(ax, bin_rounds(samples_ps, bin_ps), colour, include_us)
+
+
+@dataclass(frozen=True)
+class Line:
+    """A vertical line of a histogram panel: at ``ns``, named ``label`` in the figure's legend."""
+
+    ns: float
+    label: str
+    colour: str
+    width: float = 1.0
+    style: str = "-"
+
+
+_COLOURS = {"p50": "#c03030", "p90": "#e08020", "p99": "#208040", "max": "#6040a0"}
+
+
+def percentile_lines(summary: dict, who: str, dashed: bool = False, keys=("p50", "p90")) -> list[Line]:
+    """The lines of ``summary``'s ``{key}_ns`` for each of ``keys`` present (results.json's names),
+    labelled ``{who} {key}``: solid, p50 thick (the twin's, or a live device's round trip), or
+    ``dashed`` all thin (a published measurement)."""
+    return [Line(summary[f"{k}_ns"], f"{who} {k}", _COLOURS[k], 2.2 if k == "p50" and not dashed else 1.0,
+                 "--" if dashed else "-") for k in keys if summary.get(f"{k}_ns") is not None]
+
+
+def draw_panel(ax, samples_ps: np.ndarray, bin_ps: int, title: str, lines=(), aside: str = "") -> Binned:
+    """One histogram panel as every figure of them draws it: ``samples_ps`` in ``bin_ps`` bins clipped to
+    :data:`CLIP` (:func:`draw_histogram`), the ``lines`` (:class:`Line`) on it with the x range widened
+    to show each of them (a line the legend names is always visible), the y axis labelled ``rounds``,
+    ``title`` with the note of what was not drawn (:meth:`Binned.note`, ``aside`` first), in 9 points
+    or smaller to fit the figure's width. Returns the :class:`Binned` drawn."""
+    drawn = draw_histogram(ax, samples_ps, bin_ps, include_us=[ln.ns / 1000 for ln in lines])
+    for ln in lines:
+        ax.axvline(ln.ns / 1000, color=ln.colour, lw=ln.width, ls=ln.style, label=ln.label)
+    ax.set_ylabel("rounds")
+    text = title + drawn.note(bin_ps, aside)
+    # y given: the title is not placed by measuring the tick labels (most of the figure's time)
+    ax.set_title(text, fontsize=_fitting(ax.figure, text, 9.0, _LEFT + 0.1), loc="left", y=1.0)
+    return drawn
+
+
+def _fitting(fig, text: str, points: float, margins_in: float) -> float:
+    """The font size, ``points`` or less (not under 6), at which ``text`` fits the width of ``fig`` less
+    ``margins_in`` inches, estimated, not measured (measuring text is most of a figure's time): an
+    average glyph of the default font (DejaVu Sans) is about 0.55 em wide."""
+    return max(6.0, min(points, (fig.get_figwidth() - margins_in) * 72 / (0.55 * len(text))))
+
+
+_LEFT, _RIGHT, _BOTTOM, _TOP, _GAP = 0.75, 0.3, 0.5, 0.3, 0.5
+"""panel_figure's margins and gap between panels (inches): room for the y label, the title, the x tick
+labels and the x label; on the right, half the widest x tick label at the axis' end ("12000", "3.800")."""
+_LEGEND_ROW = 0.2
+"""Inches below the x label per row of the legend (:func:`finish_panels`)."""
+
+
+def finish_panels(axes, what: str, bin_ps: int, drawn) -> None:
+    """One legend for the figure, naming each line label once (a legend per panel was a quarter of the
+    figure's time), under the x label (:func:`axis_label` of the panels ``drawn``) and outside every
+    panel, so it hides no bar or line: the figure grows by :data:`_LEGEND_ROW` per row of it, the
+    panels keeping their size."""
+    legend: dict = {}
+    for ax in axes[:, 0]:
+        for line in ax.get_lines():
+            legend.setdefault(line.get_label(), line)
+    fig = axes[0, 0].figure
+    label = axis_label(what, bin_ps, drawn)  # centred under the panels: its room is twice the nearer side's
+    axes[-1, 0].set_xlabel(label, fontsize=_fitting(fig, label, 10.0, 2 * _LEFT + 0.2))
+    if not legend:
+        return
+    w, h = fig.get_size_inches()
+    # entries per row by their estimated width at 7 points (0.55 em a glyph; handle, pad and spacing 4.8 em)
+    per = [7 * (0.55 * len(label) + 4.8) for label in legend]
+    ncol = max(1, max(k for k in range(1, len(per) + 1) if sum(per[:k]) <= (w - 0.4) * 72))
+    extra = _LEGEND_ROW * -(-len(per) // ncol)
+    fig.set_size_inches(w, h + extra)
+    fig.subplots_adjust(bottom=(_BOTTOM + extra) / (h + extra), top=1 - _TOP / (h + extra))
+    fig.legend(list(legend.values()), list(legend), fontsize=7, loc="lower center", ncol=ncol, frameon=False,
+               bbox_to_anchor=(0.5, 0.0))
 
 
 def panel_figure(n: int, width_in: float = 8.0, panel_in: float = 1.9):
     """A figure of ``n`` histogram panels stacked (``(fig, axes)``, a matplotlib figure from
     :func:`twin.output.figure.new_figure` and axes of shape (n, 1)), ``panel_in`` inches each, with
-    fixed margins in inches (room for the y label, a title and the x tick labels between panels)
-    instead of ``tight_layout``, which measures every tick label and took most of the figure's time."""
+    fixed margins in inches (:data:`_LEFT` ...) instead of ``tight_layout``, which measures every tick
+    label and took most of the figure's time."""
     from twin.output.figure import new_figure
 
     height = panel_in * n + 0.6
-    left, right, bottom, top, gap = 0.75, 0.15, 0.5, 0.3, 0.5  # inches
-    axes_h = (height - bottom - top - gap * (n - 1)) / n
+    axes_h = (height - _BOTTOM - _TOP - _GAP * (n - 1)) / n
     fig = new_figure(width_in, height)
-    axes = fig.subplots(n, 1, squeeze=False, gridspec_kw={"hspace": gap / axes_h})
-    fig.subplots_adjust(left=left / width_in, right=1 - right / width_in, bottom=bottom / height, top=1 - top / height)
+    axes = fig.subplots(n, 1, squeeze=False, gridspec_kw={"hspace": _GAP / axes_h})
+    fig.subplots_adjust(left=_LEFT / width_in, right=1 - _RIGHT / width_in, bottom=_BOTTOM / height,
+                        top=1 - _TOP / height)
     return fig, axes

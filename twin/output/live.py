@@ -72,6 +72,16 @@ def stall_summary(service_ns: np.ndarray, rtt_ps: np.ndarray) -> dict:
                       "service": summary_ns(service_ns[keep] * 1000) if keep.any() else None}}
 
 
+def stall_mask(service_ns, rtt_ps: np.ndarray) -> np.ndarray | None:
+    """The rounds :func:`stall_summary` leaves out of ``clean`` (stalled, or queued behind a stalled
+    one; bool per round), or None where it has none to leave out (the series do not match)."""
+    service_ns = np.asarray(service_ns, np.int64)
+    if not len(service_ns) or len(service_ns) != len(rtt_ps):
+        return None
+    from twin.devices.isolation import find_live_stalls
+    return find_live_stalls(service_ns, np.asarray(rtt_ps)).mask
+
+
 def print_live(study, console) -> None:
     """For each live consumer: measured (live) and simulated (its sim model) side by side."""
     from rich.table import Table
