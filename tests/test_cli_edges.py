@@ -260,3 +260,19 @@ def test_live_is_a_known_model():
     from twin.scenario import MODELS_AVAILABLE
     assert load_scenario(ROOT / "scenarios" / "live_cpu_shm.yaml").scenario.consumers()[0].model == "live"
     assert MODELS_AVAILABLE == ("sim", "code", "rtl", "live")
+
+
+def test_output_into_a_closed_pipe_ends_quietly():
+    """`twin scenarios | head -1`: the reader leaves before twin has written; twin ends with the
+    shell's SIGPIPE status (128 + 13) and nothing on stderr (was 'twin: error: Broken pipe', exit 2)."""
+    import os
+    import subprocess
+    import sys
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the first write
+    try:
+        p = subprocess.run([sys.executable, "-m", "twin", "scenarios"], stdout=w, stderr=subprocess.PIPE, text=True,
+                           timeout=60)
+    finally:
+        os.close(w)
+    assert p.returncode == 141 and p.stderr == "", (p.returncode, p.stderr)

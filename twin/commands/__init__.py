@@ -12,6 +12,9 @@ the library; the library never imports the commands (what library code needs of 
 from __future__ import annotations
 
 import argparse
+import os
+import select
+import signal
 import sys
 
 from twin import __version__
@@ -57,6 +60,11 @@ def main(argv: list[str] | None = None) -> int:
             return args.handler(args, console)
     except (UsageError, OutputError) as e:  # OutputError: cannot write PATH: reason (the previous file is intact)
         return _error(str(e))
+    except BrokenPipeError as e:  # `twin scenarios | head -1`: the reader of our output left; end quietly
+        if not _stdout_gone():
+            return _error(_one_line_error(e))
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush must not fail again
+        return 128 + signal.SIGPIPE
     except _loaded("twin.engine.stop", "Interrupted"):  # a stop taken by an engine inside a fit or a check
         print("twin: interrupted", file=sys.stderr)
         return 130
@@ -68,6 +76,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C in a command without a round boundary to stop at (run, decode and
         print("twin: interrupted", file=sys.stderr)  # sweep stop at one: twin.commands.interrupt)
         return 130
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (poll reports an error on it)."""
+    try:
+        p = select.poll()
+        p.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in p.poll(0))
+    except (OSError, ValueError, AttributeError):  # no fileno (captured output), no poll on this platform
+        return False
 
 
 def _loaded(module: str, name: str) -> type:
