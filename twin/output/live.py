@@ -175,7 +175,7 @@ def read_passes(run: Path) -> list[dict]:
     passes: round robin puts pass k of every point before pass k + 1 of any); ``seed``: its
     ``twin run --seed``; ``started_utc``, ``seconds`` (wall clock, s), ``command``: when and how it
     ran. ``folder``, ``pass`` and ``position`` are required; any other key is refused; a folder
-    listed twice, a ``command`` whose ``--out`` is not ``<point>/<folder>`` or whose ``--seed`` is not
+    or a seed listed twice, a ``command`` whose ``--out`` is not ``<point>/<folder>`` or whose ``--seed`` is not
     the pass's, and a folder in ``run`` that passes.json does not list (``pass_KK``, or one holding a
     run) are refused. That each pass's results.json agrees (seed, the point's scenario) is
     :func:`check_pass_results`. Returns the entries in list order; raises ConfigError naming
@@ -227,6 +227,11 @@ def read_passes(run: Path) -> list[dict]:
         if same:
             raise ConfigError(f, f"passes[{i}].folder", name, f"also passes[{same[0]}]'s folder: a pass folder is "
                               "listed once (its rounds would be pooled twice)")
+        twin = [j for j, q in enumerate(passes[:i]) if "seed" in p and q.get("seed") == p["seed"]]
+        if twin:
+            raise ConfigError(f, f"passes[{i}].seed", p["seed"], f"also passes[{twin[0]}]'s seed: each pass has its "
+                              "own (the sweep's seed + its pass); one seed twice is a pass copied, or one draw of "
+                              "gaps run twice")
         _check_command(f, i, p, doc["point"])
     listed = {(Path(run) / p["folder"]).resolve() for p in passes}
     for child in sorted(Path(run).iterdir()):
