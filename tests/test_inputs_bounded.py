@@ -321,3 +321,14 @@ def test_overlapping_stop_windows_are_refused(tmp_path, kind, windows, key, valu
     assert (e.key, e.value) == (key, value) and "overlaps" in e.problem, str(e)
     load_scenario(write(tmp_path, edited(FAULTS, **{f"faults__{kind}": [{"at": "1 ms", "duration": "1 ms"},
                                                                          {"at": "2 ms", "duration": "1 ms"}]})))
+
+
+@pytest.mark.parametrize("faults, key, value", [
+    ({"timeout": "1 us"}, "faults.timeout", "1 us"),  # a timeout with nothing to time
+    ({}, "faults", "{}"),
+    ({"drop_frame": {"rounds": [True]}}, "faults.drop_frame.rounds[0]", True),  # was round 1
+    ({"corrupt_piece": {"rounds": ["5"]}}, "faults.corrupt_piece.rounds[0]", "5"),
+])
+def test_a_faults_block_that_would_change_nothing_or_is_not_rounds_is_refused(tmp_path, faults, key, value):
+    e = refused(write(tmp_path, edited(FAULTS, faults=faults)))
+    assert (e.key, e.value) == (key, value), str(e)

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Literal
 
 import networkx as nx  # noqa: F401  (graph() returns one)
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
 from twin.config import Located, short
 from twin.devices.generator import MAX_PPM, Gaps, TrafficParams, Waits
@@ -223,7 +223,7 @@ class Traffic(_Strict):
 class CorruptFault(_Strict):
     """Flip a payload byte of the given rounds' request or reply on the PCIe path."""
 
-    rounds: list[int] = Field(min_length=1)
+    rounds: list[StrictInt] = Field(min_length=1)
     path: Literal["request", "reply"] = "request"
 
     @field_validator("rounds")
@@ -242,7 +242,7 @@ class CorruptFault(_Strict):
 class DropFault(_Strict):
     """Lose the control system's first frame of the given rounds on the link."""
 
-    rounds: list[int] = Field(min_length=1)
+    rounds: list[StrictInt] = Field(min_length=1)
     _p = field_validator("rounds")(CorruptFault._positive.__func__)
 
 
@@ -269,6 +269,14 @@ class Faults(_Strict):
     host_freeze: list[StallFault] = []
     timeout: str = "100 us"
     _d = field_validator("timeout", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+    @model_validator(mode="after")
+    def _some_fault(self):
+        if not (self.corrupt_piece or self.drop_frame or self.stall or self.host_freeze):
+            raise Located(("timeout",) if "timeout" in self.model_fields_set else (), self.timeout if
+                          "timeout" in self.model_fields_set else "{}", "no fault to time: give corrupt_piece, "
+                          "drop_frame, stall or host_freeze (a timeout alone changes nothing), or leave faults out")
+        return self
 
     @model_validator(mode="after")
     def _windows_apart(self):
