@@ -126,8 +126,10 @@ def test_faults_past_a_shorter_run_are_named_and_warned(tmp_path, capsys):
     assert c["faults"]["not_reached"] == [{"key": "faults.corrupt_piece.rounds[1]", "value": 5000},
                                           {"key": "faults.stall[0].at", "value": "20 ms"}]
     said = " ".join(out.split())
+    lines = out.splitlines()  # each warning whole on one line, also when the output is not a terminal
     for key, value in (("faults.corrupt_piece.rounds[1]", "5000"), ("faults.stall[0].at", "20 ms")):
-        assert f"warning: {src}: {key}: {value}: past the end of this run" in said, out
+        assert (f"warning: {src}: {key}: {value}: past epyc7282's last reply (its 3,000 rounds): not injected"
+                in lines), out
     assert "faults.timeout" not in said  # 50 us: far above the 2.2 us round trip
 
 

@@ -179,7 +179,7 @@ def _report(args, console: Console, study, folder, consumers, live: bool, shown:
         if r.summary["backlog_max"]:
             console.print(f"[yellow]warning: {r.node}: requests waited for a free slot (up to "
                           f"{r.summary['backlog_max']} at once): the consumer fell behind (offered load, "
-                          "or a stall)[/yellow]")
+                          "or a stall)[/yellow]", soft_wrap=True)
     console.print("wrote " + ", ".join(str(p) for p in written) + f" ({out / 'manifest.json'} lists them)")
     rc = 0
     for r in study.runs:  # a stopped run's replies so far are judged too

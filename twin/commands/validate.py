@@ -61,7 +61,7 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
         if v.run.stalls.count:
             console.print(f"[yellow]warning: {v.run.path}: {v.run.stalls.count:,} stalled round(s) and "
                           f"{v.run.stalls.queued:,} queued behind them left out "
-                          f"(service > {v.run.stalls.threshold_ns / 1000:.3f} µs)[/yellow]")
+                          f"(service > {v.run.stalls.threshold_ns / 1000:.3f} µs)[/yellow]", soft_wrap=True)
     with folder:
         folder.write_json("validate.json", validation_document(str(cal), checks))
         if not args.no_plot:

@@ -47,19 +47,20 @@ def print_fault_and_deadline_lines(rows: list[tuple[str, dict]], console: Consol
         if "faults" in s:
             inj, det = s["faults"]["injected"], s["faults"]["detected"]
             console.print(f"{label}: faults injected " + ", ".join(f"{k} {v}" for k, v in inj.items())
-                          + "; detected " + ", ".join(f"{k} {v}" for k, v in det.items()))
+                          + "; detected " + ", ".join(f"{k} {v}" for k, v in det.items()), soft_wrap=True)
             p50_ns = s.get("p50_ns", (s.get("rtt") or {}).get("p50_ns"))
             if timeout is not None and p50_ns and time_ps(timeout) < p50_ns * 1000 and "timeout" not in warned:
                 warned.add("timeout")
                 console.print(f"[yellow]warning: {file + ': ' if file else ''}faults.timeout: {timeout}: under "
                               f"{label}'s median round trip ({p50_ns / 1000:.3f} µs): most replies count as "
                               "overdue (reply_timeouts), yet the control side sends again only dropped frames; "
-                              "set it above the round trip[/yellow]")
+                              "set it above the round trip[/yellow]", soft_wrap=True)
             for miss in s["faults"].get("not_reached", []):
                 if miss["key"] not in warned:
                     warned.add(miss["key"])
                     console.print(f"[yellow]warning: {file + ': ' if file else ''}{miss['key']}: {miss['value']}: "
-                                  f"past the end of this run ({s['rounds']:,} rounds): not injected[/yellow]")
+                                  f"past {label}'s last reply (its {s['rounds']:,} rounds): not injected[/yellow]",
+                                  soft_wrap=True)
         if "deadline_ns" in s:
             console.print(f"{label}: {s['deadline_misses']:,} of {s['rounds']:,} rounds over the "
                           f"{s['deadline_ns'] / 1000:g} µs deadline")

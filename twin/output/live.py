@@ -114,7 +114,7 @@ def print_live(study, console) -> None:
     for r in rows:
         lv = r.summary["live"]
         for w in (lv.get("isolation") or {}).get("warnings", []):
-            console.print(f"[yellow]warning: {r.node}: machine not quiet before the run: {w}[/yellow]")
+            console.print(f"[yellow]warning: {r.node}: machine not quiet before the run: {w}[/yellow]", soft_wrap=True)
         st = lv.get("stalled")
         if st and st["rounds"]:
             console.print(f"[yellow]warning: {r.node}: {st['rounds']:,} of {len(r.result.t_in):,} rounds "
@@ -122,7 +122,7 @@ def print_live(study, console) -> None:
                           f"longest {st['longest_ns'] / 1000:,.1f} µs; {st.get('queued_behind', 0):,} more queued "
                           "behind them): "
                           "preemption or interrupts, not the device; "
-                          "the row 'stalled rounds left out' is the device's own distribution[/yellow]")
+                          "the row 'stalled rounds left out' is the device's own distribution[/yellow]", soft_wrap=True)
         lvl = lv.get("level")
         if lvl and lvl["shifted"]:
             meds = lvl["block_p50_ns"]
@@ -131,7 +131,7 @@ def print_live(study, console) -> None:
                           f"{max(meds) / 1000:.3f} µs "
                           f"({lvl['spread_pct']:.1f} % of p50; Kruskal-Wallis p {lvl['kruskal_p']:.1e}): the machine "
                           "changed state mid-run (a thread moved to another core or cache domain, a clock "
-                          "changed); its percentiles mix two machines[/yellow]")
+                          "changed); its percentiles mix two machines[/yellow]", soft_wrap=True)
     for r in rows:
         console.print(f"{r.node}: {r.summary['live'].get('endpoint', '')}")
         if r.summary["live"].get("mismatch_rounds"):
