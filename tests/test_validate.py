@@ -365,3 +365,21 @@ def test_an_idle_two_core_machine_is_not_called_loaded(monkeypatch):
     monkeypatch.setattr(os, "getloadavg", lambda: (0.6, 0.5, 0.5))
     (w,) = check_isolation([1, 0], sample_s=0.0)["warnings"]
     assert w.startswith("load average 0.60 on 2 core(s): 1.40 free, the run pins 2")
+
+
+def test_idle_pinned_cores_outrank_a_decaying_load_average(monkeypatch):
+    """Right after the user's own runs the 1-minute load is 0.9 on a 2-core machine, but the two
+    pinned cores, sampled now, are 5 % and 0 % busy: no load warning (it said '1.10 free, the run
+    pins 2'); the same load with core 0 60 % busy is warned, by the sample."""
+    import os
+
+    from twin.devices import isolation
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.9, 0.5, 0.3))
+    ticks = iter([{0: (0, 100), 1: (0, 100)}, {0: (5, 200), 1: (0, 200)}])
+    monkeypatch.setattr(isolation, "_cpu_times", lambda: next(ticks))
+    assert check_isolation([1, 0], sample_s=0.0)["warnings"] == []
+    ticks = iter([{0: (0, 100), 1: (0, 100)}, {0: (60, 200), 1: (0, 200)}])
+    assert check_isolation([1, 0], sample_s=0.0)["warnings"] == [
+        "core 0 (pinned) was 60 % busy with other work before the run"]

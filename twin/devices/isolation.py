@@ -61,7 +61,8 @@ def check_isolation(pinned: list[int], sample_s: float = 0.2, cpu_consumer: bool
     ``load_1min``, ``busy`` (per pinned core, or per allowed core of an unpinned run held to at most
     :data:`SAMPLE_ALLOWED` of the machine's cores (taskset): the fraction of ``sample_s`` it ran
     anything), ``warnings`` (one line each: fewer allowed cores than the run needs, a load average
-    leaving the machine's cores fewer free than the run needs by more than :data:`LOAD_SLACK`, a
+    leaving the machine's cores fewer free than the run needs by more than :data:`LOAD_SLACK` when
+    no core could be sampled (a sample of the run's own cores outranks a decaying average), a
     sampled core busy over :data:`BUSY_WARN`). With no core to sample (none pinned, not held to a
     few cores) it does not wait ``sample_s``. ``cpu_consumer`` False: the
     consumer is not a host thread (a GPU's persistent kernel), so an unpinned run needs one core (the
@@ -81,9 +82,7 @@ def check_isolation(pinned: list[int], sample_s: float = 0.2, cpu_consumer: bool
     # the cores the run may use are sampled one by one below
     cores = os.cpu_count() or len(allowed)
     free = cores - load
-    if free < need - LOAD_SLACK:  # the twin's own start-up is in the 1-minute average too
-        warnings.append(f"load average {load:.2f} on {cores} core(s): {max(free, 0):.2f} free, the run "
-                        f"{'pins' if pinned else 'needs'} {need}: expect preempted rounds")
+    loaded = free < need - LOAD_SLACK  # the twin's own start-up is in the 1-minute average too
     held = len(allowed) < cores and len(allowed) <= SAMPLE_ALLOWED  # taskset to a few of the machine's cores
     sampled = list(pinned) or (allowed if held else [])
     busy = {}
@@ -97,6 +96,10 @@ def check_isolation(pinned: list[int], sample_s: float = 0.2, cpu_consumer: bool
             if busy[c] > BUSY_WARN:
                 warnings.append(f"core {c} ({'pinned' if pinned else 'allowed'}) was {100 * busy[c]:.0f} % busy "
                                 "with other work before the run")
+    if loaded and not busy:  # the cores the run uses, sampled just now, are the truer witness: a load average
+        # still decaying from work that has ended (the minute before) is not other work on them
+        warnings.append(f"load average {load:.2f} on {cores} core(s): {max(free, 0):.2f} free, the run "
+                        f"{'pins' if pinned else 'needs'} {need}: expect preempted rounds")
     return {"cores_allowed": len(allowed), "load_1min": round(load, 2), "pinned": list(pinned), "busy": busy,
             "warnings": warnings}
 
