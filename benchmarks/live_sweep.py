@@ -281,9 +281,18 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"--only {' '.join(unknown)}: not a point of --sweep {a.sweep} ({', '.join(p[0] for p in every)})")
     pts = {p[0]: p for p in every if a.only is None or p[0] in a.only}
-    for label, _, n, _, _ in pts.values():
+    for label, _, n, _, _ in pts.values():  # a run's live summary fits its service: 100 rounds at least
         if a.passes > 1 and n // a.passes < 100:
             ap.error(f"--passes {a.passes}: {label} has {n:,} rounds, {n // a.passes} a pass (a run needs >= 100)")
+        if n < 100:
+            ap.error(f"--rounds/--rounds-slow: {label} would have {n:,} rounds (a run needs >= 100)")
+    if a.only is not None and len(set(a.only)) < len(a.only):
+        ap.error("--only " + " ".join(a.only) + ": a point named twice (each point runs once)")
+    if a.backend == "shm":  # the cores exist here before anything is measured
+        here = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+        for flag, core in (("--cpu", a.cpu), ("--producer-cpu", a.producer_cpu)):
+            if core is not None and core not in here:
+                ap.error(f"{flag} {core}: not a core this process may use ({', '.join(map(str, sorted(here)))})")
     a.out.mkdir(parents=True, exist_ok=True)
     before = isolation([c for c in (a.cpu, a.producer_cpu) if c is not None])
     pre = None

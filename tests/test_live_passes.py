@@ -134,9 +134,12 @@ def test_sweep_schedule_is_round_robin():
 def test_sweep_command_line_refuses_no_or_unknown_points_and_says_every_option(tmp_path, capsys):
     mod = _sweep()
     out = tmp_path / "sweep"
-    for only, words in (([], ["--only"]), (["foo", "back_to_back", "bar"], ["foo", "bar"])):
-        with pytest.raises(SystemExit) as e:
-            mod.main(["--backend", "shm", "--sweep", "duty", "--out", str(out), "--only", *only])
+    for extra, words in ((["--only"], ["--only"]), (["--only", "foo", "back_to_back", "bar"], ["foo", "bar"]),
+                         (["--only", "back_to_back", "back_to_back"], ["named twice"]),
+                         (["--only", "back_to_back", "--rounds", "50"], ["50 rounds", ">= 100"]),
+                         (["--only", "back_to_back", "--cpu", "4096"], ["--cpu 4096", "not a core"])):
+        with pytest.raises(SystemExit) as e:  # each refused before anything is measured or written
+            mod.main(["--backend", "shm", "--sweep", "duty", "--out", str(out), *extra])
         err = capsys.readouterr().err
         assert e.value.code == 2 and err.count("\n") == 1 and all(w in err for w in words), err
     assert not out.exists()
