@@ -228,3 +228,11 @@ def test_a_run_named_twice_or_inside_a_fit_point_is_refused(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and all(w in err for w in words), err
     assert not out.exists() and not (tmp_path / "v").exists()
+
+
+def test_a_pass_folder_is_labelled_with_its_point():
+    """Passes of several points are told apart in tables and figure titles: point/pass_KK."""
+    from twin.calibration.live import load_run
+    run = load_run(LIVE / "h200_host_shm_passes" / "exp_1ms" / "pass_03")
+    assert run.label.startswith("exp_1ms/pass_03 (64 B, echo)")
+    assert load_run(LIVE / "h200_host_shm_passes" / "exp_1ms").label.startswith("exp_1ms (64 B")

@@ -113,8 +113,12 @@ class LiveRun:
 
     @property
     def label(self) -> str:
-        """``name`` of the folder, frame bytes and function (for tables)."""
-        return f"{self.path.name} ({self.frame_bytes} B, {self.function})"
+        """``name`` of the folder (a pass of a point: ``point/pass_KK``, so passes of several points
+        are told apart), frame bytes and function (for tables and figure titles)."""
+        name = self.path.name
+        if (self.path.parent / PASSES).is_file():  # a pass folder beside its point's passes.json
+            name = f"{self.path.parent.name}/{name}"
+        return f"{name} ({self.frame_bytes} B, {self.function})"
 
 
 @dataclass

@@ -38,7 +38,8 @@ def comparison_table(checks, title: str) -> Table:
     tb = Table(title=title)
     for col in ("run", "role", "p50 meas → pred", "err", "p90 err", "p99 meas → pred", "err", "W1", "W1/p50", "KS",
                 "modes m/p"):
-        tb.add_column(col, justify="left" if col in ("run", "role") else "right")
+        tb.add_column(col, justify="left" if col in ("run", "role") else "right",
+                      overflow="fold" if col == "run" else "ellipsis")  # a run's name whole, folded if need be
     for label, c, role in checks:
         (_, m50, p50), _, (_, m99, p99) = c.rows
         tb.add_row(label, role, f"{m50 / 1000:.3f} → {p50 / 1000:.3f} µs", f"{c.error_pct('p50'):+.2f} %",
