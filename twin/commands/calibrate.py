@@ -131,6 +131,9 @@ def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
     from twin.calibration.live import calibrate_from_live, load_run, write_fitted
 
     items = [Path(x) for x in args.from_live]
+    for p in items:  # a file of a run folder where its folder is meant
+        if p.is_file() and p.name in ("results.json", "live_rounds.npz", "passes.json", "manifest.json"):
+            raise UsageError(f"--from-live {p}: a file of a run; name its folder ({p.parent})")
     files = [p for p in items if p.is_file()]  # `--from-live RUN SCENARIO`: the scenario among the runs
     runs = [p for p in items if not p.is_file()]
     if len(files) > 1 or (files and args.prior):

@@ -57,6 +57,22 @@ def _seed(text: str) -> int:
     return value
 
 
+def scenario_arg(text: str | None, default: str) -> Path:
+    """The scenario a command was given (``default``, a bundled file, when none). A path that is not
+    here but names a bundled scenario (``scenarios/faults_epyc7282.yaml`` outside a clone, or
+    ``faults_epyc7282``) raises :class:`UsageError` saying how to get it: ``twin scenarios copy``."""
+    if not text:
+        return _bundled(default)
+    path = Path(text)
+    if not path.exists():
+        name = path.name if path.suffix in (".yaml", ".yml") else path.name + ".yaml"
+        if bundled_path(Path("scenarios") / name).is_file():
+            stem = Path(name).stem
+            raise UsageError(f"{text}: no such file here; {stem} is a bundled scenario: `twin scenarios copy {stem}` "
+                             f"puts it in this folder (then `{stem}.yaml`)")
+    return path
+
+
 def stamped(path: Path, now=None) -> Path:
     """``path`` with the UTC date and minute before its suffix (``NAME-YYYYMMDD-HHMM.yaml``): where a
     fit writes when not told where, a new file beside the committed ones, never over them."""
@@ -92,6 +108,6 @@ def _window(text: str) -> tuple[int, int]:
 
 
 __all__ = ["UsageError", "add_overwrite", "run_folder", "phase_spinner",
-           "check_out_folder", "out_error", "bundled_path", "local_or_bundled", "_bundled",
+           "check_out_folder", "out_error", "bundled_path", "local_or_bundled", "_bundled", "scenario_arg",
            "_count", "_nonneg", "_seed", "_window", "MAX_ROUNDS", "DEFAULT_SCENARIO", "DEFAULT_PRIOR",
            "stamped", "DEFAULT_FITTED", "DEFAULT_DECODE", "DEFAULT_HOSTING", "DEFAULT_CARD"]

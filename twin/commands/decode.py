@@ -7,13 +7,13 @@ from pathlib import Path
 
 from twin.commands.common import (
     DEFAULT_DECODE,
-    _bundled,
     _count,
     _nonneg,
     _seed,
     add_overwrite,
     check_out_folder,
     run_folder,
+    scenario_arg,
 )
 from twin.commands.interrupt import EXIT, interrupted_before_any, interrupted_line, interruptible
 
@@ -50,7 +50,7 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
     from twin.qec.report import decode_files
     from twin.qec.study import load_decode
 
-    path = Path(args.scenario) if args.scenario else _bundled(DEFAULT_DECODE)
+    path = scenario_arg(args.scenario, DEFAULT_DECODE)
     ld = load_decode(path)
     out = check_out_folder(args.out or Path("runs") / ld.sc.name)  # before the study, not after
     seed = ld.sc.seed if args.seed is None else args.seed

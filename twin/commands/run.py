@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from twin.commands.common import (
     DEFAULT_SCENARIO,
     UsageError,
-    _bundled,
     _count,
     _nonneg,
     _seed,
@@ -19,6 +18,7 @@ from twin.commands.common import (
     check_out_folder,
     phase_spinner,
     run_folder,
+    scenario_arg,
 )
 from twin.commands.interrupt import EXIT, interrupted_before_any, interrupted_line, interruptible
 
@@ -73,7 +73,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     from twin.scenario import load_scenario
     from twin.study import PENDING, run_study
 
-    path = Path(args.scenario) if args.scenario else _bundled(DEFAULT_SCENARIO)
+    path = scenario_arg(args.scenario, DEFAULT_SCENARIO)
     loaded = load_scenario(path)
     sc = loaded.scenario
     if args.trace and "rtl" not in [n.model for n in sc.nodes]:

@@ -56,6 +56,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
 def _sweep(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from twin.commands.common import scenario_arg
     from twin.engine.stop import Interrupted
     from twin.scenario import load_scenario
     from twin.sweep import (  # run_sweep looked up per call
@@ -66,8 +67,7 @@ def _sweep(args: argparse.Namespace, console: Console) -> int:
         run_sweep,
         write_outputs,
     )
-
-    loaded = load_scenario(Path(args.scenario))
+    loaded = load_scenario(scenario_arg(args.scenario, ""))
     out = check_out_folder(args.out or Path("runs") / loaded.scenario.name / "sweep")  # before the points run
     folder = run_folder(args, out, loaded.scenario.seed if args.seed is None else args.seed).check(SWEEP_FILES)
     try:

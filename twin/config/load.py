@@ -141,10 +141,14 @@ class _Loader(_Base):
 
 def _decimal_only(node) -> None:
     digits = str(node.value).replace("_", "").lstrip("+-")
-    if ":" in digits or (len(digits) > 1 and digits[0] == "0" and digits[1].isdigit()):
+    if ":" in digits:
         raise yaml.constructor.ConstructorError(
-            None, None, f"{node.value}: YAML 1.1 reads a number with a leading 0 as octal and one with colons as "
-            "base 60; write it in decimal without the leading 0 (or quote it as text)", node.start_mark)
+            None, None, f"{node.value}: YAML 1.1 reads a number with colons as base 60 (5:33:20 is 20,000); write it "
+            "in decimal (or quote it as text)", node.start_mark)
+    if len(digits) > 1 and digits[0] == "0" and digits[1].isdigit():
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{node.value}: YAML 1.1 reads a number with a leading 0 as octal (020000 is 8,192); write "
+            "it in decimal without the leading 0 (or quote it as text)", node.start_mark)
 
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
