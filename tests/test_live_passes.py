@@ -95,6 +95,9 @@ def test_pooling_keeps_every_round_in_pass_order_and_percentiles_are_numpys(tmp_
     (lambda p, d: (p / "pass_03").mkdir(), ["passes.json", "passes", "pass_03", "does not list"]),
     (lambda p, d: d["passes"][2].update(seed=d["passes"][0]["seed"]), ["passes.json", "passes[2].seed",
                                                                        "also passes[0]'s seed"]),
+    (lambda p, d: d["passes"][1].update(seconds=-1), ["passes.json", "passes[1].seconds", "-1"]),
+    (lambda p, d: d["passes"][1].update(started_utc="yesterday"), ["passes.json", "passes[1].started_utc",
+                                                                   "yesterday"]),
 ])
 def test_a_passes_file_that_is_not_one_point_is_one_error_naming_file_key_value(tmp_path, change, words):
     point = _point(tmp_path)

@@ -227,6 +227,15 @@ def read_passes(run: Path) -> list[dict]:
         if same:
             raise ConfigError(f, f"passes[{i}].folder", name, f"also passes[{same[0]}]'s folder: a pass folder is "
                               "listed once (its rounds would be pooled twice)")
+        if p.get("seconds", 0) < 0:
+            raise ConfigError(f, f"passes[{i}].seconds", p["seconds"], "a pass's wall time is not negative")
+        if "started_utc" in p:
+            import datetime
+            try:
+                datetime.datetime.strptime(p["started_utc"], "%Y-%m-%d %H:%M:%S UTC")
+            except ValueError:
+                raise ConfigError(f, f"passes[{i}].started_utc", p["started_utc"], "expected a time as the sweep "
+                                  "writes it, e.g. '2026-12-02 01:48:15 UTC'") from None
         twin = [j for j, q in enumerate(passes[:i]) if "seed" in p and q.get("seed") == p["seed"]]
         if twin:
             raise ConfigError(f, f"passes[{i}].seed", p["seed"], f"also passes[{twin[0]}]'s seed: each pass has its "
