@@ -124,6 +124,9 @@ def test_every_line_in_the_legend_is_on_its_axis_and_every_tick_label_in_the_fig
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["twin p50", "twin p90", "measured p50",
                                                                   "measured p90"]
     assert ax.get_ylabel() == "rounds"
+    # twin p50 and p90 lie on one x: each published (dashed) line carries a marker at the top, solid ones none
+    assert [(ln.get_linestyle(), ln.get_marker()) for ln in ax.get_lines()] == [("-", "None"), ("-", "None"),
+                                                                                ("--", "v"), ("--", "v")]
     _tick_labels_inside(fig, ax)
     fig, axes = h.panel_figure(1)  # the round alone: the axis ends on a tick (3.800 us), whose label stays in
     h.finish_panels(axes, "round trip", 4000, [h.draw_panel(axes[0, 0], np.array([3_776_000]), 4000, "mi210",

@@ -189,8 +189,9 @@ def draw_panel(ax, samples_ps: np.ndarray, bin_ps: int, title: str, lines=(), as
     ``title`` with the note of what was not drawn (:meth:`Binned.note`, ``aside`` first), in 9 points
     or smaller to fit the figure's width. Returns the :class:`Binned` drawn."""
     drawn = draw_histogram(ax, samples_ps, bin_ps, include_us=[ln.ns / 1000 for ln in lines])
-    for ln in lines:
-        ax.axvline(ln.ns / 1000, color=ln.colour, lw=ln.width, ls=ln.style, label=ln.label)
+    for ln in lines:  # a dashed (published) line carries a ▼ at the top: seen where it lies on a solid one
+        mark = {"marker": "v", "markevery": [1], "markersize": 6, "clip_on": False} if ln.style != "-" else {}
+        ax.axvline(ln.ns / 1000, color=ln.colour, lw=ln.width, ls=ln.style, label=ln.label, **mark)
     ax.set_ylabel("rounds")
     text = title + drawn.note(bin_ps, aside)
     # y given: the title is not placed by measuring the tick labels (most of the figure's time)
