@@ -5,7 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from twin.calibration.live import calibrate_from_live, load_live_run
+from twin.calibration.live import calibrate_from_live
+from twin.calibration.live_runs import load_live_run
 from twin.calibration.measured import load_measured
 from twin.calibration.params import load_params
 from twin.commands import main

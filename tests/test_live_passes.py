@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from twin.calibration.live import load_run, read_live_rounds
+from twin.calibration.live_runs import load_run, read_live_rounds
 from twin.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -235,7 +235,7 @@ def test_a_run_named_twice_or_inside_a_fit_point_is_refused(tmp_path, capsys):
 
 def test_a_pass_folder_is_labelled_with_its_point():
     """Passes of several points are told apart in tables and figure titles: point/pass_KK."""
-    from twin.calibration.live import load_run
+    from twin.calibration.live_runs import load_run
     run = load_run(LIVE / "h200_host_shm_passes" / "exp_1ms" / "pass_03")
     assert run.label.startswith("exp_1ms/pass_03 (64 B, echo)")
     assert load_run(LIVE / "h200_host_shm_passes" / "exp_1ms").label.startswith("exp_1ms (64 B")

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from twin.calibration.distribution import best_shift_ps, compare, count_modes, extra_modes
-from twin.calibration.live import LiveRun, _service_terms, calibrate_from_live, load_run
+from twin.calibration.live import _service_terms, calibrate_from_live
+from twin.calibration.live_runs import LiveRun, load_run
 from twin.calibration.params import load_params, loop_spec, reply_bytes
 from twin.calibration.validate import validate
 from twin.commands import main
@@ -242,7 +243,8 @@ def test_duty_cycle_fit_on_back_to_back_and_1ms(tmp_path):
 
 
 def simulate_b2b(truth: Path, tmp_path: Path):
-    from twin.calibration.live import load_run, simulate_run
+    from twin.calibration.live import simulate_run
+    from twin.calibration.live_runs import load_run
     return simulate_run(load_params(truth), "epyc7282", load_run(tmp_path / "b2b"), 4000, 11)
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from twin.calibration.distribution import Comparison, compare
-from twin.calibration.live import LiveRun, load_run, simulate_run
+from twin.calibration.live import simulate_run
+from twin.calibration.live_runs import LiveRun, load_run
 from twin.calibration.params import ParamSet, load_params
 from twin.config import ConfigError
 
@@ -49,7 +50,7 @@ VALIDATE_HINT = "pass it (twin validate CAL RUN --scenario SCENARIO)"
 def prepare(cal: str | Path, runs: list, consumer: str | None = None, scenario: str | Path | None = None
             ) -> tuple[ParamSet, list[LiveRun], list[str]]:
     """Everything that can be refused before a prediction: calibration ``cal`` loaded, each run
-    folder of ``runs`` loaded (:func:`twin.calibration.live.load_run`) and the consumer that stands
+    folder of ``runs`` loaded (:func:`twin.calibration.live_runs.load_run`) and the consumer that stands
     for its live node (:func:`pick_consumer`). Raises ConfigError."""
     cal = Path(cal)
     params = load_params(cal)

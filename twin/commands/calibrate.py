@@ -128,7 +128,8 @@ def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
     """``twin calibrate --from-live RUN [RUN ...] [--validate RUN ...]``: fit a consumer model to live
     runs (twin.calibration.live), write the fitted set, print measured vs predicted p50/p90/p99, W1,
     KS and the modes for every run, fitted and held out."""
-    from twin.calibration.live import calibrate_from_live, load_run, write_fitted
+    from twin.calibration.live import calibrate_from_live, write_fitted
+    from twin.calibration.live_runs import load_run
 
     items = [Path(x) for x in args.from_live]
     for p in items:  # a file of a run folder where its folder is meant
@@ -144,7 +145,7 @@ def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
             raise UsageError(f"--from-live/--validate {run}: not a run folder")
     if not runs:
         raise UsageError("--from-live: name at least one run folder")
-    from twin.calibration.live import overlap
+    from twin.calibration.live_runs import overlap
     held = [Path(v) for v in args.validate]
     for opt, got in (("--from-live", overlap(runs)), ("--validate", overlap(held))):
         if got:

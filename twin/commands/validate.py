@@ -39,7 +39,7 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     for r in args.runs:
         if not Path(r).is_dir():
             raise UsageError(f"validate: {r}: not a run folder")
-    from twin.calibration.live import overlap
+    from twin.calibration.live_runs import overlap
     got = overlap(args.runs)
     if got:
         raise UsageError(f"validate: RUN {got[0]}: {got[1]} {got[2]}, also named: each run once")
