@@ -78,10 +78,10 @@ class LiveRun:
     def label(self) -> str:
         """``name`` of the folder (a pass of a point: ``point/pass_KK``, so passes of several points
         are told apart), frame bytes and function (for tables and figure titles)."""
-        name = self.path.name
-        if (self.path.parent / PASSES).is_file():  # a pass folder beside its point's passes.json
-            name = f"{self.path.parent.name}/{name}"
+        name = f"{self.path.parent.name}/{self.path.name}" if _is_pass(self.path) else self.path.name
         return f"{name} ({self.frame_bytes} B, {self.function})"
+
+
 def _one_run(run: Path, node: str | None) -> tuple[dict, dict, dict[str, np.ndarray]]:
     """One ``twin run`` folder: (results.json document, the live node's summary, its per-round
     arrays ``rtt_ps`` (card boundary, int ps), ``service_ns`` (empty where not recorded) and
