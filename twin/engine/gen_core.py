@@ -68,7 +68,7 @@ class CoreInterface(_S):
 
     @model_validator(mode="after")
     def _distinct(self) -> Self:
-        seen: dict[str, tuple] = {}
+        seen: dict[tuple[str, str], tuple[str, int]] = {}
         for group, items in (("tables", self.tables), ("constants", self.constants)):
             for i, it in enumerate(items):
                 for key in ("name", "prefix") if group == "tables" else ("prefix",):
