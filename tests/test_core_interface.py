@@ -44,17 +44,25 @@ def test_check_mode_sees_a_stale_core_header(tmp_path, monkeypatch, capsys):
     assert gen_core.stale(gen_core.SPEC, outputs) == [h]
 
 
-@pytest.mark.parametrize("mutate, key", [
-    (lambda d: d["tables"][0]["names"].append("slots"), "tables[0].names[41]"),
-    (lambda d: d["tables"][1]["names"].append("Heap"), "tables[1].names[15]"),
-    (lambda d: d["tables"][3]["names"].append("count"), "tables[3].names[13]"),
-    (lambda d: d["tables"][4].update(prefix="FS"), "tables[5].prefix"),
-    (lambda d: d["tables"][0].update(prefix="p"), "tables[0].prefix"),
-    (lambda d: d["constants"][1].update(extra=1), "constants[1].extra"),
+def _table(doc: dict, name: str) -> tuple[int, dict]:
+    return next((i, t) for i, t in enumerate(doc["tables"]) if t["name"] == name)
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda d: _table(d, "direct_params")[1]["names"].append("slots") or
+    f"tables[{_table(d, 'direct_params')[0]}].names[{len(_table(d, 'direct_params')[1]['names']) - 1}]",
+    lambda d: _table(d, "direct_state")[1]["names"].append("Heap") or
+    f"tables[{_table(d, 'direct_state')[0]}].names[{len(_table(d, 'direct_state')[1]['names']) - 1}]",
+    lambda d: _table(d, "flow_outs")[1]["names"].append("count") or
+    f"tables[{_table(d, 'flow_outs')[0]}].names[{len(_table(d, 'flow_outs')[1]['names']) - 1}]",
+    lambda d: _table(d, "world_stats")[1].update(prefix="FS") or  # FS is flow_stats', later in the file
+    f"tables[{max(_table(d, 'world_stats')[0], _table(d, 'flow_stats')[0])}].prefix",
+    lambda d: d["tables"][0].update(prefix="p") or "tables[0].prefix",
+    lambda d: d["constants"][1].update(extra=1) or "constants[1].extra",
 ])
-def test_a_bad_table_names_its_key(tmp_path, mutate, key):
+def test_a_bad_table_names_its_key(tmp_path, mutate):
     doc = yaml.safe_load(gen_core.SPEC.read_text())
-    mutate(doc)
+    key = mutate(doc)
     spec = tmp_path / "core_interface.yaml"
     spec.write_text(yaml.safe_dump(doc, sort_keys=False))
     with pytest.raises(ConfigError) as e:

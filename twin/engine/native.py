@@ -9,10 +9,10 @@ reference, with the reason in verbose output). ``TWIN_COMPILED=0`` in the enviro
 compiled core off (every run on the Python engines).
 
 Parameters cross as int64 arrays whose indices are the C enums of ``c/core_interface.h``:
-:data:`DIRECT_PARAMS`, :data:`DIRECT_STATE` (``P_*`` and ``S_*``) and the event core's tables, all
-generated with :mod:`twin.engine.core_interface` from one table (``core_interface.yaml``, ``twin
-gen``). The build id covers core.c and that header (:data:`SOURCES`). This module imports only the
-standard library, numpy and the generated tables at top level.
+:data:`DIRECT_PARAMS`, :data:`DIRECT_STATE`, :data:`DIRECT_OUTS` (``P_*``, ``S_*``, ``DO_*``) and the
+event core's tables, all generated with :mod:`twin.engine.core_interface` from one table
+(``core_interface.yaml``, ``twin gen``). The build id covers core.c and that header (:data:`SOURCES`).
+This module imports only the standard library, numpy and the generated tables at top level.
 """
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from twin.engine.core_interface import DIRECT_PARAMS, DIRECT_STATE
+from twin.engine.core_interface import DIRECT_OUTS, DIRECT_PARAMS, DIRECT_STATE
 
-__all__ = ["C_FILE", "SOURCES", "DIRECT_PARAMS", "DIRECT_STATE", "CoreUnavailable", "build_id", "core", "ptr",
-           "note_fallback"]
+__all__ = ["C_FILE", "SOURCES", "DIRECT_OUTS", "DIRECT_PARAMS", "DIRECT_STATE", "CoreUnavailable", "build_id",
+           "core", "ptr", "note_fallback"]
 
 C_FILE = Path(__file__).resolve().parent / "c" / "core.c"
 SOURCES = (C_FILE, C_FILE.with_name("core_interface.h"))
@@ -53,7 +53,7 @@ _P = ctypes.POINTER(ctypes.c_int64)
 
 def _declare(lib: ctypes.CDLL) -> None:
     lib.twin_direct_run.restype = ctypes.c_int64
-    lib.twin_direct_run.argtypes = [_P, _P, ctypes.c_int64, *([_P] * 17)]
+    lib.twin_direct_run.argtypes = [_P, _P, ctypes.c_int64, *([_P] * 7)]
     lib.twin_event_new.restype = ctypes.c_void_p
     lib.twin_event_new.argtypes = [ctypes.c_int64, _P, _P, ctypes.c_int64, _P, _P, ctypes.c_int64, ctypes.c_int64]
     lib.twin_event_run.restype = ctypes.c_int64

@@ -140,11 +140,11 @@ static int64_t heap_pop(int64_t *h, int64_t *n)
    updated; heap: 2 * in_flight int64; have: slots int64 (the ring of t_have); req_jit: the
    request lane's jitter for these rounds (n_req per round, from index 0); rep_jit: the reply
    lane's (1 per round per-piece, 2 classic); gaps: every round's gap or NULL; extra: every round's
-   extra body or NULL. Outputs indexed by round: t_send, t_in, t_have, t_back, issue, land, reply,
-   rland, and the hops that follow from them (twin.engine.direct._hops): seen (the first poll after the
-   landing, plus its cost), start (reply - body - extra), publish (reply + fence, per-piece reply).
-   t_in, t_back and publish_o may be NULL where the caller keeps them as the same array as t_send,
-   t_have and reply_o, by its proof (twin.engine.direct._aliases): every generator edge is a card
+   extra body or NULL. outs: the addresses of the outputs indexed by round (DO_*): t_send, t_in, t_have,
+   t_back, issue, land, reply, rland, and the hops that follow from them (twin.engine.direct._hops): seen
+   (the first poll after the landing, plus its cost), start (reply - body - extra), publish (reply +
+   fence, per-piece reply). t_in, t_back and publish may be 0 where the caller keeps them as the same
+   array as t_send, t_have and reply, by its proof (twin.engine.direct._aliases): every generator edge is a card
    clock edge and there is no Aurora link (then t_in is taken as the send instant, no division); no
    Aurora link; per-piece encoding. A round that breaks one returns TWIN_DIRECT_ALIAS (t_in: an
    Aurora link; t_back: back != t_have; publish: not per-piece). seen reuses the reply's poll when
@@ -152,12 +152,18 @@ static int64_t heap_pop(int64_t *h, int64_t *n)
    Returns 0, or -(round + 1) for a round that finds every slot busy (direct engine does not
    apply), with st[S_I] at that round. */
 #define TWIN_DIRECT_ALIAS INT64_MIN
+static inline int64_t *out_col(const int64_t *outs, int k) { return (int64_t *)(intptr_t)outs[k]; }
+
 int64_t twin_direct_run(const int64_t *p, int64_t *st, int64_t end, int64_t *heap, int64_t *have,
                         const int64_t *req_jit, const int64_t *rep_jit, const int64_t *gaps, const int64_t *extra,
-                        int64_t *t_send, int64_t *t_in, int64_t *t_have, int64_t *t_back, int64_t *issue,
-                        int64_t *land_o, int64_t *reply_o, int64_t *rland_o, int64_t *seen_o, int64_t *start_o,
-                        int64_t *publish_o)
+                        const int64_t *outs)
 {
+    int64_t *const t_send = out_col(outs, DO_T_SEND), *const t_in = out_col(outs, DO_T_IN);
+    int64_t *const t_have = out_col(outs, DO_T_HAVE), *const t_back = out_col(outs, DO_T_BACK);
+    int64_t *const issue = out_col(outs, DO_ISSUE), *const land_o = out_col(outs, DO_LAND);
+    int64_t *const reply_o = out_col(outs, DO_REPLY), *const rland_o = out_col(outs, DO_RLAND);
+    int64_t *const seen_o = out_col(outs, DO_SEEN), *const start_o = out_col(outs, DO_START);
+    int64_t *const publish_o = out_col(outs, DO_PUBLISH);
     const int64_t n = p[P_N], slots = p[P_SLOTS], closed = p[P_CLOSED], per_piece = p[P_PER_PIECE];
     const int64_t phase = p[P_PHASE], P = p[P_POLL], cost = p[P_COST], body = p[P_BODY], fence = p[P_FENCE];
     const int64_t cP = p[P_CARD_POLL], read = p[P_READ], bridge = p[P_BRIDGE], land_ps = p[P_LAND];
