@@ -42,7 +42,9 @@ def _runtime_sources() -> tuple[str, list[str]]:
 
 BUILD_ID, LIB_SOURCES = _runtime_sources()
 CORE_C = "twin/engine/c/core.c"  # the engine's compiled core (twin/engine/native.py loads it with ctypes)
-CORE_ID = hashlib.sha256((HERE / CORE_C).read_bytes()).hexdigest()[:16]  # = twin.engine.native.build_id()
+CORE_H = "twin/engine/c/core_interface.h"  # its index tables, generated (twin/engine/gen_core.py, `twin gen`)
+# = twin.engine.native.build_id(): the hash of native.SOURCES, core.c then the header
+CORE_ID = hashlib.sha256(b"".join((HERE / p).read_bytes() for p in (CORE_C, CORE_H))).hexdigest()[:16]
 
 # the top-level folders a wheel carries as twin._bundled.<folder>; pyproject.toml's [tool.setuptools.package-dir]
 # maps each onto its folder and [tool.setuptools.package-data] names the files (it overrides package_data here)
@@ -86,6 +88,7 @@ setup(
         Extension(
             "twin.engine._core",
             sources=[CORE_C],
+            depends=[CORE_H],
             define_macros=[("TWIN_CORE_BUILD_ID", f'"{CORE_ID}"'), ("TWIN_CORE_PYMODULE", "1")],
         ),
     ],

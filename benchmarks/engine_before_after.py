@@ -4,9 +4,12 @@ so that both see the same machine load.
 
 Each measurement runs in a fresh interpreter with the checkout first on the import path: the direct
 engine and the event model over every consumer of scenarios/card_path_64b.yaml, one core; the ratio
-printed is after/before (> 1: faster now).
+printed is after/before (> 1: faster now). ``--reference`` runs both sides with the compiled core off
+(``TWIN_COMPILED=0``): the direct engine's Python recurrence and the simpy event engine, the
+reference kernel (twin/kernel/sim.py).
 
 Usage: python benchmarks/engine_before_after.py BEFORE_CHECKOUT [--rounds N] [--event-rounds N] [--repeat K]
+[--reference]
 (the BEFORE checkout needs its runtime extension built in place: ``python setup.py build_ext --inplace``).
 """
 from __future__ import annotations
@@ -47,11 +50,13 @@ print(json.dumps(out))
 """
 
 
-def measure(tree: Path, n_direct: int, n_event: int) -> dict:
-    """Rounds per CPU-second of both engines on checkout ``tree`` (a fresh interpreter)."""
+def measure(tree: Path, n_direct: int, n_event: int, reference: bool = False) -> dict:
+    """Rounds per CPU-second of both engines on checkout ``tree`` (a fresh interpreter; ``reference``:
+    with the compiled core off)."""
     import os
     path = os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])
-    env = {"PYTHONPATH": path, "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"}
+    env = {"PYTHONPATH": path, "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
+           **({"TWIN_COMPILED": "0"} if reference else {})}
     r = subprocess.run([sys.executable, "-c", PROBE, str(tree), str(n_direct), str(n_event)], env=env, cwd=tree,
                        capture_output=True, text=True, check=False)
     if r.returncode:
@@ -65,12 +70,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=100_000, help="rounds per consumer, direct engine")
     ap.add_argument("--event-rounds", type=int, default=20_000, help="rounds per consumer, event model")
     ap.add_argument("--repeat", type=int, default=3, help="alternations (best of each side is kept)")
+    ap.add_argument("--reference", action="store_true", help="the compiled core off on both sides (TWIN_COMPILED=0)")
     args = ap.parse_args()
     print(f"machine: {platform.machine()} {platform.processor() or ''} python {platform.python_version()}")
     best = {"before": {}, "after": {}}
     for k in range(args.repeat):
         for side, tree in (("before", args.before.resolve()), ("after", ROOT)):
-            m = measure(tree, args.rounds, args.event_rounds)
+            m = measure(tree, args.rounds, args.event_rounds, args.reference)
             print(f"  run {k + 1} {side:6s} direct {m['direct']:10,.0f}  event {m['event']:9,.0f} rounds/CPU-s",
                   flush=True)
             for e, v in m.items():

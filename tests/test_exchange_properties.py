@@ -319,11 +319,10 @@ class Rig:
             k.at(t, self.card.submit, seq, payload)
         self.consumer.start()
         budget = 200 * len(ex.requests) + 200                # livelock guard; ~15 events per request
-        q = k.env._queue
-        while q and budget:
-            k.env.step()
+        while budget and not k.idle():
+            k.step()
             budget -= 1
-        self.drained = not q
+        self.drained = k.idle()
         self._finish()
         if currently_in_test_context():     # label examples (pytest --hypothesis-show-statistics)
             event(f"{ex.enc.name}, backlog {'used' if self.card.backlog_max else 'unused'}, "

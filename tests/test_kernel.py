@@ -6,15 +6,18 @@ phase + floor(k * period * (1 + ppb / 1e9))), never copied from a run.
 """
 from __future__ import annotations
 
+import ast
 import struct
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from twin.kernel import Clock, JitterStream, Kernel, MemoryRegion, Poller, PostedWritePath
+import twin
+from twin.kernel import Clock, EmptySchedule, JitterStream, Kernel, MemoryRegion, Poller, PostedWritePath
 from twin.kernel.streams import BLOCK
 
 # ---------------------------------------------------------------------------------------------
@@ -123,6 +126,65 @@ def test_run_until_and_stop_keep_pending_events():
     assert log == [10, 20, 30]      # stopped after the event at 31; 40 is still queued
     k.run()
     assert log == [10, 20, 30, 40]
+
+
+def test_end_of_instant_calls_run_after_every_ordinary_event_of_their_instant():
+    """at_end_of(t) runs after every other event of t, those scheduled for t after it (before the
+    instant or during it) included; several for one instant in the order made, each after what the
+    one before scheduled for t; an event of t scheduled by one comes before the next."""
+    k = Kernel()
+    log = []
+
+    def ordinary(name, more=None):
+        log.append(name)
+        if more:
+            k.at(k.now, ordinary, more)
+
+    def late(name, more=None):
+        log.append(name)
+        if more:
+            k.at(k.now, ordinary, more)
+
+    k.at_end_of(100, late, "late1", "from-late1")
+    k.at(100, ordinary, "a", "from-a")
+    k.at_end_of(100, late, "late2")
+    k.at(50, ordinary, "early")
+    k.at(100, ordinary, "b")
+    k.at(101, ordinary, "next")
+    k.run()
+    assert log == ["early", "a", "b", "from-a", "late1", "from-late1", "late2", "next"]
+    assert k.now == 101
+    assert k.events == 6            # the ordinary callbacks; end-of-instant calls are not counted
+    with pytest.raises(ValueError):
+        k.at_end_of(100, late, "past")
+
+
+def test_idle_and_step_on_an_empty_schedule():
+    k = Kernel()
+    assert k.idle()
+    with pytest.raises(EmptySchedule):
+        k.step()
+    k.at(5, lambda: None)
+    assert not k.idle()
+    k.step()
+    assert k.idle() and k.now == 5
+
+
+def test_simpy_is_used_by_the_kernel_alone_and_through_its_public_api():
+    """Only twin/kernel/sim.py imports simpy, and it reads or writes no underscore attribute but
+    its own (the end-of-instant calls)."""
+    root = Path(twin.__file__).resolve().parent
+    importers = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n == "simpy" or n.startswith("simpy.") for n in names):
+                importers.append(path.relative_to(root).as_posix())
+    assert sorted(set(importers)) == ["kernel/sim.py"]
+    tree = ast.parse((root / "kernel" / "sim.py").read_text())
+    private = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr.startswith("_")}
+    assert private <= {"_late", "_late_call", "__init__"}, private
 
 
 def test_named_rng_streams():

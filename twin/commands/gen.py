@@ -1,5 +1,7 @@
-"""``twin gen [--check]``: generate the C header, the Python dtypes and the Verilog include from
-``twin/exchange/contract.yaml`` (the generator: :mod:`twin.exchange.gen`)."""
+"""``twin gen [--check]``: generate the files written from one source each: the C header, the
+Python dtypes and the Verilog include from ``twin/exchange/contract.yaml`` (:mod:`twin.exchange.gen`),
+and the compiled core's C header and Python tables from ``twin/engine/core_interface.yaml``
+(:mod:`twin.engine.gen_core`)."""
 from __future__ import annotations
 
 import argparse
@@ -12,21 +14,30 @@ if TYPE_CHECKING:
 def register(sub) -> None:
     """Add ``gen`` to the ``twin`` subcommands."""
     g = sub.add_parser("gen", help="generate the C header, Python dtypes and Verilog include from "
-                                   "twin/exchange/contract.yaml")
+                                   "twin/exchange/contract.yaml, and the compiled core's index tables from "
+                                   "twin/engine/core_interface.yaml")
     g.add_argument("--check", action="store_true", help="write nothing; exit 1 if a generated file is stale")
     g.set_defaults(handler=cmd_gen)
 
 
+def _generators():
+    """Each generator module (``generate()``, ``stale()``, ``OUTPUTS``), in the order they are written."""
+    from twin.engine import gen_core
+    from twin.exchange import gen
+    return (gen, gen_core)
+
+
 def cmd_gen(args: argparse.Namespace, console: Console) -> int:
     """Write the generated files, or with ``--check`` report stale ones (exit 1)."""
-    from twin.exchange.gen import OUTPUTS, generate, rel, stale
+    from twin.exchange.gen import rel
     if args.check:
-        bad = stale()
+        bad = [p for g in _generators() for p in g.stale()]
         for p in bad:
             print(f"stale: {rel(p)} (run `twin gen`)")
         return 1 if bad else 0
     from twin.output.files import write_file
-    for key, text in generate().items():
-        write_file(OUTPUTS[key], text)  # whole or not at all: a generated file is never torn
-        print(f"wrote {rel(OUTPUTS[key])}")
+    for g in _generators():
+        for key, text in g.generate().items():
+            write_file(g.OUTPUTS[key], text)  # whole or not at all: a generated file is never torn
+            print(f"wrote {rel(g.OUTPUTS[key])}")
     return 0

@@ -23,6 +23,18 @@ from __future__ import annotations
 import numpy as np
 
 from twin.engine import features, native
+from twin.engine.core_interface import (
+    FAULT_CORRUPT,
+    FAULT_DROP,
+    FLOW_OUTS,
+    FLOW_PARAMS,
+    FLOW_STATS,
+    LANE_STATS,
+    PATH_REPLY,
+    PATH_REQUEST,
+    THREAD_STATS,
+    WORLD_STATS,
+)
 from twin.engine.counters import flow_stats, slot_bytes_of
 from twin.engine.hops import Hops
 from twin.engine.native import CoreUnavailable, note_fallback
@@ -35,25 +47,13 @@ from twin.kernel import JitterStream
 
 __all__ = ["run", "refusal", "CoreUnavailable", "note_fallback"]
 
-FLOW_PARAMS = ("n", "slots", "slot_bytes", "frame", "per_piece", "closed", "in_flight", "period_cycles", "gap",
-               "has_gaps", "syn_bits", "salt", "function", "clk_period", "clk_ppb", "clk_phase", "poll", "phase",
-               "cost", "body", "fence", "thread", "card_clk", "bridge_ps", "land_ps", "read", "reply_send",
-               "card_poll", "bridge", "lreq", "lrep", "lup", "ldown", "req_ser0", "req_ser1", "req_tail0",
-               "req_tail1", "rep_ser0", "rep_ser1", "rep_tail0", "rep_tail1", "up_ser", "up_tail", "down_ser",
-               "down_tail", "timeout", "fault_rounds", "corrupt_path", "stalls", "nstalls")
-"""A flow's parameters, in the order of core.c's ``FP_*`` (the last five: its faults, :func:`_faults`)."""
-FLOW_OUTS = ("t_send", "t_in", "t_have", "t_back", "issue", "land", "seen", "start", "reply", "publish", "rland",
-             "slot_wait", "ok")
-"""The columns of a flow's per-round record, in the order of core.c's ``FO_*``: one (len, n) int64
-array whose rows are the columns, each contiguous, taken as they are (no copy)."""
 HOP_COLUMNS = ("issue", "land", "seen", "start", "reply", "publish", "rland")
 _HOPS = slice(FLOW_OUTS.index(HOP_COLUMNS[0]), FLOW_OUTS.index(HOP_COLUMNS[-1]) + 1)
 assert FLOW_OUTS[_HOPS] == HOP_COLUMNS  # one contiguous block of rows, filled with -1 in one move
-FLOW_STATS = ("mismatches", "backlog_max", "consumer_polls", "card_polls", "corrupted", "sent", "received", "issued",
-              "d0", "d1", "d2", "d3", "dropped", "resent", "reply_timeouts")
-"""A flow's counters as twin_event_stats writes them (``FS_*``; d0..d3: the digest's 32 bytes; the last
-three: the faults' frames dropped and resent, replies overdue)."""
 FS = {k: i for i, k in enumerate(FLOW_STATS)}
+WS = {k: i for i, k in enumerate(WORLD_STATS)}
+LS = {k: i for i, k in enumerate(LANE_STATS)}
+TS = {k: i for i, k in enumerate(THREAD_STATS)}
 SPLIT = True
 """Whether :func:`run` runs each interacting component on its own timeline; False: the whole topology
 on one (the same results; benchmarks/engine_speed.py compares the two)."""
@@ -78,7 +78,7 @@ def refusal(topo: Topology) -> str | None:
 
 def _faults(spec, keep: list) -> dict:
     """The fault parameters of flow ``spec`` for core.c (``FP_TIMEOUT`` .. ``FP_NSTALLS``): the card's
-    reply timeout, per-round flags (1: corrupt, 2: drop; rounds past the run's are never reached), the
+    reply timeout, per-round flags (FAULT_CORRUPT, FAULT_DROP; rounds past the run's are never reached), the
     path corrupt rounds flip a byte on, and the consumer's blackout windows (its stalls, plus the host
     freezes for a CPU consumer: :meth:`FaultPlan.consumer_stalls`), sorted as the poller sorts them.
     The arrays are appended to ``keep`` (alive while the core runs)."""
@@ -86,7 +86,7 @@ def _faults(spec, keep: list) -> dict:
     flags = wins = None
     if fp.corrupt_rounds or fp.drop_rounds:
         flags = np.zeros(n, np.uint8)
-        for bit, rounds in ((1, fp.corrupt_rounds), (2, fp.drop_rounds)):
+        for bit, rounds in ((FAULT_CORRUPT, fp.corrupt_rounds), (FAULT_DROP, fp.drop_rounds)):
             r = np.array(sorted(x for x in rounds if 1 <= x <= n), np.int64)
             flags[r - 1] |= bit
         keep.append(flags)
@@ -95,8 +95,8 @@ def _faults(spec, keep: list) -> dict:
         wins = np.ascontiguousarray(np.array(stalls, np.int64).reshape(-1))
         keep.append(wins)
     return dict(timeout=fp.timeout_ps, fault_rounds=0 if flags is None else flags.ctypes.data,
-                corrupt_path=1 if fp.corrupt_path == "request" else 2, stalls=0 if wins is None else wins.ctypes.data,
-                nstalls=len(stalls))
+                corrupt_path=PATH_REQUEST if fp.corrupt_path == "request" else PATH_REPLY,
+                stalls=0 if wins is None else wins.ctypes.data, nstalls=len(stalls))
 
 
 def _wire(wire, sizes: list[int]) -> tuple[list[int], list[int]]:
@@ -170,8 +170,8 @@ class _World:
             raise MemoryError(f"topology {topo.name!r}: the compiled core could not allocate its queues")
         self.total = sum(topo.flows[i].spec.traffic.rounds for i in index)
         self.counter = 0
-        self.stats = np.zeros(3 + len(FLOW_STATS) * len(index) + 4 * len(self.order) + 2 * len(self.threads),
-                              np.int64)
+        self.stats = np.zeros(len(WORLD_STATS) + len(FLOW_STATS) * len(index) + len(LANE_STATS) * len(self.order)
+                              + len(THREAD_STATS) * len(self.threads), np.int64)
 
     def _lane(self, key, wire, stream, jitter_ps, seed, writes):
         if key not in self.lanes:
@@ -230,7 +230,7 @@ class _World:
         got = self.lib.twin_event_run(self.h, target)
         if got < 0:
             self.read_stats()
-            self.counter = int(self.stats[2])
+            self.counter = int(self.stats[WS["replies"]])
             return False
         self.counter = got
         return True
@@ -242,20 +242,22 @@ class _World:
     @property
     def now(self) -> int:
         """The instant of the last event processed (after :meth:`read_stats`)."""
-        return int(self.stats[1])
+        return int(self.stats[WS["now"]])
 
     def flow_stats(self) -> np.ndarray:
         """Per flow (rows, ``index`` order) its FLOW_STATS counters (after :meth:`read_stats`)."""
-        return self.stats[3:3 + len(FLOW_STATS) * len(self.index)].reshape(-1, len(FLOW_STATS))
+        o = len(WORLD_STATS)
+        return self.stats[o:o + len(FLOW_STATS) * len(self.index)].reshape(-1, len(FLOW_STATS))
 
     def lane_stats(self) -> np.ndarray:
         """Per lane (rows, lane index order) writes, bytes, busy, held (after :meth:`read_stats`)."""
-        o = 3 + len(FLOW_STATS) * len(self.index)
-        return self.stats[o:o + 4 * len(self.order)].reshape(-1, 4)
+        o = len(WORLD_STATS) + len(FLOW_STATS) * len(self.index)
+        return self.stats[o:o + len(LANE_STATS) * len(self.order)].reshape(-1, len(LANE_STATS))
 
     def thread_stats(self) -> np.ndarray:
         """Per serving thread (rows, thread index order) served, busy (after :meth:`read_stats`)."""
-        return self.stats[3 + len(FLOW_STATS) * len(self.index) + 4 * len(self.order):].reshape(-1, 2)
+        o = len(WORLD_STATS) + len(FLOW_STATS) * len(self.index) + len(LANE_STATS) * len(self.order)
+        return self.stats[o:].reshape(-1, len(THREAD_STATS))
 
     def free(self) -> None:
         if self.h:
@@ -299,7 +301,7 @@ def _drive(topo: Topology, worlds: list[_World], progress, chunk_rounds: int) ->
 def _results(topo: Topology, worlds: list[_World], phases: dict, cut: int | None):
     """The per-flow :class:`LoopResult`s (flow order) from the components' arrays and counters, as
     run_topology builds them; ``cut``: the instant a stopped run keeps the whole rounds of."""
-    events = sum(int(w.stats[0]) for w in worlds)
+    events = sum(int(w.stats[WS["events"]]) for w in worlds)
     now = max(w.now for w in worlds) if cut is None else cut
     stopped = Interrupted(f"after {sum(w.counter for w in worlds)} of {sum(w.total for w in worlds)} replies") \
         if cut is not None else None
@@ -317,13 +319,14 @@ def _results(topo: Topology, worlds: list[_World], phases: dict, cut: int | None
             m = n if back.all() else int(np.argmin(back))
         keys = w.flow_lanes[j]
         lreq, lrep = w.lanes[keys[0]][0], w.lanes[keys[1]][0]
-        digest = st[8:12].tobytes().hex()
+        digest = st[FS["d0"]:FS["d3"] + 1].tobytes().hex()
         end = min(now, int(a["t_back"][:n].max())) or now  # the flow's last reply back, not the mesh's
-        s = flow_stats(spec.faults, spec.consumer.kind, n, end, int(st[0]), int(st[1]), int(st[2]), int(st[3]),
-                       int(lane_st[lreq][0] + lane_st[lrep][0]), phases[fl.consumer], digest,
-                       {"frames": int(st[FS["dropped"]]), "resent": int(st[FS["resent"]])},
-                       int(st[FS["reply_timeouts"]]), int(st[4]))
-        s["slot_wait_ps"] = a["slot_wait"][:int(st[7])]
+        c = {k: int(st[i]) for k, i in FS.items()}
+        s = flow_stats(spec.faults, spec.consumer.kind, n, end, c["mismatches"], c["backlog_max"], c["consumer_polls"],
+                       c["card_polls"], int(lane_st[lreq][LS["writes"]] + lane_st[lrep][LS["writes"]]),
+                       phases[fl.consumer], digest, {"frames": c["dropped"], "resent": c["resent"]},
+                       c["reply_timeouts"], c["corrupted"])
+        s["slot_wait_ps"] = a["slot_wait"][:c["issued"]]
         hops = Hops(*(a[k][:m] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")))
         res = LoopResult(spec.name, "event", a["t_send"][:m], a["t_in"][:m], a["t_have"][:m], a["t_back"][:m],
                          a["ok"][:m].astype(bool), {"events": events, **s}, hops)
@@ -338,11 +341,12 @@ def _results(topo: Topology, worlds: list[_World], phases: dict, cut: int | None
         w, j = where[i]
         for key in w.flow_lanes[j]:
             if key not in lanes:
-                wr, b, u, _ = w.lane_stats()[w.lanes[key][0]]
-                lanes[key] = {"writes": int(wr), "bytes": int(b), "busy_ps": int(u)}
+                ln = w.lane_stats()[w.lanes[key][0]]
+                lanes[key] = {"writes": int(ln[LS["writes"]]), "bytes": int(ln[LS["bytes"]]),
+                              "busy_ps": int(ln[LS["busy"]])}
         if fl.consumer not in threads:
-            served, busy = w.thread_stats()[w.threads[fl.consumer]]
-            threads[fl.consumer] = {"served": int(served), "busy_ps": int(busy)}
+            th = w.thread_stats()[w.threads[fl.consumer]]
+            threads[fl.consumer] = {"served": int(th[TS["served"]]), "busy_ps": int(th[TS["busy"]])}
     shared = {"lanes": {a + "->" + b: v for (a, b), v in lanes.items()}, "threads": threads}
     for res in res_all:
         res.stats["shared"] = shared

@@ -186,20 +186,20 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
     have = np.zeros(spec.slots, np.int64)
     gaps = np.ascontiguousarray(g, np.int64) if g is not None else np.zeros(1, np.int64)
     extra = np.ascontiguousarray(extra_ps[:n], np.int64) if extra_ps is not None else np.zeros(1, np.int64)
-    # t_send, t_in, t_have, t_back, issue, land, reply, rland, seen, start, publish: the columns that
-    # equal another by construction are that array (and the core does not write them), the rest rows
-    # of one block the core writes whole (np.empty: no zeroing pass; numpy's huge-page advice kept)
+    # the outputs (native.DIRECT_OUTS): the columns that equal another by construction are that array
+    # (and the core does not write them: address 0), the rest rows of one block the core writes whole
+    # (np.empty: no zeroing pass; numpy's huge-page advice kept)
     same = _aliases(spec, clock, per_piece)
-    own = [k for k in range(11) if k not in same]
+    own = [k for k in range(len(native.DIRECT_OUTS)) if k not in same]
     block = np.empty((len(own), n), np.int64)
-    outs: list = [None] * 11
+    outs: list = [None] * len(native.DIRECT_OUTS)
     for row, k in enumerate(own):
         outs[k] = block[row]
-    ptrs = [native.ptr(a) if a is not None else None for a in outs]
+    addrs = np.array([0 if a is None else a.ctypes.data for a in outs], np.int64)
     for k, to in same.items():
         outs[k] = outs[to]
-    fixed = [native.ptr(a) for a in (p, st, heap, have, gaps, extra)]
-    pp, pst, pheap, phave, pgaps, pextra = fixed
+    fixed = [native.ptr(a) for a in (p, st, heap, have, gaps, extra, addrs)]
+    pp, pst, pheap, phave, pgaps, pextra, pouts = fixed
     nr, np_ = len(req_sizes), (1 if per_piece else 2)
     ja, jb = req.lane.jitter, rep.lane.jitter
     done, stopped = 0, None
@@ -207,7 +207,7 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
         end = min(n, done + chunk_rounds)
         rj = np.ascontiguousarray(ja.array((end - done) * nr))
         pj = np.ascontiguousarray(jb.array((end - done) * np_))
-        rc = lib.twin_direct_run(pp, pst, end, pheap, phave, native.ptr(rj), native.ptr(pj), pgaps, pextra, *ptrs)
+        rc = lib.twin_direct_run(pp, pst, end, pheap, phave, native.ptr(rj), native.ptr(pj), pgaps, pextra, pouts)
         if rc == ALIAS_BROKEN:
             raise AssertionError(f"loop {spec.name!r}: a column kept as another differs (direct._aliases)")
         if rc < 0:
@@ -222,9 +222,9 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
     req.lane.writes, rep.lane.writes = done * nr, done * np_  # the posted writes each lane planned
     for a in outs:  # some columns are one array: nobody may change one through another
         a.flags.writeable = False
-    cut = [a[:done] for a in outs]
-    hops = Hops(issue=cut[4], land=cut[5], seen=cut[8], start=cut[9], reply=cut[6], publish=cut[10], rland=cut[7])
-    return (*cut[:4], hops, stopped, {})
+    cut = {k: a[:done] for k, a in zip(native.DIRECT_OUTS, outs)}
+    hops = Hops(**{k: cut[k] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")})
+    return (cut["t_send"], cut["t_in"], cut["t_have"], cut["t_back"], hops, stopped, {})
 
 
 ALIAS_BROKEN = -(1 << 63)
@@ -232,21 +232,20 @@ ALIAS_BROKEN = -(1 << 63)
 
 
 def _aliases(spec, clock, per_piece) -> dict[int, int]:
-    """The output columns of :func:`_rounds_compiled` (indices in its order: t_send, t_in, t_have,
-    t_back, issue, land, reply, rland, seen, start, publish) that equal another in every round by
-    construction, as {column: the column it is}: t_back is t_have without an Aurora link (the reply
-    is back when the card has it); t_in is t_send when, besides, every generator edge is a card clock
-    edge (no drift, period and phase whole card cycles: the request enters at the edge it leaves);
-    publish is reply per-piece (no fence: the reply's one write publishes it). The core checks each
-    in every round it computes (``ALIAS_BROKEN``)."""
-    same = {}
+    """The output columns of :func:`_rounds_compiled` (indices in :data:`native.DIRECT_OUTS`) that
+    equal another in every round by construction, as {column: the column it is}: t_back is t_have
+    without an Aurora link (the reply is back when the card has it); t_in is t_send when, besides,
+    every generator edge is a card clock edge (no drift, period and phase whole card cycles: the
+    request enters at the edge it leaves); publish is reply per-piece (no fence: the reply's one
+    write publishes it). The core checks each in every round it computes (``ALIAS_BROKEN``)."""
+    same, col = {}, native.DIRECT_OUTS.index
     if spec.aurora is None:
-        same[3] = 2
+        same[col("t_back")] = col("t_have")
         cclk = spec.card.clock_ps
         if clock.ppb == 0 and clock.period_ps % cclk == 0 and clock.phase_ps % cclk == 0:
-            same[1] = 0
+            same[col("t_in")] = col("t_send")
     if per_piece:
-        same[10] = 6
+        same[col("publish")] = col("reply")
     return same
 
 

@@ -24,7 +24,7 @@ from twin.engine.spec import LoopResult, LoopSpec
 from twin.engine.stop import CHECK_REPLIES, Interrupted, stop_requested, take_stop
 from twin.engine.topology import FlowWorkload, Topology
 from twin.exchange.encoding import get_encoding
-from twin.kernel import JitterStream, Kernel, Lane, MemoryRegion, PostedWritePath
+from twin.kernel import EmptySchedule, JitterStream, Kernel, Lane, MemoryRegion, PostedWritePath
 from twin.nodes.models import model_for
 from twin.runtime.functions import REGISTRY, lookup
 
@@ -272,16 +272,16 @@ def run_topology(topo: Topology, progress: Progress | None = None, chunk_rounds:
         for r in runs:
             r.gen.start()
         step = k.step
-        queue = k.env._queue
         check = min(chunk_rounds, CHECK_REPLIES)
         next_progress = min(total, chunk_rounds)
         while counter[0] < total:
             target = min(total, counter[0] + check, next_progress)
-            while counter[0] < target:
-                if not queue:
-                    raise RuntimeError(f"topology {topo.name!r}: event queue ran dry after {counter[0]} of {total} "
-                                       "replies")
-                step()
+            try:
+                while counter[0] < target:
+                    step()
+            except EmptySchedule:
+                raise RuntimeError(f"topology {topo.name!r}: event queue ran dry after {counter[0]} of {total} "
+                                   "replies") from None
             if counter[0] == next_progress:
                 next_progress = min(total, next_progress + chunk_rounds)
                 if progress:

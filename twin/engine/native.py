@@ -8,9 +8,11 @@ compiler, cached under ``$TWIN_CACHE_DIR`` (default ``~/.cache/twin``) by build 
 reference, with the reason in verbose output). ``TWIN_COMPILED=0`` in the environment turns the
 compiled core off (every run on the Python engines).
 
-Parameters cross as int64 arrays whose indices are the C enums: :data:`DIRECT_PARAMS`,
-:data:`DIRECT_STATE` (same order as ``P_*`` and ``S_*`` in core.c). This module imports only the
-standard library and numpy at top level.
+Parameters cross as int64 arrays whose indices are the C enums of ``c/core_interface.h``:
+:data:`DIRECT_PARAMS`, :data:`DIRECT_STATE`, :data:`DIRECT_OUTS` (``P_*``, ``S_*``, ``DO_*``) and the
+event core's tables, all generated with :mod:`twin.engine.core_interface` from one table
+(``core_interface.yaml``, ``twin gen``). The build id covers core.c and that header (:data:`SOURCES`).
+This module imports only the standard library, numpy and the generated tables at top level.
 """
 from __future__ import annotations
 
@@ -21,17 +23,14 @@ from pathlib import Path
 
 import numpy as np
 
-C_FILE = Path(__file__).resolve().parent / "c" / "core.c"
+from twin.engine.core_interface import DIRECT_OUTS, DIRECT_PARAMS, DIRECT_STATE
 
-DIRECT_PARAMS = ("n", "slots", "closed", "in_flight", "per_piece", "phase", "poll", "cost", "body", "fence",
-                 "card_poll", "read", "bridge", "land", "card_clk", "clk_period", "clk_ppb", "clk_phase",
-                 "period_cycles", "gap", "aurora", "aur_ser", "aur_lat", "reply_send", "req_lat", "rep_lat",
-                 "n_req", "req_ser0", "req_ser1", "req_ser2", "req_ser3", "req_tail0", "req_tail1", "req_tail2",
-                 "req_tail3", "rep_ser0", "rep_ser1", "rep_tail0", "rep_tail1", "has_gaps", "has_extra")
-"""The direct engine's parameters, in the order of core.c's ``P_*`` (integer ps where timed)."""
-DIRECT_STATE = ("i", "ts", "back", "tx", "rx", "bridge", "free_c", "last_have", "req_free", "req_last", "rep_free",
-                "rep_last", "scheduled", "heap_n", "writes")
-"""The direct engine's state carried between chunks of rounds, in the order of core.c's ``S_*``."""
+__all__ = ["C_FILE", "SOURCES", "DIRECT_OUTS", "DIRECT_PARAMS", "DIRECT_STATE", "CoreUnavailable", "build_id",
+           "core", "ptr", "note_fallback"]
+
+C_FILE = Path(__file__).resolve().parent / "c" / "core.c"
+SOURCES = (C_FILE, C_FILE.with_name("core_interface.h"))
+"""What the core is built from: core.c and the header it includes (its build id hashes both, in this order)."""
 
 
 class CoreUnavailable(RuntimeError):
@@ -39,8 +38,11 @@ class CoreUnavailable(RuntimeError):
 
 
 def build_id() -> str | None:
-    """The first 16 hex digits of the SHA-256 of core.c (None when core.c is not installed)."""
-    return hashlib.sha256(C_FILE.read_bytes()).hexdigest()[:16] if C_FILE.is_file() else None
+    """The first 16 hex digits of the SHA-256 of :data:`SOURCES`' bytes one after the other (None
+    when one is not installed); setup.py stamps the installed extension with the same."""
+    if not all(p.is_file() for p in SOURCES):
+        return None
+    return hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES)).hexdigest()[:16]
 
 
 _LIB: ctypes.CDLL | None = None
@@ -51,7 +53,7 @@ _P = ctypes.POINTER(ctypes.c_int64)
 
 def _declare(lib: ctypes.CDLL) -> None:
     lib.twin_direct_run.restype = ctypes.c_int64
-    lib.twin_direct_run.argtypes = [_P, _P, ctypes.c_int64, *([_P] * 17)]
+    lib.twin_direct_run.argtypes = [_P, _P, ctypes.c_int64, *([_P] * 7)]
     lib.twin_event_new.restype = ctypes.c_void_p
     lib.twin_event_new.argtypes = [ctypes.c_int64, _P, _P, ctypes.c_int64, _P, _P, ctypes.c_int64, ctypes.c_int64]
     lib.twin_event_run.restype = ctypes.c_int64
@@ -77,10 +79,11 @@ def core() -> ctypes.CDLL:
     want = build_id()
     from twin.runtime.native import installed_library
     path = installed_library("twin.engine._core", "twin_core_build_id", want)
-    if path is None and want is None:
-        _WHY = "the compiled core is not installed (twin.engine._core) and core.c is missing: reinstall twin"
-        raise CoreUnavailable(_WHY)
     if path is None:
+        if want is None:
+            _WHY = ("the compiled core is not installed (twin.engine._core) and core.c or core_interface.h is "
+                    "missing: reinstall twin")
+            raise CoreUnavailable(_WHY)
         from twin.runtime.native import build_shared
         try:
             path = str(build_shared("twin-core", "the engine's compiled core", want, [C_FILE], [],

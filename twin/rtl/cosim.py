@@ -26,14 +26,11 @@ from collections import deque
 from pathlib import Path
 from typing import Callable
 
-from simpy.core import Infinity
-
 from twin.exchange.encoding import HEADER, Encoding
 from twin.kernel import Kernel, MemoryRegion, PostedWritePath
-from twin.kernel.sim import _Call
+from twin.kernel.sim import Infinity
 from twin.rtl.build import RtlError
 
-LATE = 2            # simpy priority after NORMAL (1): runs after every ordinary event of its instant
 MAX_BATCH = 1 << 20  # cycles per call when nothing else is pending
 WATCHDOG_CYCLES = 1 << 22  # busy this long (16.8 ms at 250 MHz) with no output and no idle: a hung node
 MAX_PAYLOAD = 180    # bytes; the RTL's slot image is 256 bytes (qrt_card.v / qrt_v80.v MAXP)
@@ -181,15 +178,13 @@ class RtlNode:
         self._schedule(self.edge(c))
 
     def _schedule(self, t: int) -> None:
-        env = self.kernel.env
         self._scheduled = True
-        env.schedule(_Call(env, self._run, ()), LATE, t - env._now)
+        self.kernel.at_end_of(t, self._run)  # after every ordinary event of its instant
 
     def _run(self) -> None:
         self._scheduled = False
-        env = self.kernel.env
-        now = env._now
-        horizon = env.peek()
+        now = self.kernel.now
+        horizon = self.kernel.peek()
         t0 = self.edge(self._next)
         if horizon == Infinity:
             n = MAX_BATCH

@@ -4,16 +4,19 @@
    random draws the Python side hands it (the same JitterStream blocks, the same gaps array), so
    its timestamps and hops equal run_direct's and the event model's.
 
-   Parameters and state travel as int64 arrays whose indices are named below and mirrored in
-   twin/engine/native.py (DIRECT_PARAMS, DIRECT_STATE): the state array persists between calls, so
-   the Python side runs the rounds in chunks (progress, a stop request) exactly where run_direct
-   looks up.
+   Parameters and state travel as int64 arrays whose indices are the enums of core_interface.h,
+   generated with twin/engine/core_interface.py from one table (twin/engine/core_interface.yaml,
+   `twin gen`; the event core's flow parameters, record columns and statistics likewise): the state
+   array persists between calls, so the Python side runs the rounds in chunks (progress, a stop
+   request) exactly where run_direct looks up.
 
    Built at install time by setup.py as the extension twin.engine._core (with TWIN_CORE_PYMODULE
    defined: an empty CPython module), or privately by twin/engine/native.py with the system C
    compiler; loaded with ctypes. */
 #include <stdint.h>
 #include <string.h>
+
+#include "core_interface.h" /* the index tables shared with Python (generated: twin gen) */
 
 #ifndef TWIN_CORE_BUILD_ID
 #define TWIN_CORE_BUILD_ID "unknown"
@@ -88,17 +91,6 @@ static inline int64_t lane_plan(lane_t *L, int64_t t_issue, int64_t ser, int64_t
 }
 
 /* ---- the direct engine ---------------------------------------------------------------------- */
-enum {
-    P_N, P_SLOTS, P_CLOSED, P_IN_FLIGHT, P_PER_PIECE, P_PHASE, P_POLL, P_COST, P_BODY, P_FENCE,
-    P_CARD_POLL, P_READ, P_BRIDGE, P_LAND, P_CARD_CLK, P_CLK_PERIOD, P_CLK_PPB, P_CLK_PHASE,
-    P_PERIOD_CYCLES, P_GAP, P_AURORA, P_AUR_SER, P_AUR_LAT, P_REPLY_SEND, P_REQ_LAT, P_REP_LAT,
-    P_N_REQ, P_REQ_SER0, P_REQ_SER1, P_REQ_SER2, P_REQ_SER3, P_REQ_TAIL0, P_REQ_TAIL1, P_REQ_TAIL2,
-    P_REQ_TAIL3, P_REP_SER0, P_REP_SER1, P_REP_TAIL0, P_REP_TAIL1, P_HAS_GAPS, P_HAS_EXTRA, P_COUNT
-};
-enum {
-    S_I, S_TS, S_BACK, S_TX, S_RX, S_BRIDGE, S_FREE_C, S_LAST_HAVE, S_REQ_FREE, S_REQ_LAST, S_REP_FREE,
-    S_REP_LAST, S_SCHEDULED, S_HEAP_N, S_WRITES, S_COUNT
-};
 
 /* the pending sends of several in flight: a binary heap of (instant, order scheduled) */
 static inline int heap_less(const int64_t *h, int64_t a, int64_t b)
@@ -148,11 +140,11 @@ static int64_t heap_pop(int64_t *h, int64_t *n)
    updated; heap: 2 * in_flight int64; have: slots int64 (the ring of t_have); req_jit: the
    request lane's jitter for these rounds (n_req per round, from index 0); rep_jit: the reply
    lane's (1 per round per-piece, 2 classic); gaps: every round's gap or NULL; extra: every round's
-   extra body or NULL. Outputs indexed by round: t_send, t_in, t_have, t_back, issue, land, reply,
-   rland, and the hops that follow from them (twin.engine.direct._hops): seen (the first poll after the
-   landing, plus its cost), start (reply - body - extra), publish (reply + fence, per-piece reply).
-   t_in, t_back and publish_o may be NULL where the caller keeps them as the same array as t_send,
-   t_have and reply_o, by its proof (twin.engine.direct._aliases): every generator edge is a card
+   extra body or NULL. outs: the addresses of the outputs indexed by round (DO_*): t_send, t_in, t_have,
+   t_back, issue, land, reply, rland, and the hops that follow from them (twin.engine.direct._hops): seen
+   (the first poll after the landing, plus its cost), start (reply - body - extra), publish (reply +
+   fence, per-piece reply). t_in, t_back and publish may be 0 where the caller keeps them as the same
+   array as t_send, t_have and reply, by its proof (twin.engine.direct._aliases): every generator edge is a card
    clock edge and there is no Aurora link (then t_in is taken as the send instant, no division); no
    Aurora link; per-piece encoding. A round that breaks one returns TWIN_DIRECT_ALIAS (t_in: an
    Aurora link; t_back: back != t_have; publish: not per-piece). seen reuses the reply's poll when
@@ -160,12 +152,18 @@ static int64_t heap_pop(int64_t *h, int64_t *n)
    Returns 0, or -(round + 1) for a round that finds every slot busy (direct engine does not
    apply), with st[S_I] at that round. */
 #define TWIN_DIRECT_ALIAS INT64_MIN
+static inline int64_t *out_col(const int64_t *outs, int k) { return (int64_t *)(intptr_t)outs[k]; }
+
 int64_t twin_direct_run(const int64_t *p, int64_t *st, int64_t end, int64_t *heap, int64_t *have,
                         const int64_t *req_jit, const int64_t *rep_jit, const int64_t *gaps, const int64_t *extra,
-                        int64_t *t_send, int64_t *t_in, int64_t *t_have, int64_t *t_back, int64_t *issue,
-                        int64_t *land_o, int64_t *reply_o, int64_t *rland_o, int64_t *seen_o, int64_t *start_o,
-                        int64_t *publish_o)
+                        const int64_t *outs)
 {
+    int64_t *const t_send = out_col(outs, DO_T_SEND), *const t_in = out_col(outs, DO_T_IN);
+    int64_t *const t_have = out_col(outs, DO_T_HAVE), *const t_back = out_col(outs, DO_T_BACK);
+    int64_t *const issue = out_col(outs, DO_ISSUE), *const land_o = out_col(outs, DO_LAND);
+    int64_t *const reply_o = out_col(outs, DO_REPLY), *const rland_o = out_col(outs, DO_RLAND);
+    int64_t *const seen_o = out_col(outs, DO_SEEN), *const start_o = out_col(outs, DO_START);
+    int64_t *const publish_o = out_col(outs, DO_PUBLISH);
     const int64_t n = p[P_N], slots = p[P_SLOTS], closed = p[P_CLOSED], per_piece = p[P_PER_PIECE];
     const int64_t phase = p[P_PHASE], P = p[P_POLL], cost = p[P_COST], body = p[P_BODY], fence = p[P_FENCE];
     const int64_t cP = p[P_CARD_POLL], read = p[P_READ], bridge = p[P_BRIDGE], land_ps = p[P_LAND];
@@ -478,27 +476,8 @@ typedef struct {
     udiv_t div; /* period's divisor */
 } poller_t;
 
-enum {
-    FP_N, FP_SLOTS, FP_SLOT_BYTES, FP_FRAME, FP_PER_PIECE, FP_CLOSED, FP_IN_FLIGHT, FP_PERIOD_CYCLES, FP_GAP,
-    FP_HAS_GAPS, FP_SYN_BITS, FP_SALT, FP_FUNCTION, FP_CLK_PERIOD, FP_CLK_PPB, FP_CLK_PHASE, FP_POLL, FP_PHASE,
-    FP_COST, FP_BODY, FP_FENCE, FP_THREAD, FP_CARD_CLK, FP_BRIDGE_PS, FP_LAND_PS, FP_READ, FP_REPLY_SEND,
-    FP_CARD_POLL, FP_BRIDGE, FP_LREQ, FP_LREP, FP_LUP, FP_LDOWN, FP_REQ_SER0, FP_REQ_SER1, FP_REQ_TAIL0,
-    FP_REQ_TAIL1, FP_REP_SER0, FP_REP_SER1, FP_REP_TAIL0, FP_REP_TAIL1, FP_UP_SER, FP_UP_TAIL, FP_DOWN_SER,
-    FP_DOWN_TAIL, FP_TIMEOUT, FP_FAULT_ROUNDS, FP_CORRUPT_PATH, FP_STALLS, FP_NSTALLS, FP_COUNT
-};
-/* the faults (twin.faults.FaultPlan): FP_TIMEOUT the card's reply timeout (0: none); FP_FAULT_ROUNDS the address
-   of n per-round flags (F_CORRUPT, F_DROP; 0: none); FP_CORRUPT_PATH which path corrupt rounds flip a byte on
-   (1 request, 2 reply); FP_STALLS the address of FP_NSTALLS sorted (start, end) windows the consumer does not
-   poll in */
-enum { F_CORRUPT = 1, F_DROP = 2 };
-/* a round's record, by column: FO_COUNT columns of n int64 per flow, each contiguous (the Python side takes
-   them as they are, no copy); FO_SLOT_WAIT holds the request's ready instant until the card issues it */
-enum {
-    FO_T_SEND, FO_T_IN, FO_T_HAVE, FO_T_BACK, FO_ISSUE, FO_LAND, FO_SEEN, FO_START, FO_REPLY, FO_PUBLISH, FO_RLAND,
-    FO_SLOT_WAIT, FO_OK, FO_COUNT
-};
-enum { FS_MISMATCHES, FS_BACKLOG_MAX, FS_CPOLLS, FS_KPOLLS, FS_CORRUPTED, FS_SENT, FS_RECEIVED, FS_ISSUED, FS_D0, FS_D1,
-       FS_D2, FS_D3, FS_DROPPED, FS_RESENT, FS_TIMEOUTS, FS_COUNT };
+/* the faults (twin.faults.FaultPlan), the flow's parameters FP_TIMEOUT .. FP_NSTALLS, and a round's record by
+   column (FO_*): core_interface.h */
 
 typedef struct {
     const int64_t *p;
@@ -813,7 +792,7 @@ static inline int fault_round(const flow_t *f, int64_t seq, int flag)
 FAULT_PATH static void fault_flip(const flow_t *f, uint8_t *stage, int64_t base, int64_t seq, int64_t path,
                                   int64_t len)
 {
-    if (f->p[FP_CORRUPT_PATH] == path && len > 0 && fault_round(f, seq, F_CORRUPT))
+    if (f->p[FP_CORRUPT_PATH] == path && len > 0 && fault_round(f, seq, FAULT_CORRUPT))
         stage[base + (f->p[FP_PER_PIECE] ? 20 : 16)] ^= 0xFF;
 }
 
@@ -836,7 +815,7 @@ static inline void fault_watch_reply(world_t *w, int64_t fi, int64_t seq, int64_
 FAULT_PATH static int fault_lose(world_t *w, int64_t fi, int64_t seq)
 {
     flow_t *f = &w->f[fi];
-    if (!fault_round(f, seq, F_DROP))
+    if (!fault_round(f, seq, FAULT_DROP))
         return 0;
     f->dropped++;
     push(w, w->now + f->p[FP_TIMEOUT], E_RESEND, fi, seq);
@@ -932,7 +911,7 @@ static inline __attribute__((always_inline)) void step(world_t *w, uint8_t *scra
         int64_t seq = e.a, base = slot_base(f, seq), land;
         payload_for(f, seq, scratch);
         encode(f, f->cstage, base, seq, scratch, p[FP_FRAME], p[FP_FUNCTION], 0);
-        fault_tamper(f, f->cstage, base, seq, 1, p[FP_FRAME]);
+        fault_tamper(f, f->cstage, base, seq, PATH_REQUEST, p[FP_FRAME]);
         if (p[FP_PER_PIECE]) {
             int64_t len = 16 * (1 + (p[FP_FRAME] + 11) / 12);
             land = plan_lane(w, p[FP_LREQ], w->now, p[FP_REQ_SER0], p[FP_REQ_TAIL0], len);
@@ -981,7 +960,7 @@ static inline __attribute__((always_inline)) void step(world_t *w, uint8_t *scra
         int64_t function = rd16(rq + 4);
         int64_t len = decode(f, f->reqmem, base, scratch); /* the echo: the reply is the request's payload */
         encode(f, f->pstage, base, seq, scratch, len, function, 0);
-        fault_tamper(f, f->pstage, base, seq, 2, len);
+        fault_tamper(f, f->pstage, base, seq, PATH_REPLY, len);
         int64_t fence = p[FP_PER_PIECE] ? 0 : p[FP_FENCE];
         if (p[FP_PER_PIECE]) {
             push(w, t2, E_POST_ALL, fi, seq);
@@ -1161,21 +1140,21 @@ int64_t twin_event_run(void *h, int64_t target)
     return w->counter;
 }
 
-/* The counters: out[0..3) events, now, replies back; then per flow FS_COUNT (the digest's 32 bytes in
-   FS_D0..FS_D3), per lane (writes, bytes, busy, held), per thread (served, busy). */
+/* The counters: out[0..WS_COUNT) events, now, replies back; then per flow FS_COUNT (the digest's 32 bytes in
+   FS_D0..FS_D3), per lane LS_COUNT (writes, bytes, busy, held), per thread TS_COUNT (served, busy). */
 void twin_event_stats(void *h, int64_t *out)
 {
     world_t *w = h;
-    out[0] = w->events;
-    out[1] = w->now;
-    out[2] = w->counter;
-    int64_t *o = out + 3;
+    out[WS_EVENTS] = w->events;
+    out[WS_NOW] = w->now;
+    out[WS_REPLIES] = w->counter;
+    int64_t *o = out + WS_COUNT;
     for (int64_t i = 0; i < w->nflows; i++, o += FS_COUNT) {
         flow_t *f = &w->f[i];
         o[FS_MISMATCHES] = f->mismatches;
         o[FS_BACKLOG_MAX] = f->backlog_max;
-        o[FS_CPOLLS] = f->cpoll.polls;
-        o[FS_KPOLLS] = f->kpoll.polls;
+        o[FS_CONSUMER_POLLS] = f->cpoll.polls;
+        o[FS_CARD_POLLS] = f->kpoll.polls;
         o[FS_CORRUPTED] = f->corrupted;
         o[FS_SENT] = f->sent;
         o[FS_RECEIVED] = f->received;
@@ -1183,17 +1162,17 @@ void twin_event_stats(void *h, int64_t *out)
         sha_final(&f->digest, (uint8_t *)(o + FS_D0));
         o[FS_DROPPED] = f->dropped;
         o[FS_RESENT] = f->resent;
-        o[FS_TIMEOUTS] = f->timeouts;
+        o[FS_REPLY_TIMEOUTS] = f->timeouts;
     }
-    for (int64_t l = 0; l < w->nlanes; l++, o += 4) {
-        o[0] = w->lanes[l].writes;
-        o[1] = w->lbytes[l];
-        o[2] = w->lanes[l].busy;
-        o[3] = w->lanes[l].held;
+    for (int64_t l = 0; l < w->nlanes; l++, o += LS_COUNT) {
+        o[LS_WRITES] = w->lanes[l].writes;
+        o[LS_BYTES] = w->lbytes[l];
+        o[LS_BUSY] = w->lanes[l].busy;
+        o[LS_HELD] = w->lanes[l].held;
     }
-    for (int64_t t = 0; t < w->nthreads; t++, o += 2) {
-        o[0] = w->threads[t].served;
-        o[1] = w->threads[t].busy;
+    for (int64_t t = 0; t < w->nthreads; t++, o += TS_COUNT) {
+        o[TS_SERVED] = w->threads[t].served;
+        o[TS_BUSY] = w->threads[t].busy;
     }
 }
 
