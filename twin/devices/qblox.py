@@ -225,7 +225,7 @@ class ListeningCluster(TrafficGenerator):
     blocked on it resumes when its trigger arrives. Cluster time (integer ns from the programs'
     start) maps to the kernel's through the cluster's ``clock`` (1 ns edges): ``clock.edge(t_ns)``.
 
-    Ports as :class:`TrafficGenerator` (``start``; ``reply(seq, payload)`` with the reply's
+    Ports as :class:`TrafficGenerator` (``setup``; ``reply(seq, payload)`` with the reply's
     bytes). Raises RuntimeError when the programs stop before the run's rounds are published or
     wait for a trigger no reply will send. Statistics: :meth:`stats`.
     """
@@ -244,7 +244,7 @@ class ListeningCluster(TrafficGenerator):
         self.answers: list[int] = []  # per reply, in arrival order: its answer bit
         self.reply_seqs: list[int] = []
 
-    def start(self) -> None:
+    def setup(self) -> None:
         """Run the programs as far as they go before any reply."""
         self._advance()
 

@@ -31,6 +31,7 @@ from simpy.core import Infinity
 from twin.exchange.encoding import HEADER, Encoding
 from twin.kernel import Kernel, MemoryRegion, PostedWritePath
 from twin.kernel.sim import _Call
+from twin.nodes.protocol import CardStats, ConsumerStats, RtlCounters
 from twin.rtl.build import RtlError
 
 LATE = 2            # simpy priority after NORMAL (1): runs after every ordinary event of its instant
@@ -133,8 +134,8 @@ class RtlNode:
             self.tracing = True
         region.watch(self.wake)
 
-    def close(self) -> None:
-        """Free the model (and close its waveform file); its counters stay readable."""
+    def shutdown(self) -> None:
+        """Free the model (and close its waveform file); idempotent; its counters stay readable."""
         if self.h:
             self._closed = ([int(self.lib.qrt_counter(self.h, i)) for i in range(5)],
                             int(self.lib.qrt_evaluated(self.h)))
@@ -169,6 +170,10 @@ class RtlNode:
     def evaluated(self) -> int:
         """Edges the model was clocked."""
         return self._closed[1] if self.h is None else int(self.lib.qrt_evaluated(self.h))
+
+    def counters(self, errors: dict[str, int] | None = None) -> RtlCounters:
+        """Its counters as a record (``errors``: a card's error counters)."""
+        return RtlCounters(self.cycles, self.evaluated, self.steps, errors)
 
     def wake(self) -> None:
         """Something may have changed for the RTL (a landing in its region, a frame offered)."""
@@ -233,8 +238,11 @@ class RtlConsumer(RtlNode):
     read by the RTL), ``reply`` (a :class:`PostedWritePath` into the card's reply queue; the RTL's
     posted writes go there in the order and at the edges it issues them). ``answer_cycles``: cycles
     from the poll that saw a request to the last beat of its reply data (seeds: 28 ns = 7 at
-    250 MHz). Statistics: ``served``, ``poller.polls`` (edges on the timeline), ``evaluated``.
+    250 MHz). Statistics (:meth:`finish`): ``served``, ``polls`` (edges on the timeline: the logic
+    polls once a cycle), the RTL counters.
     """
+
+    keeps_partial = False
 
     def __init__(self, kernel: Kernel, name: str, library: Path, encoding: Encoding, requests: MemoryRegion,
                  reply: PostedWritePath, slots: int, slot_bytes: int, period_ps: int, phase_ps: int,
@@ -245,7 +253,6 @@ class RtlConsumer(RtlNode):
         self.enc = encoding
         self.reply = reply
         self.lib.qrt_reset(self.h, slots, slot_bytes, encoding.value, 0, answer_cycles, 0)
-        self.poller = self  # statistics: ``polls``
 
     @property
     def polls(self) -> int:
@@ -257,9 +264,13 @@ class RtlConsumer(RtlNode):
         """Requests answered by the RTL."""
         return self.counter(0)
 
-    def start(self) -> None:
+    def setup(self) -> None:
         """Begin polling (the model idles until its region changes)."""
         self.wake()
+
+    def finish(self) -> ConsumerStats:
+        """Edges on the timeline as polls, requests answered, the RTL's counters."""
+        return ConsumerStats(self.polls, self.served, rtl=self.counters())
 
     def _write(self, addr: int, data: bytes) -> None:
         self.reply.write(addr, data)
@@ -282,7 +293,7 @@ class RtlLinkCard(RtlNode):
     Statistics as LinkCard: ``issued``, ``replies_seen``, ``mismatches``, ``backlog_max`` (frames
     offered while every slot held an unanswered request),
     ``reply_timeouts`` (0: no timeout in RTL), ``reply_digest``; ``errors()`` gives the RTL's
-    counters.
+    counters; :meth:`finish` all of them as a :class:`twin.nodes.protocol.CardStats`.
     """
 
     def __init__(self, kernel: Kernel, name: str, library: Path, encoding: Encoding, requests: PostedWritePath,
@@ -301,7 +312,6 @@ class RtlLinkCard(RtlNode):
         self.lib.qrt_reset(self.h, slots, slot_bytes, encoding.value, function, land_cycles, read_cycles)
         self._pending: deque[tuple[int, bytes]] = deque()
         self._accepted: deque[int] = deque()
-        self.poller = self
         self.reply_digest = hashlib.sha256()
         self.replies_seen = 0
         self.mismatches = 0
@@ -323,6 +333,20 @@ class RtlLinkCard(RtlNode):
         """The RTL's error counters."""
         return {"frame": self.counter(2), "status": self.counter(3),
                 "length": self.counter(4)}
+
+    def setup(self) -> None:
+        """Nothing to arm: the RTL acts on the frames offered."""
+
+    def kept_reply(self, seq: int) -> bytes:
+        """Reply ``seq``'s payload as the RTL handed it back (a flow that keeps its replies)."""
+        if self.kept_replies is None:
+            raise RuntimeError(f"{self.name}: this flow keeps no replies")
+        return self.kept_replies[seq - 1]
+
+    def finish(self) -> CardStats:
+        """Its statistics, with the RTL's counters and error counters."""
+        return CardStats(self.mismatches, self.backlog_max, self.polls, self.reply_digest.hexdigest(),
+                         self.reply_timeouts, replies=self.kept_replies, rtl=self.counters(self.errors()))
 
     def submit(self, seq: int, payload: bytes) -> None:
         """Offer a frame now. Raises ValueError if it does not fit a slot or the RTL's 180 bytes."""
