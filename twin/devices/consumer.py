@@ -209,7 +209,7 @@ class HostingPart:
     request's reply goes out and when the queue is polled again. This base is the calibrated
     service (no hosting mode: the consumer's ``service_ps`` plus its idle cost and service modes,
     :meth:`PollingConsumer.extra_ps`); the hosting modes (:class:`twin.qec.hosting.Hosted`), a
-    live device's measured service (:class:`twin.devices.live.LiveEndpoint`) and a hand-off to a
+    live device's measured service (:class:`twin.devices.live.LiveHosting`) and a hand-off to a
     second device (:class:`twin.devices.handoff.HandOff`) are the others. Built for one consumer
     (``c``) by a factory ``(consumer) -> HostingPart`` (:class:`FlowWorkload`'s ``hosting``)."""
 

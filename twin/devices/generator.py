@@ -347,6 +347,7 @@ class TrafficGenerator(NoTrace):
         if i >= self.p.rounds:
             return
         w = self.p.waits
+        assert w is not None  # only waiting traffic plans this way
         self.awaiting = any(j not in self.back for j in w.needs(i))
         if self.awaiting:
             return

@@ -2,7 +2,7 @@
 
 The simulated world produces every request as usual (generator, link, link card, PCIe posted
 writes into the consumer's request region). The moment request ``seq`` has wholly landed there
-(its sequence word, or every piece), :class:`LiveEndpoint` hands the slot's exact bytes to its
+(its sequence word, or every piece), :class:`LiveHosting` hands the slot's exact bytes to its
 live endpoint (:mod:`hw_bridge.contract`), which answers through its own queues. The measured
 service time (request's first byte written on the live side -> reply seen complete there),
 converted to integer picoseconds, advances simulated time; the live reply's bytes are then
@@ -30,7 +30,7 @@ from hw_bridge.contract import BridgeSettings, LiveFailure, open_endpoint
 from twin.devices.consumer import EachLanding, HostingPart, PollingConsumer, make_endpoint
 
 
-class LiveEndpoint(HostingPart):
+class LiveHosting(HostingPart):
     """The hosting part of model ``live``: consumer ``c``'s requests answered and timed by a live
     endpoint (the device hosts its function as it is built, and its measured time is the service).
 
@@ -55,7 +55,7 @@ class LiveEndpoint(HostingPart):
         self.description = self.endpoint.describe()
         self._freezes = sorted(host_freezes)
         self._had_freezes = bool(host_freezes)
-        self._can_freeze = callable(getattr(self.endpoint, "freeze", None))
+        self._freeze = getattr(self.endpoint, "freeze", None)  # a backend with a consumer process to stop (shm)
         self.frozen_rounds: list[int] = []
         self.service_ns: list[int] = []
         self.idle_target_ns: list[int] = []
@@ -77,8 +77,8 @@ class LiveEndpoint(HostingPart):
         now = at
         while self._freezes and self._freezes[0][0] <= now:
             start, end = self._freezes.pop(0)
-            if now < end and self._can_freeze:
-                self.endpoint.freeze((end - start) / 1e12)
+            if now < end and self._freeze is not None:
+                self._freeze((end - start) / 1e12)
                 self.frozen_rounds.append(seq)
         idle_ns = 0 if self._free_ps is None else max(0, now - self._free_ps) // 1000
         self.idle_target_ns.append(idle_ns)
@@ -108,7 +108,7 @@ class LiveEndpoint(HostingPart):
                "rounds": len(self.service_ns), "frozen_at_rounds": list(self.frozen_rounds)}
         if self.isolation is not None:
             out["isolation"] = self.isolation
-        if self._had_freezes and not self._can_freeze:
+        if self._had_freezes and self._freeze is None:
             out["host_freeze"] = f"not applied: the {self.endpoint.backend} backend has no consumer process to stop"
         return out
 
@@ -138,4 +138,4 @@ def build_endpoint(ctx) -> PollingConsumer:
         raise ValueError(f"consumer {ctx.name!r}: model live needs bridge settings")
     bridge, freezes = ctx.spec.bridge, ctx.spec.faults.host_freezes
     return make_endpoint(ctx, poll=EachLanding(ctx.kernel, ctx.req_region, f"{ctx.name}.observe"),
-                         hosting=lambda c: LiveEndpoint(c, bridge, freezes))
+                         hosting=lambda c: LiveHosting(c, bridge, freezes))

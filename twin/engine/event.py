@@ -11,7 +11,7 @@ byte. Each node is built by the factory its model registered (:mod:`twin.nodes.r
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -127,7 +127,7 @@ class _FlowRun:
         self.t_back = np.zeros(n, np.int64)
         self.ok = np.zeros(n, bool)
         self.hops = Hops.recorder(n)  # lists while running; arrays in the result
-        rtl = spec.rtl  # the RTL options' trace window (a node without waveforms ignores trace())
+        rtl: Any = spec.rtl  # the RTL options' trace window (a node without waveforms ignores trace())
         self.window = None if rtl is None else (rtl.trace_first, rtl.trace_last)
         self.dropped = {"frames": 0, "resent": 0}
         ctx = self._context()
@@ -137,7 +137,8 @@ class _FlowRun:
         except BaseException:
             self.consumer.shutdown()  # it may hold a live session or a Verilated model already
             raise
-        make = TrafficGenerator if tr.feedback is None else tr.feedback.generator  # a listening program's own
+        fb: Any = tr.feedback
+        make = TrafficGenerator if fb is None else fb.generator  # a listening program's own
         try:
             self.gen: ControlNode = make(k, tr, tr.make_clock(gen_phase), self.send, salt, flow.workload.payloads,
                                          gaps_ps=tr.gaps_array(spec.seed, flow.gaps_stream or spec.stream("gaps")))

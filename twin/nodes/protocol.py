@@ -26,12 +26,9 @@ registration.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
-
-if TYPE_CHECKING:  # the engine's context type (imports point down: the engine imports this module)
-    from twin.engine.event import NodeContext
 
 
 @dataclass(frozen=True, eq=False)
@@ -164,8 +161,9 @@ class ControlNode(Node, Protocol):
         """Its statistics; called once, at the end of the run."""
 
 
-NodeFactory = Callable[["NodeContext"], Node]
-"""What a model registers (:class:`twin.nodes.registry.Model` ``factory``): context -> node."""
+NodeFactory = Callable[[Any], Node]
+"""What a model registers (:class:`twin.nodes.registry.Model` ``factory``): a
+:class:`twin.engine.event.NodeContext` -> node (imports point down: the engine imports this module)."""
 
 
 def keeps_partial(failure: BaseException) -> bool:

@@ -121,7 +121,8 @@ class RtlNode:
         self.period_ps = int(period_ps)
         self.phase_ps = int(phase_ps)
         self._mem = (ctypes.c_uint8 * region.size_bytes).from_buffer(region.buf)
-        self.h = ctypes.c_void_p(self.lib.qrt_create(self._mem, region.size_bytes, self.phase_ps, self.period_ps))
+        self.h: ctypes.c_void_p | None = ctypes.c_void_p(self.lib.qrt_create(self._mem, region.size_bytes,
+                                                                              self.phase_ps, self.period_ps))
         self._step = _Step()
         self._next = 0            # next cycle to evaluate
         self._busy_since = 0      # first cycle of the current stretch with no output and no idle
