@@ -340,6 +340,23 @@ def _keeper(runs: list[_FlowRun]) -> int:
     return next((i for i, r in enumerate(runs) if r.consumer.keeps_partial), 0)
 
 
+def _results(k: Kernel, runs: list[_FlowRun], shared: _Shared, stopped: bool) -> list[LoopResult]:
+    """Every flow's result, with its statistics (a stopped run: its whole rounds so far) and the
+    statistics the flows share (one record, the same in each)."""
+    out = []
+    for r in runs:
+        m = r.completed() if stopped else None
+        res = r.result(m)
+        res.stats = r.stats(k)
+        if m is not None:  # the counters of the rounds kept
+            r.cut(res, m)
+        out.append(res)
+    both = shared.stats()
+    for res in out:
+        res.stats["shared"] = both
+    return out
+
+
 def run_topology(topo: Topology, progress: Progress | None = None, chunk_rounds: int = 10_000) -> list[LoopResult]:
     """Run every flow of ``topo`` together on one event timeline; one :class:`LoopResult` per
     flow, in flow order, with its per-round hops (:class:`Hops`) and statistics.
@@ -379,16 +396,7 @@ def run_topology(topo: Topology, progress: Progress | None = None, chunk_rounds:
     finally:
         for r in runs:
             r.shutdown()
-    out = []
-    for r in runs:
-        m = r.completed() if stopped else None
-        res = r.result(m)
-        res.stats = r.stats(k)
-        if stopped and m is not None:  # the counters of the rounds kept
-            r.cut(res, m)
-        out.append(res)
-    for res in out:
-        res.stats["shared"] = shared.stats()
+    out = _results(k, runs, shared, stopped is not None)
     if stopped:
         stopped.results = out
         stopped.partial = out[_keeper(runs)]
