@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from twin.devices.service import IdleCost, ServiceMode, idle_ps, mix_fraction, mode_draws, mode_extra_ps, mode_picks
 from twin.exchange.contract import STATUS
@@ -419,3 +419,8 @@ def build_endpoint(ctx) -> PollingConsumer:
     """A one-stage ``sim`` consumer for one queue pair (model ``sim`` is
     :func:`twin.devices.handoff.build_sim_endpoint`, which adds the two-stage consumer)."""
     return make_endpoint(ctx)
+
+
+if TYPE_CHECKING:  # mypy checks that these satisfy the node protocol (twin/nodes/protocol.py)
+    from twin.nodes.protocol import ConsumerNode
+    _pollingconsumer: type[ConsumerNode] = PollingConsumer

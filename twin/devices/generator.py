@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -380,3 +380,8 @@ class TrafficGenerator(NoTrace):
             gap = self.p.gap_ps if self.gaps is None else self.gaps[self.scheduled - 1]
             self.scheduled += 1
             self.kernel.at(self.clock.at_or_after(self.kernel.now + gap), self._send_next)
+
+
+if TYPE_CHECKING:  # mypy checks that these satisfy the node protocol (twin/nodes/protocol.py)
+    from twin.nodes.protocol import ControlNode
+    _trafficgenerator: type[ControlNode] = TrafficGenerator

@@ -29,6 +29,7 @@ Only the event engine runs it (the direct engine refuses a spec with a hand-off:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from twin.devices.consumer import ConsumerParams, HostingPart, PollingConsumer, ServingThread, build_endpoint
 from twin.kernel import MemoryRegion, PostedWritePath
@@ -177,3 +178,8 @@ def build_sim_endpoint(ctx) -> PollingConsumer | StagedConsumer:
 
 
 __all__ = ["HandOff", "HandoffSpec", "INNER", "INNER_STAGES", "StagedConsumer", "build_sim_endpoint", "build_staged"]
+
+
+if TYPE_CHECKING:  # mypy checks that these satisfy the node protocol (twin/nodes/protocol.py)
+    from twin.nodes.protocol import ConsumerNode
+    _stagedconsumer: type[ConsumerNode] = StagedConsumer

@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -267,3 +267,8 @@ def build_endpoint(ctx) -> LinkCard:
                     tamper=fp.tamper("request", ctx.enc.per_piece), timeout_ps=fp.timeout_ps, function=spec.function,
                     keep_replies=ctx.workload.keep_replies, bridge=ctx.bridge, hops=ctx.hops,
                     reply_order=ctx.workload.reply_order)
+
+
+if TYPE_CHECKING:  # mypy checks that these satisfy the node protocol (twin/nodes/protocol.py)
+    from twin.nodes.protocol import CardNode
+    _linkcard: type[CardNode] = LinkCard

@@ -42,7 +42,7 @@ skipped against the answers.
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
@@ -318,8 +318,10 @@ class ListeningCluster(TrafficGenerator):
                 raise RuntimeError(f"round {r + 1} published at {t} ns, before now")
             self.kernel.at(at, self._send_next)
 
-    def reply(self, seq: int, payload: bytes = b"") -> None:
-        """A reply is back at the cluster (now): its answer and its arrival go onto the network."""
+    def reply(self, seq: int, payload: bytes | None = None) -> None:
+        """A reply is back at the cluster (now): its answer (from ``payload``, its bytes; none: 0) and
+        its arrival go onto the network."""
+        payload = payload or b""
         self.received += 1
         fb = self.fb
         byte, bit = divmod(fb.answer_bit, 8)
@@ -368,3 +370,8 @@ class ListeningCluster(TrafficGenerator):
                 "conditional": {"ran": int(cond_run), "skipped": int(cond_skip), "ran_by_reply": ran,
                                 "answers": np.asarray(self.answers, np.int64)},
                 "reply_seqs": np.asarray(self.reply_seqs, np.int64)}
+
+
+if TYPE_CHECKING:  # mypy checks that these satisfy the node protocol (twin/nodes/protocol.py)
+    from twin.nodes.protocol import ControlNode
+    _listeningcluster: type[ControlNode] = ListeningCluster

@@ -24,7 +24,7 @@ import ctypes
 import hashlib
 from collections import deque
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from simpy.core import Infinity
 
@@ -382,3 +382,9 @@ class RtlLinkCard(RtlNode):
         if not ok:
             self.mismatches += 1
         self.on_reply(want_seq, t_in, self.kernel.now, ok)
+
+
+if TYPE_CHECKING:  # mypy checks that these satisfy the node protocol (twin/nodes/protocol.py)
+    from twin.nodes.protocol import CardNode, ConsumerNode
+    _rtlconsumer: type[ConsumerNode] = RtlConsumer
+    _rtllinkcard: type[CardNode] = RtlLinkCard
