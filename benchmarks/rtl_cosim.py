@@ -40,7 +40,7 @@ def native(lib_path, cycles: int) -> tuple[float, int]:
     t = time.perf_counter()
     lib.qrt_native_echo(node.h, cycles, 300, 128, 16, ctypes.byref(rounds))  # ~1.2 us each way
     dt = time.perf_counter() - t
-    node.close()
+    node.shutdown()
     return cycles / dt, rounds.value
 
 

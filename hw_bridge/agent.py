@@ -37,7 +37,7 @@ import time
 from collections import Counter
 
 from twin.exchange.encoding import get_encoding
-from twin.runtime.functions import c_served, cannot_serve, lookup
+from twin.runtime.functions import c_refusal, c_served, lookup
 
 HELLO, OK, BYE = b"HBHELLO1", b"HBOK0001", b"HBBYE001"
 #: Why a datagram was rejected.
@@ -123,13 +123,13 @@ class FrameValidator:
 def resolve_function(key: str | int):
     """The :class:`twin.runtime.functions.Function` named (or numbered) ``key`` that the agent can
     serve; raises ValueError (one line, no quotes around the message) for an unknown function or one
-    without a C implementation (:func:`twin.runtime.functions.cannot_serve`, the rule a scenario's
+    without a C implementation (:func:`twin.runtime.functions.c_refusal`, the rule a scenario's
     model live follows too). The "have" list names only the servable functions."""
     try:
         f = lookup(int(key) if str(key).isdigit() else key)
     except KeyError:
         raise ValueError(f"no function {key!r} (have: {', '.join(c_served())})") from None
-    why = cannot_serve(f, "live")
+    why = c_refusal(f, "a live consumer")
     if why:
         raise ValueError(why)
     return f

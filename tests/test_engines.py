@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context, event
 
-from twin.devices import LinkCardParams, PollingConsumer, TrafficParams, cpu_core, fpga_logic, gpu_persistent_kernel
+from twin.devices import LinkCardParams, TrafficParams, cpu_core, fpga_logic, gpu_persistent_kernel
 from twin.devices.generator import Gaps
 from twin.engine import DirectNotApplicable, LoopSpec, run_direct, run_event
 from twin.links import Aurora64B66B, PcieLink
@@ -210,11 +210,6 @@ def test_event_model_counts_corrupted_replies_and_drops_none(monkeypatch):
             return bytes(b)
         return payload
 
-    class CorruptingConsumer(PollingConsumer):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.functions = lambda fid: corrupt_every_third
-
     for enc in ("classic", "per_piece"):
         calls.clear()
         c = cpu_core(37_000, 80_000, 30_000, enc)
@@ -222,7 +217,7 @@ def test_event_model_counts_corrupted_replies_and_drops_none(monkeypatch):
         spec = LoopSpec("epyc", LinkCardParams(), c, tr, PcieLink(latency_ps=900_000), PcieLink(latency_ps=900_000),
                         20_000, seed=5)
         clean = run_event(spec)
-        bad = run_event(spec, consumer_class=lambda base: CorruptingConsumer)
+        bad = run_event(spec, functions=lambda fid: corrupt_every_third)
         assert len(calls) == tr.rounds                        # the consumer ran every round
         expected_bad = np.zeros(tr.rounds, bool)
         expected_bad[2::3] = True                             # rounds 3, 6, 9, ...

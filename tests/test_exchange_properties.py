@@ -317,7 +317,7 @@ class Rig:
             payload = rnd.randbytes(n)
             self.submitted[seq] = payload
             k.at(t, self.card.submit, seq, payload)
-        self.consumer.start()
+        self.consumer.setup()
         budget = 200 * len(ex.requests) + 200                # livelock guard; ~15 events per request
         while budget and not k.idle():
             k.step()
@@ -711,7 +711,7 @@ def test_torn_or_stale_pieces_are_never_served_until_repaired(case):
             repair = (j * PIECE, (j + 1) * PIECE)
         t += tear.gap_ps
         k.at(t, land_checked, base, bytes(img), f"{tear.kind} {repair}")
-    consumer.start()
+    consumer.setup()
     k.run()
     assert not not_ready, not_ready
     assert consumer.seen == [] and consumer.served == 0 and rep_path.writes == 0

@@ -25,7 +25,7 @@ def rig(slot_bytes=2048, slots=4, function=None):
                     lambda seq, t_in, t_have, ok: replies.append((seq, ok)))
     cons = PollingConsumer(k, "c", cpu_core(10_000, 100_000, 20_000, "classic"), CLASSIC, req, rep_path, slots,
                            slot_bytes, 64, function)
-    cons.start()
+    cons.setup()
     return k, card, writes, replies, rep
 
 

@@ -90,9 +90,9 @@ def _serve(lib, requests: list[tuple[int, bytes]], encoding=CLASSIC, slot_bytes=
     for i, (fn, payload) in enumerate(requests):
         for off, data in encoding.writes(i + 1, payload, function=fn):
             k.at((i + 1) * gap_ps, req.land, off, data)
-    node.start()
+    node.setup()
     k.run()
-    node.close()
+    node.shutdown()
     return got
 
 
@@ -264,10 +264,10 @@ def test_contract_properties_through_rtl(card_lib, v80_lib, data, per_piece, slo
     for i, (f, g) in enumerate(zip(frames, gaps)):
         t += g * CYCLE
         k.at(t, card.submit, i + 1, f)
-    v80.start()
+    v80.setup()
     k.run()
-    card.close()
-    v80.close()
+    card.shutdown()
+    v80.shutdown()
     # (1)
     assert [r[0] for r in replies] == list(range(1, n + 1))
     assert all(r[3] for r in replies) and card.mismatches == 0 and v80.served == n

@@ -9,24 +9,26 @@ model, exactly as for ``sim``; only the behaviour changes.
 """
 from __future__ import annotations
 
-from twin.devices.consumer import PollingConsumer
+from twin.devices.consumer import PollingConsumer, make_endpoint
 from twin.runtime.functions import REGISTRY, numba_available
 from twin.runtime.native import NativeEndpoint, c_function_address
 
 
-class NativeConsumer(PollingConsumer):
-    """A :class:`PollingConsumer` whose requests are served by ``qrt_dispatch_one``.
+class NativeAnswer:
+    """The answer part of model ``code``: a consumer's requests served by ``qrt_dispatch_one``.
 
-    Every registered function with a C implementation is installed in the endpoint's dispatch
-    table (id 0, the echo, is the library's own). Raises RuntimeError if the poller saw a request
-    the library does not find (the two disagree on the contract), and QrtError from the library.
-    Statistics: those of :class:`PollingConsumer`, plus ``native_served``.
+    The library works in place on consumer ``c``'s request region and writes replies into its own
+    window onto the reply queue. Every registered function with a C implementation (or a numba
+    build, with the extra installed) is installed in the endpoint's dispatch table (id 0, the echo,
+    is the library's own). Raises RuntimeError if the poller saw a request the library does not
+    find (the two disagree on the contract), and QrtError from the library. Statistics:
+    ``native_served``.
     """
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.window = bytearray(self.slots * self.slot_bytes)
-        self.endpoint = NativeEndpoint(self.requests.buf, self.window, self.slot_bytes, self.slots, self.enc.name)
+    def __init__(self, c: PollingConsumer):
+        self.name, self.enc = c.name, c.enc
+        self.window = bytearray(c.slots * c.slot_bytes)
+        self.endpoint = NativeEndpoint(c.requests.buf, self.window, c.slot_bytes, c.slots, c.enc.name)
         for f in REGISTRY.values():
             if f.id and f.c_symbol:
                 self.endpoint.register(f.id, c_function_address(f.c_symbol))
@@ -38,7 +40,7 @@ class NativeConsumer(PollingConsumer):
         """Serve ``function_id`` with the native function at ``address`` (e.g. a numba cfunc)."""
         self.endpoint.register(function_id, address)
 
-    def answer(self, seq: int, base: int) -> list[tuple[int, bytes]]:
+    def answer(self, c: PollingConsumer, seq: int, base: int) -> list[tuple[int, bytes]]:
         """Let the C library claim, run and complete the request; return the reply's writes."""
         if not self.endpoint.dispatch_one():
             raise RuntimeError(f"{self.name}: the poller saw request {seq} complete but the C runtime did not")
@@ -51,8 +53,13 @@ class NativeConsumer(PollingConsumer):
             return [(0, bytes(self.window[base:end]))]
         return [(4, bytes(self.window[base + 4:end])), (0, bytes(self.window[base:base + 4]))]
 
+    def shutdown(self) -> None:
+        """Nothing to release (the endpoint works on the twin's buffers)."""
 
-def build_endpoint(ctx) -> NativeConsumer:
-    """Model ``code`` of a consumer (registered in :mod:`twin.nodes.models`)."""
-    from twin.devices.consumer import make_endpoint
-    return make_endpoint(NativeConsumer, ctx)
+
+def build_endpoint(ctx) -> PollingConsumer:
+    """Model ``code`` of a consumer (registered in :mod:`twin.nodes.models`): the consumer of
+    :func:`twin.devices.consumer.make_endpoint` answering through the C runtime library."""
+    ep = make_endpoint(ctx)
+    ep.answerer = NativeAnswer(ep)
+    return ep

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from twin.devices.service import IdleCost, ServiceMode, idle_ps, mix_fraction, mode_draws, mode_extra_ps, mode_picks
 from twin.exchange.contract import STATUS
 from twin.exchange.encoding import Encoding, slot_offset
 from twin.kernel import Kernel, MemoryRegion, Poller, PostedWritePath
+from twin.nodes.protocol import ConsumerStats, NoTrace
 
 
 @dataclass(frozen=True)
@@ -117,32 +118,168 @@ class ServingThread:
         self.busy_ps = 0
 
 
-class PollingConsumer:
-    """One request queue of a CPU core, GPU persistent kernel or FPGA logic, and its replies.
+class EachLanding:
+    """The poller part of a device that notices its own requests (a live device behind the bridge):
+    the simulated side observes each landing at once, with no poll grid and no cost.
+
+    Same interface as :class:`twin.kernel.Poller` (``arm``, ``first_poll``, ``cost_ps``): armed with
+    a readiness test and a callback, it schedules the callback at the instant of the landing that
+    makes the test pass (or at once if it passes when armed), as one event of that instant.
+    Statistics: ``polls`` and ``hits``: the requests observed.
+    """
+
+    cost_ps = 0
+
+    def __init__(self, kernel: Kernel, region: MemoryRegion, name: str = ""):
+        self.kernel = kernel
+        self.name = name
+        self._ready: Callable[[], bool] | None = None
+        self._on_seen: Callable[[int], None] | None = None
+        self._pending = False
+        self.hits = 0
+        region.watch(self._landed)
+
+    @property
+    def polls(self) -> int:
+        """Requests observed (one observation each)."""
+        return self.hits
+
+    def first_poll(self, t_ps: int) -> int:
+        """The instant a landing at ``t_ps`` is observed: then."""
+        return t_ps
+
+    def arm(self, ready: Callable[[], bool], on_seen: Callable[[int], None]) -> None:
+        """Watch for ``ready()`` from now on; call ``on_seen(t)`` when a landing makes it true.
+        Raises if already armed."""
+        if self._on_seen is not None:
+            raise RuntimeError(f"poller {self.name!r} armed twice")
+        self._ready, self._on_seen = ready, on_seen
+        if ready():
+            self._schedule()
+
+    def _landed(self) -> None:
+        if self._on_seen is not None and not self._pending and self._ready is not None and self._ready():
+            self._schedule()
+
+    def _schedule(self) -> None:
+        self._pending = True
+        self.kernel.at(self.kernel.now, self._fire)
+
+    def _fire(self) -> None:
+        cb = self._on_seen
+        self._on_seen = self._ready = None
+        self._pending = False
+        self.hits += 1
+        if cb is not None:
+            cb(self.kernel.now)
+
+
+class FunctionAnswer:
+    """The answer part of model ``sim``: the function the request's header names, looked up by id
+    (``functions(fid) -> callable | None``; default: the echo for id 0)."""
+
+    def __init__(self, functions: Callable[[int], Callable[[bytes], bytes] | None] | None = None):
+        self.functions = functions or (lambda fid: (lambda b: bytes(b)) if fid == 0 else None)
+
+    def answer(self, c: "PollingConsumer", seq: int, base: int) -> list[tuple[int, bytes]]:
+        """The reply's posted writes (offsets in the reply slot, in issue order) for the request
+        in the slot at ``base`` of ``c``'s request queue: the function named by its header runs on
+        its payload; an unknown function id gets an empty reply with status ``unknown_function``, a
+        function that raises ValueError on its payload an empty reply with status
+        ``function_failed``, a reply too long for its slot an empty reply with status ``bad_length``."""
+        enc, buf = c.enc, c.requests.buf
+        h = enc.header(buf, base)
+        fn = self.functions(h.function)
+        if fn is None:
+            return enc.writes(seq, b"", function=h.function, flags=STATUS["unknown_function"])
+        try:
+            reply = fn(enc.payload(buf, base))
+        except ValueError:  # the function refused its input (e.g. a payload shorter than a syndrome)
+            return enc.writes(seq, b"", function=h.function, flags=STATUS["function_failed"])
+        if enc.slot_bytes(len(reply)) > c.slot_bytes:  # would spill into the next slot
+            return enc.writes(seq, b"", function=h.function, flags=STATUS["bad_length"])
+        return enc.writes(seq, reply, function=h.function)
+
+    def shutdown(self) -> None:
+        """Nothing to release."""
+
+
+class HostingPart:
+    """The hosting part of a consumer: how the function it answers with is hosted, and so when a
+    request's reply goes out and when the queue is polled again. This base is the calibrated
+    service (no hosting mode: the consumer's ``service_ps`` plus its idle cost and service modes,
+    :meth:`PollingConsumer.extra_ps`); the hosting modes (:class:`twin.qec.hosting.Hosted`), a
+    live device's measured service (:class:`twin.devices.live.LiveHosting`) and a hand-off to a
+    second device (:class:`twin.devices.handoff.HandOff`) are the others. Built for one consumer
+    (``c``) by a factory ``(consumer) -> HostingPart`` (:class:`FlowWorkload`'s ``hosting``)."""
+
+    keeps_partial = False  # a failed run keeps the rounds so far (a live device)
+
+    def __init__(self, c: "PollingConsumer"):
+        self.c = c
+
+    def pick(self, t: int) -> "ServingThread":
+        """The serving thread that takes the request a poll saw (now = ``t``): the consumer's."""
+        return self.c.thread
+
+    def next_poll_from(self, t_free: int) -> int:
+        """When the queue is polled for its next request after one freed its thread at ``t_free``:
+        then (one thread)."""
+        return t_free
+
+    def serve(self, seq: int, base: int, at: int) -> None:
+        """Serve request ``seq`` (slot at ``base``), taken by the thread at ``at`` (ps, >= now)."""
+        c = self.c
+        t = at + c.p.pre_service_ps(c.enc, c.frame_bytes) + c.p.service_ps + c.extra_ps(seq, at)
+        writes = c.answer(seq, base)
+        if c.tamper:
+            writes = c.tamper(seq, writes)
+        fence = 0 if c.enc.per_piece else c.p.fence_ps
+        c._reply_at(seq, t, base, writes, fence)
+        c._done(seq, at, t + fence, t, t + fence)
+
+    def sections(self) -> dict:
+        """Its own sections of the consumer's statistics (:class:`twin.nodes.protocol.ConsumerStats`
+        fields ``live``, ``endpoint``, ``rounds``); none."""
+        return {}
+
+    def shutdown(self) -> None:
+        """Nothing to release."""
+
+
+class PollingConsumer(NoTrace):
+    """One request queue of a CPU core, GPU persistent kernel or FPGA logic, and its replies: a
+    consumer node (:class:`twin.nodes.protocol.ConsumerNode`) composed of three parts.
 
     Ports: ``requests`` (its own :class:`MemoryRegion`: the request queue, ``slots`` slots of
     ``slot_bytes``), ``reply`` (a :class:`PostedWritePath` into the producer's reply queue).
     A node that serves several queues (a mesh: several flows routed to one consumer) has one
     :class:`PollingConsumer` per queue sharing one :class:`ServingThread` (``thread=``).
 
+    Parts: ``poll`` (the poller part: default a :class:`twin.kernel.Poller` at the parameters'
+    period, phase and cost, stalled in ``stalls``; :class:`EachLanding` for a device that notices
+    its own requests), ``hosting`` (a factory ``(consumer) -> HostingPart``: when the reply goes
+    out; default the calibrated service, :class:`HostingPart`), ``answer`` (what the reply says:
+    default :class:`FunctionAnswer` over ``functions``; the C runtime library for model ``code``).
+
     Behaviour per request: a poll sees the slot complete (publish word, or every piece). If the
     thread is free at that poll it takes the request at once; if it is busy with another queue's
     request, it takes it at its first poll after it is free (the wait is queueing). It reads the
     payload, runs the function, writes the reply (per-piece: one burst; classic: data, release
-    fence, ready word last), then polls the next slot. The echo returns the request payload;
-    other functions are looked up by function id by the runtime library.
+    fence, ready word last), then polls the next slot.
 
     ``hops``: a :class:`twin.engine.hops.Hops` the consumer writes its per-round instants into
     (seen, start, reply, publish, reply landed), or ``None``.
 
-    Statistics: ``served``, ``poller.polls``, ``poller.hits``; the thread's ``busy_ps``.
+    Statistics (:meth:`finish`): ``served``, ``poller.polls``, ``poller.hits``; the thread's ``busy_ps``.
     """
 
     def __init__(self, kernel: Kernel, name: str, params: ConsumerParams, encoding: Encoding,
                  requests: MemoryRegion, reply: PostedWritePath, slots: int, slot_bytes: int,
                  frame_bytes: int, functions: Callable[[int], Callable[[bytes], bytes] | None] | None = None,
                  tamper: Callable[[int, list], list] | None = None, stalls: tuple[tuple[int, int], ...] = (),
-                 thread: ServingThread | None = None, hops=None):
+                 thread: ServingThread | None = None, hops=None, *, poll=None,
+                 hosting: Callable[["PollingConsumer"], HostingPart] | None = None, answer=None):
         self.kernel = kernel
         self.name = name
         self.p = params
@@ -152,20 +289,39 @@ class PollingConsumer:
         self.slots = slots
         self.slot_bytes = slot_bytes
         self.frame_bytes = frame_bytes
-        self.functions = functions or (lambda fid: (lambda b: bytes(b)) if fid == 0 else None)
         phase = params.poll_phase_ps or 0
-        self.poller = Poller(kernel, requests, params.poll_period_ps, phase, params.poll_cost_ps, name=f"{name}.poll",
-                             blackouts=stalls)
+        self.poller = poll if poll is not None else Poller(kernel, requests, params.poll_period_ps, phase,
+                                                           params.poll_cost_ps, name=f"{name}.poll", blackouts=stalls)
         self.tamper = tamper
         self.thread = thread if thread is not None else ServingThread()
         self.hops = hops
         self.next_seq = 1
         self.served = 0
         self.service_draws = None  # per round: (mode, uniform draw) of the service modes (make_endpoint sets it)
+        self.answerer = answer if answer is not None else FunctionAnswer(functions)
+        self.hosting = (hosting or HostingPart)(self)
 
-    def start(self) -> None:
+    # -- the node protocol ------------------------------------------------------------------------
+
+    def setup(self) -> None:
         """Begin polling for the first request."""
         self._arm()
+
+    @property
+    def keeps_partial(self) -> bool:
+        """Whether a failed run keeps its rounds so far (its hosting part says: a live device)."""
+        return self.hosting.keeps_partial
+
+    def finish(self) -> ConsumerStats:
+        """Its statistics: polls of its queue, requests served, its hosting part's sections."""
+        return ConsumerStats(self.poller.polls, self.served, **self.hosting.sections())
+
+    def shutdown(self) -> None:
+        """Release what its parts hold (a live session, the C runtime's endpoint); idempotent."""
+        self.hosting.shutdown()
+        self.answerer.shutdown()
+
+    # -- the request's way ------------------------------------------------------------------------
 
     def _arm(self) -> None:
         seq = self.next_seq
@@ -177,7 +333,8 @@ class PollingConsumer:
         """A poll has seen request ``seq`` (now = poll instant + cost): the thread takes it now, or
         at its first poll after finishing the request it is busy with."""
         t = self.kernel.now
-        cost = self.p.poll_cost_ps
+        cost = self.poller.cost_ps
+        self.thread = self.hosting.pick(t)
         free = self.thread.free
         at = t if free <= t - cost else self.poller.first_poll(free) + cost
         if self.hops is not None:  # seen: the poll an idle thread would have seen it with (queueing after it)
@@ -187,33 +344,14 @@ class PollingConsumer:
         self._seen(seq, base, at)
 
     def answer(self, seq: int, base: int) -> list[tuple[int, bytes]]:
-        """The reply's posted writes (offsets in the reply slot, in issue order) for the request
-        in the slot at ``base``: the function named by its header runs on its payload; an unknown
-        function id gets an empty reply with status ``unknown_function``, a function that raises
-        ValueError on its payload an empty reply with status ``function_failed``, a reply too long
-        for its slot an empty reply with status ``bad_length``. The ``code`` model
-        overrides this with the C runtime library."""
-        h = self.enc.header(self.requests.buf, base)
-        fn = self.functions(h.function)
-        if fn is None:
-            return self.enc.writes(seq, b"", function=h.function, flags=STATUS["unknown_function"])
-        try:
-            reply = fn(self.enc.payload(self.requests.buf, base))
-        except ValueError:  # the function refused its input (e.g. a payload shorter than a syndrome)
-            return self.enc.writes(seq, b"", function=h.function, flags=STATUS["function_failed"])
-        if self.enc.slot_bytes(len(reply)) > self.slot_bytes:  # would spill into the next slot
-            return self.enc.writes(seq, b"", function=h.function, flags=STATUS["bad_length"])
-        return self.enc.writes(seq, reply, function=h.function)
+        """The reply's posted writes (offsets in the reply slot, in issue order) for the request in
+        the slot at ``base``: its answer part's (:meth:`FunctionAnswer.answer`)."""
+        return self.answerer.answer(self, seq, base)
 
     def _seen(self, seq: int, base: int, at: int) -> None:
-        """Serve request ``seq`` (slot at ``base``), taken by the thread at ``at`` (ps, >= now)."""
-        t = at + self.p.pre_service_ps(self.enc, self.frame_bytes) + self.p.service_ps + self.extra_ps(seq, at)
-        writes = self.answer(seq, base)
-        if self.tamper:
-            writes = self.tamper(seq, writes)
-        fence = 0 if self.enc.per_piece else self.p.fence_ps
-        self._reply_at(seq, t, base, writes, fence)
-        self._done(seq, at, t + fence, t, t + fence)
+        """Serve request ``seq`` (slot at ``base``), taken by the thread at ``at`` (ps, >= now): its
+        hosting part times it (:meth:`HostingPart.serve`)."""
+        self.hosting.serve(seq, base, at)
 
     def extra_ps(self, seq: int, at: int) -> int:
         """Request ``seq``'s service beyond the constant body (ps): the idle cost of the gap from the
@@ -237,29 +375,21 @@ class PollingConsumer:
             k.at(t, self._post, seq, base, [(o_data, data)])
             k.at(t + fence, self._post, seq, base, [(o_word, word)])
 
-    def _done(self, seq: int, at: int, t_free: int, t_reply: int, t_publish: int) -> None:
+    def _done(self, seq: int, at: int, t_free: int, t_reply: int, t_publish: int, record: bool = True) -> None:
         """Book request ``seq``: taken at ``at``, reply's first write issued at ``t_reply``, its
-        publishing write at ``t_publish``, the thread free (polling again) at ``t_free``."""
+        publishing write at ``t_publish``, the thread free (polling again) at ``t_free``; with
+        ``record`` the reply instants go into the flow's hops (a first stage that hands the request
+        on replies through its second stage: :mod:`twin.devices.handoff`)."""
         th = self.thread
-        th.busy_ps += t_free - at + self.p.poll_cost_ps
+        th.busy_ps += t_free - at + self.poller.cost_ps
         th.free = t_free
         th.served += 1
-        self._record_reply(seq, t_reply, t_publish)
-        self.next_seq = seq + 1
-        self.served += 1
-        self.kernel.at(max(self._next_poll_from(t_free), self.kernel.now), self._arm)
-
-    def _record_reply(self, seq: int, t_reply: int, t_publish: int) -> None:
-        """Keep request ``seq``'s reply instants in the flow's hops (a first stage that hands the
-        request on replies through its second stage: :mod:`twin.devices.handoff`)."""
-        if self.hops is not None:
+        if record and self.hops is not None:
             self.hops.reply[seq - 1] = t_reply
             self.hops.publish[seq - 1] = t_publish
-
-    def _next_poll_from(self, t_free: int) -> int:
-        """When the queue is polled for its next request after one freed its thread at ``t_free``:
-        then (one thread); a consumer with several threads on the queue polls as soon as one is free."""
-        return t_free
+        self.next_seq = seq + 1
+        self.served += 1
+        self.kernel.at(max(self.hosting.next_poll_from(t_free), self.kernel.now), self._arm)
 
     def _post(self, seq: int, base: int, writes: list[tuple[int, bytes]]) -> None:
         land = 0
@@ -269,18 +399,17 @@ class PollingConsumer:
             self.hops.rland[seq - 1] = land
 
 
-def make_endpoint(cls: type, ctx, **extra) -> PollingConsumer:
-    """Build a consumer of class ``cls`` (or a subclass) for one queue pair from a
-    :class:`twin.engine.event.NodeContext`: the flow's consumer parameters with the node's poll
-    phase, its faults (reply tampering, stalls), the node's serving thread and the flow's hops;
-    the flow's workload may wrap the class (a hosting mode) and add keyword arguments."""
+def make_endpoint(ctx, *, poll=None, hosting=None, answer=None) -> PollingConsumer:
+    """Build a consumer for one queue pair from a :class:`twin.engine.event.NodeContext`: the
+    flow's consumer parameters with the node's poll phase, its faults (reply tampering, stalls),
+    the node's serving thread and the flow's hops, and its parts (:class:`PollingConsumer`):
+    ``poll`` and ``answer`` the model's; ``hosting`` the model's, else the flow workload's (a
+    hosting mode), else the calibrated service."""
     spec, fp, wl = ctx.spec, ctx.spec.faults, ctx.workload
-    if wl.consumer_class is not None:
-        cls = wl.consumer_class(cls)
-    ep = cls(ctx.kernel, ctx.name, spec.consumer.with_phase(ctx.phase_ps), ctx.enc, ctx.req_region, ctx.rep_path,
-             spec.slots, ctx.slot_bytes, spec.traffic.frame_bytes, ctx.functions(),
-             fp.tamper("reply", ctx.enc.per_piece), fp.consumer_stalls(spec.consumer.kind), ctx.thread, ctx.hops,
-             **extra, **wl.consumer_kwargs)
+    ep = PollingConsumer(ctx.kernel, ctx.name, spec.consumer.with_phase(ctx.phase_ps), ctx.enc, ctx.req_region,
+                         ctx.rep_path, spec.slots, ctx.slot_bytes, spec.traffic.frame_bytes, ctx.functions(),
+                         fp.tamper("reply", ctx.enc.per_piece), fp.consumer_stalls(spec.consumer.kind), ctx.thread,
+                         ctx.hops, poll=poll, hosting=hosting or wl.hosting, answer=answer)
     if spec.consumer.modes:
         ep.service_draws = spec.consumer.mode_picks(spec.seed, spec.stream("consumer.modes"), spec.traffic.rounds)
     return ep
@@ -289,4 +418,9 @@ def make_endpoint(cls: type, ctx, **extra) -> PollingConsumer:
 def build_endpoint(ctx) -> PollingConsumer:
     """A one-stage ``sim`` consumer for one queue pair (model ``sim`` is
     :func:`twin.devices.handoff.build_sim_endpoint`, which adds the two-stage consumer)."""
-    return make_endpoint(PollingConsumer, ctx)
+    return make_endpoint(ctx)
+
+
+if TYPE_CHECKING:  # mypy checks that these satisfy the node protocol (twin/nodes/protocol.py)
+    from twin.nodes.protocol import ConsumerNode
+    _pollingconsumer: type[ConsumerNode] = PollingConsumer

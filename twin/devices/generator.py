@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from twin.kernel import Clock, Kernel
 from twin.kernel.sim import stream_rng
+from twin.nodes.protocol import NoTrace, ProgramStats
 
 _WORD = struct.Struct("<Q")
 
@@ -270,8 +271,9 @@ def payload_for(seq: int, nbytes: int, salt: int, syndrome_bits: int = 0) -> byt
     return v.to_bytes(nbytes, "little")
 
 
-class TrafficGenerator:
-    """Issues requests and takes replies (the control system, or the card's own generator).
+class TrafficGenerator(NoTrace):
+    """Issues requests and takes replies (the control system, or the card's own generator): a
+    :class:`twin.nodes.protocol.ControlNode`.
 
     Ports: ``send(seq, payload)`` towards the card (a callable, called at the send instant);
     ``reply(seq)`` when a reply is back at the generator. ``payloads(seq)``, when given, supplies
@@ -299,7 +301,7 @@ class TrafficGenerator:
         self.awaiting = False  # waits: the next request waits for a correction not back yet
         self.edge = 0  # waits: clock edge index of the last send (Waits.next_edge)
 
-    def start(self) -> None:
+    def setup(self) -> None:
         """Schedule the first request (at the generator clock's edge 0)."""
         if self.p.mode == "closed_loop":
             self.scheduled = min(self.p.in_flight, self.p.rounds)
@@ -345,12 +347,18 @@ class TrafficGenerator:
         if i >= self.p.rounds:
             return
         w = self.p.waits
+        assert w is not None  # only waiting traffic plans this way
         self.awaiting = any(j not in self.back for j in w.needs(i))
         if self.awaiting:
             return
         nominal, self.edge = w.next_edge(self.clock, self.edge, i, self.p.period_cycles, self.back.__getitem__)
         self.nominal.append(self.clock.edge(nominal))
         self.kernel.at(self.clock.edge(self.edge), self._send_waiting)
+
+    def finish(self) -> ProgramStats:
+        """Requests sent, replies received and the program's own section (:meth:`stats`); called once,
+        at the end of the run."""
+        return ProgramStats(self.sent, self.received, self.stats())
 
     def stats(self) -> dict:
         """The program's statistics (``waits``: :func:`program_stats`), or ``{}``."""
@@ -372,3 +380,8 @@ class TrafficGenerator:
             gap = self.p.gap_ps if self.gaps is None else self.gaps[self.scheduled - 1]
             self.scheduled += 1
             self.kernel.at(self.clock.at_or_after(self.kernel.now + gap), self._send_next)
+
+
+if TYPE_CHECKING:  # mypy checks that these satisfy the node protocol (twin/nodes/protocol.py)
+    from twin.nodes.protocol import ControlNode
+    _trafficgenerator: type[ControlNode] = TrafficGenerator

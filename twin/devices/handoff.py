@@ -29,10 +29,12 @@ Only the event engine runs it (the direct engine refuses a spec with a hand-off:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from twin.devices.consumer import ConsumerParams, PollingConsumer, ServingThread, build_endpoint
+from twin.devices.consumer import ConsumerParams, HostingPart, PollingConsumer, ServingThread, build_endpoint
 from twin.kernel import MemoryRegion, PostedWritePath
 from twin.kernel.sim import stream_rng
+from twin.nodes.protocol import ConsumerStats, NoTrace
 
 INNER = ("h_issue", "h_land", "h_seen", "h_start")
 """The hand-off's instants per round, in order (:class:`twin.engine.hops.Hops` ``inner``)."""
@@ -71,47 +73,67 @@ class _StageHops:
         self.reply, self.publish, self.rland = hops.reply, hops.publish, hops.rland
 
 
-class StagedConsumer(PollingConsumer):
-    """Stage 1 of a two-stage consumer (see module docstring). Extra arguments: ``handoff``
-    (a :class:`PostedWritePath` into the hand-off queue) and ``stage2`` (the serving stage, a
-    :class:`PollingConsumer` polling that queue). Statistics: ``handed_off``; stage 2's are on
-    ``stage2`` (an attribute this class lacks is looked up there: a hosting mode's statistics)."""
+class HandOff(HostingPart):
+    """The hosting part of stage 1 (see module docstring): it reads and pre-processes each request,
+    then posts its bytes into the hand-off queue through ``path`` (a :class:`PostedWritePath` into
+    stage 2's memory); its thread is free once the writes are issued. Statistics: ``handed_off``."""
 
-    def __init__(self, *args, handoff: PostedWritePath, stage2: PollingConsumer, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.handoff = handoff
-        self.stage2 = stage2
+    def __init__(self, c: PollingConsumer, path: PostedWritePath):
+        super().__init__(c)
+        self.path = path
         self.handed_off = 0
 
-    def __getattr__(self, name: str):
-        stage2 = self.__dict__.get("stage2")
-        if stage2 is None:
-            raise AttributeError(name)
-        return getattr(stage2, name)
-
-    def start(self) -> None:
-        super().start()
-        self.stage2.start()
-
-    def _seen(self, seq: int, base: int, at: int) -> None:
+    def serve(self, seq: int, base: int, at: int) -> None:
         """Read and pre-process request ``seq``, then post its bytes into the hand-off queue."""
-        t = at + self.p.pre_service_ps(self.enc, self.frame_bytes) + self.p.service_ps
-        h = self.enc.header(self.requests.buf, base)
-        writes = self.enc.writes(seq, self.enc.payload(self.requests.buf, base), function=h.function)
-        self.kernel.at(t, self._hand_off, seq, base, writes)
-        self._done(seq, at, t, t, t)
-
-    def _record_reply(self, seq: int, t_reply: int, t_publish: int) -> None:
-        if self.hops is not None:
-            self.hops.inner["h_issue"][seq - 1] = t_reply
+        c = self.c
+        t = at + c.p.pre_service_ps(c.enc, c.frame_bytes) + c.p.service_ps
+        h = c.enc.header(c.requests.buf, base)
+        writes = c.enc.writes(seq, c.enc.payload(c.requests.buf, base), function=h.function)
+        c.kernel.at(t, self._hand_off, seq, base, writes)
+        if c.hops is not None:  # its "reply" is the hand-off's issue; stage 2 records the flow's reply
+            c.hops.inner["h_issue"][seq - 1] = t
+        c._done(seq, at, t, t, t, record=False)
 
     def _hand_off(self, seq: int, base: int, writes) -> None:
         land = 0
         for off, data in writes:
-            land = self.handoff.write(base + off, data)
+            land = self.path.write(base + off, data)
         self.handed_off += 1
-        if self.hops is not None:
-            self.hops.inner["h_land"][seq - 1] = land
+        hops = self.c.hops
+        if hops is not None:
+            hops.inner["h_land"][seq - 1] = land
+
+
+class StagedConsumer(NoTrace):
+    """A two-stage consumer node (see module docstring): ``stage1`` (a :class:`PollingConsumer`
+    polling the flow's request queue, hosting part :class:`HandOff`) and ``stage2`` (the serving
+    stage, a :class:`PollingConsumer` polling the hand-off queue and replying on the flow's reply
+    path). Its statistics (:meth:`finish`) are stage 1's polls and requests served, as a one-stage
+    consumer's; stage 2's are on ``stage2``; ``handed_off``."""
+
+    keeps_partial = False
+
+    def __init__(self, stage1: PollingConsumer, handoff: HandOff, stage2: PollingConsumer):
+        self.stage1, self.handoff, self.stage2 = stage1, handoff, stage2
+
+    @property
+    def handed_off(self) -> int:
+        """Requests handed to the serving device."""
+        return self.handoff.handed_off
+
+    def setup(self) -> None:
+        """Both stages begin polling (stage 1 first)."""
+        self.stage1.setup()
+        self.stage2.setup()
+
+    def finish(self) -> ConsumerStats:
+        """Stage 1's polls of the flow's request queue and requests served."""
+        return self.stage1.finish()
+
+    def shutdown(self) -> None:
+        """Both stages release what they hold."""
+        self.stage1.shutdown()
+        self.stage2.shutdown()
 
 
 def build_staged(ctx) -> StagedConsumer:
@@ -133,20 +155,20 @@ def build_staged(ctx) -> StagedConsumer:
     phase = int(stream_rng(spec.seed, spec.stream("handoff.setup")).integers(0, ho.stage.poll_period_ps))
     if ho.stage.poll_phase_ps is not None:
         phase = ho.stage.poll_phase_ps
-    wl = ctx.workload
-    cls = wl.consumer_class(PollingConsumer) if wl.consumer_class is not None else PollingConsumer
     hops = ctx.hops
     if hops is not None:
         hops.inner = {name: [-1] * len(hops.land) for name in INNER}
-    stage2 = cls(k, f"{ctx.name}.{ho.to}", ho.stage.with_phase(phase), ctx.enc, region, ctx.rep_path, spec.slots,
-                 ctx.slot_bytes, spec.traffic.frame_bytes, ctx.functions(), None, (), ServingThread(),
-                 None if hops is None else _StageHops(hops), **wl.consumer_kwargs)
-    return StagedConsumer(k, ctx.name, spec.consumer.with_phase(ctx.phase_ps), ctx.enc, ctx.req_region, ctx.rep_path,
-                          spec.slots, ctx.slot_bytes, spec.traffic.frame_bytes, ctx.functions(), None, (), ctx.thread,
-                          hops, handoff=path, stage2=stage2)
+    stage2 = PollingConsumer(k, f"{ctx.name}.{ho.to}", ho.stage.with_phase(phase), ctx.enc, region, ctx.rep_path,
+                             spec.slots, ctx.slot_bytes, spec.traffic.frame_bytes, ctx.functions(), None, (),
+                             ServingThread(), None if hops is None else _StageHops(hops), hosting=ctx.workload.hosting)
+    stage1 = PollingConsumer(k, ctx.name, spec.consumer.with_phase(ctx.phase_ps), ctx.enc, ctx.req_region,
+                             ctx.rep_path, spec.slots, ctx.slot_bytes, spec.traffic.frame_bytes, ctx.functions(), None,
+                             (), ctx.thread, hops, hosting=lambda c: HandOff(c, path))
+    assert isinstance(stage1.hosting, HandOff)
+    return StagedConsumer(stage1, stage1.hosting, stage2)
 
 
-def build_sim_endpoint(ctx) -> PollingConsumer:
+def build_sim_endpoint(ctx) -> PollingConsumer | StagedConsumer:
     """Model ``sim`` of a consumer (registered in :mod:`twin.nodes.models`): the two-stage consumer
     when the flow hands its requests to a second device (``spec.handoff``), else the one-stage
     :func:`twin.devices.consumer.build_endpoint`."""
@@ -155,4 +177,9 @@ def build_sim_endpoint(ctx) -> PollingConsumer:
     return build_endpoint(ctx)
 
 
-__all__ = ["HandoffSpec", "INNER", "INNER_STAGES", "StagedConsumer", "build_sim_endpoint", "build_staged"]
+__all__ = ["HandOff", "HandoffSpec", "INNER", "INNER_STAGES", "StagedConsumer", "build_sim_endpoint", "build_staged"]
+
+
+if TYPE_CHECKING:  # mypy checks that these satisfy the node protocol (twin/nodes/protocol.py)
+    from twin.nodes.protocol import ConsumerNode
+    _stagedconsumer: type[ConsumerNode] = StagedConsumer

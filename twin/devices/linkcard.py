@@ -4,11 +4,14 @@ from __future__ import annotations
 import hashlib
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
 
 from twin.exchange.contract import STATUS
 from twin.exchange.encoding import Encoding, slot_offset
 from twin.kernel import Kernel, MemoryRegion, Poller, PostedWritePath
+from twin.nodes.protocol import CardStats, NoTrace
 from twin.units import ceil_to_grid
 
 
@@ -49,8 +52,9 @@ class CardBridge:
         self.free = 0
 
 
-class LinkCard:
-    """The U55C exchange engine and reply poller for one consumer's queues.
+class LinkCard(NoTrace):
+    """The U55C exchange engine and reply poller for one consumer's queues (a
+    :class:`twin.nodes.protocol.CardNode`).
 
     A card that serves several queue pairs (a mesh: flows to several consumers) has one
     :class:`LinkCard` per queue pair sharing one :class:`CardBridge` (``bridge=``).
@@ -84,7 +88,8 @@ class LinkCard:
     request, in issue order: ready to issue -> issued, the wait for a free slot), ``reply_timeouts``,
     ``poller.polls``; ``corrupted_requests``: mismatches whose request did not sit in the consumer's
     memory as the card sent it (a diagnosis only a twin can make: it sees both memories; the rest of
-    the mismatches were corrupted on the reply's way or by the consumer).
+    the mismatches were corrupted on the reply's way or by the consumer). :meth:`finish` gives them
+    as a :class:`twin.nodes.protocol.CardStats`.
     """
 
     def __init__(self, kernel: Kernel, params: LinkCardParams, encoding: Encoding,
@@ -128,6 +133,21 @@ class LinkCard:
         self.mismatches = 0
         self.backlog_max = 0
         self.slot_wait_ps: list[int] = []  # per request, in issue order: how long it waited for a free slot
+
+    def setup(self) -> None:
+        """Nothing to arm: the reply poller is armed when the first request is issued."""
+
+    def kept_reply(self, seq: int) -> bytes:
+        """Reply ``seq``'s payload as the card read it (a flow that keeps its replies)."""
+        if self.kept_replies is None:
+            raise RuntimeError("this card keeps no replies")
+        return self.kept_replies[seq - 1]
+
+    def finish(self) -> CardStats:
+        """Its statistics (class docstring)."""
+        return CardStats(self.mismatches, self.backlog_max, self.poller.polls, self.reply_digest.hexdigest(),
+                         self.reply_timeouts, self.corrupted_requests, np.asarray(self.slot_wait_ps, np.int64),
+                         self.kept_replies)
 
     def submit(self, seq: int, payload: bytes) -> None:
         """A request enters the card now (``kernel.now`` must be a card clock edge). Frames pass the
@@ -247,3 +267,8 @@ def build_endpoint(ctx) -> LinkCard:
                     tamper=fp.tamper("request", ctx.enc.per_piece), timeout_ps=fp.timeout_ps, function=spec.function,
                     keep_replies=ctx.workload.keep_replies, bridge=ctx.bridge, hops=ctx.hops,
                     reply_order=ctx.workload.reply_order)
+
+
+if TYPE_CHECKING:  # mypy checks that these satisfy the node protocol (twin/nodes/protocol.py)
+    from twin.nodes.protocol import CardNode
+    _linkcard: type[CardNode] = LinkCard

@@ -42,7 +42,7 @@ skipped against the answers.
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
@@ -225,7 +225,7 @@ class ListeningCluster(TrafficGenerator):
     blocked on it resumes when its trigger arrives. Cluster time (integer ns from the programs'
     start) maps to the kernel's through the cluster's ``clock`` (1 ns edges): ``clock.edge(t_ns)``.
 
-    Ports as :class:`TrafficGenerator` (``start``; ``reply(seq, payload)`` with the reply's
+    Ports as :class:`TrafficGenerator` (``setup``; ``reply(seq, payload)`` with the reply's
     bytes). Raises RuntimeError when the programs stop before the run's rounds are published or
     wait for a trigger no reply will send. Statistics: :meth:`stats`.
     """
@@ -244,7 +244,7 @@ class ListeningCluster(TrafficGenerator):
         self.answers: list[int] = []  # per reply, in arrival order: its answer bit
         self.reply_seqs: list[int] = []
 
-    def start(self) -> None:
+    def setup(self) -> None:
         """Run the programs as far as they go before any reply."""
         self._advance()
 
@@ -318,8 +318,10 @@ class ListeningCluster(TrafficGenerator):
                 raise RuntimeError(f"round {r + 1} published at {t} ns, before now")
             self.kernel.at(at, self._send_next)
 
-    def reply(self, seq: int, payload: bytes = b"") -> None:
-        """A reply is back at the cluster (now): its answer and its arrival go onto the network."""
+    def reply(self, seq: int, payload: bytes | None = None) -> None:
+        """A reply is back at the cluster (now): its answer (from ``payload``, its bytes; none: 0) and
+        its arrival go onto the network."""
+        payload = payload or b""
         self.received += 1
         fb = self.fb
         byte, bit = divmod(fb.answer_bit, 8)
@@ -368,3 +370,8 @@ class ListeningCluster(TrafficGenerator):
                 "conditional": {"ran": int(cond_run), "skipped": int(cond_skip), "ran_by_reply": ran,
                                 "answers": np.asarray(self.answers, np.int64)},
                 "reply_seqs": np.asarray(self.reply_seqs, np.int64)}
+
+
+if TYPE_CHECKING:  # mypy checks that these satisfy the node protocol (twin/nodes/protocol.py)
+    from twin.nodes.protocol import ControlNode
+    _listeningcluster: type[ControlNode] = ListeningCluster

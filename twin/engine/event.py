@@ -10,8 +10,8 @@ byte. Each node is built by the factory its model registered (:mod:`twin.nodes.r
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
 
 import numpy as np
 
@@ -22,10 +22,11 @@ from twin.engine.counters import flow_stats, slot_bytes_of
 from twin.engine.hops import Hops
 from twin.engine.spec import LoopResult, LoopSpec
 from twin.engine.stop import CHECK_REPLIES, Interrupted, stop_requested, take_stop
-from twin.engine.topology import FlowWorkload, Topology
+from twin.engine.topology import Flow, FlowWorkload, Topology
 from twin.exchange.encoding import get_encoding
 from twin.kernel import EmptySchedule, JitterStream, Kernel, Lane, MemoryRegion, PostedWritePath
 from twin.nodes.models import model_for
+from twin.nodes.protocol import CardNode, ConsumerNode, ControlNode, keeps_partial
 from twin.runtime.functions import REGISTRY, lookup
 
 Progress = Callable[[int], None]
@@ -41,13 +42,14 @@ def python_functions(fid: int):
 class NodeContext:
     """What a model's factory gets to build one node's endpoint for one flow (a queue pair).
 
-    kernel, name (the node's stream/trace name), spec (the flow's :class:`LoopSpec`), enc,
-    slot_bytes, phase_ps (consumer's poll phase), request region/path and reply region/path,
-    hops (:class:`Hops`), workload (:class:`FlowWorkload`), thread (consumer: the node's
-    :class:`ServingThread`), bridge (card: the node's :class:`CardBridge`), on_reply (card),
-    rtl (the :class:`twin.rtl.loop.RtlConfig` or None), lane (``lane(a, b, wire, stream,
-    jitter_ps) -> Lane``: the topology's lane of link direction a -> b, made on first use, for a
-    node that posts writes on a link of its own: a two-stage consumer's hand-off).
+    kernel, name (the node's stream/trace name), spec (the flow's :class:`LoopSpec`: every declared
+    parameter of the node, its model's options among them, e.g. ``spec.rtl``), enc, slot_bytes,
+    phase_ps (consumer's poll phase), request region/path and reply region/path, hops
+    (:class:`Hops`), workload (:class:`FlowWorkload`), thread (consumer: the node's
+    :class:`ServingThread`), bridge (card: the node's :class:`CardBridge`), on_reply (card), lane
+    (``lane(a, b, wire, stream, jitter_ps) -> Lane``: the topology's lane of link direction
+    a -> b, made on first use, for a node that posts writes on a link of its own: a two-stage
+    consumer's hand-off).
     """
 
     kernel: Kernel
@@ -65,7 +67,6 @@ class NodeContext:
     thread: ServingThread | None = None
     bridge: CardBridge | None = None
     on_reply: Callable | None = None
-    rtl: object = None
     lane: Callable | None = None
 
     def functions(self):
@@ -77,71 +78,106 @@ class NodeContext:
         return self.workload.reference or lookup(self.spec.function).python
 
 
+@dataclass
+class _Shared:
+    """What the flows of one topology share on the timeline: link directions, serving threads,
+    card bridges, each consumer's poll grid and each control system's oscillator, and the count
+    of replies back at their generators (all flows)."""
+
+    lanes: dict = field(default_factory=dict)
+    threads: dict = field(default_factory=dict)
+    bridges: dict = field(default_factory=dict)
+    phases: dict = field(default_factory=dict)
+    clocks: dict = field(default_factory=dict)
+    replies: int = 0
+
+    def lane(self, seed: int, a: str, b: str, wire, stream: str, jitter_ps: int) -> Lane:
+        """The lane of link direction a -> b, made on first use."""
+        if (a, b) not in self.lanes:
+            self.lanes[(a, b)] = Lane(f"{a}->{b}", wire, JitterStream(seed, stream, jitter_ps))
+        return self.lanes[(a, b)]
+
+    def stats(self) -> dict:
+        """Every flow's ``shared`` statistics: the lanes' and serving threads' counters."""
+        return {"lanes": {a + "->" + b: {"writes": ln.writes, "bytes": ln.bytes, "busy_ps": ln.busy_ps}
+                          for (a, b), ln in self.lanes.items()},
+                "threads": {name: {"served": t.served, "busy_ps": t.busy_ps} for name, t in self.threads.items()}}
+
+
 class _FlowRun:
     """One flow on the timeline: its generator, card endpoint, consumer endpoint and per-round
-    records (internal to :func:`run_topology`)."""
+    records (internal to :func:`run_topology`). Its nodes are asked only what the node protocol
+    (:mod:`twin.nodes.protocol`) offers."""
 
-    def __init__(self, k: Kernel, flow, lanes: dict, threads: dict, bridges: dict, phases: dict, clocks: dict,
-                 rtl_cfg, counter: list):
+    def __init__(self, k: Kernel, flow: Flow, shared: _Shared):
         spec = flow.spec
-        self.flow, self.spec, self.k = flow, spec, k
+        self.flow, self.spec, self.k, self.shared = flow, spec, k, shared
         tr = spec.traffic
-        enc = get_encoding(spec.consumer.encoding)
         self.frame = tr.frame_bytes
-        slot_bytes = slot_bytes_of(spec)
         phase, gen_phase, salt = spec.draws()
-        phase = phases.setdefault(flow.consumer, phase)  # one poll grid per consumer node (its first flow's)
-        gen_phase = clocks.setdefault(flow.generator, gen_phase)  # one oscillator per control system
-        fp = spec.faults
-        self.fp = fp
-        if fp.drop_rounds and tr.mode != "closed_loop":
+        self.consumer_phase = shared.phases.setdefault(flow.consumer, phase)  # one poll grid per consumer node
+        gen_phase = shared.clocks.setdefault(flow.generator, gen_phase)  # one oscillator per control system
+        self.fp = spec.faults
+        if self.fp.drop_rounds and tr.mode != "closed_loop":
             raise ValueError(f"loop {spec.name!r}: drop_frame faults need closed-loop traffic")
-        n = tr.rounds
-        self.n = n
+        n = self.n = tr.rounds
         self.t_send = np.zeros(n, np.int64)
         self.t_in = np.zeros(n, np.int64)
         self.t_have = np.zeros(n, np.int64)
         self.t_back = np.zeros(n, np.int64)
         self.ok = np.zeros(n, bool)
         self.hops = Hops.recorder(n)  # lists while running; arrays in the result
-        self.consumer_phase = phase
-        self.counter = counter
+        rtl: Any = spec.rtl  # the RTL options' trace window (a node without waveforms ignores trace())
+        self.window = None if rtl is None else (rtl.trace_first, rtl.trace_last)
+        self.dropped = {"frames": 0, "resent": 0}
+        ctx = self._context()
+        self.consumer: ConsumerNode = model_for("consumer", spec.model).build()(ctx)
+        try:
+            self.card: CardNode = model_for("link_card", spec.card_model).build()(ctx)
+        except BaseException:
+            self.consumer.shutdown()  # it may hold a live session or a Verilated model already
+            raise
+        fb: Any = tr.feedback
+        make = TrafficGenerator if fb is None else fb.generator  # a listening program's own
+        try:
+            self.gen: ControlNode = make(k, tr, tr.make_clock(gen_phase), self.send, salt, flow.workload.payloads,
+                                         gaps_ps=tr.gaps_array(spec.seed, flow.gaps_stream or spec.stream("gaps")))
+        except BaseException:
+            self.card.shutdown()
+            self.consumer.shutdown()
+            raise
+
+    def _lane(self, a: str, b: str, wire, stream: str, jitter_ps: int) -> Lane:
+        return self.shared.lane(self.spec.seed, a, b, wire, stream, jitter_ps)
+
+    def _context(self) -> NodeContext:
+        """The flow's queue pair, paths and lanes, and the context its nodes are built from."""
+        flow, spec, k, sh = self.flow, self.spec, self.k, self.shared
+        slot_bytes = slot_bytes_of(spec)
         req_region = MemoryRegion(f"{flow.consumer}.{spec.name}.request_queue", flow.consumer, spec.slots * slot_bytes)
         rep_region = MemoryRegion(f"{flow.card}.{spec.name}.reply_queue", flow.card, spec.slots * slot_bytes)
-
-        def lane(a: str, b: str, wire, stream: str, jitter_ps: int) -> Lane:
-            if (a, b) not in lanes:
-                lanes[(a, b)] = Lane(f"{a}->{b}", wire, JitterStream(spec.seed, stream, jitter_ps))
-            return lanes[(a, b)]
         self.req_path = PostedWritePath(k, f"{flow.card}->{flow.consumer}", None, req_region,
-                                        lane=lane(flow.card, flow.consumer, spec.request_link,
-                                                  flow.lane_stream("request"), spec.jitter_ps))
+                                        lane=self._lane(flow.card, flow.consumer, spec.request_link,
+                                                        flow.lane_stream("request"), spec.jitter_ps))
         self.rep_path = PostedWritePath(k, f"{flow.consumer}->{flow.card}", None, rep_region,
-                                        lane=lane(flow.consumer, flow.card, spec.reply_link,
-                                                  flow.lane_stream("reply"), spec.jitter_ps))
+                                        lane=self._lane(flow.consumer, flow.card, spec.reply_link,
+                                                        flow.lane_stream("reply"), spec.jitter_ps))
         aur = spec.aurora
         self.up = self.down = None
         if aur is not None:
-            self.up = lane(flow.generator, flow.card, aur, f"{flow.generator}->{flow.card}.aurora", 0)
-            self.down = lane(flow.card, flow.generator, aur, f"{flow.card}->{flow.generator}.aurora", 0)
-        self.rtl_cfg = rtl_cfg
+            self.up = self._lane(flow.generator, flow.card, aur, f"{flow.generator}->{flow.card}.aurora", 0)
+            self.down = self._lane(flow.card, flow.generator, aur, f"{flow.card}->{flow.generator}.aurora", 0)
         # a control program that listens (tr.feedback) reads each reply's bytes: the card keeps them
-        wl = flow.workload if tr.feedback is None else replace(flow.workload, keep_replies=True)
-        ctx = NodeContext(k, spec.name, spec, enc, slot_bytes, phase, req_region, self.req_path, rep_region,
-                          self.rep_path, self.hops, wl,
-                          thread=threads.setdefault(flow.consumer, ServingThread()),
-                          bridge=bridges.setdefault(flow.card, CardBridge()), on_reply=self.on_reply, rtl=rtl_cfg,
-                          lane=lane)
-        self.consumer = model_for("consumer", spec.model).build()(ctx)
-        self.card = model_for("link_card", spec.card_model).build()(ctx)
-        self.dropped = {"frames": 0, "resent": 0}
-        make = TrafficGenerator if tr.feedback is None else tr.feedback.generator  # a listening program's own
-        self.gen = make(k, tr, tr.make_clock(gen_phase), self.send, salt, flow.workload.payloads,
-                        gaps_ps=tr.gaps_array(spec.seed, flow.gaps_stream or spec.stream("gaps")))
+        wl = flow.workload if spec.traffic.feedback is None else replace(flow.workload, keep_replies=True)
+        return NodeContext(k, spec.name, spec, get_encoding(spec.consumer.encoding), slot_bytes, self.consumer_phase,
+                           req_region, self.req_path, rep_region, self.rep_path, self.hops, wl,
+                           thread=sh.threads.setdefault(flow.consumer, ServingThread()),
+                           bridge=sh.bridges.setdefault(flow.card, CardBridge()), on_reply=self.on_reply,
+                           lane=self._lane)
 
-    def _rtl_trace(self, on: bool) -> None:
-        for node in (self.card, self.consumer):
-            getattr(node, "trace", lambda on: None)(on)
+    def _trace(self, on: bool) -> None:
+        self.card.trace(on)
+        self.consumer.trace(on)
 
     def on_reply(self, seq: int, tin: int, thave: int, good: bool) -> None:
         i = seq - 1
@@ -151,15 +187,15 @@ class _FlowRun:
         back = thave if self.down is None else self.down.plan(thave + self.spec.card.reply_send_ps, self.frame)
         self.t_back[i] = back
         self.k.at(back, self._back, seq)
-        if self.rtl_cfg is not None and seq == self.rtl_cfg.trace_last:
-            self._rtl_trace(False)
+        if self.window is not None and seq == self.window[1]:
+            self._trace(False)
 
     def _back(self, seq: int) -> None:
-        self.counter[0] += 1
+        self.shared.replies += 1
         if self.spec.traffic.feedback is None:
             self.gen.reply(seq)
         else:  # the program reads the reply's bytes (the decoder's answer)
-            self.gen.reply(seq, self.card.kept_replies[seq - 1])
+            self.gen.reply(seq, self.card.kept_reply(seq))
 
     def deliver(self, seq: int, payload: bytes) -> None:
         k = self.k
@@ -172,13 +208,23 @@ class _FlowRun:
 
     def send(self, seq: int, payload: bytes) -> None:
         self.t_send[seq - 1] = self.k.now
-        if self.rtl_cfg is not None and seq == self.rtl_cfg.trace_first:
-            self._rtl_trace(True)
+        if self.window is not None and seq == self.window[0]:
+            self._trace(True)
         if seq in self.fp.drop_rounds:
             self.dropped["frames"] += 1  # lost on the link; the control side resends after its timeout
             self.k.at(self.k.now + self.fp.timeout_ps, self.resend, seq, payload)
             return
         self.deliver(seq, payload)
+
+    def setup(self) -> None:
+        """Set up the consumer's ports (the generators after every consumer: :func:`run_topology`)."""
+        self.consumer.setup()
+        self.card.setup()
+
+    def shutdown(self) -> None:
+        """Shut every node of the flow down (idempotent)."""
+        for node in (self.card, self.consumer, self.gen):
+            node.shutdown()
 
     def result(self, m: int | None = None) -> LoopResult:
         """The flow's :class:`LoopResult` (its first ``m`` rounds after a failure)."""
@@ -192,21 +238,53 @@ class _FlowRun:
         back = (self.t_back > 0) & (self.t_back <= self.k.now)
         return self.n if back.all() else int(np.argmin(back))
 
+    def partial(self) -> LoopResult:
+        """After a failure that keeps the rounds so far: the rounds whose replies are back, with the
+        card's counters and (a consumer that keeps them) its live section and per-round arrays."""
+        m = int(self.gen.received)
+        res = self.result(m)
+        res.stats = {"mismatches": int((~self.ok[:m]).sum()), "backlog_max": self.card.finish().backlog_max}
+        if self.consumer.keeps_partial:
+            ns = self.consumer.finish()
+            res.stats.update({"live": ns.live, **{k: v[:m] for k, v in ns.rounds.items()}})
+        return res
+
     def stats(self, k: Kernel) -> dict:
-        card, consumer = self.card, self.consumer
+        """The flow's statistics from its nodes' records (after they are shut down)."""
+        cs, ns = self.card.finish(), self.consumer.finish()
         end = min(k.now, int(self.t_back.max())) or k.now  # the flow's last reply back (a mesh: its own)
-        stats = flow_stats(self.fp, self.spec.consumer.kind, self.n, end, card.mismatches, card.backlog_max,
-                           consumer.poller.polls, card.poller.polls, self.req_path.writes + self.rep_path.writes,
-                           self.consumer_phase, card.reply_digest.hexdigest(), self.dropped, card.reply_timeouts,
-                           getattr(card, "corrupted_requests", None))
+        stats = {"events": k.events,
+                 **flow_stats(self.fp, self.spec.consumer.kind, self.n, end, cs.mismatches, cs.backlog_max, ns.polls,
+                              cs.polls, self.req_path.writes + self.rep_path.writes, self.consumer_phase,
+                              cs.reply_digest, self.dropped, cs.reply_timeouts, cs.corrupted_requests)}
         if self.flow.workload.keep_replies:
-            stats["replies"] = card.kept_replies
-        program = self.gen.stats()
+            stats["replies"] = cs.replies
+        program = self.gen.finish().program
         if program:  # a control program that waits on replies: its stalls and period (time in the program)
             stats["program"] = program
-        if hasattr(card, "slot_wait_ps"):
-            stats["slot_wait_ps"] = np.asarray(card.slot_wait_ps, np.int64)
+        if cs.slot_wait_ps is not None:
+            stats["slot_wait_ps"] = cs.slot_wait_ps
+        rtl = {name: c.to_dict() for name, c in (("card", cs.rtl), (self.spec.name, ns.rtl)) if c is not None}
+        if rtl:
+            stats["rtl"] = rtl
+        if ns.live is not None:
+            stats["live"] = {**ns.live, "endpoint_stats": ns.endpoint}
+        stats.update(ns.rounds)
         return stats
+
+    def cut(self, res: LoopResult, m: int) -> None:
+        """A stopped run's statistics for the ``m`` rounds kept (``res``: :meth:`result` of them)."""
+        st = res.stats
+        st["mismatches"] = res.mismatches
+        st.pop("reply_digest", None)  # it may cover a reply past the cut
+        if "replies" in st:
+            st["replies"] = st["replies"][:m]
+        st["faults"]["injected"]["corrupt_piece"] = sum(1 for x in self.fp.corrupt_rounds if x <= m)
+        st["faults"].pop("not_reached", None)  # a stopped run: the stop, not the plan, left them
+        if "live" in st:
+            st["live"]["rounds"] = len(res.t_in)
+        for name in self.consumer.finish().rounds:
+            st[name] = st[name][:m]
 
 
 COMPILED = True
@@ -230,18 +308,68 @@ def _compiled(topo: Topology, progress, chunk_rounds: int):
     return None
 
 
+def _step(k: Kernel, runs: list[_FlowRun], shared: _Shared, name: str, progress: Progress | None,
+          chunk_rounds: int) -> Interrupted | None:
+    """Run the timeline until every reply is back; returns the stop taken, if any (see
+    :func:`run_topology`). Raises RuntimeError when the event queue runs dry with requests outstanding."""
+    total = sum(r.n for r in runs)
+    step = k.step
+    check = min(chunk_rounds, CHECK_REPLIES)
+    next_progress = min(total, chunk_rounds)
+    while shared.replies < total:
+        target = min(total, shared.replies + check, next_progress)
+        try:
+            while shared.replies < target:
+                step()
+        except EmptySchedule:
+            raise RuntimeError(f"topology {name!r}: event queue ran dry after {shared.replies} of {total} "
+                               "replies") from None
+        if shared.replies == next_progress:
+            next_progress = min(total, next_progress + chunk_rounds)
+            if progress:
+                progress(shared.replies)
+        # between batches of replies: a stop request (once every flow has a round to keep)
+        if shared.replies < total and stop_requested() and all(r.gen.received for r in runs) and take_stop():
+            return Interrupted(f"after {shared.replies} of {total} replies")
+    return None
+
+
+def _keeper(runs: list[_FlowRun]) -> int:
+    """The flow whose rounds a failed or stopped run keeps first: a consumer's that keeps its partial
+    rounds (a live device), else the first."""
+    return next((i for i, r in enumerate(runs) if r.consumer.keeps_partial), 0)
+
+
+def _results(k: Kernel, runs: list[_FlowRun], shared: _Shared, stopped: bool) -> list[LoopResult]:
+    """Every flow's result, with its statistics (a stopped run: its whole rounds so far) and the
+    statistics the flows share (one record, the same in each)."""
+    out = []
+    for r in runs:
+        m = r.completed() if stopped else None
+        res = r.result(m)
+        res.stats = r.stats(k)
+        if m is not None:  # the counters of the rounds kept
+            r.cut(res, m)
+        out.append(res)
+    both = shared.stats()
+    for res in out:
+        res.stats["shared"] = both
+    return out
+
+
 def run_topology(topo: Topology, progress: Progress | None = None, chunk_rounds: int = 10_000) -> list[LoopResult]:
     """Run every flow of ``topo`` together on one event timeline; one :class:`LoopResult` per
     flow, in flow order, with its per-round hops (:class:`Hops`) and statistics.
 
     ``progress(n)`` is called with the replies received so far (all flows), every
     ``chunk_rounds``. Raises RuntimeError when the event queue runs dry with requests
-    outstanding; a live endpoint's failure (``keeps_partial``) carries ``partial``: the first
-    flow's rounds completed so far. Every :data:`twin.engine.stop.CHECK_REPLIES` replies it looks
+    outstanding; a failure that keeps the rounds so far (:func:`twin.nodes.protocol.keeps_partial`:
+    a live endpoint's) carries ``partial``: the rounds completed so far of the flow whose consumer
+    keeps them (else the first). Every :data:`twin.engine.stop.CHECK_REPLIES` replies it looks
     for a stop request (:func:`twin.engine.stop.request_stop`) and then raises
     :class:`twin.engine.stop.Interrupted` whose ``results`` are every flow's whole rounds so far
-    (``partial``: the live flow's, else the first), with the same statistics as a whole run except
-    ``reply_digest`` (it may cover a reply past the cut).
+    (``partial``: that flow's), with the same statistics as a whole run except ``reply_digest``
+    (it may cover a reply past the cut). Every node is shut down, whatever the outcome.
 
     A topology of built-in ``sim`` nodes the compiled core computes (:mod:`twin.engine.compiled`)
     runs there, with identical results; any other stays on the simpy reference, the reason in
@@ -251,111 +379,44 @@ def run_topology(topo: Topology, progress: Progress | None = None, chunk_rounds:
     if fast is not None:
         return fast
     k = Kernel(topo.seed)
-    lanes: dict = {}
-    threads: dict = {}
-    bridges: dict = {}
-    phases: dict = {}
-    clocks: dict = {}
-    runs = []
-    counter = [0]  # replies back at their generators, all flows
-    stopped = None
-    for flow in topo.flows:
-        rtl_cfg = None
-        if "rtl" in (flow.spec.model, flow.spec.card_model):
-            from twin.rtl.loop import RtlConfig
-            rtl_cfg = flow.spec.rtl or RtlConfig()
-        runs.append(_FlowRun(k, flow, lanes, threads, bridges, phases, clocks, rtl_cfg, counter))
-    total = sum(r.n for r in runs)
+    shared = _Shared()
+    runs: list[_FlowRun] = []
     try:
+        for flow in topo.flows:
+            runs.append(_FlowRun(k, flow, shared))
         for r in runs:
-            r.consumer.start()
+            r.setup()
         for r in runs:
-            r.gen.start()
-        step = k.step
-        check = min(chunk_rounds, CHECK_REPLIES)
-        next_progress = min(total, chunk_rounds)
-        while counter[0] < total:
-            target = min(total, counter[0] + check, next_progress)
-            try:
-                while counter[0] < target:
-                    step()
-            except EmptySchedule:
-                raise RuntimeError(f"topology {topo.name!r}: event queue ran dry after {counter[0]} of {total} "
-                                   "replies") from None
-            if counter[0] == next_progress:
-                next_progress = min(total, next_progress + chunk_rounds)
-                if progress:
-                    progress(counter[0])
-            # between batches of replies: a stop request (once every flow has a round to keep)
-            if counter[0] < total and stop_requested() and all(r.gen.received for r in runs) and take_stop():
-                stopped = Interrupted(f"after {counter[0]} of {total} replies")
-                break
+            r.gen.setup()
+        stopped = _step(k, runs, shared, topo.name, progress, chunk_rounds)
     except Exception as e:
-        if getattr(e, "keeps_partial", False):  # a live endpoint failed: keep the rounds completed so far
-            r = next((r for r in runs if hasattr(r.consumer, "live_stats")), runs[0])
-            m = int(r.gen.received)
-            e.partial = r.result(m)
-            e.partial.stats = {"mismatches": int((~r.ok[:m]).sum()), "backlog_max": r.card.backlog_max,
-                               **({"live": r.consumer.live_stats(),
-                                   **{k: v[:m] for k, v in r.consumer.round_arrays().items()}}
-                                  if hasattr(r.consumer, "live_stats") else {})}
+        if len(runs) == len(topo.flows) and keeps_partial(e):  # a live endpoint failed: keep the rounds so far
+            e.partial = runs[_keeper(runs)].partial()  # type: ignore[attr-defined]
         raise
     finally:
         for r in runs:
-            if hasattr(r.consumer, "close") and hasattr(r.consumer, "live_stats"):
-                r.consumer.close()
-    out = []
-    for r in runs:
-        m = r.completed() if stopped else None
-        res = r.result(m)
-        res.stats = {"events": k.events, **r.stats(k)}
-        if stopped:  # the counters of the rounds kept
-            res.stats["mismatches"] = res.mismatches
-            res.stats.pop("reply_digest", None)
-            if "replies" in res.stats:
-                res.stats["replies"] = res.stats["replies"][:m]
-            res.stats["faults"]["injected"]["corrupt_piece"] = sum(1 for x in r.fp.corrupt_rounds if x <= m)
-            res.stats["faults"].pop("not_reached", None)  # a stopped run: the stop, not the plan, left them
-        if r.rtl_cfg is not None:
-            res.stats["rtl"] = {name: {"cycles": node.cycles, "evaluated": node.evaluated, "steps": node.steps}
-                                for name, node in (("card", r.card), (r.spec.name, r.consumer))
-                                if hasattr(node, "evaluated")}
-            if hasattr(r.card, "errors"):
-                res.stats["rtl"]["card"]["errors"] = r.card.errors()
-            for node in (r.card, r.consumer):
-                getattr(node, "close", lambda: None)()
-        if hasattr(r.consumer, "live_stats"):
-            res.stats["live"] = r.consumer.live_stats()
-            res.stats["live"]["endpoint_stats"] = r.consumer.close()
-            res.stats.update({k: v[:m] for k, v in r.consumer.round_arrays().items()})
-            if stopped:
-                res.stats["live"]["rounds"] = len(res.t_in)
-        out.append(res)
-    out_stats = {"lanes": {name[0] + "->" + name[1]: {"writes": ln.writes, "bytes": ln.bytes, "busy_ps": ln.busy_ps}
-                           for name, ln in lanes.items()},
-                 "threads": {name: {"served": t.served, "busy_ps": t.busy_ps} for name, t in threads.items()}}
-    for res in out:
-        res.stats["shared"] = out_stats
+            r.shutdown()
+    out = _results(k, runs, shared, stopped is not None)
     if stopped:
         stopped.results = out
-        stopped.partial = next((res for r, res in zip(runs, out) if hasattr(r.consumer, "live_stats")), out[0])
+        stopped.partial = out[_keeper(runs)]
         raise stopped
     return out
 
 
 def run_event(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: int = 10_000, *,
               payloads: Callable[[int], bytes] | None = None, reference: Callable[[bytes], bytes] | None = None,
-              consumer_class: Callable[[type], type] | None = None, consumer_kwargs: dict | None = None,
-              functions=None, keep_replies: bool = False) -> LoopResult:
+              hosting: Callable | None = None, functions=None, keep_replies: bool = False) -> LoopResult:
     """Simulate one loop (the one-flow topology of ``spec``) and return every round's timestamps.
 
     ``progress(n)`` is called with the rounds completed so far, every ``chunk_rounds``. Workload
     hooks (:class:`FlowWorkload`): ``payloads(seq)`` request payloads; ``reference(payload)``
     what the card checks each reply against; ``functions`` the consumer's fid -> callable;
-    ``consumer_class(base)`` wraps the model's consumer class (a hosting mode) with
-    ``consumer_kwargs``; ``keep_replies`` returns every reply payload in ``stats["replies"]``.
+    ``hosting(consumer)`` the consumer's hosting part (a hosting mode:
+    :class:`twin.qec.hosting.HostingMode`); ``keep_replies`` returns every reply payload in
+    ``stats["replies"]``.
     """
-    wl = FlowWorkload(payloads, reference, keep_replies, functions, consumer_class, dict(consumer_kwargs or {}))
+    wl = FlowWorkload(payloads, reference, keep_replies, functions, hosting)
     try:
         res = run_topology(Topology.single(spec, wl), progress, chunk_rounds)[0]
     except Interrupted as e:

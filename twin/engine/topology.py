@@ -22,8 +22,10 @@ class FlowWorkload:
     payloads(seq) -> bytes: request payloads; reference(payload) -> bytes: what the card checks
     each reply against; keep_replies: keep every reply payload (``stats["replies"]``);
     functions(fid) -> callable: the consumer's functions (replaces the registry's);
-    consumer_class(base) -> class: wraps the model's consumer class (e.g. a hosting mode);
-    consumer_kwargs: extra keyword arguments for it; reply_order: ``in_order`` (default) or
+    hosting(consumer) -> hosting part: how a consumer that the model times by its calibration
+    (sim, code) hosts its function (a factory with its parameters, e.g.
+    :class:`twin.qec.hosting.HostingMode`; None: the calibrated service,
+    :class:`twin.devices.consumer.HostingPart`); reply_order: ``in_order`` (default) or
     ``as_ready`` (the consumer replies as its parallel decoders finish and the card reads replies as
     they land; :class:`twin.devices.linkcard.LinkCard`).
     """
@@ -32,8 +34,7 @@ class FlowWorkload:
     reference: Callable[[bytes], bytes] | None = None
     keep_replies: bool = False
     functions: Callable | None = None
-    consumer_class: Callable[[type], type] | None = None
-    consumer_kwargs: dict = field(default_factory=dict)
+    hosting: Callable | None = None
     reply_order: str = "in_order"
 
 

@@ -10,9 +10,9 @@ and link card; what else the core computes, twin/engine/features.py says).
 """
 from __future__ import annotations
 
-from twin.nodes.registry import MODELS, Model, Situation, model_for, models_for, refusal, register
+from twin.nodes.registry import MODELS, Model, Situation, function_refusal, model_for, models_for, refusal, register
 
-__all__ = ["MODELS", "Situation", "model_for", "models_for", "refusal"]  # the lookups, every model registered
+__all__ = ["MODELS", "Situation", "function_refusal", "model_for", "models_for", "refusal"]  # every model registered
 
 RTL_FUNCTIONS = ("echo", "decode_rep3", "decode_steane7")  # the cores of rtl/qrt_functions.v
 RTL_MAX_FRAME = 180  # bytes: the RTL's slot images are 2,048 bits wide (rtl/qrt_slot_image.v)
@@ -29,15 +29,35 @@ def _one_stage(s: Situation, what: str) -> str | None:
     return None
 
 
+def _code_function(fn) -> str | None:
+    """Model ``code`` runs the runtime library's C functions, and a function with a numba build
+    (``native``) when numba is installed."""
+    from twin.runtime.functions import c_served, has_c_code, numba_available
+    if has_c_code(fn):
+        return None
+    if fn.native is not None:
+        if not numba_available():
+            return (f"function {fn.name} runs under model code as a numba build, and numba is not installed "
+                    "(pip install 'twin[numba]'); or use model sim")
+        return None
+    return (f"function {fn.name} has neither a C implementation nor a native (numba) build for model code "
+            f"to run (C: {', '.join(c_served())}); use model sim")
+
+
+def _live_function(fn) -> str | None:
+    """A live consumer (hw_bridge shm, cuda, udp agent) serves the runtime library's own functions
+    only (id 0 or a C symbol)."""
+    from twin.runtime.functions import c_refusal
+    return c_refusal(fn, "a live consumer")
+
+
 def _code(s: Situation) -> str | None:
-    from twin.runtime.functions import cannot_serve
     if _one_stage(s, "the C runtime library"):
         return _one_stage(s, "the C runtime library")
-    return cannot_serve(s.function, "code") if s.function is not None else None
+    return _code_function(s.function) if s.function is not None else None
 
 
 def _live(s: Situation) -> str | None:
-    from twin.runtime.functions import cannot_serve
     if s.stages > 1:
         return _one_stage(s, "a live endpoint (one process or kernel behind the bridge)")
     if s.queue_pairs > 1:
@@ -48,7 +68,7 @@ def _live(s: Situation) -> str | None:
                 "function as it is built (inline), and its measured time is the service time")
     if "stall" in s.faults:
         return "faults.stall stops a simulated poller; a live consumer is stopped with faults.host_freeze"
-    return cannot_serve(s.function, "live") if s.function is not None else None
+    return _live_function(s.function) if s.function is not None else None
 
 
 def _rtl_consumer(s: Situation) -> str | None:
@@ -112,7 +132,7 @@ register(Model("consumer", "code", "the C runtime library (qrt.h) serving the tw
                "twin.devices.code:build_endpoint",
                {**SUPPORT_ALL, "functions": "functions with C code or a numba build",
                 "faults": ["corrupt_piece", "drop_frame", "stall", "host_freeze"], "engines": ["event"],
-                "hosting": ["inline", "worker", "external_self", "external_routed", "chain"]}, _code))
+                "hosting": ["inline", "worker", "external_self", "external_routed", "chain"]}, _code, _code_function))
 register(Model("consumer", "rtl", "the V80 exchange logic in Verilog (rtl/qrt_v80.v), Verilated, cycle by cycle",
                "twin.rtl.loop:build_consumer_endpoint",
                {"encodings": ["classic", "per_piece"], "paths": ["card", "roce"], "queue_pairs": 1,
@@ -124,7 +144,7 @@ register(Model("consumer", "live", "a real device through hw_bridge (shm process
                {"encodings": ["classic", "per_piece"], "paths": ["card", "roce"], "queue_pairs": 1,
                 "functions": "the runtime library's C functions", "faults": ["host_freeze", "corrupt_piece",
                                                                             "drop_frame"],
-                "engines": ["event"], "hosting": ["inline"]}, _live))
+                "engines": ["event"], "hosting": ["inline"]}, _live, _live_function))
 register(Model("link_card", "sim", "behavioural U55C link card: bridge, exchange engine, reply poller",
                "twin.devices.linkcard:build_endpoint",
                {**SUPPORT_ALL, "faults": ["corrupt_piece", "drop_frame", "timeout"],

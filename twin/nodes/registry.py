@@ -51,7 +51,9 @@ class Model:
     without RTL never imports the Verilator harness). summary: one line for ``twin components``.
     supports: what it can do, for ``twin components`` and the docs (encodings, functions,
     faults, engines, paths, queue pairs). refuse: ``(Situation) -> reason or None``: the
-    physically true reason it cannot stand there.
+    physically true reason it cannot stand there. cannot_serve: ``(Function) -> reason or None``:
+    why it cannot run that function (the part of ``refuse`` that is the function's: a loader names
+    the function, not the model, for it).
     """
 
     kind: str
@@ -60,6 +62,7 @@ class Model:
     factory: str
     supports: dict = field(default_factory=dict)
     refuse: Callable[[Situation], str | None] = lambda s: None
+    cannot_serve: Callable[[object], str | None] = lambda fn: None
 
     def build(self) -> Callable:
         """The factory callable."""
@@ -91,6 +94,13 @@ def model_for(kind: str, name: str) -> Model:
         have = ", ".join(x.name for x in models_for(kind)) or "none"
         raise KeyError(f"model {name!r} does not stand for a {kind} (models of a {kind}: {have})")
     return m
+
+
+def function_refusal(kind: str, name: str, function) -> str | None:
+    """Why model ``name`` of a ``kind`` node cannot run ``function`` (a
+    :class:`twin.runtime.functions.Function`), or None (it can, or the pair is not registered)."""
+    m = _REGISTRY.get((kind, name))
+    return None if m is None else m.cannot_serve(function)
 
 
 def refusal(kind: str, name: str, situation: Situation) -> str | None:

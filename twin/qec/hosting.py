@@ -7,11 +7,12 @@ region that claims and routes frames itself, ``external_self``, or one the contr
 for, ``external_routed``), ④ ``chain`` (ordinary kernels pre-armed in an HSA queue, released by
 one store, whose completion signal triggers the reply; a host thread re-arms the chain).
 
-:class:`HostedConsumer` is a :class:`twin.devices.consumer.PollingConsumer` whose reply instant
-follows the mode. Per request, after the control kernel's poll has seen it and read it
-(``pre``), with ``body`` = the consumer's ``service_ps`` + the function's compute time and ``gp`` =
-the runtime's general path (user functions on a GPU, where the seeds measured it; 0 for the built-in
-echo, for CPU cores, whose general path the seeds do not give, and for FPGA logic, which has none):
+:class:`Hosted` is the hosting part of a :class:`twin.devices.consumer.PollingConsumer` (built by a
+:class:`HostingMode`, a flow workload's ``hosting``): the consumer's reply instant follows the mode.
+Per request, after the control kernel's poll has seen it and read it (``pre``), with ``body`` = the
+consumer's ``service_ps`` + the function's compute time and ``gp`` = the runtime's general path
+(user functions on a GPU, where the seeds measured it; 0 for the built-in echo, for CPU cores, whose
+general path the seeds do not give, and for FPGA logic, which has none):
 
 - inline:          reply at ``t + pre + gp + body``; the control kernel is busy until then.
 - external_self:   as inline plus ``omp_self`` (the region's own next/complete and routing).
@@ -52,11 +53,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from twin.devices.consumer import PollingConsumer, ServingThread
+from twin.devices.consumer import HostingPart, PollingConsumer, ServingThread
 from twin.kernel import JitterStream
 
 MODES = ("inline", "worker", "external_self", "external_routed", "chain")
@@ -90,22 +92,42 @@ class HostingParams:
                 raise ValueError(f"hosting {k} must be >= 0 ps, got {v}")
 
 
-class HostedConsumer(PollingConsumer):
-    """A polling consumer hosting its function in ``mode`` (see module docstring).
+@dataclass(frozen=True)
+class HostingMode:
+    """How a flow's consumers host their function (see module docstring): the factory of their
+    hosting part (:class:`Hosted`), a :class:`twin.engine.topology.FlowWorkload`'s ``hosting``.
 
-    Extra arguments: ``mode`` (one of :data:`MODES`), ``hosting`` (:class:`HostingParams`),
-    ``compute_ps(seq) -> int`` (the function's compute time for request ``seq``; default 0),
-    ``seed`` (for the chain's random streams), ``workers`` (N parallel executors, >= 1) and
-    ``order`` (``in_order`` | ``as_ready``). Raises ValueError for an unknown mode or order, fewer
-    than one worker, or a mode the consumer's kind cannot host (FPGA logic: inline only; a kernel
-    chain: GPU only).
+    mode: one of :data:`MODES`; hosting: the modes' costs (:class:`HostingParams`);
+    compute_ps(seq) -> int: the function's compute time for request ``seq`` (ps; None: 0); seed:
+    for the chain's random streams; workers: N parallel executors (>= 1); order: ``in_order`` |
+    ``as_ready``.
     """
 
-    def __init__(self, *args, mode: str = "inline", hosting: HostingParams = HostingParams(),
-                 compute_ps=None, seed: int = 0, workers: int = 1, order: str = "in_order", **kwargs):
-        super().__init__(*args, **kwargs)
-        if self.p.varies:
-            raise ValueError(f"consumer {self.name!r}: its service varies per round (an idle cost or service modes); "
+    mode: str = "inline"
+    hosting: HostingParams = HostingParams()
+    compute_ps: Callable[[int], int] | None = None
+    seed: int = 0
+    workers: int = 1
+    order: str = "in_order"
+
+    def __call__(self, c: PollingConsumer) -> "Hosted":
+        """The hosting part of consumer ``c`` (raises as :class:`Hosted`)."""
+        return Hosted(c, self)
+
+
+class Hosted(HostingPart):
+    """The hosting part of a polling consumer ``c`` hosting its function in a mode (see module
+    docstring; its parameters: a :class:`HostingMode`). Raises ValueError for an unknown mode or
+    order, fewer than one worker, a consumer whose service varies per round, or a mode the
+    consumer's kind cannot host (FPGA logic: inline only; a kernel chain: GPU only). Statistics:
+    the module docstring's, and ``served`` (its consumer's).
+    """
+
+    def __init__(self, c: PollingConsumer, how: HostingMode):
+        super().__init__(c)
+        mode, hosting, workers, order = how.mode, how.hosting, how.workers, how.order
+        if c.p.varies:
+            raise ValueError(f"consumer {c.name!r}: its service varies per round (an idle cost or service modes); "
                              "the decode study's hosting modes keep a constant body: use a calibration without them")
         if mode not in MODES:
             raise ValueError(f"hosting mode {mode!r}: expected one of {', '.join(MODES)}")
@@ -113,17 +135,17 @@ class HostedConsumer(PollingConsumer):
             raise ValueError(f"reply order {order!r}: expected one of {', '.join(ORDERS)}")
         if int(workers) < 1:
             raise ValueError(f"workers {workers}: need at least 1")
-        check_mode(mode, self.p.kind, self.name)
+        check_mode(mode, c.p.kind, c.name)
         self.mode = mode
         self.h = hosting
-        self.compute_ps = compute_ps or (lambda seq: 0)
+        self.compute_ps = how.compute_ps or (lambda seq: 0)
         self.workers = int(workers)
         self.order = order
         n = self.workers if mode not in INLINE else 1
         self.exec_free = [0] * n  # per hand-off executor: free again (ps)
         self.chain_armed_at = [0] * n
-        self.pool = [self.thread] + [ServingThread() for _ in range(self.workers - 1)] if mode in INLINE \
-            else [self.thread]
+        self.pool = [c.thread] + [ServingThread() for _ in range(self.workers - 1)] if mode in INLINE \
+            else [c.thread]
         self.last_reply = 0  # the latest reply instant so far (in-order commit holds later ones behind it)
         self.executor: list[int] = []
         self.held_ps: list[int] = []
@@ -133,23 +155,32 @@ class HostedConsumer(PollingConsumer):
         self.decode_busy: list[int] = []
         trig_fixed = hosting.chain_trigger_ps - int(round(hosting.chain_trigger_jitter_ps * np.log(2)))
         self._trig_fixed = max(0, trig_fixed)
-        self._trig = JitterStream(seed, f"{self.name}.chain.trigger", hosting.chain_trigger_jitter_ps)
-        self._rearm = JitterStream(seed, f"{self.name}.chain.rearm", hosting.rearm_mean_ps)
+        self._trig = JitterStream(how.seed, f"{c.name}.chain.trigger", hosting.chain_trigger_jitter_ps)
+        self._rearm = JitterStream(how.seed, f"{c.name}.chain.rearm", hosting.rearm_mean_ps)
         self.waited_for_rearm = 0
         self.trigger_ps: list[int] = []
 
-    def _take(self, seq: int, base: int) -> None:
-        if len(self.pool) > 1:  # the thread that can take it first serves it
-            t, cost = self.kernel.now, self.p.poll_cost_ps
+    @property
+    def served(self) -> int:
+        """Requests its consumer served."""
+        return self.c.served
 
-            def at(th):
-                return t if th.free <= t - cost else self.poller.first_poll(th.free) + cost
-            j = min(range(len(self.pool)), key=lambda i: (at(self.pool[i]), i))
-            self.thread = self.pool[j]
-            self.executor.append(j)
-        super()._take(seq, base)
+    def pick(self, t: int) -> ServingThread:
+        """With several serving threads: the one that can take the request first (the earliest at
+        its poll, the lowest index on a tie)."""
+        c = self.c
+        if len(self.pool) == 1:
+            return c.thread
+        cost = c.poller.cost_ps
 
-    def _next_poll_from(self, t_free: int) -> int:
+        def at(th):
+            return t if th.free <= t - cost else c.poller.first_poll(th.free) + cost
+        j = min(range(len(self.pool)), key=lambda i: (at(self.pool[i]), i))
+        self.executor.append(j)
+        return self.pool[j]
+
+    def next_poll_from(self, t_free: int) -> int:
+        """Several serving threads poll as soon as one is free."""
         return min(th.free for th in self.pool) if len(self.pool) > 1 else t_free
 
     def _record(self, ready: int, start: int, end: int) -> None:
@@ -164,52 +195,59 @@ class HostedConsumer(PollingConsumer):
         self.last_reply = max(self.last_reply, t)
         return t
 
-    def _seen(self, seq: int, base: int, at: int) -> None:
-        h = self.enc.header(self.requests.buf, base)
-        gp = self.h.general_path_ps if h.function and self.p.kind == "gpu" else 0
-        body = self.p.service_ps + int(self.compute_ps(seq))
-        t_ready = at + self.p.pre_service_ps(self.enc, self.frame_bytes) + gp
-        writes = self.answer(seq, base)
-        if self.tamper:
-            writes = self.tamper(seq, writes)
-        fence = 0 if self.enc.per_piece else self.p.fence_ps
-        m = self.mode
-        if m in INLINE:
-            end = t_ready + body + (self.h.omp_self_ps if m == "external_self" else 0)
-            self._record(self.kernel.now + (t_ready - at), t_ready, end)
+    def serve(self, seq: int, base: int, at: int) -> None:
+        """Time request ``seq`` in the mode (module docstring), then post its reply."""
+        c = self.c
+        h = c.enc.header(c.requests.buf, base)
+        gp = self.h.general_path_ps if h.function and c.p.kind == "gpu" else 0
+        body = c.p.service_ps + int(self.compute_ps(seq))
+        t_ready = at + c.p.pre_service_ps(c.enc, c.frame_bytes) + gp
+        writes = c.answer(seq, base)
+        if c.tamper:
+            writes = c.tamper(seq, writes)
+        fence = 0 if c.enc.per_piece else c.p.fence_ps
+        if self.mode in INLINE:
+            end = t_ready + body + (self.h.omp_self_ps if self.mode == "external_self" else 0)
+            self._record(c.kernel.now + (t_ready - at), t_ready, end)
             t_reply = self._commit(end)
             t_free = t_reply + fence
-            self.decode_busy.append(t_free - at + self.p.poll_cost_ps)
+            self.decode_busy.append(t_free - at + c.p.poll_cost_ps)
         else:
             t_free = t_ready  # the control kernel hands the request on and polls again
-            ef = self.exec_free
-            if m == "chain":
-                ready = [max(a, f) for a, f in zip(self.chain_armed_at, ef)]
-                j = min(range(len(ef)), key=lambda i: (max(t_ready, ready[i]), i))
-                if self.chain_armed_at[j] > t_ready:
-                    self.waited_for_rearm += 1
-                trig = self._trig_fixed + self._trig.next()
-                start = max(t_ready, ready[j]) + trig
-                self.trigger_ps.append(trig)
-                end = start + body
-                self._record(t_ready + trig, start, end)
-                t_reply = self._commit(end + self.h.chain_complete_ps)
-                self.chain_armed_at[j] = end + self._rearm.next()
-                began = start - trig
-            else:
-                hand = self.h.worker_handoff_ps if m == "worker" else self.h.omp_routed_ps
-                j = min(range(len(ef)), key=lambda i: (max(t_ready + hand, ef[i]), i))
-                start = max(t_ready + hand, ef[j])
-                self._record(t_ready + hand, start, start + body)
-                t_reply = self._commit(start + body)
-                began = start
-            ef[j] = t_reply + fence
-            again = max(ef[j], self.chain_armed_at[j]) if m == "chain" else ef[j]
-            self.decode_busy.append(again - began)
-            if len(ef) > 1:
-                self.executor.append(j)
-        self._reply_at(seq, t_reply, base, writes, fence)
-        self._done(seq, at, t_free, t_reply, t_reply + fence)
+            t_reply = self._hand_on(t_ready, body, fence)
+        c._reply_at(seq, t_reply, base, writes, fence)
+        c._done(seq, at, t_free, t_reply, t_reply + fence)
+
+    def _hand_on(self, t_ready: int, body: int, fence: int) -> int:
+        """A hand-off mode (worker, external_routed, chain): the request handed on at ``t_ready``
+        runs on the first free executor; returns its reply instant."""
+        m, ef = self.mode, self.exec_free
+        if m == "chain":
+            ready = [max(a, f) for a, f in zip(self.chain_armed_at, ef)]
+            j = min(range(len(ef)), key=lambda i: (max(t_ready, ready[i]), i))
+            if self.chain_armed_at[j] > t_ready:
+                self.waited_for_rearm += 1
+            trig = self._trig_fixed + self._trig.next()
+            start = max(t_ready, ready[j]) + trig
+            self.trigger_ps.append(trig)
+            end = start + body
+            self._record(t_ready + trig, start, end)
+            t_reply = self._commit(end + self.h.chain_complete_ps)
+            self.chain_armed_at[j] = end + self._rearm.next()
+            began = start - trig
+        else:
+            hand = self.h.worker_handoff_ps if m == "worker" else self.h.omp_routed_ps
+            j = min(range(len(ef)), key=lambda i: (max(t_ready + hand, ef[i]), i))
+            start = max(t_ready + hand, ef[j])
+            self._record(t_ready + hand, start, start + body)
+            t_reply = self._commit(start + body)
+            began = start
+        ef[j] = t_reply + fence
+        again = max(ef[j], self.chain_armed_at[j]) if m == "chain" else ef[j]
+        self.decode_busy.append(again - began)
+        if len(ef) > 1:
+            self.executor.append(j)
+        return t_reply
 
 
 def check_mode(mode: str, kind: str, name: str = "consumer") -> None:
@@ -219,23 +257,6 @@ def check_mode(mode: str, kind: str, name: str = "consumer") -> None:
         raise ValueError(f"{name}: FPGA logic hosts its function inline only, not {mode!r}")
     if mode == "chain" and kind != "gpu":
         raise ValueError(f"{name}: a kernel chain runs on a GPU, not a {kind}")
-
-
-def hosted_class(base: type) -> type:
-    """The consumer class ``base`` (a model's :class:`PollingConsumer` subclass: sim, code) with
-    its function hosted in a mode (:class:`HostedConsumer`'s timing, ``base``'s behaviour)."""
-    if issubclass(base, HostedConsumer):
-        return base
-    if base is PollingConsumer:
-        return HostedConsumer
-    return type(f"Hosted{base.__name__}", (HostedConsumer, base), {})
-
-
-def hosting_kwargs(mode: str, hosting: HostingParams, compute_ps=None, seed: int = 0, workers: int = 1,
-                   order: str = "in_order") -> dict:
-    """Keyword arguments of :class:`HostedConsumer` for a flow's workload."""
-    return {"mode": mode, "hosting": hosting, "compute_ps": compute_ps, "seed": seed, "workers": workers,
-            "order": order}
 
 
 # -- the fitted parameters ------------------------------------------------------------------------

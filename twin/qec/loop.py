@@ -49,7 +49,7 @@ from twin.engine.topology import FlowWorkload, Topology
 from twin.exchange import contract as C
 from twin.qec.cost import CostModel
 from twin.qec.decoders import Decoder, LookupDecoder, MatchingDecoder, direct_corrections
-from twin.qec.hosting import HostingParams, hosted_class, hosting_kwargs
+from twin.qec.hosting import HostingMode, HostingParams
 from twin.qec.workload import Workload, logical_errors
 from twin.runtime.functions import REGISTRY, Function, register
 
@@ -347,16 +347,13 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
         return accumulate(replies.serve, g), accumulate(direct_one, g)
 
     def event_run(run_specs, prog):
-        made = []
+        made = []  # the hosting parts built (in flow order), for their statistics
 
-        def wrap(base: type) -> type:
-            cls = hosted_class(base)
-
-            class Recorded(cls):  # keeps the consumers built (in flow order), for their statistics
-                def __init__(self, *a, **kw):
-                    super().__init__(*a, **kw)
-                    made.append(self)
-            return Recorded
+        def recorded(how: HostingMode):
+            def build(consumer):
+                made.append(how(consumer))
+                return made[-1]
+            return build
 
         def flow_workload(k: int) -> FlowWorkload:
             serve, ref = fresh()
@@ -367,9 +364,9 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
                 f = REGISTRY.get(fid)
                 return f.python if f else None
             K, comp = len(run_specs), computes[k]
-            return FlowWorkload(lambda seq: keys[k + (seq - 1) * K], ref, True, functions, wrap,
-                                hosting_kwargs(mode, hosting, lambda seq: comp[k + (seq - 1) * K], seed, workers,
-                                               order),
+            return FlowWorkload(lambda seq: keys[k + (seq - 1) * K], ref, True, functions,
+                                recorded(HostingMode(mode, hosting, lambda seq: comp[k + (seq - 1) * K], seed,
+                                                     workers, order)),
                                 reply_order=order if workers > 1 else "in_order")
         wls = [flow_workload(k) for k in range(len(run_specs))]
         stopped = None

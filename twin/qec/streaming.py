@@ -26,7 +26,7 @@ def request_table(run) -> dict[str, np.ndarray]:
     ready_ps (an idle decoder could have started its body), start_ps (a decoder started it),
     end_ps (its body ended), correction_ps (the correction is back at the control system),
     decoder_ps (the decoder's compute time, cost model), service_ps (how long the request kept its
-    decoder from the next one: :class:`twin.qec.hosting.HostedConsumer`'s ``decode_busy``),
+    decoder from the next one: :class:`twin.qec.hosting.Hosted`'s ``decode_busy``),
     queue_wait_ps (waiting for a free slot in the card, then start - ready: for a decoder),
     reaction_ps (correction - arrival: the reaction time). A consumer that keeps its inside to
     itself (RTL, live) gives the serving thread's take and reply for start, end and service, and

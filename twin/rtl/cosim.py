@@ -24,11 +24,12 @@ import ctypes
 import hashlib
 from collections import deque
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from twin.exchange.encoding import HEADER, Encoding
 from twin.kernel import Kernel, MemoryRegion, PostedWritePath
 from twin.kernel.sim import Infinity
+from twin.nodes.protocol import CardStats, ConsumerStats, RtlCounters
 from twin.rtl.build import RtlError
 
 MAX_BATCH = 1 << 20  # cycles per call when nothing else is pending
@@ -117,7 +118,8 @@ class RtlNode:
         self.period_ps = int(period_ps)
         self.phase_ps = int(phase_ps)
         self._mem = (ctypes.c_uint8 * region.size_bytes).from_buffer(region.buf)
-        self.h = ctypes.c_void_p(self.lib.qrt_create(self._mem, region.size_bytes, self.phase_ps, self.period_ps))
+        self.h: ctypes.c_void_p | None = ctypes.c_void_p(self.lib.qrt_create(self._mem, region.size_bytes,
+                                                                              self.phase_ps, self.period_ps))
         self._step = _Step()
         self._next = 0            # next cycle to evaluate
         self._busy_since = 0      # first cycle of the current stretch with no output and no idle
@@ -130,8 +132,8 @@ class RtlNode:
             self.tracing = True
         region.watch(self.wake)
 
-    def close(self) -> None:
-        """Free the model (and close its waveform file); its counters stay readable."""
+    def shutdown(self) -> None:
+        """Free the model (and close its waveform file); idempotent; its counters stay readable."""
         if self.h:
             self._closed = ([int(self.lib.qrt_counter(self.h, i)) for i in range(5)],
                             int(self.lib.qrt_evaluated(self.h)))
@@ -166,6 +168,10 @@ class RtlNode:
     def evaluated(self) -> int:
         """Edges the model was clocked."""
         return self._closed[1] if self.h is None else int(self.lib.qrt_evaluated(self.h))
+
+    def counters(self, errors: dict[str, int] | None = None) -> RtlCounters:
+        """Its counters as a record (``errors``: a card's error counters)."""
+        return RtlCounters(self.cycles, self.evaluated, self.steps, errors)
 
     def wake(self) -> None:
         """Something may have changed for the RTL (a landing in its region, a frame offered)."""
@@ -228,8 +234,11 @@ class RtlConsumer(RtlNode):
     read by the RTL), ``reply`` (a :class:`PostedWritePath` into the card's reply queue; the RTL's
     posted writes go there in the order and at the edges it issues them). ``answer_cycles``: cycles
     from the poll that saw a request to the last beat of its reply data (seeds: 28 ns = 7 at
-    250 MHz). Statistics: ``served``, ``poller.polls`` (edges on the timeline), ``evaluated``.
+    250 MHz). Statistics (:meth:`finish`): ``served``, ``polls`` (edges on the timeline: the logic
+    polls once a cycle), the RTL counters.
     """
+
+    keeps_partial = False
 
     def __init__(self, kernel: Kernel, name: str, library: Path, encoding: Encoding, requests: MemoryRegion,
                  reply: PostedWritePath, slots: int, slot_bytes: int, period_ps: int, phase_ps: int,
@@ -240,7 +249,6 @@ class RtlConsumer(RtlNode):
         self.enc = encoding
         self.reply = reply
         self.lib.qrt_reset(self.h, slots, slot_bytes, encoding.value, 0, answer_cycles, 0)
-        self.poller = self  # statistics: ``polls``
 
     @property
     def polls(self) -> int:
@@ -252,9 +260,13 @@ class RtlConsumer(RtlNode):
         """Requests answered by the RTL."""
         return self.counter(0)
 
-    def start(self) -> None:
+    def setup(self) -> None:
         """Begin polling (the model idles until its region changes)."""
         self.wake()
+
+    def finish(self) -> ConsumerStats:
+        """Edges on the timeline as polls, requests answered, the RTL's counters."""
+        return ConsumerStats(self.polls, self.served, rtl=self.counters())
 
     def _write(self, addr: int, data: bytes) -> None:
         self.reply.write(addr, data)
@@ -277,7 +289,7 @@ class RtlLinkCard(RtlNode):
     Statistics as LinkCard: ``issued``, ``replies_seen``, ``mismatches``, ``backlog_max`` (frames
     offered while every slot held an unanswered request),
     ``reply_timeouts`` (0: no timeout in RTL), ``reply_digest``; ``errors()`` gives the RTL's
-    counters.
+    counters; :meth:`finish` all of them as a :class:`twin.nodes.protocol.CardStats`.
     """
 
     def __init__(self, kernel: Kernel, name: str, library: Path, encoding: Encoding, requests: PostedWritePath,
@@ -296,7 +308,6 @@ class RtlLinkCard(RtlNode):
         self.lib.qrt_reset(self.h, slots, slot_bytes, encoding.value, function, land_cycles, read_cycles)
         self._pending: deque[tuple[int, bytes]] = deque()
         self._accepted: deque[int] = deque()
-        self.poller = self
         self.reply_digest = hashlib.sha256()
         self.replies_seen = 0
         self.mismatches = 0
@@ -318,6 +329,20 @@ class RtlLinkCard(RtlNode):
         """The RTL's error counters."""
         return {"frame": self.counter(2), "status": self.counter(3),
                 "length": self.counter(4)}
+
+    def setup(self) -> None:
+        """Nothing to arm: the RTL acts on the frames offered."""
+
+    def kept_reply(self, seq: int) -> bytes:
+        """Reply ``seq``'s payload as the RTL handed it back (a flow that keeps its replies)."""
+        if self.kept_replies is None:
+            raise RuntimeError(f"{self.name}: this flow keeps no replies")
+        return self.kept_replies[seq - 1]
+
+    def finish(self) -> CardStats:
+        """Its statistics, with the RTL's counters and error counters."""
+        return CardStats(self.mismatches, self.backlog_max, self.polls, self.reply_digest.hexdigest(),
+                         self.reply_timeouts, replies=self.kept_replies, rtl=self.counters(self.errors()))
 
     def submit(self, seq: int, payload: bytes) -> None:
         """Offer a frame now. Raises ValueError if it does not fit a slot or the RTL's 180 bytes."""
@@ -352,3 +377,9 @@ class RtlLinkCard(RtlNode):
         if not ok:
             self.mismatches += 1
         self.on_reply(want_seq, t_in, self.kernel.now, ok)
+
+
+if TYPE_CHECKING:  # mypy checks that these satisfy the node protocol (twin/nodes/protocol.py)
+    from twin.nodes.protocol import CardNode, ConsumerNode
+    _rtlconsumer: type[ConsumerNode] = RtlConsumer
+    _rtllinkcard: type[CardNode] = RtlLinkCard

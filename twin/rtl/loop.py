@@ -71,11 +71,16 @@ def _no_faults(ctx) -> None:
         raise ValueError(f"loop {ctx.spec.name!r}: fault injection is not available with model rtl")
 
 
+def config_of(spec) -> RtlConfig:
+    """The RTL choices of ``spec`` (a LoopSpec): its ``rtl`` block, or the defaults."""
+    return spec.rtl if spec.rtl is not None else RtlConfig()
+
+
 def build_card_endpoint(ctx):
     """Model ``rtl`` of a link card (registered in :mod:`twin.nodes.models`)."""
     _no_faults(ctx)
     card = rtl_card(ctx.spec, ctx.kernel, ctx.enc, ctx.req_path, ctx.rep_region, ctx.slot_bytes, ctx.reference(),
-                    ctx.on_reply, ctx.rtl)
+                    ctx.on_reply, config_of(ctx.spec))
     if ctx.workload.keep_replies:  # the replies' bytes as the RTL sends them on (a listening control program)
         card.kept_replies = []
     return card
@@ -85,4 +90,4 @@ def build_consumer_endpoint(ctx):
     """Model ``rtl`` of an FPGA consumer (registered in :mod:`twin.nodes.models`)."""
     _no_faults(ctx)
     return rtl_consumer(ctx.spec, ctx.kernel, ctx.enc, ctx.req_region, ctx.rep_path, ctx.slot_bytes, ctx.phase_ps,
-                        ctx.rtl)
+                        config_of(ctx.spec))

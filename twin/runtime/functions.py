@@ -109,7 +109,7 @@ def load_providers() -> list[str]:
 def c_served() -> list[str]:
     """Names of the functions the runtime library serves itself (id 0, the echo, and every
     function with a C symbol), in id order: what a live consumer (shm, cuda, udp agent) runs."""
-    return [f.name for f in sorted(REGISTRY.values(), key=lambda f: f.id) if f.id == 0 or f.c_symbol]
+    return [f.name for f in sorted(REGISTRY.values(), key=lambda f: f.id) if has_c_code(f)]
 
 
 def numba_available() -> bool:
@@ -119,26 +119,20 @@ def numba_available() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
-def cannot_serve(fn: Function, model: str) -> str | None:
-    """Why a consumer of ``model`` cannot serve ``fn`` (one sentence), or None when it can.
+def has_c_code(fn: Function) -> bool:
+    """Whether the runtime library serves ``fn`` itself: the echo (id 0) or a function with a C
+    symbol (:func:`c_served` lists them). Which model may serve what is the models' rule
+    (:func:`twin.nodes.models.function_refusal`)."""
+    return fn.id == 0 or bool(fn.c_symbol)
 
-    ``live`` (hw_bridge shm, cuda, udp agent): the runtime library's own functions only (id 0 or a
-    C symbol). ``code``: those, or a function with a ``native`` (numba) build. ``sim`` and ``rtl``:
-    any (sim runs the Python implementation; rtl checks its own cores)."""
-    if fn.id == 0 or fn.c_symbol:
+
+def c_refusal(fn: Function, server: str) -> str | None:
+    """Why ``server`` (one phrase: "a live consumer"), which runs the runtime library's own functions
+    only, cannot serve ``fn`` (one sentence), or None when it can (:func:`has_c_code`)."""
+    if has_c_code(fn):
         return None
-    if model == "code" and fn.native is not None:
-        if not numba_available():
-            return (f"function {fn.name} runs under model code as a numba build, and numba is not installed "
-                    "(pip install 'twin[numba]'); or use model sim")
-        return None
-    if model == "live":
-        return (f"function {fn.name} has no C implementation; a live consumer serves only the runtime "
-                f"library's functions ({', '.join(c_served())})")
-    if model == "code":
-        return (f"function {fn.name} has neither a C implementation nor a native (numba) build for model code "
-                f"to run (C: {', '.join(c_served())}); use model sim")
-    return None
+    return f"function {fn.name} has no C implementation; {server} serves only the runtime library's functions " \
+           f"({', '.join(c_served())})"
 
 
 def lookup(key: int | str) -> Function:

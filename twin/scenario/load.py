@@ -128,9 +128,9 @@ def check_nodes(path: Path, sc: Scenario, params) -> None:
             stages=2 if node.kind == "consumer" and params.consumers[node.device].handoff is not None else 1)
         why = refusal(node.kind, node.model, situation)
         if why:
-            from twin.runtime.functions import cannot_serve
+            from twin.nodes.models import function_refusal
             key, value = f"nodes[{i}].model", node.model
-            if why == cannot_serve(situation.function, node.model):  # the function is what cannot be served
+            if why == function_refusal(node.kind, node.model, situation.function):  # the function cannot be served
                 key, value = "function", situation.function.name
             raise ConfigError(path, key, value, f"nodes[{i}] ({node.name}) is model {node.model}: {why}")
         if node.bridge is not None and node.bridge.backend == "udp":
