@@ -552,6 +552,7 @@ class _DecodeLoop:
             extra.update(self._inline_body(res, compute))
         if self.count > 1:  # the device (flow) of each request, stream order, and each device's label
             from twin.engine.share import flow_names
+            assert out.flow is not None  # a stream over several devices runs in the event model
             extra.update(device_index=out.flow[:m], devices=flow_names(self.devices))
         return extra
 
@@ -560,6 +561,7 @@ class _DecodeLoop:
         engine's hops: it ends at the reply, after the service and compute time."""
         from twin.exchange.encoding import get_encoding
         h, c = res.hops, self.specs[0].consumer
+        assert h is not None  # the direct engine records every request's hops
         start = h.reply - (c.service_ps + compute + (self.hosting.omp_self_ps if self.mode == "external_self" else 0))
         fence = 0 if get_encoding(c.encoding).per_piece else c.fence_ps
         return dict(decode_start_ps=start, decode_end_ps=h.reply.copy(), decode_ready_ps=start - (h.start - h.seen),

@@ -17,8 +17,9 @@ queue_depth.csv; plots: latency vs request, backlog vs time.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,10 +42,10 @@ class LoadedDecode:
     params: ParamSet
     hosting: HostingParams
     hosting_path: Path
-    cost_fit: object = None  # decode.cost.how fitted: its twin.qec.cost_fit.DecoderFit
-    circuit: object = None   # the stim.Circuit the decode block describes (decode_circuit)
-    decoder: object = None   # the decoder built for it at load (decoder_for)
-    feedback: object = None  # decode.feedback: the circuit's twin.qec.feedback.FeedbackPlan
+    cost_fit: Any = None  # decode.cost.how fitted: its twin.qec.cost_fit.DecoderFit
+    circuit: Any = None   # the stim.Circuit the decode block describes (decode_circuit)
+    decoder: Any = None   # the decoder built for it at load (decoder_for)
+    feedback: Any = None  # decode.feedback: the circuit's twin.qec.feedback.FeedbackPlan
 
 
 def serving_kind(params, dev: str) -> str:
@@ -522,8 +523,8 @@ class DecodeStudy:
     document: dict
     runs: list
     queues: list
-    tables: list = None
-    backlogs: list = None
+    tables: list | None = None
+    backlogs: list | None = None
     interrupted: bool = False  # stopped by a signal: the document is partial (twin.engine.stop)
 
 
@@ -538,7 +539,7 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
     st = _Study(ld, shots, seed, progress, engine, verify_rounds)
     doc = st.document()
     st.check_models()
-    out = DecodeStudy(doc, [], [], [], [])
+    out = _Kept(doc)
     stopped = None
     for pl in ld.sc.decode.placements:
         run = st.runner(pl)
@@ -551,8 +552,18 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         if stopped is not None:
             break
     st.finish(doc, out.runs, stopped)
-    out.interrupted = "partial" in doc
-    return out
+    return DecodeStudy(doc, out.runs, out.queues, out.tables, out.backlogs, interrupted="partial" in doc)
+
+
+@dataclass
+class _Kept:
+    """What a study keeps of its placements as they run (:class:`DecodeStudy`'s parts)."""
+
+    document: dict
+    runs: list = field(default_factory=list)
+    queues: list = field(default_factory=list)
+    tables: list = field(default_factory=list)
+    backlogs: list = field(default_factory=list)
 
 
 class _Study:
@@ -651,7 +662,7 @@ class _Study:
                           bridge=pl.bridge.settings() if pl.bridge else None, workers=pl.workers, order=pl.order,
                           inject_ps=inject_ps)
 
-    def run_placement(self, run) -> tuple[object, Interrupted | None]:
+    def run_placement(self, run) -> tuple[Any, Interrupted | None]:
         """``(run(), None)`` (``run``: :meth:`runner`), or after a stop request ``(the partial run or
         None, the stop)``. A user decoder's or the cost model's failure is the :class:`ConfigError`
         naming its key."""
@@ -670,7 +681,7 @@ class _Study:
         except Interrupted as e:
             return e.partial, e
 
-    def keep(self, out: DecodeStudy, pl, r, run, stopped: Interrupted | None) -> Interrupted | None:
+    def keep(self, out: _Kept, pl, r, run, stopped: Interrupted | None) -> Interrupted | None:
         """Add placement ``pl``'s run ``r`` to ``out``: its summary in the document, its request
         table, queue depth and backlog; the feedback study's further runs (``run``, when not stopped).
         Returns the stop request that ended it, or None."""

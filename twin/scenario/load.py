@@ -7,7 +7,7 @@ Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from twin.calibration.params import ParamSet
 from twin.config import ConfigError, load_model, named_file
@@ -62,7 +62,7 @@ def _written_for(data: object) -> str | None:
     return "decode" if "decode" in data else "run"
 
 
-def read_scenario(path: Path, schema: type[S]) -> tuple[S, Path, object]:
+def read_scenario(path: Path, schema: type[S]) -> tuple[S, Path, Any]:
     """What loading any scenario shares (``schema``: :class:`Scenario`, or a subclass of
     :class:`~twin.scenario.schema.ScenarioBase` such as ``twin decode``'s): the YAML, refused when it
     is written for the other study (a ``decode`` block and no ``nodes``, or the reverse), validated
