@@ -1,5 +1,9 @@
 """The decode scenario's schema: what a ``decode:`` scenario may say (pure pydantic; loading and
-running are :mod:`twin.qec.study`'s).
+running are :mod:`twin.qec.study`'s). A decode scenario is a run scenario's common keys
+(:class:`twin.scenario.schema.ScenarioBase`: name ... deadline, one set of validators) plus
+``hosting``, ``control`` and the ``decode:`` workload block. What a placement's model can do
+(its decoder time, parallel workers, a bridge block) is asked of the model registry
+(:mod:`twin.nodes.models`), not written here.
 Schema (keys; optional keys show their default)::
 
     name: str
@@ -79,9 +83,11 @@ def cost_timed_models(last: str) -> str:
 
 def _consumers(which, last: str) -> str:
     """The consumer models whose supports mapping ``which`` accepts, as a list in words
-    (``sim, code or rtl``; ``last``: the word before the last one)."""
+    (``sim, code or rtl``; ``last``: the word before the last one; ``(none registered)``)."""
     names = [m.name for m in models_for("consumer") if which(m.supports)]
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {last} {names[-1]}"
+    if len(names) < 2:
+        return names[0] if names else "(none registered)"
+    return f"{', '.join(names[:-1])} {last} {names[-1]}"
 
 
 class Cost(_Strict):
