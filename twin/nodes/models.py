@@ -7,15 +7,22 @@ exchange engine, not a RoCE controller; FPGA logic hosts its function inline.
 ``supports["engines"]``: ``direct`` (the direct engine computes it), ``event`` (the simpy reference
 hosts it), ``compiled`` (the compiled core, twin/engine/c/core.c, stands for it: the sim consumer
 and link card; what else the core computes, twin/engine/features.py says).
+
+A consumer's ``supports["decoder_time"]``: where the time its decoder takes comes from,
+:data:`COST_MODEL` (``twin.qec.cost``: sim, code) or its own (rtl: the Verilog's cycles; live:
+measured); ``supports["workers"]``: parallel decoders on its request queue (``any`` or 1);
+``supports["bridge"]``: ``required`` for a model that stands behind a bridge block (live).
 """
 from __future__ import annotations
 
 from twin.nodes.registry import MODELS, Model, Situation, function_refusal, model_for, models_for, refusal, register
 
-__all__ = ["MODELS", "Situation", "function_refusal", "model_for", "models_for", "refusal"]  # every model registered
+__all__ = ["MODELS", "COST_MODEL", "Situation", "function_refusal", "model_for", "models_for",
+           "refusal"]  # every model registered
 
 RTL_FUNCTIONS = ("echo", "decode_rep3", "decode_steane7")  # the cores of rtl/qrt_functions.v
 RTL_MAX_FRAME = 180  # bytes: the RTL's slot images are 2,048 bits wide (rtl/qrt_slot_image.v)
+COST_MODEL = "the cost model"  # supports["decoder_time"] of a consumer whose decoder the cost model times
 
 
 def _fname(s: Situation) -> str:
@@ -126,25 +133,28 @@ register(Model("consumer", "sim", "behavioural CPU core / GPU persistent kernel 
                 "engines": ["direct", "event", "compiled"],
                 "hosting": ["inline", "worker", "external_self", "external_routed", "chain"],
                 "stages": "1, or 2: a hand-off to a second device (twin.devices.handoff; event engine only, "
-                          "no faults)"},
+                          "no faults)", "decoder_time": COST_MODEL, "workers": "any"},
                _sim_consumer))
 register(Model("consumer", "code", "the C runtime library (qrt.h) serving the twin's bytes; timing as sim",
                "twin.devices.code:build_endpoint",
                {**SUPPORT_ALL, "functions": "functions with C code or a numba build",
                 "faults": ["corrupt_piece", "drop_frame", "stall", "host_freeze"], "engines": ["event"],
-                "hosting": ["inline", "worker", "external_self", "external_routed", "chain"]}, _code, _code_function))
+                "hosting": ["inline", "worker", "external_self", "external_routed", "chain"],
+                "decoder_time": COST_MODEL, "workers": "any"}, _code, _code_function))
 register(Model("consumer", "rtl", "the V80 exchange logic in Verilog (rtl/qrt_v80.v), Verilated, cycle by cycle",
                "twin.rtl.loop:build_consumer_endpoint",
                {"encodings": ["classic", "per_piece"], "paths": ["card", "roce"], "queue_pairs": 1,
                 "functions": f"{', '.join(RTL_FUNCTIONS)} or a user's Verilog core (rtl: block)",
                 "faults": [], "engines": ["event"], "hosting": ["inline"], "device_kinds": ["fpga"],
-                "max_frame_bytes": RTL_MAX_FRAME}, _rtl_consumer))
+                "max_frame_bytes": RTL_MAX_FRAME, "decoder_time": "the Verilog's own cycles", "workers": 1},
+               _rtl_consumer))
 register(Model("consumer", "live", "a real device through hw_bridge (shm process, CUDA kernel, UDP agent)",
                "twin.devices.live:build_endpoint",
                {"encodings": ["classic", "per_piece"], "paths": ["card", "roce"], "queue_pairs": 1,
                 "functions": "the runtime library's C functions", "faults": ["host_freeze", "corrupt_piece",
                                                                             "drop_frame"],
-                "engines": ["event"], "hosting": ["inline"]}, _live, _live_function))
+                "engines": ["event"], "hosting": ["inline"], "decoder_time": "measured on the live device",
+                "workers": 1, "bridge": "required"}, _live, _live_function))
 register(Model("link_card", "sim", "behavioural U55C link card: bridge, exchange engine, reply poller",
                "twin.devices.linkcard:build_endpoint",
                {**SUPPORT_ALL, "faults": ["corrupt_piece", "drop_frame", "timeout"],

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from twin.calibration.params import ParamSet, loop_spec
+from twin.calibration.params import ParamSet
 from twin.devices.generator import Gaps, TrafficParams
 from twin.engine.direct import DirectNotApplicable, EngineDisagreement, check_same, run_direct
 from twin.engine.event import run_topology
@@ -264,90 +264,154 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     """
     if engine not in ("event", "auto"):
         raise ValueError(f"engine {engine!r}: expected 'event' or 'auto'")
-    cost = cost or CostModel()
-    if inject_ps < 0 or (inject_ps and model not in ("sim", "code")):
-        raise ValueError(f"an injected latency ({inject_ps} ps) is added to a sim or code decoder's time, >= 0")
-    windowed = workload.per == "window"
-    if windowed and not isinstance(decoder, MatchingDecoder):
+    from twin.qec.schema import cost_timed, cost_timed_models
+    if inject_ps < 0 or (inject_ps and not cost_timed(model)):
+        raise ValueError(f"an injected latency ({inject_ps} ps) is added to a {cost_timed_models('or')} decoder's "
+                         "time, >= 0")
+    if workload.per == "window" and not isinstance(decoder, MatchingDecoder):
         raise ValueError(f"windowed decoding runs the matching decoder on each window, not {decoder.kind}")
-    frames = workload.frames()
-    acc_frames = workload.cumulative_frames() if workload.per == "round" else frames
-    n = workload.requests
-    traffic = stream_traffic(replace(traffic or TrafficParams(), rounds=n, frame_bytes=workload.frame_bytes),
-                             workload)
-    fn = session_function(decoder, workload.name)
-    devices = [device] if isinstance(device, str) else list(device)
-    count = len(devices)
-    if count > 1 and (workload.requests_per_shot != 1 or windowed):
-        raise ValueError(f"a stream shared over {count} devices sends each request to one of them; a shot's "
-                         f"{workload.per} requests build on the earlier ones' state in one decoder: per shot only")
-    from twin.engine.share import flow_names, share_traffic
-    flow_traffic = share_traffic(traffic, count) if count > 1 else [traffic]
-    from twin.calibration.roce import RoceParamSet, roce_loop_spec
-    specs, computes, costs = [], [], []
-    for dev, name, tr in zip(devices, flow_names(devices), flow_traffic):
-        if isinstance(params, RoceParamSet):  # the RoCE v2 path: the controller FPGA's ERNIC -> NIC -> consumer
-            spec = roce_loop_spec(params, dev, tr, seed, slots, encoding, function=fn.id, model=model,
-                                  bridge=bridge)
-        else:
-            spec = loop_spec(params, dev, tr, seed, slots, encoding, external_control, function=fn.id,
-                             model=model, rtl=rtl, bridge=bridge)
-        specs.append(replace(spec, name=name))
-        c = spec.consumer if spec.handoff is None else spec.handoff.stage  # the device that runs the decoder
-        events = workload.cumulative_detectors().sum(axis=1)
-        clock_ps = c.poll_period_ps if c.kind == "fpga" else 4000
-        dc = cost if count == 1 else copy.deepcopy(cost)  # each device's own description
-        computes.append(dc.per_request_ps(decoder, c.kind, acc_frames, events, poll_period_ps=c.poll_period_ps,
-                                          clock_ps=clock_ps) + inject_ps)
-        costs.append(dc)
-    spec, c, compute = specs[0], specs[0].consumer, computes[0]
+    return _DecodeLoop(params, device, workload, decoder, mode=mode, hosting=hosting, cost=cost or CostModel(),
+                       traffic=traffic or TrafficParams(), seed=seed, slots=slots, encoding=encoding,
+                       external_control=external_control, progress=progress, engine=engine,
+                       verify_rounds=verify_rounds, model=model, bridge=bridge, rtl=rtl, workers=workers,
+                       order=order, inject_ps=inject_ps).run()
 
-    keys = frame_keys(frames)
-    acc_keys = keys if acc_frames is frames else frame_keys(acc_frames)
-    g = workload.requests_per_shot
-    if windowed:
-        from twin.qec.window import SlidingWindowDecoder
-        wdec = SlidingWindowDecoder(workload.circuit, *workload.window)
-        replies = None
-        t0 = time.perf_counter()
-        direct = window_direct(wdec, workload)
-        direct_wall = time.perf_counter() - t0
-        decode_wall = 0.0  # the consumer decodes window by window as it serves them: timed there (spent)
-    else:
-        t0 = time.perf_counter()
-        replies = BatchReplies(decoder, acc_frames, acc_keys)  # the consumer's decoding of the stream, batched
-        decode_wall = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        direct = direct_corrections(decoder, workload.cumulative_detectors())
-        direct_wall = time.perf_counter() - t0
-        reference = dict(zip(acc_keys, (r.tobytes() for r in direct)))
 
-    spent = [0.0]  # wall seconds the consumer spent decoding (windows: decoded as served)
+def _rows(replies: list[bytes], reply_bytes: int) -> np.ndarray:
+    """Replies as uint8 (len(replies), reply_bytes)."""
+    if not replies:
+        return np.zeros((0, reply_bytes), np.uint8)
+    return np.frombuffer(b"".join(replies), np.uint8).reshape(len(replies), reply_bytes)
 
-    def timed(fn):
+
+@dataclass
+class _Outcome:
+    """What the engines gave for the stream: ``res`` (the :class:`LoopResult`), ``corr`` the replies
+    (uint8 (requests, reply_bytes)), ``made`` the hosted consumers the event model built (flow
+    order; their statistics), ``flow`` each request's flow (a stream over several devices),
+    ``stopped`` the stop request that ended it, ``used`` the engines (``event``, ``direct``,
+    ``direct+event``), ``checked`` the replies the card checked, ``served_wall`` the wall seconds
+    the consumer spent decoding."""
+
+    res: LoopResult
+    corr: np.ndarray
+    made: list
+    flow: np.ndarray | None = None
+    stopped: Interrupted | None = None
+    used: str = "event"
+    checked: int = 0
+    served_wall: float = 0.0
+
+
+class _DecodeLoop:
+    """One :func:`run_decode`: its flows (one spec and per-request compute time per device), the
+    consumer's answers and the direct decode, the engine runs (the event model; or the direct engine
+    checked by the event model), the whole shots kept after a stop, and the per-request statistics."""
+
+    def __init__(self, params, device, workload: Workload, decoder: Decoder, *, mode: str, hosting: HostingParams,
+                 cost: CostModel, traffic: TrafficParams, seed: int, slots: int, encoding: str | None,
+                 external_control: bool, progress, engine: str, verify_rounds: int, model: str, bridge, rtl,
+                 workers: int, order: str, inject_ps: int):
+        self.params, self.device, self.workload, self.decoder = params, device, workload, decoder
+        self.mode, self.hosting, self.cost, self.seed, self.slots = mode, hosting, cost, seed, slots
+        self.encoding, self.external_control, self.progress, self.engine = encoding, external_control, progress, engine
+        self.verify_rounds, self.model, self.bridge, self.rtl = verify_rounds, model, bridge, rtl
+        self.workers, self.order, self.inject_ps = workers, order, inject_ps
+        self.windowed = workload.per == "window"
+        frames = workload.frames()
+        self.acc_frames = workload.cumulative_frames() if workload.per == "round" else frames
+        self.n = workload.requests
+        self.traffic = stream_traffic(replace(traffic, rounds=self.n, frame_bytes=workload.frame_bytes), workload)
+        self.fn = session_function(decoder, workload.name)
+        self.devices = [device] if isinstance(device, str) else list(device)
+        self.count = len(self.devices)
+        if self.count > 1 and (workload.requests_per_shot != 1 or self.windowed):
+            raise ValueError(f"a stream shared over {self.count} devices sends each request to one of them; a shot's "
+                             f"{workload.per} requests build on the earlier ones' state in one decoder: per shot only")
+        self.specs, self.computes, self.costs = self._flows()
+        self.keys = frame_keys(frames)
+        self.acc_keys = self.keys if self.acc_frames is frames else frame_keys(self.acc_frames)
+        self.spent = [0.0]  # wall seconds the consumer spent decoding (windows: decoded as served)
+        self._decode_batch()
+
+    def _flows(self) -> tuple[list, list, list]:
+        """One flow per device (:func:`twin.scenario.compile.flow_spec`, named by
+        :func:`twin.engine.share.flow_names`; a shared stream's traffic dealt out): the specs, each
+        device's per-request compute time (int64 ps, the injected latency added) and its cost model."""
+        from twin.engine.share import flow_names, share_traffic
+        from twin.scenario.compile import flow_spec
+        w, count = self.workload, self.count
+        flow_traffic = share_traffic(self.traffic, count) if count > 1 else [self.traffic]
+        events = w.cumulative_detectors().sum(axis=1)
+        specs, computes, costs = [], [], []
+        for dev, name, tr in zip(self.devices, flow_names(self.devices), flow_traffic):
+            spec = flow_spec(self.params, dev, tr, self.seed, slots=self.slots, encoding=self.encoding,
+                             external_control=self.external_control, function=self.fn.id, model=self.model,
+                             rtl=self.rtl, bridge=self.bridge)
+            specs.append(replace(spec, name=name))
+            c = spec.consumer if spec.handoff is None else spec.handoff.stage  # the device that runs the decoder
+            clock_ps = c.poll_period_ps if c.kind == "fpga" else 4000
+            dc = self.cost if count == 1 else copy.deepcopy(self.cost)  # each device's own description
+            computes.append(dc.per_request_ps(self.decoder, c.kind, self.acc_frames, events,
+                                              poll_period_ps=c.poll_period_ps, clock_ps=clock_ps) + self.inject_ps)
+            costs.append(dc)
+        return specs, computes, costs
+
+    def _decode_batch(self) -> None:
+        """The consumer's decoding of the stream, batched (:class:`BatchReplies`; windows: decoded as
+        served), and the direct decode of stim's events, each with its wall seconds."""
+        w = self.workload
+        if self.windowed:
+            from twin.qec.window import SlidingWindowDecoder
+            self.wdec = SlidingWindowDecoder(w.circuit, *w.window)
+            self.replies = None
+            t0 = time.perf_counter()
+            self.direct = window_direct(self.wdec, w)
+            self.direct_wall = time.perf_counter() - t0
+            self.decode_wall = 0.0  # the consumer decodes window by window as it serves them: timed there (spent)
+            return
+        t0 = time.perf_counter()
+        self.replies = BatchReplies(self.decoder, self.acc_frames, self.acc_keys)
+        self.decode_wall = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        self.direct = direct_corrections(self.decoder, w.cumulative_detectors())
+        self.direct_wall = time.perf_counter() - t0
+        self.reference = dict(zip(self.acc_keys, (r.tobytes() for r in self.direct)))
+
+    def timed(self, fn):
+        """``fn`` with its wall seconds added to :attr:`spent`."""
         def serve(payload: bytes) -> bytes:
             t0 = time.perf_counter()
             try:
                 return fn(payload)
             finally:
-                spent[0] += time.perf_counter() - t0
+                self.spent[0] += time.perf_counter() - t0
         return serve
 
-    def direct_one(acc: bytes) -> bytes:
-        r = reference.get(acc)
-        return r if r is not None else decoder.decode_payload(acc)
+    def direct_one(self, acc: bytes) -> bytes:
+        """The card's reference reply to the events ``acc``."""
+        r = self.reference.get(acc)
+        return r if r is not None else self.decoder.decode_payload(acc)
 
-    def fresh():  # the consumer's and the card's per-run state (per-round accumulation, window streams)
-        if windowed:
-            spent[0] = 0.0
-            return (timed(window_server(wdec.stream(), workload.n_detectors, decoder.reply_bytes)),
-                    window_server(wdec.stream(), workload.n_detectors, decoder.reply_bytes))
+    def fresh(self):
+        """The consumer's and the card's per-run state (per-round accumulation, window streams):
+        ``(serve, reference)``, each ``payload -> reply``."""
+        w, rb = self.workload, self.decoder.reply_bytes
+        if self.windowed:
+            self.spent[0] = 0.0
+            return (self.timed(window_server(self.wdec.stream(), w.n_detectors, rb)),
+                    window_server(self.wdec.stream(), w.n_detectors, rb))
+        g = w.requests_per_shot
         if g == 1:
-            return replies.serve, direct_one
-        return accumulate(replies.serve, g), accumulate(direct_one, g)
+            return self.replies.serve, self.direct_one
+        return accumulate(self.replies.serve, g), accumulate(self.direct_one, g)
 
-    def event_run(run_specs, prog):
+    def event_run(self, run_specs, prog) -> _Outcome:
+        """The event model over ``run_specs`` (one flow, or a stream shared over several devices,
+        :mod:`twin.engine.share`), with progress ``prog``; a stop keeps the requests so far."""
         made = []  # the hosting parts built (in flow order), for their statistics
+        fn, keys, computes = self.fn, self.keys, self.computes
+        mode, hosting, seed, workers, order = self.mode, self.hosting, self.seed, self.workers, self.order
 
         def recorded(how: HostingMode):
             def build(consumer):
@@ -356,7 +420,7 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
             return build
 
         def flow_workload(k: int) -> FlowWorkload:
-            serve, ref = fresh()
+            serve, ref = self.fresh()
 
             def functions(fid: int):
                 if fid == fn.id:
@@ -383,109 +447,149 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
                 results = run_topology(stream_topology(run_specs, wls), prog)
             except Interrupted as e:  # the stream's requests so far that every device completed
                 stopped, results = e, stream_prefix(e.results)
-            res, flow = merge(results, "+".join(devices))
+            res, flow = merge(results, "+".join(self.devices))
         kept = res.stats.pop("replies")
-        corr = np.frombuffer(b"".join(kept), np.uint8).reshape(len(kept), decoder.reply_bytes) if kept else \
-            np.zeros((0, decoder.reply_bytes), np.uint8)
-        return res, corr, made, flow, stopped  # an RTL consumer times itself: no hosting
+        return _Outcome(res, _rows(kept, self.decoder.reply_bytes), made, flow, stopped)  # RTL times itself
 
-    res = None
-    stopped = None
-    used, checked = "event", n
-    from twin.engine.direct import direct_computes
-    if engine == "auto" and mode in ("inline", "external_self") and workers == 1 and count == 1 and \
-            direct_computes("consumer", model):
-        gp = hosting.general_path_ps if c.kind == "gpu" else 0
-        extra_ps = compute + gp + (hosting.omp_self_ps if mode == "external_self" else 0)
+    def run(self) -> DecodeRun:
+        """The stream through the engines, cut to whole shots after a stop; the :class:`DecodeRun`
+        (raised as the stop's ``partial`` after a stop)."""
+        out = self._direct() if self._direct_applies() else None
+        if out is None:
+            out = self.event_run(self.specs, self.progress)
+            out.checked, out.served_wall = self.n, self.spent[0]
+        decode_wall = out.served_wall if self.windowed else self.decode_wall
+        workload, direct, compute = self.workload, self.direct, self.computes[0]
+        if out.stopped is not None:  # keep whole shots: the requests of the shots completed (checked ones, in auto)
+            g = workload.requests_per_shot
+            shots = (out.checked if out.used == "direct+event" else len(out.res.t_in)) // g
+            k = shots * g
+            workload = replace(workload, detectors=workload.detectors[:shots],
+                               observables=workload.observables[:shots])
+            out.res, out.corr, direct, compute = out.res.head(k), out.corr[:k], direct[:k], compute[:k]
+            out.res.stats["mismatches"] = out.res.mismatches
+            out.checked = min(out.checked, k)
+        extra = self._extra(out, compute)
+        if self.count > 1:  # each request's compute time, from its device's flow
+            compute = np.asarray(self.computes[0]).copy()
+            for k in range(1, self.count):
+                compute[k::self.count] = self.computes[k][k::self.count]
+            compute = compute[:len(out.res.t_in)]
+        run = DecodeRun(workload, self.decoder, "+".join(self.devices), self.mode, self.fn, out.res, out.corr, direct,
+                        compute, self._described(), decode_wall, self.direct_wall, extra)
+        if out.stopped is not None:
+            out.stopped.partial = run
+            raise out.stopped
+        return run
+
+    def _direct_applies(self) -> bool:
+        """``engine: auto`` for inline hosting (or the OpenMP region routing itself), one worker, one
+        device, a model the direct engine computes."""
+        from twin.engine.direct import direct_computes
+        return self.engine == "auto" and self.mode in ("inline", "external_self") and self.workers == 1 and \
+            self.count == 1 and direct_computes("consumer", self.model)
+
+    def _direct(self) -> _Outcome | None:
+        """The direct engine with the per-request compute time for every request, replies from the
+        consumer's batch, checked by the event model over the first ``verify_rounds`` requests
+        (:meth:`_check_by_event`); None when requests queue for slots (only the event model is
+        authoritative then)."""
+        spec, c, rb = self.specs[0], self.specs[0].consumer, self.decoder.reply_bytes
+        gp = self.hosting.general_path_ps if c.kind == "gpu" else 0
+        extra_ps = self.computes[0] + gp + (self.hosting.omp_self_ps if self.mode == "external_self" else 0)
         try:
-            res = run_direct(spec, progress, extra_ps=extra_ps, reply_bytes=decoder.reply_bytes)
+            res = run_direct(spec, self.progress, extra_ps=extra_ps, reply_bytes=rb)
         except DirectNotApplicable:
-            res = None  # requests queue for slots: only the event model is authoritative
+            return None
         except Interrupted as e:  # the direct engine's requests so far, none checked
-            stopped, res, used, checked, con, made = e, e.partial, "direct", 0, None, []
-            serve, _ = fresh()
-            m = len(res.t_in)
-            corr = np.frombuffer(b"".join(serve(k) for k in keys[:m]), np.uint8).reshape(m, decoder.reply_bytes)
-            served_wall = spent[0]
-    if res is not None and stopped is None:
-        serve, _ = fresh()
-        corr = np.frombuffer(b"".join(serve(k) for k in keys), np.uint8).reshape(n, decoder.reply_bytes)
-        served_wall = spent[0]
-        checked = max(0, min(verify_rounds, n))
-        if checked:  # --verify-rounds 0: the direct engine alone, no reply checked by the card (as in twin run)
-            ev, ev_corr, made, _, stopped = event_run([replace(spec, traffic=replace(traffic, rounds=checked))],
-                                                      None)
-            con = made[0] if made else None
-            checked = len(ev.t_in)  # all asked for, or those before a stop (then only these are kept)
-            check_same(res, ev, checked)  # timestamps and hops of the requests the event model ran
-            if not np.array_equal(ev_corr, corr[:checked]):
-                raise EngineDisagreement(f"decode loop {device!r}: the event model's replies differ from the batch's")
-            res.stats.update(mismatches=ev.mismatches, backlog_max=0)
-            res.ok[:checked] = ev.ok
-            used = "direct+event"
+            serve, _ = self.fresh()
+            m = len(e.partial.t_in)
+            return _Outcome(e.partial, _rows([serve(k) for k in self.keys[:m]], rb), [], stopped=e, used="direct",
+                            served_wall=self.spent[0])
+        serve, _ = self.fresh()
+        out = _Outcome(res, _rows([serve(k) for k in self.keys], rb), [], used="direct", served_wall=self.spent[0])
+        out.checked = max(0, min(self.verify_rounds, self.n))
+        if out.checked:  # --verify-rounds 0: the direct engine alone, no reply checked by the card (as in twin run)
+            self._check_by_event(out)
         else:
-            made, con = [], None
             res.stats.update(mismatches=0, backlog_max=0)
-            used = "direct"
-    elif res is None:
-        res, corr, made, flow, stopped = event_run(specs, progress)
-        con = made[0] if made else None
-        served_wall = spent[0]
-    if windowed:
-        decode_wall = served_wall
-    if stopped is not None:  # keep whole shots: the requests of the shots completed (checked ones, in auto)
-        shots = (checked if used == "direct+event" else len(res.t_in)) // workload.requests_per_shot
-        k = shots * workload.requests_per_shot
-        workload = replace(workload, detectors=workload.detectors[:shots], observables=workload.observables[:shots])
-        res, corr, direct, compute = res.head(k), corr[:k], direct[:k], compute[:k]
-        res.stats["mismatches"] = res.mismatches
-        checked = min(checked, k)
-    m = len(res.t_in)  # every request, or the whole shots kept after a stop
-    extra_batch = {} if replies is None else {"distinct_frames": replies.distinct,
-                                              "decoded_on_the_spot": replies.on_the_spot}
-    extra = {"served": sum(m.served for m in made) if made else len(res.t_in), "engine": used,
-             "replies_checked": checked, **extra_batch}
-
-    def per_request(attr: str) -> np.ndarray:  # a consumer statistic per request, in stream order (first m)
-        parts = [np.array(getattr(c, attr), np.int64) for c in made]
-        if used != "event" or len(parts) == 1:
-            return parts[0][:m]
-        K = len(parts)
-        parts = [p[:-(-(m - k) // K)] for k, p in enumerate(parts)]  # a stopped stream: its prefix's share
-        out = np.empty(sum(len(p) for p in parts), np.int64)
-        for k, p in enumerate(parts):
-            out[k::K] = p
         return out
-    if mode == "chain" and made:
-        extra.update(waited_for_rearm=sum(m.waited_for_rearm for m in made), trigger_ps=per_request("trigger_ps"))
-    if used == "event" and con is not None and hasattr(con, "decode_start"):
-        extra.update({f"decode_{k}_ps": per_request(f"decode_{k}") for k in ("ready", "start", "end", "busy")})
-        if workers > 1:
-            extra.update(executor=per_request("executor"), held_ps=per_request("held_ps"))
-    elif used == "direct+event":  # inline, one thread: the body ends at the reply; it waited for the thread
-        h = res.hops
-        start = h.reply - (c.service_ps + compute + (hosting.omp_self_ps if mode == "external_self" else 0))
+
+    def _check_by_event(self, out: _Outcome) -> None:
+        """The event model over the first ``out.checked`` requests: its timestamps, hops and replies
+        must be the direct engine's (:class:`twin.engine.direct.EngineDisagreement` otherwise)."""
+        ev = self.event_run([replace(self.specs[0], traffic=replace(self.traffic, rounds=out.checked))], None)
+        out.made, out.stopped = ev.made, ev.stopped
+        out.checked = len(ev.res.t_in)  # all asked for, or those before a stop (then only these are kept)
+        check_same(out.res, ev.res, out.checked)  # timestamps and hops of the requests the event model ran
+        if not np.array_equal(ev.corr, out.corr[:out.checked]):
+            raise EngineDisagreement(f"decode loop {self.device!r}: the event model's replies differ from the batch's")
+        out.res.stats.update(mismatches=ev.res.mismatches, backlog_max=0)
+        out.res.ok[:out.checked] = ev.res.ok
+        out.used = "direct+event"
+
+    def _extra(self, out: _Outcome, compute: np.ndarray) -> dict:
+        """:attr:`DecodeRun.extra`: the engine, the replies checked, the batch's statistics, and the
+        hosted consumers' per-request statistics (or, checked by the event model, the inline body's)."""
+        res, made, m = out.res, out.made, len(out.res.t_in)
+        extra_batch = {} if self.replies is None else {"distinct_frames": self.replies.distinct,
+                                                       "decoded_on_the_spot": self.replies.on_the_spot}
+        extra = {"served": sum(x.served for x in made) if made else len(res.t_in), "engine": out.used,
+                 "replies_checked": out.checked, **extra_batch}
+        con = made[0] if made else None
+        if self.mode == "chain" and made:
+            extra.update(waited_for_rearm=sum(x.waited_for_rearm for x in made),
+                         trigger_ps=_per_request(out, "trigger_ps"))
+        if out.used == "event" and con is not None:  # hosting parts (an RTL or live consumer builds none)
+            extra.update({f"decode_{k}_ps": _per_request(out, f"decode_{k}")
+                          for k in ("ready", "start", "end", "busy")})
+            if self.workers > 1:
+                extra.update(executor=_per_request(out, "executor"), held_ps=_per_request(out, "held_ps"))
+        elif out.used == "direct+event":  # inline, one thread: the body ends at the reply; it waited for the thread
+            extra.update(self._inline_body(res, compute))
+        if self.count > 1:  # the device (flow) of each request, stream order, and each device's label
+            from twin.engine.share import flow_names
+            assert out.flow is not None  # a stream over several devices runs in the event model
+            extra.update(device_index=out.flow[:m], devices=flow_names(self.devices))
+        return extra
+
+    def _inline_body(self, res: LoopResult, compute: np.ndarray) -> dict:
+        """The inline body's decode ready/start/end/busy per request (int64 ps) from the direct
+        engine's hops: it ends at the reply, after the service and compute time."""
         from twin.exchange.encoding import get_encoding
+        h, c = res.hops, self.specs[0].consumer
+        assert h is not None  # the direct engine records every request's hops
+        start = h.reply - (c.service_ps + compute + (self.hosting.omp_self_ps if self.mode == "external_self" else 0))
         fence = 0 if get_encoding(c.encoding).per_piece else c.fence_ps
-        extra.update(decode_start_ps=start, decode_end_ps=h.reply.copy(), decode_ready_ps=start - (h.start - h.seen),
-                     decode_busy_ps=h.reply + fence - h.start + c.poll_cost_ps)
-    if count > 1:  # the device (flow) of each request, stream order, and each device's label
-        extra.update(device_index=flow[:m], devices=flow_names(devices))
-        compute = np.asarray(computes[0]).copy()
-        for k in range(1, count):
-            compute[k::count] = computes[k][k::count]
-        compute = compute[:m]
-    described = cost.describe() if model in ("sim", "code") else \
-        {"how": "the Verilog's own cycles" if model == "rtl" else "measured on the live device"}
-    if count > 1 and model in ("sim", "code"):
-        described = {**costs[0].describe(), "per_device": {nm: dc.describe() for nm, dc in
-                                                           zip(flow_names(devices), costs)}}
-    run = DecodeRun(workload, decoder, "+".join(devices), mode, fn, res, corr, direct, compute, described,
-                    decode_wall, direct_wall, extra)
-    if stopped is not None:
-        stopped.partial = run
-        raise stopped
-    return run
+        return dict(decode_start_ps=start, decode_end_ps=h.reply.copy(), decode_ready_ps=start - (h.start - h.seen),
+                    decode_busy_ps=h.reply + fence - h.start + c.poll_cost_ps)
+
+    def _described(self) -> dict:
+        """The decoder time's description: the cost model's (each device's, for a shared stream), or
+        how the model times itself (:mod:`twin.nodes.models`: ``decoder_time``)."""
+        from twin.nodes.models import COST_MODEL, model_for
+        own = model_for("consumer", self.model).supports["decoder_time"]
+        if own != COST_MODEL:
+            return {"how": own}
+        if self.count > 1:
+            from twin.engine.share import flow_names
+            return {**self.costs[0].describe(), "per_device": {nm: dc.describe() for nm, dc in
+                                                               zip(flow_names(self.devices), self.costs)}}
+        return self.cost.describe()
+
+
+def _per_request(out: _Outcome, attr: str) -> np.ndarray:
+    """A hosted consumer statistic per request, in stream order (the first ``len(out.res.t_in)``)."""
+    m = len(out.res.t_in)
+    parts = [np.array(getattr(c, attr), np.int64) for c in out.made]
+    if out.used != "event" or len(parts) == 1:
+        return parts[0][:m]
+    K = len(parts)
+    parts = [p[:-(-(m - k) // K)] for k, p in enumerate(parts)]  # a stopped stream: its prefix's share
+    res = np.empty(sum(len(p) for p in parts), np.int64)
+    for k, p in enumerate(parts):
+        res[k::K] = p
+    return res
 
 
 def queue_depth(result: LoopResult, t_ps: np.ndarray) -> np.ndarray:

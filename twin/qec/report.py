@@ -236,7 +236,7 @@ def write_requests(study: DecodeStudy, folder, fmt: str = "parquet") -> Path:
     :func:`twin.output.rows.write_rows`. Returns its path."""
     from twin.output.rows import Block, write_rows
     from twin.qec.streaming import CSV_COLUMNS
-    blocks = [Block((name, t["device"]), tuple(t[c] for c in CSV_COLUMNS)) for name, t in study.tables]
+    blocks = [Block((name, t["device"]), tuple(t[c] for c in CSV_COLUMNS)) for name, t in study.tables or ()]
     return write_rows(folder, "requests", fmt, ("placement", "device"), CSV_COLUMNS, blocks)
 
 

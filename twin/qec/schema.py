@@ -1,5 +1,9 @@
 """The decode scenario's schema: what a ``decode:`` scenario may say (pure pydantic; loading and
-running are :mod:`twin.qec.study`'s).
+running are :mod:`twin.qec.study`'s). A decode scenario is a run scenario's common keys
+(:class:`twin.scenario.schema.ScenarioBase`: name ... deadline, one set of validators) plus
+``hosting``, ``control`` and the ``decode:`` workload block. What a placement's model can do
+(its decoder time, parallel workers, a bridge block) is asked of the model registry
+(:mod:`twin.nodes.models`), not written here.
 Schema (keys; optional keys show their default)::
 
     name: str
@@ -43,18 +47,47 @@ Schema (keys; optional keys show their default)::
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from twin.config import Located
-from twin.devices.qblox import QbloxCluster
+from twin.nodes.models import COST_MODEL, model_for, models_for
 from twin.qec.hosting import MODES
-from twin.scenario import Bridge, Traffic, _duration
+from twin.scenario import Bridge, _duration
+from twin.scenario.schema import ScenarioBase
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
+
+
+CONSUMER_MODELS = tuple(m.name for m in models_for("consumer"))  # what may stand for a placement's device
+
+
+def _supports(model: str, key: str):
+    """What the consumer model ``model`` supports under ``key`` (:mod:`twin.nodes.models`), or None."""
+    return model_for("consumer", model).supports.get(key)
+
+
+def cost_timed(model: str) -> bool:
+    """Whether a consumer model's decoder time is the cost model's (:class:`twin.qec.cost.CostModel`;
+    sim and code), not its own (rtl: the Verilog's cycles; live: measured)."""
+    return _supports(model, "decoder_time") == COST_MODEL
+
+
+def cost_timed_models(last: str) -> str:
+    """The consumer models :func:`cost_timed`, in words (``sim or code``; ``last``: the word before the last)."""
+    return _consumers(lambda m: m.get("decoder_time") == COST_MODEL, last)
+
+
+def _consumers(which, last: str) -> str:
+    """The consumer models whose supports mapping ``which`` accepts, as a list in words
+    (``sim, code or rtl``; ``last``: the word before the last one; ``(none registered)``)."""
+    names = [m.name for m in models_for("consumer") if which(m.supports)]
+    if len(names) < 2:
+        return names[0] if names else "(none registered)"
+    return f"{', '.join(names[:-1])} {last} {names[-1]}"
 
 
 class Cost(_Strict):
@@ -96,7 +129,7 @@ class Placement(_Strict):
     devices: list[str] | None = None
     dispatch: Literal["round_robin"] | None = None
     mode: Literal[MODES] = "inline"  # type: ignore[valid-type]
-    model: Literal["sim", "code", "rtl", "live"] = "sim"
+    model: Literal[CONSUMER_MODELS] = "sim"  # type: ignore[valid-type]
     bridge: Bridge | None = None
     workers: int = Field(1, ge=1, le=1024, strict=True)
     order: Literal["in_order", "as_ready"] = "in_order"
@@ -115,9 +148,9 @@ class Placement(_Strict):
         if self.dispatch is not None and self.devices is None:
             raise Located(("dispatch",), self.dispatch, "dispatch spreads one stream over several devices: it "
                           "applies with devices: [A, B, ...]")
-        if self.devices is not None and self.model == "live":
-            raise Located(("devices",), self.devices, "a live placement is one device behind its bridge block; "
-                          "share a stream over sim, code or rtl devices")
+        if self.devices is not None and _supports(self.model, "bridge"):
+            raise Located(("devices",), self.devices, f"a {self.model} placement is one device behind its bridge "
+                          f"block; share a stream over {_consumers(lambda m: 'bridge' not in m, 'or')} devices")
         return self
 
     def key(self) -> dict:
@@ -154,9 +187,10 @@ class Placement(_Strict):
 
     @model_validator(mode="after")
     def _workers(self):
-        if self.workers > 1 and self.model in ("rtl", "live"):
+        if self.workers > 1 and _supports(self.model, "workers") == 1:
             raise Located(("workers",), self.workers, f"a {self.model} consumer is its own design (one serving "
-                          "engine); parallel decoders are modelled for sim and code placements")
+                          "engine); parallel decoders are modelled for "
+                          f"{_consumers(lambda m: m.get('workers') != 1, 'and')} placements")
         if "order" in self.model_fields_set and self.workers == 1:
             raise Located(("order",), self.order, "one worker replies in order either way; order applies to "
                           "workers > 1")
@@ -164,10 +198,13 @@ class Placement(_Strict):
 
     @model_validator(mode="after")
     def _bridge(self):
-        if self.model == "live" and self.bridge is None:
-            raise Located(("bridge",), "<missing>", "model live needs a bridge block (backend: shm | cuda | udp)")
-        if self.model != "live" and self.bridge is not None:
-            raise Located(("bridge",), self.bridge.backend, f"a bridge block is for model live, not {self.model}")
+        needs = bool(_supports(self.model, "bridge"))
+        if needs and self.bridge is None:
+            raise Located(("bridge",), "<missing>", f"model {self.model} needs a bridge block (backend: shm | cuda | "
+                          "udp)")
+        if not needs and self.bridge is not None:
+            raise Located(("bridge",), self.bridge.backend, f"a bridge block is for model "
+                          f"{_consumers(lambda m: 'bridge' in m, 'or')}, not {self.model}")
         return self
 
 
@@ -341,20 +378,14 @@ class Decode(_Strict):
         return len(window_starts(self.rounds + 1, self.window.rounds, self.window.commit))
 
 
-class DecodeScenario(_Strict):
-    """A decoder study (see module docstring)."""
+class DecodeScenario(ScenarioBase):
+    """A decoder study (see module docstring): a run scenario's common keys
+    (:class:`twin.scenario.schema.ScenarioBase`; a Qblox cluster's programs time the requests)
+    plus where the control system sits, the hosting-mode costs and the ``decode:`` workload block."""
 
-    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-    description: str = ""
-    calibration: str
+    study: ClassVar[str] = "decode"
     hosting: str = "../calibrations/hosting.yaml"
-    seed: int = Field(0, ge=0, le=2**64 - 1, strict=True)  # stim and numpy take 64-bit seeds
-    slots: int = Field(16, gt=0, le=65_536, strict=True)
-    encoding: Literal["default", "classic", "per_piece"] = "default"
     control: Literal["on_card", "aurora"] = "on_card"
-    traffic: Traffic = Traffic()
-    qblox: QbloxCluster | None = None  # the control system is a Qblox cluster: its programs time the requests
-    deadline: str | None = None
     decode: Decode
 
     @model_validator(mode="after")
@@ -409,9 +440,10 @@ class DecodeScenario(_Strict):
             raise Located(where + ("slack",), d.feedback.slack, f"a whole number of clock_period ({t.clock_period}) "
                           f"cycles, at most the period ({t.period})")
         for i, pl in enumerate(d.placements):
-            if d.feedback.inject and pl.model not in ("sim", "code"):
-                raise Located(where + ("inject",), d.feedback.inject, f"an injected latency is added to a sim or "
-                              f"code decoder's time; placement {i} is model {pl.model} (its own time)")
+            if d.feedback.inject and not cost_timed(pl.model):
+                raise Located(where + ("inject",), d.feedback.inject, "an injected latency is added to a "
+                              f"{cost_timed_models('or')} decoder's time; "
+                              f"placement {i} is model {pl.model} (its own time)")
         return self
 
     @model_validator(mode="after")
@@ -431,4 +463,4 @@ class DecodeScenario(_Strict):
                               "a decode study's requests carry its detection events, one bit per detector (the "
                               "contract's syndrome section); the cluster's programs time them: 1 bit per measurement")
         return self
-    _dl = field_validator("deadline", mode="before")(classmethod(lambda cls, v: _duration(v)))
+

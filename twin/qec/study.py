@@ -1,8 +1,9 @@
 """``twin decode``: a decoder study from a scenario with a ``decode:`` block.
 
 The scenario's schema is :mod:`twin.qec.schema` (its keys are listed there); this module loads a
-scenario (:func:`load_decode`) and runs it (:func:`run_decode_study`); :mod:`twin.qec.report` prints
-and writes the result.
+scenario (:func:`load_decode`: the file, calibration and traffic through the run scenario's loader,
+:func:`twin.scenario.load.read_scenario`, then the decode block) and runs it
+(:func:`run_decode_study`); :mod:`twin.qec.report` prints and writes the result.
 
 For every placement the study reports: corrections identical to the direct decode (same shots,
 byte for byte), the card's mismatches, logical errors and rate with its interval for the loop,
@@ -17,16 +18,18 @@ queue_depth.csv; plots: latency vs request, backlog vs time.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from twin.calibration.params import ParamSet
-from twin.config import ConfigError, Located, load_model
+from twin.config import ConfigError, Located
 from twin.engine.stop import Interrupted
 from twin.qec.hosting import HostingParams, check_mode, load_hosting
-from twin.qec.schema import Decode, DecodeScenario
+from twin.qec.schema import Decode, DecodeScenario, Placement
+from twin.scenario.compile import is_roce
 from twin.stats import summary_ns
 from twin.units import time_ps
 
@@ -40,10 +43,10 @@ class LoadedDecode:
     params: ParamSet
     hosting: HostingParams
     hosting_path: Path
-    cost_fit: object = None  # decode.cost.how fitted: its twin.qec.cost_fit.DecoderFit
-    circuit: object = None   # the stim.Circuit the decode block describes (decode_circuit)
-    decoder: object = None   # the decoder built for it at load (decoder_for)
-    feedback: object = None  # decode.feedback: the circuit's twin.qec.feedback.FeedbackPlan
+    cost_fit: Any = None  # decode.cost.how fitted: its twin.qec.cost_fit.DecoderFit
+    circuit: Any = None   # the stim.Circuit the decode block describes (decode_circuit)
+    decoder: Any = None   # the decoder built for it at load (decoder_for)
+    feedback: Any = None  # decode.feedback: the circuit's twin.qec.feedback.FeedbackPlan
 
 
 def serving_kind(params, dev: str) -> str:
@@ -53,41 +56,68 @@ def serving_kind(params, dev: str) -> str:
 
 
 def load_decode(path: str | Path) -> LoadedDecode:
-    """Load a decode scenario; raises :class:`ConfigError` naming file, key and value."""
+    """Load a decode scenario: the file, the parameter set and the traffic as any scenario's
+    (:func:`twin.scenario.load.read_scenario`), then the decode block against them: the placements'
+    devices and hosting modes, the hosting costs, the circuit, the decoder (built here, so one that
+    cannot take the circuit is refused at load), its cost and the feedback plan. Raises
+    :class:`ConfigError` naming file, key and value."""
+    from twin.scenario.load import read_scenario, resolve_gaps_file
     path = Path(path)
-    from twin.config import load_yaml
-    data = load_yaml(path)
-    if isinstance(data, dict) and "nodes" in data and "decode" not in data:
-        raise ConfigError(path, "nodes", "[...]", f"this is a loop scenario (nodes, no decode block); run it "
-                          f"with `twin run {path}`")
-    sc = load_model(path, DecodeScenario, data=data)
-    from twin.calibration.roce import RoceParamSet
-    from twin.scenario.load import load_calibration
-    cal, params = load_calibration(path, sc.calibration)
-    if isinstance(params, RoceParamSet) and sc.control != "on_card":
+    sc, cal, params = read_scenario(path, DecodeScenario)
+    d = sc.decode
+    if is_roce(params) and sc.control != "on_card":
         raise ConfigError(path, "control", sc.control, "a RoCE parameter set's controller is the FPGA itself "
                           "(its ERNIC sends the requests): control: on_card")
-    from twin.scenario.load import resolve_gaps_file
-    requests = sc.decode.shots * sc.decode.requests_per_shot()
-    resolve_gaps_file(path, "traffic", sc.traffic, requests)
-    for i, pl in enumerate(sc.decode.placements):
-        for j, dev in enumerate(pl.names):
-            if dev not in params.consumers:
-                raise ConfigError(path, pl.device_key(i, j), dev,
-                                  f"not a consumer of {cal.name} (have: {', '.join(params.consumers)})")
-            try:
-                check_mode(pl.mode, serving_kind(params, dev), dev)
-            except ValueError as e:
-                raise ConfigError(path, f"decode.placements[{i}].mode", pl.mode, str(e)) from None
+    resolve_gaps_file(path, "traffic", sc.traffic, d.shots * d.requests_per_shot())
+    _check_devices(path, sc, params, cal)
     from twin.config import named_file
     hp_path = named_file(path, "hosting", sc.hosting)
     hosting, _ = load_hosting(hp_path)
-    d = sc.decode
-    from twin.qec.decoders.registry import kind_of, unavailable
+    from twin.qec.decoders.registry import unavailable
     why = unavailable(d.decoder)
     if why:
         raise ConfigError(path, "decode.decoder", d.decoder, why)
     circuit = decode_circuit(path, d)
+    _check_circuit_fits(path, sc, circuit)
+    sinter_inner = resolve_sinter_decoder(d.decoder, path) if d.decoder.startswith("sinter:") else None
+    fn = _user_function(path, d, params, circuit)
+    fit = _check_cost(path, d, params)
+    _check_syndrome(path, d, circuit)
+    try:  # built once here, so a decoder that cannot take this model is refused at load (e.g. no matching graph)
+        decoder = decoder_for(d, circuit, path, sinter_inner=sinter_inner, fn=fn)
+    except ConfigError:
+        raise
+    except Exception as e:
+        raise ConfigError(path, "decode.decoder", d.decoder, f"cannot be built for this circuit: "
+                          f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}") from None
+    return LoadedDecode(path, sc, params, hosting, hp_path, fit, circuit, decoder, _feedback_plan(path, d, circuit))
+
+
+def _devices(d: Decode):
+    """``(placement index, device index, device name, placement)`` of every placement's devices."""
+    for i, pl in enumerate(d.placements):
+        for j, dev in enumerate(pl.names):
+            yield i, j, dev, pl
+
+
+def _check_devices(path: Path, sc: DecodeScenario, params, cal: Path) -> None:
+    """Every placement's devices are consumers of ``params`` whose serving device can host the
+    placement's mode (:func:`twin.qec.hosting.check_mode`). Raises :class:`ConfigError`."""
+    for i, j, dev, pl in _devices(sc.decode):
+        if dev not in params.consumers:
+            raise ConfigError(path, pl.device_key(i, j), dev,
+                              f"not a consumer of {cal.name} (have: {', '.join(params.consumers)})")
+        try:
+            check_mode(pl.mode, serving_kind(params, dev), dev)
+        except ValueError as e:
+            raise ConfigError(path, f"decode.placements[{i}].mode", pl.mode, str(e)) from None
+
+
+def _check_circuit_fits(path: Path, sc: DecodeScenario, circuit) -> None:
+    """What only the circuit tells: a circuit file's per-round requests (its rounds, not
+    ``decode.rounds``) stay within the simulated horizon; a Qblox program's answer bit is one of
+    the correction's observable bits. Raises :class:`ConfigError`."""
+    d = sc.decode
     if d.circuit is not None and d.per == "round":  # the file's rounds, not decode.rounds, set the requests
         from twin.qec.workload import sample_circuit
         from twin.scenario.schema import check_horizon
@@ -101,35 +131,58 @@ def load_decode(path: str | Path) -> LoadedDecode:
         raise ConfigError(path, "qblox.feedback.answer_bit", q.feedback.answer_bit,
                           f"the correction has {circuit.num_observables} observable bit(s) (0..."
                           f"{circuit.num_observables - 1}): this bit would always read 0")
-    sinter_inner = resolve_sinter_decoder(d.decoder, path) if d.decoder.startswith("sinter:") else None
-    fn = None
-    if d.decoder == "function":
-        if not d.function:
-            raise ConfigError(path, "decode.function", "<missing>", "decoder: function needs a function "
-                              "('package.module:callable', 'lib.so:symbol' or a registered function name)")
-        fn = resolve_function(d.function, path, reply_bytes=-(-circuit.num_observables // 8))
-        for i, pl in enumerate(d.placements):
-            for j, dev in enumerate(pl.names):
-                if serving_kind(params, dev) == "fpga":
-                    raise ConfigError(path, pl.device_key(i, j), dev, "a Python function does not run in FPGA logic")
-        if d.cost.how == "model" and d.cost.fixed is None:
-            raise ConfigError(path, "decode.cost.fixed", "<missing>", "a user function has no entry in the cost "
-                              "model: give its time (fixed: '50 ns') or use how: host_timed")
-    elif d.function:
-        raise ConfigError(path, "decode.function", d.function, f"only for decoder: function (decoder is {d.decoder})")
-    if "cost" in d.model_fields_set and all(pl.model in ("rtl", "live") for pl in d.placements):
-        raise ConfigError(path, "decode.cost", "{...}", "no placement uses it: an rtl placement's time is the "
-                          "Verilog's own cycles, a live one's is measured; cost applies to sim and code placements")
+
+
+def _user_function(path: Path, d: Decode, params, circuit):
+    """``decoder: function``: its callable resolved (:func:`resolve_function`), on no FPGA device
+    and with a time the cost model can give; None for the other decoders (which take no
+    ``function``). Raises :class:`ConfigError`."""
+    if d.decoder != "function":
+        if d.function:
+            raise ConfigError(path, "decode.function", d.function,
+                              f"only for decoder: function (decoder is {d.decoder})")
+        return None
+    if not d.function:
+        raise ConfigError(path, "decode.function", "<missing>", "decoder: function needs a function "
+                          "('package.module:callable', 'lib.so:symbol' or a registered function name)")
+    fn = resolve_function(d.function, path, reply_bytes=-(-circuit.num_observables // 8))
+    for i, j, dev, pl in _devices(d):
+        if serving_kind(params, dev) == "fpga":
+            raise ConfigError(path, pl.device_key(i, j), dev, "a Python function does not run in FPGA logic")
+    if d.cost.how == "model" and d.cost.fixed is None:
+        raise ConfigError(path, "decode.cost.fixed", "<missing>", "a user function has no entry in the cost "
+                          "model: give its time (fixed: '50 ns') or use how: host_timed")
+    return fn
+
+
+def _check_cost(path: Path, d: Decode, params):
+    """``decode.cost`` applies to some placement (a model whose decoder time is the cost model's,
+    :data:`twin.nodes.models.COST_MODEL`); the cost model has the decoder on every serving device
+    kind (``how: model`` without ``fixed``). Returns the fitted calibration (``how: fitted``) or
+    None. Raises :class:`ConfigError`."""
+    from twin.qec.schema import CONSUMER_MODELS, cost_timed, cost_timed_models
+    if "cost" in d.model_fields_set and not any(cost_timed(pl.model) for pl in d.placements):
+        from twin.nodes.models import model_for
+        own = "; ".join(f"{m}: {model_for('consumer', m).supports['decoder_time']}" for m in CONSUMER_MODELS
+                        if not cost_timed(m))
+        raise ConfigError(path, "decode.cost", "{...}", f"no placement uses it (the decoder time of model {own}); "
+                          f"cost applies to {cost_timed_models('and')} placements")
     fit = _load_cost_fit(path, d) if d.cost.how == "fitted" else None
     if d.cost.how == "model" and d.cost.fixed is None and d.decoder != "function":
         from twin.qec.cost import MODEL_NS
-        for i, pl in enumerate(d.placements):
-            for j, dev in enumerate(pl.names):
-                kind = serving_kind(params, dev)
-                if (kind_of(d.decoder), kind) not in MODEL_NS:
-                    raise ConfigError(path, pl.device_key(i, j), dev,
-                                      f"the cost model has no {d.decoder} decoder on a {kind}: give decode.cost.fixed "
-                                      "or use how: host_timed")
+        from twin.qec.decoders.registry import kind_of
+        for i, j, dev, pl in _devices(d):
+            kind = serving_kind(params, dev)
+            if (kind_of(d.decoder), kind) not in MODEL_NS:
+                raise ConfigError(path, pl.device_key(i, j), dev,
+                                  f"the cost model has no {d.decoder} decoder on a {kind}: give decode.cost.fixed "
+                                  "or use how: host_timed")
+    return fit
+
+
+def _check_syndrome(path: Path, d: Decode, circuit) -> None:
+    """A lookup table holds the circuit's detectors; ``decode.frame_bytes`` holds its syndrome.
+    Raises :class:`ConfigError`."""
     from twin.qec.lookup import MAX_DETECTORS, syndrome_bytes
     if d.decoder == "lookup" and circuit.num_detectors > MAX_DETECTORS:
         raise ConfigError(path, "decode.decoder", d.decoder, f"{circuit.num_detectors} detectors; a lookup table "
@@ -138,21 +191,18 @@ def load_decode(path: str | Path) -> LoadedDecode:
         need = syndrome_bytes(circuit.num_detectors)
         raise ConfigError(path, "decode.frame_bytes", d.frame_bytes,
                           f"the syndrome of {circuit.num_detectors} detectors needs {need}")
-    try:  # built once here, so a decoder that cannot take this model is refused at load (e.g. no matching graph)
-        decoder = decoder_for(d, circuit, path, sinter_inner=sinter_inner, fn=fn)
-    except ConfigError:
-        raise
-    except Exception as e:
-        raise ConfigError(path, "decode.decoder", d.decoder, f"cannot be built for this circuit: "
-                          f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}") from None
-    plan = None
-    if d.feedback is not None:
-        from twin.qec.feedback import FeedbackError, analyse
-        try:
-            plan = analyse(circuit, d.feedback.qubits)
-        except FeedbackError as e:
-            raise ConfigError(path, "decode.feedback", d.circuit, str(e)) from None
-    return LoadedDecode(path, sc, params, hosting, hp_path, fit, circuit, decoder, plan)
+
+
+def _feedback_plan(path: Path, d: Decode, circuit):
+    """``decode.feedback``: the circuit's :class:`twin.qec.feedback.FeedbackPlan` (its classically
+    controlled gates), or None. Raises :class:`ConfigError` naming ``decode.feedback``."""
+    if d.feedback is None:
+        return None
+    from twin.qec.feedback import FeedbackError, analyse
+    try:
+        return analyse(circuit, d.feedback.qubits)
+    except FeedbackError as e:
+        raise ConfigError(path, "decode.feedback", d.circuit, str(e)) from None
 
 
 MAX_CIRCUIT_QUBITS = 100_000           # stim allocates a frame per qubit; a real memory experiment has ~10^3
@@ -474,207 +524,301 @@ class DecodeStudy:
     document: dict
     runs: list
     queues: list
-    tables: list = None
-    backlogs: list = None
+    tables: list | None = None
+    backlogs: list | None = None
     interrupted: bool = False  # stopped by a signal: the document is partial (twin.engine.stop)
 
 
 def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | None = None, progress=None,
-                     engine: str = "auto", verify_rounds: int = 10_000) -> dict:
+                     engine: str = "auto", verify_rounds: int = 10_000) -> DecodeStudy:
     """Run every placement; returns a :class:`DecodeStudy` (the results document, the per-request
     runs, the queue depths). ``engine`` and ``verify_rounds``: see :func:`twin.qec.loop.run_decode`.
     Raises :class:`ConfigError` for a placement whose model cannot stand there or a user decoder
     that fails. Asked to stop (:mod:`twin.engine.stop`), it ends after the placement running then,
     keeping its whole shots so far (``shots`` completed, ``shots_requested``; no placement entry if
     none completed); the study is ``interrupted`` and its document ``"partial": true``."""
-    from twin.qec.cost import CostError, CostModel
-    from twin.qec.decoders import FunctionFailed
-    from twin.qec.decoders.base import DecoderFailed
-    from twin.qec.loop import queue_depth, run_decode
-    from twin.qec.workload import sample_circuit
-
-    sc, d = ld.sc, ld.sc.decode
-    shots = shots or d.shots
-    seed = sc.seed if seed is None else seed
-    circuit = ld.circuit if ld.circuit is not None else decode_circuit(ld.path, d)
-    w = sample_circuit(circuit, shots, seed=seed, frame_bytes=d.frame_bytes, per=d.per, window=d.window_tuple(),
-                       name=workload_name(d, ld.path))
-    decoder = build_decoder(ld, w)
-    pm, pm_how = _pymatching_direct(w.circuit, w.detectors)
-    pm_errors = None if pm is None else int((pm != w.observables).any(axis=1).sum())
-    t = ld.sc.traffic
-    from twin.scenario import traffic_params
-    q = ld.sc.qblox
-    traffic = (q.traffic(w.requests, w.frame_bytes, carry_syndrome=False) if q is not None
-               else traffic_params(t, w.requests, w.frame_bytes))
-    fb = d.feedback
-    if fb is not None:  # the circuit's gates wait for the loop: the program's time (twin.qec.feedback)
-        from dataclasses import replace
-
-        from twin.devices.generator import Waits
-        then = (traffic.period_ps - time_ps(fb.slack)) // traffic.clock_ps  # the gate, then the rest of the cycle
-        traffic = replace(traffic, waits=Waits(ld.feedback.waits, then))
-    deadline_ps = time_ps(sc.deadline) if sc.deadline else None
-    doc = {"schema": "twin.decode/1", "scenario": sc.name, "calibration": ld.params.name,
-           "hosting": ld.hosting.__dict__, "seed": seed,
-           "workload": {**workload_document(d),
-                        "shots": shots, "detectors": w.n_detectors, "observables": w.n_observables,
-                        "frame_bytes": w.frame_bytes, "requests": w.requests,
-                        "per_request": {"shot": "one shot's detection events",
-                                        "round": "one QEC round's detection events (the consumer decodes the "
-                                                 "shot's events so far)",
-                                        "window": "one sliding window's detection events (the consumer decodes "
-                                                  "the window, commits its first rounds and slides)"}[d.per],
-                        **({"window": {"rounds": d.window.rounds, "commit": d.window.commit,
-                                       "windows_per_shot": w.requests_per_shot}} if d.window else {})},
-           "decoder": {"kind": d.decoder, "name": decoder.name, "function": d.function},
-           "traffic": traffic_document(sc),
-           "deadline_ns": deadline_ps / 1000 if deadline_ps else None,
-           "interval": {"method": d.interval, "confidence": d.confidence},
-           "feedback": None if fb is None else {
-               "slack_ns": time_ps(fb.slack) / 1000, "idle": fb.idle.noise().describe(), "qubits": fb.qubits,
-               "idle_qubits": list(ld.feedback.idle_qubits), "gates": ld.feedback.gates,
-               "waits": [list(x) for x in ld.feedback.waits], "inject_ns": [time_ps(x) / 1000 for x in fb.inject]},
-           "stim_pymatching": None, "placements": []}
-    if pm_errors is not None:
-        lo, hi = interval(pm_errors, shots, d.interval, d.confidence)
-        doc["stim_pymatching"] = {"logical_errors": pm_errors, "ler": pm_errors / shots, "ci": [lo, hi],
-                                  "how": pm_how}
-    else:
-        doc["stim_pymatching"] = {"logical_errors": None, "how": pm_how}
-    runs = []
-    queues = []
-    tables = []
-    backlogs = []
-    from twin.calibration.roce import RoceParamSet
-    from twin.nodes.models import Situation, refusal
-    from twin.qec.loop import session_function
-    from twin.qec.streaming import backlog, device_summaries, request_table, stream_summary
-    fn = session_function(decoder, w.name)
-    for i, pl in enumerate(d.placements):  # before any loop runs: can each model stand on each device?
-        for dev in pl.names:
-            why = refusal("consumer", pl.model, Situation(
-                device_kind=ld.params.consumers[dev].kind,
-                path="roce" if isinstance(ld.params, RoceParamSet) else "card", frame_bytes=w.frame_bytes,
-                function=fn, study="decode", hosting=pl.mode,
-                stages=2 if ld.params.consumers[dev].handoff is not None else 1))
-            if why:
-                raise ConfigError(ld.path, f"decode.placements[{i}].model", pl.model,
-                                  why + (f" (device {dev})" if pl.shared else ""))
-    for pl in d.placements:
-        cost = CostModel(how=d.cost.how, scale=d.cost.scale,
-                         fixed_ns=time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None, fit=ld.cost_fit,
-                         file=d.cost.file, seed=seed)
-        label = "+".join(pl.names)
-        stopped = None
-
-        def run(inject_ps: int = 0, pl=pl, cost=cost, label=label):
-            name = label + (f" +{inject_ps / 1e6:g} us" if inject_ps else "")
-            cb = (lambda n: progress(name, n)) if progress else None
-            return run_decode(ld.params, pl.where, w, decoder, mode=pl.mode, hosting=ld.hosting, cost=cost,
-                              traffic=traffic, seed=seed, slots=sc.slots,
-                              encoding="classic" if sc.encoding == "default" else sc.encoding,
-                              external_control=sc.control == "aurora", progress=cb, engine=engine,
-                              verify_rounds=verify_rounds, model=pl.model,
-                              bridge=pl.bridge.settings() if pl.bridge else None, workers=pl.workers, order=pl.order,
-                              inject_ps=inject_ps)
-        try:
-            r = run()
-        except FunctionFailed as e:
-            raise function_failure(ld, w, e) from None
-        except DecoderFailed as e:  # a decoder answered with the wrong shape
-            raise ConfigError(ld.path, "decode.decoder", d.decoder, str(e)) from None
-        except CostError as e:  # what the cost model says this decoder costs here cannot be simulated
-            raise ConfigError(ld.path, "decode.cost", d.cost.how, str(e)) from None
-        except Interrupted as e:
-            stopped, r = e, e.partial
+    st = _Study(ld, shots, seed, progress, engine, verify_rounds)
+    doc = st.document()
+    st.check_models()
+    out = _Kept(doc)
+    stopped = None
+    for pl in ld.sc.decode.placements:
+        run = st.runner(pl)
+        r, stopped = st.run_placement(run)
+        if stopped is not None:
             doc["partial"] = True
             if r is None or not r.workload.shots:  # not one whole shot: nothing of this placement to keep
                 break
-        runs.append(r)
+        stopped = st.keep(out, pl, r, run, stopped)
+        if stopped is not None:
+            break
+    st.finish(doc, out.runs, stopped)
+    return DecodeStudy(doc, out.runs, out.queues, out.tables, out.backlogs, interrupted="partial" in doc)
+
+
+@dataclass
+class _Kept:
+    """What a study keeps of its placements as they run (:class:`DecodeStudy`'s parts)."""
+
+    document: dict
+    runs: list = field(default_factory=list)
+    queues: list = field(default_factory=list)
+    tables: list = field(default_factory=list)
+    backlogs: list = field(default_factory=list)
+
+
+class _Study:
+    """One decode study's shared state and its jobs: the sampled workload, the decoder and the
+    traffic (built once), the document's header, the placements' model check, each placement's run
+    and summary, and the comparisons made once every placement ran."""
+
+    def __init__(self, ld: LoadedDecode, shots: int | None, seed: int | None, progress, engine: str,
+                 verify_rounds: int):
+        from twin.qec.workload import sample_circuit
+        self.ld, self.sc, self.d = ld, ld.sc, ld.sc.decode
+        self.shots = shots or self.d.shots
+        self.seed = self.sc.seed if seed is None else seed
+        self.progress, self.engine, self.verify_rounds = progress, engine, verify_rounds
+        circuit = ld.circuit if ld.circuit is not None else decode_circuit(ld.path, self.d)
+        self.w = sample_circuit(circuit, self.shots, seed=self.seed, frame_bytes=self.d.frame_bytes, per=self.d.per,
+                                window=self.d.window_tuple(), name=workload_name(self.d, ld.path))
+        self.decoder = build_decoder(ld, self.w)
+        self.pm, self.pm_how = _pymatching_direct(self.w.circuit, self.w.detectors)
+        self.pm_errors = None if self.pm is None else int((self.pm != self.w.observables).any(axis=1).sum())
+        self.traffic = decode_traffic(ld, self.w)
+        self.deadline_ps = time_ps(self.sc.deadline) if self.sc.deadline else None
+
+    def ci(self, k: int, n: int) -> list[float]:
+        """The scenario's confidence interval of ``k`` errors in ``n`` shots."""
+        return list(interval(k, n, self.d.interval, self.d.confidence))
+
+    def document(self) -> dict:
+        """results.json before any placement ran: the scenario, workload, decoder, traffic, and
+        stim+PyMatching on the same shots."""
+        sc, d, w, ld, fb = self.sc, self.d, self.w, self.ld, self.d.feedback
+        doc = {"schema": "twin.decode/1", "scenario": sc.name, "calibration": ld.params.name,
+               "hosting": ld.hosting.__dict__, "seed": self.seed,
+               "workload": {**workload_document(d),
+                            "shots": self.shots, "detectors": w.n_detectors, "observables": w.n_observables,
+                            "frame_bytes": w.frame_bytes, "requests": w.requests,
+                            "per_request": PER_REQUEST[d.per],
+                            **({"window": {"rounds": d.window.rounds, "commit": d.window.commit,
+                                           "windows_per_shot": w.requests_per_shot}} if d.window else {})},
+               "decoder": {"kind": d.decoder, "name": self.decoder.name, "function": d.function},
+               "traffic": traffic_document(sc),
+               "deadline_ns": self.deadline_ps / 1000 if self.deadline_ps else None,
+               "interval": {"method": d.interval, "confidence": d.confidence},
+               "feedback": None if fb is None else {
+                   "slack_ns": time_ps(fb.slack) / 1000, "idle": fb.idle.noise().describe(), "qubits": fb.qubits,
+                   "idle_qubits": list(ld.feedback.idle_qubits), "gates": ld.feedback.gates,
+                   "waits": [list(x) for x in ld.feedback.waits], "inject_ns": [time_ps(x) / 1000 for x in fb.inject]},
+               "stim_pymatching": None, "placements": []}
+        if self.pm_errors is not None:
+            lo, hi = self.ci(self.pm_errors, self.shots)
+            doc["stim_pymatching"] = {"logical_errors": self.pm_errors, "ler": self.pm_errors / self.shots,
+                                      "ci": [lo, hi], "how": self.pm_how}
+        else:
+            doc["stim_pymatching"] = {"logical_errors": None, "how": self.pm_how}
+        return doc
+
+    def check_models(self) -> None:
+        """Before any loop runs: can each placement's model stand on each of its devices (the model
+        registry's refusal, :func:`twin.nodes.models.refusal`)? Raises :class:`ConfigError`."""
+        from twin.nodes.models import Situation, refusal
+        from twin.qec.loop import session_function
+        params = self.ld.params
+        fn = session_function(self.decoder, self.w.name)
+        for i, pl in enumerate(self.d.placements):
+            for dev in pl.names:
+                why = refusal("consumer", pl.model, Situation(
+                    device_kind=params.consumers[dev].kind, path="roce" if is_roce(params) else "card",
+                    frame_bytes=self.w.frame_bytes, function=fn, study="decode", hosting=pl.mode,
+                    stages=2 if params.consumers[dev].handoff is not None else 1))
+                if why:
+                    raise ConfigError(self.ld.path, f"decode.placements[{i}].model", pl.model,
+                                      why + (f" (device {dev})" if pl.shared else ""))
+
+    def runner(self, pl):
+        """``run(inject_ps=0)``: placement ``pl``'s run of the workload (:func:`twin.qec.loop.run_decode`),
+        ``inject_ps`` added to its decoder's time; its runs share one :class:`twin.qec.cost.CostModel`
+        (whose notes they add to)."""
+        from twin.qec.cost import CostModel
+        d = self.d
+        cost = CostModel(how=d.cost.how, scale=d.cost.scale,
+                         fixed_ns=time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None, fit=self.ld.cost_fit,
+                         file=d.cost.file, seed=self.seed)
+        return lambda inject_ps=0: self.run(pl, cost, inject_ps)
+
+    def run(self, pl, cost, inject_ps: int = 0):
+        """Placement ``pl``'s run of the workload under ``cost``, ``inject_ps`` added to its decoder's time."""
+        from twin.qec.loop import run_decode
+        sc = self.sc
+        name = "+".join(pl.names) + (f" +{inject_ps / 1e6:g} us" if inject_ps else "")
+        cb = (lambda n: self.progress(name, n)) if self.progress else None
+        return run_decode(self.ld.params, pl.where, self.w, self.decoder, mode=pl.mode, hosting=self.ld.hosting,
+                          cost=cost, traffic=self.traffic, seed=self.seed, slots=sc.slots,
+                          encoding="classic" if sc.encoding == "default" else sc.encoding,
+                          external_control=sc.control == "aurora", progress=cb, engine=self.engine,
+                          verify_rounds=self.verify_rounds, model=pl.model,
+                          bridge=pl.bridge.settings() if pl.bridge else None, workers=pl.workers, order=pl.order,
+                          inject_ps=inject_ps)
+
+    def run_placement(self, run) -> tuple[Any, Interrupted | None]:
+        """``(run(), None)`` (``run``: :meth:`runner`), or after a stop request ``(the partial run or
+        None, the stop)``. A user decoder's or the cost model's failure is the :class:`ConfigError`
+        naming its key."""
+        from twin.qec.cost import CostError
+        from twin.qec.decoders import FunctionFailed
+        from twin.qec.decoders.base import DecoderFailed
+        d = self.d
+        try:
+            return run(), None
+        except FunctionFailed as e:
+            raise function_failure(self.ld, self.w, e) from None
+        except DecoderFailed as e:  # a decoder answered with the wrong shape
+            raise ConfigError(self.ld.path, "decode.decoder", d.decoder, str(e)) from None
+        except CostError as e:  # what the cost model says this decoder costs here cannot be simulated
+            raise ConfigError(self.ld.path, "decode.cost", d.cost.how, str(e)) from None
+        except Interrupted as e:
+            return e.partial, e
+
+    def keep(self, out: _Kept, pl, r, run, stopped: Interrupted | None) -> Interrupted | None:
+        """Add placement ``pl``'s run ``r`` to ``out``: its summary in the document, its request
+        table, queue depth and backlog; the feedback study's further runs (``run``, when not stopped).
+        Returns the stop request that ended it, or None."""
+        from twin.qec.loop import queue_depth
+        from twin.qec.streaming import backlog, request_table
         res = r.result
-        le_loop, le_direct = r.logical_errors_loop, r.logical_errors_direct
-        done = r.workload.shots  # all of them, or those before a stop
+        out.runs.append(r)
         table = request_table(r)
-        tables.append((placement_label(label, pl.mode, pl.workers, pl.order, pl.dispatch_used), table))
-        cycle = traffic.period_ps if traffic.mode == "open_loop" and traffic.period_ps else None
-        stream = stream_summary(table, cycle, pl.workers, len(pl.names))
-        s = {"device": label, "mode": pl.mode, **({"model": pl.model} if pl.model != "sim" else {}),
+        label = "+".join(pl.names)
+        out.tables.append((placement_label(label, pl.mode, pl.workers, pl.order, pl.dispatch_used), table))
+        s = self.summary(pl, r, table)
+        if self.d.feedback is not None and stopped is None:
+            s["feedback"], stopped = feedback_points(self.ld, r, run, self.traffic, self.seed)
+            if stopped is not None:
+                out.document["partial"] = True
+        tq = np.linspace(int(res.t_in.min()), int(res.t_have.max()), 200).astype(np.int64)
+        s["queue_depth_max"] = int(queue_depth(res, np.sort(res.t_in)).max())
+        w = self.w
+        s["throughput"] = {"loop_decode_requests_per_s": w.requests / r.decode_wall_s if r.decode_wall_s else None,
+                           "direct_decode_requests_per_s": w.requests / r.direct_wall_s if r.direct_wall_s else None,
+                           "note": "wall clock of this machine; not part of the deterministic results"}
+        if pl.mode == "chain":
+            s["waited_for_rearm"] = int(r.extra["waited_for_rearm"])
+        out.queues.append((tq, queue_depth(res, tq)))
+        tb = np.linspace(int(table["arrival_ps"].min()), int(table["start_ps"].max()), 200).astype(np.int64)
+        out.backlogs.append((tb, backlog(table["arrival_ps"], table["start_ps"], tb)))
+        if stopped is not None:
+            s["shots_requested"], s["requests_requested"] = self.shots, w.requests
+        out.document["placements"].append(s)
+        return stopped
+
+    def cycle_ps(self) -> int | None:
+        """The open-loop stream's period (the QEC cycle, ps), or None."""
+        t = self.traffic
+        return t.period_ps if t.mode == "open_loop" and t.period_ps else None
+
+    def summary(self, pl, r, table) -> dict:
+        """Placement ``pl``'s entry in results.json from its run ``r`` and request table: the
+        corrections against the direct decode, the logical errors and rates, the cost, the stream,
+        the round trip, and the timing blocks (:meth:`timing`)."""
+        from twin.qec.streaming import stream_summary
+        res, done = r.result, r.workload.shots  # all of them, or those before a stop
+        le_loop, le_direct = r.logical_errors_loop, r.logical_errors_direct
+        stream = stream_summary(table, self.cycle_ps(), pl.workers, len(pl.names))
+        s = {"device": "+".join(pl.names), "mode": pl.mode,
+             **({"model": pl.model} if pl.model != Placement.model_fields["model"].default else {}),
              **({"workers": pl.workers, "order": pl.order} if pl.workers > 1 else {}),
              **({"devices": pl.names, "dispatch": pl.dispatch_used} if pl.shared else {}),
              "function": {"id": r.function.id, "name": r.function.name},
-             "kind": "+".join(ld.params.consumers[dev].kind for dev in pl.names), "shots": done,
+             "kind": "+".join(self.ld.params.consumers[dev].kind for dev in pl.names), "shots": done,
              "requests": r.workload.requests,
              "identical_corrections": int((r.corrections == r.direct).all(axis=1).sum()),
              "card_mismatches": int(res.stats.get("mismatches", 0)), "engine": r.extra["engine"],
              "replies_checked": int(r.extra["replies_checked"]),
              "logical_errors": {"loop": le_loop, "direct": le_direct},
              "ler": {"loop": le_loop / done, "direct": le_direct / done},
-             "ci": {"loop": list(interval(le_loop, done, d.interval, d.confidence)),
-                    "direct": list(interval(le_direct, done, d.interval, d.confidence))},
+             "ci": {"loop": self.ci(le_loop, done), "direct": self.ci(le_direct, done)},
              "cost": r.cost, "compute_ns_mean": round(float(r.compute_ps.mean()) / 1000, 3) if "base_ns" in r.cost
              else None,
              "backlog_max": stream["backlog"]["max"],
              "card_backlog_max": int(res.stats.get("backlog_max", 0)),
              "reaction": stream["reaction"], "stream": stream,
              "rtt": summary_ns(res.rtt_ps)}
+        self.timing(s, pl, r, table)
+        return s
+
+    def timing(self, s: dict, pl, r, table) -> None:
+        """The timing blocks of summary ``s``: the decoder's own time, each device's part of a shared
+        stream or the hop budget, the control system's loop (aurora; a Qblox cluster's publish to
+        reply), the control program's waits, the deadline misses and the timing-aware errors."""
+        from twin.qec.streaming import device_summaries
+        res, q, done = r.result, self.sc.qblox, r.workload.shots
         if "base_ns" in r.cost:  # the decoder's own time per request, beside the round trip
             s["decoder_only"] = summary_ns(r.compute_ps)
         if pl.shared:  # each device's part of the stream
-            s["per_device"] = device_summaries(r, table, cycle, pl.workers)
+            s["per_device"] = device_summaries(r, table, self.cycle_ps(), pl.workers)
         elif res.hops is not None and len(res.t_in):  # where the time goes, hop by hop (twin.engine.hops)
             from twin.engine.hops import budget, slowest_round
             s["budget"] = budget(res.t_in, res.t_have, res.hops)
             s["slowest_round"] = slowest_round(res.t_in, res.t_have, res.hops)
-        if res.loop_ps is not None and sc.control == "aurora":
+        if res.loop_ps is not None and self.sc.control == "aurora":
             s["loop"] = summary_ns(res.loop_ps)
             if q is not None:  # from a round's last acquisition integrated to the correction back at the link
                 extra = q.result_latency_ns + q.trigger_network_ns
                 s["publish_to_reply"] = {k: round(v + extra, 3) for k, v in s["loop"].items()}
         if "program" in res.stats:  # the control program waits on the corrections (traffic.program, qblox)
             s["program"] = decode_program_summary(res.stats["program"], r.corrections, q)
-        if deadline_ps is not None:
-            lat = res.loop_ps if sc.control == "aurora" else res.rtt_ps
-            s["deadline_misses"] = int((lat > deadline_ps).sum())
+        if self.deadline_ps is not None:
+            lat = res.loop_ps if self.sc.control == "aurora" else res.rtt_ps
+            s["deadline_misses"] = int((lat > self.deadline_ps).sum())
             from twin.qec.ler_latency import timing_aware
-            fail = int(timing_aware(r, lat > deadline_ps).sum())  # a late correction is a failure
+            fail = int(timing_aware(r, lat > self.deadline_ps).sum())  # a late correction is a failure
             s["logical_errors"]["timing_aware"] = fail
             s["ler"]["timing_aware"] = fail / done
-            s["ci"]["timing_aware"] = list(interval(fail, done, d.interval, d.confidence))
-        if fb is not None and stopped is None:
-            s["feedback"], stopped = feedback_points(ld, r, run, traffic, seed)
-            if stopped is not None:
-                doc["partial"] = True
-        tq = np.linspace(int(res.t_in.min()), int(res.t_have.max()), 200).astype(np.int64)
-        s["queue_depth_max"] = int(queue_depth(res, np.sort(res.t_in)).max())
-        s["throughput"] = {"loop_decode_requests_per_s": w.requests / r.decode_wall_s if r.decode_wall_s else None,
-                           "direct_decode_requests_per_s": w.requests / r.direct_wall_s if r.direct_wall_s else None,
-                           "note": "wall clock of this machine; not part of the deterministic results"}
-        if pl.mode == "chain":
-            s["waited_for_rearm"] = int(r.extra["waited_for_rearm"])
-        queues.append((tq, queue_depth(res, tq)))
-        tb = np.linspace(int(table["arrival_ps"].min()), int(table["start_ps"].max()), 200).astype(np.int64)
-        backlogs.append((tb, backlog(table["arrival_ps"], table["start_ps"], tb)))
-        if stopped is not None:
-            s["shots_requested"], s["requests_requested"] = shots, w.requests
-        doc["placements"].append(s)
-        if stopped is not None:
-            break
-    if stopped is not None and runs and pm is not None:  # stopped: PyMatching on the shots the last placement kept
-        shots = runs[-1].workload.shots
-        pm_errors = int((pm[:shots] != w.observables[:shots]).any(axis=1).sum())
-        lo, hi = interval(pm_errors, shots, d.interval, d.confidence)
-        doc["stim_pymatching"].update(logical_errors=pm_errors, ler=pm_errors / shots if shots else 0.0, ci=[lo, hi],
-                                      shots=shots)
-    if d.per == "window" and runs and pm_errors is not None:  # the windowed decode against whole-shot matching
-        k, kept = runs[0].logical_errors_direct, runs[0].workload.shots  # (after a stop: its whole shots)
-        lo, hi = doc["stim_pymatching"]["ci"]
-        doc["windowed_vs_whole_shot"] = {
-            "windowed": {"logical_errors": k, "ler": k / kept,
-                         "ci": list(interval(k, kept, d.interval, d.confidence))},
-            "whole_shot": {"logical_errors": pm_errors, "ler": pm_errors / shots, "ci": [lo, hi]},
-            "windowed_within_whole_shot_ci": bool(lo <= k / kept <= hi)}
-    return DecodeStudy(doc, runs, queues, tables, backlogs, interrupted="partial" in doc)
+            s["ci"]["timing_aware"] = self.ci(fail, done)
+
+    def finish(self, doc: dict, runs: list, stopped: Interrupted | None) -> None:
+        """After the placements: stopped, PyMatching on the shots the last placement kept; windows,
+        the windowed decode against whole-shot matching."""
+        shots, pm_errors = self.shots, self.pm_errors
+        if stopped is not None and runs and self.pm is not None:  # PyMatching on the shots the last one kept
+            shots = runs[-1].workload.shots
+            pm_errors = int((self.pm[:shots] != self.w.observables[:shots]).any(axis=1).sum())
+            lo, hi = self.ci(pm_errors, shots)
+            doc["stim_pymatching"].update(logical_errors=pm_errors, ler=pm_errors / shots if shots else 0.0,
+                                          ci=[lo, hi], shots=shots)
+        if self.d.per == "window" and runs and pm_errors is not None:  # windowed against whole-shot matching
+            k, kept = runs[0].logical_errors_direct, runs[0].workload.shots  # (after a stop: its whole shots)
+            lo, hi = doc["stim_pymatching"]["ci"]
+            doc["windowed_vs_whole_shot"] = {
+                "windowed": {"logical_errors": k, "ler": k / kept, "ci": self.ci(k, kept)},
+                "whole_shot": {"logical_errors": pm_errors, "ler": pm_errors / shots, "ci": [lo, hi]},
+                "windowed_within_whole_shot_ci": bool(lo <= k / kept <= hi)}
+
+
+PER_REQUEST = {"shot": "one shot's detection events",
+               "round": "one QEC round's detection events (the consumer decodes the shot's events so far)",
+               "window": "one sliding window's detection events (the consumer decodes the window, commits its "
+                         "first rounds and slides)"}
+
+
+def decode_traffic(ld: LoadedDecode, w):
+    """The control side's :class:`~twin.devices.generator.TrafficParams` for workload ``w``: the
+    scenario's traffic or the Qblox cluster's programs; with ``decode.feedback`` the circuit's gates
+    wait for the loop (the program's time, :mod:`twin.qec.feedback`)."""
+    from twin.scenario import traffic_params
+    q, fb = ld.sc.qblox, ld.sc.decode.feedback
+    traffic = (q.traffic(w.requests, w.frame_bytes, carry_syndrome=False) if q is not None
+               else traffic_params(ld.sc.traffic, w.requests, w.frame_bytes))
+    if fb is None:
+        return traffic
+    from dataclasses import replace
+
+    from twin.devices.generator import Waits
+    then = (traffic.period_ps - time_ps(fb.slack)) // traffic.clock_ps  # the gate, then the rest of the cycle
+    return replace(traffic, waits=Waits(ld.feedback.waits, then))
 
 
 def feedback_points(ld: LoadedDecode, r, run, traffic, seed: int) -> tuple[list[dict], Interrupted | None]:

@@ -7,11 +7,14 @@ Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, TypeVar
 
 from twin.calibration.params import ParamSet
 from twin.config import ConfigError, load_model, named_file
 from twin.nodes.models import Situation, refusal
-from twin.scenario.schema import Scenario
+from twin.scenario.schema import Scenario, ScenarioBase
+
+S = TypeVar("S", bound=ScenarioBase)
 
 
 class LoadedScenario:
@@ -44,19 +47,46 @@ def load_calibration(path: Path, value: str):
     return cal_path, load_any_params(cal_path)
 
 
+# a file written for the other study: (the key that tells it, the value shown, what it is)
+_WRITTEN_FOR = {"decode": ("decode", "{...}", "this is a decode scenario (it has a decode block); run it with "
+                           "`twin decode {path}`"),
+                "run": ("nodes", "[...]", "this is a loop scenario (nodes, no decode block); run it with "
+                        "`twin run {path}`")}
+
+
+def _written_for(data: object) -> str | None:
+    """The study a scenario file is written for: ``decode`` (a decode block, no nodes), ``run``
+    (nodes, no decode block), None (neither or both: the schema says what is wrong)."""
+    if not isinstance(data, dict) or ("decode" in data) == ("nodes" in data):
+        return None
+    return "decode" if "decode" in data else "run"
+
+
+def read_scenario(path: Path, schema: type[S]) -> tuple[S, Path, Any]:
+    """What loading any scenario shares (``schema``: :class:`Scenario`, or a subclass of
+    :class:`~twin.scenario.schema.ScenarioBase` such as ``twin decode``'s): the YAML, refused when it
+    is written for the other study (a ``decode`` block and no ``nodes``, or the reverse), validated
+    as ``schema``, and the parameter set its ``calibration`` names (:func:`load_calibration`).
+    Returns (scenario, the parameter set's path, the parameter set). Raises :class:`ConfigError`
+    naming file, key and value."""
+    from twin.config import load_yaml
+    data = load_yaml(path)
+    written = _written_for(data)
+    if written is not None and written != schema.study:
+        key, value, what = _WRITTEN_FOR[written]
+        raise ConfigError(path, key, value, what.format(path=path))
+    sc = load_model(path, schema, data=data)
+    cal_path, params = load_calibration(path, sc.calibration)
+    return sc, cal_path, params
+
+
 def load_scenario(path: str | Path) -> LoadedScenario:
     """Load a scenario and the parameter set it names; check every device exists there.
 
     Raises :class:`ConfigError` naming the file, key and value of the first problem.
     """
     path = Path(path)
-    from twin.config import load_yaml
-    data = load_yaml(path)
-    if isinstance(data, dict) and "decode" in data and "nodes" not in data:
-        raise ConfigError(path, "decode", "{...}", "this is a decode scenario (it has a decode block); "
-                          f"run it with `twin decode {path}`")
-    sc = load_model(path, Scenario, data=data)
-    cal_path, params = load_calibration(path, sc.calibration)
+    sc, cal_path, params = read_scenario(path, Scenario)
     from twin.calibration.roce import RoceParamSet
     roce_params = isinstance(params, RoceParamSet)
     if sc.flows and roce_params:

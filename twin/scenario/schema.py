@@ -46,7 +46,7 @@ Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import networkx as nx  # noqa: F401  (graph() returns one)
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
@@ -439,28 +439,40 @@ class Flow(_Strict):
 Flow.model_rebuild()
 
 
-class Scenario(_Strict):
-    """A what-if study (see module docstring for the schema)."""
+class ScenarioBase(_Strict):
+    """What every scenario says, a loop (``twin run``, :class:`Scenario`) or a decoder study
+    (``twin decode``, :class:`twin.qec.schema.DecodeScenario`, the same plus its ``decode:``
+    workload block): its name, the parameter set (``calibration``, relative to the file), the
+    seed, the card's slots, the encoding, the control side's traffic (or a Qblox cluster as the
+    generator) and the deadline. ``study``: the command that runs it (the loader refuses a file
+    written for the other one, :func:`twin.scenario.load.read_scenario`)."""
 
+    study: ClassVar[str] = ""
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
     description: str = ""
     calibration: str
-    measured: str | None = None
     seed: int = Field(0, ge=0, le=2**64 - 1, strict=True)  # numpy and stim take 64-bit seeds
-    rounds: int = Field(100_000, gt=0, le=100_000_000, strict=True)
-    frame_bytes: int = Field(64, gt=0, le=65_535, strict=True)
-    encoding: Literal["default", "classic", "per_piece"] = "default"
-    function: str = "echo"
     slots: int = Field(16, gt=0, le=65_536, strict=True)
+    encoding: Literal["default", "classic", "per_piece"] = "default"
     traffic: Traffic = Traffic()
-    faults: Faults | None = None
+    qblox: QbloxCluster | None = None  # the generator is a Qblox Cluster (twin.devices.qblox)
     deadline: str | None = None
-    nodes: list[Node] = Field(min_length=3)
 
     _dl = field_validator("deadline", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+
+class Scenario(ScenarioBase):
+    """A what-if study (see module docstring for the schema)."""
+
+    study: ClassVar[str] = "run"
+    measured: str | None = None
+    rounds: int = Field(100_000, gt=0, le=100_000_000, strict=True)
+    frame_bytes: int = Field(64, gt=0, le=65_535, strict=True)
+    function: str = "echo"
+    faults: Faults | None = None
+    nodes: list[Node] = Field(min_length=3)
     links: list[Link] = Field(min_length=2)
     flows: list["Flow"] = []  # a mesh: several controllers, cards, consumers (twin.mesh)
-    qblox: QbloxCluster | None = None  # the generator is a Qblox Cluster (twin.devices.qblox)
 
     @field_validator("function")
     @classmethod
