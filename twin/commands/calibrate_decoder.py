@@ -54,6 +54,7 @@ def cmd_calibrate_decoder(args: argparse.Namespace, console, scenarios: list[str
     from twin.qec.cost_fit import fit_calls, fit_document, machine, time_calls
     from twin.qec.study import build_decoder, load_decode
     from twin.qec.workload import sample
+    from twin.stats import percentile
 
     for k in NOT_FOR_DECODER:
         if getattr(args, k, None) is not None:
@@ -120,11 +121,11 @@ def cmd_calibrate_decoder(args: argparse.Namespace, console, scenarios: list[str
         wd.update(calls=int(len(t.ns)), outliers=int(out_t.sum()),
                   events={"min": int(t.events.min()), "max": int(t.events.max()),
                           "mean": round(float(t.events.mean()), 3)},
-                  measured_ns={k: round(float(np.percentile(t.ns, q)), 1)
+                  measured_ns={k: round(float(percentile(t.ns, q)), 1)
                                for k, q in (("p50", 50), ("p99", 99), ("p99.9", 99.9))})
         tb.add_row(t.label, f"{len(t.ns):,}", f"{t.events.min()}-{t.events.max()}", str(int(out_t.sum())),
-                   *(f"{np.percentile(x, q) / 1000:.3f} µs" for q in (50,) for x in (kept, draw)),
-                   *(f"{np.percentile(x, q) / 1000:.3f} µs" for q in (99,) for x in (kept, draw)))
+                   *(f"{percentile(x, q) / 1000:.3f} µs" for q in (50,) for x in (kept, draw)),
+                   *(f"{percentile(x, q) / 1000:.3f} µs" for q in (99,) for x in (kept, draw)))
     meta = {"description": f"{d.decoder} decoder timed per call on this host by `twin calibrate decoder` "
                            "(twin/qec/cost_fit.py); read by decode.cost: {how: fitted, file: ...}",
             "decoder": d.decoder, "implementation": _implementation(jobs[0][1]),
