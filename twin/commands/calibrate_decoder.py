@@ -48,9 +48,9 @@ def refuse_decoder_options(args: argparse.Namespace) -> None:
 def cmd_calibrate_decoder(args: argparse.Namespace, console, scenarios: list[str]) -> int:
     """Time, fit, write, print. Returns 0; raises UsageError / ConfigError for bad input."""
     import numpy as np
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
+    from twin.output.progress import progress_bar
     from twin.qec.cost_fit import fit_calls, fit_document, machine, time_calls
     from twin.qec.study import build_decoder, load_decode
     from twin.qec.workload import sample
@@ -100,8 +100,7 @@ def cmd_calibrate_decoder(args: argparse.Namespace, console, scenarios: list[str
     console.print(f"timing {jobs[0][1].name if len(jobs) == 1 else d.decoder} per call: {calls:,} calls per "
                   f"workload after {warmup:,} warm-up calls, interleaved, spread over the numbers of detection "
                   "events")
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as bar:
+    with progress_bar(console) as bar:
         task = bar.add_task("decoder calls", total=calls * len(jobs) + warmup * len(jobs))
         times, timer = time_calls(jobs, calls, warmup=warmup, seed=seed, stratify=True,
                                   progress=lambda done, total: bar.update(task, completed=done))
