@@ -276,6 +276,34 @@ def main(argv=None) -> int:
     bridge = {}
     if a.backend == "shm":
         bridge = {k: v for k, v in (("cpu", a.cpu), ("producer_cpu", a.producer_cpu)) if v is not None}
+    pts = _chosen_points(ap, a)
+    a.out.mkdir(parents=True, exist_ok=True)
+    before = isolation([c for c in (a.cpu, a.producer_cpu) if c is not None])
+    pre = None
+    if a.backend == "cuda" and a.producer_cpu is not None:
+        pre = lambda c=a.producer_cpu: os.sched_setaffinity(0, {c})  # noqa: E731
+    done: dict[str, list[dict]] = {label: [] for label in pts}
+    seconds: dict[str, float] = dict.fromkeys(pts, 0.0)
+    for position, (k, label) in enumerate(schedule(list(pts), a.passes)):
+        _run_pass(a, pts[label], k, position, bridge, pre, done[label], seconds)
+    rows = [_point_row(a, label, p, done[label], seconds[label]) for label, p in pts.items()]
+    args = argv if argv is not None else sys.argv[1:]
+    meta = {"label": a.label, "backend": a.backend, "sweep": a.sweep, "passes": a.passes,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "machine": machine(), "isolation_before": before,
+            "isolation_after": isolation([c for c in (a.cpu, a.producer_cpu) if c is not None]),
+            "command": shlex.join(["python", "benchmarks/live_sweep.py", *args]),
+            "points": rows}
+    (a.out / "sweep.json").write_text(json.dumps(meta, indent=2) + "\n")
+    (a.out / "README.md").write_text(readme(meta, a.note))
+    print(json.dumps({k: meta[k] for k in ("date", "machine", "isolation_before")}, indent=1))
+    return 0
+
+
+def _chosen_points(ap: argparse.ArgumentParser, a: argparse.Namespace) -> dict[str, tuple]:
+    """The points to run (label -> :func:`points`' tuple, in the sweep's order: ``--only``'s), every
+    one with enough rounds for a run and for each pass, and the ``--cpu``/``--producer-cpu`` cores
+    ones this process may use; a bad choice ends the command (``ap.error``) before anything runs."""
     every = points(a.sweep, a.rounds, a.rounds_slow)
     unknown = [x for x in a.only or [] if x not in {p[0] for p in every}]
     if unknown:
@@ -293,69 +321,63 @@ def main(argv=None) -> int:
         for flag, core in (("--cpu", a.cpu), ("--producer-cpu", a.producer_cpu)):
             if core is not None and core not in here:
                 ap.error(f"{flag} {core}: not a core this process may use ({', '.join(map(str, sorted(here)))})")
-    a.out.mkdir(parents=True, exist_ok=True)
-    before = isolation([c for c in (a.cpu, a.producer_cpu) if c is not None])
-    pre = None
-    if a.backend == "cuda" and a.producer_cpu is not None:
-        pre = lambda c=a.producer_cpu: os.sched_setaffinity(0, {c})  # noqa: E731
-    done: dict[str, list[dict]] = {label: [] for label in pts}
-    seconds: dict[str, float] = dict.fromkeys(pts, 0.0)
-    for position, (k, label) in enumerate(schedule(list(pts), a.passes)):
-        _, traffic, n, frame, fn = pts[label]
-        point = a.out / label
-        point.mkdir(exist_ok=True)
-        sc = scenario(a.backend, label, traffic, frame, fn, bridge)
-        if k == 0:
-            (point / "scenario.yaml").write_text(yaml.safe_dump(sc, sort_keys=False))
-        folder = point if a.passes == 1 else point / f"pass_{k:02d}"
-        rounds = n if a.passes == 1 else pass_rounds(n, a.passes)[k]
-        seed = int(sc.get("seed", 0)) + k
-        cmd = [sys.executable, "-m", "twin", "run", str(point / "scenario.yaml"), "--rounds", str(rounds), "--out",
-               str(folder), "--overwrite", "--no-plot", "--no-rounds", "--quiet"]
-        if a.passes > 1:
-            cmd += ["--seed", str(seed)]
-        t = time.monotonic()
-        started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-        print(f"# {label}" + (f" pass {k}" if a.passes > 1 else "") + f": {rounds:,} rounds, {frame} B {fn}, "
-              f"traffic {traffic}", file=sys.stderr, flush=True)
-        r = subprocess.run(cmd, cwd=ROOT, preexec_fn=pre, capture_output=True, text=True)
-        if r.returncode != 0:
-            print(r.stdout[-2000:], r.stderr[-2000:], file=sys.stderr)
-            raise SystemExit(f"live_sweep: {label}" + (f" pass {k}" if a.passes > 1 else "")
-                             + f": twin run exited {r.returncode}" + (
-                                 f"; {folder} is not in {point / 'passes.json'}: move it out before using the point"
-                                 if a.passes > 1 and folder.exists() else ""))
-        seconds[label] += time.monotonic() - t
-        if a.passes > 1:
-            done[label].append({"folder": folder.name, "pass": k, "position": position, "seed": seed,
-                                "started_utc": started, "seconds": round(time.monotonic() - t, 2),
-                                "command": shlex.join(["twin", *cmd[3:]])})
-            (point / "passes.json").write_text(json.dumps({"schema": "twin.passes/1", "point": label,
-                                                           "passes": done[label]}, indent=1) + "\n")
-    rows = []
-    for label, (_, traffic, n, frame, fn) in pts.items():
-        s = summarize(a.out / label)
-        s.update(label=label, seconds=round(seconds[label], 1), frame_bytes=frame, function=fn, traffic=traffic,
-                 command=done[label][0]["command"] if done[label] else shlex.join(
-                     ["twin", "run", str(a.out / label / "scenario.yaml"), "--rounds", str(n), "--out",
-                      str(a.out / label), "--overwrite", "--no-plot", "--no-rounds", "--quiet"]))
-        rows.append(s)
-        spread = (f"  pass p50 {min(s['pass_p50_ns']):.0f}..{max(s['pass_p50_ns']):.0f}"
-                  if s.get("pass_p50_ns") else "")
-        print(f"{label:<14} svc p50 {s['service_ns'][0]:>9.0f} p99 {s['service_ns'][1]:>10.0f}  rtt p50 "
-              f"{s['rtt_ns'][0]:>9.0f} p99 {s['rtt_ns'][1]:>10.0f}  idle p50 {s['idle_ns'][0]:>11.0f} "
-              f"(target {s['idle_target_ns'][0]:.0f}) ns{spread}  {s['seconds']} s", flush=True)
-    args = argv if argv is not None else sys.argv[1:]
-    meta = {"label": a.label, "backend": a.backend, "sweep": a.sweep, "passes": a.passes,
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "machine": machine(), "isolation_before": before,
-            "isolation_after": isolation([c for c in (a.cpu, a.producer_cpu) if c is not None]),
-            "command": shlex.join(["python", "benchmarks/live_sweep.py", *args]),
-            "points": rows}
-    (a.out / "sweep.json").write_text(json.dumps(meta, indent=2) + "\n")
-    (a.out / "README.md").write_text(readme(meta, a.note))
-    print(json.dumps({k: meta[k] for k in ("date", "machine", "isolation_before")}, indent=1))
-    return 0
+    return pts
+
+
+def _run_pass(a: argparse.Namespace, pt: tuple, k: int, position: int, bridge: dict, pre, done: list[dict],
+              seconds: dict[str, float]) -> None:
+    """Pass ``k`` of point ``pt`` (the whole point without ``--passes``), ``position``-th ``twin run``
+    of the sweep: its scenario written (pass 0), the run into the point's folder (or its
+    ``pass_KK``), its wall time added to ``seconds``; with passes its entry appended to ``done``
+    and the point's passes.json rewritten. A failed run ends the sweep (SystemExit)."""
+    label, traffic, n, frame, fn = pt
+    point = a.out / label
+    point.mkdir(exist_ok=True)
+    sc = scenario(a.backend, label, traffic, frame, fn, bridge)
+    if k == 0:
+        (point / "scenario.yaml").write_text(yaml.safe_dump(sc, sort_keys=False))
+    folder = point if a.passes == 1 else point / f"pass_{k:02d}"
+    rounds = n if a.passes == 1 else pass_rounds(n, a.passes)[k]
+    seed = int(sc.get("seed", 0)) + k
+    cmd = [sys.executable, "-m", "twin", "run", str(point / "scenario.yaml"), "--rounds", str(rounds), "--out",
+           str(folder), "--overwrite", "--no-plot", "--no-rounds", "--quiet"]
+    if a.passes > 1:
+        cmd += ["--seed", str(seed)]
+    t = time.monotonic()
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    print(f"# {label}" + (f" pass {k}" if a.passes > 1 else "") + f": {rounds:,} rounds, {frame} B {fn}, "
+          f"traffic {traffic}", file=sys.stderr, flush=True)
+    r = subprocess.run(cmd, cwd=ROOT, preexec_fn=pre, capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stdout[-2000:], r.stderr[-2000:], file=sys.stderr)
+        raise SystemExit(f"live_sweep: {label}" + (f" pass {k}" if a.passes > 1 else "")
+                         + f": twin run exited {r.returncode}" + (
+                             f"; {folder} is not in {point / 'passes.json'}: move it out before using the point"
+                             if a.passes > 1 and folder.exists() else ""))
+    seconds[label] += time.monotonic() - t
+    if a.passes > 1:
+        done.append({"folder": folder.name, "pass": k, "position": position, "seed": seed,
+                     "started_utc": started, "seconds": round(time.monotonic() - t, 2),
+                     "command": shlex.join(["twin", *cmd[3:]])})
+        (point / "passes.json").write_text(json.dumps({"schema": "twin.passes/1", "point": label,
+                                                       "passes": done}, indent=1) + "\n")
+
+
+def _point_row(a: argparse.Namespace, label: str, pt: tuple, done: list[dict], seconds: float) -> dict:
+    """A point's row of sweep.json (:func:`summarize` of its folder, with its label, wall time, frame,
+    function, traffic and command), printed as one line."""
+    _, traffic, n, frame, fn = pt
+    s = summarize(a.out / label)
+    s.update(label=label, seconds=round(seconds, 1), frame_bytes=frame, function=fn, traffic=traffic,
+             command=done[0]["command"] if done else shlex.join(
+                 ["twin", "run", str(a.out / label / "scenario.yaml"), "--rounds", str(n), "--out",
+                  str(a.out / label), "--overwrite", "--no-plot", "--no-rounds", "--quiet"]))
+    spread = (f"  pass p50 {min(s['pass_p50_ns']):.0f}..{max(s['pass_p50_ns']):.0f}"
+              if s.get("pass_p50_ns") else "")
+    print(f"{label:<14} svc p50 {s['service_ns'][0]:>9.0f} p99 {s['service_ns'][1]:>10.0f}  rtt p50 "
+          f"{s['rtt_ns'][0]:>9.0f} p99 {s['rtt_ns'][1]:>10.0f}  idle p50 {s['idle_ns'][0]:>11.0f} "
+          f"(target {s['idle_target_ns'][0]:.0f}) ns{spread}  {s['seconds']} s", flush=True)
+    return s
 
 
 if __name__ == "__main__":

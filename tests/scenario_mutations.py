@@ -111,7 +111,24 @@ def values():
 
 # -- mutations --------------------------------------------------------------------------------------
 NUDGE_FACTORS = (0, -1, 2, 1e-3, 1e-6, 10, 1e3, 1e6, 1e12, 0.5, 1.0000001)
-BYTE_OPS = ("bad_utf8", "lone_continuation", "nul", "bom", "utf16", "truncate", "crlf", "tabs", "latin1")
+
+
+def _insert(byte: bytes):
+    return lambda data, at: data[:at] + byte + data[at:]
+
+
+BYTE_EDITS = {  # a byte mutation: (the scenario's bytes, a position in them) -> the bytes
+    "bad_utf8": _insert(b"\xff"),
+    "lone_continuation": _insert(b"\x80"),
+    "nul": _insert(b"\x00"),
+    "bom": lambda data, at: b"\xef\xbb\xbf" + data,
+    "utf16": lambda data, at: data.decode("utf-8", "replace").encode("utf-16"),
+    "truncate": lambda data, at: data[:at],
+    "crlf": lambda data, at: data.replace(b"\n", b"\r\n"),
+    "tabs": lambda data, at: data.replace(b"  ", b"\t"),
+    "latin1": lambda data, at: data.decode("utf-8", "replace").encode("latin-1", "replace"),
+}
+BYTE_OPS = tuple(BYTE_EDITS)
 
 
 def mutation():
@@ -149,106 +166,117 @@ def render(doc: dict, ops: list) -> dict[str, bytes]:
     """The files of the mutant: ``""`` the scenario's bytes (``doc`` with ``ops`` applied, see
     :func:`mutation`), and ``cal.yaml`` when a mutation changed its parameter set (a number of it
     scaled, or replaced by a value)."""
-    import copy
-    doc = copy.deepcopy(doc)
-    files: dict[str, bytes] = {}
-    cal = None
-    raws: dict[str, str] = {}
-    dup_keys, byte_ops = [], []
+    m = _Mutant(doc)
+    for op in ops:
+        m.apply(op)
+    files = {"": m.scenario_bytes()}
+    if m.cal is not None:
+        files["cal.yaml"] = yaml.safe_dump(m.cal, sort_keys=False, allow_unicode=True, width=4096).encode("utf-8")
+    return files
 
-    def put(v):
+
+class _Mutant:
+    """A scenario document being mutated (:func:`render`): the document (a copy), its parameter set
+    once a mutation changed it, the raw YAML texts put in (by token), the keys written twice, the
+    byte mutations to apply to its text. :meth:`apply` one mutation at a time."""
+
+    def __init__(self, doc: dict):
+        import copy
+        self.doc = copy.deepcopy(doc)
+        self.cal = None
+        self.raws: dict[str, str] = {}
+        self.dup_keys: list = []
+        self.byte_ops: list = []
+
+    def put(self, v):
+        """``v`` as it goes into the document: a :class:`Raw` text as a token replaced in the dump."""
         if isinstance(v, Raw):
-            token = f"RAW{len(raws)}TOKEN"
-            raws[token] = str(v)
+            token = f"RAW{len(self.raws)}TOKEN"
+            self.raws[token] = str(v)
             return token
         return v
 
-    for op in ops:
-        paths = leaf_paths(doc) if isinstance(doc, (dict, list)) else []
+    def apply(self, op: tuple) -> None:
         kind = op[0]
+        paths = leaf_paths(self.doc) if isinstance(self.doc, (dict, list)) else []
         if kind == "top":
-            doc = put(op[1])
+            self.doc = self.put(op[1])
         elif kind == "bytes":
-            byte_ops.append(op[1:])
+            self.byte_ops.append(op[1:])
         elif kind == "calibration":
-            if cal is None and isinstance(doc, dict) and isinstance(doc.get("calibration"), str):
-                try:
-                    cal = yaml.safe_load(Path(doc["calibration"]).read_text(encoding="utf-8"))
-                except (OSError, ValueError):  # the path itself mutated: nothing to change
-                    continue
-            if not isinstance(cal, dict):
-                continue
-            cpaths = [q for q in leaf_paths(cal) if q[0] not in ("provenance", "fitted")]
-            q = cpaths[op[1] % len(cpaths)]
-            parent = _dig_parent(cal, q)
-            v = parent[q[-1]]
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                scaled = v * op[2]
-                parent[q[-1]] = int(scaled) if isinstance(v, int) and float(scaled).is_integer() else scaled
-            else:
-                parent[q[-1]] = op[3] if not isinstance(op[3], Raw) else str(op[3])
-            doc["calibration"] = "cal.yaml"
+            self.calibration(op)
         elif not paths:
-            continue
-        elif kind == "nudge":  # a plausible value: a number scaled, a quantity scaled and its unit changed
-            path = paths[op[1] % len(paths)]
-            parent = _dig_parent(doc, path)
-            v = parent[path[-1]]
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                parent[path[-1]] = type(v)(v * op[2]) if isinstance(v, float) or float(op[2]).is_integer() \
-                    else v * op[2]
-            elif isinstance(v, str) and v[:1].isdigit() and " " in v:
-                num, unit = v.split(" ", 1)
-                try:
-                    parent[path[-1]] = f"{float(num) * op[2]:g} {op[3] if op[2] == 1.0000001 else unit}"
-                except ValueError:
-                    pass
+            return
+        elif kind == "nudge":
+            self.nudge(paths[op[1] % len(paths)], op[2], op[3])
         elif kind in ("replace", "delete", "add"):
-            path = paths[op[1] % len(paths)]
-            parent = _dig_parent(doc, path)
-            if kind == "replace":
-                parent[path[-1]] = put(op[2])
-            elif kind == "delete":
-                del parent[path[-1]]
-            else:
-                target = parent[path[-1]] if isinstance(parent[path[-1]], dict) else parent
-                if isinstance(target, dict):
-                    target[op[2]] = put(op[3])
-        elif kind == "duplicate" and isinstance(doc, dict) and doc:
-            keys = list(doc)
+            self.edit(kind, paths[op[1] % len(paths)], op)
+        elif kind == "duplicate" and isinstance(self.doc, dict) and self.doc:
+            keys = list(self.doc)
             k = keys[op[1] % len(keys)]
-            dup_keys.append((k, doc[k]))
-    text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=4096)
-    if isinstance(doc, dict):
-        for k, v in dup_keys:
-            text += yaml.safe_dump({k: v}, sort_keys=False, allow_unicode=True, width=4096)
-    for token, raw in raws.items():
-        text = text.replace(token, raw)
-    data = text.encode("utf-8")
-    for name, where in byte_ops:
-        at = int(where * len(data))
-        if name == "bad_utf8":
-            data = data[:at] + b"\xff" + data[at:]
-        elif name == "lone_continuation":
-            data = data[:at] + b"\x80" + data[at:]
-        elif name == "nul":
-            data = data[:at] + b"\x00" + data[at:]
-        elif name == "bom":
-            data = b"\xef\xbb\xbf" + data
-        elif name == "utf16":
-            data = data.decode("utf-8", "replace").encode("utf-16")
-        elif name == "truncate":
-            data = data[:at]
-        elif name == "crlf":
-            data = data.replace(b"\n", b"\r\n")
-        elif name == "tabs":
-            data = data.replace(b"  ", b"\t")
-        elif name == "latin1":
-            data = data.decode("utf-8", "replace").encode("latin-1", "replace")
-    files[""] = data
-    if cal is not None:
-        files["cal.yaml"] = yaml.safe_dump(cal, sort_keys=False, allow_unicode=True, width=4096).encode("utf-8")
-    return files
+            self.dup_keys.append((k, self.doc[k]))
+
+    def calibration(self, op: tuple) -> None:
+        """A number of the scenario's parameter set scaled by ``op[2]``, or another value replaced by
+        ``op[3]``; the scenario then names ``cal.yaml``."""
+        doc = self.doc
+        if self.cal is None and isinstance(doc, dict) and isinstance(doc.get("calibration"), str):
+            try:
+                self.cal = yaml.safe_load(Path(doc["calibration"]).read_text(encoding="utf-8"))
+            except (OSError, ValueError):  # the path itself mutated: nothing to change
+                return
+        cal = self.cal
+        if not isinstance(cal, dict):
+            return
+        cpaths = [q for q in leaf_paths(cal) if q[0] not in ("provenance", "fitted")]
+        q = cpaths[op[1] % len(cpaths)]
+        parent = _dig_parent(cal, q)
+        v = parent[q[-1]]
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            scaled = v * op[2]
+            parent[q[-1]] = int(scaled) if isinstance(v, int) and float(scaled).is_integer() else scaled
+        else:
+            parent[q[-1]] = op[3] if not isinstance(op[3], Raw) else str(op[3])
+        doc["calibration"] = "cal.yaml"
+
+    def nudge(self, path: tuple, factor: float, unit_text: str) -> None:
+        """A plausible value: a number scaled, a quantity scaled and its unit changed."""
+        parent = _dig_parent(self.doc, path)
+        v = parent[path[-1]]
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            parent[path[-1]] = type(v)(v * factor) if isinstance(v, float) or float(factor).is_integer() \
+                else v * factor
+        elif isinstance(v, str) and v[:1].isdigit() and " " in v:
+            num, unit = v.split(" ", 1)
+            try:
+                parent[path[-1]] = f"{float(num) * factor:g} {unit_text if factor == 1.0000001 else unit}"
+            except ValueError:
+                pass
+
+    def edit(self, kind: str, path: tuple, op: tuple) -> None:
+        """``replace`` the value at ``path``, ``delete`` it, or ``add`` a key beside it (or in it)."""
+        parent = _dig_parent(self.doc, path)
+        if kind == "replace":
+            parent[path[-1]] = self.put(op[2])
+        elif kind == "delete":
+            del parent[path[-1]]
+        else:
+            target = parent[path[-1]] if isinstance(parent[path[-1]], dict) else parent
+            if isinstance(target, dict):
+                target[op[2]] = self.put(op[3])
+
+    def scenario_bytes(self) -> bytes:
+        """The document dumped, its keys written twice appended, raw texts put in, byte mutations applied."""
+        text = yaml.safe_dump(self.doc, sort_keys=False, allow_unicode=True, width=4096)
+        if isinstance(self.doc, dict):
+            for k, v in self.dup_keys:
+                text += yaml.safe_dump({k: v}, sort_keys=False, allow_unicode=True, width=4096)
+        for token, raw in self.raws.items():
+            text = text.replace(token, raw)
+        data = text.encode("utf-8")
+        for name, where in self.byte_ops:
+            data = BYTE_EDITS[name](data, int(where * len(data)))
+        return data
 
 
 # -- loading and running -----------------------------------------------------------------------------

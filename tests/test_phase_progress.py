@@ -1,16 +1,34 @@
-"""Progress for phases without a round count (twin/output/progress.py, twin/rtl/build.py): a spinner
-row in the command's live display on a terminal, nothing when piped; a Verilator build shows its
-steps while they run, a cached library none."""
+"""The commands' progress display (twin/output/progress.py): a row per task saying what it counts,
+how many of how many and for how long; and for phases without a round count (twin/rtl/build.py) a
+spinner row in it on a terminal, nothing when piped; a Verilator build shows its steps while they
+run, a cached library none."""
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import Progress
 
 import twin.rtl.build as B
-from twin.output.progress import phase_spinner
+from twin.output.progress import phase_spinner, progress_bar
+
+
+def test_a_bar_row_says_what_how_many_of_how_many_and_how_long():
+    out = io.StringIO()
+    tty = Console(file=out, width=100, force_terminal=True, color_system=None)
+    with progress_bar(tty) as bar:
+        task = bar.add_task("sweep (local)", total=40)
+        bar.update(task, completed=30)
+    rows = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue()).splitlines()
+    last = [r for r in rows if r.strip()][-1]  # left on screen (not transient)
+    assert re.fullmatch(r"sweep \(local\) +\S+ +30/40 +0:00:0\d *", last), last
+    assert progress_bar(tty, transient=True).live.transient and not progress_bar(tty).live.transient
+    quiet = io.StringIO()
+    with progress_bar(Console(file=quiet, width=100, force_terminal=True), quiet=True) as bar:
+        bar.add_task("replies", total=5)
+    assert quiet.getvalue() == ""
 
 
 def test_spinner_rows_on_a_terminal_only():

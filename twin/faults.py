@@ -90,6 +90,7 @@ def freeze_report(rtt_ps, t_in_ps, windows: tuple[tuple[int, int], ...], timeout
     before the first window); None if it never was."""
     import numpy as np
 
+    from twin.stats import percentile_ps
     rtt = np.asarray(rtt_ps)
     t_in = np.asarray(t_in_ps)
     t_have = t_in + rtt
@@ -98,7 +99,7 @@ def freeze_report(rtt_ps, t_in_ps, windows: tuple[tuple[int, int], ...], timeout
     if not len(rtt) or not windows:
         return out
     before = rtt[t_in < windows[0][0]]
-    normal = float(np.percentile(before if len(before) else rtt, 99))
+    normal = float(percentile_ps(before if len(before) else rtt, 99))  # a round's own round trip
     out["normal_p99_ns"] = normal / 1000
     for start, end in windows:
         first = int(np.searchsorted(t_in, start))

@@ -1,4 +1,8 @@
-"""Summary statistics of round-trip samples (integer picoseconds in, nanoseconds out)."""
+"""Summary statistics of round-trip samples (integer picoseconds in, nanoseconds out).
+
+Every percentile the twin reports or decides on (round trips, stages, program stalls and periods,
+decoder call times) is :func:`percentile`: inverted CDF, the value of an actual sample (numpy's
+default linear interpolation would report a time between two rounds, which no round took)."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,12 +10,21 @@ import numpy as np
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 
 
-def percentile_ps(samples_ps: np.ndarray, q: float) -> int:
-    """The ``q``-th percentile as the value of an actual round (inverted CDF: the smallest sample
-    with at least q % of rounds at or below it), so a 4 ns-quantised run gives a bucket value."""
-    if len(samples_ps) == 0:
+def percentile(samples, q):
+    """The ``q``-th percentile (0..100; a sequence of them gives an array, one per ``q``) of
+    ``samples`` (any shape, flattened; any numeric dtype, kept) as the value of an actual sample:
+    inverted CDF, the smallest sample with at least q % of samples at or below it. Raises
+    ValueError for no samples."""
+    a = np.asarray(samples)
+    if a.size == 0:
         raise ValueError("no samples")
-    return int(np.percentile(samples_ps, q, method="inverted_cdf"))
+    return np.percentile(a, q, method="inverted_cdf")
+
+
+def percentile_ps(samples_ps: np.ndarray, q: float) -> int:
+    """The ``q``-th percentile as the value of an actual round (:func:`percentile`), int ps, so a
+    4 ns-quantised run gives a bucket value."""
+    return int(percentile(samples_ps, q))
 
 
 def summary_ns(samples_ps: np.ndarray) -> dict[str, float]:

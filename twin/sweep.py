@@ -190,63 +190,14 @@ def run_sweep(scenario_path: str | Path, axes: list[Axis], rounds: int | None = 
     for p in points:
         load_point(scenario_path, p)  # fail before running anything
     results: dict[int, list[dict]] = {}
-    done = 0
-    stopped = False
     if cluster:
-        from distributed import Client
-        from distributed import as_completed as dask_completed
-        with Client(cluster, timeout="20s") as client:
-            futs = {client.submit(run_point, scenario_path, p, rounds, seed, pure=False,
-                                  key=f"twin-sweep-{i}-{point_seed(0, p)}"): i
-                    for i, p in enumerate(points)}
-            for fut in dask_completed(list(futs)):
-                results[futs[fut]] = fut.result()
-                done += 1
-                if progress:
-                    progress(done, len(points))
-                if take_stop():  # between points: the rest cancelled
-                    client.cancel(list(futs))
-                    stopped = True
-                    break
+        stopped = _run_on_cluster(cluster, scenario_path, points, rounds, seed, results, progress)
     else:
         n = min(workers or os.cpu_count() or 1, len(points))  # never more processes than points
         if n <= 1:
-            for i, p in enumerate(points):
-                try:
-                    results[i] = run_point(scenario_path, p, rounds, seed)
-                except Interrupted:  # this point stopped part way: abandoned
-                    stopped = True
-                    break
-                if progress:
-                    progress(i + 1, len(points))
-                if i + 1 < len(points) and take_stop():  # between points
-                    stopped = True
-                    break
+            stopped = _run_here(scenario_path, points, rounds, seed, results, progress)
         else:
-            import multiprocessing
-            ctx = multiprocessing.get_context()
-            # the workers start with SIGINT and SIGTERM blocked (held, not lost, in this process) until
-            # they have set their own handlers: none runs a handler it was forked with
-            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-            try:
-                pool = ctx.Pool(n, initializer=_worker_signals)
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, held)
-            with pool:
-                it = pool.imap_unordered(_run_indexed, [(i, scenario_path, p, rounds, seed)
-                                                        for i, p in enumerate(points)])
-                while done < len(points):
-                    if take_stop():  # leaving the block terminates the workers: the points under way
-                        stopped = True
-                        break
-                    try:
-                        i, rows = it.next(timeout=0.1)
-                    except multiprocessing.TimeoutError:
-                        continue
-                    results[i] = rows
-                    done += 1
-                    if progress:
-                        progress(done, len(points))
+            stopped = _run_in_pool(n, scenario_path, points, rounds, seed, results, progress)
     rows = [row for i in range(len(points)) if i in results for row in results[i]]
     if stopped:
         e = Interrupted(f"after {len(results)} of {len(points)} points")
@@ -254,6 +205,72 @@ def run_sweep(scenario_path: str | Path, axes: list[Axis], rounds: int | None = 
         raise e
     return rows
 
+
+# The three ways :func:`run_sweep` runs its points: each fills ``results`` (point index -> rows) as
+# points complete, calls ``progress(done, total)`` after each, and returns whether it was asked to stop.
+
+def _run_on_cluster(cluster: str, scenario_path: str, points: list[dict], rounds, seed, results: dict,
+                    progress) -> bool:
+    """On a Dask distributed scheduler at ``cluster``; a stop request cancels the rest."""
+    from distributed import Client
+    from distributed import as_completed as dask_completed
+    done = 0
+    with Client(cluster, timeout="20s") as client:
+        futs = {client.submit(run_point, scenario_path, p, rounds, seed, pure=False,
+                              key=f"twin-sweep-{i}-{point_seed(0, p)}"): i
+                for i, p in enumerate(points)}
+        for fut in dask_completed(list(futs)):
+            results[futs[fut]] = fut.result()
+            done += 1
+            if progress:
+                progress(done, len(points))
+            if take_stop():  # between points: the rest cancelled
+                client.cancel(list(futs))
+                return True
+    return False
+
+
+def _run_here(scenario_path: str, points: list[dict], rounds, seed, results: dict, progress) -> bool:
+    """In this process, in grid order; a point stopped part way is abandoned."""
+    for i, p in enumerate(points):
+        try:
+            results[i] = run_point(scenario_path, p, rounds, seed)
+        except Interrupted:  # this point stopped part way: abandoned
+            return True
+        if progress:
+            progress(i + 1, len(points))
+        if i + 1 < len(points) and take_stop():  # between points
+            return True
+    return False
+
+
+def _run_in_pool(n: int, scenario_path: str, points: list[dict], rounds, seed, results: dict, progress) -> bool:
+    """On ``n`` local worker processes; a stop request ends the points under way."""
+    import multiprocessing
+    ctx = multiprocessing.get_context()
+    # the workers start with SIGINT and SIGTERM blocked (held, not lost, in this process) until
+    # they have set their own handlers: none runs a handler it was forked with
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        pool = ctx.Pool(n, initializer=_worker_signals)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    done = 0
+    with pool:
+        it = pool.imap_unordered(_run_indexed, [(i, scenario_path, p, rounds, seed)
+                                                for i, p in enumerate(points)])
+        while done < len(points):
+            if take_stop():  # leaving the block terminates the workers: the points under way
+                return True
+            try:
+                i, rows = it.next(timeout=0.1)
+            except multiprocessing.TimeoutError:
+                continue
+            results[i] = rows
+            done += 1
+            if progress:
+                progress(done, len(points))
+    return False
 
 def _worker_signals() -> None:
     """A worker ignores Ctrl-C (the terminal's SIGINT reaches the whole process group: the parent

@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -206,107 +207,154 @@ def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = No
     runs = [load_run(p, scenario, node) for p in paths]
     held = [load_run(Path(p), scenario, node) for p in validate]
     ref = runs[0]
-    s = ref.summary
     loaded = load_scenario(ref.scenario)
     sc, base = loaded.scenario, loaded.params
-    device, node_name, encoding = s["name"], s["node"], ref.encoding
+    device, node_name = ref.summary["name"], ref.summary["node"]
     cname = f"{node_name}_fitted"
+    make = partial(_live_set, base, device, node_name, ref.encoding)
     notes = [f"{r.path}: {r.stalls.count:,} stalled round(s) of {len(r.rtt_ps):,} left out (service > "
              f"{r.stalls.threshold_ns / 1000:.3f} µs), {r.stalls.queued:,} queued behind them"
              for r in runs + held if r.stalls.count]
     notes += [r.pass_note() for r in runs + held if r.passes]
     measured = ref.clean_rtt_ps.astype(np.float64)
-    extra: dict = {}
-    count = [0]
-    table_floor = 0.0
-    if shape == "service" and len(ref.service_ns) == len(ref.rtt_ps):
-        # the live node noticed each request the moment it landed and took the measured service: the
-        # stand-in does the same (a 1 ps poll, no poll cost) with the service drawn from the measured one
-        dev = base.consumers[device]
-        floor, table = service_table(ref.service_ns[~ref.stalls.mask])
-        table_floor = floor  # the table's offsets are from the measured floor; the fit may shift service_ns
-        values = {"poll_period_ns": 0.001, "service_ns": floor,
-                  "jitter_ns": base.hosts[dev.host].path(dev.path).jitter_ns}
-        extra["service_modes"] = table
+    plan = f"{len(runs)} run(s) fitted, {len(held)} held out"
+    table_shape = shape == "service" and len(ref.service_ns) == len(ref.rtt_ps)
+    if table_shape:
+        values, extra, table_floor = _table_shape(base, device, ref)
+        evaluations = 0
         log(f"fitting {cname} to {len(measured):,} live rounds of {ref.path}: its measured service as a "
-            f"{len(table)}-block quantile table; {len(runs)} run(s) fitted, {len(held)} held out: "
+            f"{len(extra['service_modes'])}-block quantile table; {plan}: "
             f"{len(runs) + len(held)} model runs of {rounds_check:,} rounds")
     else:
-        med = float(np.median(measured)) / PS_PER_NS
-        bounds = [(1.0, max(50.0, med)), (0.0, med), (0.0, max(50.0, med / 4))]
-        names = ("poll_period_ns", "service_ns", "jitter_ns")
-        count = [0]
+        values, evaluations = _poll_shape(make, cname, ref, measured, rounds, fit_seed, maxiter, popsize,
+                                          len(runs), plan, log, progress)
+        extra, table_floor = {}, 0.0
 
-        def objective(x) -> float:
-            count[0] += 1
-            res = simulate_run(_live_set(base, device, node_name, encoding, dict(zip(names, x))), cname, ref, rounds,
-                               fit_seed)
-            return wasserstein_distance(res.rtt_ps, measured) / PS_PER_NS
-
-        t0 = time.perf_counter()
-        objective(np.mean(bounds, axis=1))
-        per = time.perf_counter() - t0
-        total = (maxiter + 1) * popsize * len(names) + len(runs) - 1
-        log(f"fitting {cname} to {len(measured):,} live rounds of {ref.path} (W1 objective, {rounds:,} simulated "
-            f"rounds per evaluation; {len(runs)} run(s) fitted, {len(held)} held out): at most {total:,} evaluations "
-            f"x {per:.2f} s = about {total * per / 60:.1f} min")
-        gen = [0]
-
-        def step(xk, convergence=None):
-            gen[0] += 1
-            if progress:
-                progress(cname, gen[0], maxiter)
-
-        r = differential_evolution(objective, bounds, seed=fit_seed, maxiter=maxiter, popsize=popsize, tol=1e-3,
-                                   polish=False, callback=step)
-        values = {k: float(v) for k, v in zip(names, r.x)}
-
-    shaped = _live_set(base, device, node_name, encoding, values, extra=extra)
-    cost_ps = shaped.consumers[cname].params().poll_cost_ps
-    service, gaps, asked = [], [], []
-    for lr in runs:  # each run's own service time: the shape's plus the W1-best shift of its round trips
-        res = simulate_run(shaped, cname, lr, rounds, fit_seed)
-        d = best_shift_ps(lr.clean_rtt_ps, res.rtt_ps) / PS_PER_NS  # ~0 for the first run, not exactly
-        service.append(values["service_ns"] + d)
-        # back to back or not is what the run asked (its simulated gaps); the table's gap is the one the
-        # device had, measured on the wall clock where recorded (a live host cannot pace below its own
-        # time per round, tens of us), else the simulated one
-        sim_gap = float(np.median(idle_gaps_ps(res, cost_ps))) / PS_PER_NS
-        asked.append(sim_gap)
-        gaps.append(float(np.median(lr.measured_idle_ns)) if lr.idle_ns is not None else sim_gap)
+    service, gaps, asked = _run_services(make(values, extra=extra), cname, runs, values["service_ns"], rounds,
+                                         fit_seed)
     short = [i for i, g in enumerate(asked) if g < IDLE_GAP_NS] or [int(np.argmin(asked))]
     extra.update(_service_terms([runs[i] for i in short], [service[i] for i in short], notes))
     values["service_ns"] = extra["service_ns"]
-    fitted = _live_set(base, device, node_name, encoding, values, f"{sc.name}_{node_name}_fitted", extra)
-    c = fitted.consumers[cname]
-    long_ = sorted((gaps[i], i) for i in range(len(runs)) if i not in short)
-    if long_ and "service_modes" in extra:  # the service distribution after idling, quantile by quantile
-        extra.update(_idle_mix(extra["service_modes"], table_floor, [runs[i] for _, i in long_],
-                               [g for g, _ in long_], max(1.0, float(np.median([gaps[i] for i in short]))), notes))
-        long_ = []
-    if long_:  # the idle cost at each longer gap: service above what the back-to-back terms predict
-        from twin.runtime.functions import lookup
-        g0 = max(1.0, float(np.median([gaps[i] for i in short])))
-        table = [(round(g0, 3), 0.0)]
-        for g, i in long_:
-            lr = runs[i]
-            pred = c.service_total_ns(lr.frame_bytes, reply_bytes(lookup(lr.function).id, lr.frame_bytes), lr.function)
-            if g > table[-1][0]:
-                table.append((round(g, 3), round(max(0.0, service[i] - pred), 3)))
-        extra["idle"] = [{"mechanism": "idle gap (cache refill, clock and power-state exit, scheduling together)",
-                          "table": table, "source": "fitted: " + ", ".join(str(runs[i].path) for _, i in long_)}]
-        notes.append(f"idle cost table (gap ns, cost ns): {table}")
+    fitted = make(values, f"{sc.name}_{node_name}_fitted", extra)
+    _idle_terms(extra, fitted.consumers[cname], runs, short, service, gaps, table_floor, notes)
     modes = extra_modes(measured) if "service_modes" not in extra else []
     if modes:
         extra["service_modes"] = modes
         notes.append(f"{len(modes) + 1} modes in {ref.path}'s histogram: extra modes {modes}")
-    fitted = _live_set(base, device, node_name, encoding, values, f"{sc.name}_{node_name}_fitted", extra)
+    fitted = make(values, f"{sc.name}_{node_name}_fitted", extra)
     checks = []
     for lr, role in [(x, "fitted") for x in runs] + [(x, "held out") for x in held]:
         res = simulate_run(fitted, cname, lr, rounds_check, fit_seed + 1000)
         checks.append((lr, compare(lr.clean_rtt_ps, res.rtt_ps), role))
     first = checks[0][1]
-    if shape == "service" and len(ref.service_ns) == len(ref.rtt_ps):
+    free = _free_parameters(table_shape, ref, values, extra, modes, notes)
+    return LiveFit(fitted, cname, {**values, **{k: v for k, v in extra.items() if isinstance(v, float)}},
+                   first.rows, first.w1_ns, first.ks, evaluations, len(measured), checks, notes,
+                   [str(x.path) for x in runs], [f"consumers.{cname}.{f}" for f in free],
+                   ("the first run's measured service distribution (stalled rounds left out)" if table_shape
+                    else "W1 distance of the card-boundary round trip to "
+                    "the first run's (stalled rounds left out)") + "; each other run's W1-best service shift of its "
+                   "round trips, explained by frame/reply bytes, function and idle gap")
+
+
+def _table_shape(base: ParamSet, device: str, ref: LiveRun) -> tuple[dict[str, float], dict, float]:
+    """The "service" shape: the live node noticed each request the moment it landed and took the
+    measured service, so the stand-in does the same (a 1 ps poll, no poll cost) with the service
+    drawn from ``ref``'s measured one (stalled rounds left out). Returns the values (ns), the extra
+    consumer keys (``service_modes``: the quantile table) and the table's floor (ns: its offsets
+    are from it; the fit may shift service_ns)."""
+    dev = base.consumers[device]
+    floor, table = service_table(ref.service_ns[~ref.stalls.mask])
+    values = {"poll_period_ns": 0.001, "service_ns": floor,
+              "jitter_ns": base.hosts[dev.host].path(dev.path).jitter_ns}
+    return values, {"service_modes": table}, floor
+
+
+def _poll_shape(make, cname: str, ref: LiveRun, measured: np.ndarray, rounds: int, fit_seed: int, maxiter: int,
+                popsize: int, n_runs: int, plan: str, log, progress) -> tuple[dict[str, float], int]:
+    """The "poll" shape: poll period, service and jitter (ns) by differential evolution on the W1
+    distance (ns) of ``rounds`` simulated round trips to ``measured`` (ps). ``make(values)``: the
+    parameter set with the stand-in; ``log`` gets the plan and time estimate, ``progress(label, done,
+    total)`` each generation. Returns the values and the number of evaluations."""
+    med = float(np.median(measured)) / PS_PER_NS
+    bounds = [(1.0, max(50.0, med)), (0.0, med), (0.0, max(50.0, med / 4))]
+    names = ("poll_period_ns", "service_ns", "jitter_ns")
+    count = [0]
+
+    def objective(x) -> float:
+        count[0] += 1
+        res = simulate_run(make(dict(zip(names, x))), cname, ref, rounds, fit_seed)
+        return wasserstein_distance(res.rtt_ps, measured) / PS_PER_NS
+
+    t0 = time.perf_counter()
+    objective(np.mean(bounds, axis=1))
+    per = time.perf_counter() - t0
+    total = (maxiter + 1) * popsize * len(names) + n_runs - 1
+    log(f"fitting {cname} to {len(measured):,} live rounds of {ref.path} (W1 objective, {rounds:,} simulated "
+        f"rounds per evaluation; {plan}): at most {total:,} evaluations "
+        f"x {per:.2f} s = about {total * per / 60:.1f} min")
+    gen = [0]
+
+    def step(xk, convergence=None):
+        gen[0] += 1
+        if progress:
+            progress(cname, gen[0], maxiter)
+
+    r = differential_evolution(objective, bounds, seed=fit_seed, maxiter=maxiter, popsize=popsize, tol=1e-3,
+                               polish=False, callback=step)
+    return {k: float(v) for k, v in zip(names, r.x)}, count[0]
+
+
+def _run_services(shaped: ParamSet, cname: str, runs: list[LiveRun], service_ns: float, rounds: int,
+                  fit_seed: int) -> tuple[list[float], list[float], list[float]]:
+    """Per run: its own service time (ns: ``service_ns`` of the shape plus the W1-best shift of its
+    round trips), the idle gap the device had (ns) and the one the run asked (ns: its simulated gaps)."""
+    cost_ps = shaped.consumers[cname].params().poll_cost_ps
+    service, gaps, asked = [], [], []
+    for lr in runs:
+        res = simulate_run(shaped, cname, lr, rounds, fit_seed)
+        d = best_shift_ps(lr.clean_rtt_ps, res.rtt_ps) / PS_PER_NS  # ~0 for the first run, not exactly
+        service.append(service_ns + d)
+        # back to back or not is what the run asked (its simulated gaps); the table's gap is the one the
+        # device had, measured on the wall clock where recorded (a live host cannot pace below its own
+        # time per round, tens of us), else the simulated one
+        sim_gap = float(np.median(idle_gaps_ps(res, cost_ps))) / PS_PER_NS
+        asked.append(sim_gap)
+        idle = lr.measured_idle_ns
+        gaps.append(float(np.median(idle)) if idle is not None else sim_gap)
+    return service, gaps, asked
+
+
+def _idle_terms(extra: dict, c, runs: list[LiveRun], short: list[int], service: list[float], gaps: list[float],
+                table_floor: float, notes: list[str]) -> None:
+    """What the runs with longer idle gaps than the back-to-back ones (``short``) add to ``extra``:
+    with a service quantile table, its long-idle blocks and ``idle_mix`` (:func:`_idle_mix`); else
+    the ``idle`` cost table (gap ns, the service above what consumer ``c``'s back-to-back terms predict)."""
+    long_ = sorted((gaps[i], i) for i in range(len(runs)) if i not in short)
+    if not long_:
+        return
+    g0 = max(1.0, float(np.median([gaps[i] for i in short])))
+    if "service_modes" in extra:  # the service distribution after idling, quantile by quantile
+        extra.update(_idle_mix(extra["service_modes"], table_floor, [runs[i] for _, i in long_],
+                               [g for g, _ in long_], g0, notes))
+        return
+    from twin.runtime.functions import lookup
+    table = [(round(g0, 3), 0.0)]
+    for g, i in long_:
+        lr = runs[i]
+        pred = c.service_total_ns(lr.frame_bytes, reply_bytes(lookup(lr.function).id, lr.frame_bytes), lr.function)
+        if g > table[-1][0]:
+            table.append((round(g, 3), round(max(0.0, service[i] - pred), 3)))
+    extra["idle"] = [{"mechanism": "idle gap (cache refill, clock and power-state exit, scheduling together)",
+                      "table": table, "source": "fitted: " + ", ".join(str(runs[i].path) for _, i in long_)}]
+    notes.append(f"idle cost table (gap ns, cost ns): {table}")
+
+
+def _free_parameters(table_shape: bool, ref: LiveRun, values: dict, extra: dict, modes: list,
+                     notes: list[str]) -> list[str]:
+    """The consumer keys the fit set from the runs, each with how (and, for the table shape, a note
+    of what it held fixed)."""
+    if table_shape:
         free = ["service_ns (least squares over the back-to-back runs' W1-best service)",
                 f"service_modes[].offset_ns, width_ns (the {len(extra['service_modes'])}-block quantile table of "
                 f"{ref.path.name}'s measured service)"]
@@ -322,14 +370,7 @@ def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = No
         free.append("idle_mix, service_modes[].long_offset_ns, long_width_ns (the longer-gap runs' service quantiles)")
     if "idle" in extra:
         free.append("idle (cost table at the longer-gap runs' idle gaps)")
-    return LiveFit(fitted, cname, {**values, **{k: v for k, v in extra.items() if isinstance(v, float)}},
-                   first.rows, first.w1_ns, first.ks, count[0], len(measured), checks, notes,
-                   [str(x.path) for x in runs], [f"consumers.{cname}.{f}" for f in free],
-                   ("the first run's measured service distribution (stalled rounds left out)" if shape == "service"
-                    and len(ref.service_ns) == len(ref.rtt_ps) else "W1 distance of the card-boundary round trip to "
-                    "the first run's (stalled rounds left out)") + "; each other run's W1-best service shift of its "
-                   "round trips, explained by frame/reply bytes, function and idle gap")
-
+    return free
 
 def _run_row(r: LiveRun, c: Comparison) -> dict:
     """A run's row in a fitted set's ``fitted_on`` / ``validated_on``: the folder, frame bytes,

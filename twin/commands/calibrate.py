@@ -213,11 +213,10 @@ def cmd_calibrate_roce(args: argparse.Namespace, console: Console, prior_path: P
 def fit_progress(console: Console):
     """A progress bar per fit group (its differential-evolution generations; a fit takes minutes):
     yields the ``progress(label, done, maxiter)`` callback of :func:`twin.calibration.fit.fit_groups`."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from twin.output.progress import progress_bar
 
     tasks: dict = {}
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as bar:
+    with progress_bar(console) as bar:
         def progress(label: str, done: int, total: int) -> None:
             if label not in tasks:
                 tasks[label] = bar.add_task(f"fitting {label}: generations", total=total)

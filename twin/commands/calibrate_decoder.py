@@ -48,12 +48,13 @@ def refuse_decoder_options(args: argparse.Namespace) -> None:
 def cmd_calibrate_decoder(args: argparse.Namespace, console, scenarios: list[str]) -> int:
     """Time, fit, write, print. Returns 0; raises UsageError / ConfigError for bad input."""
     import numpy as np
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
+    from twin.output.progress import progress_bar
     from twin.qec.cost_fit import fit_calls, fit_document, machine, time_calls
     from twin.qec.study import build_decoder, load_decode
     from twin.qec.workload import sample
+    from twin.stats import percentile
 
     for k in NOT_FOR_DECODER:
         if getattr(args, k, None) is not None:
@@ -99,8 +100,7 @@ def cmd_calibrate_decoder(args: argparse.Namespace, console, scenarios: list[str
     console.print(f"timing {jobs[0][1].name if len(jobs) == 1 else d.decoder} per call: {calls:,} calls per "
                   f"workload after {warmup:,} warm-up calls, interleaved, spread over the numbers of detection "
                   "events")
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as bar:
+    with progress_bar(console) as bar:
         task = bar.add_task("decoder calls", total=calls * len(jobs) + warmup * len(jobs))
         times, timer = time_calls(jobs, calls, warmup=warmup, seed=seed, stratify=True,
                                   progress=lambda done, total: bar.update(task, completed=done))
@@ -120,11 +120,11 @@ def cmd_calibrate_decoder(args: argparse.Namespace, console, scenarios: list[str
         wd.update(calls=int(len(t.ns)), outliers=int(out_t.sum()),
                   events={"min": int(t.events.min()), "max": int(t.events.max()),
                           "mean": round(float(t.events.mean()), 3)},
-                  measured_ns={k: round(float(np.percentile(t.ns, q)), 1)
+                  measured_ns={k: round(float(percentile(t.ns, q)), 1)
                                for k, q in (("p50", 50), ("p99", 99), ("p99.9", 99.9))})
         tb.add_row(t.label, f"{len(t.ns):,}", f"{t.events.min()}-{t.events.max()}", str(int(out_t.sum())),
-                   *(f"{np.percentile(x, q) / 1000:.3f} µs" for q in (50,) for x in (kept, draw)),
-                   *(f"{np.percentile(x, q) / 1000:.3f} µs" for q in (99,) for x in (kept, draw)))
+                   *(f"{percentile(x, q) / 1000:.3f} µs" for q in (50,) for x in (kept, draw)),
+                   *(f"{percentile(x, q) / 1000:.3f} µs" for q in (99,) for x in (kept, draw)))
     meta = {"description": f"{d.decoder} decoder timed per call on this host by `twin calibrate decoder` "
                            "(twin/qec/cost_fit.py); read by decode.cost: {how: fitted, file: ...}",
             "decoder": d.decoder, "implementation": _implementation(jobs[0][1]),

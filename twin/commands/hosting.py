@@ -62,9 +62,8 @@ def cmd_hosting(args: argparse.Namespace, console) -> int:
         write_file(path, yaml.safe_dump(hosting_document(hp, meta), sort_keys=False))
         console.print(f"wrote {path}")
     hp, _ = load_hosting(path)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True, disable=not console.is_terminal) as bar:  # about 20 s: 12 runs
+    from twin.output.progress import progress_bar
+    with progress_bar(console, quiet=not console.is_terminal, transient=True) as bar:  # about 20 s: 12 runs
         task = bar.add_task(f"model runs ({args.rounds:,} rounds each)", total=None)
         rows = table_rows(measure(params, hp, rounds=args.rounds, seed=args.seed,
                                   traffic=CLOSED if args.closed_loop else SWEEP,

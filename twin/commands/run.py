@@ -67,9 +67,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from twin.engine.stop import Interrupted
+    from twin.output.progress import progress_bar
     from twin.scenario import load_scenario
     from twin.study import PENDING, run_study
 
@@ -109,9 +108,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                 return 3
     with folder:  # an error or Ctrl-C before the commit leaves the folder as it was
         trace = (str(folder.stage_dir() / "waves.vcd"), *args.trace) if args.trace else None
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        bar = Progress(*columns, console=console, transient=False, disable=args.quiet)
-        check = Progress(*columns, console=console, transient=False, disable=args.quiet)
+        bar = progress_bar(console, quiet=args.quiet)
+        check = progress_bar(console, quiet=args.quiet)
         checks: dict = {}
 
         def first(so_far) -> None:  # every direct engine has run: the table now, the event model's check after

@@ -54,10 +54,9 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
 
 
 def _sweep(args: argparse.Namespace, console: Console) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from twin.commands.common import scenario_arg
     from twin.engine.stop import Interrupted
+    from twin.output.progress import progress_bar
     from twin.scenario import load_scenario
     from twin.sweep import (  # run_sweep looked up per call
         SWEEP_FILES,
@@ -75,8 +74,7 @@ def _sweep(args: argparse.Namespace, console: Console) -> int:
         if len({a.path for a in axes}) != len(axes):
             raise SweepError("--param: a path named twice")
         points = grid(axes)
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, disable=args.quiet) as bar:
+        with progress_bar(console, quiet=args.quiet) as bar:
             task = bar.add_task(f"sweep ({'dask ' + args.cluster if args.cluster else 'local'})", total=len(points))
             stopped = None
             try:

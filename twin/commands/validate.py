@@ -29,10 +29,9 @@ def register(sub) -> None:
 
 def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     """Print the validation table; write validate.json and validate.png. Returns 0."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from twin.calibration.report import comparison_table
     from twin.calibration.validate import prepare, validate
+    from twin.output.progress import progress_bar
     from twin.output.validate import overlay_figure, validation_document
 
     cal = Path(args.calibration)
@@ -46,8 +45,7 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     folder = run_folder(args, args.out or Path("runs") / f"validate-{cal.stem}", args.seed)
     folder.check(["validate.json"] + ([] if args.no_plot else ["validate.png"]))
     prepared = prepare(cal, args.runs, args.consumer, args.scenario)  # what is refused, before the progress bar
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as bar:
+    with progress_bar(console, transient=True) as bar:
         task = bar.add_task("predicting the runs", total=len(args.runs))
         checks = validate(cal, args.runs, args.consumer, args.scenario, args.seed, args.rounds,
                           progress=lambda i, n: bar.update(task, completed=i), prepared=prepared)

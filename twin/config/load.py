@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -162,25 +162,42 @@ def _check_shape(path: Path, root: yaml.Node, text: str) -> None:
     :data:`MAX_YAML_NODES` values with its aliases expanded, or an alias inside the node it names
     (a recursive value). One pass over the composed graph, each node measured once (an alias is
     the node it names): linear in the file, however much the aliases would expand."""
-    measured: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded values, height)
-    on_path: set[int] = set()
-
-    def refuse(node, problem):
-        raise ConfigError(path, f"line {node.start_mark.line + 1}", _line(text, node.start_mark.line), problem)
-
-    def frame(node):
-        on_path.add(id(node))
-        kids = node.value if isinstance(node, yaml.SequenceNode) else [n for kv in node.value for n in kv]
-        return [node, kids, 0, 1, 1]  # node, children, next child, values so far, height so far
-
     if isinstance(root, yaml.ScalarNode):
         return
-    stack = [frame(root)]
-    while stack:
-        top = stack[-1]
+    _ShapeWalk(path, text).walk(root)
+
+
+class _ShapeWalk:
+    """The pass of :func:`_check_shape`: depth first on an explicit stack (no recursion limit) of
+    frames ``[node, children, next child, values so far, height so far]``; ``measured``: id(node)
+    -> (expanded values, height) of every node finished; ``on_path``: the nodes on the stack."""
+
+    def __init__(self, path: Path, text: str):
+        self.path, self.text = path, text
+        self.measured: dict[int, tuple[int, int]] = {}
+        self.on_path: set[int] = set()
+        self.stack: list[list] = []
+
+    def refuse(self, node: yaml.Node, problem: str) -> NoReturn:
+        raise ConfigError(self.path, f"line {node.start_mark.line + 1}", _line(self.text, node.start_mark.line),
+                          problem)
+
+    def push(self, node: yaml.Node) -> None:
+        self.on_path.add(id(node))
+        kids = node.value if isinstance(node, yaml.SequenceNode) else [n for kv in node.value for n in kv]
+        self.stack.append([node, kids, 0, 1, 1])
+
+    def walk(self, root: yaml.Node) -> None:
+        self.push(root)
+        while self.stack:
+            if not self.advance(self.stack[-1]):
+                self.finish()
+
+    def advance(self, top: list) -> bool:
+        """Add ``top``'s children, from its next one on, to its values and height; True when it
+        stopped at a child not yet measured and pushed it (to walk first), False when all are in."""
         node, kids, i, count, height = top
-        depth = len(stack)  # of ``node``; its children stand at depth + 1
-        pushed = False
+        depth = len(self.stack)  # of ``node``; its children stand at depth + 1
         while i < len(kids):
             k = kids[i]
             i += 1
@@ -188,36 +205,38 @@ def _check_shape(path: Path, root: yaml.Node, text: str) -> None:
                 count += 1
                 height = max(height, 2)
                 if depth + 1 > MAX_YAML_DEPTH:
-                    refuse(k, f"nested more than {MAX_YAML_DEPTH} deep")
+                    self.refuse(k, f"nested more than {MAX_YAML_DEPTH} deep")
                 continue
-            if id(k) in on_path:
-                refuse(k, "an alias inside the value it names (a recursive value)")
-            seen = measured.get(id(k))
+            if id(k) in self.on_path:
+                self.refuse(k, "an alias inside the value it names (a recursive value)")
+            seen = self.measured.get(id(k))
             if seen is None:
                 if depth + 1 > MAX_YAML_DEPTH:
-                    refuse(k, f"nested more than {MAX_YAML_DEPTH} deep")
+                    self.refuse(k, f"nested more than {MAX_YAML_DEPTH} deep")
                 top[2:] = [i, count, height]
-                stack.append(frame(k))
-                pushed = True
-                break
+                self.push(k)
+                return True
             count += seen[0]  # an alias to a node already measured
             height = max(height, 1 + seen[1])
             if depth + seen[1] > MAX_YAML_DEPTH:
-                refuse(k, f"nested more than {MAX_YAML_DEPTH} deep")
+                self.refuse(k, f"nested more than {MAX_YAML_DEPTH} deep")
             if count > MAX_YAML_NODES:
-                refuse(k, f"its aliases expand to more than {MAX_YAML_NODES:,} values (an alias bomb?)")
-        if pushed:
-            continue
+                self.refuse(k, f"its aliases expand to more than {MAX_YAML_NODES:,} values (an alias bomb?)")
+        top[2:] = [i, count, height]
+        return False
+
+    def finish(self) -> None:
+        """The top node is measured: check its values, record it, add it to its parent."""
+        node, _, _, count, height = self.stack[-1]
         if count > MAX_YAML_NODES:
-            refuse(node, f"its aliases expand to more than {MAX_YAML_NODES:,} values (an alias bomb?)")
-        stack.pop()
-        on_path.discard(id(node))
-        measured[id(node)] = (count, height)
-        if stack:
-            parent = stack[-1]
+            self.refuse(node, f"its aliases expand to more than {MAX_YAML_NODES:,} values (an alias bomb?)")
+        self.stack.pop()
+        self.on_path.discard(id(node))
+        self.measured[id(node)] = (count, height)
+        if self.stack:
+            parent = self.stack[-1]
             parent[3] += count
             parent[4] = max(parent[4], 1 + height)
-
 
 def load_yaml(path: str | Path) -> object:
     """Parse a YAML input file (:func:`read_input_text`, then the bounded safe loader; see the

@@ -63,6 +63,9 @@ _ACQ = {"acquire", "acquire_weighed", "acquire_ttl"}
 _CONDITIONAL = {"play", "acquire", "acquire_weighed", "acquire_ttl", "wait", "upd_param"}  # what set_cond gates
 OPERATORS = ("OR", "NOR", "AND", "NAND", "XOR", "XNOR")  # set_cond's operator argument 0..5
 ADDRESSES = range(1, 16)  # the trigger network's 15 addresses
+_ALU = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "and": lambda x, y: x & y,
+        "or": lambda x, y: x | y, "xor": lambda x, y: x ^ y, "asl": lambda x, y: x << (y & 31),
+        "asr": lambda x, y: x >> (y & 31)}  # before the 32-bit wrap
 _NARGS = {"move": 2, "add": 3, "sub": 3, "and": 3, "or": 3, "xor": 3, "not": 2, "asl": 3, "asr": 3,
           "jmp": 1, "jge": 3, "jlt": 3, "loop": 2, "set_cond": 4} | _TIMED
 
@@ -205,6 +208,7 @@ class Sequencer:
         self.blocked: tuple[str, int] | None = None  # ("trigger", address) or ("time", t_ns) after run()
         self._consts: dict[str, int] = {}  # immediates as read
         self._durations: dict[str, int] = {}  # immediate durations, judged once
+        self._dispatch = self._plan()
 
     def listens(self) -> bool:
         """Whether the program waits for triggers or branches on them."""
@@ -266,11 +270,26 @@ class Sequencer:
             return self.latch_held.get(address, 0)
         return self.latch_held.get(address, 0) + board.count(address, max(self.latch_from, self.latch_on) - 1, t)
 
-    def _condition(self, board: Triggers, t: int) -> bool:
-        mask, op, _ = self.cond
+    def _condition(self, board: Triggers, cond: tuple[int, int, int], t: int) -> bool:
+        """Whether ``set_cond``'s ``cond`` (mask, operator, else_ns) holds at ``t``."""
+        mask, op, _ = cond
         bits = [self._counted(board, a, t) >= 1 for a in ADDRESSES if mask >> (a - 1) & 1]
         n = sum(bits)
         return (n > 0, n == 0, n == len(bits), n < len(bits), n % 2 == 1, n % 2 == 0)[op]
+
+    def _plan(self) -> list[tuple]:
+        """Per instruction: ``(handler, gate, nargs)``: the bound method that executes it, the one
+        that first decides whether it may run now (or None), and the argument count it must have
+        (or None). Built once; :meth:`run` dispatches on it."""
+        ops = {"stop": self._stop, "illegal": self._illegal, "nop": self._nop, "move": self._move,
+               "not": self._not, "jmp": self._jmp, "jge": self._branch, "jlt": self._branch, "loop": self._loop,
+               "set_cond": self._set_cond, "set_latch_en": self._set_latch_en, "latch_rst": self._latch_rst,
+               "wait_sync": self._wait_sync, "wait_trigger": self._wait_trigger}
+        ops |= {op: self._nop for op in _PARAM} | {op: self._alu for op in _ALU}
+        ops |= {op: self._realtime for op in _CONDITIONAL}
+        gates = {"wait_trigger": self._gate_trigger, "set_latch_en": self._gate_latch}
+        gates |= {op: self._gate_condition for op in _CONDITIONAL}
+        return [(ops[i.op], gates.get(i.op), _NARGS.get(i.op)) for i in self.instrs]
 
     def run(self, board: Triggers | None = None) -> str:
         """Run until ``wait_sync`` (returns ``"sync"``; the duration is held in ``sync_duration``),
@@ -281,111 +300,156 @@ class Sequencer:
         on a bad instruction or a runaway."""
         board = board or Triggers(instant=True)
         self.blocked = None
+        instrs, plan, tl = self.instrs, self._dispatch, self.tl
         while True:
-            if self.pc >= len(self.instrs):
+            pc = self.pc
+            if pc >= len(instrs):
                 raise Q1AsmError(f"sequencer {self.name!r}: ran past the last instruction without stop")
-            ins = self.instrs[self.pc]
-            op, a = ins.op, ins.args
-            if op in _NARGS and len(a) != _NARGS[op]:
-                raise self._err(ins, f"expected {_NARGS[op]} arguments, got {len(a)}")
-            ran = True
-            if op == "wait_trigger":
-                addr = self._imm(ins, a[0], 1, 15, "trigger address")
-                if not board.instant:
-                    k = self.taken[addr]
-                    if k >= len(board.arrivals[addr]):
-                        self.blocked = ("trigger", addr)
-                        return "blocked"
-            elif op == "set_latch_en" and self.latch_on is not None and a and a[0].strip() == "0":
-                if self.t > board.known_ns:  # holding the counts needs every trigger up to now
-                    self.blocked = ("time", self.t)
-                    return "blocked"
-            elif self.cond is not None and op in _CONDITIONAL:
-                if self.t > board.known_ns:
-                    self.blocked = ("time", self.t)
-                    return "blocked"
-                ran = not board.instant and self._condition(board, self.t)
-            self.tl.steps += 1
-            if self.tl.steps > self.max_steps:
+            ins = instrs[pc]
+            a = ins.args
+            handler, gate, nargs = plan[pc]
+            if nargs is not None and len(a) != nargs:
+                raise self._err(ins, f"expected {nargs} arguments, got {len(a)}")
+            ran = True if gate is None else gate(ins, a, board)
+            if ran is None:
+                return "blocked"
+            tl.steps += 1
+            if tl.steps > self.max_steps:
                 raise Q1AsmError(f"sequencer {self.name!r}: more than {self.max_steps:,} instructions "
                                  "(an endless loop?)")
-            self.pc += 1
-            if op == "stop":
-                self.done = True
-                self.tl.end_ns = self.t
-                return "stop"
-            if op == "illegal":
-                raise self._err(ins, "illegal instruction reached")
-            if op == "nop" or op in _PARAM:
-                continue
-            if op == "move":
-                self.R[_reg(ins, a[1])] = self._val(ins, a[0])
-            elif op in ("add", "sub", "and", "or", "xor", "asl", "asr"):
-                x, y = self._val(ins, a[0]), self._val(ins, a[1])
-                r = {"add": x + y, "sub": x - y, "and": x & y, "or": x | y, "xor": x ^ y,
-                     "asl": x << (y & 31), "asr": x >> (y & 31)}[op]
-                self.R[_reg(ins, a[2])] = r & MASK
-            elif op == "not":
-                self.R[_reg(ins, a[1])] = ~self._val(ins, a[0]) & MASK
-            elif op == "jmp":
-                self.pc = self._target(ins, a[0])
-            elif op in ("jge", "jlt"):
-                x, y = self._val(ins, a[0]), self._val(ins, a[1])
-                if (x >= y) if op == "jge" else (x < y):
-                    self.pc = self._target(ins, a[2])
-            elif op == "loop":
-                r = _reg(ins, a[0])
-                self.R[r] = (self.R[r] - 1) & MASK
-                if self.R[r] != 0:
-                    self.pc = self._target(ins, a[1])
-            elif op == "set_cond":
-                en = self._imm(ins, a[0], 0, 1, "enable")
-                mask = self._imm(ins, a[1], 0, 0x7FFF, "mask")
-                oper = self._imm(ins, a[2], 0, len(OPERATORS) - 1, "operator")
-                if en:
-                    self.cond = (mask, oper, self._duration(ins, a[3]))
-                else:
-                    self.cond = None
-            elif op == "set_latch_en":
-                if len(a) not in (1, 2):
-                    raise self._err(ins, f"expected 1 or 2 arguments, got {len(a)}")
-                en = self._imm(ins, a[0], 0, 1, "enable")
-                if en and self.latch_on is None:
-                    self.latch_on = self.t
-                elif not en and self.latch_on is not None:  # hold the counts so far
-                    self.latch_held = {x: self._counted(board, x, self.t) for x in ADDRESSES}
-                    self.latch_on = None
-                if len(a) == 2:
-                    self.t += self._duration(ins, a[1])
-            elif op == "latch_rst":
-                self.latch_held = {}
-                self.latch_from = self.t + 1  # triggers arriving from now on count
-                self.t += self._duration(ins, a[0])
-            elif op == "wait_sync":
-                self.sync_duration = self._duration(ins, a[0])
-                self.tl.sync_points.append(self.t)
-                return "sync"
-            elif op == "wait_trigger":
-                d = self._duration(ins, a[1])
-                if board.instant:
-                    self.t += d
-                    continue
-                k = self.taken[addr]
-                self.taken[addr] = k + 1
-                arrival = board.arrivals[addr][k]
-                self.tl.waits.append((self.t, arrival, board.tags[addr][k]))
-                self.t = max(self.t, arrival) + d
-            elif op in _TIMED:
-                d = self._duration(ins, a[-1])
-                if self.cond is not None and op in _CONDITIONAL:
-                    self.tl.conditional.append((self.t, op, ran, len(self.tl.waits)))
-                    if not ran:
-                        self.t += self.cond[2]
-                        continue
-                if op in _ACQ:
-                    self.tl.acquisitions.append(self.t)
-                    self.tl.durations.append(d)
-                self.t += d
+            self.pc = pc + 1
+            outcome = handler(ins, a, board, ran)
+            if outcome is not None:
+                return outcome
+
+    # Gates: whether the instruction at pc may run with what the board knows. None: blocked (and
+    # ``blocked`` says on what); otherwise whether a conditional instruction's condition held.
+
+    def _block_on_time(self, board: Triggers) -> bool:
+        """Whether the board is not yet known up to now (then ``blocked`` names the instant)."""
+        if self.t > board.known_ns:
+            self.blocked = ("time", self.t)
+            return True
+        return False
+
+    def _gate_trigger(self, ins: Instr, a: tuple[str, ...], board: Triggers) -> bool | None:
+        """``wait_trigger``: its address read, blocked until the next trigger there is on the board."""
+        addr = self._imm(ins, a[0], 1, 15, "trigger address")
+        if not board.instant and self.taken[addr] >= len(board.arrivals[addr]):
+            self.blocked = ("trigger", addr)
+            return None
+        return True
+
+    def _gate_latch(self, ins: Instr, a: tuple[str, ...], board: Triggers) -> bool | None:
+        """``set_latch_en 0`` while counting: holding the counts needs every trigger up to now."""
+        if self.latch_on is not None and a and a[0].strip() == "0" and self._block_on_time(board):
+            return None
+        return True
+
+    def _gate_condition(self, ins: Instr, a: tuple[str, ...], board: Triggers) -> bool | None:
+        """A real-time instruction under ``set_cond``: whether its condition holds (known up to now)."""
+        cond = self.cond
+        if cond is None:
+            return True
+        if self._block_on_time(board):
+            return None
+        return not board.instant and self._condition(board, cond, self.t)
+
+    # Handlers: ``(ins, args, board, ran) -> None`` to go on, or what :meth:`run` returns.
+
+    def _stop(self, ins: Instr, a: tuple[str, ...], board: Triggers, ran: bool) -> str:
+        self.done = True
+        self.tl.end_ns = self.t
+        return "stop"
+
+    def _illegal(self, ins: Instr, a: tuple[str, ...], board: Triggers, ran: bool) -> None:
+        raise self._err(ins, "illegal instruction reached")
+
+    def _nop(self, ins: Instr, a: tuple[str, ...], board: Triggers, ran: bool) -> None:
+        """``nop`` and the parameter instructions: no register, no real-time."""
+
+    def _move(self, ins: Instr, a: tuple[str, ...], board: Triggers, ran: bool) -> None:
+        self.R[_reg(ins, a[1])] = self._val(ins, a[0])
+
+    def _alu(self, ins: Instr, a: tuple[str, ...], board: Triggers, ran: bool) -> None:
+        """``add``/``sub``/``and``/``or``/``xor``/``asl``/``asr`` ``a,b,Rd``: 32-bit wrapped."""
+        self.R[_reg(ins, a[2])] = _ALU[ins.op](self._val(ins, a[0]), self._val(ins, a[1])) & MASK
+
+    def _not(self, ins: Instr, a: tuple[str, ...], board: Triggers, ran: bool) -> None:
+        self.R[_reg(ins, a[1])] = ~self._val(ins, a[0]) & MASK
+
+    def _jmp(self, ins: Instr, a: tuple[str, ...], board: Triggers, ran: bool) -> None:
+        self.pc = self._target(ins, a[0])
+
+    def _branch(self, ins: Instr, a: tuple[str, ...], board: Triggers, ran: bool) -> None:
+        """``jge``/``jlt`` ``Ra,imm,@l``."""
+        x, y = self._val(ins, a[0]), self._val(ins, a[1])
+        if (x >= y) if ins.op == "jge" else (x < y):
+            self.pc = self._target(ins, a[2])
+
+    def _loop(self, ins: Instr, a: tuple[str, ...], board: Triggers, ran: bool) -> None:
+        """``loop Ra,@l``: ``Ra -= 1``; jump while it is not 0."""
+        r = _reg(ins, a[0])
+        self.R[r] = (self.R[r] - 1) & MASK
+        if self.R[r] != 0:
+            self.pc = self._target(ins, a[1])
+
+    def _set_cond(self, ins: Instr, a: tuple[str, ...], board: Triggers, ran: bool) -> None:
+        """``set_cond enable,mask,operator,else_ns``: gate the following real-time instructions."""
+        en = self._imm(ins, a[0], 0, 1, "enable")
+        mask = self._imm(ins, a[1], 0, 0x7FFF, "mask")
+        oper = self._imm(ins, a[2], 0, len(OPERATORS) - 1, "operator")
+        self.cond = (mask, oper, self._duration(ins, a[3])) if en else None
+
+    def _set_latch_en(self, ins: Instr, a: tuple[str, ...], board: Triggers, ran: bool) -> None:
+        """``set_latch_en en[,d]``: the trigger counters count (1) or hold their counts (0)."""
+        if len(a) not in (1, 2):
+            raise self._err(ins, f"expected 1 or 2 arguments, got {len(a)}")
+        en = self._imm(ins, a[0], 0, 1, "enable")
+        if en and self.latch_on is None:
+            self.latch_on = self.t
+        elif not en and self.latch_on is not None:  # hold the counts so far
+            self.latch_held = {x: self._counted(board, x, self.t) for x in ADDRESSES}
+            self.latch_on = None
+        if len(a) == 2:
+            self.t += self._duration(ins, a[1])
+
+    def _latch_rst(self, ins: Instr, a: tuple[str, ...], board: Triggers, ran: bool) -> None:
+        self.latch_held = {}
+        self.latch_from = self.t + 1  # triggers arriving from now on count
+        self.t += self._duration(ins, a[0])
+
+    def _wait_sync(self, ins: Instr, a: tuple[str, ...], board: Triggers, ran: bool) -> str:
+        self.sync_duration = self._duration(ins, a[0])
+        self.tl.sync_points.append(self.t)
+        return "sync"
+
+    def _wait_trigger(self, ins: Instr, a: tuple[str, ...], board: Triggers, ran: bool) -> None:
+        """``wait_trigger addr,d``: take the next trigger on ``addr`` (its gate saw it there)."""
+        d = self._duration(ins, a[1])
+        if board.instant:
+            self.t += d
+            return
+        addr = self._imm(ins, a[0], 1, 15, "trigger address")
+        k = self.taken[addr]
+        self.taken[addr] = k + 1
+        arrival = board.arrivals[addr][k]
+        self.tl.waits.append((self.t, arrival, board.tags[addr][k]))
+        self.t = max(self.t, arrival) + d
+
+    def _realtime(self, ins: Instr, a: tuple[str, ...], board: Triggers, ran: bool) -> None:
+        """``wait``, ``upd_param``, ``play``, ``acquire*``: the duration, or ``else_ns`` when
+        ``set_cond`` skips it; an acquisition that runs is recorded."""
+        d = self._duration(ins, a[-1])
+        if self.cond is not None:
+            self.tl.conditional.append((self.t, ins.op, ran, len(self.tl.waits)))
+            if not ran:
+                self.t += self.cond[2]
+                return
+        if ins.op in _ACQ:
+            self.tl.acquisitions.append(self.t)
+            self.tl.durations.append(d)
+        self.t += d
 
     def run_until_sync(self) -> bool:
         """:meth:`run` alone (every trigger there at once): True at ``wait_sync``, False at ``stop``."""

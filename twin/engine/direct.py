@@ -214,11 +214,9 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
             raise _slot_busy(spec, -rc - 1)
         done = end
         if done % chunk_rounds == 0:  # between batches, as the Python recurrence looks up
-            if take_stop():
-                stopped = Interrupted(f"at round {done} of {n}")
+            stopped = _between_batches(done, n, progress)
+            if stopped is not None:
                 break
-            if progress:
-                progress(done)
     req.lane.writes, rep.lane.writes = done * nr, done * np_  # the posted writes each lane planned
     for a in outs:  # some columns are one array: nobody may change one through another
         a.flags.writeable = False
@@ -265,30 +263,18 @@ def _rounds_python(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body,
     bridge, land_ps = card.bridge_ps(frame), card.engine_land_ps  # frames pass the bridge in order
     cclk = card.clock_ps
     aur = spec.aurora
-    closed = tr.mode == "closed_loop"
-    in_flight = tr.in_flight
     back = 0
-    # several in flight: each reply starts the next request's gap; requests leave in time order and
-    # take their sequence numbers in that order (a short gap may overtake a long one), as the
-    # generator's own events do: a heap of (send instant, order scheduled)
-    pending = [(clock.edge(0), j) for j in range(min(in_flight, tr.rounds))] if closed and in_flight > 1 else None
-    scheduled = len(pending) if pending is not None else 0
-    gaps = None if g is None else g.tolist()
     slots = spec.slots
-    waits = tr.waits  # each request may wait for an earlier reply (traffic.program.waits)
-    nominal = np.zeros(tr.rounds, np.int64) if waits is not None else None
-    cyc = 0  # waits: the clock edge index of the last send
-
     n = tr.rounds
     t_send = np.zeros(n, np.int64)
     t_in = np.zeros(n, np.int64)
     t_have = np.zeros(n, np.int64)
     t_back = np.zeros(n, np.int64)
+    send, replied, nominal = _send_schedule(tr, clock, None if g is None else g.tolist(), t_back)
     have = [0] * slots  # ring: t_have of the last `slots` rounds
     tx_free = rx_free = bridge_free = 0
     t_free_c = 0       # consumer armed (first poll instant >= this)
     last_have = 0      # card's watch for request j starts at max(t_in_j, t_have_{j-1})
-    ts = clock.edge(0)
     req_plan, rep_plan = req.plan, rep.plan
     issues: list[int] = []  # per round: the instants the other hops follow from (_hops)
     lands: list[int] = []
@@ -298,16 +284,7 @@ def _rounds_python(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body,
     check_at = chunk_rounds - 1  # the next round after which the loop looks up (progress, stop)
     stopped = None
     for i in range(n):
-        if waits is not None:  # the edges of the event model's generator (Waits.next_edge; replies back already)
-            nom, cyc = waits.next_edge(clock, cyc, i, tr.period_cycles, t_back.item) if i else (0, 0)
-            nominal[i] = clock.edge(nom)
-            ts = clock.edge(cyc)
-        elif i and not closed:
-            ts = clock.edge(i * tr.period_cycles) if gaps is None else clock.at_or_after(ts + gaps[i - 1])
-        elif pending is not None:
-            ts = heappop(pending)[0]
-        elif closed and i:  # one in flight: sent when the previous round's reply is back, after its gap
-            ts = clock.at_or_after(back + (tr.gap_ps if gaps is None else gaps[i - 1]))
+        ts = send(i, back)
         t_send[i] = ts
         if aur is None:
             arrive = ts
@@ -353,28 +330,97 @@ def _rounds_python(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body,
             rx_free = max(th + card.reply_send_ps, rx_free) + aur.serialise_ps(frame)
             back = rx_free + aur.latency_ps
         t_back[i] = back
-        if pending is not None and scheduled < n:  # this reply starts request scheduled + 1's gap
-            gap = tr.gap_ps if gaps is None else gaps[scheduled - 1]
-            heappush(pending, (clock.at_or_after(back + gap), scheduled))
-            scheduled += 1
-        if i == check_at:  # between batches: progress, and a stop request (twin.engine.stop)
+        if replied is not None:
+            replied(back)
+        if i == check_at:
             check_at += chunk_rounds
-            if take_stop():
-                stopped = Interrupted(f"at round {i + 1} of {n}")
+            stopped = _between_batches(i + 1, n, progress)
+            if stopped is not None:
                 break
-            if progress:
-                progress(i + 1)
     m = len(issues)  # whole rounds computed (all n, or those before a stop)
     if varies:  # the per-round service extra counts in the body the hops take back from the reply
         ex = np.asarray(extras, np.int64)[:m]
         extra_ps = ex if extra_ps is None else ex + np.asarray(extra_ps, np.int64)[:m]
     hops = _hops(np.asarray(issues, np.int64), np.asarray(lands, np.int64), np.asarray(replies, np.int64),
                  np.asarray(rlands, np.int64), phase, P, cost, body, fence if not per_piece else 0, extra_ps)
-    stats = {}
-    if waits is not None:  # the generator program's stalls, as the event model's generator counts them
-        from twin.devices.generator import program_stats
-        stats["program"] = {**program_stats(t_send[:m], nominal[:m]), "nominal_period_ps": tr.period_ps}
+    stats = {} if nominal is None else {"program": _program_stats(t_send[:m], nominal[:m], tr)}
     return t_send[:m], t_in[:m], t_have[:m], t_back[:m], hops, stopped, stats
+
+
+def _send_schedule(tr, clock, gaps: list[int] | None, t_back: np.ndarray):
+    """When each request of the Python recurrence leaves, as the event model's generator sends them
+    (``tr``: the traffic; ``gaps``: per round, ps, or None; ``t_back``: the rounds' reply-back
+    instants, ps, as the loop fills them). Returns ``(send, replied, nominal)``: ``send(i, back)``
+    the send instant of request ``i`` (ps; ``back``: the previous round's reply back);
+    ``replied(back)`` to call after each round's reply is back, or None when no request waits on it
+    that way; ``nominal``: a generator program's nominal send instants (filled by ``send``), or None."""
+    n = tr.rounds
+    first = clock.edge(0)
+    waits = tr.waits  # each request may wait for an earlier reply (traffic.program.waits)
+    if waits is not None:  # the edges of the event model's generator (Waits.next_edge; replies back already)
+        nominal = np.zeros(n, np.int64)
+        cyc = 0  # the clock edge index of the last send
+
+        def send_program(i: int, back: int) -> int:
+            nonlocal cyc
+            nom, cyc = waits.next_edge(clock, cyc, i, tr.period_cycles, t_back.item) if i else (0, 0)
+            nominal[i] = clock.edge(nom)
+            return clock.edge(cyc)
+        return send_program, None, nominal
+    if tr.mode != "closed_loop":  # open loop: on its period's edges, or after each gap
+        ts = first
+
+        def send_open(i: int, back: int) -> int:
+            nonlocal ts
+            if i:
+                ts = clock.edge(i * tr.period_cycles) if gaps is None else clock.at_or_after(ts + gaps[i - 1])
+            return ts
+        return send_open, None, None
+    if tr.in_flight > 1:
+        return _in_flight_schedule(tr, clock, gaps)
+    gap_ps = tr.gap_ps
+
+    def send_closed(i: int, back: int) -> int:  # one in flight: sent when the previous reply is back, after its gap
+        return clock.at_or_after(back + (gap_ps if gaps is None else gaps[i - 1])) if i else first
+    return send_closed, None, None
+
+
+def _in_flight_schedule(tr, clock, gaps: list[int] | None):
+    """:func:`_send_schedule` of a closed loop with several requests in flight: each reply starts the
+    next request's gap; requests leave in time order and take their sequence numbers in that order (a
+    short gap may overtake a long one), as the generator's own events do: a heap of (send instant,
+    order scheduled)."""
+    n = tr.rounds
+    pending = [(clock.edge(0), j) for j in range(min(tr.in_flight, n))]
+    scheduled = len(pending)
+
+    def send(i: int, back: int) -> int:
+        return heappop(pending)[0]
+
+    def replied(back: int) -> None:  # this reply starts request scheduled + 1's gap
+        nonlocal scheduled
+        if scheduled < n:
+            gap = tr.gap_ps if gaps is None else gaps[scheduled - 1]
+            heappush(pending, (clock.at_or_after(back + gap), scheduled))
+            scheduled += 1
+    return send, replied, None
+
+
+def _between_batches(done: int, n: int, progress: Progress | None) -> Interrupted | None:
+    """After ``done`` of ``n`` rounds, between batches (both recurrences look up there): the stop
+    to end on when one was requested (:mod:`twin.engine.stop`), else None after ``progress(done)``."""
+    if take_stop():
+        return Interrupted(f"at round {done} of {n}")
+    if progress:
+        progress(done)
+    return None
+
+
+def _program_stats(t_send: np.ndarray, nominal: np.ndarray, tr) -> dict:
+    """A generator program's stalls over the rounds computed (send instants against its nominal
+    edges, ps), as the event model's generator counts them."""
+    from twin.devices.generator import program_stats
+    return {**program_stats(t_send, nominal), "nominal_period_ps": tr.period_ps}
 
 
 def _hops(issue: np.ndarray, land: np.ndarray, reply: np.ndarray, rland: np.ndarray, phase: int, period: int,

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from twin.stats import percentile_ps
+
 INSTANTS = ("t_in", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have")
 CSV_COLUMNS = ("t_send", "t_in", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have", "t_back")
 """Every instant of a round as the per-round files write them (``<name>_ps``): the send and the
@@ -130,8 +132,7 @@ def budget(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> list[dict]:
     tail = order[int(0.99 * (len(order) - 1)):]
     rows = []
     for name, d in st.items():
-        rows.append({"stage": name, "p50_ns": float(np.percentile(d, 50, method="inverted_cdf")) / 1000,
-                     "p99_ns": float(np.percentile(d, 99, method="inverted_cdf")) / 1000,
+        rows.append({"stage": name, "p50_ns": percentile_ps(d, 50) / 1000, "p99_ns": percentile_ps(d, 99) / 1000,
                      "median_round_ns": int(d[mid]) / 1000,
                      "p99_rounds_mean_ns": round(float(d[tail].mean()) / 1000, 3),
                      "share_median_round": round(float(d[mid]) / max(1, int(rtt[mid])), 6)})

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from twin.stats import percentile
+
 CLIP = (0.1, 99.9)
 """The drawn range in percent: from the bin of the 0.1st percentile round to the bin of the 99.9th
 (inverted CDF, the very rounds :func:`twin.stats.percentile_ps` picks: results.json's p99.9 is the
@@ -17,7 +19,7 @@ MAX_BINS = 20_000
 """At most this many bins drawn: beyond, neighbouring bins are summed (the width is said in the title)."""
 FULL_SPAN_BINS = 1 << 22
 """Counts over the whole span in one ``np.bincount`` up to this many bins (32 MB); a wider span (a
-rare stall far out) finds the clip range by ``np.percentile`` first and bins only inside it."""
+rare stall far out) finds the clip range by :func:`twin.stats.percentile` first and bins only inside it."""
 
 
 def clip_text() -> str:
@@ -95,7 +97,7 @@ def bin_rounds(samples_ps: np.ndarray, bin_ps: int, max_bins: int = MAX_BINS) ->
     holding the p99.9 round (:data:`CLIP`), summing neighbours when more than ``max_bins`` remain.
     One pass of ``np.bincount`` over the samples when their span is at most
     :data:`FULL_SPAN_BINS` bins (the percentiles then come from the cumulative counts); else the
-    percentiles by ``np.percentile`` first. Raises ValueError for no samples or ``bin_ps`` < 1."""
+    percentiles by :func:`twin.stats.percentile` first. Raises ValueError for no samples or ``bin_ps`` < 1."""
     n = len(samples_ps)
     if n == 0 or bin_ps < 1:
         raise ValueError("no samples" if n == 0 else f"bin_ps {bin_ps} < 1")
@@ -109,7 +111,7 @@ def bin_rounds(samples_ps: np.ndarray, bin_ps: int, max_bins: int = MAX_BINS) ->
         below, above = int(cum[k_lo - 1]) if k_lo else 0, n - int(cum[k_hi])
         counts, start = counts[k_lo:k_hi + 1], first + k_lo * bin_ps
     else:  # a far outlier: find the range first, then count inside it (and the rest at both ends)
-        lo, hi = (int(v) for v in np.percentile(s, list(CLIP), method="inverted_cdf"))
+        lo, hi = (int(v) for v in percentile(s, list(CLIP)))
         start = lo // bin_ps * bin_ps
         width = bin_ps * max(1, -(-((hi - start) // bin_ps + 1) // max_bins))
         nb = (hi - start) // width + 1

@@ -28,8 +28,9 @@ from twin.stats import summary_ns
 NPZ = "live_rounds.npz"
 PASSES = "passes.json"
 PASSES_SCHEMA = "twin.passes/1"
-_PASS_KEYS = {"folder": str, "pass": int, "position": int, "seed": int, "started_utc": str, "seconds": (int, float),
-              "command": str}
+_PASS_KEYS: dict[str, type | tuple[type, ...]] = {
+    "folder": str, "pass": int, "position": int, "seed": int, "started_utc": str, "seconds": (int, float),
+    "command": str}
 _PASS_NEEDS = ("folder", "pass", "position")
 
 
@@ -180,10 +181,29 @@ def read_passes(run: Path) -> list[dict]:
     run) are refused. That each pass's results.json agrees (seed, the point's scenario) is
     :func:`check_pass_results`. Returns the entries in list order; raises ConfigError naming
     passes.json, the key and the value."""
+    from twin.config import ConfigError
+    f = Path(run) / PASSES
+    doc = _read_passes_doc(f)
+    passes = doc["passes"]
+    for i, p in enumerate(passes):
+        if not isinstance(p, dict):
+            raise ConfigError(f, f"passes[{i}]", p, "expected a mapping")
+        _check_pass_keys(f, i, p)
+        _check_pass_order(f, i, p, passes)
+        _check_pass_folder(f, i, p, passes, Path(run))
+        _check_pass_clock(f, i, p)
+        _check_pass_seed(f, i, p, passes)
+        _check_command(f, i, p, doc["point"])
+    _check_unlisted_folders(f, Path(run), passes)
+    return passes
+
+
+def _read_passes_doc(f: Path) -> dict:
+    """passes.json ``f`` read, its top level checked: the schema, the point's label, a non-empty
+    list of passes (the entries are the callers' to check)."""
     import json
 
     from twin.config import ConfigError
-    f = Path(run) / PASSES
     try:
         doc = json.loads(f.read_text())
     except (OSError, ValueError) as e:
@@ -200,56 +220,81 @@ def read_passes(run: Path) -> list[dict]:
     passes = doc.get("passes")
     if not isinstance(passes, list) or not passes:
         raise ConfigError(f, "passes", passes, "expected a non-empty list of passes")
-    for i, p in enumerate(passes):
-        if not isinstance(p, dict):
-            raise ConfigError(f, f"passes[{i}]", p, "expected a mapping")
-        for key, value in p.items():
-            want = _PASS_KEYS.get(key)
-            if want is None:
-                raise ConfigError(f, f"passes[{i}].{key}", value, f"unknown key ({', '.join(_PASS_KEYS)})")
-            if not isinstance(value, want) or isinstance(value, bool):
-                raise ConfigError(f, f"passes[{i}].{key}", value, "wrong type")
-        for key in _PASS_NEEDS:
-            if key not in p:
-                raise ConfigError(f, f"passes[{i}].{key}", "<missing>", "required")
-        if p["pass"] != i:
-            raise ConfigError(f, f"passes[{i}].pass", p["pass"], f"expected {i}: passes are listed in pass order")
-        if p["position"] < 0 or (i and p["position"] <= passes[i - 1]["position"]):
-            raise ConfigError(f, f"passes[{i}].position", p["position"], "expected a position >= 0 after the pass "
-                              "before it's (pass k + 1 ran after pass k)")
-        name = p["folder"]
-        if not name or Path(name).name != name or name in (".", ".."):
-            raise ConfigError(f, f"passes[{i}].folder", name, "expected a folder name inside the point's folder")
-        if not (Path(run) / name).is_dir():
-            raise ConfigError(f, f"passes[{i}].folder", name, "no such folder")
-        same = [j for j, q in enumerate(passes[:i]) if (Path(run) / q["folder"]).resolve()
-                == (Path(run) / name).resolve()]
-        if same:
-            raise ConfigError(f, f"passes[{i}].folder", name, f"also passes[{same[0]}]'s folder: a pass folder is "
-                              "listed once (its rounds would be pooled twice)")
-        if p.get("seconds", 0) < 0:
-            raise ConfigError(f, f"passes[{i}].seconds", p["seconds"], "a pass's wall time is not negative")
-        if "started_utc" in p:
-            import datetime
-            try:
-                datetime.datetime.strptime(p["started_utc"], "%Y-%m-%d %H:%M:%S UTC")
-            except ValueError:
-                raise ConfigError(f, f"passes[{i}].started_utc", p["started_utc"], "expected a time as the sweep "
-                                  "writes it, e.g. '2026-12-02 01:48:15 UTC'") from None
-        twin = [j for j, q in enumerate(passes[:i]) if "seed" in p and q.get("seed") == p["seed"]]
-        if twin:
-            raise ConfigError(f, f"passes[{i}].seed", p["seed"], f"also passes[{twin[0]}]'s seed: each pass has its "
-                              "own (the sweep's seed + its pass); one seed twice is a pass copied, or one draw of "
-                              "gaps run twice")
-        _check_command(f, i, p, doc["point"])
-    listed = {(Path(run) / p["folder"]).resolve() for p in passes}
-    for child in sorted(Path(run).iterdir()):
+    return doc
+
+
+def _check_pass_keys(f: Path, i: int, p: dict) -> None:
+    """``passes[i]`` holds only the known keys (:data:`_PASS_KEYS`), each of its type, and the required ones."""
+    from twin.config import ConfigError
+    for key, value in p.items():
+        want = _PASS_KEYS.get(key)
+        if want is None:
+            raise ConfigError(f, f"passes[{i}].{key}", value, f"unknown key ({', '.join(_PASS_KEYS)})")
+        if not isinstance(value, want) or isinstance(value, bool):
+            raise ConfigError(f, f"passes[{i}].{key}", value, "wrong type")
+    for key in _PASS_NEEDS:
+        if key not in p:
+            raise ConfigError(f, f"passes[{i}].{key}", "<missing>", "required")
+
+
+def _check_pass_order(f: Path, i: int, p: dict, passes: list) -> None:
+    """``passes[i]`` is pass ``i`` and ran after the pass before it (its ``position``)."""
+    from twin.config import ConfigError
+    if p["pass"] != i:
+        raise ConfigError(f, f"passes[{i}].pass", p["pass"], f"expected {i}: passes are listed in pass order")
+    if p["position"] < 0 or (i and p["position"] <= passes[i - 1]["position"]):
+        raise ConfigError(f, f"passes[{i}].position", p["position"], "expected a position >= 0 after the pass "
+                          "before it's (pass k + 1 ran after pass k)")
+
+
+def _check_pass_folder(f: Path, i: int, p: dict, passes: list, run: Path) -> None:
+    """``passes[i].folder`` names a folder inside ``run`` that no earlier pass lists."""
+    from twin.config import ConfigError
+    name = p["folder"]
+    if not name or Path(name).name != name or name in (".", ".."):
+        raise ConfigError(f, f"passes[{i}].folder", name, "expected a folder name inside the point's folder")
+    if not (run / name).is_dir():
+        raise ConfigError(f, f"passes[{i}].folder", name, "no such folder")
+    same = [j for j, q in enumerate(passes[:i]) if (run / q["folder"]).resolve() == (run / name).resolve()]
+    if same:
+        raise ConfigError(f, f"passes[{i}].folder", name, f"also passes[{same[0]}]'s folder: a pass folder is "
+                          "listed once (its rounds would be pooled twice)")
+
+
+def _check_pass_clock(f: Path, i: int, p: dict) -> None:
+    """``passes[i]``'s wall time is not negative and its ``started_utc`` reads as the sweep writes it."""
+    import datetime
+
+    from twin.config import ConfigError
+    if p.get("seconds", 0) < 0:
+        raise ConfigError(f, f"passes[{i}].seconds", p["seconds"], "a pass's wall time is not negative")
+    if "started_utc" in p:
+        try:
+            datetime.datetime.strptime(p["started_utc"], "%Y-%m-%d %H:%M:%S UTC")
+        except ValueError:
+            raise ConfigError(f, f"passes[{i}].started_utc", p["started_utc"], "expected a time as the sweep "
+                              "writes it, e.g. '2026-12-02 01:48:15 UTC'") from None
+
+
+def _check_pass_seed(f: Path, i: int, p: dict, passes: list) -> None:
+    """``passes[i]``'s seed is no earlier pass's."""
+    from twin.config import ConfigError
+    twin = [j for j, q in enumerate(passes[:i]) if "seed" in p and q.get("seed") == p["seed"]]
+    if twin:
+        raise ConfigError(f, f"passes[{i}].seed", p["seed"], f"also passes[{twin[0]}]'s seed: each pass has its "
+                          "own (the sweep's seed + its pass); one seed twice is a pass copied, or one draw of "
+                          "gaps run twice")
+
+
+def _check_unlisted_folders(f: Path, run: Path, passes: list) -> None:
+    """No pass folder in ``run`` (``pass_KK``, or one holding a run) that passes.json does not list."""
+    from twin.config import ConfigError
+    listed = {(run / p["folder"]).resolve() for p in passes}
+    for child in sorted(run.iterdir()):
         if child.is_dir() and child.resolve() not in listed and (
                 re.fullmatch(r"pass_\d+", child.name) or (child / "results.json").exists() or (child / NPZ).exists()):
             raise ConfigError(f, "passes", child.name, "a pass folder that passes.json does not list (a pass that "
                               "did not finish?): list it, or move it out of the point's folder")
-    return passes
-
 
 def _check_command(f: Path, i: int, p: dict, point: str) -> None:
     """A pass's recorded ``command`` (``twin run SCENARIO ... --out DIR --seed S``) must be that

@@ -47,6 +47,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from twin.qec.decoders import Decoder
+from twin.stats import percentile
 
 LEVELS = tuple(np.round(np.concatenate([np.arange(100) / 100, [0.995, 0.999, 1.0]]), 4).tolist())
 DRAW_STREAM = 0xDEC0DE  # the random stream of the residual draws, beside the scenario seed
@@ -399,6 +400,6 @@ def held_out(fit_distances=(3, 5), held=7, p: float = 1e-3, calls: int = 20_000,
     out = resid > fit.outliers["threshold_ns"]
 
     def pct(x):
-        return {k: round(float(np.percentile(x, q)), 1) for k, q in (("p50", 50), ("p99", 99), ("p99.9", 99.9))}
+        return {k: round(float(percentile(x, q)), 1) for k, q in (("p50", 50), ("p99", 99), ("p99.9", 99.9))}
     m, pr = pct(h.ns), pct(pred)
     return HeldOut(fit, m, pct(h.ns[~out]), pr, int(out.sum()), pr["p50"] / m["p50"] - 1, times)

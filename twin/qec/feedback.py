@@ -24,7 +24,7 @@ an instruction touches.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import stim
@@ -73,41 +73,69 @@ def analyse(circuit: stim.Circuit, qubits: str = "data") -> FeedbackPlan:
     if qubits not in ("data", "all"):
         raise FeedbackError(f"idle qubits {qubits!r}: expected 'data' or 'all'")
     flat = circuit.flattened()
-    rounds = detector_rounds(circuit)
-    G = int(rounds.max()) + 1 if len(rounds) else 1
-    m_count, det = 0, 0
-    det_meas: list[list[int]] = []
-    gates: list[tuple[int, list[int], int]] = []  # (instruction index, measurements read, measurements before it)
-    measured: dict[int, int] = {}
-    touched: set[int] = set()
+    scan = _scan(flat)
+    if not scan.gates:
+        raise FeedbackError("the circuit has no classically controlled gate (e.g. CX rec[-1] 3): nothing waits "
+                            "for the decoder")
+    waits, insert_after = _gate_waits(flat, detector_rounds(circuit), scan)
+    if qubits == "data":
+        idle = tuple(sorted(q for q in scan.touched if scan.measured.get(q, 0) <= 1))
+    else:
+        idle = tuple(sorted(scan.touched))
+    return FeedbackPlan(tuple(tuple(sorted(w)) for w in waits), insert_after, len(scan.gates), idle)
+
+
+@dataclass
+class _Scan:
+    """One pass over a flattened circuit (:func:`_scan`): per detector, the absolute indices of the
+    measurements it reads; per classically controlled instruction, ``(instruction index,
+    measurements read, measurements before it)``; per qubit, how often it is measured; the qubits
+    an instruction touches."""
+
+    det_meas: list[list[int]] = field(default_factory=list)
+    gates: list[tuple[int, list[int], int]] = field(default_factory=list)
+    measured: dict[int, int] = field(default_factory=dict)
+    touched: set[int] = field(default_factory=set)
+
+
+def _scan(flat: stim.Circuit) -> _Scan:
+    """The detectors, the classically controlled gates and the measured and touched qubits of ``flat``."""
+    s = _Scan()
+    m_count = 0
     for i, op in enumerate(flat):
         name = op.name
         targets = op.targets_copy()
         if name == "DETECTOR":
-            det_meas.append([m_count + t.value for t in targets if t.is_measurement_record_target])
-            det += 1
+            s.det_meas.append([m_count + t.value for t in targets if t.is_measurement_record_target])
             continue
         if name in ANNOTATIONS or name in ("TICK", "QUBIT_COORDS", "SHIFT_COORDS"):
             continue
-        touched.update(t.qubit_value for t in targets if t.qubit_value is not None)
+        s.touched.update(t.qubit_value for t in targets if t.qubit_value is not None)
         recs = [m_count + t.value for t in targets if t.is_measurement_record_target]
         if recs:
-            gates.append((i, recs, m_count))
+            s.gates.append((i, recs, m_count))
         if stim.gate_data(name).produces_measurements:
             for q in _measured_qubits(op):
-                measured[q] = measured.get(q, 0) + 1
+                s.measured[q] = s.measured.get(q, 0) + 1
             m_count += stim.Circuit(str(op)).num_measurements
-    if not gates:
-        raise FeedbackError("the circuit has no classically controlled gate (e.g. CX rec[-1] 3): nothing waits "
-                            "for the decoder")
-    first_round = {}  # measurement -> the earliest round whose detectors read it
-    last_meas = np.array([max(ms) if ms else -1 for ms in det_meas], np.int64)
-    for d, ms in enumerate(det_meas):
+    return s
+
+
+def _gate_waits(flat: stim.Circuit, rounds: np.ndarray, scan: _Scan) -> tuple[list[set[int]], dict[int, int]]:
+    """Per request (round, ``rounds``: each detector's), the offsets of the requests whose
+    corrections its gates wait for, and after which instruction the program idles for them: a
+    gate precedes the first request reading a measurement made after it, and waits for the
+    earliest round whose detectors read each measurement it reads. Raises :class:`FeedbackError`
+    (see :func:`analyse`)."""
+    G = int(rounds.max()) + 1 if len(rounds) else 1
+    first_round: dict[int, int] = {}  # measurement -> the earliest round whose detectors read it
+    last_meas = np.array([max(ms) if ms else -1 for ms in scan.det_meas], np.int64)
+    for d, ms in enumerate(scan.det_meas):
         for m in ms:
             first_round[m] = min(first_round.get(m, G), int(rounds[d]))
     waits: list[set[int]] = [set() for _ in range(G)]
     insert_after: dict[int, int] = {}
-    for i, recs, before in gates:
+    for i, recs, before in scan.gates:
         after = rounds[last_meas >= before]  # requests reading a measurement made after the gate
         if not len(after):
             continue  # after the last detector's measurements: no request waits behind it
@@ -122,12 +150,7 @@ def analyse(circuit: stim.Circuit, qubits: str = "data") -> FeedbackPlan:
                                     f"{dep}'s syndrome needs measurements after it: the program would wait forever")
             waits[j].add(j - dep)
         insert_after[j] = max(insert_after.get(j, -1), i)
-    if qubits == "data":
-        idle = tuple(sorted(q for q in touched if measured.get(q, 0) <= 1))
-    else:
-        idle = tuple(sorted(touched))
-    return FeedbackPlan(tuple(tuple(sorted(w)) for w in waits), insert_after, len(gates), idle)
-
+    return waits, insert_after
 
 def resample_with_idle(circuit: stim.Circuit, plan: FeedbackPlan, stall_ps: np.ndarray, noise: IdleNoise,
                        seed: int) -> tuple[np.ndarray, np.ndarray]:

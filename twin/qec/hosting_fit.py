@@ -40,6 +40,7 @@ from twin.qec.decoders import LookupDecoder
 from twin.qec.hosting import HostingParams
 from twin.qec.lookup import standard_table
 from twin.qec.workload import sample
+from twin.stats import percentile_ps
 
 CONSUMER = "mi210"
 ENCODING = "classic"
@@ -82,9 +83,9 @@ def measure(params: ParamSet, hp: HostingParams, rounds: int = 20_000, seed: int
         for mode in modes:
             r = _run(params, hp, mode, nb, rounds, seed, traffic)
             done += 1 + (mode == "chain")  # the chain runs twice: the sweep, then the closed loop
-            row[mode] = float(np.percentile(r.result.rtt_ps, 50, method="inverted_cdf")) / 1e6
+            row[mode] = percentile_ps(r.result.rtt_ps, 50) / 1e6
             if mode == "chain":
-                row["trigger"] = float(np.percentile(r.extra["trigger_ps"], 50, method="inverted_cdf")) / 1e6
+                row["trigger"] = percentile_ps(r.extra["trigger_ps"], 50) / 1e6
                 rc = _run(params, hp, mode, nb, rounds, seed, CLOSED)
                 row["rearm_pct"] = 100.0 * rc.extra["waited_for_rearm"] / len(rc.extra["trigger_ps"])
             if progress:
@@ -144,7 +145,7 @@ def fit(params: ParamSet, rounds: int = 20_000, seed: int = 1, log=print) -> Hos
 
     def p50(mode, h, traffic=SWEEP):
         r = _run(params, h, mode, 64, rounds, seed, traffic)
-        return int(np.percentile(r.result.rtt_ps, 50, method="inverted_cdf")), r.extra
+        return percentile_ps(r.result.rtt_ps, 50), r.extra
 
     def step(key, target_ps, model):
         nonlocal hp
@@ -159,8 +160,7 @@ def fit(params: ParamSet, rounds: int = 20_000, seed: int = 1, log=print) -> Hos
     inline = p50("inline", hp)[0]
     step("omp_self_ps", 6_500_000, lambda h: p50("external_self", h)[0] - inline)
     step("omp_routed_ps", 4_400_000, lambda h: p50("external_routed", h)[0] - inline)
-    step("chain_trigger_ps", 1_920_000, lambda h: int(np.percentile(p50("chain", h)[1]["trigger_ps"], 50,
-                                                                     method="inverted_cdf")))
+    step("chain_trigger_ps", 1_920_000, lambda h: percentile_ps(p50("chain", h)[1]["trigger_ps"], 50))
     chain = p50("chain", hp)[0]
     step("worker_handoff_ps", -1_200_000, lambda h: p50("worker", h)[0] - chain)
     target = float(np.sqrt(REARM_PCT[0] * REARM_PCT[1]))

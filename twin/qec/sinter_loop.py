@@ -34,6 +34,8 @@ import numpy as np
 import sinter
 import stim
 
+from twin.stats import percentile_ps
+
 
 def dem_key(dem: stim.DetectorErrorModel) -> str:
     """A short key for a detector error model: the first 16 hex digits of the sha256 of its text."""
@@ -146,8 +148,8 @@ def with_loop_latency(stats: list, tasks: list, record_dir: str | Path) -> list:
         t = next((t for t in tasks if with_decoder(t, s.decoder).strong_id() == s.strong_id), None)
         rtt = recorded_rtt_ps(record_dir, t.detector_error_model or sinter_dem(t.circuit)) if t else np.zeros(0)
         if len(rtt) and isinstance(s.json_metadata, dict):
-            meta = dict(s.json_metadata, loop_rtt_p50_ns=float(np.percentile(rtt, 50)) / 1000,
-                        loop_rtt_p99_ns=float(np.percentile(rtt, 99)) / 1000, loop_requests=int(len(rtt)))
+            meta = dict(s.json_metadata, loop_rtt_p50_ns=percentile_ps(rtt, 50) / 1000,
+                        loop_rtt_p99_ns=percentile_ps(rtt, 99) / 1000, loop_requests=int(len(rtt)))
             s = sinter.TaskStats(strong_id=s.strong_id, decoder=s.decoder, json_metadata=meta, shots=s.shots,
                                  errors=s.errors, discards=s.discards, seconds=s.seconds,
                                  custom_counts=s.custom_counts)
