@@ -21,6 +21,15 @@ def percentile(samples, q):
     return np.percentile(a, q, method="inverted_cdf")
 
 
+def percentile_rows(samples, q: float) -> np.ndarray:
+    """The ``q``-th percentile (:func:`percentile`'s inverted CDF) of each row of the 2-D ``samples``
+    (shape (rows, n), n > 0): one actual sample per row, shape (rows,), the dtype kept."""
+    a = np.asarray(samples)
+    if a.ndim != 2 or a.shape[1] == 0:
+        raise ValueError(f"need rows of samples, got shape {a.shape}")
+    return np.percentile(a, q, axis=1, method="inverted_cdf")
+
+
 def percentile_ps(samples_ps: np.ndarray, q: float) -> int:
     """The ``q``-th percentile as the value of an actual round (:func:`percentile`), int ps, so a
     4 ns-quantised run gives a bucket value."""

@@ -61,8 +61,6 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
 
 def _decode(args: argparse.Namespace, console, ld, folder) -> int:
     """Run the study, print it, write and commit its files in ``folder``; the exit code."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from twin.qec.report import print_decode, write_decode_outputs
     from twin.qec.study import run_decode_study
 
@@ -77,10 +75,9 @@ def _decode(args: argparse.Namespace, console, ld, folder) -> int:
             check_listening_rounds(ld.sc.qblox, total, ("decode", "shots"))
         except Located as e:
             raise ConfigError(ld.path, "decode.shots", shots, e.problem) from None
-    from twin.output.progress import phase_spinner
+    from twin.output.progress import phase_spinner, progress_bar
     from twin.rtl.build import build_status
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, disable=args.quiet) as bar, build_status(phase_spinner(bar, console, args.quiet)):
+    with progress_bar(console, quiet=args.quiet) as bar, build_status(phase_spinner(bar, console, args.quiet)):
         tasks = {}
 
         def progress(name, done):

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from twin.qec.study import DecodeStudy, placement_label
+from twin.stats import percentile, percentile_rows
 
 
 def _label(s: dict) -> str:
@@ -195,8 +196,7 @@ def latency_blocks(samples_ps: np.ndarray, points: int = LATENCY_POINTS) -> tupl
     full = n // block * block
     head = samples_ps[:full].reshape(-1, block)
     tail = [samples_ps[full:]] if full < n else []
-    mid = np.array([*np.percentile(head, 50, axis=1, method="lower"),
-                    *(np.percentile(t, 50, method="lower") for t in tail)], dtype=np.int64)
+    mid = np.array([*percentile_rows(head, 50), *(percentile(t, 50) for t in tail)], dtype=np.int64)
     top = np.array([*head.max(axis=1), *(t.max() for t in tail)], dtype=np.int64)
     return np.arange(1, n + 1, block), mid, top, block
 
