@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from twin.calibration.params import ParamSet, loop_spec
+from twin.calibration.params import ParamSet
 from twin.devices.generator import Gaps, TrafficParams
 from twin.engine.direct import DirectNotApplicable, EngineDisagreement, check_same, run_direct
 from twin.engine.event import run_topology
@@ -283,15 +283,11 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
                          f"{workload.per} requests build on the earlier ones' state in one decoder: per shot only")
     from twin.engine.share import flow_names, share_traffic
     flow_traffic = share_traffic(traffic, count) if count > 1 else [traffic]
-    from twin.calibration.roce import RoceParamSet, roce_loop_spec
+    from twin.scenario.compile import flow_spec
     specs, computes, costs = [], [], []
     for dev, name, tr in zip(devices, flow_names(devices), flow_traffic):
-        if isinstance(params, RoceParamSet):  # the RoCE v2 path: the controller FPGA's ERNIC -> NIC -> consumer
-            spec = roce_loop_spec(params, dev, tr, seed, slots, encoding, function=fn.id, model=model,
-                                  bridge=bridge)
-        else:
-            spec = loop_spec(params, dev, tr, seed, slots, encoding, external_control, function=fn.id,
-                             model=model, rtl=rtl, bridge=bridge)
+        spec = flow_spec(params, dev, tr, seed, slots=slots, encoding=encoding, external_control=external_control,
+                         function=fn.id, model=model, rtl=rtl, bridge=bridge)
         specs.append(replace(spec, name=name))
         c = spec.consumer if spec.handoff is None else spec.handoff.stage  # the device that runs the decoder
         events = workload.cumulative_detectors().sum(axis=1)

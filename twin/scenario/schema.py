@@ -46,17 +46,27 @@ Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import networkx as nx  # noqa: F401  (graph() returns one)
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    StrictInt,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from twin.config import Located, short
 from twin.devices.generator import MAX_PPM, Gaps, TrafficParams, Waits
 from twin.devices.qblox import QbloxCluster
 from twin.faults import FaultPlan
 from twin.nodes.models import MODELS as MODELS_AVAILABLE
-from twin.units import UnitError, duration_text_ps, time_ps
+from twin.units import Ps, UnitError, duration_text_ps
 
 
 class _Strict(BaseModel):
@@ -96,6 +106,18 @@ def duration_ps(v: object) -> int:
 
 
 MAX_DURATION_PS = 1000 * 10**12  # 1,000 s: any one duration in a scenario
+
+
+def duration(v: object) -> Ps:
+    """A scenario's duration (``"5 us"``) read once (:func:`duration_ps`'s rules) into a :class:`Ps`:
+    integer picoseconds that keep the text as written. Raises ValueError saying what is wrong."""
+    return v if isinstance(v, Ps) else Ps(duration_ps(v), v)  # type: ignore[arg-type]  (duration_ps: a str)
+
+
+Duration = Annotated[Ps, PlainValidator(duration), PlainSerializer(str, return_type=str),
+                     WithJsonSchema({"type": "string", "examples": ["5 us", "28 ns"]})]
+"""A duration key of a scenario: written ``"5 us"``, held as integer picoseconds (:class:`Ps`),
+dumped as written. A bad value is refused at load (file, key, value: :class:`twin.config.ConfigError`)."""
 MAX_HORIZON_PS = 2**62  # the simulated time a run may reach (int64 picoseconds, with headroom): ~53 days
 
 
@@ -103,11 +125,11 @@ def check_horizon(t: "Traffic", rounds: int, where: tuple) -> None:
     """Refuse traffic whose ``rounds`` requests would run past :data:`MAX_HORIZON_PS` of simulated
     time (integer picoseconds in int64): rounds x the largest of period, gap and the gaps' scale
     (twice an exponential mean). Raises :class:`Located` naming the key."""
-    spans = [("period", time_ps(t.period) if t.period else 0), ("gap", time_ps(t.gap))]
+    spans = [("period", t.period or 0), ("gap", t.gap)]
     g = t.gaps
     if g is not None:
         scale = {"fixed": g.value, "uniform": g.max, "exponential": g.mean}.get(g.distribution)
-        spans.append(("gaps", (2 if g.distribution == "exponential" else 1) * time_ps(scale) if scale else 0))
+        spans.append(("gaps", (2 if g.distribution == "exponential" else 1) * (scale or 0)))
     key, span = max(spans, key=lambda kv: kv[1])
     if rounds * span > MAX_HORIZON_PS:
         raise Located(where + (key,), getattr(t, key) if key != "gaps" else "{...}",
@@ -129,12 +151,11 @@ class GapsBlock(_Strict):
     loop) or file (``file``: one duration per line, e.g. ``1.5 us``, relative to the scenario)."""
 
     distribution: Literal["fixed", "uniform", "exponential", "file"]
-    value: str | None = None
-    min: str | None = None
-    max: str | None = None
-    mean: str | None = None
+    value: Duration | None = None
+    min: Duration | None = None
+    max: Duration | None = None
+    mean: Duration | None = None
     file: str | None = None
-    _d = field_validator("value", "min", "max", "mean", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -146,9 +167,9 @@ class GapsBlock(_Strict):
                 raise Located((key,), "<missing>", f"{self.distribution} gaps need {' and '.join(want)}")
             if key not in want and v is not None:
                 raise Located((key,), v, f"does not apply to {self.distribution} gaps (they take {', '.join(want)})")
-        if self.distribution == "uniform" and time_ps(self.min) > time_ps(self.max):
+        if self.distribution == "uniform" and self.min > self.max:
             raise Located(("max",), self.max, f"must be >= min ({self.min})")
-        if self.distribution == "exponential" and time_ps(self.mean) <= 0:
+        if self.distribution == "exponential" and self.mean <= 0:
             raise Located(("mean",), self.mean, "must be > 0")
         return self
 
@@ -159,8 +180,7 @@ class WaitsBlock(_Strict):
     one); the round's request leaves ``then`` (whole clock cycles) after that operation."""
 
     for_round: int = Field(-1, le=-1, ge=-1_000_000, strict=True)
-    then: str = "0 ns"
-    _d = field_validator("then", mode="before")(classmethod(lambda cls, v: _duration(v)))
+    then: Duration = duration("0 ns")
 
 
 class ProgramBlock(_Strict):
@@ -173,31 +193,29 @@ class Traffic(_Strict):
     """The control side's traffic (see :class:`twin.devices.TrafficParams`)."""
 
     mode: Literal["closed_loop", "open_loop"] = "closed_loop"
-    period: str | None = None
+    period: Duration | None = None
     clock: Literal["card", "independent"] = "card"
-    clock_period: str = "4 ns"
+    clock_period: Duration = duration("4 ns")
     ppm: float = Field(0.0, ge=-MAX_PPM, le=MAX_PPM)
-    gap: str = "0 ns"
+    gap: Duration = duration("0 ns")
     in_flight: int = Field(1, ge=1, le=65_536, strict=True)  # closed loop: requests in flight
     gaps: GapsBlock | None = None  # random gaps: instead of period (open loop) or gap (closed loop)
     program: ProgramBlock | None = None  # open loop: rounds wait for earlier rounds' corrections
 
-    _d = field_validator("period", "clock_period", "gap", mode="before")(classmethod(lambda cls, v: _duration(v)))
-
     @model_validator(mode="after")
     def _consistent(self):
-        if time_ps(self.clock_period) <= 0:
+        if self.clock_period <= 0:
             raise Located(("clock_period",), self.clock_period, "must be > 0")
         if self.gaps is not None:
             if self.period is not None:
                 raise Located(("period",), self.period, "gaps replace the period (request k+1 leaves a gap after "
                               "request k); give one of period and gaps")
-            if time_ps(self.gap):
+            if self.gap:
                 raise Located(("gap",), self.gap, "gaps replace the fixed gap after a reply; give one of gap and gaps")
         elif self.mode == "open_loop":
             if self.period is None:
                 raise Located(("period",), "<missing>", "open_loop traffic needs a period (e.g. '5 us') or gaps")
-            if time_ps(self.period) <= 0 or time_ps(self.period) % time_ps(self.clock_period):
+            if self.period <= 0 or self.period % self.clock_period:
                 raise Located(("period",), self.period,
                               f"must be a positive whole number of clock_period ({self.clock_period}) cycles")
         elif self.period is not None:  # closed loop: would be silently ignored
@@ -205,7 +223,7 @@ class Traffic(_Strict):
                           "next request when the reply arrives); set mode: open_loop or remove period")
         if self.in_flight > 1 and self.mode != "closed_loop":
             raise Located(("in_flight",), self.in_flight, "applies to closed_loop traffic only")
-        if self.mode != "closed_loop" and time_ps(self.gap):  # open loop sends every period: nothing waits a gap
+        if self.mode != "closed_loop" and self.gap:  # open loop sends every period: nothing waits a gap
             raise Located(("gap",), self.gap, "applies to closed_loop traffic only (the wait after a reply before "
                           "the next request); open_loop sends every period")
         if self.clock == "card" and self.ppm:
@@ -214,7 +232,7 @@ class Traffic(_Strict):
             raise Located(("program",), "{...}", "a round waiting for an earlier correction delays an open-loop "
                           "stream at a fixed period (mode: open_loop, period, no gaps); closed loop already waits "
                           "for every reply")
-        if self.program is not None and time_ps(self.program.waits.then) % time_ps(self.clock_period):
+        if self.program is not None and self.program.waits.then % self.clock_period:
             raise Located(("program", "waits", "then"), self.program.waits.then, "the program counts its time in "
                           f"clock edges: a whole number of clock_period ({self.clock_period}) cycles")
         return self
@@ -249,13 +267,12 @@ class DropFault(_Strict):
 class StallFault(_Strict):
     """The consumer stops polling from ``at`` for ``duration``."""
 
-    at: str
-    duration: str
-    _d = field_validator("at", "duration", mode="before")(classmethod(lambda cls, v: _duration(v)))
+    at: Duration
+    duration: Duration
 
     @model_validator(mode="after")
     def _some_time(self):
-        if time_ps(self.duration) <= 0:
+        if self.duration <= 0:
             raise Located(("duration",), self.duration, "must be > 0 (a window of no time stops nothing)")
         return self
 
@@ -267,8 +284,7 @@ class Faults(_Strict):
     drop_frame: DropFault | None = None
     stall: list[StallFault] = []
     host_freeze: list[StallFault] = []
-    timeout: str = "100 us"
-    _d = field_validator("timeout", mode="before")(classmethod(lambda cls, v: _duration(v)))
+    timeout: Duration = duration("100 us")
 
     @model_validator(mode="after")
     def _some_fault(self):
@@ -283,7 +299,7 @@ class Faults(_Strict):
         """Windows of one kind may not overlap: a consumer (or host) stopped twice at once stops once,
         and the second window would be counted as injected while it changes nothing."""
         for kind in ("stall", "host_freeze"):
-            spans = sorted((time_ps(w.at), time_ps(w.at) + time_ps(w.duration), i)
+            spans = sorted((w.at, w.at + w.duration, i)
                            for i, w in enumerate(getattr(self, kind)))
             for (s0, e0, i0), (s1, _, i1) in zip(spans, spans[1:]):
                 if s1 < e0:
@@ -304,7 +320,8 @@ class Faults(_Strict):
             out += [{"key": f"faults.{kind}.rounds[{i}]", "value": r} for i, r in enumerate(listed)
                     if r in missed.get(kind, ())]
         for kind in ("stall", "host_freeze"):
-            out += [{"key": f"faults.{kind}[{i}].at", "value": getattr(self, kind)[i].at} for i in missed.get(kind, ())]
+            out += [{"key": f"faults.{kind}[{i}].at", "value": str(getattr(self, kind)[i].at)}
+                    for i in missed.get(kind, ())]
         return out
 
     def plan(self) -> FaultPlan:
@@ -312,10 +329,9 @@ class Faults(_Strict):
         return FaultPlan(corrupt_rounds=frozenset(self.corrupt_piece.rounds) if self.corrupt_piece else frozenset(),
                          corrupt_path=self.corrupt_piece.path if self.corrupt_piece else "request",
                          drop_rounds=frozenset(self.drop_frame.rounds) if self.drop_frame else frozenset(),
-                         stalls=tuple((time_ps(s.at), time_ps(s.at) + time_ps(s.duration)) for s in self.stall),
-                         timeout_ps=time_ps(self.timeout),
-                         host_freezes=tuple((time_ps(s.at), time_ps(s.at) + time_ps(s.duration))
-                                            for s in self.host_freeze))
+                         stalls=tuple((int(s.at), s.at + s.duration) for s in self.stall),
+                         timeout_ps=int(self.timeout),
+                         host_freezes=tuple((int(s.at), s.at + s.duration) for s in self.host_freeze))
 
 
 class LiveFault(_Strict):
@@ -333,18 +349,17 @@ class Bridge(_Strict):
     ``host``/``port`` of the UDP agent; ``device`` the GPU ordinal; ``fault`` (shm, tests)."""
 
     backend: Literal["shm", "cuda", "udp"]
-    timeout: str = "1 s"
+    timeout: Duration = duration("1 s")
     cpu: int | None = Field(None, ge=0, strict=True)
     producer_cpu: int | None = Field(None, ge=0, strict=True)
     host: str = "127.0.0.1"
     port: int = Field(0, ge=0, le=65535, strict=True)
     device: int = Field(0, ge=0, strict=True)
     fault: LiveFault | None = None
-    _d = field_validator("timeout", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
     @model_validator(mode="after")
     def _consistent(self):
-        if time_ps(self.timeout) <= 0:
+        if self.timeout <= 0:
             raise Located(("timeout",), self.timeout, "must be > 0")
         if self.fault is not None and self.backend != "shm":
             raise Located(("fault",), self.fault.kind, "live fault injection is for the shm backend")
@@ -366,7 +381,7 @@ class Bridge(_Strict):
     def settings(self):
         """The :class:`hw_bridge.contract.BridgeSettings` of this block."""
         from hw_bridge.contract import BridgeSettings
-        return BridgeSettings(backend=self.backend, timeout_ns=time_ps(self.timeout) // 1000, cpu=self.cpu,
+        return BridgeSettings(backend=self.backend, timeout_ns=self.timeout // 1000, cpu=self.cpu,
                               producer_cpu=self.producer_cpu, host=self.host, port=self.port,
                               fault=(self.fault.kind, self.fault.round) if self.fault else None, device=self.device)
 
@@ -454,10 +469,8 @@ class Scenario(_Strict):
     slots: int = Field(16, gt=0, le=65_536, strict=True)
     traffic: Traffic = Traffic()
     faults: Faults | None = None
-    deadline: str | None = None
+    deadline: Duration | None = None
     nodes: list[Node] = Field(min_length=3)
-
-    _dl = field_validator("deadline", mode="before")(classmethod(lambda cls, v: _duration(v)))
     links: list[Link] = Field(min_length=2)
     flows: list["Flow"] = []  # a mesh: several controllers, cards, consumers (twin.mesh)
     qblox: QbloxCluster | None = None  # the generator is a Qblox Cluster (twin.devices.qblox)
@@ -526,7 +539,7 @@ class Scenario(_Strict):
                     raise Located(("qblox", "feedback", "answer_bit"), fb.answer_bit,
                                   f"the reply carries {8 * rb} bits ({rb} bytes of {self.function}'s answer to a "
                                   f"{self.frame_bytes}-byte frame): this bit would always read 0")
-        if self.faults and time_ps(self.faults.timeout) <= 0:
+        if self.faults and self.faults.timeout <= 0:
             raise Located(("faults", "timeout"), self.faults.timeout, "must be > 0")
         from twin.runtime.functions import lookup
         need = lookup(self.function).min_payload
@@ -583,11 +596,11 @@ def gaps_of(block: GapsBlock | None, gaps_file: Path | None = None) -> Gaps | No
         return None
     d = block.distribution
     if d == "fixed":
-        return Gaps("fixed", time_ps(block.value))
+        return Gaps("fixed", int(block.value))
     if d == "uniform":
-        return Gaps("uniform", time_ps(block.min), time_ps(block.max))
+        return Gaps("uniform", int(block.min), int(block.max))
     if d == "exponential":
-        return Gaps("exponential", time_ps(block.mean))
+        return Gaps("exponential", int(block.mean))
     return Gaps("file", values_ps=read_gaps(gaps_file or Path(block.file)))
 
 
@@ -616,10 +629,9 @@ def read_gaps(path: Path) -> tuple[int, ...]:
 def traffic_params(t: Traffic, rounds: int, frame_bytes: int, gaps_file: Path | None = None) -> TrafficParams:
     """A ``traffic`` block as :class:`TrafficParams` (ps) for ``rounds`` requests of ``frame_bytes``."""
     return TrafficParams(mode=t.mode, rounds=rounds, frame_bytes=frame_bytes,
-                         period_ps=time_ps(t.period) if t.period else 0, clock=t.clock,
-                         clock_ps=time_ps(t.clock_period), ppm=t.ppm, gap_ps=time_ps(t.gap),
-                         in_flight=t.in_flight, gaps=gaps_of(t.gaps, gaps_file),
+                         period_ps=int(t.period or 0), clock=t.clock, clock_ps=int(t.clock_period), ppm=t.ppm,
+                         gap_ps=int(t.gap), in_flight=t.in_flight, gaps=gaps_of(t.gaps, gaps_file),
                          waits=None if t.program is None else Waits.every_round(
-                             t.program.waits.for_round, time_ps(t.program.waits.then) // time_ps(t.clock_period)))
+                             t.program.waits.for_round, t.program.waits.then // t.clock_period))
 
 
