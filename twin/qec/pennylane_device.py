@@ -415,7 +415,6 @@ class TwinLoopDevice(Device):
     def _check_consumer(self, dec, w) -> None:
         """Refuse (DeviceError) a consumer that cannot serve the group's function: a user function on an
         FPGA (FPGA logic echoes the bits, it runs no Python), or what the model registry refuses."""
-        from twin.calibration.roce import RoceParamSet
         from twin.nodes.registry import Situation, refusal
         from twin.qec.loop import session_function
         c = self.loop
@@ -424,7 +423,7 @@ class TwinLoopDevice(Device):
             raise DeviceError(f"twin.loop: function {c.function_name} on {c.consumer}: a Python function does not "
                               "run in FPGA logic (the identity, the measured bits echoed, does)")
         why = refusal("consumer", c.model, Situation(
-            device_kind=kind, path="roce" if isinstance(c.params, RoceParamSet) else "card",
+            device_kind=kind, path=c.params.path,
             frame_bytes=w.frame_bytes, function=session_function(dec, w.name), study="decode", hosting=c.mode))
         if why:
             raise DeviceError(f"twin.loop: model {c.model} on {c.consumer}: {why}")

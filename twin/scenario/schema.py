@@ -400,7 +400,7 @@ class Node(_Strict):
     ``model: live`` its ``bridge``."""
 
     name: str = Field(min_length=1)
-    kind: Literal["generator", "link_card", "consumer", "nic", "switch"]
+    kind: Literal["generator", "link_card", "consumer", "nic", "switch"]  # NODE_KINDS
     device: str | None = None
     model: str = "sim"
     routes: dict[str, str] | None = None  # link_card in a mesh: function name -> consumer node
@@ -416,19 +416,34 @@ class Node(_Strict):
 
     @model_validator(mode="after")
     def _model_stands_for_kind(self):
+        """The model stands for the node's kind, and the node's blocks (``rtl``, ``bridge``) are those
+        the registry says the model takes (``supports["blocks"]``) and must have (``supports["needs"]``)."""
         from twin.nodes.models import model_for
         try:
-            model_for(self.kind, self.model)
+            m = model_for(self.kind, self.model)
         except KeyError as e:
             raise Located(("model",), self.model, str(e).strip("'\"")) from None
-        if self.rtl is not None and (self.model != "rtl" or self.kind != "consumer"):
-            raise Located(("rtl",), "{...}", "an rtl block belongs to a consumer with model rtl")
-        if self.model == "live":
-            if self.bridge is None:
-                raise Located(("bridge",), "<missing>", "model live needs a bridge block (backend: shm | cuda | udp)")
-        elif self.bridge is not None:
-            raise Located(("bridge",), self.bridge.backend, f"a bridge block is for model live, not model {self.model}")
+        for block, shown in (("rtl", "{...}"), ("bridge", self.bridge.backend if self.bridge else "")):
+            given = getattr(self, block) is not None
+            if given and block not in m.supports.get("blocks", ()):
+                raise Located((block,), shown, f"a{'n' * (block[0] in 'aeior')} {block} block is for "
+                              f"{_taking(block)}; this is a {self.kind} of model {self.model}")
+            if not given and block in m.supports.get("needs", ()):
+                raise Located((block,), "<missing>", f"model {self.model} needs a{'n' * (block[0] in 'aeior')} "
+                              f"{block} block{_BLOCK_HINT.get(block, '')}")
         return self
+
+
+_BLOCK_HINT = {"bridge": " (backend: shm | cuda | udp)"}
+NODE_KINDS = ("generator", "link_card", "consumer", "nic", "switch")
+
+
+def _taking(block: str) -> str:
+    """The models that take node block ``block`` (the registry's ``supports["blocks"]``), e.g.
+    ``model live of a consumer``."""
+    from twin.nodes.models import models_for
+    return " or ".join(f"model {m.name} of a {k}" for k in NODE_KINDS for m in models_for(k)
+                       if block in m.supports.get("blocks", ()))
 
 
 class Link(_Strict):
@@ -487,9 +502,27 @@ class Scenario(_Strict):
 
     @model_validator(mode="after")
     def _topology(self):
+        """The whole scenario's checks, in this order: the topology graph, the traffic's horizon, a
+        mesh's per-flow keys, the faults, a Qblox cluster, the function's payload."""
         self.graph()  # raises ValueError on a bad topology
         check_horizon(self.traffic, self.rounds, ("traffic",))
-        if self.flows:  # a mesh: these are per flow, or have nothing to compare with
+        self._check_mesh_keys()
+        self._check_faults()
+        if self.qblox is not None:
+            self._check_qblox()
+        if self.faults and self.faults.timeout <= 0:
+            raise Located(("faults", "timeout"), self.faults.timeout, "must be > 0")
+        from twin.runtime.functions import lookup
+        need = lookup(self.function).min_payload
+        if self.frame_bytes < need:
+            raise Located(("frame_bytes",), self.frame_bytes,
+                          f"function {self.function} needs a payload of at least {need} bytes (its syndrome)")
+        return self
+
+    def _check_mesh_keys(self) -> None:
+        """A mesh (``flows``): no top-level function, traffic or measured (they are per flow, or have
+        nothing to compare with); every flow's traffic within the horizon. Raises :class:`Located`."""
+        if self.flows:
             for key, why in (("function", "each flow names its function (flows[].function)"),
                              ("traffic", "each flow has its traffic (flows[].traffic)"),
                              ("measured", "the published measurements are of single loops, not of a mesh")):
@@ -499,54 +532,59 @@ class Scenario(_Strict):
                                   f"not for a mesh (flows): {why}")
         for i, f in enumerate(self.flows):
             check_horizon(f.traffic, f.rounds or self.rounds, ("flows", i, "traffic"))
-        if self.faults:  # a fault past every loop's last round would inject nothing
-            last = max(f.rounds or self.rounds for f in self.flows) if self.flows else self.rounds
-            for kind in ("corrupt_piece", "drop_frame"):
-                block = getattr(self.faults, kind)
-                for i, r in enumerate(block.rounds if block else []):
-                    if r > last:
-                        raise Located(("faults", kind, "rounds", i), r, f"past the scenario's last round ({last:,}"
-                                      f"{' in any flow' if self.flows else ''}): it would inject nothing")
-        if self.faults and self.faults.drop_frame:  # the control side resends after the timeout: in order only
-            loops = [(("flows", i, "traffic"), f.traffic) for i, f in enumerate(self.flows)] if self.flows else [
-                (("traffic",), self.traffic)]
-            for where, t in loops:
-                if t.mode != "closed_loop":
-                    raise Located((*where, "mode"), t.mode, "faults.drop_frame needs closed_loop traffic with one "
-                                  "request in flight (a resent frame must not overtake later requests)")
-                if t.in_flight > 1:
-                    raise Located((*where, "in_flight"), t.in_flight, "faults.drop_frame needs one request in "
-                                  "flight (a frame resent after its timeout would overtake the later requests)")
-        if self.qblox is not None:
-            if "traffic" in self.model_fields_set:
-                raise Located(("traffic",), "<set>", "a Qblox cluster's traffic comes from its programs (qblox); "
-                              "leave traffic out")
-            if self.flows or not self.external_control():
-                raise Located(("qblox",), self.qblox.device, "a Qblox cluster reaches one link card across a "
-                              "cable: an aurora link from the generator, no flows")
-            if self.qblox.syndrome_bits() > 8 * self.frame_bytes:
-                raise Located(("frame_bytes",), self.frame_bytes, f"the cluster publishes "
-                              f"{self.qblox.syndrome_bits()} syndrome bits a round; they do not fit")
-            check_listening_rounds(self.qblox, self.rounds, ("rounds",))
-            fb = self.qblox.feedback
-            if fb is not None:  # the answer bit must lie in the reply the function sends back
-                from twin.runtime.functions import lookup
-                try:
-                    rb = len(lookup(self.function).python(bytes(self.frame_bytes)))
-                except (KeyError, ValueError):
-                    rb = self.frame_bytes
-                if fb.answer_bit >= 8 * rb:
-                    raise Located(("qblox", "feedback", "answer_bit"), fb.answer_bit,
-                                  f"the reply carries {8 * rb} bits ({rb} bytes of {self.function}'s answer to a "
-                                  f"{self.frame_bytes}-byte frame): this bit would always read 0")
-        if self.faults and self.faults.timeout <= 0:
-            raise Located(("faults", "timeout"), self.faults.timeout, "must be > 0")
-        from twin.runtime.functions import lookup
-        need = lookup(self.function).min_payload
-        if self.frame_bytes < need:
-            raise Located(("frame_bytes",), self.frame_bytes,
-                          f"function {self.function} needs a payload of at least {need} bytes (its syndrome)")
-        return self
+
+    def _check_faults(self) -> None:
+        """Faulted rounds within the last round of some loop (else they would inject nothing); a
+        dropped frame needs closed-loop traffic with one request in flight (its resend must not
+        overtake later requests). Raises :class:`Located`."""
+        if not self.faults:
+            return
+        last = max(f.rounds or self.rounds for f in self.flows) if self.flows else self.rounds
+        for kind in ("corrupt_piece", "drop_frame"):
+            block = getattr(self.faults, kind)
+            for i, r in enumerate(block.rounds if block else []):
+                if r > last:
+                    raise Located(("faults", kind, "rounds", i), r, f"past the scenario's last round ({last:,}"
+                                  f"{' in any flow' if self.flows else ''}): it would inject nothing")
+        if not self.faults.drop_frame:
+            return
+        loops = [(("flows", i, "traffic"), f.traffic) for i, f in enumerate(self.flows)] if self.flows else [
+            (("traffic",), self.traffic)]
+        for where, t in loops:
+            if t.mode != "closed_loop":
+                raise Located((*where, "mode"), t.mode, "faults.drop_frame needs closed_loop traffic with one "
+                              "request in flight (a resent frame must not overtake later requests)")
+            if t.in_flight > 1:
+                raise Located((*where, "in_flight"), t.in_flight, "faults.drop_frame needs one request in "
+                              "flight (a frame resent after its timeout would overtake the later requests)")
+
+    def _check_qblox(self) -> None:
+        """A Qblox cluster as the generator: its programs are the traffic, it reaches one link card
+        across an Aurora cable, its syndrome bits fit the frame, its listening programs publish the
+        rounds asked for, and a feedback answer bit lies in the reply. Raises :class:`Located`."""
+        q = self.qblox
+        if "traffic" in self.model_fields_set:
+            raise Located(("traffic",), "<set>", "a Qblox cluster's traffic comes from its programs (qblox); "
+                          "leave traffic out")
+        if self.flows or not self.external_control():
+            raise Located(("qblox",), q.device, "a Qblox cluster reaches one link card across a "
+                          "cable: an aurora link from the generator, no flows")
+        if q.syndrome_bits() > 8 * self.frame_bytes:
+            raise Located(("frame_bytes",), self.frame_bytes, f"the cluster publishes "
+                          f"{q.syndrome_bits()} syndrome bits a round; they do not fit")
+        check_listening_rounds(q, self.rounds, ("rounds",))
+        fb = q.feedback
+        if fb is None:
+            return
+        from twin.runtime.functions import lookup  # the answer bit must lie in the reply the function sends back
+        try:
+            rb = len(lookup(self.function).python(bytes(self.frame_bytes)))
+        except (KeyError, ValueError):
+            rb = self.frame_bytes
+        if fb.answer_bit >= 8 * rb:
+            raise Located(("qblox", "feedback", "answer_bit"), fb.answer_bit,
+                          f"the reply carries {8 * rb} bits ({rb} bytes of {self.function}'s answer to a "
+                          f"{self.frame_bytes}-byte frame): this bit would always read 0")
 
     def graph(self) -> nx.Graph:
         """The topology as a networkx graph (:func:`twin.scenario.graph.scenario_graph`): nodes carry
@@ -570,10 +608,6 @@ class Scenario(_Strict):
     def consumers(self) -> list[Node]:
         """Consumer nodes in file order (one loop each)."""
         return [n for n in self.nodes if n.kind == "consumer"]
-
-    def card_model(self) -> str:
-        """The link card node's model (``sim`` or ``rtl``)."""
-        return next(n.model for n in self.nodes if n.kind == "link_card")
 
     def external_control(self) -> bool:
         """True when the generator reaches the card over Aurora (a control system across a cable)."""
