@@ -153,12 +153,12 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
         res, checked, mism, used = kept
         if used == PENDING:
             pending.append((len(study.runs), node, flow.spec))
-        study.runs.append(ConsumerRun(node.name, node.device, res,
+        study.runs.append(ConsumerRun(node.name, flow.spec.name, res,
                                       _summary(ctx, node, flow.spec, res, checked, mism, used, failure)))
         if failure is not None:
             study.failures.append(failure)
             return study
-    if pending:
+    if pending and first is not None:  # (pending: deferred, which a first callback asks for)
         first(replace(study, runs=list(study.runs), failures=[]))
         _check_deferred(ctx, study, pending, checking, stopped)
     return study
@@ -212,7 +212,7 @@ def _check_deferred(ctx: "_Context", study: StudyResult, pending: list, checking
             res, checked, mism, used = e.outcome
             if stopped:
                 stopped(node.name, e, len(res.t_in))
-            runs[i:] = [ConsumerRun(node.name, node.device, res, _summary(ctx, node, spec, res, checked, mism, used,
+            runs[i:] = [ConsumerRun(node.name, runs[i].device, res, _summary(ctx, node, spec, res, checked, mism, used,
                                                                           e))] if len(res.t_in) else []
             study.failures.append(e)
             return

@@ -170,7 +170,7 @@ class RoceParamSet(_DottedParams):
         need = get_encoding(cp.encoding).slot_bytes(traffic.frame_bytes)
         host = self.hosts[c.host]
         return LoopSpec(name=consumer, card=card, consumer=cp, handoff=handoff, traffic=traffic,
-                        request_link=req, reply_link=rep,  # type: ignore[arg-type]  (any Wire serves)
+                        request_link=req, reply_link=rep,  # type: ignore[arg-type]  # any Wire serves
                         jitter_ps=int(round(host.path(c.path).jitter_ns * PS_PER_NS)), aurora=None, slots=slots,
                         seed=seed, faults=faults, function=function, model=model,
                         slot_bytes=max(SLOT_BYTES, -(-need // 16) * 16), bridge=bridge)

@@ -34,9 +34,14 @@ class ParameterSet(Protocol):
     """What the compile step asks of a parameter set (card path or RoCE): the route its requests
     take (``path``: ``card`` or ``roce``), its consumers, and its spec builder."""
 
-    path: str
-    name: str
-    consumers: dict
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def consumers(self) -> dict: ...
 
     def loop_spec(self, consumer: str, traffic: TrafficParams, seed: int, *, slots: int = ...,
                   encoding: str | None = ..., external_control: bool = ..., faults: FaultPlan = ...,
@@ -47,9 +52,14 @@ class ParameterSet(Protocol):
 class Loaded(Protocol):
     """A loaded scenario (:class:`twin.scenario.load.LoadedScenario`): its file, schema, parameter set."""
 
-    path: Path
-    scenario: Scenario
-    params: ParameterSet
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def scenario(self) -> Scenario: ...
+
+    @property
+    def params(self) -> ParameterSet: ...
 
 
 def flow_spec(params, device: str, traffic: TrafficParams, seed: int, *, slots: int = 16,
@@ -148,6 +158,7 @@ def _loop_flows(sc: Scenario, params: ParameterSet, models: dict[str, Model], ro
                         "card_model": card.model}
     flows = []
     for node in sc.consumers():
+        assert node.device is not None  # the graph refuses a consumer without one
         spec = flow_spec(params, node.device, traffic, seed, model=node.model, rtl=_rtl_of(node, card, models, rtl),
                          bridge=node.bridge.settings() if node.bridge else None,
                          switch_hops=(sc.roce_hops(node.name) or 0) if is_roce(params) else 0, **kw)
@@ -168,6 +179,7 @@ def _mesh_flows(sc: Scenario, params: ParameterSet, models: dict[str, Model], ro
     for r in g.graph["routes"]:
         f = sc.flows[r.flow]
         node, card = g.nodes[r.consumer]["node"], g.nodes[r.card]["node"]
+        assert node.device is not None  # the graph refuses a consumer without one
         n = rounds or f.rounds or sc.rounds
         spec = flow_spec(params, node.device, traffic_params(f.traffic, n, sc.frame_bytes), seed,
                          external_control=g.edges[r.generator, r.card]["kind"] == "aurora",

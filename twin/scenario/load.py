@@ -7,11 +7,15 @@ Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from twin.calibration.params import ParamSet
 from twin.config import ConfigError, load_model, named_file
 from twin.nodes.models import Situation, refusal
-from twin.scenario.schema import Scenario
+from twin.scenario.schema import Faults, Scenario
+
+if TYPE_CHECKING:
+    from twin.runtime.functions import Function
 
 
 class LoadedScenario:
@@ -122,26 +126,27 @@ def check_nodes(path: Path, sc: Scenario, params) -> None:
             continue  # no flow passes it
         c = params.consumers[node.device] if node.kind == "consumer" else None
         from twin.runtime.functions import lookup
-        check_model(path, i, node, Situation(
+        fn = lookup(fn_of.get(node.name, sc.function))
+        check_model(path, i, node, fn, Situation(
             device_kind=None if c is None else c.kind, path=params.path, queue_pairs=pairs.get(node.name, 1),
-            frame_bytes=sc.frame_bytes, function=lookup(fn_of.get(node.name, sc.function)), faults=faults,
+            frame_bytes=sc.frame_bytes, function=fn, faults=faults,
             study="mesh" if mesh else "run", stages=2 if c is not None and c.handoff is not None else 1))
         check_node_files(path, i, node)
-    if "host_freeze" in faults:
-        check_host_freeze(path, sc, params, [n for n in sc.consumers() if not mesh or n.name in pairs])
+    if sc.faults is not None and sc.faults.host_freeze:
+        check_host_freeze(path, sc.faults, params, [n for n in sc.consumers() if not mesh or n.name in pairs])
 
 
-def check_model(path: Path, i: int, node, situation: Situation) -> None:
-    """``nodes[i]``'s model can stand in ``situation``: the model registry's refusal
-    (:func:`twin.nodes.models.refusal`), if any, raised as a :class:`ConfigError` on the node's model,
-    or on the scenario's ``function`` when the function is what the model cannot serve."""
+def check_model(path: Path, i: int, node, function: Function, situation: Situation) -> None:
+    """``nodes[i]``'s model can stand in ``situation`` (whose function is ``function``): the model
+    registry's refusal (:func:`twin.nodes.models.refusal`), if any, raised as a :class:`ConfigError` on
+    the node's model, or on the scenario's ``function`` when the function is what the model cannot serve."""
     why = refusal(node.kind, node.model, situation)
     if not why:
         return
     from twin.runtime.functions import cannot_serve
     key, value = f"nodes[{i}].model", node.model
-    if situation.function is not None and why == cannot_serve(situation.function, node.model):
-        key, value = "function", situation.function.name  # the function is what cannot be served
+    if why == cannot_serve(function, node.model):
+        key, value = "function", function.name  # the function is what cannot be served
     raise ConfigError(path, key, value, f"nodes[{i}] ({node.name}) is model {node.model}: {why}")
 
 
@@ -163,11 +168,11 @@ def check_node_files(path: Path, i: int, node) -> None:
         check_user_block(path, i, node.rtl.top, node.rtl.sources)
 
 
-def check_host_freeze(path: Path, sc: Scenario, params, served: list) -> None:
+def check_host_freeze(path: Path, faults: Faults, params, served: list) -> None:
     """``faults.host_freeze`` stops a host's own threads: one of the ``served`` consumer nodes must be a
     CPU consumer, not a GPU's or an FPGA's. Raises :class:`ConfigError` naming the first freeze."""
     if not any(params.consumers[n.device].kind == "cpu" for n in served):
-        raise ConfigError(path, "faults.host_freeze[0].at", sc.faults.host_freeze[0].at,
+        raise ConfigError(path, "faults.host_freeze[0].at", faults.host_freeze[0].at,
                           "no consumer here is a host thread (" + ", ".join(
                               f"{n.name}: {params.consumers[n.device].kind}" for n in served)
                           + "): GPUs and FPGAs keep answering through a host freeze, so it would change nothing")

@@ -111,7 +111,7 @@ MAX_DURATION_PS = 1000 * 10**12  # 1,000 s: any one duration in a scenario
 def duration(v: object) -> Ps:
     """A scenario's duration (``"5 us"``) read once (:func:`duration_ps`'s rules) into a :class:`Ps`:
     integer picoseconds that keep the text as written. Raises ValueError saying what is wrong."""
-    return v if isinstance(v, Ps) else Ps(duration_ps(v), v)  # type: ignore[arg-type]  (duration_ps: a str)
+    return v if isinstance(v, Ps) else Ps(duration_ps(v), str(v))  # duration_ps took only a str
 
 
 Duration = Annotated[Ps, PlainValidator(duration), PlainSerializer(str, return_type=str),
@@ -509,7 +509,7 @@ class Scenario(_Strict):
         self._check_mesh_keys()
         self._check_faults()
         if self.qblox is not None:
-            self._check_qblox()
+            self._check_qblox(self.qblox)
         if self.faults and self.faults.timeout <= 0:
             raise Located(("faults", "timeout"), self.faults.timeout, "must be > 0")
         from twin.runtime.functions import lookup
@@ -558,11 +558,10 @@ class Scenario(_Strict):
                 raise Located((*where, "in_flight"), t.in_flight, "faults.drop_frame needs one request in "
                               "flight (a frame resent after its timeout would overtake the later requests)")
 
-    def _check_qblox(self) -> None:
+    def _check_qblox(self, q: QbloxCluster) -> None:
         """A Qblox cluster as the generator: its programs are the traffic, it reaches one link card
         across an Aurora cable, its syndrome bits fit the frame, its listening programs publish the
         rounds asked for, and a feedback answer bit lies in the reply. Raises :class:`Located`."""
-        q = self.qblox
         if "traffic" in self.model_fields_set:
             raise Located(("traffic",), "<set>", "a Qblox cluster's traffic comes from its programs (qblox); "
                           "leave traffic out")
@@ -630,11 +629,11 @@ def gaps_of(block: GapsBlock | None, gaps_file: Path | None = None) -> Gaps | No
         return None
     d = block.distribution
     if d == "fixed":
-        return Gaps("fixed", int(block.value))
+        return Gaps("fixed", int(block.value or 0))  # the block's check: the distribution's keys are given
     if d == "uniform":
-        return Gaps("uniform", int(block.min), int(block.max))
+        return Gaps("uniform", int(block.min or 0), int(block.max or 0))
     if d == "exponential":
-        return Gaps("exponential", int(block.mean))
+        return Gaps("exponential", int(block.mean or 0))
     return Gaps("file", values_ps=read_gaps(gaps_file or Path(block.file)))
 
 
