@@ -172,7 +172,7 @@ def check_host_freeze(path: Path, faults: Faults, params, served: list) -> None:
     """``faults.host_freeze`` stops a host's own threads: one of the ``served`` consumer nodes must be a
     CPU consumer, not a GPU's or an FPGA's. Raises :class:`ConfigError` naming the first freeze."""
     if not any(params.consumers[n.device].kind == "cpu" for n in served):
-        raise ConfigError(path, "faults.host_freeze[0].at", faults.host_freeze[0].at,
+        raise ConfigError(path, "faults.host_freeze[0].at", str(faults.host_freeze[0].at),
                           "no consumer here is a host thread (" + ", ".join(
                               f"{n.name}: {params.consumers[n.device].kind}" for n in served)
                           + "): GPUs and FPGAs keep answering through a host freeze, so it would change nothing")

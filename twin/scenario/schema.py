@@ -132,7 +132,7 @@ def check_horizon(t: "Traffic", rounds: int, where: tuple) -> None:
         spans.append(("gaps", (2 if g.distribution == "exponential" else 1) * (scale or 0)))
     key, span = max(spans, key=lambda kv: kv[1])
     if rounds * span > MAX_HORIZON_PS:
-        raise Located(where + (key,), getattr(t, key) if key != "gaps" else "{...}",
+        raise Located(where + (key,), str(getattr(t, key)) if key != "gaps" else "{...}",
                       f"{rounds:,} requests at this spacing run past {MAX_HORIZON_PS / 1e12 / 86400:.0f} days of "
                       "simulated time (integer picoseconds); use fewer rounds or a shorter spacing")
 
@@ -166,11 +166,12 @@ class GapsBlock(_Strict):
             if key in want and v is None:
                 raise Located((key,), "<missing>", f"{self.distribution} gaps need {' and '.join(want)}")
             if key not in want and v is not None:
-                raise Located((key,), v, f"does not apply to {self.distribution} gaps (they take {', '.join(want)})")
+                raise Located((key,), str(v),
+                              f"does not apply to {self.distribution} gaps (they take {', '.join(want)})")
         if self.distribution == "uniform" and self.min > self.max:
-            raise Located(("max",), self.max, f"must be >= min ({self.min})")
+            raise Located(("max",), str(self.max), f"must be >= min ({self.min})")
         if self.distribution == "exponential" and self.mean <= 0:
-            raise Located(("mean",), self.mean, "must be > 0")
+            raise Located(("mean",), str(self.mean), "must be > 0")
         return self
 
 
@@ -205,26 +206,27 @@ class Traffic(_Strict):
     @model_validator(mode="after")
     def _consistent(self):
         if self.clock_period <= 0:
-            raise Located(("clock_period",), self.clock_period, "must be > 0")
+            raise Located(("clock_period",), str(self.clock_period), "must be > 0")
         if self.gaps is not None:
             if self.period is not None:
-                raise Located(("period",), self.period, "gaps replace the period (request k+1 leaves a gap after "
+                raise Located(("period",), str(self.period), "gaps replace the period (request k+1 leaves a gap after "
                               "request k); give one of period and gaps")
             if self.gap:
-                raise Located(("gap",), self.gap, "gaps replace the fixed gap after a reply; give one of gap and gaps")
+                raise Located(("gap",), str(self.gap),
+                              "gaps replace the fixed gap after a reply; give one of gap and gaps")
         elif self.mode == "open_loop":
             if self.period is None:
                 raise Located(("period",), "<missing>", "open_loop traffic needs a period (e.g. '5 us') or gaps")
             if self.period <= 0 or self.period % self.clock_period:
-                raise Located(("period",), self.period,
+                raise Located(("period",), str(self.period),
                               f"must be a positive whole number of clock_period ({self.clock_period}) cycles")
         elif self.period is not None:  # closed loop: would be silently ignored
-            raise Located(("period",), self.period, "applies to open_loop traffic only (closed_loop sends the "
+            raise Located(("period",), str(self.period), "applies to open_loop traffic only (closed_loop sends the "
                           "next request when the reply arrives); set mode: open_loop or remove period")
         if self.in_flight > 1 and self.mode != "closed_loop":
             raise Located(("in_flight",), self.in_flight, "applies to closed_loop traffic only")
         if self.mode != "closed_loop" and self.gap:  # open loop sends every period: nothing waits a gap
-            raise Located(("gap",), self.gap, "applies to closed_loop traffic only (the wait after a reply before "
+            raise Located(("gap",), str(self.gap), "applies to closed_loop traffic only (the wait after a reply before "
                           "the next request); open_loop sends every period")
         if self.clock == "card" and self.ppm:
             raise Located(("ppm",), self.ppm, "applies only to an independent clock (clock: independent)")
@@ -233,7 +235,7 @@ class Traffic(_Strict):
                           "stream at a fixed period (mode: open_loop, period, no gaps); closed loop already waits "
                           "for every reply")
         if self.program is not None and self.program.waits.then % self.clock_period:
-            raise Located(("program", "waits", "then"), self.program.waits.then, "the program counts its time in "
+            raise Located(("program", "waits", "then"), str(self.program.waits.then), "the program counts its time in "
                           f"clock edges: a whole number of clock_period ({self.clock_period}) cycles")
         return self
 
@@ -273,7 +275,7 @@ class StallFault(_Strict):
     @model_validator(mode="after")
     def _some_time(self):
         if self.duration <= 0:
-            raise Located(("duration",), self.duration, "must be > 0 (a window of no time stops nothing)")
+            raise Located(("duration",), str(self.duration), "must be > 0 (a window of no time stops nothing)")
         return self
 
 
@@ -289,7 +291,7 @@ class Faults(_Strict):
     @model_validator(mode="after")
     def _some_fault(self):
         if not (self.corrupt_piece or self.drop_frame or self.stall or self.host_freeze):
-            raise Located(("timeout",) if "timeout" in self.model_fields_set else (), self.timeout if
+            raise Located(("timeout",) if "timeout" in self.model_fields_set else (), str(self.timeout) if
                           "timeout" in self.model_fields_set else "{}", "no fault to time: give corrupt_piece, "
                           "drop_frame, stall or host_freeze (a timeout alone changes nothing), or leave faults out")
         return self
@@ -304,7 +306,7 @@ class Faults(_Strict):
             for (s0, e0, i0), (s1, _, i1) in zip(spans, spans[1:]):
                 if s1 < e0:
                     j, k = max(i0, i1), min(i0, i1)
-                    raise Located((kind, j, "at"), getattr(self, kind)[j].at,
+                    raise Located((kind, j, "at"), str(getattr(self, kind)[j].at),
                                   f"overlaps {kind}[{k}] (at {getattr(self, kind)[k].at} for "
                                   f"{getattr(self, kind)[k].duration}): one stop at a time; write them as one window")
         return self
@@ -360,7 +362,7 @@ class Bridge(_Strict):
     @model_validator(mode="after")
     def _consistent(self):
         if self.timeout <= 0:
-            raise Located(("timeout",), self.timeout, "must be > 0")
+            raise Located(("timeout",), str(self.timeout), "must be > 0")
         if self.fault is not None and self.backend != "shm":
             raise Located(("fault",), self.fault.kind, "live fault injection is for the shm backend")
         for key in ("cpu", "producer_cpu"):
@@ -511,7 +513,7 @@ class Scenario(_Strict):
         if self.qblox is not None:
             self._check_qblox(self.qblox)
         if self.faults and self.faults.timeout <= 0:
-            raise Located(("faults", "timeout"), self.faults.timeout, "must be > 0")
+            raise Located(("faults", "timeout"), str(self.faults.timeout), "must be > 0")
         from twin.runtime.functions import lookup
         need = lookup(self.function).min_payload
         if self.frame_bytes < need:
