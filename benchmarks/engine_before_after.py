@@ -33,7 +33,11 @@ try:
     pkg, build = "twin.engine", "twin.calibration.params"
 except ImportError:  # a checkout from before the one engine
     pkg, build = "twin.loop", "twin.loop.build"
-loop_spec = importlib.import_module(build).loop_spec
+try:  # the compile step's one entry to the spec builders
+    from twin.scenario.compile import flow_spec
+    loop_spec = lambda params, device, tr, seed, slots: flow_spec(params, device, tr, seed, slots=slots)
+except ImportError:  # a checkout from before it
+    loop_spec = importlib.import_module(build).loop_spec
 run_direct = importlib.import_module(pkg + ".direct").run_direct
 run_event = importlib.import_module(pkg + ".event").run_event
 from twin.scenario import load_scenario

@@ -43,11 +43,11 @@ import numpy as np
 import twin.engine.compiled as C
 import twin.engine.direct as D
 import twin.engine.event as E
-from twin.calibration.params import loop_spec
 from twin.devices.generator import Gaps, TrafficParams
 from twin.engine.partition import components
 from twin.engine.topology import Flow, Topology
 from twin.scenario import load_scenario
+from twin.scenario.compile import flow_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 HARDWARE = 1e12 / 2_172_000  # rounds/s: one round per 2.172 us (EPYC 7282 core p50)
@@ -107,7 +107,7 @@ WARM = 3  # later runs in the same process, their median the warm figure
 def _card_path():
     loaded = load_scenario(ROOT / "scenarios" / "card_path_64b.yaml")
     sc = loaded.scenario
-    return lambda tr, device="epyc7282": loop_spec(loaded.params, device, tr, sc.seed, sc.slots)
+    return lambda tr, device="epyc7282": flow_spec(loaded.params, device, tr, sc.seed, slots=sc.slots)
 
 
 def _numba():
@@ -162,7 +162,7 @@ def main() -> None:
     sc = loaded.scenario
 
     def spec_of(tr, device="epyc7282"):
-        return loop_spec(loaded.params, device, tr, sc.seed, sc.slots)
+        return flow_spec(loaded.params, device, tr, sc.seed, slots=sc.slots)
     print(f"machine: {platform.machine()} {platform.processor() or ''}, python {platform.python_version()}, "
           f"one process, CPU seconds (time.process_time)")
     if not args.mesh:

@@ -34,12 +34,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from engine_speed import mesh  # noqa: E402
 
-from twin.calibration.params import loop_spec  # noqa: E402
 from twin.devices.generator import TrafficParams  # noqa: E402
 from twin.engine import compiled, native  # noqa: E402
 from twin.engine.topology import Flow, Topology  # noqa: E402
 from twin.runtime.native import build_shared  # noqa: E402
 from twin.scenario import load_scenario  # noqa: E402
+from twin.scenario.compile import flow_spec  # noqa: E402
 
 
 def before_side(checkout: Path):
@@ -90,7 +90,7 @@ def main() -> None:
     sc = loaded.scenario
 
     def spec_of(tr):
-        return loop_spec(loaded.params, "epyc7282", tr, sc.seed, sc.slots)
+        return flow_spec(loaded.params, "epyc7282", tr, sc.seed, slots=sc.slots)
 
     def closed(n, **kw):
         return TrafficParams("closed_loop", n, sc.frame_bytes, **kw)

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 import twin.engine.event as E
-from twin.calibration.params import loop_spec
 from twin.scenario import load_scenario
+from twin.scenario.compile import flow_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 HARDWARE_ROUNDS_PER_S = 1e12 / 2_172_000
@@ -50,8 +50,9 @@ def main() -> None:
     node = next(iter(sc.consumers()))
 
     def spec(rounds: int, faults: bool):
-        s = loop_spec(loaded.params, node.device, sc.traffic_params(rounds), sc.seed, sc.slots,
-                      None if sc.encoding == "default" else sc.encoding, sc.external_control())
+        s = flow_spec(loaded.params, node.device, sc.traffic_params(rounds), sc.seed, slots=sc.slots,
+                      encoding=None if sc.encoding == "default" else sc.encoding,
+                      external_control=sc.external_control())
         return replace(s, faults=sc.faults.plan()) if faults else s
 
     print(f"{platform.processor() or platform.machine()}, {time.strftime('%Y-%m-%d')}, one core, CPU time")

@@ -111,11 +111,12 @@ def rate(spec) -> float:
 if __name__ == "__main__":
     from pathlib import Path
 
-    from twin.calibration.params import load_params, loop_spec
+    from twin.calibration.params import load_params
     from twin.devices.generator import TrafficParams
+    from twin.scenario.compile import flow_spec
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=1_000_000)
     args = ap.parse_args()
     params = load_params(Path(__file__).resolve().parent.parent / "calibrations" / "fitted" / "card_path.yaml")
-    spec = loop_spec(params, "epyc7282", TrafficParams("closed_loop", args.rounds, 64), 0)
+    spec = flow_spec(params, "epyc7282", TrafficParams("closed_loop", args.rounds, 64), 0)
     print(f"numba recurrence, epyc7282: {rate(spec):,.0f} rounds per CPU-second")

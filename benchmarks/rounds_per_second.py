@@ -14,10 +14,10 @@ import platform
 import time
 from pathlib import Path
 
-from twin.calibration.params import loop_spec
 from twin.engine.direct import run_direct
 from twin.engine.event import run_event
 from twin.scenario import load_scenario
+from twin.scenario.compile import flow_spec
 from twin.study import run_study
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +38,7 @@ def main() -> None:
     for node in sc.consumers():
         rates = {}
         for engine, n, fn in (("direct", args.rounds, run_direct), ("event", args.event_rounds, run_event)):
-            spec = loop_spec(loaded.params, node.device, sc.traffic_params(n), sc.seed, sc.slots)
+            spec = flow_spec(loaded.params, node.device, sc.traffic_params(n), sc.seed, slots=sc.slots)
             t0 = time.perf_counter()
             fn(spec)
             dt = time.perf_counter() - t0
@@ -55,8 +55,8 @@ def main() -> None:
     print(f"ratio direct/target (150,000 rounds/s): {d / 150_000:.2f}")
     rates = {}
     for model in ("sim", "code"):
-        spec = loop_spec(loaded.params, "epyc7282", sc.traffic_params(args.event_rounds), sc.seed, sc.slots,
-                         model=model)
+        spec = flow_spec(loaded.params, "epyc7282", sc.traffic_params(args.event_rounds), sc.seed,
+                         slots=sc.slots, model=model)
         t0 = time.perf_counter()
         run_event(spec)
         rates[model] = args.event_rounds / (time.perf_counter() - t0)

@@ -20,12 +20,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from twin.calibration.params import loop_spec  # noqa: E402
 from twin.engine import event as E  # noqa: E402
 from twin.kernel import Kernel, MemoryRegion  # noqa: E402
 from twin.rtl import build as B  # noqa: E402
 from twin.rtl import cosim  # noqa: E402
 from twin.scenario import load_scenario  # noqa: E402
+from twin.scenario.compile import flow_spec  # noqa: E402
 
 
 def native(lib_path, cycles: int) -> tuple[float, int]:
@@ -46,7 +46,8 @@ def native(lib_path, cycles: int) -> tuple[float, int]:
 
 def cosim_run(rounds: int, skip_idle: bool) -> tuple[float, float, int, int]:
     ld = load_scenario(ROOT / "scenarios" / "card_path_64b.yaml")
-    spec = dataclasses.replace(loop_spec(ld.params, "v80", ld.scenario.traffic_params(rounds), 1, 16), model="rtl")
+    spec = dataclasses.replace(flow_spec(ld.params, "v80", ld.scenario.traffic_params(rounds), 1, slots=16),
+                               model="rtl")
     cosim.RtlNode.skip_idle = skip_idle
     t = time.perf_counter()
     res = E.run_event(spec)

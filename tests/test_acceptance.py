@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from twin.calibration.params import loop_spec
 from twin.devices.generator import TrafficParams
 from twin.engine.direct import run_direct
 from twin.scenario import load_scenario
+from twin.scenario.compile import flow_spec
 from twin.stats import percentile_ps
 from twin.study import run_study
 
@@ -77,7 +77,7 @@ def _cover(rtt_ps: np.ndarray, share: float = 0.8) -> int:
 
 
 def _run(params, name: str, traffic: TrafficParams, seed: int = 3):
-    return run_direct(loop_spec(params, name, traffic, seed)).rtt_ps
+    return run_direct(flow_spec(params, name, traffic, seed)).rtt_ps
 
 
 @pytest.fixture(scope="module")

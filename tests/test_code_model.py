@@ -14,12 +14,12 @@ import pytest
 import yaml
 from scipy.stats import ks_2samp
 
-from twin.calibration.params import loop_spec
 from twin.commands import main
 from twin.devices import TrafficParams
 from twin.engine.event import run_event
 from twin.runtime import functions as F
 from twin.scenario import load_scenario
+from twin.scenario.compile import flow_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,8 +31,8 @@ def params():
 
 def both(params, name, rounds, function=0, seed=5):
     tr = TrafficParams(rounds=rounds)
-    sim = run_event(loop_spec(params, name, tr, seed, function=function))
-    code = run_event(loop_spec(params, name, tr, seed, function=function, model="code"))
+    sim = run_event(flow_spec(params, name, tr, seed, function=function))
+    code = run_event(flow_spec(params, name, tr, seed, function=function, model="code"))
     return sim, code
 
 
@@ -58,7 +58,7 @@ def test_corrupted_request_is_caught_in_code_model_too(params):
     from dataclasses import replace
 
     from twin.faults import FaultPlan
-    spec = replace(loop_spec(params, "epyc7282", TrafficParams(rounds=300), 5, model="code"),
+    spec = replace(flow_spec(params, "epyc7282", TrafficParams(rounds=300), 5, model="code"),
                    faults=FaultPlan(corrupt_rounds=frozenset({17})))
     res = run_event(spec)
     assert list(np.flatnonzero(~res.ok) + 1) == [17]

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 import twin.engine.direct as D
 import twin.engine.event as E
-from twin.calibration.params import load_params, loop_spec
-from twin.calibration.roce import load_roce_params, roce_loop_spec
+from twin.calibration.params import load_params
+from twin.calibration.roce import load_roce_params
 from twin.devices.consumer import ConsumerParams
 from twin.devices.generator import Gaps, TrafficParams
 from twin.engine import compiled, features, native
@@ -32,6 +32,7 @@ from twin.engine.partition import components
 from twin.engine.stop import Interrupted, clear_stop, request_stop
 from twin.engine.topology import Flow, FlowWorkload, Topology
 from twin.faults import FaultPlan
+from twin.scenario.compile import flow_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 CARD = load_params(ROOT / "calibrations" / "fitted" / "card_path.yaml")
@@ -150,10 +151,9 @@ def topologies(draw):
         slots = draw(st.sampled_from([1, 2, 4, 16]))
         enc = draw(st.sampled_from([None, "classic", "per_piece"]))
         if roce:
-            spec = roce_loop_spec(params, dev, tr, seed, slots, enc, slot_bytes=64,
-                                  switch_hops=draw(st.integers(0, 2)))
+            spec = flow_spec(params, dev, tr, seed, slots=slots, encoding=enc, switch_hops=draw(st.integers(0, 2)))
         else:
-            spec = loop_spec(params, dev, tr, seed, slots, enc, external_control=draw(st.booleans()))
+            spec = flow_spec(params, dev, tr, seed, slots=slots, encoding=enc, external_control=draw(st.booleans()))
         spec = replace(spec, name=f"flow{i}")
         flows.append(Flow(spec, f"gen{draw(st.integers(0, 1))}", f"card{draw(st.integers(0, cards - 1))}",
                           f"node{node}"))
@@ -209,7 +209,7 @@ def test_compiled_event_core_injects_faults_as_the_simpy_reference(topo, data):
 def test_compiled_direct_path_equals_the_python_recurrence(seed, device, in_flight, aurora, enc, gaps):
     _core_or_skip()
     tr = TrafficParams("closed_loop", 300, 64, in_flight=in_flight, gaps=Gaps("exponential", 800_000) if gaps else None)
-    spec = loop_spec(CARD, device, tr, seed, 16, enc, external_control=aurora)
+    spec = flow_spec(CARD, device, tr, seed, slots=16, encoding=enc, external_control=aurora)
     D.COMPILED = False
     try:
         ref = D.run_direct(spec)
@@ -236,7 +236,7 @@ def test_compiled_direct_path_keeps_a_column_as_another_only_where_they_are_equa
     t_send, t_back as t_have and publish as reply (one array) exactly where every round has them
     equal; its columns are read-only."""
     _core_or_skip()
-    spec = loop_spec(CARD, "epyc7282", tr, seed, 64, enc, external_control=aurora)
+    spec = flow_spec(CARD, "epyc7282", tr, seed, slots=64, encoding=enc, external_control=aurora)
     D.COMPILED = False
     try:
         ref = D.run_direct(spec)
@@ -260,7 +260,7 @@ def test_a_mesh_of_many_flows_on_shared_links_is_identical():
     flows = []
     for i in range(16):
         tr = TrafficParams("open_loop", 60, 64, gaps=Gaps("exponential", 1_500_000), clock="independent", ppm=20.0 * i)
-        spec = replace(loop_spec(CARD, sorted(CARD.consumers)[i % 4], tr, 7, 4, external_control=i % 2 == 0),
+        spec = replace(flow_spec(CARD, sorted(CARD.consumers)[i % 4], tr, 7, slots=4, external_control=i % 2 == 0),
                        name=f"flow{i}")
         card, node = f"card{i % 2}", f"node{i % 4}"
         flows.append(Flow(spec, f"ctrl{i % 4}", card, node,
@@ -273,12 +273,14 @@ def test_every_frame_length_modulo_a_piece_is_identical(enc):
     """Frames of 1..25 bytes: every length of a per-piece message's last piece (1..12 bytes), and short frames."""
     _core_or_skip()
     for frame in range(1, 26):
-        spec = loop_spec(CARD, "epyc7282", TrafficParams("closed_loop", 12, frame, in_flight=2), 11, 4, enc)
+        tr = TrafficParams("closed_loop", 12, frame, in_flight=2)
+        spec = flow_spec(CARD, "epyc7282", tr, 11, slots=4, encoding=enc)
         assert_identical(*on_both(Topology.single(spec)))
 
 def _flow(i: int, gen: str, card: str, node: str, rounds: int = 60, aurora: bool = False, ppm: float = 0.0) -> Flow:
     tr = TrafficParams("open_loop", rounds, 64, gaps=Gaps("exponential", 1_500_000), clock="independent", ppm=ppm)
-    spec = replace(loop_spec(CARD, sorted(CARD.consumers)[i % 4], tr, 7, 4, external_control=aurora), name=f"flow{i}")
+    spec = replace(flow_spec(CARD, sorted(CARD.consumers)[i % 4], tr, 7, slots=4, external_control=aurora),
+                   name=f"flow{i}")
     return Flow(spec, gen, card, node)
 
 
@@ -308,8 +310,9 @@ def meshes(draw):
         pick = (lambda: draw(st.integers(0, pool - 1))) if shared else (lambda i=i: i)
         node = pick()
         tr = draw(traffics(draw(st.integers(3, 30))))
-        spec = loop_spec(CARD, devices[node], tr, seed, draw(st.sampled_from([1, 4, 16])),
-                         draw(st.sampled_from([None, "classic", "per_piece"])), external_control=draw(st.booleans()))
+        spec = flow_spec(CARD, devices[node], tr, seed, slots=draw(st.sampled_from([1, 4, 16])),
+                         encoding=draw(st.sampled_from([None, "classic", "per_piece"])),
+                         external_control=draw(st.booleans()))
         flows.append(Flow(replace(spec, name=f"flow{i}"), f"gen{pick()}", f"card{pick()}", f"node{node}"))
     return Topology("meshes", seed, tuple(flows)), shared
 
@@ -376,7 +379,7 @@ def test_a_stopped_mesh_keeps_every_flows_rounds_up_to_one_instant():
 
 
 def _spec(**kw):
-    return loop_spec(CARD, "epyc7282", kw.pop("traffic", TrafficParams("closed_loop", 50, 64)), 3, **kw)
+    return flow_spec(CARD, "epyc7282", kw.pop("traffic", TrafficParams("closed_loop", 50, 64)), 3, **kw)
 
 
 @dataclasses.dataclass(frozen=True)

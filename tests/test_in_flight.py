@@ -6,10 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from twin.calibration.params import load_params, loop_spec
+from twin.calibration.params import load_params
 from twin.devices.generator import TrafficParams
 from twin.engine.direct import run_direct
 from twin.engine.event import run_event
+from twin.scenario.compile import flow_spec
 from twin.sweep import Axis, run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_engines_agree_with_requests_in_flight(consumer, external, in_flight):
     p = load_params(ROOT / "calibrations" / "fitted" / "card_path.yaml")
     tr = TrafficParams(mode="closed_loop", rounds=2000, frame_bytes=64, in_flight=in_flight)
-    spec = loop_spec(p, consumer, tr, 9, external_control=external)
+    spec = flow_spec(p, consumer, tr, 9, external_control=external)
     a, b = run_direct(spec), run_event(spec)
     for f in ("t_send", "t_in", "t_have", "t_back"):
         assert np.array_equal(getattr(a, f), getattr(b, f)), f

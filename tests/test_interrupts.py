@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import yaml
 
-from twin.calibration.params import loop_spec
 from twin.engine import run_direct, run_event
 from twin.engine.stop import Interrupted, clear_stop, request_stop, stop_requested
 from twin.scenario import load_scenario
+from twin.scenario.compile import flow_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 LINE = re.compile(r"twin: interrupted at (?:round|request) ([\d,]+) of ([\d,]+); the ([\d,]+) (?:round|request)s so "
@@ -35,7 +35,7 @@ def _num(text: str) -> int:
 @pytest.fixture
 def base_spec():
     ld = load_scenario(ROOT / "scenarios" / "card_path_64b.yaml")
-    yield loop_spec(ld.params, "v80", ld.scenario.traffic_params(3000), 7, 16)
+    yield flow_spec(ld.params, "v80", ld.scenario.traffic_params(3000), 7, slots=16)
     clear_stop()
 
 

@@ -166,9 +166,9 @@ def test_a_one_flow_mesh_reproduces_the_single_loop(tmp_path):
     clock to one EPYC 7282 core is the seeds' card-path loop; its distribution must match the loop's
     within sampling error (the two use different random streams): p50 and p90 within two 4 ns
     buckets, p99 within five, the mean within 2 ns."""
-    from twin.calibration.params import loop_spec
     from twin.devices.generator import TrafficParams
     from twin.engine.direct import run_direct
+    from twin.scenario.compile import flow_spec
     doc = {"name": "one_flow", "calibration": str(FITTED), "seed": 1, "rounds": 20000, "frame_bytes": 64,
            "nodes": [{"name": "gen", "kind": "generator"},
                      {"name": "u55c", "kind": "link_card", "routes": {"echo": "cpu"}},
@@ -180,7 +180,7 @@ def test_a_one_flow_mesh_reproduces_the_single_loop(tmp_path):
     mesh = load_scenario(p)
     ft = run_mesh(mesh.scenario, mesh.params).flows[0]
     tr = TrafficParams(mode="closed_loop", rounds=20000, frame_bytes=64)
-    ref = run_direct(loop_spec(mesh.params, "epyc7282", tr, seed=1)).rtt_ps
+    ref = run_direct(flow_spec(mesh.params, "epyc7282", tr, seed=1)).rtt_ps
     from twin.stats import percentile_ps
     for q, tol in ((50, 8000), (90, 8000), (99, 20000)):  # p99: ~5 ns standard error each at 20,000 rounds
         assert abs(percentile_ps(ft.rtt_ps, q) - percentile_ps(ref, q)) <= tol, q

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from twin.calibration.roce import load_roce_measured, load_roce_params, roce_loop_spec
+from twin.calibration.roce import load_roce_measured, load_roce_params
 from twin.config import ConfigError
 from twin.devices.generator import TrafficParams
 from twin.engine.direct import DirectNotApplicable, run_direct
@@ -20,6 +20,7 @@ from twin.engine.event import run_event
 from twin.engine.hops import stage_times
 from twin.exchange.encoding import get_encoding
 from twin.links.c2c import NvlinkC2C
+from twin.scenario.compile import flow_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 PRIOR = ROOT / "calibrations" / "nvqlink.yaml"
@@ -79,8 +80,8 @@ def test_coherence_miss_moves_the_round_trip_by_the_miss_less_the_local_cost():
     ps = _quiet(load_roce_params(PRIOR))
     local = ps.with_values({"consumers.grace_polls_hbm.poll": "local"})
     tr = _closed()
-    far = run_direct(roce_loop_spec(ps, "grace_polls_hbm", tr, 1)).rtt_ps
-    near = run_direct(roce_loop_spec(local, "grace_polls_hbm", tr, 1)).rtt_ps
+    far = run_direct(flow_spec(ps, "grace_polls_hbm", tr, 1)).rtt_ps
+    near = run_direct(flow_spec(local, "grace_polls_hbm", tr, 1)).rtt_ps
     c = ps.consumers["grace_polls_hbm"]
     want = (ps.hosts["gb200"].c2c.coherence_miss_ns - c.poll_cost_ns) * 1000
     assert abs(np.median(far) - np.median(near) - want) <= c.poll_period_ns * 1000 + 4000  # + one card cycle
@@ -111,7 +112,7 @@ def test_handoff_is_a_second_queue_pair_in_memory_and_every_hop_is_timed():
     write = the C2C latency + the pieces' serialisation; the serving core's poll that sees it costs its
     own miss (its own memory, written by the other chip), within one spin period."""
     ps = _quiet(load_roce_params(PRIOR))
-    spec = roce_loop_spec(ps, "gb200_gpu_to_grace", _closed(300), 3)
+    spec = flow_spec(ps, "gb200_gpu_to_grace", _closed(300), 3)
     assert spec.event_only and spec.handoff.to == "grace_core"
     with pytest.raises(DirectNotApplicable, match="handed"):
         run_direct(spec)
@@ -138,7 +139,7 @@ def test_the_handoff_lane_carries_the_requests():
     from twin.engine.event import run_topology
     from twin.engine.topology import Topology
     ps = _quiet(load_roce_params(PRIOR))
-    spec = roce_loop_spec(ps, "gb200_gpu_to_grace", _closed(50), 3)
+    spec = flow_spec(ps, "gb200_gpu_to_grace", _closed(50), 3)
     res = run_topology(Topology.single(spec))[0]
     lane = res.stats["shared"]["lanes"]["gb200_gpu_to_grace->grace_core"]
     writes = get_encoding("per_piece").writes(1, bytes(64))  # one burst of self-validating 16-byte pieces
@@ -165,7 +166,7 @@ def test_the_fitted_set_reproduces_the_published_nvqlink_round_trip(consumer):
     measured = load_roce_measured(MEASURED).consumers[consumer].stats_ps()
     assert measured == {"max": PUBLISHED_MAX_PS}
     sc = yaml.safe_load((ROOT / "scenarios" / "nvqlink_h200.yaml").read_text())
-    rtt = run_direct(roce_loop_spec(ps, consumer, _closed(sc["rounds"]), sc["seed"])).rtt_ps
+    rtt = run_direct(flow_spec(ps, consumer, _closed(sc["rounds"]), sc["seed"])).rtt_ps
     assert abs(int(rtt.max()) - PUBLISHED_MAX_PS) <= 0.05 * PUBLISHED_MAX_PS
 
 

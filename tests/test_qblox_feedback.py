@@ -85,9 +85,9 @@ def echo_answers(ld, res, bit: int = 0) -> np.ndarray:
     """The echo's answer bit per round: bit ``bit`` of the request it sent back (the round's syndrome)."""
     sc = ld.scenario
     spec_salt = None
-    from twin.study import loop_spec
-    spec = loop_spec(ld.params, sc.consumers()[0].device, sc.traffic_params(), sc.seed, sc.slots, None,
-                     sc.external_control())
+    from twin.scenario.compile import flow_spec
+    spec = flow_spec(ld.params, sc.consumers()[0].device, sc.traffic_params(), sc.seed, slots=sc.slots,
+                     external_control=sc.external_control())
     _, _, spec_salt = spec.draws()
     bits = sc.qblox.syndrome_bits()
     return np.array([payload_for(k, sc.frame_bytes, spec_salt, bits)[0] >> bit & 1
@@ -227,8 +227,9 @@ def test_set_cond_plays_the_correction_exactly_on_the_rounds_the_answer_says(tmp
 def test_answer_bit_picks_the_replys_bit(tmp_path):
     ld, res, _ = run_loop(loop_doc(80, 596, feedback={"answer_bit": 5}), tmp_path)
     sc = ld.scenario
-    from twin.study import loop_spec
-    _, _, salt = loop_spec(ld.params, "v80", sc.traffic_params(), sc.seed, sc.slots, None, True).draws()
+    from twin.scenario.compile import flow_spec
+    spec = flow_spec(ld.params, "v80", sc.traffic_params(), sc.seed, slots=sc.slots, external_control=True)
+    _, _, salt = spec.draws()
     want = [payload_for(k, 64, salt, 4)[0] >> 5 & 1 for k in range(1, 81)]  # 4 syndrome bits: bit 5 is padding
     assert want == [0] * 80
     assert not res.stats["program"]["conditional"]["ran_by_reply"].any()
@@ -236,9 +237,9 @@ def test_answer_bit_picks_the_replys_bit(tmp_path):
 
 def test_the_direct_engine_refuses_a_listening_program(tmp_path):
     ld = load(loop_doc(20, 596), tmp_path)
-    from twin.study import loop_spec
+    from twin.scenario.compile import flow_spec
     sc = ld.scenario
-    spec = loop_spec(ld.params, "v80", sc.traffic_params(), 1, 16, None, True)
+    spec = flow_spec(ld.params, "v80", sc.traffic_params(), 1, slots=16, external_control=True)
     with pytest.raises(DirectNotApplicable, match="event engine"):
         run_direct(spec)
     assert spec.traffic.listens
@@ -285,9 +286,9 @@ def waits_spec(tmp_path, for_round: int, then: str, period: str = "2 us"):
            "links": [{"from": "gen", "to": "u55c", "kind": "on_card"},
                      {"from": "u55c", "to": "epyc7282", "kind": "pcie"}]}
     ld = load(doc, tmp_path)
-    from twin.study import loop_spec
+    from twin.scenario.compile import flow_spec
     sc = ld.scenario
-    return loop_spec(ld.params, "epyc7282", sc.traffic_params(), sc.seed, sc.slots, None, False)
+    return flow_spec(ld.params, "epyc7282", sc.traffic_params(), sc.seed, slots=sc.slots)
 
 
 @pytest.mark.parametrize("for_round, then", [(-1, "300 ns"), (-2, "2 us")])

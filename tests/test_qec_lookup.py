@@ -119,14 +119,15 @@ def test_short_payload_is_answered_function_failed_and_checked_as_right():
 
     from pathlib import Path
 
-    from twin.calibration.params import load_params, loop_spec
+    from twin.calibration.params import load_params
     from twin.devices.generator import TrafficParams
     from twin.engine.event import run_event
     from twin.exchange.contract import STATUS
     from twin.runtime.functions import lookup
+    from twin.scenario.compile import flow_spec
     params = load_params(Path(__file__).resolve().parent.parent / "calibrations" / "fitted" / "card_path.yaml")
     tr = TrafficParams(mode="closed_loop", rounds=50, frame_bytes=8)
-    spec = loop_spec(params, "epyc7282", tr, 3, function=lookup("decode_surface5").id)
+    spec = flow_spec(params, "epyc7282", tr, 3, function=lookup("decode_surface5").id)
     res = run_event(spec, keep_replies=True)
     assert res.mismatches == 0 and all(r == b"" for r in res.stats["replies"])
     assert STATUS["function_failed"] == 3

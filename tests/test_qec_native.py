@@ -10,11 +10,12 @@ import pytest
 
 numba = pytest.importorskip("numba", reason="numba not installed (pip install -e '.[numba]')")
 
-from twin.calibration.params import load_params, loop_spec  # noqa: E402
+from twin.calibration.params import load_params  # noqa: E402
 from twin.devices.generator import TrafficParams  # noqa: E402
 from twin.engine.event import run_event  # noqa: E402
 from twin.qec.lookup import decode_payload, standard_table  # noqa: E402
 from twin.qec.native import table_native  # noqa: E402
+from twin.scenario.compile import flow_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.c_uint8), ctypes.c_uint32,
@@ -42,7 +43,7 @@ def test_native_table_equals_python_on_every_syndrome_with_padding(name):
 def test_model_code_serves_decode_steane7_from_the_c_runtime():
     params = load_params(ROOT / "calibrations/fitted/card_path.yaml")
     tr = TrafficParams(rounds=3000, frame_bytes=64)
-    spec = loop_spec(params, "epyc7282", tr, seed=4, function=17, model="code")
+    spec = flow_spec(params, "epyc7282", tr, seed=4, function=17, model="code")
     res = run_event(spec)
     sim = run_event(replace(spec, model="sim"))
     assert res.mismatches == 0  # every reply checked against the Python table

@@ -13,13 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from twin.calibration.roce import load_roce_params, roce_loop_spec
+from twin.calibration.roce import load_roce_params
 from twin.devices.generator import TrafficParams
 from twin.engine.direct import run_direct
 from twin.engine.event import run_event
 from twin.links.pcie import PcieLink
 from twin.links.roce import UDP_PORT_ROCEV2, RoceV2Packetiser, RoceV2Path
 from twin.scenario import load_scenario
+from twin.scenario.compile import flow_spec
 from twin.stats import percentile_ps
 from twin.study import run_study
 
@@ -62,7 +63,7 @@ def test_serialisation_at_the_line_rate_and_store_and_forward_tail():
 def test_engines_agree_on_the_roce_loop(consumer):
     params = load_roce_params(ROOT / "calibrations" / "fitted" / "backline_roce.yaml")
     tr = TrafficParams(mode="closed_loop", rounds=3000, frame_bytes=16, clock_ps=5000)
-    spec = roce_loop_spec(params, consumer, tr, seed=3)
+    spec = flow_spec(params, consumer, tr, seed=3)
     assert spec.slot_bytes == 64  # 16-byte payloads in 64-byte slots, as Backline's
     a, b = run_direct(spec), run_event(spec)
     for f in ("t_send", "t_in", "t_have", "t_back"):
@@ -71,7 +72,7 @@ def test_engines_agree_on_the_roce_loop(consumer):
     assert (a.t_in % 5000 == 0).all() and (a.t_have % 5000 == 0).all()  # the FPGA's 200 MHz grid
     if consumer == "threadripper_core":  # (a GPU's long poll period would re-phase the loop)
         # a switch on the route adds its latency and cable both ways, to within a poll period and a cycle
-        sw = run_direct(roce_loop_spec(params, consumer, tr, seed=3, switch_hops=1))
+        sw = run_direct(flow_spec(params, consumer, tr, seed=3, switch_hops=1))
         extra = 2 * round((params.ethernet.switch_latency_ns + params.ethernet.cable_ns) * 1000)
         tol = round(params.consumers[consumer].poll_period_ns * 1000) + 5000
         assert abs(np.median(sw.rtt_ps) - np.median(a.rtt_ps) - extra) <= tol

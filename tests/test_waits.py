@@ -34,9 +34,9 @@ def spec_with(tmp_path, waits: Waits, rounds: int = 240):
     p = tmp_path / "w.yaml"
     p.write_text(yaml.safe_dump(doc))
     ld = load_scenario(p)
-    from twin.study import loop_spec
+    from twin.scenario.compile import flow_spec
     sc = ld.scenario
-    spec = loop_spec(ld.params, "epyc7282", sc.traffic_params(), sc.seed, sc.slots, None, False)
+    spec = flow_spec(ld.params, "epyc7282", sc.traffic_params(), sc.seed, slots=sc.slots)
     return replace(spec, traffic=replace(spec.traffic, waits=waits))
 
 

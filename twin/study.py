@@ -9,16 +9,13 @@ from typing import Callable
 import numpy as np
 
 from twin.calibration.measured import Measured, load_measured
-from twin.calibration.params import loop_spec
 from twin.engine.direct import DirectNotApplicable, check_same, run_direct
 from twin.engine.event import run_event
 from twin.engine.spec import LoopResult, LoopSpec
 from twin.engine.stop import Interrupted
-from twin.faults import FaultPlan
-from twin.runtime.functions import lookup
 from twin.scenario import LoadedScenario
+from twin.scenario.compile import compile_scenario, is_roce, model_of
 from twin.stats import summary_ns
-from twin.units import time_ps
 
 Progress = Callable[[str, int], None]
 PENDING = "direct+event (pending)"  # run_one(defer=True): the event model's check is still to run
@@ -117,7 +114,9 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
               checking: Progress | None = None) -> StudyResult:
     """Run every loop of the scenario; returns per-consumer results and summaries.
 
-    ``trace``: ``(path, first, last)``: VCD waveforms of the loops' RTL nodes for rounds
+    The loops are the flows of the scenario's compiled topology
+    (:func:`twin.scenario.compile.compile_scenario`), each run alone, in file order, as the seeds
+    measured them. ``trace``: ``(path, first, last)``: VCD waveforms of the loops' RTL nodes for rounds
     first..last (``<path stem>.<node>.vcd`` beside ``path``). A loop that stops early (a live
     endpoint's failure, or :class:`twin.engine.stop.Interrupted`) ends the study: its whole rounds
     so far are kept (summary ``rounds`` completed, ``rounds_requested``), the exception is in
@@ -134,78 +133,90 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
     seed = sc.seed if seed is None else seed
     from twin.scenario.load import check_rounds
     check_rounds(loaded, rounds)
-    from twin.calibration.roce import RoceParamSet, load_roce_measured, roce_loop_spec
-    roce = isinstance(loaded.params, RoceParamSet)
-    if loaded.measured_path:
-        measured = (load_roce_measured if roce else load_measured)(loaded.measured_path)
-    else:
-        measured = None
-    traffic = sc.traffic_params(rounds)  # gaps files were resolved at load
+    measured = _measured(loaded)
     for i, node in enumerate(sc.nodes):  # a user's RTL that will not build is the scenario's error
         if node.rtl is not None:
             from twin.rtl.build import build_user_block
             build_user_block(loaded.path, i, node.rtl.top, node.rtl.sources)
-    runs = []
-    ctx = _Context(loaded, rounds, measured, roce, engine, verify_rounds)
+    topo = compile_scenario(loaded, rounds, seed, trace=trace)
+    ctx = _Context(loaded, rounds, measured, is_roce(loaded.params), engine, verify_rounds)
+    study = StudyResult(loaded, rounds, seed, engine, [], measured)
     defer = first is not None and engine == "auto" and verify_rounds > 0
+    nodes = {n.name: n for n in sc.nodes}
     pending = []  # (index in runs, node, spec) of the loops whose event-model check is deferred
-    for node in sc.consumers():
-        if roce:  # the RoCE v2 path (twin.calibration.roce): same engines, other parts
-            spec = roce_loop_spec(loaded.params, node.device, traffic, seed, sc.slots,
-                                  None if sc.encoding == "default" else sc.encoding,
-                                  sc.faults.plan() if sc.faults else FaultPlan(), lookup(sc.function).id, node.model,
-                                  switch_hops=sc.roce_hops(node.name) or 0,
-                                  bridge=node.bridge.settings() if node.bridge else None)
-        else:
-            spec = loop_spec(loaded.params, node.device, traffic, seed, sc.slots,
-                             None if sc.encoding == "default" else sc.encoding, sc.external_control(),
-                             sc.faults.plan() if sc.faults else FaultPlan(), lookup(sc.function).id, node.model,
-                             sc.card_model(), rtl_config(loaded, node, trace),
-                             bridge=node.bridge.settings() if node.bridge else None)
-        cb = (lambda n, name=node.name: progress(name, n)) if progress else None
-        failure = None
-        try:
-            res, checked, mism, used = run_one(spec, engine, verify_rounds, cb, defer=defer)
-        except DirectNotApplicable as e:
-            raise DirectNotApplicable(f"node {node.name!r}: {e}") from None
-        except Exception as e:  # a live endpoint failed, or a stop: keep its rounds so far, end the study
-            if not getattr(e, "keeps_partial", False):
-                raise
-            e.node = node.name
-            kept = getattr(e, "outcome", None) or (
-                None if e.partial is None else (e.partial, len(e.partial.ok), e.partial.mismatches, "event"))
-            if stopped:
-                stopped(node.name, e, 0 if kept is None else len(kept[0].t_in))
-            if kept is None or not len(kept[0].t_in):
-                return StudyResult(loaded, rounds, seed, engine, runs, measured, [e])
-            failure = e
-            res, checked, mism, used = kept
+    for flow in topo.flows:
+        node = nodes[flow.consumer]
+        kept, failure = _run_loop(flow.spec, node, engine, verify_rounds, progress, stopped, defer)
+        if kept is None:  # stopped before its first round
+            study.failures.append(failure)
+            return study
+        res, checked, mism, used = kept
         if used == PENDING:
-            pending.append((len(runs), node, spec))
-        runs.append(ConsumerRun(node.name, node.device, res, _summary(ctx, node, spec, res, checked, mism, used,
-                                                                      failure)))
+            pending.append((len(study.runs), node, flow.spec))
+        study.runs.append(ConsumerRun(node.name, flow.spec.name, res,
+                                      _summary(ctx, node, flow.spec, res, checked, mism, used, failure)))
         if failure is not None:
-            failure.node = node.name
-            return StudyResult(loaded, rounds, seed, engine, runs, measured, [failure])
-    if not pending:
-        return StudyResult(loaded, rounds, seed, engine, runs, measured)
-    first(StudyResult(loaded, rounds, seed, engine, list(runs), measured))
-    for i, node, spec in pending:  # the event model's check, after the first table
+            study.failures.append(failure)
+            return study
+    if pending and first is not None:  # (pending: deferred, which a first callback asks for)
+        first(replace(study, runs=list(study.runs), failures=[]))
+        _check_deferred(ctx, study, pending, checking, stopped)
+    return study
+
+
+def _measured(loaded: LoadedScenario):
+    """The measurement file the scenario names (``measured:``), read by its path's reader, or None."""
+    if not loaded.measured_path:
+        return None
+    from twin.calibration.roce import load_roce_measured
+    return (load_roce_measured if is_roce(loaded.params) else load_measured)(loaded.measured_path)
+
+
+def _run_loop(spec: LoopSpec, node, engine: str, verify_rounds: int, progress: Progress | None,
+              stopped: Callable[[str, Exception, int], None] | None, defer: bool):
+    """Run one loop (:func:`run_one`). Returns ``(outcome, failure)``: outcome the tuple of
+    :func:`run_one` (after a failure, of its whole rounds so far) or None when it stopped before its
+    first round; failure the live endpoint's failure or the stop (:class:`Interrupted`), with its
+    ``node`` set, or None. ``stopped(node, exception, rounds completed)`` is called at once."""
+    cb = (lambda n, name=node.name: progress(name, n)) if progress else None
+    try:
+        return run_one(spec, engine, verify_rounds, cb, defer=defer), None
+    except DirectNotApplicable as e:
+        raise DirectNotApplicable(f"node {node.name!r}: {e}") from None
+    except Exception as e:  # a live endpoint failed, or a stop: keep its rounds so far, end the study
+        if not getattr(e, "keeps_partial", False):
+            raise
+        e.node = node.name
+        kept = getattr(e, "outcome", None) or (
+            None if e.partial is None else (e.partial, len(e.partial.ok), e.partial.mismatches, "event"))
+        if stopped:
+            stopped(node.name, e, 0 if kept is None else len(kept[0].t_in))
+        if kept is None or not len(kept[0].t_in):
+            return None, e
+        return kept, e
+
+
+def _check_deferred(ctx: "_Context", study: StudyResult, pending: list, checking: Progress | None,
+                    stopped: Callable[[str, Exception, int], None] | None) -> None:
+    """The event model's check of the ``pending`` loops (after the first table), in ``study`` in place:
+    each loop's summary gets the check's keys. A stop ends it: the rounds checked so far of the loop
+    being checked replace its run and those after it (none when it had checked no round), the stop
+    is in ``failures``."""
+    runs = study.runs
+    for i, node, spec in pending:
         cb = (lambda n, name=node.name: checking(name, n)) if checking else None
         try:
-            res, checked, mism, used = check_direct(spec, runs[i].result, verify_rounds, cb)
+            res, checked, mism, used = check_direct(spec, runs[i].result, ctx.verify_rounds, cb)
         except Interrupted as e:  # the rounds checked so far end the study, as a stop in run_one would
             e.node = node.name
             res, checked, mism, used = e.outcome
             if stopped:
                 stopped(node.name, e, len(res.t_in))
-            if not len(res.t_in):
-                return StudyResult(loaded, rounds, seed, engine, runs[:i], measured, [e])
-            runs[i:] = [ConsumerRun(node.name, node.device, res, _summary(ctx, node, spec, res, checked, mism, used,
-                                                                          e))]
-            return StudyResult(loaded, rounds, seed, engine, runs, measured, [e])
+            runs[i:] = [ConsumerRun(node.name, runs[i].device, res, _summary(ctx, node, spec, res, checked, mism, used,
+                                                                          e))] if len(res.t_in) else []
+            study.failures.append(e)
+            return
         runs[i].summary.update(_checked_keys(res, checked, mism, used))
-    return StudyResult(loaded, rounds, seed, engine, runs, measured)
 
 
 @dataclass(frozen=True)
@@ -261,7 +272,7 @@ def _summary(ctx: _Context, node, spec: LoopSpec, res: LoopResult, checked: int,
                                              spec.faults.timeout_ps)
     if "rtl" in res.stats:
         s["rtl"] = res.stats["rtl"]
-    if node.model == "live":
+    if model_of(node).supports.get("real_device"):
         from twin.output.live import live_summary
         n = max(1, len(res.t_in))  # after a failure: the rounds completed
         sim_spec = replace(spec, model="sim", bridge=None, traffic=replace(spec.traffic, rounds=n))
@@ -272,9 +283,9 @@ def _summary(ctx: _Context, node, spec: LoopSpec, res: LoopResult, checked: int,
     if "program" in res.stats:  # a control program that waits on replies (traffic.program, listening Qblox)
         from twin.output.program import program_summary
         s["program"] = program_summary(res.stats["program"])
-    if sc.deadline:
-        s["deadline_ns"] = time_ps(sc.deadline) / 1000
-        s["deadline_misses"] = int((res.loop_ps > time_ps(sc.deadline)).sum())
+    if sc.deadline is not None:
+        s["deadline_ns"] = sc.deadline / 1000
+        s["deadline_misses"] = int((res.loop_ps > sc.deadline).sum())
     if spec.aurora is not None:
         loop = summary_ns(res.loop_ps)
         s["loop"] = {k: v for k, v in loop.items()}
@@ -297,19 +308,3 @@ def _summary(ctx: _Context, node, spec: LoopSpec, res: LoopResult, checked: int,
     else:
         s["measured"] = None
     return s
-
-
-def rtl_config(loaded: LoadedScenario, node, trace):
-    """RTL options of one loop (``None`` when neither its card nor its consumer is RTL)."""
-    if "rtl" not in (node.model, loaded.scenario.card_model()):
-        return None
-    from twin.rtl.loop import RtlConfig
-    kw = {}
-    if node.rtl is not None:
-        kw["function_top"] = node.rtl.top
-        kw["function_sources"] = tuple(str((loaded.path.parent / s).resolve()) for s in node.rtl.sources)
-    if trace is not None:
-        path, first, last = trace
-        p = Path(path)
-        kw.update(trace_path=str(p.with_name(f"{p.stem}.{node.name}{p.suffix}")), trace_first=first, trace_last=last)
-    return RtlConfig(**kw)

@@ -54,13 +54,38 @@ def _finite(value: int | float, kind: str) -> None:
         raise UnitError(f"{value!r} is not a {kind}: it must be a finite number")
 
 
+class Ps(int):
+    """A duration read once into integer picoseconds that keeps the text it was read from
+    (``Ps(2_500_000, "2.5 us")``): an ``int`` for arithmetic (which gives plain ints); ``str``,
+    ``repr`` and ``format`` with no spec give the text, so a file's value is shown and written back as
+    the file has it. :func:`time_ps` takes one as the picoseconds it holds."""
+
+    text: str
+
+    def __new__(cls, ps: int, text: str) -> "Ps":
+        self = super().__new__(cls, ps)
+        self.text = text
+        return self
+
+    def __getnewargs__(self) -> tuple[int, str]:  # type: ignore[override]  (copies and pickles keep the text)
+        return int(self), self.text
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return repr(self.text)
+
+
 def time_ps(value: str | int | float, default_unit: str = "ns") -> int:
     """Convert a duration to integer picoseconds.
 
-    ``value`` is a quantity string (``"28 ns"``, ``"2.428 us"``) or a bare number in
-    ``default_unit``. Rounds to the nearest picosecond. Raises :class:`UnitError` for an
-    unreadable string (non-ASCII digits included), an unknown unit or a non-finite number.
+    ``value`` is a quantity string (``"28 ns"``, ``"2.428 us"``), a :class:`Ps` (read already) or a
+    bare number in ``default_unit``. Rounds to the nearest picosecond. Raises :class:`UnitError` for
+    an unreadable string (non-ASCII digits included), an unknown unit or a non-finite number.
     """
+    if isinstance(value, Ps):
+        return int(value)
     if isinstance(value, bool):
         raise UnitError(f"cannot read {value!r} as a duration")
     if isinstance(value, (int, float)):

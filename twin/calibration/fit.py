@@ -20,7 +20,7 @@ from typing import Callable, Container, TypeVar
 import numpy as np
 
 from twin.calibration.measured import Measured, load_measured
-from twin.calibration.params import FitGroup, ParamSet, _DottedParams, loop_spec
+from twin.calibration.params import FitGroup, ParamSet, _DottedParams
 from twin.devices.generator import TrafficParams
 from twin.engine.direct import run_direct
 from twin.stats import percentile_ps
@@ -61,7 +61,8 @@ class FitResult:
 def simulate(params: ParamSet, consumer: str, rounds: int, seed: int, frame_bytes: int) -> np.ndarray:
     """Card-boundary round trips (ps) of one consumer, closed loop on the card clock."""
     tr = TrafficParams(mode="closed_loop", rounds=rounds, frame_bytes=frame_bytes)
-    return run_direct(loop_spec(params, consumer, tr, seed)).rtt_ps
+    from twin.scenario.compile import flow_spec
+    return run_direct(flow_spec(params, consumer, tr, seed)).rtt_ps
 
 
 def predict(params: ParamSet, consumer: str, rounds: int, seed: int, frame_bytes: int) -> tuple[float, float]:

@@ -46,9 +46,10 @@ from scipy.stats import wasserstein_distance
 
 from twin.calibration.distribution import Comparison, best_shift_ps, compare, extra_modes, service_table
 from twin.calibration.live_runs import LiveRun, load_run
-from twin.calibration.params import ParamSet, loop_spec, reply_bytes
+from twin.calibration.params import ParamSet, reply_bytes
 from twin.engine.direct import run_direct
 from twin.scenario import load_scenario
+from twin.scenario.compile import flow_spec
 from twin.units import PS_PER_NS
 
 IDLE_GAP_NS = 10_000.0  # a run whose median idle gap is under 10 us is back to back for the service fit
@@ -93,7 +94,8 @@ def simulate_run(ps: ParamSet, consumer: str, run: LiveRun, rounds: int, seed: i
     sc = load_scenario(run.scenario).scenario
     traffic = replace(sc.traffic_params(rounds), frame_bytes=run.frame_bytes)
     fid = lookup(run.function).id
-    spec = loop_spec(ps, consumer, traffic, seed, sc.slots, run.encoding, sc.external_control(), function=fid)
+    spec = flow_spec(ps, consumer, traffic, seed, slots=sc.slots, encoding=run.encoding,
+                     external_control=sc.external_control(), function=fid)
     return run_direct(spec, reply_bytes=None if fid == 0 else reply_bytes(fid, run.frame_bytes))
 
 

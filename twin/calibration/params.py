@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Literal, Self
+from typing import ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -457,7 +457,10 @@ class _DottedParams(_Strict):
 
 
 class ParamSet(_DottedParams):
-    """A whole parameter set for the card path (see module docstring)."""
+    """A whole parameter set for the card path (see module docstring). ``path``: the route its
+    requests take (``card``: pcie from the link card; the registry's :class:`Situation` path)."""
+
+    path: ClassVar[str] = "card"
 
     name: str
     description: str = ""
@@ -482,6 +485,32 @@ class ParamSet(_DottedParams):
                 self._check_group_consumers(gi, g)
         return self
 
+    def loop_spec(self, consumer: str, traffic: TrafficParams, seed: int, *, slots: int = 16,
+                  encoding: str | None = None, external_control: bool = False, faults: FaultPlan = FaultPlan(),
+                  function: int = 0, model: str = "sim", card_model: str = "sim", rtl=None,
+                  bridge: object | None = None, switch_hops: int = 0) -> LoopSpec:
+        """The card-path loop for ``consumer``: called by the compile step only
+        (:func:`twin.scenario.compile.flow_spec`, whose keywords these are).
+
+        ``encoding`` overrides the consumer's own (``None`` keeps it). ``external_control`` puts the
+        generator behind the Aurora link (a control system across a cable) instead of on the card.
+        ``model`` / ``card_model``: what stands for the consumer and the card; ``rtl``: RTL options
+        (:class:`twin.rtl.loop.RtlConfig`). Raises ``KeyError`` for an unknown consumer, ValueError
+        for ``switch_hops`` (a card path has no Ethernet switch).
+        """
+        if consumer not in self.consumers:
+            raise KeyError(f"no consumer {consumer!r} in parameter set {self.name!r}")
+        if switch_hops:
+            raise ValueError(f"switch_hops {switch_hops}: a card-path loop crosses no Ethernet switch")
+        c = self.consumers[consumer]
+        host = self.hosts[c.host]
+        link = host.link(c.path)
+        cp, handoff = placed_consumer(self, consumer, encoding, traffic.frame_bytes, function)
+        return LoopSpec(name=consumer, card=self.card.params(), consumer=cp, handoff=handoff, traffic=traffic,
+                        request_link=link, reply_link=link,
+                        jitter_ps=int(round(host.path(c.path).jitter_ns * PS_PER_NS)),
+                        aurora=self.aurora.link() if external_control else None, slots=slots, seed=seed,
+                        faults=faults, function=function, model=model, card_model=card_model, rtl=rtl, bridge=bridge)
 
 
 def check_placements(ps) -> None:
@@ -540,27 +569,3 @@ def placed_consumer(ps, consumer: str, encoding: str | None = None, frame_bytes:
 def load_params(path: str | Path) -> ParamSet:
     """Load and validate a parameter set; raises :class:`twin.config.ConfigError`."""
     return load_model(path, ParamSet)
-
-
-def loop_spec(params: ParamSet, consumer: str, traffic: TrafficParams, seed: int, slots: int = 16,
-              encoding: str | None = None, external_control: bool = False,
-              faults: FaultPlan = FaultPlan(), function: int = 0, model: str = "sim",
-              card_model: str = "sim", rtl=None, bridge: object | None = None) -> LoopSpec:
-    """The loop for ``consumer`` under ``params``.
-
-    ``encoding`` overrides the consumer's own (``None`` keeps it). ``external_control`` puts the
-    generator behind the Aurora link (a control system across a cable) instead of on the card.
-    ``model`` / ``card_model``: what stands for the consumer and the card; ``rtl``: RTL options
-    (:class:`twin.rtl.loop.RtlConfig`).
-    Raises ``KeyError`` for an unknown consumer.
-    """
-    if consumer not in params.consumers:
-        raise KeyError(f"no consumer {consumer!r} in parameter set {params.name!r}")
-    c = params.consumers[consumer]
-    host = params.hosts[c.host]
-    link = host.link(c.path)
-    cp, handoff = placed_consumer(params, consumer, encoding, traffic.frame_bytes, function)
-    return LoopSpec(name=consumer, card=params.card.params(), consumer=cp, handoff=handoff, traffic=traffic,
-                    request_link=link, reply_link=link, jitter_ps=int(round(host.path(c.path).jitter_ns * PS_PER_NS)),
-                    aurora=params.aurora.link() if external_control else None, slots=slots, seed=seed,
-                    faults=faults, function=function, model=model, card_model=card_model, rtl=rtl, bridge=bridge)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -46,6 +46,8 @@ from twin.links.pcie import PcieLink
 from twin.links.roce import RoceV2Packetiser, RoceV2Path
 from twin.stats import percentile_ps
 from twin.units import PS_PER_NS, freq_hz, period_ps, rate_bps, time_ps
+
+SLOT_BYTES = 64  # the RoCE queues' slot size (Backline: 16-byte payloads in 64-byte slots)
 
 
 class ControllerModel(_Strict):
@@ -115,8 +117,10 @@ class RoceFitSpec(_Strict):
 class RoceParamSet(_DottedParams):
     """A whole parameter set for the RoCE v2 path (see module docstring); ``get`` and
     ``with_values`` as :class:`twin.calibration.params.ParamSet`'s (dotted paths such as
-    ``hosts.threadripper.host_memory.latency_ns``)."""
+    ``hosts.threadripper.host_memory.latency_ns``). ``path``: the route its requests take (``roce``:
+    ethernet, an RDMA NIC and pcie; the registry's :class:`Situation` path)."""
 
+    path: ClassVar[str] = "roce"
     name: str
     kind: Literal["roce_path"]
     description: str = ""
@@ -147,6 +151,29 @@ class RoceParamSet(_DottedParams):
                     self._check_numeric(("fit", "groups", gi, "free"), k)
                 self._check_group_consumers(gi, g)
         return self
+
+    def loop_spec(self, consumer: str, traffic: TrafficParams, seed: int, *, slots: int = 16,
+                  encoding: str | None = None, external_control: bool = False, faults: FaultPlan = FaultPlan(),
+                  function: int = 0, model: str = "sim", card_model: str = "sim", rtl=None,
+                  bridge: object | None = None, switch_hops: int = 0) -> LoopSpec:
+        """The RoCE loop for ``consumer`` (a :class:`LoopSpec` both engines run) with ``switch_hops``
+        switches on its route: called by the compile step only (:func:`twin.scenario.compile.flow_spec`,
+        whose keywords these are). The controller is the card, so ``aurora`` is ``None``
+        (``external_control``, ``card_model`` and ``rtl`` are the card path's and change nothing here); the
+        jitter is the consumer's host path class's. The queues' slots are :data:`SLOT_BYTES` (Backline:
+        16-byte payloads in 64-byte slots); a message that does not fit gets the smallest multiple of 16
+        bytes that holds it. Raises ``KeyError`` for an unknown consumer."""
+        from twin.exchange.encoding import get_encoding
+        req, rep, card = roce_paths(self, consumer, switch_hops)
+        c = self.consumers[consumer]
+        cp, handoff = placed_consumer(self, consumer, encoding, traffic.frame_bytes, function)
+        need = get_encoding(cp.encoding).slot_bytes(traffic.frame_bytes)
+        host = self.hosts[c.host]
+        return LoopSpec(name=consumer, card=card, consumer=cp, handoff=handoff, traffic=traffic,
+                        request_link=req, reply_link=rep,  # type: ignore[arg-type]  # any Wire serves
+                        jitter_ps=int(round(host.path(c.path).jitter_ns * PS_PER_NS)), aurora=None, slots=slots,
+                        seed=seed, faults=faults, function=function, model=model,
+                        slot_bytes=max(SLOT_BYTES, -(-need // 16) * 16), bridge=bridge)
 
 
 def is_roce_file(path: str | Path) -> bool:
@@ -201,27 +228,6 @@ def roce_paths(params: RoceParamSet, consumer: str,
                           engine_land_ps=_ps(ctl.issue_ns), reply_read_ps=_ps(ctl.reply_read_ns),
                           reply_send_ps=0, reply_poll_period_ps=period_ps(ctl.clock))
     return req, rep, card
-
-
-def roce_loop_spec(params: RoceParamSet, consumer: str, traffic: TrafficParams, seed: int, slots: int = 16,
-                   encoding: str | None = None, faults: FaultPlan = FaultPlan(), function: int = 0,
-                   model: str = "sim", switch_hops: int = 0, slot_bytes: int = 64,
-                   bridge: object | None = None) -> LoopSpec:
-    """The RoCE loop for ``consumer`` (a :class:`LoopSpec` both engines run). The controller is on
-    the card side, so ``aurora`` is ``None``; the jitter is the consumer's host path class's.
-    ``slot_bytes``: the queues' slot size, 64 by default (Backline: 16-byte payloads in 64-byte
-    slots); a message that does not fit gets the smallest multiple of 16 bytes that holds it."""
-    from twin.exchange.encoding import get_encoding
-    req, rep, card = roce_paths(params, consumer, switch_hops)
-    c = params.consumers[consumer]
-    cp, handoff = placed_consumer(params, consumer, encoding, traffic.frame_bytes, function)
-    need = get_encoding(cp.encoding).slot_bytes(traffic.frame_bytes)
-    slot_bytes = max(slot_bytes, -(-need // 16) * 16)
-    host = params.hosts[c.host]
-    return LoopSpec(name=consumer, card=card, consumer=cp, handoff=handoff, traffic=traffic,
-                    request_link=req, reply_link=rep,  # type: ignore[arg-type]  (any Wire serves)
-                    jitter_ps=int(round(host.path(c.path).jitter_ns * PS_PER_NS)), aurora=None, slots=slots,
-                    seed=seed, faults=faults, function=function, model=model, slot_bytes=slot_bytes, bridge=bridge)
 
 
 # -- measured numbers and the fit ---------------------------------------------------------------
@@ -282,7 +288,8 @@ def simulate_roce(params: RoceParamSet, consumer: str, rounds: int, seed: int, f
     with ``switch_hops`` switches on the route."""
     from twin.engine.direct import run_direct
     tr = TrafficParams(mode="closed_loop", rounds=rounds, frame_bytes=frame_bytes, clock_ps=clock_ps)
-    return run_direct(roce_loop_spec(params, consumer, tr, seed, switch_hops=switch_hops)).rtt_ps
+    from twin.scenario.compile import flow_spec
+    return run_direct(flow_spec(params, consumer, tr, seed, switch_hops=switch_hops)).rtt_ps
 
 
 @dataclass
@@ -359,10 +366,3 @@ def roce_fitted_document(result: RoceFitResult, prior_path: Path, measured_path:
         "validated_on": [],  # none held out by the fit
     }
     return data
-
-
-def check_roce_calibration(path: Path, params) -> None:
-    """Raise :class:`ConfigError` when ``params`` is not a RoCE set (for a scenario with a RoCE route)."""
-    if not isinstance(params, RoceParamSet):
-        raise ConfigError(path, "calibration", str(path), "the topology has an ethernet (RoCE) route; "
-                          "its calibration must be a parameter set with kind: roce_path")

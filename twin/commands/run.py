@@ -75,7 +75,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     path = scenario_arg(args.scenario, DEFAULT_SCENARIO)
     loaded = load_scenario(path)
     sc = loaded.scenario
-    if args.trace and "rtl" not in [n.model for n in sc.nodes]:
+    from twin.scenario.compile import cosimulated, model_of
+    if args.trace and not any(cosimulated(model_of(n)) for n in sc.nodes):
         raise UsageError(f"--trace: scenario {path} has no node with model rtl")
     if args.verify_rounds is not None and (sc.flows or args.engine != "auto"):  # it would change nothing
         raise UsageError(f"--verify-rounds {args.verify_rounds}: the event model checks the direct engine's "
@@ -93,7 +94,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.trace and args.trace[1] > rounds:
         raise UsageError(f"--trace {args.trace[0]}:{args.trace[1]}: outside the run's rounds 1:{rounds} "
                          f"(--rounds or the scenario's rounds)")
-    live = any(n.model == "live" for n in consumers)
+    live = any(model_of(n).supports.get("real_device") for n in consumers)
     folder = run_folder(args, out, sc.seed if args.seed is None else args.seed)
     folder.check(["results.json", *([] if args.no_csv else [f"rounds.{args.rounds_format}"]),
                   *([] if args.no_plot else ["histograms.png"]), *(["live_rounds.npz"] if live else []),
@@ -142,9 +143,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
 def _wave_names(sc, consumers) -> list[str]:
     """The VCD files ``--trace`` may write (``waves.<loop>.<node>.vcd``, :mod:`twin.rtl.loop`)."""
-    card = sc.card_model() == "rtl"
-    return [f"waves.{n.name}.{who}.vcd" for n in consumers for who, rtl in (("card", card), (n.name, n.model == "rtl"))
-            if rtl]
+    from twin.scenario.compile import cosimulated, model_of
+    card = cosimulated(model_of(next(n for n in sc.nodes if n.kind == "link_card")))
+    return [f"waves.{n.name}.{who}.vcd" for n in consumers
+            for who, rtl in (("card", card), (n.name, cosimulated(model_of(n)))) if rtl]
 
 
 def _report(args, console: Console, study, folder, consumers, live: bool, shown: bool = False) -> int:

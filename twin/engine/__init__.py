@@ -3,9 +3,8 @@
 specification (:mod:`.spec`) and the per-round hops (:mod:`.hops`). Both engines run in the compiled
 core (``c/core.c``: :mod:`.native`, :mod:`.compiled`) where it computes the topology (:mod:`.features`),
 each interacting component (:mod:`.partition`) on its own timeline,
-with identical results. A loop's spec is built from a
-parameter set by :func:`twin.calibration.params.loop_spec` (card path) or
-:func:`twin.calibration.roce.roce_loop_spec` (RoCE path)."""
+with identical results. A loop's spec is built from a parameter set by the compile step
+(:func:`twin.scenario.compile.flow_spec`: the set's ``loop_spec``, card path or RoCE path)."""
 from twin.engine.direct import DirectNotApplicable, EngineDisagreement, run_direct
 from twin.engine.event import run_event, run_topology
 from twin.engine.spec import LoopResult, LoopSpec

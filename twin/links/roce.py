@@ -100,7 +100,7 @@ class RoceV2Path:
         writes into its own memory (the FPGA's ERNIC).
     latency_ps: fixed one-way latency on top of serialisation: sender's RDMA engine, switch
         port-to-port latency, cable, receiver's processing, PCIe path latency (see
-        :func:`twin.calibration.roce.roce_loop_spec` for how it is composed).
+        :meth:`twin.calibration.roce.RoceParamSet.loop_spec` for how it is composed).
 
     As a :class:`twin.kernel.posted.Wire`: ``serialise_ps(n)`` is the time the message occupies the
     sender's Ethernet link (writes on one path serialise on it); ``tail_ps(n)`` the time after

@@ -18,15 +18,13 @@ from typing import Callable
 
 import numpy as np
 
-from twin.calibration.params import ParamSet, loop_spec
+from twin.calibration.params import ParamSet
 from twin.engine.event import run_topology
 from twin.engine.spec import LoopResult
 from twin.engine.stop import Interrupted
-from twin.engine.topology import Flow, Topology
-from twin.faults import FaultPlan
-from twin.runtime.functions import lookup
+from twin.engine.topology import Topology
+from twin.scenario.compile import scenario_topology
 from twin.scenario.graph import Route
-from twin.scenario.schema import traffic_params
 from twin.units import PS_PER_NS
 
 
@@ -63,36 +61,19 @@ class MeshResult:
 
 def mesh_topology(sc, params: ParamSet, rounds: int | None = None, seed: int | None = None,
                   service_ns: dict[str, float] | None = None, rtl_config=None) -> Topology:
-    """The :class:`Topology` of mesh scenario ``sc`` under card-path parameter set ``params``:
-    one flow per ``flows`` entry, named ``flow<i>``, over the nodes and link directions its route
-    uses. ``rounds`` overrides every flow's round count; ``seed`` the scenario's; ``service_ns``
-    a consumer node's function body (ns); ``rtl_config(node) -> RtlConfig | None``. The
-    scenario's ``faults`` apply to every flow (round numbers count each flow's own requests)."""
-    g = sc.graph()
-    seed = sc.seed if seed is None else seed
-    card_model = {n.name: n.model for n in sc.nodes if n.kind == "link_card"}
-    faults = sc.faults.plan() if sc.faults else FaultPlan()
-    flows = []
-    for r in g.graph["routes"]:
-        f = sc.flows[r.flow]
-        node = g.nodes[r.consumer]["node"]
-        n = rounds or f.rounds or sc.rounds
-        spec = loop_spec(params, node.device, traffic_params(f.traffic, n, sc.frame_bytes), seed, sc.slots,
-                         None if sc.encoding == "default" else sc.encoding,
-                         g.edges[r.generator, r.card]["kind"] == "aurora", faults, lookup(r.function).id, node.model,
-                         card_model[r.card], rtl_config(node) if rtl_config else None,
-                         bridge=node.bridge.settings() if node.bridge else None)
-        spec = replace(spec, name=f"flow{r.flow}")
-        if service_ns and r.consumer in service_ns:
-            spec = replace(spec, consumer=replace(spec.consumer,
-                                                  service_ps=int(round(service_ns[r.consumer] * PS_PER_NS))))
-        flows.append(Flow(spec, r.generator, r.card, r.consumer,
-                          lanes={"request": f"mesh.{r.card}->{r.consumer}", "reply": f"mesh.{r.consumer}->{r.card}"}))
-    encs = {}
-    for fl in flows:
-        if encs.setdefault(fl.consumer, fl.spec.consumer.encoding) != fl.spec.consumer.encoding:
-            raise ValueError(f"consumer {fl.consumer!r}: every flow to one consumer uses its encoding")
-    return Topology(sc.name, seed, tuple(flows))
+    """The :class:`Topology` of mesh scenario ``sc`` under card-path parameter set ``params``: the
+    compile step's (:func:`twin.scenario.compile.scenario_topology`: one flow per ``flows`` entry,
+    named ``flow<i>``, over the nodes and link directions its route uses). ``rounds`` overrides every
+    flow's round count; ``seed`` the scenario's; ``service_ns`` a consumer node's function body (ns)
+    instead of its parameter set's; ``rtl_config(node) -> RtlConfig | None``. The scenario's ``faults``
+    apply to every flow (round numbers count each flow's own requests)."""
+    topo = scenario_topology(sc, params, rounds, seed, rtl=rtl_config)
+    if not service_ns:
+        return topo
+    flows = tuple(replace(f, spec=replace(f.spec, consumer=replace(
+        f.spec.consumer, service_ps=int(round(service_ns[f.consumer] * PS_PER_NS))))) if f.consumer in service_ns
+        else f for f in topo.flows)
+    return replace(topo, flows=flows)
 
 
 def run_mesh(sc, params: ParamSet, rounds: int | None = None, seed: int | None = None,

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 from rich.table import Table
 
-from twin.calibration.params import ParamSet
 from twin.config import ConfigError
 from twin.engine.hops import CSV_COLUMNS
 from twin.engine.stop import Interrupted
@@ -35,7 +34,6 @@ def mesh_document(loaded, res: MeshResult, seed: int) -> dict:
     """The results.json mapping of a mesh run."""
     sc = loaded.scenario
     from twin.engine.hops import budget, slowest_round
-    from twin.units import time_ps
     flows = []
     for r, ft in zip(res.routes, res.flows):
         f = sc.flows[r.flow]
@@ -52,9 +50,9 @@ def mesh_document(loaded, res: MeshResult, seed: int) -> dict:
         if "program" in ft.stats:  # the flow's generator waits for earlier corrections (traffic.program)
             from twin.output.program import program_summary
             extra["program"] = program_summary(ft.stats["program"])
-        if sc.deadline:
-            extra["deadline_ns"] = time_ps(sc.deadline) / 1000
-            extra["deadline_misses"] = int((ft.loop_ps > time_ps(sc.deadline)).sum())
+        if sc.deadline is not None:
+            extra["deadline_ns"] = sc.deadline / 1000
+            extra["deadline_misses"] = int((ft.loop_ps > sc.deadline).sum())
         flows.append({"flow": r.flow, "from": r.generator, "via": r.card, "to": r.consumer, "function": r.function,
                       "route": list(r.nodes), "traffic": f.traffic.model_dump(), "rounds": int(len(ft.t_in)),
                       "mismatches": int((~ft.ok).sum()), "rtt": summary_ns(ft.rtt_ps), "loop": summary_ns(ft.loop_ps),
@@ -77,7 +75,8 @@ def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
     if getattr(args, "trace", None):
         raise ConfigError(loaded.path, "flows", "[...]", "--trace writes waveforms of one loop's RTL nodes; run "
                           "the RTL node in a loop scenario to trace it")
-    if not isinstance(loaded.params, ParamSet):
+    from twin.scenario.compile import is_roce
+    if is_roce(loaded.params):
         raise ConfigError(loaded.path, "calibration", sc.calibration, "a mesh needs a card-path parameter set")
     from twin.output.files import RunFolder
     from twin.usage import check_out_folder
@@ -105,7 +104,7 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=args.quiet) as bar, build_status(phase_spinner(bar, console, args.quiet)):
         task = bar.add_task("replies (all flows)", total=None)
-        from twin.study import rtl_config
+        from twin.scenario.compile import rtl_config
         stopped = None
         try:
             res = run_mesh(sc, loaded.params, rounds=args.rounds, seed=seed,

@@ -4,14 +4,16 @@ Each refusal states what is physically true of the model, not a gap in the engin
 bridge and the Verilated V80 logic serve one request queue; the RTL link card is the U55C's
 exchange engine, not a RoCE controller; FPGA logic hosts its function inline.
 
-``supports["engines"]``: ``direct`` (the direct engine computes it), ``event`` (the simpy reference
-hosts it), ``compiled`` (the compiled core, twin/engine/c/core.c, stands for it: the sim consumer
-and link card; what else the core computes, twin/engine/features.py says).
+``supports["blocks"]``: the node blocks of a scenario the model takes (``rtl``, ``bridge``), ``needs``:
+those it must have; ``cosim``: co-simulated RTL (it takes a loop's RTL options and ``--trace``);
+``real_device``: a real device's times (a run sets model sim's beside them). ``supports["engines"]``:
+``direct`` (the direct engine computes it), ``event`` (the simpy reference hosts it), ``compiled`` (the
+compiled core, twin/engine/c/core.c, stands for it: the sim consumer and link card; what else the core
+computes, twin/engine/features.py says).
 
 A consumer's ``supports["decoder_time"]``: where the time its decoder takes comes from,
 :data:`COST_MODEL` (``twin.qec.cost``: sim, code) or its own (rtl: the Verilog's cycles; live:
-measured); ``supports["workers"]``: parallel decoders on its request queue (``any`` or 1);
-``supports["bridge"]``: ``required`` for a model that stands behind a bridge block (live).
+measured); ``supports["workers"]``: parallel decoders on its request queue (``any`` or 1).
 """
 from __future__ import annotations
 
@@ -146,7 +148,8 @@ register(Model("consumer", "rtl", "the V80 exchange logic in Verilog (rtl/qrt_v8
                {"encodings": ["classic", "per_piece"], "paths": ["card", "roce"], "queue_pairs": 1,
                 "functions": f"{', '.join(RTL_FUNCTIONS)} or a user's Verilog core (rtl: block)",
                 "faults": [], "engines": ["event"], "hosting": ["inline"], "device_kinds": ["fpga"],
-                "max_frame_bytes": RTL_MAX_FRAME, "decoder_time": "the Verilog's own cycles", "workers": 1},
+                "max_frame_bytes": RTL_MAX_FRAME, "decoder_time": "the Verilog's own cycles", "workers": 1,
+                "cosim": "verilator (twin run --trace: VCD)", "blocks": ["rtl"]},
                _rtl_consumer))
 register(Model("consumer", "live", "a real device through hw_bridge (shm process, CUDA kernel, UDP agent)",
                "twin.devices.live:build_endpoint",
@@ -154,7 +157,8 @@ register(Model("consumer", "live", "a real device through hw_bridge (shm process
                 "functions": "the runtime library's C functions", "faults": ["host_freeze", "corrupt_piece",
                                                                             "drop_frame"],
                 "engines": ["event"], "hosting": ["inline"], "decoder_time": "measured on the live device",
-                "workers": 1, "bridge": "required"}, _live, _live_function))
+                "workers": 1, "blocks": ["bridge"], "needs": ["bridge"],
+                "real_device": True}, _live, _live_function))
 register(Model("link_card", "sim", "behavioural U55C link card: bridge, exchange engine, reply poller",
                "twin.devices.linkcard:build_endpoint",
                {**SUPPORT_ALL, "faults": ["corrupt_piece", "drop_frame", "timeout"],
@@ -162,7 +166,8 @@ register(Model("link_card", "sim", "behavioural U55C link card: bridge, exchange
 register(Model("link_card", "rtl", "the U55C exchange engine in Verilog (rtl/qrt_card.v), Verilated",
                "twin.rtl.loop:build_card_endpoint",
                {"encodings": ["classic", "per_piece"], "paths": ["card"], "queue_pairs": 1, "faults": [],
-                "engines": ["event"], "max_frame_bytes": RTL_MAX_FRAME}, _rtl_card))
+                "engines": ["event"], "max_frame_bytes": RTL_MAX_FRAME, "cosim": "verilator (twin run --trace: VCD)"},
+               _rtl_card))
 register(Model("generator", "sim", "control-side traffic: closed loop, open loop, random gaps, waits on replies "
                "(traffic.program), Qblox programs (listening ones: event engine only)",
                "twin.devices.generator:TrafficGenerator",

@@ -417,14 +417,13 @@ class TwinLoopDevice(Device):
         FPGA (FPGA logic echoes the bits, it runs no Python), or what the model registry refuses."""
         from twin.nodes.registry import Situation, refusal
         from twin.qec.loop import session_function
-        from twin.scenario.compile import is_roce
         c = self.loop
         kind = c.params.consumers[c.consumer].kind
         if kind == "fpga" and c.function is not None:
             raise DeviceError(f"twin.loop: function {c.function_name} on {c.consumer}: a Python function does not "
                               "run in FPGA logic (the identity, the measured bits echoed, does)")
         why = refusal("consumer", c.model, Situation(
-            device_kind=kind, path="roce" if is_roce(c.params) else "card",
+            device_kind=kind, path=c.params.path,
             frame_bytes=w.frame_bytes, function=session_function(dec, w.name), study="decode", hosting=c.mode))
         if why:
             raise DeviceError(f"twin.loop: model {c.model} on {c.consumer}: {why}")

@@ -70,6 +70,11 @@ def _supports(model: str, key: str):
     return model_for("consumer", model).supports.get(key)
 
 
+def needs_bridge(model: str) -> bool:
+    """Whether consumer model ``model`` stands behind a bridge block (``supports["needs"]``: live)."""
+    return "bridge" in (_supports(model, "needs") or ())
+
+
 def cost_timed(model: str) -> bool:
     """Whether a consumer model's decoder time is the cost model's (:class:`twin.qec.cost.CostModel`;
     sim and code), not its own (rtl: the Verilog's cycles; live: measured)."""
@@ -79,6 +84,11 @@ def cost_timed(model: str) -> bool:
 def cost_timed_models(last: str) -> str:
     """The consumer models :func:`cost_timed`, in words (``sim or code``; ``last``: the word before the last)."""
     return _consumers(lambda m: m.get("decoder_time") == COST_MODEL, last)
+
+
+def _bridgeless(supports: dict) -> bool:
+    """Whether a consumer model's ``supports`` say it needs no bridge block."""
+    return "bridge" not in supports.get("needs", ())
 
 
 def _consumers(which, last: str) -> str:
@@ -148,9 +158,9 @@ class Placement(_Strict):
         if self.dispatch is not None and self.devices is None:
             raise Located(("dispatch",), self.dispatch, "dispatch spreads one stream over several devices: it "
                           "applies with devices: [A, B, ...]")
-        if self.devices is not None and _supports(self.model, "bridge"):
+        if self.devices is not None and needs_bridge(self.model):
             raise Located(("devices",), self.devices, f"a {self.model} placement is one device behind its bridge "
-                          f"block; share a stream over {_consumers(lambda m: 'bridge' not in m, 'or')} devices")
+                          f"block; share a stream over {_consumers(_bridgeless, 'or')} devices")
         return self
 
     def key(self) -> dict:
@@ -198,13 +208,13 @@ class Placement(_Strict):
 
     @model_validator(mode="after")
     def _bridge(self):
-        needs = bool(_supports(self.model, "bridge"))
+        needs = needs_bridge(self.model)
         if needs and self.bridge is None:
             raise Located(("bridge",), "<missing>", f"model {self.model} needs a bridge block (backend: shm | cuda | "
                           "udp)")
         if not needs and self.bridge is not None:
             raise Located(("bridge",), self.bridge.backend, f"a bridge block is for model "
-                          f"{_consumers(lambda m: 'bridge' in m, 'or')}, not {self.model}")
+                          f"{_consumers(lambda m: not _bridgeless(m), 'or')}, not {self.model}")
         return self
 
 

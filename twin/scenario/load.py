@@ -7,14 +7,17 @@ Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from twin.calibration.params import ParamSet
 from twin.config import ConfigError, load_model, named_file
 from twin.nodes.models import Situation, refusal
-from twin.scenario.schema import Scenario, ScenarioBase
+from twin.scenario.schema import Faults, Scenario, ScenarioBase
 
 S = TypeVar("S", bound=ScenarioBase)
+
+if TYPE_CHECKING:
+    from twin.runtime.functions import Function
 
 
 class LoadedScenario:
@@ -87,22 +90,7 @@ def load_scenario(path: str | Path) -> LoadedScenario:
     """
     path = Path(path)
     sc, cal_path, params = read_scenario(path, Scenario)
-    from twin.calibration.roce import RoceParamSet
-    roce_params = isinstance(params, RoceParamSet)
-    if sc.flows and roce_params:
-        raise ConfigError(path, "calibration", sc.calibration, "a mesh (flows) runs on card-path links (aurora, "
-                          "pcie); its calibration must be a card-path parameter set")
-    if not sc.flows:
-        for i, node in enumerate(sc.nodes):
-            if node.kind != "consumer":
-                continue
-            roce = sc.roce_hops(node.name) is not None
-            if roce != roce_params:
-                raise ConfigError(path, "calibration", sc.calibration,
-                                  f"node {node.name!r} is reached over " + ("ethernet (RoCE): the calibration must "
-                                                                            "be a "
-                                  "parameter set with kind: roce_path" if roce else "pcie from the link card: the "
-                                  "calibration must be a card-path parameter set"))
+    check_path(path, sc, params)
     check_nodes(path, sc, params)
     for key, t, n in [("traffic", sc.traffic, sc.rounds)] + [(f"flows[{i}].traffic", f.traffic, f.rounds or sc.rounds)
                                                            for i, f in enumerate(sc.flows)]:
@@ -121,21 +109,41 @@ def _faults_on(sc: Scenario) -> frozenset[str]:
                                     ("stall", f.stall), ("host_freeze", f.host_freeze)) if on)
 
 
+def check_path(path: Path, sc: Scenario, params) -> None:
+    """The route the parameter set's requests take (``params.path``, :func:`twin.scenario.compile.is_roce`)
+    is the scenario's: a mesh runs on card-path links; in a loop scenario every consumer is reached over
+    ethernet (RoCE) under a RoCE set, over pcie from the link card under a card-path set. Raises
+    :class:`ConfigError` naming the calibration."""
+    from twin.scenario.compile import is_roce
+    roce_params = is_roce(params)
+    if sc.flows and roce_params:
+        raise ConfigError(path, "calibration", sc.calibration, "a mesh (flows) runs on card-path links (aurora, "
+                          "pcie); its calibration must be a card-path parameter set")
+    if sc.flows:
+        return
+    for node in sc.consumers():
+        roce = sc.roce_hops(node.name) is not None
+        if roce != roce_params:
+            raise ConfigError(path, "calibration", sc.calibration,
+                              f"node {node.name!r} is reached over " + (
+                                  "ethernet (RoCE): the calibration must be a parameter set with kind: roce_path"
+                                  if roce else "pcie from the link card: the calibration must be a card-path "
+                                  "parameter set"))
+
+
 def check_nodes(path: Path, sc: Scenario, params) -> None:
     """Every node's device exists in ``params`` and its model can stand where the scenario puts it
     (asked of the model registry); a user RTL block's files exist and declare its top; a udp
-    bridge's host resolves. Raises :class:`ConfigError` naming file, key and value."""
-    from twin.calibration.roce import RoceParamSet
-    from twin.runtime.functions import lookup
+    bridge's host resolves; a host freeze has a host thread to stop. Raises :class:`ConfigError`
+    naming file, key and value."""
     g = sc.graph()
     mesh = bool(sc.flows)
-    pairs: dict[str, int] = {}
-    fn_of: dict[str, str] = {}
-    if mesh:
-        for r in g.graph["routes"]:
-            for v in (r.card, r.consumer):
-                pairs[v] = pairs.get(v, 0) + 1
-                fn_of.setdefault(v, r.function)
+    pairs: dict[str, int] = {}  # a mesh: the queue pairs of each card and consumer a flow passes
+    fn_of: dict[str, str] = {}  # ... and the function of its first flow
+    for r in g.graph["routes"] if mesh else ():
+        for v in (r.card, r.consumer):
+            pairs[v] = pairs.get(v, 0) + 1
+            fn_of.setdefault(v, r.function)
     faults = _faults_on(sc)
     if not mesh:
         check_c2c(path, sc, params, g)
@@ -143,46 +151,60 @@ def check_nodes(path: Path, sc: Scenario, params) -> None:
         if node.kind == "consumer" and node.device not in params.consumers:
             raise ConfigError(path, f"nodes[{i}].device", node.device,
                               f"not a consumer of {Path(sc.calibration).name} (have: {', '.join(params.consumers)})")
-        if node.kind not in ("consumer", "link_card"):
-            if node.model != "sim":
-                raise ConfigError(path, f"nodes[{i}].model", node.model,
-                                  refusal(node.kind, node.model, Situation()) or f"a {node.kind} is model sim")
-            continue
-        if mesh and node.name not in pairs:
+        if mesh and node.kind in ("consumer", "link_card") and node.name not in pairs:
             continue  # no flow passes it
-        situation = Situation(
-            device_kind=params.consumers[node.device].kind if node.kind == "consumer" else None,
-            path="roce" if isinstance(params, RoceParamSet) else "card",
-            queue_pairs=pairs.get(node.name, 1), frame_bytes=sc.frame_bytes,
-            function=lookup(fn_of.get(node.name, sc.function)), faults=faults, study="mesh" if mesh else "run",
-            stages=2 if node.kind == "consumer" and params.consumers[node.device].handoff is not None else 1)
-        why = refusal(node.kind, node.model, situation)
-        if why:
-            from twin.nodes.models import function_refusal
-            key, value = f"nodes[{i}].model", node.model
-            if why == function_refusal(node.kind, node.model, situation.function):  # the function cannot be served
-                key, value = "function", situation.function.name
-            raise ConfigError(path, key, value, f"nodes[{i}] ({node.name}) is model {node.model}: {why}")
-        if node.bridge is not None and node.bridge.backend == "udp":
-            import socket
-            try:
-                socket.getaddrinfo(node.bridge.host, node.bridge.port, socket.AF_INET, socket.SOCK_DGRAM)
-            except (socket.gaierror, UnicodeError) as e:
-                why = getattr(e, "strerror", None) or e
-                raise ConfigError(path, f"nodes[{i}].bridge.host", node.bridge.host,
-                                  f"cannot resolve it to an IPv4 address ({why})") from None
-        for j, src in enumerate(node.rtl.sources if node.rtl else ()):
+        c = params.consumers[node.device] if node.kind == "consumer" else None
+        from twin.runtime.functions import lookup
+        fn = lookup(fn_of.get(node.name, sc.function))
+        check_model(path, i, node, fn, Situation(
+            device_kind=None if c is None else c.kind, path=params.path, queue_pairs=pairs.get(node.name, 1),
+            frame_bytes=sc.frame_bytes, function=fn, faults=faults,
+            study="mesh" if mesh else "run", stages=2 if c is not None and c.handoff is not None else 1))
+        check_node_files(path, i, node)
+    if sc.faults is not None and sc.faults.host_freeze:
+        check_host_freeze(path, sc.faults, params, [n for n in sc.consumers() if not mesh or n.name in pairs])
+
+
+def check_model(path: Path, i: int, node, function: Function, situation: Situation) -> None:
+    """``nodes[i]``'s model can stand in ``situation`` (whose function is ``function``): the model
+    registry's refusal (:func:`twin.nodes.models.refusal`), if any, raised as a :class:`ConfigError` on
+    the node's model, or on the scenario's ``function`` when the function is what the model cannot serve."""
+    why = refusal(node.kind, node.model, situation)
+    if not why:
+        return
+    from twin.nodes.models import function_refusal
+    key, value = f"nodes[{i}].model", node.model
+    if why == function_refusal(node.kind, node.model, function):
+        key, value = "function", function.name  # the function is what cannot be served
+    raise ConfigError(path, key, value, f"nodes[{i}] ({node.name}) is model {node.model}: {why}")
+
+
+def check_node_files(path: Path, i: int, node) -> None:
+    """What ``nodes[i]`` names outside the scenario: a udp bridge's host resolves to an IPv4
+    address; a user RTL block's sources exist and declare its top. Raises :class:`ConfigError`."""
+    if node.bridge is not None and node.bridge.backend == "udp":
+        import socket
+        try:
+            socket.getaddrinfo(node.bridge.host, node.bridge.port, socket.AF_INET, socket.SOCK_DGRAM)
+        except (socket.gaierror, UnicodeError) as e:
+            why = getattr(e, "strerror", None) or e
+            raise ConfigError(path, f"nodes[{i}].bridge.host", node.bridge.host,
+                              f"cannot resolve it to an IPv4 address ({why})") from None
+    if node.rtl:
+        for j, src in enumerate(node.rtl.sources):
             named_file(path, f"nodes[{i}].rtl.sources[{j}]", src)
-        if node.rtl:
-            from twin.rtl.build import check_user_block
-            check_user_block(path, i, node.rtl.top, node.rtl.sources)
-    if "host_freeze" in faults:  # the host stops its own threads: a CPU consumer, not a GPU's or an FPGA's
-        served = [n for n in sc.nodes if n.kind == "consumer" and (not mesh or n.name in pairs)]
-        if not any(params.consumers[n.device].kind == "cpu" for n in served):
-            raise ConfigError(path, "faults.host_freeze[0].at", sc.faults.host_freeze[0].at,
-                              "no consumer here is a host thread (" + ", ".join(
-                                  f"{n.name}: {params.consumers[n.device].kind}" for n in served)
-                              + "): GPUs and FPGAs keep answering through a host freeze, so it would change nothing")
+        from twin.rtl.build import check_user_block
+        check_user_block(path, i, node.rtl.top, node.rtl.sources)
+
+
+def check_host_freeze(path: Path, faults: Faults, params, served: list) -> None:
+    """``faults.host_freeze`` stops a host's own threads: one of the ``served`` consumer nodes must be a
+    CPU consumer, not a GPU's or an FPGA's. Raises :class:`ConfigError` naming the first freeze."""
+    if not any(params.consumers[n.device].kind == "cpu" for n in served):
+        raise ConfigError(path, "faults.host_freeze[0].at", str(faults.host_freeze[0].at),
+                          "no consumer here is a host thread (" + ", ".join(
+                              f"{n.name}: {params.consumers[n.device].kind}" for n in served)
+                          + "): GPUs and FPGAs keep answering through a host freeze, so it would change nothing")
 
 
 def check_c2c(path: Path, sc: Scenario, params, g) -> None:

@@ -46,17 +46,27 @@ Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 import networkx as nx  # noqa: F401  (graph() returns one)
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    StrictInt,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from twin.config import Located, short
 from twin.devices.generator import MAX_PPM, Gaps, TrafficParams, Waits
 from twin.devices.qblox import QbloxCluster
 from twin.faults import FaultPlan
 from twin.nodes.models import MODELS as MODELS_AVAILABLE
-from twin.units import UnitError, duration_text_ps, time_ps
+from twin.units import Ps, UnitError, duration_text_ps
 
 
 class _Strict(BaseModel):
@@ -96,6 +106,18 @@ def duration_ps(v: object) -> int:
 
 
 MAX_DURATION_PS = 1000 * 10**12  # 1,000 s: any one duration in a scenario
+
+
+def duration(v: object) -> Ps:
+    """A scenario's duration (``"5 us"``) read once (:func:`duration_ps`'s rules) into a :class:`Ps`:
+    integer picoseconds that keep the text as written. Raises ValueError saying what is wrong."""
+    return v if isinstance(v, Ps) else Ps(duration_ps(v), str(v))  # duration_ps took only a str
+
+
+Duration = Annotated[Ps, PlainValidator(duration), PlainSerializer(str, return_type=str),
+                     WithJsonSchema({"type": "string", "examples": ["5 us", "28 ns"]})]
+"""A duration key of a scenario: written ``"5 us"``, held as integer picoseconds (:class:`Ps`),
+dumped as written. A bad value is refused at load (file, key, value: :class:`twin.config.ConfigError`)."""
 MAX_HORIZON_PS = 2**62  # the simulated time a run may reach (int64 picoseconds, with headroom): ~53 days
 
 
@@ -103,14 +125,14 @@ def check_horizon(t: "Traffic", rounds: int, where: tuple) -> None:
     """Refuse traffic whose ``rounds`` requests would run past :data:`MAX_HORIZON_PS` of simulated
     time (integer picoseconds in int64): rounds x the largest of period, gap and the gaps' scale
     (twice an exponential mean). Raises :class:`Located` naming the key."""
-    spans = [("period", time_ps(t.period) if t.period else 0), ("gap", time_ps(t.gap))]
+    spans = [("period", t.period or 0), ("gap", t.gap)]
     g = t.gaps
     if g is not None:
         scale = {"fixed": g.value, "uniform": g.max, "exponential": g.mean}.get(g.distribution)
-        spans.append(("gaps", (2 if g.distribution == "exponential" else 1) * time_ps(scale) if scale else 0))
+        spans.append(("gaps", (2 if g.distribution == "exponential" else 1) * (scale or 0)))
     key, span = max(spans, key=lambda kv: kv[1])
     if rounds * span > MAX_HORIZON_PS:
-        raise Located(where + (key,), getattr(t, key) if key != "gaps" else "{...}",
+        raise Located(where + (key,), str(getattr(t, key)) if key != "gaps" else "{...}",
                       f"{rounds:,} requests at this spacing run past {MAX_HORIZON_PS / 1e12 / 86400:.0f} days of "
                       "simulated time (integer picoseconds); use fewer rounds or a shorter spacing")
 
@@ -129,12 +151,11 @@ class GapsBlock(_Strict):
     loop) or file (``file``: one duration per line, e.g. ``1.5 us``, relative to the scenario)."""
 
     distribution: Literal["fixed", "uniform", "exponential", "file"]
-    value: str | None = None
-    min: str | None = None
-    max: str | None = None
-    mean: str | None = None
+    value: Duration | None = None
+    min: Duration | None = None
+    max: Duration | None = None
+    mean: Duration | None = None
     file: str | None = None
-    _d = field_validator("value", "min", "max", "mean", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -145,11 +166,12 @@ class GapsBlock(_Strict):
             if key in want and v is None:
                 raise Located((key,), "<missing>", f"{self.distribution} gaps need {' and '.join(want)}")
             if key not in want and v is not None:
-                raise Located((key,), v, f"does not apply to {self.distribution} gaps (they take {', '.join(want)})")
-        if self.distribution == "uniform" and time_ps(self.min) > time_ps(self.max):
-            raise Located(("max",), self.max, f"must be >= min ({self.min})")
-        if self.distribution == "exponential" and time_ps(self.mean) <= 0:
-            raise Located(("mean",), self.mean, "must be > 0")
+                raise Located((key,), str(v),
+                              f"does not apply to {self.distribution} gaps (they take {', '.join(want)})")
+        if self.distribution == "uniform" and self.min > self.max:
+            raise Located(("max",), str(self.max), f"must be >= min ({self.min})")
+        if self.distribution == "exponential" and self.mean <= 0:
+            raise Located(("mean",), str(self.mean), "must be > 0")
         return self
 
 
@@ -159,8 +181,7 @@ class WaitsBlock(_Strict):
     one); the round's request leaves ``then`` (whole clock cycles) after that operation."""
 
     for_round: int = Field(-1, le=-1, ge=-1_000_000, strict=True)
-    then: str = "0 ns"
-    _d = field_validator("then", mode="before")(classmethod(lambda cls, v: _duration(v)))
+    then: Duration = duration("0 ns")
 
 
 class ProgramBlock(_Strict):
@@ -173,40 +194,39 @@ class Traffic(_Strict):
     """The control side's traffic (see :class:`twin.devices.TrafficParams`)."""
 
     mode: Literal["closed_loop", "open_loop"] = "closed_loop"
-    period: str | None = None
+    period: Duration | None = None
     clock: Literal["card", "independent"] = "card"
-    clock_period: str = "4 ns"
+    clock_period: Duration = duration("4 ns")
     ppm: float = Field(0.0, ge=-MAX_PPM, le=MAX_PPM)
-    gap: str = "0 ns"
+    gap: Duration = duration("0 ns")
     in_flight: int = Field(1, ge=1, le=65_536, strict=True)  # closed loop: requests in flight
     gaps: GapsBlock | None = None  # random gaps: instead of period (open loop) or gap (closed loop)
     program: ProgramBlock | None = None  # open loop: rounds wait for earlier rounds' corrections
 
-    _d = field_validator("period", "clock_period", "gap", mode="before")(classmethod(lambda cls, v: _duration(v)))
-
     @model_validator(mode="after")
     def _consistent(self):
-        if time_ps(self.clock_period) <= 0:
-            raise Located(("clock_period",), self.clock_period, "must be > 0")
+        if self.clock_period <= 0:
+            raise Located(("clock_period",), str(self.clock_period), "must be > 0")
         if self.gaps is not None:
             if self.period is not None:
-                raise Located(("period",), self.period, "gaps replace the period (request k+1 leaves a gap after "
+                raise Located(("period",), str(self.period), "gaps replace the period (request k+1 leaves a gap after "
                               "request k); give one of period and gaps")
-            if time_ps(self.gap):
-                raise Located(("gap",), self.gap, "gaps replace the fixed gap after a reply; give one of gap and gaps")
+            if self.gap:
+                raise Located(("gap",), str(self.gap),
+                              "gaps replace the fixed gap after a reply; give one of gap and gaps")
         elif self.mode == "open_loop":
             if self.period is None:
                 raise Located(("period",), "<missing>", "open_loop traffic needs a period (e.g. '5 us') or gaps")
-            if time_ps(self.period) <= 0 or time_ps(self.period) % time_ps(self.clock_period):
-                raise Located(("period",), self.period,
+            if self.period <= 0 or self.period % self.clock_period:
+                raise Located(("period",), str(self.period),
                               f"must be a positive whole number of clock_period ({self.clock_period}) cycles")
         elif self.period is not None:  # closed loop: would be silently ignored
-            raise Located(("period",), self.period, "applies to open_loop traffic only (closed_loop sends the "
+            raise Located(("period",), str(self.period), "applies to open_loop traffic only (closed_loop sends the "
                           "next request when the reply arrives); set mode: open_loop or remove period")
         if self.in_flight > 1 and self.mode != "closed_loop":
             raise Located(("in_flight",), self.in_flight, "applies to closed_loop traffic only")
-        if self.mode != "closed_loop" and time_ps(self.gap):  # open loop sends every period: nothing waits a gap
-            raise Located(("gap",), self.gap, "applies to closed_loop traffic only (the wait after a reply before "
+        if self.mode != "closed_loop" and self.gap:  # open loop sends every period: nothing waits a gap
+            raise Located(("gap",), str(self.gap), "applies to closed_loop traffic only (the wait after a reply before "
                           "the next request); open_loop sends every period")
         if self.clock == "card" and self.ppm:
             raise Located(("ppm",), self.ppm, "applies only to an independent clock (clock: independent)")
@@ -214,8 +234,8 @@ class Traffic(_Strict):
             raise Located(("program",), "{...}", "a round waiting for an earlier correction delays an open-loop "
                           "stream at a fixed period (mode: open_loop, period, no gaps); closed loop already waits "
                           "for every reply")
-        if self.program is not None and time_ps(self.program.waits.then) % time_ps(self.clock_period):
-            raise Located(("program", "waits", "then"), self.program.waits.then, "the program counts its time in "
+        if self.program is not None and self.program.waits.then % self.clock_period:
+            raise Located(("program", "waits", "then"), str(self.program.waits.then), "the program counts its time in "
                           f"clock edges: a whole number of clock_period ({self.clock_period}) cycles")
         return self
 
@@ -249,14 +269,13 @@ class DropFault(_Strict):
 class StallFault(_Strict):
     """The consumer stops polling from ``at`` for ``duration``."""
 
-    at: str
-    duration: str
-    _d = field_validator("at", "duration", mode="before")(classmethod(lambda cls, v: _duration(v)))
+    at: Duration
+    duration: Duration
 
     @model_validator(mode="after")
     def _some_time(self):
-        if time_ps(self.duration) <= 0:
-            raise Located(("duration",), self.duration, "must be > 0 (a window of no time stops nothing)")
+        if self.duration <= 0:
+            raise Located(("duration",), str(self.duration), "must be > 0 (a window of no time stops nothing)")
         return self
 
 
@@ -267,13 +286,12 @@ class Faults(_Strict):
     drop_frame: DropFault | None = None
     stall: list[StallFault] = []
     host_freeze: list[StallFault] = []
-    timeout: str = "100 us"
-    _d = field_validator("timeout", mode="before")(classmethod(lambda cls, v: _duration(v)))
+    timeout: Duration = duration("100 us")
 
     @model_validator(mode="after")
     def _some_fault(self):
         if not (self.corrupt_piece or self.drop_frame or self.stall or self.host_freeze):
-            raise Located(("timeout",) if "timeout" in self.model_fields_set else (), self.timeout if
+            raise Located(("timeout",) if "timeout" in self.model_fields_set else (), str(self.timeout) if
                           "timeout" in self.model_fields_set else "{}", "no fault to time: give corrupt_piece, "
                           "drop_frame, stall or host_freeze (a timeout alone changes nothing), or leave faults out")
         return self
@@ -283,12 +301,12 @@ class Faults(_Strict):
         """Windows of one kind may not overlap: a consumer (or host) stopped twice at once stops once,
         and the second window would be counted as injected while it changes nothing."""
         for kind in ("stall", "host_freeze"):
-            spans = sorted((time_ps(w.at), time_ps(w.at) + time_ps(w.duration), i)
+            spans = sorted((w.at, w.at + w.duration, i)
                            for i, w in enumerate(getattr(self, kind)))
             for (s0, e0, i0), (s1, _, i1) in zip(spans, spans[1:]):
                 if s1 < e0:
                     j, k = max(i0, i1), min(i0, i1)
-                    raise Located((kind, j, "at"), getattr(self, kind)[j].at,
+                    raise Located((kind, j, "at"), str(getattr(self, kind)[j].at),
                                   f"overlaps {kind}[{k}] (at {getattr(self, kind)[k].at} for "
                                   f"{getattr(self, kind)[k].duration}): one stop at a time; write them as one window")
         return self
@@ -304,7 +322,8 @@ class Faults(_Strict):
             out += [{"key": f"faults.{kind}.rounds[{i}]", "value": r} for i, r in enumerate(listed)
                     if r in missed.get(kind, ())]
         for kind in ("stall", "host_freeze"):
-            out += [{"key": f"faults.{kind}[{i}].at", "value": getattr(self, kind)[i].at} for i in missed.get(kind, ())]
+            out += [{"key": f"faults.{kind}[{i}].at", "value": str(getattr(self, kind)[i].at)}
+                    for i in missed.get(kind, ())]
         return out
 
     def plan(self) -> FaultPlan:
@@ -312,10 +331,9 @@ class Faults(_Strict):
         return FaultPlan(corrupt_rounds=frozenset(self.corrupt_piece.rounds) if self.corrupt_piece else frozenset(),
                          corrupt_path=self.corrupt_piece.path if self.corrupt_piece else "request",
                          drop_rounds=frozenset(self.drop_frame.rounds) if self.drop_frame else frozenset(),
-                         stalls=tuple((time_ps(s.at), time_ps(s.at) + time_ps(s.duration)) for s in self.stall),
-                         timeout_ps=time_ps(self.timeout),
-                         host_freezes=tuple((time_ps(s.at), time_ps(s.at) + time_ps(s.duration))
-                                            for s in self.host_freeze))
+                         stalls=tuple((int(s.at), s.at + s.duration) for s in self.stall),
+                         timeout_ps=int(self.timeout),
+                         host_freezes=tuple((int(s.at), s.at + s.duration) for s in self.host_freeze))
 
 
 class LiveFault(_Strict):
@@ -333,19 +351,18 @@ class Bridge(_Strict):
     ``host``/``port`` of the UDP agent; ``device`` the GPU ordinal; ``fault`` (shm, tests)."""
 
     backend: Literal["shm", "cuda", "udp"]
-    timeout: str = "1 s"
+    timeout: Duration = duration("1 s")
     cpu: int | None = Field(None, ge=0, strict=True)
     producer_cpu: int | None = Field(None, ge=0, strict=True)
     host: str = "127.0.0.1"
     port: int = Field(0, ge=0, le=65535, strict=True)
     device: int = Field(0, ge=0, strict=True)
     fault: LiveFault | None = None
-    _d = field_validator("timeout", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
     @model_validator(mode="after")
     def _consistent(self):
-        if time_ps(self.timeout) <= 0:
-            raise Located(("timeout",), self.timeout, "must be > 0")
+        if self.timeout <= 0:
+            raise Located(("timeout",), str(self.timeout), "must be > 0")
         if self.fault is not None and self.backend != "shm":
             raise Located(("fault",), self.fault.kind, "live fault injection is for the shm backend")
         for key in ("cpu", "producer_cpu"):
@@ -366,7 +383,7 @@ class Bridge(_Strict):
     def settings(self):
         """The :class:`hw_bridge.contract.BridgeSettings` of this block."""
         from hw_bridge.contract import BridgeSettings
-        return BridgeSettings(backend=self.backend, timeout_ns=time_ps(self.timeout) // 1000, cpu=self.cpu,
+        return BridgeSettings(backend=self.backend, timeout_ns=self.timeout // 1000, cpu=self.cpu,
                               producer_cpu=self.producer_cpu, host=self.host, port=self.port,
                               fault=(self.fault.kind, self.fault.round) if self.fault else None, device=self.device)
 
@@ -385,7 +402,7 @@ class Node(_Strict):
     ``model: live`` its ``bridge``."""
 
     name: str = Field(min_length=1)
-    kind: Literal["generator", "link_card", "consumer", "nic", "switch"]
+    kind: Literal["generator", "link_card", "consumer", "nic", "switch"]  # NODE_KINDS
     device: str | None = None
     model: str = "sim"
     routes: dict[str, str] | None = None  # link_card in a mesh: function name -> consumer node
@@ -401,19 +418,34 @@ class Node(_Strict):
 
     @model_validator(mode="after")
     def _model_stands_for_kind(self):
+        """The model stands for the node's kind, and the node's blocks (``rtl``, ``bridge``) are those
+        the registry says the model takes (``supports["blocks"]``) and must have (``supports["needs"]``)."""
         from twin.nodes.models import model_for
         try:
-            model_for(self.kind, self.model)
+            m = model_for(self.kind, self.model)
         except KeyError as e:
             raise Located(("model",), self.model, str(e).strip("'\"")) from None
-        if self.rtl is not None and (self.model != "rtl" or self.kind != "consumer"):
-            raise Located(("rtl",), "{...}", "an rtl block belongs to a consumer with model rtl")
-        if self.model == "live":
-            if self.bridge is None:
-                raise Located(("bridge",), "<missing>", "model live needs a bridge block (backend: shm | cuda | udp)")
-        elif self.bridge is not None:
-            raise Located(("bridge",), self.bridge.backend, f"a bridge block is for model live, not model {self.model}")
+        for block, shown in (("rtl", "{...}"), ("bridge", self.bridge.backend if self.bridge else "")):
+            given = getattr(self, block) is not None
+            if given and block not in m.supports.get("blocks", ()):
+                raise Located((block,), shown, f"a{'n' * (block[0] in 'aeior')} {block} block is for "
+                              f"{_taking(block)}; this is a {self.kind} of model {self.model}")
+            if not given and block in m.supports.get("needs", ()):
+                raise Located((block,), "<missing>", f"model {self.model} needs a{'n' * (block[0] in 'aeior')} "
+                              f"{block} block{_BLOCK_HINT.get(block, '')}")
         return self
+
+
+_BLOCK_HINT = {"bridge": " (backend: shm | cuda | udp)"}
+NODE_KINDS = ("generator", "link_card", "consumer", "nic", "switch")
+
+
+def _taking(block: str) -> str:
+    """The models that take node block ``block`` (the registry's ``supports["blocks"]``), e.g.
+    ``model live of a consumer``."""
+    from twin.nodes.models import models_for
+    return " or ".join(f"model {m.name} of a {k}" for k in NODE_KINDS for m in models_for(k)
+                       if block in m.supports.get("blocks", ()))
 
 
 class Link(_Strict):
@@ -456,9 +488,7 @@ class ScenarioBase(_Strict):
     encoding: Literal["default", "classic", "per_piece"] = "default"
     traffic: Traffic = Traffic()
     qblox: QbloxCluster | None = None  # the generator is a Qblox Cluster (twin.devices.qblox)
-    deadline: str | None = None
-
-    _dl = field_validator("deadline", mode="before")(classmethod(lambda cls, v: _duration(v)))
+    deadline: Duration | None = None
 
 
 class Scenario(ScenarioBase):
@@ -486,9 +516,27 @@ class Scenario(ScenarioBase):
 
     @model_validator(mode="after")
     def _topology(self):
+        """The whole scenario's checks, in this order: the topology graph, the traffic's horizon, a
+        mesh's per-flow keys, the faults, a Qblox cluster, the function's payload."""
         self.graph()  # raises ValueError on a bad topology
         check_horizon(self.traffic, self.rounds, ("traffic",))
-        if self.flows:  # a mesh: these are per flow, or have nothing to compare with
+        self._check_mesh_keys()
+        self._check_faults()
+        if self.qblox is not None:
+            self._check_qblox(self.qblox)
+        if self.faults and self.faults.timeout <= 0:
+            raise Located(("faults", "timeout"), str(self.faults.timeout), "must be > 0")
+        from twin.runtime.functions import lookup
+        need = lookup(self.function).min_payload
+        if self.frame_bytes < need:
+            raise Located(("frame_bytes",), self.frame_bytes,
+                          f"function {self.function} needs a payload of at least {need} bytes (its syndrome)")
+        return self
+
+    def _check_mesh_keys(self) -> None:
+        """A mesh (``flows``): no top-level function, traffic or measured (they are per flow, or have
+        nothing to compare with); every flow's traffic within the horizon. Raises :class:`Located`."""
+        if self.flows:
             for key, why in (("function", "each flow names its function (flows[].function)"),
                              ("traffic", "each flow has its traffic (flows[].traffic)"),
                              ("measured", "the published measurements are of single loops, not of a mesh")):
@@ -498,54 +546,58 @@ class Scenario(ScenarioBase):
                                   f"not for a mesh (flows): {why}")
         for i, f in enumerate(self.flows):
             check_horizon(f.traffic, f.rounds or self.rounds, ("flows", i, "traffic"))
-        if self.faults:  # a fault past every loop's last round would inject nothing
-            last = max(f.rounds or self.rounds for f in self.flows) if self.flows else self.rounds
-            for kind in ("corrupt_piece", "drop_frame"):
-                block = getattr(self.faults, kind)
-                for i, r in enumerate(block.rounds if block else []):
-                    if r > last:
-                        raise Located(("faults", kind, "rounds", i), r, f"past the scenario's last round ({last:,}"
-                                      f"{' in any flow' if self.flows else ''}): it would inject nothing")
-        if self.faults and self.faults.drop_frame:  # the control side resends after the timeout: in order only
-            loops = [(("flows", i, "traffic"), f.traffic) for i, f in enumerate(self.flows)] if self.flows else [
-                (("traffic",), self.traffic)]
-            for where, t in loops:
-                if t.mode != "closed_loop":
-                    raise Located((*where, "mode"), t.mode, "faults.drop_frame needs closed_loop traffic with one "
-                                  "request in flight (a resent frame must not overtake later requests)")
-                if t.in_flight > 1:
-                    raise Located((*where, "in_flight"), t.in_flight, "faults.drop_frame needs one request in "
-                                  "flight (a frame resent after its timeout would overtake the later requests)")
-        if self.qblox is not None:
-            if "traffic" in self.model_fields_set:
-                raise Located(("traffic",), "<set>", "a Qblox cluster's traffic comes from its programs (qblox); "
-                              "leave traffic out")
-            if self.flows or not self.external_control():
-                raise Located(("qblox",), self.qblox.device, "a Qblox cluster reaches one link card across a "
-                              "cable: an aurora link from the generator, no flows")
-            if self.qblox.syndrome_bits() > 8 * self.frame_bytes:
-                raise Located(("frame_bytes",), self.frame_bytes, f"the cluster publishes "
-                              f"{self.qblox.syndrome_bits()} syndrome bits a round; they do not fit")
-            check_listening_rounds(self.qblox, self.rounds, ("rounds",))
-            fb = self.qblox.feedback
-            if fb is not None:  # the answer bit must lie in the reply the function sends back
-                from twin.runtime.functions import lookup
-                try:
-                    rb = len(lookup(self.function).python(bytes(self.frame_bytes)))
-                except (KeyError, ValueError):
-                    rb = self.frame_bytes
-                if fb.answer_bit >= 8 * rb:
-                    raise Located(("qblox", "feedback", "answer_bit"), fb.answer_bit,
-                                  f"the reply carries {8 * rb} bits ({rb} bytes of {self.function}'s answer to a "
-                                  f"{self.frame_bytes}-byte frame): this bit would always read 0")
-        if self.faults and time_ps(self.faults.timeout) <= 0:
-            raise Located(("faults", "timeout"), self.faults.timeout, "must be > 0")
-        from twin.runtime.functions import lookup
-        need = lookup(self.function).min_payload
-        if self.frame_bytes < need:
-            raise Located(("frame_bytes",), self.frame_bytes,
-                          f"function {self.function} needs a payload of at least {need} bytes (its syndrome)")
-        return self
+
+    def _check_faults(self) -> None:
+        """Faulted rounds within the last round of some loop (else they would inject nothing); a
+        dropped frame needs closed-loop traffic with one request in flight (its resend must not
+        overtake later requests). Raises :class:`Located`."""
+        if not self.faults:
+            return
+        last = max(f.rounds or self.rounds for f in self.flows) if self.flows else self.rounds
+        for kind in ("corrupt_piece", "drop_frame"):
+            block = getattr(self.faults, kind)
+            for i, r in enumerate(block.rounds if block else []):
+                if r > last:
+                    raise Located(("faults", kind, "rounds", i), r, f"past the scenario's last round ({last:,}"
+                                  f"{' in any flow' if self.flows else ''}): it would inject nothing")
+        if not self.faults.drop_frame:
+            return
+        loops = [(("flows", i, "traffic"), f.traffic) for i, f in enumerate(self.flows)] if self.flows else [
+            (("traffic",), self.traffic)]
+        for where, t in loops:
+            if t.mode != "closed_loop":
+                raise Located((*where, "mode"), t.mode, "faults.drop_frame needs closed_loop traffic with one "
+                              "request in flight (a resent frame must not overtake later requests)")
+            if t.in_flight > 1:
+                raise Located((*where, "in_flight"), t.in_flight, "faults.drop_frame needs one request in "
+                              "flight (a frame resent after its timeout would overtake the later requests)")
+
+    def _check_qblox(self, q: QbloxCluster) -> None:
+        """A Qblox cluster as the generator: its programs are the traffic, it reaches one link card
+        across an Aurora cable, its syndrome bits fit the frame, its listening programs publish the
+        rounds asked for, and a feedback answer bit lies in the reply. Raises :class:`Located`."""
+        if "traffic" in self.model_fields_set:
+            raise Located(("traffic",), "<set>", "a Qblox cluster's traffic comes from its programs (qblox); "
+                          "leave traffic out")
+        if self.flows or not self.external_control():
+            raise Located(("qblox",), q.device, "a Qblox cluster reaches one link card across a "
+                          "cable: an aurora link from the generator, no flows")
+        if q.syndrome_bits() > 8 * self.frame_bytes:
+            raise Located(("frame_bytes",), self.frame_bytes, f"the cluster publishes "
+                          f"{q.syndrome_bits()} syndrome bits a round; they do not fit")
+        check_listening_rounds(q, self.rounds, ("rounds",))
+        fb = q.feedback
+        if fb is None:
+            return
+        from twin.runtime.functions import lookup  # the answer bit must lie in the reply the function sends back
+        try:
+            rb = len(lookup(self.function).python(bytes(self.frame_bytes)))
+        except (KeyError, ValueError):
+            rb = self.frame_bytes
+        if fb.answer_bit >= 8 * rb:
+            raise Located(("qblox", "feedback", "answer_bit"), fb.answer_bit,
+                          f"the reply carries {8 * rb} bits ({rb} bytes of {self.function}'s answer to a "
+                          f"{self.frame_bytes}-byte frame): this bit would always read 0")
 
     def graph(self) -> nx.Graph:
         """The topology as a networkx graph (:func:`twin.scenario.graph.scenario_graph`): nodes carry
@@ -570,10 +622,6 @@ class Scenario(ScenarioBase):
         """Consumer nodes in file order (one loop each)."""
         return [n for n in self.nodes if n.kind == "consumer"]
 
-    def card_model(self) -> str:
-        """The link card node's model (``sim`` or ``rtl``)."""
-        return next(n.model for n in self.nodes if n.kind == "link_card")
-
     def external_control(self) -> bool:
         """True when the generator reaches the card over Aurora (a control system across a cable)."""
         g = self.graph()
@@ -595,11 +643,11 @@ def gaps_of(block: GapsBlock | None, gaps_file: Path | None = None) -> Gaps | No
         return None
     d = block.distribution
     if d == "fixed":
-        return Gaps("fixed", time_ps(block.value))
+        return Gaps("fixed", int(block.value or 0))  # the block's check: the distribution's keys are given
     if d == "uniform":
-        return Gaps("uniform", time_ps(block.min), time_ps(block.max))
+        return Gaps("uniform", int(block.min or 0), int(block.max or 0))
     if d == "exponential":
-        return Gaps("exponential", time_ps(block.mean))
+        return Gaps("exponential", int(block.mean or 0))
     return Gaps("file", values_ps=read_gaps(gaps_file or Path(block.file)))
 
 
@@ -628,10 +676,9 @@ def read_gaps(path: Path) -> tuple[int, ...]:
 def traffic_params(t: Traffic, rounds: int, frame_bytes: int, gaps_file: Path | None = None) -> TrafficParams:
     """A ``traffic`` block as :class:`TrafficParams` (ps) for ``rounds`` requests of ``frame_bytes``."""
     return TrafficParams(mode=t.mode, rounds=rounds, frame_bytes=frame_bytes,
-                         period_ps=time_ps(t.period) if t.period else 0, clock=t.clock,
-                         clock_ps=time_ps(t.clock_period), ppm=t.ppm, gap_ps=time_ps(t.gap),
-                         in_flight=t.in_flight, gaps=gaps_of(t.gaps, gaps_file),
+                         period_ps=int(t.period or 0), clock=t.clock, clock_ps=int(t.clock_period), ppm=t.ppm,
+                         gap_ps=int(t.gap), in_flight=t.in_flight, gaps=gaps_of(t.gaps, gaps_file),
                          waits=None if t.program is None else Waits.every_round(
-                             t.program.waits.for_round, time_ps(t.program.waits.then) // time_ps(t.clock_period)))
+                             t.program.waits.for_round, t.program.waits.then // t.clock_period))
 
 
