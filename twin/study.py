@@ -162,6 +162,7 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
                              sc.faults.plan() if sc.faults else FaultPlan(), lookup(sc.function).id, node.model,
                              sc.card_model(), rtl_config(loaded, node, trace),
                              bridge=node.bridge.settings() if node.bridge else None)
+        spec = replace(spec, control=sc.control_side())  # the control node's kind: its registered factory builds it
         cb = (lambda n, name=node.name: progress(name, n)) if progress else None
         failure = None
         try:

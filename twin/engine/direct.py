@@ -80,7 +80,9 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     if spec.traffic.share is not None:  # one flow of a stream shared over several devices (one timeline)
         raise DirectNotApplicable(f"loop {spec.name!r}: a share of a stream runs with its other flows: event model")
     why = [f"the {what} is model {name}" for what, kind, name in (("consumer", "consumer", spec.model),
-                                                                     ("link card", "link_card", spec.card_model))
+                                                                     ("link card", "link_card", spec.card_model),
+                                                                     (f"control side ({spec.control.kind})", spec.control.kind,
+                                                                      spec.control.model))
            if not direct_computes(kind, name)]  # what this loop has that the direct engine does not compute
     if spec.function != 0 and reply_bytes is None:
         from twin.runtime.functions import lookup

@@ -2,15 +2,18 @@
 
 The way SST elements declare themselves with their ELI macros, every node kind (control system,
 link card, consumer, NIC, switch) and every wire kind (aurora, pcie, ethernet) is one
-:class:`NodeKind` registered here with :func:`declare`. The declarations themselves live in one
-place, :mod:`twin.nodes.kinds`, loaded on the first lookup; ``twin components`` prints them
-(:mod:`twin.nodes.listing`) and ``docs/components.md`` is generated from them.
+:class:`NodeKind` registered here with :func:`declare`. The built-in declarations live in
+:mod:`twin.nodes.kinds`, loaded on the first lookup; a kind added later lives in its own device
+module with its node class and factory (e.g. :mod:`twin.devices.zhinst`), imported by one line at
+the end of :mod:`twin.nodes.kinds`. ``twin components`` prints them (:mod:`twin.nodes.listing`)
+and ``docs/components.md`` is generated from them.
 
 This module does no I/O and imports no device module: the declarations (which read their defaults
 from the devices' dataclasses) are imported only when :func:`kinds` or :func:`kind` is first called.
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 LISTING_FORMATS = ("text", "markdown", "json")  # twin components --format (twin.nodes.listing.render)
@@ -93,9 +96,19 @@ class Stat:
     doc: str
 
 
+PLACES = ("generator", "link_card", "consumer", "nic", "switch")  # where a node stands in a scenario's topology
+
+
 @dataclass(frozen=True)
 class NodeKind:
-    """A node kind (``role`` "node": it has registered models) or a wire kind (``role`` "link")."""
+    """A node kind (``role`` "node": it has registered models) or a wire kind (``role`` "link").
+
+    place: where a node of this kind stands in a scenario's topology, one of :data:`PLACES`
+        (``generator``: the control side; ``""``: the kind's own name, which must be one).
+    settings: ``"module:Class"`` of the pydantic model a scenario node's ``params:`` block is
+        validated into (``""``: the kind takes no ``params:`` block; its parameters come from the
+        calibration and the scenario's other keys).
+    """
 
     name: str
     doc: str
@@ -103,6 +116,8 @@ class NodeKind:
     ports: tuple[Port, ...] = ()
     stats: tuple[Stat, ...] = ()
     role: str = "node"
+    place: str = ""
+    settings: str = ""
 
     def __post_init__(self):
         if self.role not in ROLES:
@@ -112,6 +127,20 @@ class NodeKind:
             dup = sorted({n for n in names if names.count(n) > 1})
             if dup:
                 raise ValueError(f"kind {self.name!r} declares the {what} {', '.join(dup)} twice")
+        if self.role == "node" and self.where not in PLACES:
+            raise ValueError(f"kind {self.name!r}: place must be one of {', '.join(PLACES)}, got {self.where!r}")
+
+    @property
+    def where(self) -> str:
+        """The place a node of this kind takes in a topology (:attr:`place`, or the kind's name)."""
+        return self.place or self.name
+
+    def settings_class(self) -> type | None:
+        """The pydantic model of a node's ``params:`` block (:attr:`settings`), or None."""
+        if not self.settings:
+            return None
+        mod, _, attr = self.settings.partition(":")
+        return getattr(importlib.import_module(mod), attr)
 
     def param(self, name: str) -> Param:
         """The parameter ``name``; raises KeyError naming the kind's parameters."""

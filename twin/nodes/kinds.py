@@ -563,3 +563,6 @@ declare(NodeKind(
            Port("rx", "out", "writes landing in the other chip's memory, in order; coherent loads across it")),
     stats=_LANE_STATS,
 ))
+
+# -- kinds declared in their own module (a new kind is one file: docs/architecture.md, "Adding a node kind") --
+import twin.devices.zhinst  # noqa: E402,F401  (declares zhinst_qccs)
