@@ -451,7 +451,7 @@ QBLOX = {"device": "Qblox Cluster", "result_latency_ns": 150.0, "trigger_network
          "sequencers": [{"name": "s0", "measurements_per_round": 4, "program": PROGRAM},
                         {"name": "s1", "measurements_per_round": 4, "program": PROGRAM.replace("300", "280")}]}
 GEN, CARD = {"name": "gen", "kind": "generator"}, {"name": "u55c", "kind": "link_card"}
-ZQ = {"samples": 1024, "period_ns": 5000, "feedback_delay_cycles": 800, "result_latency_ns": 100.0,
+ZQ = {"samples": 1000, "period_ns": 5000, "feedback_delay_cycles": 800, "result_latency_ns": 100.0,
       "reply_latency_ns": 100.0, "clock": "independent", "ppm": 5.0}  # a QCCS (twin/devices/zhinst.py)
 
 
