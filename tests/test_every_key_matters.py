@@ -221,7 +221,8 @@ def zhinst_cases(p: str) -> list[Case]:
     internal = {f"{p}.feedback": "internal", f"{p}.generator": "SHFQC"}
     return [C("zhinst", {f"{p}.samples": 2048}), C("zhinst", {f"{p}.samples": 10}, refused=f"{p}.samples"),
             C("zhinst", {f"{p}.period_ns": 6000}), C("zhinst", {f"{p}.period_ns": 5050}, refused=f"{p}.period_ns"),
-            C("zhinst", {f"{p}.generator": "HDAWG"}), C("zhinst", {f"{p}.generator": "SHFQC"}, refused=f"{p}.generator"),
+            C("zhinst", {f"{p}.generator": "HDAWG"}),
+            C("zhinst", {f"{p}.generator": "SHFQC"}, refused=f"{p}.generator"),
             C("zhinst", {f"{p}.feedback": "register_forward"}), C("zhinst", internal),
             C("zhinst", {f"{p}.trigger_source": "internal"}, internal),
             C("zhinst", {f"{p}.trigger_source": "internal"}, refused=f"{p}.trigger_source"),

@@ -108,9 +108,10 @@ def test_an_independent_clock_runs_at_its_offset(tmp_path):
 def test_the_direct_engine_and_the_compiled_core_leave_it_to_the_event_engine(tmp_path):
     summary = run(tmp_path, scenario()).summary
     assert summary["engine"] == "event"
+    from dataclasses import replace
+
     from twin.engine import features
     from twin.scenario.compile import flow_spec
-    from dataclasses import replace
     ld = load_scenario(write(tmp_path, scenario()))
     spec = replace(flow_spec(ld.params, "epyc7282", ld.scenario.traffic_params(), 1, external_control=True),
                    control=ld.scenario.control_side())
@@ -119,10 +120,11 @@ def test_the_direct_engine_and_the_compiled_core_leave_it_to_the_event_engine(tm
 
 # -- the kind: one file plus its registration --------------------------------------------------------
 def test_the_node_satisfies_the_control_protocol(tmp_path):
+    from dataclasses import replace
+
     from twin.engine.event import _FlowRun, _Shared
     from twin.engine.topology import Topology
     from twin.kernel import Kernel
-    from dataclasses import replace
     from twin.scenario.compile import flow_spec
     ld = load_scenario(write(tmp_path, scenario()))
     spec = replace(flow_spec(ld.params, "epyc7282", ld.scenario.traffic_params(), 1, external_control=True),

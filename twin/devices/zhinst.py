@@ -137,8 +137,15 @@ class QccsParams(BaseModel):
     def native_cycles(self) -> int:
         """The native feedback latency in sequencer cycles (4 ns): the published model's for this
         configuration and ``samples``. Raises ValueError where the package refuses the combination."""
-        from zhinst.timing_models import (FeedbackPath, PQSCMode, QAType, QCCSFeedbackModel, SGType, TriggerSource,
-                                          get_feedback_system_description)
+        from zhinst.timing_models import (
+            FeedbackPath,
+            PQSCMode,
+            QAType,
+            QCCSFeedbackModel,
+            SGType,
+            TriggerSource,
+            get_feedback_system_description,
+        )
         internal = self.feedback == "internal"
         desc = get_feedback_system_description(
             generator_type=SGType[self.generator], analyzer_type=QAType.SHFQC if internal else QAType.SHFQA,
@@ -237,8 +244,8 @@ class ZhinstQccs(NoTrace):
         """The control program's section (module docstring), over the rounds whose replies are back."""
         n = self.received
         reaction = self.t_back[:n] + int(round(self.p.reply_latency_ns * PS_PER_NS)) - self.t_trigger[:n]
-        return {"stall_ps": np.zeros(n, np.int64), "stall_total_ps": 0, "period_ps": np.diff(self.t_trigger[:self.sent]),
-                "nominal_period_ps": self.traffic.period_ps,
+        return {"stall_ps": np.zeros(n, np.int64), "stall_total_ps": 0,
+                "period_ps": np.diff(self.t_trigger[:self.sent]), "nominal_period_ps": self.traffic.period_ps,
                 "feedback": {"native_ps": self.p.native_cycles * SEQUENCER_CLOCK_PS, "read_ps": self.p.read_ps,
                              "reaction_ps": reaction, "late": reaction > self.p.read_ps}}
 
@@ -272,7 +279,8 @@ _PARAMS = {
                                  "the instruments' automatic output alignment (adds trigger delays)",
                                  "scenario nodes[].params.automatic_triggerdelays"),
     "result_latency_ns": P("ns", "assumption: no published figure for the result's way onto the Aurora cable",
-                           "integration complete -> the request on the cable", "scenario nodes[].params.result_latency_ns"),
+                           "integration complete -> the request on the cable",
+                           "scenario nodes[].params.result_latency_ns"),
     "reply_latency_ns": P("ns", "assumption: no published figure for the link-to-ZSync hop", "reply back at the "
                           "QCCS -> the correction at the generator's sequencer",
                           "scenario nodes[].params.reply_latency_ns"),
@@ -296,7 +304,8 @@ declare(NodeKind(
     ports=(Port("send", "out", "each round's request towards the link card across the Aurora cable"),
            Port("reply", "in", "a reply is back at the QCCS end of the cable")),
     stats=(Stat("sent", "", "requests sent"), Stat("received", "", "replies received"),
-           Stat("program.feedback.native_ns", "ns", "the native feedback latency (the published model's cycles x 4 ns)"),
+           Stat("program.feedback.native_ns", "ns", "the native feedback latency (the published model's cycles x "
+                "4 ns)"),
            Stat("program.feedback.read_at_ns", "ns", "trigger -> the conditional pulse reads its correction"),
            Stat("program.feedback.reaction_ns", "ns", "per round: trigger -> the correction at the generator "
                 "(mean, p50, p99, max) and its excess over the native latency"),

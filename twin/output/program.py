@@ -53,8 +53,8 @@ def feedback_summary(fb: dict) -> dict:
     from twin.stats import percentile_ps
     r = np.asarray(fb["reaction_ps"], np.int64)
     native = int(fb["native_ps"])
-    out = {"native_ns": native / 1000, "read_at_ns": int(fb["read_ps"]) / 1000,
-           "late_rounds": int(np.count_nonzero(fb["late"])), "rounds": int(len(r))}
+    out: dict = {"native_ns": native / 1000, "read_at_ns": int(fb["read_ps"]) / 1000,
+                 "late_rounds": int(np.count_nonzero(fb["late"])), "rounds": int(len(r))}
     if len(r):
         out["reaction_ns"] = {"mean": round(float(r.mean()) / 1000, 3), "p50": percentile_ps(r, 50) / 1000,
                               "p99": percentile_ps(r, 99) / 1000, "max": float(r.max()) / 1000}

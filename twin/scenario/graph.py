@@ -1,12 +1,13 @@
 """The topology of a scenario as a networkx graph: checks, routes, the links' allowed ends.
 
 Nodes are placed by their kind's ``place`` (:attr:`twin.nodes.declare.NodeKind.place`: any control
-kind stands as the generator). A loop scenario has one generator and one link card; each consumer hangs off the card on pcie, or
-is reached over ethernet (RoCE v2: card -> switches -> NIC -> pcie). A mesh scenario has ``flows``:
-each flow leaves a generator (a control system), enters a link card next to it (``via`` when there
-are several) and is routed by the card to a consumer by function id (the card's ``routes``:
-function name -> consumer node), over pcie. Two flows whose routes share an edge share that link
-direction (its wire serialises both); two flows routed to one consumer share its serving thread.
+kind stands as the generator). A loop scenario has one generator and one link card; each consumer
+hangs off the card on pcie, or is reached over ethernet (RoCE v2: card -> switches -> NIC ->
+pcie). A mesh scenario has ``flows``: each flow leaves a generator (a control system), enters a
+link card next to it (``via`` when there are several) and is routed by the card to a consumer by
+function id (the card's ``routes``: function name -> consumer node), over pcie. Two flows whose
+routes share an edge share that link direction (its wire serialises both); two flows routed to one
+consumer share its serving thread.
 Pure: no I/O.
 """
 from __future__ import annotations

@@ -49,8 +49,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import networkx as nx  # noqa: F401  (graph() returns one)
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, ValidationError, field_validator,
-                      model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from twin.config import Located, short
 from twin.devices.generator import MAX_PPM, Gaps, TrafficParams, Waits
@@ -533,9 +541,6 @@ class Scenario(_Strict):
     @model_validator(mode="after")
     def _topology(self):
         self.graph()  # raises ValueError on a bad topology
-        ctl = self.control()
-        if ctl is not None and ctl.settings is not None:  # a control kind with its own parameters checks its place
-            ctl.settings.check_scenario(self, self.nodes.index(ctl))
         check_horizon(self.traffic, self.rounds, ("traffic",))
         if self.flows:  # a mesh: these are per flow, or have nothing to compare with
             for key, why in (("function", "each flow names its function (flows[].function)"),
@@ -594,6 +599,13 @@ class Scenario(_Strict):
         if self.frame_bytes < need:
             raise Located(("frame_bytes",), self.frame_bytes,
                           f"function {self.function} needs a payload of at least {need} bytes (its syndrome)")
+        return self
+
+    @model_validator(mode="after")
+    def _control(self):  # after _topology (definition order): the graph is sound
+        ctl = self.control()
+        if ctl is not None and ctl.settings is not None:  # a control kind with its own parameters checks its place
+            ctl.settings.check_scenario(self, self.nodes.index(ctl))  # type: ignore[attr-defined]
         return self
 
     def graph(self) -> nx.Graph:
