@@ -93,8 +93,15 @@ def test_node_kinds_are_the_registered_kinds_and_the_scenario_kinds():
     assert registered == nodes
     for k in kinds("node"):
         assert registry.models_for(k.name), f"{k.name}: no registered model"
+    from pydantic import ValidationError
+
     from twin.scenario import Link, Node
-    assert set(typing.get_args(Node.model_fields["kind"].annotation)) == nodes
+    for name in nodes:  # the scenario takes every declared node kind, and no other
+        assert Node._kind(name) == name
+    with pytest.raises(ValueError, match="not a node kind"):
+        Node._kind("aurora")
+    with pytest.raises(ValidationError):
+        Node(name="x", kind="no_such_kind")
     assert set(typing.get_args(Link.model_fields["kind"].annotation)) == {k.name for k in kinds("link")}
 
 
