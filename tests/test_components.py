@@ -17,7 +17,7 @@ from twin.devices.linkcard import LinkCardParams
 from twin.engine.hops import INSTANTS, STAGES
 from twin.nodes import kinds as K
 from twin.nodes import listing, registry  # noqa: F401
-from twin.nodes.declare import REQUIRED, NodeKind, Param, Port, declare
+from twin.nodes.declare import REQUIRED, NodeKind, Param, Port, code_defaults, declare
 from twin.nodes.kinds import kind, kinds
 from twin.qec.hosting import HostingParams
 
@@ -60,7 +60,7 @@ def test_every_declared_param_names_a_real_field_with_the_code_default():
     for k in kinds():
         for p in k.params:
             assert p.of, f"{k.name}.{p.name} names no class"
-            have = K.code_defaults(p.of)
+            have = code_defaults(p.of)
             assert p.field in have, f"{k.name}.{p.name}: {p.of} has no field {p.field!r}"
             assert p.default == have[p.field] or p.default is have[p.field]
             assert p.source and p.doc, f"{k.name}.{p.name}: needs a source and a doc line"
@@ -93,8 +93,15 @@ def test_node_kinds_are_the_registered_kinds_and_the_scenario_kinds():
     assert registered == nodes
     for k in kinds("node"):
         assert registry.models_for(k.name), f"{k.name}: no registered model"
+    from pydantic import ValidationError
+
     from twin.scenario import Link, Node
-    assert set(typing.get_args(Node.model_fields["kind"].annotation)) == nodes
+    for name in nodes:  # the scenario takes every declared node kind, and no other
+        assert Node._kind(name) == name
+    with pytest.raises(ValueError, match="not a node kind"):
+        Node._kind("aurora")
+    with pytest.raises(ValidationError):
+        Node(name="x", kind="no_such_kind")
     assert set(typing.get_args(Link.model_fields["kind"].annotation)) == {k.name for k in kinds("link")}
 
 

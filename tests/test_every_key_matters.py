@@ -216,6 +216,26 @@ def bridge_cases(base: str, p: str) -> dict[str, list[Case]]:
     }
 
 
+def zhinst_cases(p: str) -> list[Case]:
+    """A QCCS node's ``params:`` keys (node kind zhinst_qccs, twin/devices/zhinst.py), under ``p``."""
+    internal = {f"{p}.feedback": "internal", f"{p}.generator": "SHFQC"}
+    return [C("zhinst", {f"{p}.samples": 2048}), C("zhinst", {f"{p}.samples": 10}, refused=f"{p}.samples"),
+            C("zhinst", {f"{p}.period_ns": 6000}), C("zhinst", {f"{p}.period_ns": 5050}, refused=f"{p}.period_ns"),
+            C("zhinst", {f"{p}.generator": "HDAWG"}),
+            C("zhinst", {f"{p}.generator": "SHFQC"}, refused=f"{p}.generator"),
+            C("zhinst", {f"{p}.feedback": "register_forward"}), C("zhinst", internal),
+            C("zhinst", {f"{p}.trigger_source": "internal"}, internal),
+            C("zhinst", {f"{p}.trigger_source": "internal"}, refused=f"{p}.trigger_source"),
+            C("zhinst", {f"{p}.automatic_triggerdelays": False}),
+            C("zhinst", {f"{p}.result_latency_ns": 500.0}), C("zhinst", {f"{p}.reply_latency_ns": 500.0}),
+            C("zhinst", {f"{p}.feedback_delay_cycles": 500}),
+            C("zhinst", {f"{p}.feedback_delay_cycles": 2000}, refused=f"{p}.feedback_delay_cycles"),
+            C("zhinst", {f"{p}.clock": "card"}, {f"{p}.ppm": 0.0}),
+            C("zhinst", {f"{p}.clock": "card"}, refused=f"{p}.ppm"),
+            C("zhinst", {f"{p}.ppm": 50.0}), C("zhinst", {f"{p}.nope": 1}, refused=f"{p}.nope"),
+            C("zhinst", {"nodes[2].params": {"samples": 100}}, refused="nodes[2].params")]
+
+
 def _prefixed(prefix: str, cases: dict[str, list[Case]]) -> dict[str, list[Case]]:
     return {f"{prefix}{k}": v for k, v in cases.items()}
 
@@ -268,6 +288,7 @@ RUN: dict[str, list[Case]] = {
     "flows[].rounds": [C("mesh", {"flows[0].rounds": 100})],
     **_prefixed("flows[].traffic.", traffic_cases("mesh", F0, {}, MESH_CLOSED)),
     **_prefixed("qblox.", qblox_cases("qblox")),
+    "nodes[].params": zhinst_cases("nodes[0].params"),
 }
 
 DEC: dict[str, list[Case]] = {
@@ -431,6 +452,8 @@ QBLOX = {"device": "Qblox Cluster", "result_latency_ns": 150.0, "trigger_network
          "sequencers": [{"name": "s0", "measurements_per_round": 4, "program": PROGRAM},
                         {"name": "s1", "measurements_per_round": 4, "program": PROGRAM.replace("300", "280")}]}
 GEN, CARD = {"name": "gen", "kind": "generator"}, {"name": "u55c", "kind": "link_card"}
+ZQ = {"samples": 1000, "period_ns": 5000, "feedback_delay_cycles": 800, "result_latency_ns": 100.0,
+      "reply_latency_ns": 100.0, "clock": "independent", "ppm": 5.0}  # a QCCS (twin/devices/zhinst.py)
 
 
 def _loop(consumer: dict, link0: str = "on_card", **kw) -> dict:
@@ -451,6 +474,8 @@ BASES = {
                           "rtl": {"top": "user_invert", "sources": [str(ROOT / "tests/rtl_user/user_invert.v")]}},
                          function="invert", rounds=50)),
     "qblox": ("run", {**_loop(EPYC, "aurora"), "qblox": QBLOX}),
+    "zhinst": ("run", {**_loop(EPYC, "aurora"), "nodes": [{"name": "gen", "kind": "zhinst_qccs", "params": ZQ}, CARD,
+                                                          EPYC]}),
     "roce": ("run", {"name": "keys", "calibration": str(ROOT / "calibrations/fitted/backline_roce.yaml"), "seed": 1,
                      "rounds": 200, "frame_bytes": 16,
                      "nodes": [{"name": "hs", "kind": "generator"}, {"name": "vpk120", "kind": "link_card"},

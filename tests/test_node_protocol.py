@@ -64,12 +64,22 @@ def live_spec() -> LoopSpec:
     return spec_of("live", slots=8, bridge=BridgeSettings("shm", timeout_ns=2_000_000_000))
 
 
+def zhinst_spec() -> LoopSpec:
+    """A Zurich Instruments QCCS as the control side (node kind zhinst_qccs)."""
+    from twin.devices.zhinst import QccsParams
+    from twin.engine.spec import Control
+    q = QccsParams(samples=1000, period_ns=5000, clock="card")
+    return replace(spec_of(), traffic=q.traffic(ROUNDS, 64), control=Control("zhinst_qccs", "sim", q))
+
+
 class Recorder:
-    """Wraps the event engine's registry lookups and generator: keeps every node built."""
+    """Wraps the event engine's registry lookups: keeps every node built, by its place (a control
+    side of any kind under ``generator``)."""
 
     def __init__(self, monkeypatch):
+        from twin.nodes.kinds import kind as kind_of
         self.nodes: dict[str, list] = {"consumer": [], "link_card": [], "generator": []}
-        real, gen = event.model_for, event.TrafficGenerator
+        real = event.model_for
         nodes = self.nodes
 
         class Entry:
@@ -81,16 +91,11 @@ class Recorder:
 
                 def made(ctx):
                     node = factory(ctx)
-                    nodes[self.kind].append(node)
+                    nodes[kind_of(self.kind).where].append(node)
                     return node
                 return made
 
-        def generator(*a, **kw):
-            g = gen(*a, **kw)
-            nodes["generator"].append(g)
-            return g
         monkeypatch.setattr(event, "model_for", lambda kind, name: Entry(kind, real(kind, name)))
-        monkeypatch.setattr(event, "TrafficGenerator", generator)
         monkeypatch.setattr(event, "COMPILED", False)  # the simpy reference builds the nodes
 
 
@@ -129,6 +134,7 @@ CASES = {
     ("link_card", "sim"): lambda: spec_of(),
     ("link_card", "rtl"): lambda: spec_of(card_model="rtl"),
     ("generator", "sim"): lambda: spec_of(),
+    ("zhinst_qccs", "sim"): zhinst_spec,
 }
 WIRE_KINDS = ("nic", "switch")  # parts of the RoCE wire model (twin.links.roce), not nodes on the timeline
 
@@ -153,7 +159,12 @@ def test_registered_node_satisfies_the_protocol_and_reports_what_the_engine_does
     assert_consumer_record(consumer.finish(), st)
     assert consumer.keeps_partial == (model == "live" and kind == "consumer")
     p = gen.finish()
-    assert isinstance(p, ProgramStats) and p.sent == p.received == ROUNDS and p.program == {}
+    assert isinstance(p, ProgramStats) and p.sent == p.received == ROUNDS
+    if kind == "zhinst_qccs":  # its section: the loop's reaction per round against the native latency
+        r = p.program["feedback"]["reaction_ps"]
+        assert len(r) == ROUNDS and np.array_equal(st["program"]["feedback"]["reaction_ps"], r)
+    else:
+        assert p.program == {}
     assert res.mismatches == 0 and len(res.t_in) == ROUNDS
     if kind == "consumer" and model == "live":
         ns = consumer.finish()

@@ -36,6 +36,9 @@ def results_document(study: StudyResult) -> dict:
         traffic["gaps"] = t.gaps.model_dump(exclude_none=True)
     if t.program is not None:
         traffic["program"] = t.program.model_dump()
+    ctl = sc.control()
+    if ctl is not None and ctl.settings is not None:  # a control kind with its own parameters says what it sends
+        traffic = ctl.settings.describe()  # type: ignore[attr-defined]
     if sc.qblox is not None:  # a Qblox cluster: traffic from its Q1ASM programs
         q = sc.qblox
         traffic = {"mode": "open_loop", "clock": q.clock, "period_ns": q.period_ns(), "ppm": q.ppm,

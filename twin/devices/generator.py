@@ -382,6 +382,16 @@ class TrafficGenerator(NoTrace):
             self.kernel.at(self.clock.at_or_after(self.kernel.now + gap), self._send_next)
 
 
+def build_control(ctx) -> TrafficGenerator:
+    """The generator kind's registered factory: the control side of one flow from its
+    :class:`twin.engine.event.NodeContext`: this module's generator, or a listening control
+    program's own (``traffic.feedback.generator``: :class:`twin.devices.qblox.ListeningCluster`)."""
+    tr = ctx.spec.traffic
+    make = TrafficGenerator if tr.feedback is None else tr.feedback.generator
+    return make(ctx.kernel, tr, tr.make_clock(ctx.gen_phase_ps), ctx.send, ctx.salt, ctx.workload.payloads,
+                gaps_ps=ctx.gaps_ps)
+
+
 if TYPE_CHECKING:  # mypy checks that these satisfy the node protocol (twin/nodes/protocol.py)
     from twin.nodes.protocol import ControlNode
     _trafficgenerator: type[ControlNode] = TrafficGenerator

@@ -79,8 +79,10 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
         raise DirectNotApplicable(f"loop {spec.name!r}: {spec.event_only}")
     if spec.traffic.share is not None:  # one flow of a stream shared over several devices (one timeline)
         raise DirectNotApplicable(f"loop {spec.name!r}: a share of a stream runs with its other flows: event model")
-    why = [f"the {what} is model {name}" for what, kind, name in (("consumer", "consumer", spec.model),
-                                                                     ("link card", "link_card", spec.card_model))
+    ctl = spec.control
+    nodes = (("consumer", "consumer", spec.model), ("link card", "link_card", spec.card_model),
+             (f"control side ({ctl.kind})", ctl.kind, ctl.model))
+    why = [f"the {what} is model {name}" for what, kind, name in nodes
            if not direct_computes(kind, name)]  # what this loop has that the direct engine does not compute
     if spec.function != 0 and reply_bytes is None:
         from twin.runtime.functions import lookup

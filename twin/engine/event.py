@@ -16,7 +16,6 @@ from typing import Any, Callable
 import numpy as np
 
 from twin.devices.consumer import ServingThread
-from twin.devices.generator import TrafficGenerator
 from twin.devices.linkcard import CardBridge
 from twin.engine.counters import flow_stats, slot_bytes_of
 from twin.engine.hops import Hops
@@ -49,7 +48,9 @@ class NodeContext:
     :class:`ServingThread`), bridge (card: the node's :class:`CardBridge`), on_reply (card), lane
     (``lane(a, b, wire, stream, jitter_ps) -> Lane``: the topology's lane of link direction
     a -> b, made on first use, for a node that posts writes on a link of its own: a two-stage
-    consumer's hand-off).
+    consumer's hand-off). The control side's: send (``send(seq, payload)`` at the send instant),
+    gen_phase_ps (its oscillator's start phase: one per control node), salt (the payloads'),
+    gaps_ps (its random gaps, or None).
     """
 
     kernel: Kernel
@@ -68,6 +69,10 @@ class NodeContext:
     bridge: CardBridge | None = None
     on_reply: Callable | None = None
     lane: Callable | None = None
+    send: Callable | None = None
+    gen_phase_ps: int = 0
+    salt: int = 0
+    gaps_ps: np.ndarray | None = None
 
     def functions(self):
         """The consumer's function lookup (fid -> callable)."""
@@ -131,17 +136,16 @@ class _FlowRun:
         self.window = None if rtl is None else (rtl.trace_first, rtl.trace_last)
         self.dropped = {"frames": 0, "resent": 0}
         ctx = self._context()
+        ctx.send, ctx.gen_phase_ps, ctx.salt = self.send, gen_phase, salt
+        ctx.gaps_ps = tr.gaps_array(spec.seed, flow.gaps_stream or spec.stream("gaps"))
         self.consumer: ConsumerNode = model_for("consumer", spec.model).build()(ctx)
         try:
             self.card: CardNode = model_for("link_card", spec.card_model).build()(ctx)
         except BaseException:
             self.consumer.shutdown()  # it may hold a live session or a Verilated model already
             raise
-        fb: Any = tr.feedback
-        make = TrafficGenerator if fb is None else fb.generator  # a listening program's own
         try:
-            self.gen: ControlNode = make(k, tr, tr.make_clock(gen_phase), self.send, salt, flow.workload.payloads,
-                                         gaps_ps=tr.gaps_array(spec.seed, flow.gaps_stream or spec.stream("gaps")))
+            self.gen: ControlNode = model_for(spec.control.kind, spec.control.model).build()(ctx)
         except BaseException:
             self.card.shutdown()
             self.consumer.shutdown()

@@ -16,6 +16,17 @@ from twin.links.pcie import PcieLink
 
 
 @dataclass(frozen=True)
+class Control:
+    """The control side of a loop: its node ``kind`` and ``model`` (the registry's factory builds
+    it, :mod:`twin.nodes.models`) and ``params``, its own parameters when its kind declares a
+    ``params:`` block (e.g. a :class:`twin.devices.zhinst.QccsParams`; None: the traffic is all)."""
+
+    kind: str = "generator"
+    model: str = "sim"
+    params: object = None
+
+
+@dataclass(frozen=True)
 class LoopSpec:
     """One loop: a generator, the link card, one consumer, and the links between them.
 
@@ -41,6 +52,8 @@ class LoopSpec:
     bridge: for model "live", the :class:`hw_bridge.contract.BridgeSettings`; else None.
     handoff: a second stage (:class:`twin.devices.handoff.HandoffSpec`): the consumer receives each
         request and hands it to another device through a second queue pair in memory; None: one stage.
+    control: the control side's node kind, model and own parameters (:class:`Control`; default the
+        generator of ``traffic``).
     """
 
     name: str
@@ -61,6 +74,7 @@ class LoopSpec:
     rtl: object = None
     bridge: object | None = None
     handoff: object | None = None
+    control: Control = Control()
 
     @property
     def event_only(self) -> str | None:

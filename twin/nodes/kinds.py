@@ -13,12 +13,8 @@ record each value's provenance; "fitted: <file>" names the fitted set; "assumpti
 """
 from __future__ import annotations
 
-import dataclasses
-import importlib
-import inspect
-from typing import NamedTuple
-
-from twin.nodes.declare import REQUIRED, NodeKind, Param, Port, Stat, declare, kind, kinds
+from twin.nodes.declare import NodeKind, P, Port, Stat, declare, kind, kinds
+from twin.nodes.declare import param_fields as _fields
 
 __all__ = ["kind", "kinds"]  # the lookups, every kind declared
 
@@ -56,58 +52,6 @@ NVQLINK = "calibrations/nvqlink.yaml (sources in calibrations/measured/nvqlink.y
 NV_C2C = ("NVIDIA Grace Hopper Superchip Architecture whitepaper: NVLink-C2C 900 GB/s total, 450 GB/s per "
           "direction")
 PACKETISER = "twin.links.roce:RoceV2Packetiser"
-
-
-class P(NamedTuple):
-    """What a declaration says of one field: unit, source, one line, and where it is set."""
-
-    unit: str
-    source: str
-    doc: str
-    key: str = ""
-
-
-def _cls(of: str) -> type:
-    mod, _, attr = of.partition(":")
-    return getattr(importlib.import_module(mod), attr)
-
-
-def code_defaults(of: str) -> dict[str, object]:
-    """The fields of ``of`` (``"module:Class"``: a dataclass, a pydantic model, or any other class's
-    keyword arguments) and their defaults in the code, in the code's order (:data:`REQUIRED`
-    where a field has none)."""
-    cls = _cls(of)
-    if dataclasses.is_dataclass(cls):
-        out = {}
-        for f in dataclasses.fields(cls):
-            if f.default is not dataclasses.MISSING:
-                out[f.name] = f.default
-            elif f.default_factory is not dataclasses.MISSING:
-                out[f.name] = f.default_factory()
-            else:
-                out[f.name] = REQUIRED
-        return out
-    if hasattr(cls, "model_fields"):  # a pydantic settings model (a calibration file's section)
-        return {n: (REQUIRED if f.is_required() else f.get_default(call_default_factory=True))
-                for n, f in cls.model_fields.items()}
-    sig = inspect.signature(cls.__init__)
-    return {n: p.default for n, p in sig.parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY
-            or (p.default is not inspect.Parameter.empty and n != "self")}
-
-
-def _fields(of: str, spec: dict[str, P], prefix: str = "", partial: bool = False) -> tuple[Param, ...]:
-    """Params for the fields of ``of`` named in ``spec``, defaults read from the code, in the code's
-    order. Raises ValueError if ``spec`` names a field ``of`` does not have or (unless ``partial``)
-    leaves one out."""
-    have = code_defaults(of)
-    extra = [n for n in spec if n not in have]
-    missing = [] if partial else [n for n in have if n not in spec]
-    if extra or missing:
-        raise ValueError(f"declarations of {of} do not match its fields: "
-                         + "; ".join(x for x in (f"not fields: {', '.join(extra)}" if extra else "",
-                                                 f"not declared: {', '.join(missing)}" if missing else "") if x))
-    return tuple(Param(prefix + n, spec[n].unit, have[n], spec[n].source, spec[n].doc, of, spec[n].key)
-                 for n in have if n in spec)
 
 
 # -- the control system ----------------------------------------------------------------------------
@@ -563,3 +507,8 @@ declare(NodeKind(
            Port("rx", "out", "writes landing in the other chip's memory, in order; coherent loads across it")),
     stats=_LANE_STATS,
 ))
+
+# -- kinds declared in their own module (a new kind is one file: docs/architecture.md, "Adding a node kind") --
+import twin.devices.zhinst  # noqa: E402
+
+declare(twin.devices.zhinst.KIND)

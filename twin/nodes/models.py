@@ -170,9 +170,12 @@ register(Model("link_card", "rtl", "the U55C exchange engine in Verilog (rtl/qrt
                _rtl_card))
 register(Model("generator", "sim", "control-side traffic: closed loop, open loop, random gaps, waits on replies "
                "(traffic.program), Qblox programs (listening ones: event engine only)",
-               "twin.devices.generator:TrafficGenerator",
+               "twin.devices.generator:build_control",
                {"traffic": ["closed_loop", "open_loop", "gaps", "waits", "qblox", "qblox_feedback"],
                 "engines": ["direct", "event"]}))
+register(Model("zhinst_qccs", "sim", "Zurich Instruments QCCS: rounds on its trigger clock, the loop's reaction "
+               "against the published native feedback latency (zhinst-timing-models)",
+               "twin.devices.zhinst:build_node", {"traffic": ["open_loop on its trigger"], "engines": ["event"]}))
 register(Model("nic", "sim", "RDMA NIC: store-and-forward hop and DMA write (part of the RoCE wire model)",
                "twin.links.roce:RoceV2Path", {"engines": ["direct", "event"]}))
 register(Model("switch", "sim", "Ethernet switch hop (part of the RoCE wire model)",

@@ -33,6 +33,9 @@ def program_summary(stats: dict) -> dict:
            "period_ns": {"nominal": stats["nominal_period_ps"] / 1000,
                          "effective": round(float(period.mean()) / 1000, 3) if len(period) else None,
                          "p50": _pct(period, 50), "p99": _pct(period, 99)}}
+    fb = stats.get("feedback")
+    if fb is not None:  # time-based feedback: the loop's reaction against the native path's latency
+        out["feedback"] = feedback_summary(fb)
     c = stats.get("conditional")
     if c is not None:
         ran, ans = np.asarray(c["ran_by_reply"], bool), np.asarray(c["answers"], np.int64)
@@ -40,6 +43,26 @@ def program_summary(stats: dict) -> dict:
                               "ran_on_answer_1": int((ran & (ans == 1)).sum()),
                               "ran_on_answer_0": int((ran & (ans == 0)).sum()),
                               "skipped_on_answer_1": int((~ran & (ans == 1)).sum())}
+    return out
+
+
+def feedback_summary(fb: dict) -> dict:
+    """results.json's ``program.feedback`` block from a control side whose conditional pulse reads
+    its correction at a fixed time after the round's trigger (``native_ps``, ``read_ps``, per round
+    ``reaction_ps`` and ``late``: :meth:`twin.devices.zhinst.ZhinstQccs.stats`), in ns: ``native_ns``
+    (the vendor's native feedback latency), ``read_at_ns``, ``reaction_ns`` (trigger -> the correction
+    at the generator: mean, p50, p99, max, inverted-CDF percentiles), ``over_native_ns`` (reaction
+    minus native: p50, p99) and ``late_rounds`` (the correction came after the read)."""
+    from twin.stats import percentile_ps
+    r = np.asarray(fb["reaction_ps"], np.int64)
+    native = int(fb["native_ps"])
+    out: dict = {"native_ns": native / 1000, "read_at_ns": int(fb["read_ps"]) / 1000,
+                 "late_rounds": int(np.count_nonzero(fb["late"])), "rounds": int(len(r))}
+    if len(r):
+        out["reaction_ns"] = {"mean": round(float(r.mean()) / 1000, 3), "p50": percentile_ps(r, 50) / 1000,
+                              "p99": percentile_ps(r, 99) / 1000, "max": float(r.max()) / 1000}
+        out["over_native_ns"] = {"p50": (percentile_ps(r, 50) - native) / 1000,
+                                 "p99": (percentile_ps(r, 99) - native) / 1000}
     return out
 
 
@@ -68,6 +91,12 @@ def print_program_table(rows: list[tuple[str, dict]], console: Console, what: st
         tb.add_row(*row)
     console.print(tb)
     for label, p in rows:
+        fb = p.get("feedback")
+        if fb and "reaction_ns" in fb:
+            console.print(f"{label}: reaction {fb['reaction_ns']['p50']:,.0f} ns p50, {fb['reaction_ns']['p99']:,.0f} "
+                          f"ns p99 against the native feedback latency {fb['native_ns']:,.0f} ns; "
+                          f"{fb['late_rounds']:,} of {fb['rounds']:,} rounds late for the read at "
+                          f"{fb['read_at_ns']:,.0f} ns")
         ag = (p.get("conditional") or {}).get("against_corrections")
         if ag:
             console.print(f"{label}: the conditional pulse ran as the decoder's correction said on {ag['agree']:,} of "

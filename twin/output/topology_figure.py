@@ -20,7 +20,7 @@ def draw(sc, path: Path) -> None:
     g = sc.graph()
     layers = {"generator": 0, "link_card": 1, "switch": 2, "nic": 3, "consumer": 4}
     for v in g.nodes:
-        g.nodes[v]["layer"] = layers[g.nodes[v]["node"].kind]
+        g.nodes[v]["layer"] = layers[g.nodes[v]["node"].place]
     pos = nx.multipartite_layout(g, subset_key="layer")
     colours = {"generator": "#7a4fb0", "link_card": "#3b6ea8", "switch": "#888888", "nic": "#50a0a0",
                "consumer": "#c06030"}
@@ -35,7 +35,7 @@ def draw(sc, path: Path) -> None:
                                arrows=True, arrowstyle="-|>", connectionstyle=f"arc3,rad={0.08 * (i + 1)}",
                                label=f"flow {i}: {r.generator} {r.function} -> {r.consumer}")
     for kind, col in colours.items():
-        nodes = [v for v in g.nodes if g.nodes[v]["node"].kind == kind]
+        nodes = [v for v in g.nodes if g.nodes[v]["node"].place == kind]
         nx.draw_networkx_nodes(g, pos, nodelist=nodes, node_color=col, node_size=1300, ax=ax, label=kind)
     labels = {v: v + (f"\n{d}" if (d := g.nodes[v]["node"].device) and d != v else "") for v in g.nodes}
     flows = [f"flow {r.flow} ({r.function}): {' -> '.join(r.nodes)}" for r in g.graph.get("routes", [])]

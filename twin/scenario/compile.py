@@ -150,8 +150,12 @@ def _rtl_of(node: Node, card: Node, models: dict[str, Model], rtl: RtlOptions | 
 def _loop_flows(sc: Scenario, params: ParameterSet, models: dict[str, Model], rounds: int | None, seed: int,
                 rtl: RtlOptions | None) -> list[Flow]:
     """One flow per consumer node of loop scenario ``sc`` (see :func:`scenario_topology`)."""
+    from dataclasses import replace
+
     from twin.runtime.functions import lookup
-    gen = next(n for n in sc.nodes if n.kind == "generator")
+    gen = sc.control()  # the node that stands as the generator (a traffic generator, a vendor's control system)
+    assert gen is not None  # the graph refuses a loop without one
+    control = sc.control_side()  # its kind, model and own parameters: its registered factory builds it
     card = next(n for n in sc.nodes if n.kind == "link_card")
     traffic = sc.traffic_params(rounds)  # gaps files were resolved at load
     kw = _common(sc) | {"external_control": sc.external_control(), "function": lookup(sc.function).id,
@@ -162,7 +166,7 @@ def _loop_flows(sc: Scenario, params: ParameterSet, models: dict[str, Model], ro
         spec = flow_spec(params, node.device, traffic, seed, model=node.model, rtl=_rtl_of(node, card, models, rtl),
                          bridge=node.bridge.settings() if node.bridge else None,
                          switch_hops=(sc.roce_hops(node.name) or 0) if is_roce(params) else 0, **kw)
-        flows.append(Flow(spec, gen.name, card.name, node.name))
+        flows.append(Flow(replace(spec, control=control), gen.name, card.name, node.name))
     return flows
 
 

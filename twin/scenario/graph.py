@@ -1,11 +1,13 @@
 """The topology of a scenario as a networkx graph: checks, routes, the links' allowed ends.
 
-A loop scenario has one generator and one link card; each consumer hangs off the card on pcie, or
-is reached over ethernet (RoCE v2: card -> switches -> NIC -> pcie). A mesh scenario has ``flows``:
-each flow leaves a generator (a control system), enters a link card next to it (``via`` when there
-are several) and is routed by the card to a consumer by function id (the card's ``routes``:
-function name -> consumer node), over pcie. Two flows whose routes share an edge share that link
-direction (its wire serialises both); two flows routed to one consumer share its serving thread.
+Nodes are placed by their kind's ``place`` (:attr:`twin.nodes.declare.NodeKind.place`: any control
+kind stands as the generator). A loop scenario has one generator and one link card; each consumer
+hangs off the card on pcie, or is reached over ethernet (RoCE v2: card -> switches -> NIC ->
+pcie). A mesh scenario has ``flows``: each flow leaves a generator (a control system), enters a
+link card next to it (``via`` when there are several) and is routed by the card to a consumer by
+function id (the card's ``routes``: function name -> consumer node), over pcie. Two flows whose
+routes share an edge share that link direction (its wire serialises both); two flows routed to one
+consumer share its serving thread.
 Pure: no I/O.
 """
 from __future__ import annotations
@@ -25,7 +27,7 @@ _LINK_ENDS = {"pcie": ({"link_card", "consumer"}, {"nic", "consumer"}),
 def check_link_ends(g: nx.Graph, link, j: int) -> None:
     """Raise :class:`Located` when ``link`` (the scenario's ``links[j]``, a
     :class:`twin.scenario.schema.Link`) joins node kinds its kind cannot join."""
-    ends = {g.nodes[link.a]["node"].kind, g.nodes[link.b]["node"].kind}
+    ends = {g.nodes[link.a]["node"].place, g.nodes[link.b]["node"].place}
     allowed = _LINK_ENDS[link.kind]
     if ends not in allowed:
         text = " or ".join("a " + " and a ".join(sorted(a)) if len(a) > 1 else "two " + next(iter(a)) + "es"
@@ -91,7 +93,7 @@ def mesh_graph(sc, g: nx.Graph) -> nx.Graph:
     from twin.runtime.functions import lookup
 
     for kind in ("generator", "link_card", "consumer"):
-        if not any(n.kind == kind for n in sc.nodes):
+        if not any(n.place == kind for n in sc.nodes):
             raise Located(("nodes",), f"<no {kind}>", f"a mesh needs at least one {kind}")
     add_links(sc, g, mesh=True)
     for i, n in enumerate(sc.nodes):
@@ -116,7 +118,7 @@ def _route(sc, g: nx.Graph, fi: int) -> Route:
 
     f = sc.flows[fi]
     where = ("flows", fi)
-    if f.a not in g or g.nodes[f.a]["node"].kind != "generator":
+    if f.a not in g or g.nodes[f.a]["node"].place != "generator":
         raise Located(where + ("from",), f.a, "not a generator node")
     try:
         lookup(f.function)
@@ -164,7 +166,7 @@ def scenario_graph(sc) -> nx.Graph:
     if sc.flows:
         return mesh_graph(sc, g)
     for kind in ("generator", "link_card"):
-        idx = [i for i, n in enumerate(sc.nodes) if n.kind == kind]
+        idx = [i for i, n in enumerate(sc.nodes) if n.place == kind]
         if not idx:
             raise Located(("nodes",), f"<no {kind}>", f"the topology needs exactly one {kind}")
         if len(idx) > 1:
@@ -172,7 +174,7 @@ def scenario_graph(sc) -> nx.Graph:
     if not any(n.kind == "consumer" for n in sc.nodes):
         raise Located(("nodes",), "<no consumer>", "the topology needs at least one consumer")
     add_links(sc, g, mesh=False)
-    gen = next(n.name for n in sc.nodes if n.kind == "generator")
+    gen = next(n.name for n in sc.nodes if n.place == "generator")
     card = next(n.name for n in sc.nodes if n.kind == "link_card")
     if not g.has_edge(gen, card):
         raise Located(("nodes", g.nodes[gen]["index"], "name"), gen,

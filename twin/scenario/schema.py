@@ -46,7 +46,7 @@ Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import networkx as nx  # noqa: F401  (graph() returns one)
 from pydantic import (
@@ -55,7 +55,9 @@ from pydantic import (
     Field,
     PlainSerializer,
     PlainValidator,
+    PrivateAttr,
     StrictInt,
+    ValidationError,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -396,18 +398,75 @@ class RtlBlock(_Strict):
     sources: list[str] = Field(min_length=1)
 
 
+def _located(e: ValidationError, prefix: tuple, data: object) -> Located:
+    """The first error of a nested model's validation as a :class:`Located` under ``prefix``."""
+    err = e.errors(include_url=False)[0]
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, Located):
+        return Located(prefix + loc + cause.path, cause.value, cause.problem)
+    if err["type"] == "missing":
+        return Located(prefix + loc, "<missing>", "required")
+    return Located(prefix + loc, err.get("input"), err["msg"].removeprefix("Value error, "))
+
+
 class Node(_Strict):
-    """A node of the topology: ``kind`` generator, link_card or consumer (with its ``device``),
-    the ``model`` standing for it, for an RTL consumer optionally its own function core, and for
-    ``model: live`` its ``bridge``."""
+    """A node of the topology: its ``kind`` (any declared node kind: :mod:`twin.nodes.kinds`;
+    generator, link_card, consumer with its ``device``, nic, switch, zhinst_qccs, ...), the
+    ``model`` standing for it, for an RTL consumer optionally its own function core, for ``model:
+    live`` its ``bridge``, and for a kind that declares its own parameters (``settings``) its
+    ``params:`` block, validated against the kind's declaration (an unknown key is refused)."""
 
     name: str = Field(min_length=1)
-    kind: Literal["generator", "link_card", "consumer", "nic", "switch"]  # NODE_KINDS
+    kind: str
     device: str | None = None
     model: str = "sim"
     routes: dict[str, str] | None = None  # link_card in a mesh: function name -> consumer node
     rtl: RtlBlock | None = None
     bridge: Bridge | None = None
+    params: dict[str, Any] | None = None  # a kind with its own parameters (NodeKind.settings)
+    _settings: BaseModel | None = PrivateAttr(None)
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, v: str) -> str:
+        from twin.nodes.kinds import kinds
+        names = [k.name for k in kinds("node")]
+        if v not in names:
+            raise ValueError(f"not a node kind (node kinds: {', '.join(names)}; `twin components` lists them)")
+        return v
+
+    @property
+    def place(self) -> str:
+        """Where the node stands in the topology (its kind's ``place``: generator for any control side)."""
+        from twin.nodes.kinds import kind
+        return kind(self.kind).where
+
+    @property
+    def settings(self) -> BaseModel | None:
+        """The node's validated ``params:`` block (its kind's settings model), or None."""
+        return self._settings
+
+    @model_validator(mode="after")
+    def _params(self):
+        from twin.nodes.kinds import kind
+        k = kind(self.kind)
+        cls = k.settings_class()
+        if cls is None:
+            if self.params is not None:
+                raise Located(("params",), "{...}", f"a {self.kind} node takes no params block (its parameters come "
+                              "from the calibration and the scenario's other keys)")
+            return self
+        data = self.params or {}
+        for key in data:
+            if key not in cls.model_fields:
+                raise Located(("params", key), data[key], f"not a parameter of {self.kind} (parameters: "
+                              f"{', '.join(p.name for p in k.params)})")
+        try:
+            self._settings = cls.model_validate(data)
+        except ValidationError as e:
+            raise _located(e, ("params",), data) from None
+        return self
 
     @field_validator("model")
     @classmethod
@@ -437,14 +496,12 @@ class Node(_Strict):
 
 
 _BLOCK_HINT = {"bridge": " (backend: shm | cuda | udp)"}
-NODE_KINDS = ("generator", "link_card", "consumer", "nic", "switch")
-
-
 def _taking(block: str) -> str:
     """The models that take node block ``block`` (the registry's ``supports["blocks"]``), e.g.
     ``model live of a consumer``."""
+    from twin.nodes.kinds import kinds
     from twin.nodes.models import models_for
-    return " or ".join(f"model {m.name} of a {k}" for k in NODE_KINDS for m in models_for(k)
+    return " or ".join(f"model {m.name} of a {k.name}" for k in kinds() for m in models_for(k.name)
                        if block in m.supports.get("blocks", ()))
 
 
@@ -599,6 +656,13 @@ class Scenario(ScenarioBase):
                           f"the reply carries {8 * rb} bits ({rb} bytes of {self.function}'s answer to a "
                           f"{self.frame_bytes}-byte frame): this bit would always read 0")
 
+    @model_validator(mode="after")
+    def _control(self):  # after _topology (definition order): the graph is sound
+        ctl = self.control()
+        if ctl is not None and ctl.settings is not None:  # a control kind with its own parameters checks its place
+            ctl.settings.check_scenario(self, self.nodes.index(ctl))  # type: ignore[attr-defined]
+        return self
+
     def graph(self) -> nx.Graph:
         """The topology as a networkx graph (:func:`twin.scenario.graph.scenario_graph`): nodes carry
         their :class:`Node`, edges their kind; a mesh's routes in ``graph["routes"]``. Raises
@@ -622,15 +686,29 @@ class Scenario(ScenarioBase):
         """Consumer nodes in file order (one loop each)."""
         return [n for n in self.nodes if n.kind == "consumer"]
 
+    def control(self) -> Node | None:
+        """The control side: the (first) node whose kind stands as the generator, or None (a mesh has several)."""
+        return next((n for n in self.nodes if n.place == "generator"), None)
+
+    def control_side(self):
+        """The loop's :class:`twin.engine.spec.Control`: the control node's kind, model and own parameters."""
+        from twin.engine.spec import Control
+        ctl = self.control()
+        return Control() if ctl is None else Control(ctl.kind, ctl.model, ctl.settings)
+
     def external_control(self) -> bool:
         """True when the generator reaches the card over Aurora (a control system across a cable)."""
         g = self.graph()
-        gen = next(n.name for n in self.nodes if n.kind == "generator")
+        gen = next(n.name for n in self.nodes if n.place == "generator")
         card = next(n.name for n in self.nodes if n.kind == "link_card")
         return g.edges[gen, card]["kind"] == "aurora"
 
     def traffic_params(self, rounds: int | None = None, gaps_file: Path | None = None) -> TrafficParams:
-        """The traffic in ps for the devices; ``rounds`` overrides the scenario's."""
+        """The traffic in ps for the devices; ``rounds`` overrides the scenario's. A control node
+        with its own parameters (``params:``) times its rounds itself: its ``traffic``."""
+        ctl = self.control()
+        if ctl is not None and ctl.settings is not None:
+            return ctl.settings.traffic(rounds or self.rounds, self.frame_bytes)  # type: ignore[attr-defined]
         if self.qblox is not None:
             return self.qblox.traffic(rounds or self.rounds, self.frame_bytes)
         return traffic_params(self.traffic, rounds or self.rounds, self.frame_bytes, gaps_file)
