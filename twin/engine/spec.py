@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,6 +14,9 @@ from twin.faults import FaultPlan
 from twin.kernel.sim import stream_rng
 from twin.links.aurora import Aurora64B66B
 from twin.links.pcie import PcieLink
+
+if TYPE_CHECKING:
+    from twin.devices.handoff import HandoffSpec
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ class LoopSpec:
     card_model: str = "sim"
     rtl: object = None
     bridge: object | None = None
-    handoff: object | None = None
+    handoff: HandoffSpec | None = None
 
     @property
     def event_only(self) -> str | None:
