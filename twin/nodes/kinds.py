@@ -90,9 +90,9 @@ def code_defaults(of: str) -> dict[str, object]:
     if hasattr(cls, "model_fields"):  # a pydantic settings model (a calibration file's section)
         return {n: (REQUIRED if f.is_required() else f.get_default(call_default_factory=True))
                 for n, f in cls.model_fields.items()}
-    sig = inspect.signature(cls.__init__)
+    sig = inspect.signature(cls)  # the constructor's parameters (its __init__'s, without self)
     return {n: p.default for n, p in sig.parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY
-            or (p.default is not inspect.Parameter.empty and n != "self")}
+            or p.default is not inspect.Parameter.empty}
 
 
 def _fields(of: str, spec: dict[str, P], prefix: str = "", partial: bool = False) -> tuple[Param, ...]:
