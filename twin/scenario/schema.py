@@ -136,6 +136,14 @@ class GapsBlock(_Strict):
     file: str | None = None
     _d = field_validator("value", "min", "max", "mean", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
+    def given(self, key: str) -> str:
+        """The value of ``key``, one this distribution needs (:meth:`_consistent` required it; ValueError
+        if it is not one)."""
+        v = getattr(self, key)
+        if v is None:
+            raise ValueError(f"{self.distribution} gaps have no {key}")
+        return v
+
     @model_validator(mode="after")
     def _consistent(self):
         need = {"fixed": ("value",), "uniform": ("min", "max"), "exponential": ("mean",), "file": ("file",)}
@@ -220,30 +228,31 @@ class Traffic(_Strict):
         return self
 
 
+def _fault_rounds(v: list[int]) -> list[int]:
+    """A fault's ``rounds``, checked: numbered from 1, none listed twice (Located naming the entry)."""
+    seen = set()
+    for i, r in enumerate(v):
+        if r < 1:
+            raise Located((i,), r, "rounds are numbered from 1")
+        if r in seen:  # a round's fault happens once: a second listing would add nothing
+            raise Located((i,), r, f"round {r} is listed twice")
+        seen.add(r)
+    return v
+
+
 class CorruptFault(_Strict):
     """Flip a payload byte of the given rounds' request or reply on the PCIe path."""
 
     rounds: list[StrictInt] = Field(min_length=1)
     path: Literal["request", "reply"] = "request"
-
-    @field_validator("rounds")
-    @classmethod
-    def _positive(cls, v):
-        seen = set()
-        for i, r in enumerate(v):
-            if r < 1:
-                raise Located((i,), r, "rounds are numbered from 1")
-            if r in seen:  # a round's fault happens once: a second listing would add nothing
-                raise Located((i,), r, f"round {r} is listed twice")
-            seen.add(r)
-        return v
+    _r = field_validator("rounds")(classmethod(lambda cls, v: _fault_rounds(v)))
 
 
 class DropFault(_Strict):
     """Lose the control system's first frame of the given rounds on the link."""
 
     rounds: list[StrictInt] = Field(min_length=1)
-    _p = field_validator("rounds")(CorruptFault._positive.__func__)
+    _r = field_validator("rounds")(classmethod(lambda cls, v: _fault_rounds(v)))
 
 
 class StallFault(_Strict):
@@ -595,12 +604,12 @@ def gaps_of(block: GapsBlock | None, gaps_file: Path | None = None) -> Gaps | No
         return None
     d = block.distribution
     if d == "fixed":
-        return Gaps("fixed", time_ps(block.value))
+        return Gaps("fixed", time_ps(block.given("value")))
     if d == "uniform":
-        return Gaps("uniform", time_ps(block.min), time_ps(block.max))
+        return Gaps("uniform", time_ps(block.given("min")), time_ps(block.given("max")))
     if d == "exponential":
-        return Gaps("exponential", time_ps(block.mean))
-    return Gaps("file", values_ps=read_gaps(gaps_file or Path(block.file)))
+        return Gaps("exponential", time_ps(block.given("mean")))
+    return Gaps("file", values_ps=read_gaps(gaps_file or Path(block.given("file"))))
 
 
 def read_gaps(path: Path) -> tuple[int, ...]:
