@@ -150,33 +150,35 @@ def check_nodes(path: Path, sc: Scenario, params) -> None:
             continue
         if mesh and node.name not in pairs:
             continue  # no flow passes it
+        fn = lookup(fn_of.get(node.name, sc.function))
         situation = Situation(
             device_kind=params.consumers[node.device].kind if node.kind == "consumer" else None,
             path="roce" if isinstance(params, RoceParamSet) else "card",
             queue_pairs=pairs.get(node.name, 1), frame_bytes=sc.frame_bytes,
-            function=lookup(fn_of.get(node.name, sc.function)), faults=faults, study="mesh" if mesh else "run",
+            function=fn, faults=faults, study="mesh" if mesh else "run",
             stages=2 if node.kind == "consumer" and params.consumers[node.device].handoff is not None else 1)
         why = refusal(node.kind, node.model, situation)
         if why:
             from twin.nodes.models import function_refusal
             key, value = f"nodes[{i}].model", node.model
-            if why == function_refusal(node.kind, node.model, situation.function):  # the function cannot be served
-                key, value = "function", situation.function.name
+            if why == function_refusal(node.kind, node.model, fn):  # the function cannot be served
+                key, value = "function", fn.name
             raise ConfigError(path, key, value, f"nodes[{i}] ({node.name}) is model {node.model}: {why}")
         if node.bridge is not None and node.bridge.backend == "udp":
             import socket
             try:
                 socket.getaddrinfo(node.bridge.host, node.bridge.port, socket.AF_INET, socket.SOCK_DGRAM)
             except (socket.gaierror, UnicodeError) as e:
-                why = getattr(e, "strerror", None) or e
+                cause = getattr(e, "strerror", None) or e
                 raise ConfigError(path, f"nodes[{i}].bridge.host", node.bridge.host,
-                                  f"cannot resolve it to an IPv4 address ({why})") from None
+                                  f"cannot resolve it to an IPv4 address ({cause})") from None
         for j, src in enumerate(node.rtl.sources if node.rtl else ()):
             named_file(path, f"nodes[{i}].rtl.sources[{j}]", src)
         if node.rtl:
             from twin.rtl.build import check_user_block
             check_user_block(path, i, node.rtl.top, node.rtl.sources)
-    if "host_freeze" in faults:  # the host stops its own threads: a CPU consumer, not a GPU's or an FPGA's
+    # the host stops its own threads: a CPU consumer, not a GPU's or an FPGA's
+    if sc.faults is not None and "host_freeze" in faults:
         served = [n for n in sc.nodes if n.kind == "consumer" and (not mesh or n.name in pairs)]
         if not any(params.consumers[n.device].kind == "cpu" for n in served):
             raise ConfigError(path, "faults.host_freeze[0].at", sc.faults.host_freeze[0].at,
