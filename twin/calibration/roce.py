@@ -219,7 +219,7 @@ def roce_loop_spec(params: RoceParamSet, consumer: str, traffic: TrafficParams, 
     slot_bytes = max(slot_bytes, -(-need // 16) * 16)
     host = params.hosts[c.host]
     return LoopSpec(name=consumer, card=card, consumer=cp, handoff=handoff, traffic=traffic,
-                    request_link=req, reply_link=rep,  # type: ignore[arg-type]  (any Wire serves)
+                    request_link=req, reply_link=rep,
                     jitter_ps=int(round(host.path(c.path).jitter_ns * PS_PER_NS)), aurora=None, slots=slots,
                     seed=seed, faults=faults, function=function, model=model, slot_bytes=slot_bytes, bridge=bridge)
 
