@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import twin
-from twin.kernel import Clock, EmptySchedule, JitterStream, Kernel, MemoryRegion, Poller, PostedWritePath
+from twin.kernel import Clock, EmptySchedule, JitterStream, Kernel, Lane, MemoryRegion, Poller, PostedWritePath
 from twin.kernel.streams import BLOCK
 
 # ---------------------------------------------------------------------------------------------
@@ -369,9 +369,9 @@ def test_posted_writes_land_in_issue_order_under_jitter(writes, latency, ps_per_
 
 
 def test_plan_without_a_kernel_gives_the_same_landings():
-    # The direct engine calls plan() with no kernel; the arithmetic is the path's alone.
+    # The direct engine plans on a bare Lane (no kernel, no region); the arithmetic is the lane's alone.
     wire = ByteWire(latency_ps=300, ps_per_byte=3)
-    a = PostedWritePath(None, "a", wire, None, JitterStream(9, "j", 500))
+    a = Lane("a", wire, JitterStream(9, "j", 500))
     b = PostedWritePath(Kernel(9), "b", wire, MemoryRegion("d", "x", 64), JitterStream(9, "j", 500))
     issues = [0, 0, 10, 5000, 5001, 5001, 9000]
     assert [a.plan(t, 40) for t in issues] == [b.plan(t, 40) for t in issues]

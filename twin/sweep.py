@@ -41,6 +41,17 @@ class SweepError(ValueError):
     """A ``--param`` that cannot be used (names the option and the value)."""
 
 
+class SweepInterrupted(Interrupted):
+    """A sweep stopped early (:func:`run_sweep`): ``partial`` the rows of the ``points_done`` points
+    completed (grid order) of the ``points_requested``."""
+
+    def __init__(self, rows: list[dict], points_done: int, points_requested: int):
+        super().__init__(f"after {points_done} of {points_requested} points")
+        self.partial = rows
+        self.points_done = points_done
+        self.points_requested = points_requested
+
+
 @dataclass(frozen=True)
 class Axis:
     """One swept parameter: its dotted ``path`` and its ``values`` in order."""
@@ -79,10 +90,10 @@ def parse_param(text: str) -> Axis:
         else:
             vals = [round(float(v), 12) for v in vals]
         return Axis(path, tuple(vals))
-    vals = tuple(yaml.safe_load(s.strip()) for s in spec.split(",") if s.strip())
-    if not vals:
+    listed = tuple(yaml.safe_load(s.strip()) for s in spec.split(",") if s.strip())
+    if not listed:
         raise SweepError(f"--param {text!r}: no values")
-    return Axis(path, vals)
+    return Axis(path, listed)
 
 
 def grid(axes: list[Axis]) -> list[dict]:
@@ -119,6 +130,8 @@ def load_point(scenario_path: str, point: dict):
     path = Path(scenario_path)
     base = load_scenario(path)  # the unswept scenario must load
     doc = load_yaml(path)
+    if not isinstance(doc, dict):  # load_scenario read it as a mapping just above
+        raise SweepError(f"{path}: the scenario is not a mapping")
     sc_vals = {k: v for k, v in point.items() if not k.startswith("params.")}
     par_vals = {k[len("params."):]: v for k, v in point.items() if k.startswith("params.")}
     for k, v in sc_vals.items():
@@ -182,9 +195,9 @@ def run_sweep(scenario_path: str | Path, axes: list[Axis], rounds: int | None = 
     in this process). ``cluster``: a Dask distributed scheduler address (``tcp://HOST:PORT``); the
     workers there need this package importable. ``progress(done, total)`` after each point.
     Raises :class:`SweepError` for a point that does not validate (checked before anything runs),
-    and :class:`twin.engine.stop.Interrupted` when asked to stop (:func:`twin.engine.stop.request_stop`):
-    its ``partial`` is then the rows of the points completed (grid order), ``points_done`` of
-    ``points_requested``; points under way are abandoned."""
+    and :class:`SweepInterrupted` (an :class:`twin.engine.stop.Interrupted`) when asked to stop
+    (:func:`twin.engine.stop.request_stop`): its ``partial`` is then the rows of the points completed
+    (grid order), ``points_done`` of ``points_requested``; points under way are abandoned."""
     scenario_path = str(Path(scenario_path).resolve())
     points = grid(axes)
     for p in points:
@@ -200,9 +213,7 @@ def run_sweep(scenario_path: str | Path, axes: list[Axis], rounds: int | None = 
             stopped = _run_in_pool(n, scenario_path, points, rounds, seed, results, progress)
     rows = [row for i in range(len(points)) if i in results for row in results[i]]
     if stopped:
-        e = Interrupted(f"after {len(results)} of {len(points)} points")
-        e.partial, e.points_done, e.points_requested = rows, len(results), len(points)
-        raise e
+        raise SweepInterrupted(rows, len(results), len(points))
     return rows
 
 

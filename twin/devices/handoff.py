@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from twin.devices.consumer import ConsumerParams, HostingPart, PollingConsumer, ServingThread, build_endpoint
 from twin.kernel import MemoryRegion, PostedWritePath
+from twin.kernel.posted import Wire
 from twin.kernel.sim import stream_rng
 from twin.nodes.protocol import ConsumerStats, NoTrace
 
@@ -58,7 +59,7 @@ class HandoffSpec:
 
     to: str
     stage: ConsumerParams
-    wire: object
+    wire: Wire
     jitter_ps: int = 0
     link: str = "c2c"
 

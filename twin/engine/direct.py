@@ -3,7 +3,7 @@
 For one loop the only interactions are the recurrences between consecutive rounds (the
 consumer's and the card's pollers re-arming, posted-write order on each path, slots), so every
 instant can be computed in sequence with the same component functions the event model calls
-(:meth:`PostedWritePath.plan`, :meth:`Poller.first_poll` arithmetic, :class:`Clock`) and the same
+(:meth:`Lane.plan`, :meth:`Poller.first_poll` arithmetic, :class:`Clock`) and the same
 random streams in the same order. It moves no bytes: the byte-level checks live in the event
 model, and ``tests/test_engines.py`` holds the two engines to identical per-round timestamps.
 It refuses (``DirectNotApplicable``) when a request enters the card while every slot is still
@@ -24,7 +24,7 @@ from twin.engine.hops import Hops
 from twin.engine.spec import LoopResult, LoopSpec
 from twin.engine.stop import Interrupted, take_stop
 from twin.exchange.encoding import get_encoding
-from twin.kernel import Clock, JitterStream, PostedWritePath
+from twin.kernel import Clock, JitterStream, Lane
 from twin.nodes.models import model_for
 
 Progress = Callable[[int], None]
@@ -99,10 +99,8 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     frame = tr.frame_bytes
     phase, gen_phase, salt = spec.draws()
     c = spec.consumer
-    req = PostedWritePath(None, "req", spec.request_link, None,
-                          JitterStream(spec.seed, spec.stream("pcie.request"), spec.jitter_ps))
-    rep = PostedWritePath(None, "rep", spec.reply_link, None,
-                          JitterStream(spec.seed, spec.stream("pcie.reply"), spec.jitter_ps))
+    req = Lane("req", spec.request_link, JitterStream(spec.seed, spec.stream("pcie.request"), spec.jitter_ps))
+    rep = Lane("rep", spec.reply_link, JitterStream(spec.seed, spec.stream("pcie.reply"), spec.jitter_ps))
     req_sizes = [len(d) for _, d in enc.writes(1, bytes(frame))]
     rep_sizes = req_sizes if reply_bytes is None else [len(d) for _, d in enc.writes(1, bytes(reply_bytes))]
     body = c.pre_service_ps(enc, frame) + c.service_ps
@@ -111,17 +109,17 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     g = tr.gaps_array(spec.seed, spec.stream("gaps"))
     loop = _rounds_python
     if COMPILED:  # the compiled core, unless the spec has what it does not compute (twin.engine.features)
-        why = features.refusal(spec, direct=True)
-        if why is None and type(clock) is not Clock:
-            why = f"a {type(clock).__name__}'s edges are the Python clock's"
+        fallback = features.refusal(spec, direct=True)
+        if fallback is None and type(clock) is not Clock:
+            fallback = f"a {type(clock).__name__}'s edges are the Python clock's"
         try:
-            if why is None:
+            if fallback is None:
                 native.core()
                 loop = _rounds_compiled
         except native.CoreUnavailable as e:
-            why = str(e)
-        if why is not None:
-            native.note_fallback(f"loop {spec.name!r}: direct engine in Python: {why}")
+            fallback = str(e)
+        if fallback is not None:
+            native.note_fallback(f"loop {spec.name!r}: direct engine in Python: {fallback}")
     out = loop(spec, req, rep, req_sizes, rep_sizes, enc.per_piece, phase, body, fence, clock, g, extra_ps,
                progress, chunk_rounds)
     t_send, t_in, t_have, t_back, hops, stopped, more = out
@@ -161,8 +159,8 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
         tail = getattr(lane.wire, "tail_ps", None)
         ser = [lane.wire.serialise_ps(s) for s in sizes] + [0] * (k - len(sizes))
         return ser, [tail(s) if tail else 0 for s in sizes] + [0] * (k - len(sizes))
-    rser, rtail = wire(req.lane, req_sizes, 4)
-    pser, ptail = wire(rep.lane, rep_sizes, 2)
+    rser, rtail = wire(req, req_sizes, 4)
+    pser, ptail = wire(rep, rep_sizes, 2)
     closed = tr.mode == "closed_loop"
     par = dict(n=n, slots=spec.slots, closed=int(closed), in_flight=tr.in_flight, per_piece=int(per_piece),
                phase=phase, poll=c.poll_period_ps, cost=c.poll_cost_ps, body=body, fence=fence,
@@ -171,7 +169,7 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
                clk_phase=clock.phase_ps, period_cycles=tr.period_cycles if not closed else 0, gap=tr.gap_ps,
                aurora=int(aur is not None), aur_ser=aur.serialise_ps(tr.frame_bytes) if aur else 0,
                aur_lat=aur.latency_ps if aur else 0, reply_send=card.reply_send_ps,
-               req_lat=req.lane.wire.latency_ps, rep_lat=rep.lane.wire.latency_ps, n_req=len(req_sizes),
+               req_lat=req.wire.latency_ps, rep_lat=rep.wire.latency_ps, n_req=len(req_sizes),
                req_ser0=rser[0], req_ser1=rser[1], req_ser2=rser[2], req_ser3=rser[3], req_tail0=rtail[0],
                req_tail1=rtail[1], req_tail2=rtail[2], req_tail3=rtail[3], rep_ser0=pser[0], rep_ser1=pser[1],
                rep_tail0=ptail[0], rep_tail1=ptail[1], has_gaps=int(g is not None), has_extra=int(extra_ps is not None))
@@ -203,7 +201,7 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
     fixed = [native.ptr(a) for a in (p, st, heap, have, gaps, extra, addrs)]
     pp, pst, pheap, phave, pgaps, pextra, pouts = fixed
     nr, np_ = len(req_sizes), (1 if per_piece else 2)
-    ja, jb = req.lane.jitter, rep.lane.jitter
+    ja, jb = req.jitter, rep.jitter
     done, stopped = 0, None
     while done < n:
         end = min(n, done + chunk_rounds)
@@ -219,7 +217,7 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
             stopped = _between_batches(done, n, progress)
             if stopped is not None:
                 break
-    req.lane.writes, rep.lane.writes = done * nr, done * np_  # the posted writes each lane planned
+    req.writes, rep.writes = done * nr, done * np_  # the posted writes each lane planned
     for a in outs:  # some columns are one array: nobody may change one through another
         a.flags.writeable = False
     cut = {k: a[:done] for k, a in zip(native.DIRECT_OUTS, outs)}

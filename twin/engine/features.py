@@ -35,7 +35,7 @@ write size by their own methods, so any wire is computed."""
 def uncomputed(obj, where: str = "") -> list[str]:
     """The fields of dataclass ``obj`` (recursively, for the classes of :data:`COMPUTED`) that the
     compiled core does not compute and that differ from their defaults, as ``"path = value"``."""
-    out = []
+    out: list[str] = []
     known = _known(obj)
     if known is None or not dataclasses.is_dataclass(obj):
         return out
@@ -52,14 +52,14 @@ def uncomputed(obj, where: str = "") -> list[str]:
     return out
 
 
-def _known(obj) -> set | None:
+def _known(obj: object) -> set[str] | None:
     """The computed fields of ``obj``'s class: of the first class in its MRO named in :data:`COMPUTED`
     (a subclass adding a field is still walked, and its new field is a reason)."""
-    return _known_of(type(obj))
+    return _known_of(type(obj))  # type: ignore[arg-type]  # a class is Hashable: mypy issue 11470
 
 
 @functools.cache
-def _known_of(cls: type) -> set | None:
+def _known_of(cls: type) -> set[str] | None:
     """:func:`_known` of an instance of ``cls``, looked up once per class (a spec's walk asks it of
     every field value, a mesh's set-up of every flow)."""
     return next((COMPUTED[c.__name__] for c in cls.__mro__ if c.__name__ in COMPUTED), None)

@@ -36,6 +36,7 @@ consumer), so the budget still adds up exactly.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Generic, TypeVar
 
 import numpy as np
 
@@ -53,34 +54,47 @@ the consumer's thread), service (read, function, compute), fence (release fence 
 publishing word), reply_write (its wire and landing), card_poll (card's poll and read-out)."""
 
 
-@dataclass
-class Hops:
-    """Per-round instants of one flow inside the card boundary (int64 ps, -1 where not known)."""
+Column = TypeVar("Column", np.ndarray, list[int])
+"""How a :class:`Hops` holds each instant's rounds: int64 arrays (a result), or Python lists (the event
+engine's recorder, written one instant at a time)."""
+Other = TypeVar("Other", np.ndarray, list[int])
 
-    issue: np.ndarray
-    land: np.ndarray
-    seen: np.ndarray
-    start: np.ndarray
-    reply: np.ndarray
-    publish: np.ndarray
-    rland: np.ndarray
-    inner: dict | None = None  # a hand-off's instants between start and reply (twin.devices.handoff), or None
+
+@dataclass
+class Hops(Generic[Column]):
+    """Per-round instants of one flow inside the card boundary (int64 ps, -1 where not known):
+    ``Hops[np.ndarray]`` in a result, ``Hops[list[int]]`` while the event engine records them."""
+
+    issue: Column
+    land: Column
+    seen: Column
+    start: Column
+    reply: Column
+    publish: Column
+    rland: Column
+    inner: dict[str, Column] | None = None  # a hand-off's instants between start and reply (twin.devices.handoff)
 
     @classmethod
-    def recorder(cls, n: int) -> "Hops":
+    def recorder(cls, n: int) -> Hops[list[int]]:
         """Hops for ``n`` rounds held in Python lists (cheap to write one instant at a time while
         the event engine runs), every instant unknown (-1); :meth:`frozen` turns them into arrays."""
-        return cls(*([-1] * n for _ in range(7)))
+        def unknown() -> list[int]:
+            return [-1] * n
+        return Hops(unknown(), unknown(), unknown(), unknown(), unknown(), unknown(), unknown())
 
-    def frozen(self) -> "Hops":
+    def frozen(self) -> Hops[np.ndarray]:
         """The same hops as int64 arrays."""
-        inner = None if self.inner is None else {k: np.asarray(v, np.int64) for k, v in self.inner.items()}
-        return Hops(*(np.asarray(getattr(self, f), np.int64) for f in INSTANTS[1:-1]), inner=inner)
+        return self._map(lambda v: np.asarray(v, np.int64))
 
-    def head(self, n: int) -> "Hops":
+    def head(self, n: int) -> Hops[Column]:
         """The first ``n`` rounds."""
-        inner = None if self.inner is None else {k: v[:n] for k, v in self.inner.items()}
-        return Hops(*(getattr(self, f)[:n] for f in INSTANTS[1:-1]), inner=inner)
+        return self._map(lambda v: v[:n])
+
+    def _map(self, f: Callable[[Column], Other]) -> Hops[Other]:
+        """Hops of ``f`` of each instant's rounds (a hand-off's inside too)."""
+        inner = None if self.inner is None else {k: f(v) for k, v in self.inner.items()}
+        return Hops(f(self.issue), f(self.land), f(self.seen), f(self.start), f(self.reply), f(self.publish),
+                    f(self.rland), inner=inner)
 
     def instants(self) -> tuple[str, ...]:
         """The instants of these hops in order (``INSTANTS``, with a hand-off's inside)."""
@@ -148,4 +162,4 @@ def slowest_round(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> dict | No
         return None
     i = int(np.argmax(rtt))
     st = {name: int(d[i]) / 1000 for name, d in stage_times(t_in, t_have, hops).items()}
-    return {"round": i + 1, "rtt_ns": int(rtt[i]) / 1000, "stages": st, "held_by": max(st, key=st.get)}
+    return {"round": i + 1, "rtt_ns": int(rtt[i]) / 1000, "stages": st, "held_by": max(st, key=lambda name: st[name])}

@@ -12,6 +12,7 @@ flow), so the union of the flows' send instants is the stream's. It runs on the 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -92,11 +93,11 @@ def merge(results: list[LoopResult], name: str) -> tuple[LoopResult, np.ndarray]
     hops = None
     if all(r.hops is not None for r in results):
         hops = Hops(*(mix(lambda r, f=f: getattr(r.hops, f)) for f in Hops.__dataclass_fields__ if f != "inner"))
-    stats = {"mismatches": sum(int(r.stats.get("mismatches", 0)) for r in results),
-             "backlog_max": max(int(r.stats.get("backlog_max", 0)) for r in results),
-             "events": results[0].stats.get("events"),
-             "flows": [{k: v for k, v in r.stats.items() if k not in ("replies", "slot_wait_ps", "shared")}
-                       for r in results]}
+    stats: dict[str, Any] = {"mismatches": sum(int(r.stats.get("mismatches", 0)) for r in results),
+                             "backlog_max": max(int(r.stats.get("backlog_max", 0)) for r in results),
+                             "events": results[0].stats.get("events"),
+                             "flows": [{k: v for k, v in r.stats.items()
+                                        if k not in ("replies", "slot_wait_ps", "shared")} for r in results]}
     if all("slot_wait_ps" in r.stats for r in results):
         stats["slot_wait_ps"] = mix(lambda r: r.stats["slot_wait_ps"][:len(r.t_send)])
     if all("replies" in r.stats for r in results):

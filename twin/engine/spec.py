@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -10,9 +11,12 @@ from twin.devices.generator import TrafficParams
 from twin.devices.linkcard import LinkCardParams
 from twin.engine.hops import Hops
 from twin.faults import FaultPlan
+from twin.kernel.posted import Wire
 from twin.kernel.sim import stream_rng
 from twin.links.aurora import Aurora64B66B
-from twin.links.pcie import PcieLink
+
+if TYPE_CHECKING:
+    from twin.devices.handoff import HandoffSpec
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,8 @@ class LoopSpec:
 
     name: the consumer's name (e.g. ``"mi210"``); also names the loop's random streams.
     card, consumer, traffic: device parameters.
-    request_link / reply_link: PCIe paths card -> consumer memory and consumer -> card memory.
+    request_link / reply_link: the paths card -> consumer memory and consumer -> card memory (any
+        :class:`twin.kernel.posted.Wire`: PCIe, or a RoCE v2 path, :mod:`twin.calibration.roce`).
     jitter_ps: scale of the exponential extra delay on every posted write (per host path).
     aurora: the serial link from an external control system, or ``None`` when the generator
         sits on the link card (the seeds' measurement setup).
@@ -60,8 +65,8 @@ class LoopSpec:
     card: LinkCardParams
     consumer: ConsumerParams
     traffic: TrafficParams
-    request_link: PcieLink
-    reply_link: PcieLink
+    request_link: Wire
+    reply_link: Wire
     jitter_ps: int
     aurora: Aurora64B66B | None = None
     slots: int = 16
@@ -73,7 +78,7 @@ class LoopSpec:
     card_model: str = "sim"
     rtl: object = None
     bridge: object | None = None
-    handoff: object | None = None
+    handoff: HandoffSpec | None = None
     control: Control = Control()
 
     @property

@@ -10,6 +10,10 @@ summaries, a ``live`` node's simulated side-by-side) runs to its end.
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from twin.engine.spec import LoopResult
 
 CHECK_REPLIES = 256
 """The event engine looks for a stop request every this many replies (all flows): a few hundred
@@ -56,9 +60,11 @@ class Interrupted(RuntimeError):
     kind = "interrupted"
 
     def __init__(self, where: str = ""):
-        self.partial = None
-        self.results = None
-        self.outcome = None
+        # what was completed, in the type of the layer that stopped: an engine's LoopResult, a mesh study's
+        # MeshResult (twin.mesh), a sweep's rows (twin.sweep); None until that layer sets it
+        self.partial: Any = None
+        self.results: list[LoopResult] | None = None
+        self.outcome: tuple[LoopResult, int, int, str] | None = None
         super().__init__(f"interrupted{' ' + where if where else ''}")
 
 

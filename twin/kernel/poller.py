@@ -70,7 +70,8 @@ class Poller:
             self._schedule()
 
     def _landed(self) -> None:
-        if self._on_seen is not None and not self._pending and self._ready():
+        ready = self._ready  # set and cleared with _on_seen: not None while armed
+        if ready is not None and not self._pending and ready():
             self._schedule()
 
     def _schedule(self) -> None:
@@ -81,6 +82,8 @@ class Poller:
 
     def _fire(self) -> None:
         cb = self._on_seen
+        if cb is None:  # _schedule runs only while armed, and one event is pending at a time
+            raise RuntimeError(f"poller {self.name!r} fired while not armed")
         self._on_seen = None
         self._ready = None
         self._pending = False

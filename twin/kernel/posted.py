@@ -1,6 +1,7 @@
 """Posted writes: bytes that land in another node's memory after a path latency, in order."""
 from __future__ import annotations
 
+import builtins
 from typing import Protocol
 
 from twin.kernel.memory import MemoryRegion
@@ -11,7 +12,9 @@ from twin.kernel.streams import JitterStream
 class Wire(Protocol):
     """What a posted-write path needs from the link under it (see :mod:`twin.links`)."""
 
-    latency_ps: int
+    @property
+    def latency_ps(self) -> int:
+        """Time from the end of serialisation until the bytes have landed (ps): an attribute or a property."""
 
     def serialise_ps(self, nbytes: int) -> int:
         """Time the link is busy putting ``nbytes`` of payload on the wire (headers included)."""
@@ -46,7 +49,7 @@ class Lane:
         self.reorders_held = 0
         self._tail = getattr(wire, "tail_ps", None)
         self._ser: dict[int, int] = {}
-        self._latency = wire.latency_ps if wire is not None else 0
+        self._latency = wire.latency_ps
 
     def plan(self, t_issue: int, nbytes: int) -> int:
         """Advance the lane for a write of ``nbytes`` issued at ``t_issue``; return its landing
@@ -77,20 +80,34 @@ class PostedWritePath:
     Statistics (of the lane): ``writes``, ``bytes``, ``reorders_held``.
     """
 
-    def __init__(self, kernel: Kernel, name: str, wire: Wire | None, dst: MemoryRegion | None,
+    def __init__(self, kernel: Kernel, name: str, wire: Wire | None, dst: MemoryRegion,
                  jitter: JitterStream | None = None, *, lane: Lane | None = None):
+        """``wire`` and ``jitter`` make the path's own lane; with ``lane=`` they are not used (None).
+        Raises ValueError without a lane and without a wire and a jitter stream."""
         self.kernel = kernel
         self.name = name
         self.dst = dst
-        self.lane = lane if lane is not None else Lane(name, wire, jitter)
+        if lane is None:
+            if wire is None or jitter is None:
+                raise ValueError(f"posted-write path {name!r}: needs a wire and a jitter stream, or a lane")
+            lane = Lane(name, wire, jitter)
+        self.lane = lane
         self.wire = self.lane.wire
         self.plan = self.lane.plan
 
-    writes = property(lambda self: self.lane.writes)
-    bytes = property(lambda self: self.lane.bytes)
-    reorders_held = property(lambda self: self.lane.reorders_held)
+    @property
+    def writes(self) -> int:
+        return self.lane.writes
 
-    def write(self, offset: int, data: bytes) -> int:
+    @property
+    def bytes(self) -> int:
+        return self.lane.bytes
+
+    @property
+    def reorders_held(self) -> int:
+        return self.lane.reorders_held
+
+    def write(self, offset: int, data: builtins.bytes) -> int:
         """Post ``data`` to ``dst[offset:]`` now; returns the landing time (ps)."""
         land = self.plan(self.kernel.now, len(data))
         self.kernel.at(land, self.dst.land, offset, bytes(data))

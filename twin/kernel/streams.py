@@ -36,7 +36,10 @@ class JitterStream:
         """The stream's next ``count`` values at once (the same values as one block at a time: each
         draw takes the generator's next words, none is buffered between calls). ``Generator.exponential(scale)``
         is ``scale * standard_exponential()`` draw for draw (numpy's ``random_exponential``), so the
-        standard draws scaled, rounded and cast in place are its values, bit for bit, at less cost."""
+        standard draws scaled, rounded and cast in place are its values, bit for bit, at less cost.
+        Only called for a stream with a scale (its callers return zeros first for ``scale_ps == 0``)."""
+        if self._rng is None:
+            raise RuntimeError(f"jitter stream {self.name!r}: a zero-scale stream draws nothing")
         x = self._rng.standard_exponential(count)
         x *= self.scale_ps
         np.rint(x, out=x)

@@ -20,6 +20,7 @@ import numpy as np
 
 from twin.calibration.params import ParamSet
 from twin.engine.event import run_topology
+from twin.engine.hops import Hops
 from twin.engine.spec import LoopResult
 from twin.engine.stop import Interrupted
 from twin.engine.topology import Topology
@@ -35,14 +36,21 @@ class FlowTimes(LoopResult):
     (when the consumer's thread took it)."""
 
     @property
+    def flow_hops(self) -> Hops[np.ndarray]:
+        """The flow's hops: the event engine records them for every flow of a mesh (RuntimeError if not)."""
+        if self.hops is None:
+            raise RuntimeError(f"mesh flow {self.name!r}: the engine recorded no hops")
+        return self.hops
+
+    @property
     def t_seen(self) -> np.ndarray:
         """The idle-thread poll that saw each request (hop ``seen``)."""
-        return self.hops.seen
+        return self.flow_hops.seen
 
     @property
     def t_start(self) -> np.ndarray:
         """When the consumer's thread took each request (hop ``start``)."""
-        return self.hops.start
+        return self.flow_hops.start
 
     @property
     def wait_ps(self) -> np.ndarray:
@@ -89,7 +97,8 @@ def run_mesh(sc, params: ParamSet, rounds: int | None = None, seed: int | None =
     try:
         results = run_topology(topo, (lambda d: progress(d, total)) if progress else None)
     except Interrupted as e:
-        e.partial = _mesh_result(sc, topo, e.results)
+        if e.results is not None:  # the event engine's per-flow results (it sets them when it stops)
+            e.partial = _mesh_result(sc, topo, e.results)
         raise
     return _mesh_result(sc, topo, results)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.table import Table
@@ -37,8 +37,9 @@ def mesh_document(loaded, res: MeshResult, seed: int) -> dict:
     flows = []
     for r, ft in zip(res.routes, res.flows):
         f = sc.flows[r.flow]
-        extra = {"budget": budget(ft.t_in, ft.t_have, ft.hops), "backlog_max": int(ft.stats.get("backlog_max", 0)),
-                 "slowest_round": slowest_round(ft.t_in, ft.t_have, ft.hops)}
+        extra: dict[str, Any] = {"budget": budget(ft.t_in, ft.t_have, ft.flow_hops),
+                                 "backlog_max": int(ft.stats.get("backlog_max", 0)),
+                                 "slowest_round": slowest_round(ft.t_in, ft.t_have, ft.flow_hops)}
         if sc.faults:
             extra["faults"] = ft.stats["faults"]
             if "not_reached" in extra["faults"]:

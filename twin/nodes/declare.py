@@ -5,8 +5,8 @@ link card, consumer, NIC, switch) and every wire kind (aurora, pcie, ethernet) i
 :class:`NodeKind` registered here with :func:`declare`. The built-in declarations live in
 :mod:`twin.nodes.kinds`, loaded on the first lookup; a kind added later lives in its own device
 module with its node class and factory (e.g. :mod:`twin.devices.zhinst`: its ``KIND``), declared by
-two lines at the end of :mod:`twin.nodes.kinds`, after the built-in kinds. ``twin components`` prints them (:mod:`twin.nodes.listing`)
-and ``docs/components.md`` is generated from them.
+two lines at the end of :mod:`twin.nodes.kinds`, after the built-in kinds. ``twin components``
+prints them (:mod:`twin.nodes.listing`) and ``docs/components.md`` is generated from them.
 
 This module does no I/O and imports no device module: the declarations (which read their defaults
 from the devices' dataclasses) are imported only when :func:`kinds` or :func:`kind` is first called.
@@ -211,9 +211,9 @@ def code_defaults(of: str) -> dict[str, object]:
     if hasattr(cls, "model_fields"):  # a pydantic settings model (a calibration file's section)
         return {n: (REQUIRED if f.is_required() else f.get_default(call_default_factory=True))
                 for n, f in cls.model_fields.items()}
-    sig = inspect.signature(cls.__init__)
+    sig = inspect.signature(cls)  # the constructor's parameters (its __init__'s, without self)
     return {n: p.default for n, p in sig.parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY
-            or (p.default is not inspect.Parameter.empty and n != "self")}
+            or p.default is not inspect.Parameter.empty}
 
 
 def param_fields(of: str, spec: dict[str, P], prefix: str = "", partial: bool = False) -> tuple[Param, ...]:

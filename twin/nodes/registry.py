@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from twin.runtime.functions import Function
 
 MODELS = ("sim", "code", "rtl", "live")
 
@@ -35,7 +38,7 @@ class Situation:
     path: str = "card"
     queue_pairs: int = 1
     frame_bytes: int = 64
-    function: object = None
+    function: Function | None = None
     faults: frozenset[str] = frozenset()
     engine: str = "auto"
     study: str = "run"

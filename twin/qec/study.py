@@ -266,6 +266,8 @@ def decode_circuit(path: Path, d: Decode):
         return c
     from twin.qec.bb import BB_CODES
     noise = d.noise_model
+    if d.code is None or noise is None:  # the schema asks for a code without a circuit file (Decode._source)
+        raise ConfigError(path, "decode.code", "<missing>", "give either code (a named code) or circuit (a .stim file)")
     if d.code in BB_CODES:
         if noise == "circuit":
             raise ConfigError(path, "decode.noise", noise, "a BB code is built with phenomenological or "
@@ -302,6 +304,9 @@ def decoder_for(d: Decode, circuit, path: Path | None = None, sinter_inner=None,
     id; others are ``<name or the workload's name>_<decoder>``."""
     from twin.qec.decoders.registry import build
     if d.decoder == "function":
+        if d.function is None:
+            raise ConfigError(path or "<scenario>", "decode.function", "<missing>", "decoder: function needs the "
+                              "function (package.module:callable, lib.so:symbol or a registered function's name)")
         fn = fn or resolve_function(d.function, path, reply_bytes=-(-circuit.num_observables // 8))
         return build("function", circuit, name=d.function, fn=fn)
     if d.decoder.startswith("sinter:"):
@@ -345,6 +350,8 @@ def _load_cost_fit(path: Path, d: Decode):
     of the scenario's decoder kind; raises ConfigError naming ``decode.cost.file``."""
     from twin.config import named_file
     from twin.qec.cost_fit import load_fit
+    if d.cost.file is None:  # the schema asks for it under how: fitted (Cost._applies)
+        raise ConfigError(path, "decode.cost.file", "<missing>", "how: fitted needs the calibration file")
     f = named_file(path, "decode.cost.file", d.cost.file)
     try:
         fit = load_fit(f)
@@ -393,8 +400,8 @@ def _import_from(mod: str, roots: list[Path]):
             continue
         cached = sys.modules.get(mod.split(".")[0])
         if cached is not None:
-            homes = [getattr(cached, "__file__", None)] + list(getattr(cached, "__path__", []))
-            homes = [Path(h).resolve() for h in homes if h]
+            found = [getattr(cached, "__file__", None)] + list(getattr(cached, "__path__", []))
+            homes = [Path(h).resolve() for h in found if h]
             if homes and not any(h.is_relative_to(root) for h in homes):
                 raise ImportError(f"{root} holds it, but a module {cached.__name__!r} is already imported "
                                   f"from {homes[0]}; give the decoder's module a name of its own")
@@ -828,6 +835,8 @@ def feedback_points(ld: LoadedDecode, r, run, traffic, seed: int) -> tuple[list[
     from twin.qec.ler_latency import feedback_point
     d = ld.sc.decode
     fb = d.feedback
+    if fb is None:
+        raise ValueError(f"{ld.path}: feedback points need decode.feedback")
     noise = fb.idle.noise()
 
     def ci(k, n):
@@ -883,8 +892,8 @@ def traffic_document(sc: DecodeScenario) -> dict:
         return {"mode": "open_loop", "period_ns": q.period_ns(), "clock": q.clock, "ppm": q.ppm,
                 "control": "qblox cluster (aurora)", "device": q.device,
                 **({"feedback": q.fb().model_dump()} if q.listens() else {})}
-    doc = {"mode": t.mode, "period_ns": time_ps(t.period) / 1000 if t.period else None, "clock": t.clock,
-           "control": sc.control}
+    doc: dict[str, Any] = {"mode": t.mode, "period_ns": time_ps(t.period) / 1000 if t.period else None,
+                           "clock": t.clock, "control": sc.control}
     if t.in_flight != 1:
         doc["in_flight"] = t.in_flight
     if t.gaps is not None:

@@ -159,6 +159,14 @@ class GapsBlock(_Strict):
     mean: Duration | None = None
     file: str | None = None
 
+    def given(self, key: str) -> Any:
+        """The value of ``key`` (a duration, or ``file``'s path text), one this distribution needs
+        (:meth:`_consistent` required it; ValueError if it is not one)."""
+        v = getattr(self, key)
+        if v is None:
+            raise ValueError(f"{self.distribution} gaps have no {key}")
+        return v
+
     @model_validator(mode="after")
     def _consistent(self):
         need = {"fixed": ("value",), "uniform": ("min", "max"), "exponential": ("mean",), "file": ("file",)}
@@ -242,30 +250,31 @@ class Traffic(_Strict):
         return self
 
 
+def _fault_rounds(v: list[int]) -> list[int]:
+    """A fault's ``rounds``, checked: numbered from 1, none listed twice (Located naming the entry)."""
+    seen = set()
+    for i, r in enumerate(v):
+        if r < 1:
+            raise Located((i,), r, "rounds are numbered from 1")
+        if r in seen:  # a round's fault happens once: a second listing would add nothing
+            raise Located((i,), r, f"round {r} is listed twice")
+        seen.add(r)
+    return v
+
+
 class CorruptFault(_Strict):
     """Flip a payload byte of the given rounds' request or reply on the PCIe path."""
 
     rounds: list[StrictInt] = Field(min_length=1)
     path: Literal["request", "reply"] = "request"
-
-    @field_validator("rounds")
-    @classmethod
-    def _positive(cls, v):
-        seen = set()
-        for i, r in enumerate(v):
-            if r < 1:
-                raise Located((i,), r, "rounds are numbered from 1")
-            if r in seen:  # a round's fault happens once: a second listing would add nothing
-                raise Located((i,), r, f"round {r} is listed twice")
-            seen.add(r)
-        return v
+    _r = field_validator("rounds")(classmethod(lambda cls, v: _fault_rounds(v)))
 
 
 class DropFault(_Strict):
     """Lose the control system's first frame of the given rounds on the link."""
 
     rounds: list[StrictInt] = Field(min_length=1)
-    _p = field_validator("rounds")(CorruptFault._positive.__func__)
+    _r = field_validator("rounds")(classmethod(lambda cls, v: _fault_rounds(v)))
 
 
 class StallFault(_Strict):
@@ -660,7 +669,7 @@ class Scenario(ScenarioBase):
     def _control(self):  # after _topology (definition order): the graph is sound
         ctl = self.control()
         if ctl is not None and ctl.settings is not None:  # a control kind with its own parameters checks its place
-            ctl.settings.check_scenario(self, self.nodes.index(ctl))  # type: ignore[attr-defined]
+            ctl.settings.check_scenario(self, self.nodes.index(ctl))
         return self
 
     def graph(self) -> nx.Graph:
@@ -721,12 +730,12 @@ def gaps_of(block: GapsBlock | None, gaps_file: Path | None = None) -> Gaps | No
         return None
     d = block.distribution
     if d == "fixed":
-        return Gaps("fixed", int(block.value or 0))  # the block's check: the distribution's keys are given
+        return Gaps("fixed", int(block.given("value")))  # the block's check: the distribution's keys are given
     if d == "uniform":
-        return Gaps("uniform", int(block.min or 0), int(block.max or 0))
+        return Gaps("uniform", int(block.given("min")), int(block.given("max")))
     if d == "exponential":
-        return Gaps("exponential", int(block.mean or 0))
-    return Gaps("file", values_ps=read_gaps(gaps_file or Path(block.file)))
+        return Gaps("exponential", int(block.given("mean")))
+    return Gaps("file", values_ps=read_gaps(gaps_file or Path(block.given("file"))))
 
 
 def read_gaps(path: Path) -> tuple[int, ...]:
