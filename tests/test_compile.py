@@ -209,3 +209,20 @@ def test_a_block_its_model_does_not_take_is_refused_naming_the_models_that_do(tm
     assert taking and e.value.key == "nodes[2].rtl"
     for m in taking:
         assert f"model {m.name} of a {m.kind}" in str(e.value)
+
+
+def test_registry_asked_once_per_node_and_the_answer_pickles():
+    """Each node's registry entry is resolved when the schema validates it (Node.entry); the compile
+    step and the loader read that one answer; a loaded scenario still pickles and deep-copies (sweep
+    workers, sinter and Dask send what they are given)."""
+    import copy
+    import pickle
+
+    from twin.nodes.models import model_for
+    from twin.scenario.compile import model_of
+    from twin.scenario.load import load_scenario
+    ld = load_scenario(ROOT / "scenarios" / "card_path_64b.yaml")
+    for n in ld.scenario.nodes:
+        assert n.entry is model_for(n.kind, n.model) and model_of(n) is n.entry
+    for twin_sc in (pickle.loads(pickle.dumps(ld.scenario)), copy.deepcopy(ld.scenario)):
+        assert [(n.entry.kind, n.entry.name) for n in twin_sc.nodes] == [(n.kind, n.model) for n in ld.scenario.nodes]

@@ -46,6 +46,16 @@ class Situation:
     stages: int = 1
 
 
+def _stands_anywhere(situation: Situation) -> str | None:
+    """A model's refusal when it states none: it can stand anywhere its kind can."""
+    return None
+
+
+def _serves_any(function: object) -> str | None:
+    """A model's function refusal when it states none: it serves any function its kind can."""
+    return None
+
+
 @dataclass(frozen=True)
 class Model:
     """One (node kind, model) pair.
@@ -64,8 +74,8 @@ class Model:
     summary: str
     factory: str
     supports: dict = field(default_factory=dict)
-    refuse: Callable[[Situation], str | None] = lambda s: None
-    cannot_serve: Callable[[object], str | None] = lambda fn: None
+    refuse: Callable[[Situation], str | None] = _stands_anywhere
+    cannot_serve: Callable[[object], str | None] = _serves_any
 
     def build(self) -> Callable:
         """The factory callable."""

@@ -21,7 +21,6 @@ from twin.devices.generator import TrafficParams
 from twin.engine.spec import LoopSpec
 from twin.engine.topology import Flow, Topology
 from twin.faults import FaultPlan
-from twin.nodes.models import model_for
 
 if TYPE_CHECKING:
     from twin.nodes.registry import Model
@@ -85,8 +84,8 @@ def is_roce(params) -> bool:
 
 
 def model_of(node: Node) -> Model:
-    """The registry's entry for ``node`` (its kind and model; the schema checked the pair exists)."""
-    return model_for(node.kind, node.model)
+    """The registry's entry for ``node`` (its kind and model), asked once, when the schema validated the node."""
+    return node.entry
 
 
 def node_models(sc: Scenario) -> dict[str, Model]:

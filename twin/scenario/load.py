@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from twin.calibration.params import ParamSet
 from twin.config import ConfigError, load_model, named_file
-from twin.nodes.models import Situation, refusal
+from twin.nodes.models import Situation
 from twin.scenario.schema import Faults, Scenario, ScenarioBase
 
 S = TypeVar("S", bound=ScenarioBase)
@@ -169,12 +169,11 @@ def check_model(path: Path, i: int, node, function: Function, situation: Situati
     """``nodes[i]``'s model can stand in ``situation`` (whose function is ``function``): the model
     registry's refusal (:func:`twin.nodes.models.refusal`), if any, raised as a :class:`ConfigError` on
     the node's model, or on the scenario's ``function`` when the function is what the model cannot serve."""
-    why = refusal(node.kind, node.model, situation)
+    why = node.entry.refuse(situation)  # the registry's entry, asked once at validation
     if not why:
         return
-    from twin.nodes.models import function_refusal
     key, value = f"nodes[{i}].model", node.model
-    if why == function_refusal(node.kind, node.model, function):
+    if why == node.entry.cannot_serve(function):
         key, value = "function", function.name  # the function is what cannot be served
     raise ConfigError(path, key, value, f"nodes[{i}] ({node.name}) is model {node.model}: {why}")
 

@@ -435,6 +435,7 @@ class Node(_Strict):
     bridge: Bridge | None = None
     params: dict[str, Any] | None = None  # a kind with its own parameters (NodeKind.settings)
     _settings: BaseModel | None = PrivateAttr(None)
+    _entry: Any = PrivateAttr(None)  # its registry entry (twin.nodes.registry.Model), asked once, at validation
 
     @field_validator("kind")
     @classmethod
@@ -477,6 +478,12 @@ class Node(_Strict):
             raise _located(e, ("params",), data) from None
         return self
 
+    @property
+    def entry(self):
+        """The model registry's entry for this node's (kind, model) (:class:`twin.nodes.registry.Model`):
+        the registry is asked once per node, when the scenario is validated; everything after reads this."""
+        return self._entry
+
     @field_validator("model")
     @classmethod
     def _model(cls, v: str) -> str:
@@ -490,7 +497,7 @@ class Node(_Strict):
         the registry says the model takes (``supports["blocks"]``) and must have (``supports["needs"]``)."""
         from twin.nodes.models import model_for
         try:
-            m = model_for(self.kind, self.model)
+            m = self._entry = model_for(self.kind, self.model)
         except KeyError as e:
             raise Located(("model",), self.model, str(e).strip("'\"")) from None
         for block, shown in (("rtl", "{...}"), ("bridge", self.bridge.backend if self.bridge else "")):
@@ -505,6 +512,8 @@ class Node(_Strict):
 
 
 _BLOCK_HINT = {"bridge": " (backend: shm | cuda | udp)"}
+
+
 def _taking(block: str) -> str:
     """The models that take node block ``block`` (the registry's ``supports["blocks"]``), e.g.
     ``model live of a consumer``."""
