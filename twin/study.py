@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -13,9 +13,13 @@ from twin.engine.direct import DirectNotApplicable, check_same, run_direct
 from twin.engine.event import run_event
 from twin.engine.spec import LoopResult, LoopSpec
 from twin.engine.stop import Interrupted
+from twin.nodes.protocol import keeps_partial
 from twin.scenario import LoadedScenario
 from twin.scenario.compile import compile_scenario, is_roce, model_of
 from twin.stats import summary_ns
+
+if TYPE_CHECKING:
+    from twin.calibration.roce import RoceMeasured
 
 Progress = Callable[[str, int], None]
 PENDING = "direct+event (pending)"  # run_one(defer=True): the event model's check is still to run
@@ -139,7 +143,7 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
             from twin.rtl.build import build_user_block
             build_user_block(loaded.path, i, node.rtl.top, node.rtl.sources)
     topo = compile_scenario(loaded, rounds, seed, trace=trace)
-    ctx = _Context(loaded, rounds, measured, is_roce(loaded.params), engine, verify_rounds)
+    ctx = _Context(loaded, rounds, measured, engine, verify_rounds)
     study = StudyResult(loaded, rounds, seed, engine, [], measured)
     defer = first is not None and engine == "auto" and verify_rounds > 0
     nodes = {n.name: n for n in sc.nodes}
@@ -184,11 +188,13 @@ def _run_loop(spec: LoopSpec, node, engine: str, verify_rounds: int, progress: P
     except DirectNotApplicable as e:
         raise DirectNotApplicable(f"node {node.name!r}: {e}") from None
     except Exception as e:  # a live endpoint failed, or a stop: keep its rounds so far, end the study
-        if not getattr(e, "keeps_partial", False):
+        if not keeps_partial(e):
             raise
-        e.node = node.name
-        kept = getattr(e, "outcome", None) or (
-            None if e.partial is None else (e.partial, len(e.partial.ok), e.partial.mismatches, "event"))
+        failure: Any = e  # an Interrupted or a LiveFailure: both carry ``partial``; the study names the node
+        failure.node = node.name
+        kept = getattr(failure, "outcome", None) or (
+            None if failure.partial is None
+            else (failure.partial, len(failure.partial.ok), failure.partial.mismatches, "event"))
         if stopped:
             stopped(node.name, e, 0 if kept is None else len(kept[0].t_in))
         if kept is None or not len(kept[0].t_in):
@@ -209,6 +215,8 @@ def _check_deferred(ctx: "_Context", study: StudyResult, pending: list, checking
             res, checked, mism, used = check_direct(spec, runs[i].result, ctx.verify_rounds, cb)
         except Interrupted as e:  # the rounds checked so far end the study, as a stop in run_one would
             e.node = node.name
+            if e.outcome is None:  # check_direct sets it before it raises
+                raise
             res, checked, mism, used = e.outcome
             if stopped:
                 stopped(node.name, e, len(res.t_in))
@@ -225,8 +233,7 @@ class _Context:
 
     loaded: LoadedScenario
     rounds: int
-    measured: Measured | None
-    roce: bool
+    measured: Measured | RoceMeasured | None  # a RoCE file when the scenario's path is RoCE
     engine: str
     verify_rounds: int
 
@@ -243,7 +250,7 @@ def _checked_keys(res: LoopResult, checked: int, mism: int, used: str) -> dict:
 def _summary(ctx: _Context, node, spec: LoopSpec, res: LoopResult, checked: int, mism: int, used: str,
              failure: Exception | None) -> dict:
     """One loop's results.json summary (docs/results.md)."""
-    loaded, rounds, measured, roce = ctx.loaded, ctx.rounds, ctx.measured, ctx.roce
+    loaded, rounds, measured = ctx.loaded, ctx.rounds, ctx.measured
     engine, verify_rounds = ctx.engine, ctx.verify_rounds
     sc = loaded.scenario
     dev = loaded.params.consumers[node.device]
@@ -293,7 +300,8 @@ def _summary(ctx: _Context, node, spec: LoopSpec, res: LoopResult, checked: int,
             extra = sc.qblox.result_latency_ns + sc.qblox.trigger_network_ns
             s["publish_to_reply"] = {k: round(v + extra, 3) for k, v in loop.items()}
     row = measured.consumers.get(node.device) if measured else None
-    if row is not None and roce:
+    from twin.calibration.roce import RoceMeasuredRow
+    if isinstance(row, RoceMeasuredRow):  # a RoCE measurement file (the scenario's path is RoCE)
         from twin.calibration.roce import STAT_Q
         from twin.stats import percentile_ps
         have = row.stats_ps()

@@ -65,6 +65,7 @@ class Interrupted(RuntimeError):
         self.partial: Any = None
         self.results: list[LoopResult] | None = None
         self.outcome: tuple[LoopResult, int, int, str] | None = None
+        self.node: str | None = None  # the node whose run it stopped, set by the study
         super().__init__(f"interrupted{' ' + where if where else ''}")
 
 
