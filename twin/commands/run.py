@@ -99,15 +99,15 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     folder.check(["results.json", *([] if args.no_csv else [f"rounds.{args.rounds_format}"]),
                   *([] if args.no_plot else ["histograms.png"]), *(["live_rounds.npz"] if live else []),
                   *(_wave_names(sc, consumers) if args.trace else [])])  # before the run: refused, nothing written
-    for n in consumers:  # a live endpoint that cannot start here: say so before any progress bar
-        if n.bridge is not None:
-            from hw_bridge.contract import LiveFailure, preflight
-            try:
-                preflight(n.bridge.settings())
-            except LiveFailure as e:
-                print(f"twin: error: node {n.name!r}: {e}", file=sys.stderr)
-                return 3
-    with folder:  # an error or Ctrl-C before the commit leaves the folder as it was
+    with folder:  # an error or Ctrl-C before the commit leaves the folder as it was (and releases its lock)
+        for n in consumers:  # a live endpoint that cannot start here: say so before any progress bar
+            if n.bridge is not None:
+                from hw_bridge.contract import LiveFailure, preflight
+                try:
+                    preflight(n.bridge.settings())
+                except LiveFailure as e:
+                    print(f"twin: error: node {n.name!r}: {e}", file=sys.stderr)
+                    return 3
         trace = (str(folder.stage_dir() / "waves.vcd"), *args.trace) if args.trace else None
         bar = progress_bar(console, quiet=args.quiet)
         check = progress_bar(console, quiet=args.quiet)

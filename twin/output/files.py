@@ -15,8 +15,14 @@ Two shapes:
   less than was asked, e.g. an interrupted run: :meth:`RunFolder.mark_partial`).
   A folder holding an earlier run's manifest is refused unless ``overwrite`` (``--overwrite``) is
   given; then only the files the earlier manifest names are replaced (or removed, when this run does
-  not write them again: they would not match its results). A file the twin would write that is there
+  not write them again: they would not match its results), and only while each is still the file the
+  manifest describes (its bytes and sha256 checked before the work, its size and modification time
+  again before the renames): a file changed since, or a manifest planted beside files the twin never
+  wrote, refuses the run and nothing is touched. A file the twin would write that is there
   but not named in a manifest (the user's) is never touched: the run is refused before any work.
+  One run at a time: the folder's lock (:mod:`twin.output.lock`) is taken by :meth:`RunFolder.check`
+  (or the first staged file) and held until the commit or the discard; a second run on the same
+  folder is refused at once, naming the pid that holds it.
 - :func:`write_file`, one file a command names (``twin calibrate``'s fitted set, ``twin hosting
   --fit``, ``twin topology``'s image, ``twin gen``, ``twin scenarios copy``): a temporary name in
   the same folder, fsync, :func:`os.replace`; :func:`check_file` refuses, before the work, an
@@ -35,9 +41,11 @@ import math
 import os
 import secrets
 import shutil
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from twin.output.lock import FolderBusy, FolderLock
 from twin.usage import UsageError
 
 MANIFEST = "manifest.json"
@@ -134,15 +142,40 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _digest(path: Path) -> dict:
+def _digest(path: Path, sync: bool = True) -> dict:
+    """``{"bytes", "sha256"}`` of the file at ``path`` (``sync``: fsync it too, for a file another
+    writer filled, e.g. a VCD from the RTL harness). Raises OSError."""
     h = hashlib.sha256()
     n = 0
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
             h.update(chunk)
             n += len(chunk)
-        os.fsync(f.fileno())  # a file another writer filled (a VCD from the RTL harness)
+        if sync:
+            os.fsync(f.fileno())
     return {"bytes": n, "sha256": h.hexdigest()}
+
+
+def _as_recorded(p: Path, entry: object) -> bool:
+    """Whether ``p`` is still the file a manifest entry ``{"bytes", "sha256"}`` describes (a plain
+    file, not a link, the same size and digest)."""
+    if not isinstance(entry, dict) or p.is_symlink() or not p.is_file():
+        return False
+    try:
+        if p.stat().st_size != entry.get("bytes"):
+            return False
+        return _digest(p, sync=False) == {"bytes": entry.get("bytes"), "sha256": entry.get("sha256")}
+    except OSError:
+        return False
+
+
+def _stamp(p: Path) -> tuple | None:
+    """What tells a file changed without reading it: (inode, size, modification time in ns)."""
+    try:
+        st = p.stat(follow_symlinks=False)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def _unlink_quietly(p: Path) -> None:
@@ -268,6 +301,9 @@ class RunFolder:
         self._stage: Path | None = None
         self._created: list[Path] = []
         self._owned: dict | None = None
+        self._stamps: dict[str, tuple | None] = {}  # the earlier run's files as checked: (inode, size, mtime)
+        self._lock = FolderLock(self.out)
+        weakref.finalize(self, self._lock.release)  # a run that neither commits nor discards
 
     # -- before the work
     def owned(self) -> dict:
@@ -284,16 +320,74 @@ class RunFolder:
                                  f"{MANIFEST}); add --overwrite to replace them (only those), or choose another "
                                  f"{self.option}")
             self._owned = dict(doc["files"]) if doc else {}
+            self._verify_owned()
         return self._owned
 
+    def _verify_owned(self) -> None:
+        """Every file the earlier manifest names that is there must still be the one it describes;
+        otherwise it is the user's (edited since, or never the twin's: a planted manifest) and the
+        run is refused before anything is replaced or removed."""
+        assert self._owned is not None
+        for name, entry in self._owned.items():
+            p = self.out / name
+            if not (p.exists() or p.is_symlink()) or name == MANIFEST:
+                continue
+            if not _as_recorded(p, entry):
+                raise UsageError(f"{self.option} {self.out}: {name} is not the file {MANIFEST} records (changed "
+                                 "since the twin wrote it, or never written by it); the twin never replaces it: move "
+                                 f"it away or choose another {self.option}")
+            self._stamps[name] = _stamp(p)
+
+    def _recheck_owned(self) -> None:
+        """Before the renames: a file of the earlier run whose stamp changed since :meth:`_verify_owned`
+        is read again."""
+        for name, stamp in self._stamps.items():
+            p = self.out / name
+            if _stamp(p) != stamp and (p.exists() or p.is_symlink()) \
+                    and not _as_recorded(p, (self._owned or {}).get(name)):
+                raise UsageError(f"{self.option} {self.out}: {name} changed during the run; the twin never "
+                                 f"replaces it: nothing was written (move it away or choose another {self.option})")
+
     def check(self, names: Iterable[str] = ()) -> RunFolder:
-        """Before the work: refuse (UsageError, one line) when the folder holds an earlier run and no
-        ``overwrite``, or when one of ``names`` (the files this run will write) is there and the
-        twin did not write it. Creates nothing; returns ``self``."""
-        owned = self.owned()
-        for name in [*names, MANIFEST]:
-            self._check_name(name, owned)
+        """Before the work: take the folder's lock (creating the folder: :meth:`discard` removes it
+        again), then refuse (UsageError, one line) when another run holds it, when the folder holds
+        an earlier run and no ``overwrite``, or when one of ``names`` (the files this run will write)
+        is there and the twin did not write it. Returns ``self``."""
+        if self.out.exists() and not self.out.is_dir():
+            raise UsageError(f"{self.option} {self.out}: exists and is not a folder")
+        self._make_folder()
+        try:
+            owned = self.owned()
+            for name in [*names, MANIFEST]:
+                self._check_name(name, owned)
+        except BaseException:
+            self.discard()
+            raise
         return self
+
+    def _make_folder(self) -> None:
+        """Create the run folder (recording the folders made, innermost first, for :meth:`discard`)
+        and take its lock. Raises OutputError, or UsageError when another run holds the lock."""
+        if self._lock.held:
+            return
+        missing = []
+        d = self.out
+        while not d.exists() and d != d.parent:
+            missing.append(d)
+            d = d.parent
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise OutputError(self.out, _reason(e)) from None
+        self._created = missing  # innermost first: removed again if the run writes nothing
+        try:
+            self._lock.acquire()
+        except FolderBusy as e:
+            self._remove_created()
+            held = f"another twin run (pid {e.pid}) is writing into it" if e.reason is None and e.pid else (
+                "another twin run is writing into it" if e.reason is None else f"cannot lock it: {e.reason}")
+            raise UsageError(f"{self.option} {self.out}: {held}; wait for it to end or choose another "
+                             f"{self.option}") from None
 
     def _check_name(self, name: str, owned: dict) -> None:
         p = self.out / name
@@ -319,20 +413,12 @@ class RunFolder:
         moves every file it finds here into the run folder (refusing, as :meth:`check` does, a name
         that is the user's)."""
         if self._stage is None:
-            missing = []
-            d = self.out
-            while not d.exists() and d != d.parent:
-                missing.append(d)
-                d = d.parent
-            try:
-                self.out.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise OutputError(self.out, _reason(e)) from None
-            self._created = missing  # innermost first: removed again if the run writes nothing
+            self._make_folder()
             stage = self.out / f"{STAGING_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
             try:
                 stage.mkdir()
             except OSError as e:
+                self._lock.release()
                 self._remove_created()
                 raise OutputError(self.out / "", _reason(e)) from None
             self._stage = stage
@@ -402,6 +488,7 @@ class RunFolder:
                         done[name] = _digest(tmp)
                     except OSError as e:
                         raise OutputError(self.out / name, _reason(e)) from None
+            self._recheck_owned()
             # first the manifest names the earlier files and the new ones (not complete), then the renames
             self._put_manifest({**owned, **done}, complete=False)
             for name in done:
@@ -418,13 +505,16 @@ class RunFolder:
             _fsync_dir(self.out)
         finally:
             self._drop_stage()
+        self._lock.release()
         self._staged, self._created = {}, []
         return [self.out / n for n in done]
 
     def discard(self) -> None:
-        """Forget every staged file (the folder is left as it was before this run)."""
+        """Forget every staged file and release the folder's lock (the folder is left as it was before
+        this run)."""
         self._drop_stage()
         self._staged = {}
+        self._lock.release()
         self._remove_created()
 
     def _drop_stage(self) -> None:
