@@ -34,6 +34,13 @@ def _table_native(name: str) -> Callable[[], int]:
     return address
 
 
+def _table_rom(name: str) -> Callable[[], str]:
+    def rom() -> str:
+        from twin.qec.lookup import standard_table
+        return standard_table(name).readmemh()
+    return rom
+
+
 def _matching_fn(name: str) -> Callable[[bytes], bytes]:
     def decode(payload: bytes) -> bytes:
         from twin.qec.decoders import standard_matching
@@ -44,9 +51,11 @@ def _matching_fn(name: str) -> Callable[[bytes], bytes]:
 
 DECODERS = (
     Function(C.FUNCTION_DECODE_REP3, "decode_rep3", _table_fn("rep3"), None,
-             "repetition-3 lookup decoder, 4 detectors -> 1 byte", _table_native("rep3"), C.syndrome_bytes(4)),
+             "repetition-3 lookup decoder, 4 detectors -> 1 byte", _table_native("rep3"), C.syndrome_bytes(4),
+             _table_rom("rep3")),
     Function(C.FUNCTION_DECODE_STEANE7, "decode_steane7", _table_fn("steane7"), None,
-             "Steane-7 lookup decoder, 6 detectors -> 1 byte", _table_native("steane7"), C.syndrome_bytes(6)),
+             "Steane-7 lookup decoder, 6 detectors -> 1 byte", _table_native("steane7"), C.syndrome_bytes(6),
+             _table_rom("steane7")),
     Function(C.FUNCTION_DECODE_SURFACE5, "decode_surface5", _matching_fn("surface5"), None,
              "rotated surface code d=5, 5 rounds, PyMatching: 120 detectors (15 bytes) -> 1 byte",
              min_payload=C.syndrome_bytes(120)),

@@ -174,10 +174,10 @@ def card_sources() -> NodeSources:
 
 def consumer_sources(function_top: str | None = None, user_sources: tuple[Path, ...] = ()) -> NodeSources:
     """The V80 consumer logic with its function core: the bundled ``qrt_functions`` (echo and the
-    lookup decoders, ROMs from :func:`twin.qec.lookup.standard_table`) or a user's module
+    lookup decoders, their ROMs the tables the runtime's registered functions ``decode_rep3`` and
+    ``decode_steane7`` carry, :attr:`twin.runtime.functions.Function.rom`) or a user's module
     ``function_top`` from ``user_sources`` (same ports; docs/rtl.md)."""
-    from twin.qec.lookup import standard_table
-    roms = (("rep3.hex", standard_table("rep3").readmemh()), ("steane7.hex", standard_table("steane7").readmemh()))
+    roms = tuple((f"{name}.hex", _rom(f"decode_{name}")) for name in ("rep3", "steane7"))
     srcs = [RTL_DIR / "qrt_v80.v", RTL_DIR / "qrt_slot_image.v", RTL_DIR / "qrt_functions.v",
             RTL_DIR / "lookup_decoder.v"]
     defines: tuple[str, ...] = ()
@@ -185,6 +185,15 @@ def consumer_sources(function_top: str | None = None, user_sources: tuple[Path, 
         srcs += [Path(s).resolve() for s in user_sources if Path(s).resolve() not in srcs]
         defines = (f"QRT_FUNCTION_TOP={function_top}",)
     return NodeSources("consumer", "qrt_v80", tuple(srcs), defines, roms)
+
+
+def _rom(function: str) -> str:
+    """The ROM image of runtime function ``function`` (the function registry's provider builds it)."""
+    from twin.runtime.functions import lookup
+    rom = lookup(function).rom
+    if rom is None:
+        raise KeyError(f"runtime function {function!r} carries no ROM image for the RTL function core")
+    return rom()
 
 
 def _digest(ns: NodeSources) -> str:

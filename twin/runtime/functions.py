@@ -29,7 +29,9 @@ class Function:
     function, a callable returning the address of its numba-compiled build, and ``min_payload``:
     the request payload bytes the function needs (a decoder's syndrome; the Python implementation
     raises ValueError on a shorter payload, and a consumer answers it with status
-    ``function_failed``, as the runtime library does when a function returns < 0)."""
+    ``function_failed``, as the runtime library does when a function returns < 0); ``rom``: for a
+    function the RTL function core computes from a table (a lookup decoder), a callable returning
+    that table as ``$readmemh`` text (:func:`twin.rtl.build.consumer_sources`)."""
 
     id: int
     name: str
@@ -38,6 +40,7 @@ class Function:
     doc: str
     native: Callable[[], int] | None = None  # address of a native build (numba), made on demand
     min_payload: int = 0
+    rom: Callable[[], str] | None = None  # a hardware build's ROM image ($readmemh text), made on demand
 
 
 def echo(payload: bytes) -> bytes:
