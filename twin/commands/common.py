@@ -81,6 +81,14 @@ def stamped(path: Path, now=None) -> Path:
     return path.with_name(f"{path.stem}-{t:%Y%m%d-%H%M}{path.suffix}")
 
 
+def add_table(parser: argparse.ArgumentParser) -> None:
+    """Add ``--table text|csv|json`` (how the printed tables come out: :mod:`twin.output.table`)."""
+    parser.add_argument("--table", choices=("text", "csv", "json"), default="text",
+                        help="the printed tables: text (default; folded to the terminal's width, never cut), csv or "
+                             "json (JSON Lines, one table a line): the tables alone on standard output, every other "
+                             "line on standard error")
+
+
 def add_overwrite(parser: argparse.ArgumentParser, what: str = "an earlier run's outputs in the output folder "
                                                                 "(only the files its manifest.json names)") -> None:
     """Add ``--overwrite`` to a command that writes files (:mod:`twin.output.files`)."""

@@ -11,6 +11,7 @@ from twin.commands.common import (
     _nonneg,
     _seed,
     add_overwrite,
+    add_table,
     check_out_folder,
     run_folder,
     scenario_arg,
@@ -38,6 +39,7 @@ def register(sub) -> None:
                    "backlog_vs_time.png, ler_vs_latency.png; ones that are there are left alone, or removed if an "
                    "earlier run wrote them)")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_table(d)
     add_overwrite(d)
     d.set_defaults(handler=cmd_decode, stops_at_a_round=True)  # its own signal handlers (interruptible)
 

@@ -15,6 +15,7 @@ from twin.commands.common import (
     _seed,
     _window,
     add_overwrite,
+    add_table,
     check_out_folder,
     phase_spinner,
     run_folder,
@@ -52,6 +53,7 @@ def register(sub) -> None:
                    help="the per-round file: parquet (rounds.parquet, default: pyarrow, about a second per 3e6 "
                         "rows) or csv (rounds.csv, the same columns and rows as text: gigabytes for a long run)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_table(r)
     add_overwrite(r)
     r.set_defaults(handler=cmd_run, stops_at_a_round=True)  # its own signal handlers (interruptible)
 
@@ -110,13 +112,12 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     with folder:  # an error or Ctrl-C before the commit leaves the folder as it was
         trace = (str(folder.stage_dir() / "waves.vcd"), *args.trace) if args.trace else None
         bar = progress_bar(console, quiet=args.quiet)
-        check = progress_bar(console, quiet=args.quiet)
+        check = progress_bar(console, quiet=args.quiet, transient=True)
         checks: dict = {}
 
-        def first(so_far) -> None:  # every direct engine has run: the table now, the event model's check after
+        def first(so_far) -> None:  # every direct engine has run: the event model's check, then the table
             bar.stop()
-            from twin.report import print_table
-            print_table(so_far, console)
+            _preview(so_far, check, console, args.quiet)
             n = min(args.verify_rounds, rounds)
             checks.update({r.node: check.add_task(f"{r.node}: event-model check", total=n)
                            for r in so_far.runs if r.summary["engine"] == PENDING})
@@ -141,6 +142,17 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return _report(args, console, study, folder, consumers, live, bool(checks))
 
 
+def _preview(so_far, check, console: Console, quiet: bool) -> None:
+    """On a terminal, the headline table of the direct engines' rounds above the event model's
+    check bar (``check``, transient: both go when the check is done, and the final table, its
+    ``checked`` column filled, is printed in their place; never a ``-`` left in the scrollback)."""
+    if quiet or not console.is_terminal:
+        return
+    from twin.report import headline_table
+    shown = headline_table(so_far).renderables(console)
+    check.get_renderables = lambda: [*shown, check.make_tasks_table(check.tasks)]
+
+
 def _wave_names(sc, consumers) -> list[str]:
     """The VCD files ``--trace`` may write (``waves.<loop>.<node>.vcd``, :mod:`twin.rtl.loop`)."""
     from twin.scenario.compile import cosimulated, model_of
@@ -149,17 +161,17 @@ def _wave_names(sc, consumers) -> list[str]:
             for who, rtl in (("card", card), (n.name, cosimulated(model_of(n)))) if rtl]
 
 
-def _report(args, console: Console, study, folder, consumers, live: bool, shown: bool = False) -> int:
-    """Print the tables (``shown``: printed already, before the event model's check: then the
-    check's outcome in one line), write the outputs into ``folder`` and commit them; the exit code."""
+def _report(args, console: Console, study, folder, consumers, live: bool, checked: bool = False) -> int:
+    """Print the tables, once every number in them is known (``checked``: the event model checked
+    the direct engine's rounds: its outcome in one line under them), write the outputs into
+    ``folder`` and commit them; the exit code."""
     from twin.engine.stop import Interrupted
     from twin.report import plot_histograms, print_check, print_table, write_results_json, write_rounds
 
     out = folder.out
-    if shown:
+    print_table(study, console)
+    if checked:
         print_check(study, console)
-    else:
-        print_table(study, console)
     write_results_json(study, folder)
     if live:
         from twin.output.live import print_live, write_live_rounds
