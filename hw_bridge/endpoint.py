@@ -27,11 +27,13 @@ from typing import Self
 
 import numpy as np
 
+from twin.picklable import Picklable
+
 #: Failure kinds of :class:`LiveFailure`.
 FAILURE_KINDS = ("dead", "hung", "wrong", "error")
 
 
-class LiveFailure(RuntimeError):
+class LiveFailure(Picklable, RuntimeError):
     """A live endpoint failed. ``kind`` one of :data:`FAILURE_KINDS`, ``round`` the sequence number
     of the request it failed on (0 before the first), ``detail`` one line. ``partial`` is set by
     the event model to the :class:`twin.engine.spec.LoopResult` of the rounds completed before it."""

@@ -38,6 +38,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from twin.picklable import Picklable
 from twin.usage import UsageError
 
 MANIFEST = "manifest.json"
@@ -45,7 +46,7 @@ SCHEMA = "twin.manifest/1"
 STAGING_PREFIX = ".twin-tmp-"
 
 
-class OutputError(Exception):
+class OutputError(Picklable, Exception):
     """A file the twin could not write; ``str()`` is one line: ``cannot write PATH: reason``.
 
     Attributes: ``path`` (the file the user would have got), ``reason`` (the OS's words or the
