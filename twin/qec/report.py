@@ -107,7 +107,8 @@ def print_feedback(doc: dict, console) -> None:
              else f"depolarising {idle['rate_per_us']:g} per µs")
     tb = Grid(f"feedback: {fb['gates']} gates wait for the loop, slack {fb['slack_ns']:g} ns, idle noise "
               f"{model} on qubits {fb['qubits']}",
-              ["placement", "+µs", "reaction", "stall/cycle", "stall/shot", "cycle", "LER idle", "low", "high"])
+              ["placement", "+µs", "reaction", "stall/cycle", "stall/shot", "cycle", "LER idle", "low", "high"],
+              keys=2)
     for s in doc["placements"]:
         for p in s.get("feedback", []):
             e = f".{interval_digits(p['ler'], *p['ci'])}e"
