@@ -27,13 +27,11 @@ from typing import Self
 
 import numpy as np
 
-from twin.picklable import Picklable
-
 #: Failure kinds of :class:`LiveFailure`.
 FAILURE_KINDS = ("dead", "hung", "wrong", "error")
 
 
-class LiveFailure(Picklable, RuntimeError):
+class LiveFailure(RuntimeError):
     """A live endpoint failed. ``kind`` one of :data:`FAILURE_KINDS`, ``round`` the sequence number
     of the request it failed on (0 before the first), ``detail`` one line. ``partial`` is set by
     the event model to the :class:`twin.engine.spec.LoopResult` of the rounds completed before it."""
@@ -50,6 +48,11 @@ class LiveFailure(Picklable, RuntimeError):
         self.partial = None
         where = f"round {round}" if round else "session start"
         super().__init__(f"live {backend or 'endpoint'} {kind} at {where}: {detail}")
+
+    def __reduce__(self):
+        """Pickled with its own arguments (and ``partial``), so a worker process's failure reaches
+        the parent whole (Python's default calls ``LiveFailure(message)``)."""
+        return type(self), (self.kind, self.round, self.detail, self.backend), dict(self.__dict__)
 
 
 @dataclass(frozen=True)
