@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -121,9 +122,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             n = min(args.verify_rounds, rounds)
             checks.update({r.node: check.add_task(f"{r.node}: event-model check", total=n)
                            for r in so_far.runs if r.summary["engine"] == PENDING})
-            check.start()
+            check.start()  # after the bar's display stopped: its own (a live display started inside another nests)
         from twin.rtl.build import build_status
-        with bar, check, build_status(phase_spinner(bar, console, args.quiet)):  # a first Verilator build: tens of s
+        with bar, _stopped_after(check), build_status(phase_spinner(bar, console, args.quiet)):  # Verilator: tens of s
             tasks = {n.name: bar.add_task(n.device, total=rounds) for n in consumers}
             study = run_study(loaded, rounds=rounds, seed=args.seed, engine=args.engine,
                               verify_rounds=args.verify_rounds, trace=trace,
@@ -140,6 +141,15 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             return 3
         folder.seed = study.seed
         return _report(args, console, study, folder, consumers, live, bool(checks))
+
+
+@contextmanager
+def _stopped_after(progress):
+    """Stop ``progress`` (a rich Progress started later, if at all) when the block ends."""
+    try:
+        yield progress
+    finally:
+        progress.stop()
 
 
 def _preview(so_far, check, console: Console, quiet: bool) -> None:
