@@ -50,7 +50,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("numpy", "pydantic", "networkx", "simpy", "scipy", "matplotlib", "pyarrow", "stim", "pymatching", "sinter")
 
 # Runs `twin run` in this process with the first table's parts timed (wrappers around the functions
-# both trees have); prints one JSON line on stderr at the first table.
+# both trees have); prints one JSON line on stderr at the first table: the terminal's preview above the
+# event model's check bar where the tree has one (twin.commands.run._preview), else the printed table.
 DRIVER = r"""
 import json, sys, time
 marks = {"start": time.time(), "start_cpu": time.process_time()}
@@ -73,19 +74,31 @@ def timed(mod, name, key):
 timed(twin.scenario, "load_scenario", "load")
 timed(twin.study, "run_one", "engine")
 timed(twin.study, "_summary", "summaries")
+import twin.commands.run as run_command
 table = twin.report.print_table
 def first(*a, **k):
     t, c = time.time(), time.process_time()
     table(*a, **k)
     spent["table"] += time.time() - t
     cpu["table"] += time.process_time() - c
+    shown()
+def preview(so_far, check, console, quiet):  # a terminal's first table: above the check's bar
+    t, c = time.time(), time.process_time()
+    twin.report.headline_table(so_far).renderables(console)
+    spent["table"] += time.time() - t
+    cpu["table"] += time.process_time() - c
+    shown()
+def shown():
     if "first" not in marks:
         marks["first"] = time.time()
         marks["cpu"] = time.process_time()  # the process's CPU seconds, interpreter start included
         heavy = [m for m in HEAVY if m in sys.modules]
         print("PARTS " + json.dumps({"marks": marks, "spent": dict(spent), "cpu": dict(cpu), "heavy": heavy,
                                       "modules": len(sys.modules)}), file=sys.stderr, flush=True)
-twin.report.print_table = first
+if hasattr(run_command, "_preview"):  # the table first shows as the preview (on a terminal; built here)
+    run_command._preview = preview
+else:  # a tree that prints the table itself before the check
+    twin.report.print_table = first
 sys.exit(twin.commands.main(sys.argv[1:]))
 """.replace("HEAVY", repr(HEAVY))
 

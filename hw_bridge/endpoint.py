@@ -49,6 +49,11 @@ class LiveFailure(RuntimeError):
         where = f"round {round}" if round else "session start"
         super().__init__(f"live {backend or 'endpoint'} {kind} at {where}: {detail}")
 
+    def __reduce__(self):
+        """Pickled with its own arguments (and ``partial``), so a worker process's failure reaches
+        the parent whole (Python's default calls ``LiveFailure(message)``)."""
+        return type(self), (self.kind, self.round, self.detail, self.backend), dict(self.__dict__)
+
 
 @dataclass(frozen=True)
 class LiveReply:

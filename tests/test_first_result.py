@@ -33,13 +33,36 @@ def test_table_first_then_the_same_check():
         assert np.array_equal(a.result.rtt_ps, b.result.rtt_ps)
 
 
-def test_cli_prints_the_table_before_the_check_verdict(tmp_path, capsys):
+def test_cli_prints_the_final_table_then_the_check_verdict(tmp_path, capsys):
+    """The permanent table is printed once the check is done: its ``checked`` column filled, no
+    ``checking`` / ``…`` placeholder left in the scrollback (issue 31)."""
     assert main(["run", "--rounds", "300", "--verify-rounds", "30", "--out", str(tmp_path), "--quiet",
                  "--no-plot", "--no-csv"]) == 0
     out = capsys.readouterr().out
     table, verdict = out.find("round trip in µs"), out.find("event-model check: 30 rounds of each of 5 consumers")
     assert 0 <= table < verdict, out
-    assert out.count("checking") == 5 and "0 mismatches" in out[verdict:]
+    assert "checking" not in out and "…" not in out and "0 mismatches" in out[verdict:]
+    rows = [ln.split() for ln in out[table:out.find("latency budget")].splitlines()
+            if ln.split()[:1] and ln.split()[0] in ("v80", "epyc7282", "mi210", "epyc9755", "mi355x")]
+    assert len(rows) == 5 and all(r[-2:] == ["30", "0"] for r in rows), out
+
+
+def test_terminal_preview_is_transient(tmp_path):
+    """On a terminal the direct engines' table shows above the check bar while the check runs, in
+    the bar's transient display; what stays is the final table."""
+    import io
+
+    from rich.console import Console
+
+    from twin.commands.run import _preview
+    from twin.output.progress import progress_bar
+    loaded = load_scenario(DEFAULT)
+    seen = []
+    console = Console(file=io.StringIO(), force_terminal=True, width=80)
+    check = progress_bar(console, transient=True)
+    run_study(loaded, rounds=200, verify_rounds=20, first=lambda s: (_preview(s, check, console, False),
+                                                                      seen.append(check.get_renderables())))
+    assert check.live.transient and len(seen) == 1 and len(seen[0]) >= 3  # title, table, ..., the bar
 
 
 def test_latency_blocks():

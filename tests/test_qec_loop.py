@@ -130,9 +130,9 @@ def test_hosting_modes_reproduce_the_seeds_within_5_percent():
     assert not bad, bad
     # the seed figures themselves, as amd-qblox-exchange-runtime.txt states them
     seeds = {(q, s): v for q, s, v, *_ in rows}
-    assert seeds[("chain trigger -> first kernel, p50 (us)", "64 B")] == 1.92
-    assert seeds[("OpenMP routing itself - inline, p50 (us)", "1792 B")] == 6.5
-    assert seeds[("OpenMP routed by control kernel - inline, p50 (us)", "1792 B")] == 4.4
+    assert seeds[("chain trigger -> first kernel, p50 (µs)", "64 B")] == 1.92
+    assert seeds[("OpenMP routing itself - inline, p50 (µs)", "1792 B")] == 6.5
+    assert seeds[("OpenMP routed by control kernel - inline, p50 (µs)", "1792 B")] == 4.4
 
 
 def test_chain_mode_counts_frames_waiting_for_the_rearm():

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 from rich.console import Console
-from rich.table import Table
 
 from twin.engine.hops import CSV_COLUMNS
 from twin.output.budget import print_budget_table, print_fault_and_deadline_lines
@@ -124,32 +123,9 @@ def write_rounds_parquet(study: StudyResult, folder: RunFolder) -> Path:
 
 
 def print_table(study: StudyResult, console: Console) -> None:
-    """One row per consumer: measured p50/p90 beside the twin's p50/p90/p99/p99.9 and errors."""
-    where = "FPGA" if getattr(study.scenario.params, "kind", None) == "roce_path" else "card-boundary"
-    tb = Table(title=f"{study.scenario.scenario.name}: {where} round trip in µs, "
-                     + (f"{study.rounds:,} rounds" if not study.failures else  # stopped early: what was kept
-                        f"{min(len(r.result.t_in) for r in study.runs):,} of {study.rounds:,} rounds (partial)")
-                     + f", seed {study.seed}")
-    def published(key: str) -> bool:
-        return any((r.summary.get("measured") or {}).get(f"{key}_ns") is not None for r in study.runs)
-    # the RoCE path's published summary has p99, not p90; NVQLink's its maximum round trip
-    second = "p99" if published("p99") else "max" if published("max") else "p90"
-    for col in ("consumer", "meas p50", f"meas {second}", "twin p50", "p90", "p99", "p99.9",
-                "err p50", f"err {second}", "checked", "mismatches"):
-        tb.add_column(col, justify="left" if col == "consumer" else "right", no_wrap=True)
-    for run in study.runs:
-        s = run.summary
-        m = s.get("measured")
-        e = s.get("error_pct")
-        us = lambda ns: f"{ns / 1000:.3f}"  # noqa: E731
-        tb.add_row(run.node, us(m["p50_ns"]) if m and m.get("p50_ns") is not None else "-",
-                   us(m[f"{second}_ns"]) if m and m.get(f"{second}_ns") is not None else "-",
-                   us(s["p50_ns"]), us(s["p90_ns"]), us(s["p99_ns"]), us(s["p999_ns"]),
-                   f"{e['p50']:+.2f}%" if e and "p50" in e else "-",
-                   f"{e[second]:+.2f}%" if e and second in e else "-",
-                   *(("checking", "…") if s["engine"] == PENDING  # the event model's check runs after the table
-                     else (f"{s['replies_checked']:,}", str(s["mismatches"]))))
-    console.print(tb)
+    """The headline table (:func:`headline_table`), then the fault and deadline lines, the control
+    program's table and the latency budget."""
+    headline_table(study).print(console)
     faults = study.scenario.scenario.faults
     print_fault_and_deadline_lines([(r.node, r.summary) for r in study.runs], console, str(study.scenario.path),
                                    faults.timeout if faults else None)
@@ -158,9 +134,42 @@ def print_table(study: StudyResult, console: Console) -> None:
     print_budget(study, console)
 
 
+def headline_table(study: StudyResult):
+    """One row per consumer: measured p50/p90 beside the twin's p50/p90/p99/p99.9 and errors, the
+    replies checked and mismatches (``-`` before the event model's check ran), as a
+    :class:`twin.output.table.Grid` (folded, never cut). A live consumer's row is its measured round
+    trip: the header then says ``p50``, not ``twin p50``, and the row ``(live)``."""
+    from twin.output.table import Grid, Num
+    where = "FPGA" if getattr(study.scenario.params, "kind", None) == "roce_path" else "card-boundary"
+    def published(key: str) -> bool:
+        return any((r.summary.get("measured") or {}).get(f"{key}_ns") is not None for r in study.runs)
+    # the RoCE path's published summary has p99, not p90; NVQLink's its maximum round trip
+    second = "p99" if published("p99") else "max" if published("max") else "p90"
+    live = any(r.summary.get("live") for r in study.runs)
+    tb = Grid(f"{study.scenario.scenario.name}: {where} round trip in µs, "
+              + (f"{study.rounds:,} rounds" if not study.failures else  # stopped early: what was kept
+                 f"{min(len(r.result.t_in) for r in study.runs):,} of {study.rounds:,} rounds (partial)")
+              + f", seed {study.seed}",
+              ["consumer", "meas p50", f"meas {second}", "p50" if live else "twin p50", "p90", "p99", "p99.9",
+               "err p50", f"err {second}", "checked", "mismatches"])
+    for run in study.runs:
+        s = run.summary
+        m = s.get("measured") or {}
+        e = s.get("error_pct") or {}
+        us = lambda ns: None if ns is None else Num(ns / 1000)  # noqa: E731
+        pct = lambda v: None if v is None else Num(v, "+.2f", "%")  # noqa: E731
+        tb.add_row(run.node + (" (live)" if s.get("live") else ""), us(m.get("p50_ns")), us(m.get(f"{second}_ns")),
+                   us(s["p50_ns"]), us(s["p90_ns"]), us(s["p99_ns"]), us(s["p999_ns"]),
+                   pct(e.get("p50")), pct(e.get(second)),
+                   *((None, None) if s["engine"] == PENDING  # the event model's check has not run (yet)
+                     else (Num(s["replies_checked"], ","), Num(s["mismatches"], "d"))))
+    return tb
+
+
 def print_check(study: StudyResult, console: Console) -> None:
-    """The event model's check in one line, for a table printed before it ran (``twin run``: its
-    ``checking`` column): replies checked byte for byte per consumer and the mismatches."""
+    """The event model's check in one line, under the table (``twin run`` prints the table once
+    the check is done: its ``checked`` column): replies checked byte for byte per consumer and the
+    mismatches."""
     done = [r.summary for r in study.runs if r.summary["engine"] == "direct+event"]
     if not done:
         return

@@ -50,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     args.argv = ["twin", *argv]  # recorded in a run folder's manifest.json
-    from rich.console import Console
-    console = Console() if sys.stdout.isatty() else Console(width=120)
+    from twin.output.table import make_console
+    console = make_console(getattr(args, "table", "text"))  # piped: COLUMNS, else 120 wide; tables fold, never cut
     from contextlib import nullcontext
 
     from twin.commands.interrupt import stops_at_once

@@ -114,7 +114,7 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     measured_rel = str((prior_path.parent / prior.fit.measured))
     doc = fitted_document(result, prior_path, prior.fit.measured)
     write_fitted_yaml(out, prior_path, doc)
-    console.print(residuals_table(result.residuals, f"residuals ({measured_rel})"))
+    residuals_table(result.residuals, f"residuals ({measured_rel})").print(console)
     console.print(f"{result.n_measured} measured numbers, {result.n_free} free parameters, "
                   f"{result.n_tied} tied; fixed from measurements: card 10/40/30 ns, V80 28 ns, "
                   f"Aurora link stage from 0.44 µs; {result.evaluations} model evaluations")
@@ -175,9 +175,9 @@ def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
     write_fitted(fit, out, runs, "twin calibrate --from-live " + " ".join(map(str, runs))
                  + (" --validate " + " ".join(args.validate) if args.validate else ""))
     from twin.calibration.report import comparison_table
-    console.print(comparison_table([(r.label, c, role) for r, c, role in fit.checks],
-                                   f"{fit.consumer}: live (measured, stalled rounds left out) vs fitted model "
-                                   "(predicted), card-boundary round trip"))
+    comparison_table([(r.label, c, role) for r, c, role in fit.checks],
+                     f"{fit.consumer}: live (measured, stalled rounds left out) vs fitted model "
+                     "(predicted), card-boundary round trip").print(console)
     for k, v in fit.values.items():
         console.print(f"  {k} = {v:.5g}")
     for n in fit.notes:
@@ -202,7 +202,7 @@ def cmd_calibrate_roce(args: argparse.Namespace, console: Console, prior_path: P
                                 popsize=args.popsize, progress=progress)
     doc = roce_fitted_document(result, prior_path, prior.fit.measured)
     write_fitted_yaml(out, prior_path, doc)
-    console.print(residuals_table(result.residuals, f"residuals ({prior_path.parent / prior.fit.measured})"))
+    residuals_table(result.residuals, f"residuals ({prior_path.parent / prior.fit.measured})").print(console)
     for k, v in result.values.items():
         console.print(f"  {k} = {v}")
     console.print(f"{result.evaluations} model evaluations; wrote {out}")

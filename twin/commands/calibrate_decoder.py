@@ -48,7 +48,6 @@ def refuse_decoder_options(args: argparse.Namespace) -> None:
 def cmd_calibrate_decoder(args: argparse.Namespace, console, scenarios: list[str]) -> int:
     """Time, fit, write, print. Returns 0; raises UsageError / ConfigError for bad input."""
     import numpy as np
-    from rich.table import Table
 
     from twin.output.progress import progress_bar
     from twin.qec.cost_fit import fit_calls, fit_document, machine, time_calls
@@ -110,10 +109,9 @@ def cmd_calibrate_decoder(args: argparse.Namespace, console, scenarios: list[str
     fit.decoder = d.decoder
     thr = fit.outliers["threshold_ns"]
     masks = np.split(fit.outlier_mask, np.cumsum([len(t.ns) for t in times])[:-1])
-    tb = Table(title=f"{d.decoder} decoder per call on this host: measured vs fitted (outliers left out of both)")
-    for col in ("workload", "calls", "events", "outliers", "p50 measured", "p50 fitted", "p99 measured",
-                "p99 fitted"):
-        tb.add_column(col, justify="left" if col == "workload" else "right")
+    from twin.output.table import Grid, Num
+    tb = Grid(f"{d.decoder} decoder per call on this host: measured vs fitted (outliers left out of both)",
+              ["workload", "calls", "events", "outliers", "p50 measured", "p50 fitted", "p99 measured", "p99 fitted"])
     for t, wd, out_t in zip(times, workloads, masks):
         kept = t.ns[~out_t]
         draw = fit.draw_ns(t.events[~out_t], seed)
@@ -122,9 +120,8 @@ def cmd_calibrate_decoder(args: argparse.Namespace, console, scenarios: list[str
                           "mean": round(float(t.events.mean()), 3)},
                   measured_ns={k: round(float(percentile(t.ns, q)), 1)
                                for k, q in (("p50", 50), ("p99", 99), ("p99.9", 99.9))})
-        tb.add_row(t.label, f"{len(t.ns):,}", f"{t.events.min()}-{t.events.max()}", str(int(out_t.sum())),
-                   *(f"{percentile(x, q) / 1000:.3f} µs" for q in (50,) for x in (kept, draw)),
-                   *(f"{percentile(x, q) / 1000:.3f} µs" for q in (99,) for x in (kept, draw)))
+        tb.add_row(t.label, Num(len(t.ns), ","), f"{t.events.min()}-{t.events.max()}", Num(int(out_t.sum()), "d"),
+                   *(Num(percentile(x, q) / 1000, ".3f", " µs") for q in (50, 99) for x in (kept, draw)))
     meta = {"description": f"{d.decoder} decoder timed per call on this host by `twin calibrate decoder` "
                            "(twin/qec/cost_fit.py); read by decode.cost: {how: fitted, file: ...}",
             "decoder": d.decoder, "implementation": _implementation(jobs[0][1]),
@@ -134,7 +131,7 @@ def cmd_calibrate_decoder(args: argparse.Namespace, console, scenarios: list[str
             "seed": seed, "warmup": warmup, "stratified": True, "timer_overhead_ns": float(timer),
             "workloads": workloads, "min_group": 20}
     _write(out, fit_document(fit, meta))
-    console.print(tb)
+    tb.print(console)
     console.print(f"fit: {fit.overhead_ns:.0f} ns + {fit.per_event_ns:.0f} ns per detection event; residual p50 "
                   f"{np.interp(0.5, fit.levels, fit.residual_ns):+.0f} ns, p99 "
                   f"{np.interp(0.99, fit.levels, fit.residual_ns):+.0f} ns; {fit.outliers['count']:,} of "

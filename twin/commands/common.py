@@ -59,17 +59,17 @@ def _seed(text: str) -> int:
 
 def scenario_arg(text: str | None, default: str) -> Path:
     """The scenario a command was given (``default``, a bundled file, when none). A path that is not
-    here but names a bundled scenario (``scenarios/faults_epyc7282.yaml`` outside a clone, or
-    ``faults_epyc7282``) raises :class:`UsageError` saying how to get it: ``twin scenarios copy``."""
+    here but names a bundled scenario (``card_path_64b``, ``card_path_64b.yaml``, or
+    ``scenarios/faults_epyc7282.yaml`` outside a clone) is that bundled scenario, found as the
+    default is (the current folder's ``scenarios/NAME.yaml`` if it has one, else the bundled copy);
+    ``twin scenarios copy NAME`` makes one to edit."""
     if not text:
         return _bundled(default)
     path = Path(text)
     if not path.exists():
         name = path.name if path.suffix in (".yaml", ".yml") else path.name + ".yaml"
-        if bundled_path(Path("scenarios") / name).is_file():
-            stem = Path(name).stem
-            raise UsageError(f"{text}: no such file here; {stem} is a bundled scenario: `twin scenarios copy {stem}` "
-                             f"puts it in this folder (then `{stem}.yaml`)")
+        if bundled_path(Path("scenarios") / name).is_file() and path.parent in (Path("."), Path("scenarios")):
+            return _bundled(Path("scenarios") / name)
     return path
 
 
@@ -79,6 +79,14 @@ def stamped(path: Path, now=None) -> Path:
     import datetime as _dt
     t = now or _dt.datetime.now(_dt.timezone.utc)
     return path.with_name(f"{path.stem}-{t:%Y%m%d-%H%M}{path.suffix}")
+
+
+def add_table(parser: argparse.ArgumentParser) -> None:
+    """Add ``--table text|csv|json`` (how the printed tables come out: :mod:`twin.output.table`)."""
+    parser.add_argument("--table", choices=("text", "csv", "json"), default="text",
+                        help="the printed tables: text (default; folded to the terminal's width, never cut), csv or "
+                             "json (JSON Lines, one table a line): the tables alone on standard output, every other "
+                             "line on standard error")
 
 
 def add_overwrite(parser: argparse.ArgumentParser, what: str = "an earlier run's outputs in the output folder "

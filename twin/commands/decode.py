@@ -11,6 +11,7 @@ from twin.commands.common import (
     _nonneg,
     _seed,
     add_overwrite,
+    add_table,
     check_out_folder,
     run_folder,
     scenario_arg,
@@ -21,7 +22,8 @@ from twin.commands.interrupt import EXIT, interrupted_before_any, interrupted_li
 def register(sub) -> None:
     """Add ``decode`` to the ``twin`` subcommands."""
     d = sub.add_parser("decode", help=f"run a decoder study (default: {DEFAULT_DECODE})")
-    d.add_argument("scenario", nargs="?", help="decode scenario YAML")
+    d.add_argument("scenario", nargs="?",
+                   help=f"decode scenario YAML, or a bundled one's name (default {DEFAULT_DECODE})")
     d.add_argument("--shots", type=_count, help="shots (default: the scenario's; e.g. 1e5)")
     d.add_argument("--seed", type=_seed, help="seed >= 0 (default: the scenario's)")
     d.add_argument("--out", help="output folder (default runs/<scenario name>)")
@@ -38,6 +40,7 @@ def register(sub) -> None:
                    "backlog_vs_time.png, ler_vs_latency.png; ones that are there are left alone, or removed if an "
                    "earlier run wrote them)")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_table(d)
     add_overwrite(d)
     d.set_defaults(handler=cmd_decode, stops_at_a_round=True)  # its own signal handlers (interruptible)
 

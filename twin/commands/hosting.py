@@ -29,7 +29,6 @@ def register(sub) -> None:
 def cmd_hosting(args: argparse.Namespace, console) -> int:
     """Print seed value vs model for the hosting modes (``--fit``: refit first and write the file)."""
     import yaml
-    from rich.table import Table
 
     from twin.calibration.params import load_params
     from twin.qec.hosting import hosting_document, load_hosting
@@ -70,17 +69,16 @@ def cmd_hosting(args: argparse.Namespace, console) -> int:
                                   progress=lambda done, total: bar.update(task, completed=done, total=total)))
     setting = ("closed loop on the card's clock: GPU round trips move in whole 0.93 us poll periods"
                if args.closed_loop else "requests from an independent clock, one at a time")
-    tb = Table(title=f"hosting modes on the {CONSUMER} (amd-qblox-exchange-runtime.txt vs model, {args.rounds} rounds; "
-                     f"{setting})")
-    for col in ("quantity", "frame", "seed", "model", "error", "within 5 %"):
-        tb.add_column(col, justify="left" if col in ("quantity", "frame") else "right")
+    from twin.output.table import Grid, Num
+    tb = Grid(f"hosting modes on the {CONSUMER} (amd-qblox-exchange-runtime.txt vs model, {args.rounds} rounds; "
+              f"{setting})", ["quantity", "frame", "seed", "model", "error", "within 5 %"], keys=2)
     ok = True
     for q, sz, seed, model, err, within in rows:
         ok &= within
         if isinstance(seed, str):
-            tb.add_row(q, sz, seed, f"{model:.2f}", "inside" if within else f"{err:.2f} outside",
+            tb.add_row(q, sz, seed, Num(model, ".2f"), "inside" if within else f"{err:.2f} outside",
                        "yes" if within else "NO")
         else:
-            tb.add_row(q, sz, f"{seed:.3f}", f"{model:.3f}", f"{err:+.2f} %", "yes" if within else "NO")
-    console.print(tb)
+            tb.add_row(q, sz, Num(seed), Num(model), Num(err, "+.2f", " %"), "yes" if within else "NO")
+    tb.print(console)
     return 0 if ok else 1

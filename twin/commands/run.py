@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,7 @@ from twin.commands.common import (
     _seed,
     _window,
     add_overwrite,
+    add_table,
     check_out_folder,
     phase_spinner,
     run_folder,
@@ -52,6 +54,7 @@ def register(sub) -> None:
                    help="the per-round file: parquet (rounds.parquet, default: pyarrow, about a second per 3e6 "
                         "rows) or csv (rounds.csv, the same columns and rows as text: gigabytes for a long run)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_table(r)
     add_overwrite(r)
     r.set_defaults(handler=cmd_run, stops_at_a_round=True)  # its own signal handlers (interruptible)
 
@@ -110,19 +113,18 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                     return 3
         trace = (str(folder.stage_dir() / "waves.vcd"), *args.trace) if args.trace else None
         bar = progress_bar(console, quiet=args.quiet)
-        check = progress_bar(console, quiet=args.quiet)
+        check = progress_bar(console, quiet=args.quiet, transient=True)
         checks: dict = {}
 
-        def first(so_far) -> None:  # every direct engine has run: the table now, the event model's check after
+        def first(so_far) -> None:  # every direct engine has run: the event model's check, then the table
             bar.stop()
-            from twin.report import print_table
-            print_table(so_far, console)
+            _preview(so_far, check, console, args.quiet)
             n = min(args.verify_rounds, rounds)
             checks.update({r.node: check.add_task(f"{r.node}: event-model check", total=n)
                            for r in so_far.runs if r.summary["engine"] == PENDING})
-            check.start()
+            check.start()  # after the bar's display stopped: its own (a live display started inside another nests)
         from twin.rtl.build import build_status
-        with bar, check, build_status(phase_spinner(bar, console, args.quiet)):  # a first Verilator build: tens of s
+        with bar, _stopped_after(check), build_status(phase_spinner(bar, console, args.quiet)):  # Verilator: tens of s
             tasks = {n.name: bar.add_task(n.device, total=rounds) for n in consumers}
             study = run_study(loaded, rounds=rounds, seed=args.seed, engine=args.engine,
                               verify_rounds=args.verify_rounds, trace=trace,
@@ -141,6 +143,26 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return _report(args, console, study, folder, consumers, live, bool(checks))
 
 
+@contextmanager
+def _stopped_after(progress):
+    """Stop ``progress`` (a rich Progress started later, if at all) when the block ends."""
+    try:
+        yield progress
+    finally:
+        progress.stop()
+
+
+def _preview(so_far, check, console: Console, quiet: bool) -> None:
+    """On a terminal, the headline table of the direct engines' rounds above the event model's
+    check bar (``check``, transient: both go when the check is done, and the final table, its
+    ``checked`` column filled, is printed in their place; never a ``-`` left in the scrollback)."""
+    if quiet or not console.is_terminal:
+        return
+    from twin.report import headline_table
+    shown = headline_table(so_far).renderables(console)
+    check.get_renderables = lambda: [*shown, check.make_tasks_table(check.tasks)]
+
+
 def _wave_names(sc, consumers) -> list[str]:
     """The VCD files ``--trace`` may write (``waves.<loop>.<node>.vcd``, :mod:`twin.rtl.loop`)."""
     from twin.scenario.compile import cosimulated, model_of
@@ -149,17 +171,17 @@ def _wave_names(sc, consumers) -> list[str]:
             for who, rtl in (("card", card), (n.name, cosimulated(model_of(n)))) if rtl]
 
 
-def _report(args, console: Console, study, folder, consumers, live: bool, shown: bool = False) -> int:
-    """Print the tables (``shown``: printed already, before the event model's check: then the
-    check's outcome in one line), write the outputs into ``folder`` and commit them; the exit code."""
+def _report(args, console: Console, study, folder, consumers, live: bool, checked: bool = False) -> int:
+    """Print the tables, once every number in them is known (``checked``: the event model checked
+    the direct engine's rounds: its outcome in one line under them), write the outputs into
+    ``folder`` and commit them; the exit code."""
     from twin.engine.stop import Interrupted
     from twin.report import plot_histograms, print_check, print_table, write_results_json, write_rounds
 
     out = folder.out
-    if shown:
+    print_table(study, console)
+    if checked:
         print_check(study, console)
-    else:
-        print_table(study, console)
     write_results_json(study, folder)
     if live:
         from twin.output.live import print_live, write_live_rounds

@@ -39,8 +39,8 @@ def register(sub) -> None:
     ss.add_parser("list", help="list the bundled scenarios (the default)")
     c = ss.add_parser("copy", help="copy a bundled scenario into your folder (refuses to overwrite)")
     c.add_argument("name", help="a bundled scenario's name (see `twin scenarios`), e.g. card_path_64b")
-    c.add_argument("dest", nargs="?", help="file to write, or a folder (existing, or ending in /) to write NAME.yaml "
-                                           "in (default ./NAME.yaml)")
+    c.add_argument("dest", nargs="?", help="a .yaml (or .yml) file to write, or else a folder (made if need be) to "
+                                           "write NAME.yaml in (default ./NAME.yaml)")
 
 
 def describe(path: Path) -> tuple[str, str, str]:
@@ -138,8 +138,10 @@ def cmd_copy(args: argparse.Namespace, console: Console) -> int:
         known = ", ".join(p.stem for p in scenario_files())
         raise UsageError(f"scenarios copy {args.name}: no bundled scenario of that name (there are: {known})")
     dest = Path(args.dest) if args.dest else Path(f"{name}.yaml")
-    if dest.is_dir() or (args.dest or "").endswith(("/", os.sep)):  # a folder (made if need be)
-        dest = dest / f"{name}.yaml"
+    if dest.is_dir() or (args.dest or "").endswith(("/", os.sep)) or dest.suffix not in (".yaml", ".yml"):
+        if dest.exists() and not dest.is_dir():  # a DEST without .yaml names a folder: a file there is in the way
+            raise UsageError(f"scenarios copy: {dest} is a file, not a folder: name a NAME.yaml file or a folder")
+        dest = dest / f"{name}.yaml"  # a folder (made if need be)
     check_out_folder(dest.parent, option="DEST", shown=args.dest or dest)
     text = src.read_text()
     doc = yaml.safe_load(text)

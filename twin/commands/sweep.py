@@ -99,17 +99,13 @@ def _sweep(args: argparse.Namespace, console: Console) -> int:
         if stopped is not None:
             folder.mark_partial(f"interrupted at point {stopped.points_done} of {stopped.points_requested}")
         written = folder.commit()
-    from rich.table import Table
-    tb = Table(title=f"{loaded.scenario.name}: sweep, {len(points)} points, "
-                     f"{'controller loop' if pre else 'round trip'} (µs)")
-    for a in axes:
-        tb.add_column(a.path, justify="right")
-    for col in ("consumer", "p50", "p90", "p99", "mean"):
-        tb.add_column(col, justify="left" if col == "consumer" else "right")
+    from twin.output.table import Grid, Num
+    tb = Grid(f"{loaded.scenario.name}: sweep, {len(points)} points, {'controller loop' if pre else 'round trip'} (µs)",
+              [*(a.path for a in axes), "consumer", "p50", "p90", "p99", "mean"], keys=len(axes) + 1)
     for r in rows:
         tb.add_row(*[str(r[a.path]) for a in axes], r["consumer"],
-                   *[f"{r[pre + k] / 1000:.3f}" for k in ("p50_ns", "p90_ns", "p99_ns", "mean_ns")])
-    console.print(tb)
+                   *[Num(r[pre + k] / 1000) for k in ("p50_ns", "p90_ns", "p99_ns", "mean_ns")])
+    tb.print(console)
     console.print("wrote " + ", ".join(map(str, written)) + f" ({out / 'manifest.json'} lists them)")
     if stopped is not None:
         print(interrupted_line(stopped.points_done, stopped.points_requested, out, "point"), file=sys.stderr)

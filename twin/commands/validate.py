@@ -50,9 +50,9 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
         checks = validate(cal, args.runs, args.consumer, args.scenario, args.seed, args.rounds,
                           progress=lambda i, n: bar.update(task, completed=i), prepared=prepared)
     fitted_on = _fitted_on(cal)
-    console.print(comparison_table([(v.run.label, v.comparison, "fitted on" if overlap([v.run.path], fitted_on)
-                                     else "held out") for v in checks],
-                                   f"{cal}: predicted vs live (stalled rounds left out), card-boundary round trip"))
+    comparison_table([(v.run.label, v.comparison, "fitted on" if overlap([v.run.path], fitted_on)
+                       else "held out") for v in checks],
+                     f"{cal}: predicted vs live (stalled rounds left out), card-boundary round trip").print(console)
     for v in checks:
         if v.run.passes:
             console.print(v.run.pass_note())

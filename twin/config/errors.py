@@ -5,10 +5,12 @@ import datetime
 import reprlib
 from pathlib import Path
 
+from twin.picklable import Picklable
+
 SHORT_CHARS = 80  # an offending value is shown in at most this many characters
 
 
-class ConfigError(ValueError):
+class ConfigError(Picklable, ValueError):
     """A scenario, calibration or measurement file holds a bad value.
 
     ``str(err)`` is one line: ``FILE: KEY: VALUE: what is wrong``, or ``FILE: what is wrong`` for
@@ -23,7 +25,7 @@ class ConfigError(ValueError):
                          f"{file}: {key or '(top level)'}: {short(value)}: {problem}")
 
 
-class Located(ValueError):
+class Located(Picklable, ValueError):
     """Raised inside a validator to point at a key below the model being validated.
 
     ``path`` is a tuple of keys and list indices relative to that model, ``value`` the offending

@@ -12,6 +12,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from twin.picklable import Picklable
+
 if TYPE_CHECKING:
     from twin.engine.spec import LoopResult
 
@@ -45,7 +47,7 @@ def clear_stop() -> None:
     _requested.clear()
 
 
-class Interrupted(RuntimeError):
+class Interrupted(Picklable, RuntimeError):
     """A run stopped early because it was asked to (:func:`request_stop`).
 
     ``partial``: the :class:`twin.engine.spec.LoopResult` of the whole rounds completed (its first

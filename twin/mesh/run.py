@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from rich.table import Table
 
 from twin.config import ConfigError
 from twin.engine.hops import CSV_COLUMNS
@@ -121,16 +120,16 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
         doc["partial"] = True
         folder.mark_partial("interrupted: every flow's whole rounds so far")
     folder.write_json("results.json", doc)
-    tb = Table(title=f"{sc.name}: mesh, {len(res.flows)} flows, seed {seed} (µs)")
-    for col in ("flow", "route", "function", "rounds", "rtt p50", "p90", "p99", "loop p50", "wait mean",
-                "wait p99", "mismatches"):
-        tb.add_column(col, justify="left" if col in ("flow", "route", "function") else "right")
+    from twin.output.table import Grid, Num
+    tb = Grid(f"{sc.name}: mesh, {len(res.flows)} flows, seed {seed} (µs)",
+              ["flow", "route", "function", "rounds", "rtt p50", "p90", "p99", "loop p50", "wait mean", "wait p99",
+               "mismatches"])
     for f in doc["flows"]:
-        us = lambda ns: f"{ns / 1000:.3f}"  # noqa: E731
-        tb.add_row(str(f["flow"]), " -> ".join(f["route"]), f["function"], f"{f['rounds']:,}", us(f["rtt"]["p50_ns"]),
-                   us(f["rtt"]["p90_ns"]), us(f["rtt"]["p99_ns"]), us(f["loop"]["p50_ns"]),
-                   us(f["wait"]["mean_ns"]), us(f["wait"]["p99_ns"]), str(f["mismatches"]))
-    console.print(tb)
+        us = lambda ns: Num(ns / 1000)  # noqa: E731
+        tb.add_row(str(f["flow"]), " -> ".join(f["route"]), f["function"], Num(f["rounds"], ","),
+                   us(f["rtt"]["p50_ns"]), us(f["rtt"]["p90_ns"]), us(f["rtt"]["p99_ns"]), us(f["loop"]["p50_ns"]),
+                   us(f["wait"]["mean_ns"]), us(f["wait"]["p99_ns"]), Num(f["mismatches"], "d"))
+    tb.print(console)
     from twin.output.budget import print_budget_table, print_fault_and_deadline_lines
     print_budget_table([(f"flow {f['flow']}", f) for f in doc["flows"]], console, "flow")
     from twin.output.program import print_program_table

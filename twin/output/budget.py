@@ -4,7 +4,8 @@ and over the slowest 1 %, and the slowest round with the hop that held it)."""
 from __future__ import annotations
 
 from rich.console import Console
-from rich.table import Table
+
+from twin.output.table import fmt
 
 
 def print_budget_table(rows: list[tuple[str, dict]], console: Console, what: str) -> None:
@@ -16,16 +17,15 @@ def print_budget_table(rows: list[tuple[str, dict]], console: Console, what: str
         return
     longest = max((s["budget"] for _, s in rows), key=len)  # the stages in their order (a hand-off's inside)
     stages = list(dict.fromkeys([b["stage"] for b in longest] + [b["stage"] for _, s in rows for b in s["budget"]]))
-    tb = Table(title="latency budget: the median round's stages in ns (share), and the mean over the slowest 1 %")
-    tb.add_column(what, no_wrap=True)
-    for st in stages:
-        tb.add_column(st.replace("+", "+\n"), justify="right")
+    from twin.output.table import Grid, Num
+    tb = Grid("latency budget: the median round's stages in ns (share), and the mean over the slowest 1 %",
+              [what, *stages])
     for label, s in rows:
         by = {b["stage"]: b for b in s["budget"]}
-        tb.add_row(label, *[f"{by[st]['median_round_ns']:.0f} ({100 * by[st]['share_median_round']:.0f}%)"
-                            if st in by else "-" for st in stages])
-        tb.add_row("  slowest 1 %", *[f"{by[st]['p99_rounds_mean_ns']:.0f}" if st in by else "-" for st in stages])
-    console.print(tb)
+        share = {st: f" ({fmt(100 * by[st]['share_median_round'], '.0f')}%)" for st in by}
+        tb.add_row(label, *[Num(by[st]["median_round_ns"], ".0f", share[st]) if st in by else None for st in stages])
+        tb.add_row("  slowest 1 %", *[Num(by[st]["p99_rounds_mean_ns"], ".0f") if st in by else None for st in stages])
+    tb.print(console)
     for label, s in rows:
         w = s.get("slowest_round")
         if w:

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from twin.output.lock import FolderBusy, FolderLock
+from twin.picklable import Picklable
 from twin.usage import UsageError
 
 MANIFEST = "manifest.json"
@@ -53,7 +54,7 @@ SCHEMA = "twin.manifest/1"
 STAGING_PREFIX = ".twin-tmp-"
 
 
-class OutputError(Exception):
+class OutputError(Picklable, Exception):
     """A file the twin could not write; ``str()`` is one line: ``cannot write PATH: reason``.
 
     Attributes: ``path`` (the file the user would have got), ``reason`` (the OS's words or the

@@ -85,33 +85,27 @@ def stall_mask(service_ns, rtt_ps: np.ndarray) -> np.ndarray | None:
 
 def print_live(study, console) -> None:
     """For each live consumer: measured (live) and simulated (its sim model) side by side."""
-    from rich.table import Table
+    from twin.output.table import Grid, Num
 
     rows = [r for r in study.runs if r.summary.get("live")]
     if not rows:
         return
-    tb = Table(title="live vs simulated: card-boundary round trip in µs (live: the card path simulated, "
-                     "the consumer measured)")
-    for col in ("consumer", "source", "p50", "p90", "p99", "p99.9", "mean", "rounds"):
-        tb.add_column(col, justify="left" if col in ("consumer", "source") else "right", no_wrap=True)
-    us = lambda ns: f"{ns / 1000:.3f}"  # noqa: E731
+    tb = Grid("live vs simulated: card-boundary round trip in µs (live: the card path simulated, the consumer "
+              "measured)", ["consumer", "source", "p50", "p90", "p99", "p99.9", "mean", "rounds"], keys=2)
+
+    def us(d: dict) -> list:
+        return [Num(d[k] / 1000) for k in ("p50_ns", "p90_ns", "p99_ns", "p999_ns", "mean_ns")]
     for r in rows:
         s, lv = r.summary, r.summary["live"]
-        tb.add_row(r.node, f"measured ({lv.get('backend', '?')})", us(s["p50_ns"]), us(s["p90_ns"]), us(s["p99_ns"]),
-                   us(s["p999_ns"]), us(s["mean_ns"]), f"{len(r.result.t_in):,}")
-        sm = lv["simulated"]
-        tb.add_row("", f"simulated (sim {s['name']})", us(sm["p50_ns"]), us(sm["p90_ns"]), us(sm["p99_ns"]),
-                   us(sm["p999_ns"]), us(sm["mean_ns"]), f"{s['rounds']:,}")
+        tb.add_row(r.node, f"measured ({lv.get('backend', '?')})", *us(s), Num(len(r.result.t_in), ","))
+        tb.add_row("", f"simulated (sim {s['name']})", *us(lv["simulated"]), Num(s["rounds"], ","))
         if lv.get("service"):
-            sv = lv["service"]
-            tb.add_row("", "live service alone", us(sv["p50_ns"]), us(sv["p90_ns"]), us(sv["p99_ns"]),
-                       us(sv["p999_ns"]), us(sv["mean_ns"]), "")
+            tb.add_row("", "live service alone", *us(lv["service"]), None)
         st, cl = lv.get("stalled"), (lv.get("clean") or {}).get("round_trip")
         if st and st["rounds"] and cl:
-            tb.add_row("", "measured, stalled rounds left out", us(cl["p50_ns"]), us(cl["p90_ns"]), us(cl["p99_ns"]),
-                       us(cl["p999_ns"]), us(cl["mean_ns"]),
-                       f"{len(r.result.t_in) - st['rounds'] - st.get('queued_behind', 0):,}")
-    console.print(tb)
+            tb.add_row("", "measured, stalled rounds left out", *us(cl),
+                       Num(len(r.result.t_in) - st["rounds"] - st.get("queued_behind", 0), ","))
+    tb.print(console)
     for r in rows:
         lv = r.summary["live"]
         for w in (lv.get("isolation") or {}).get("warnings", []):

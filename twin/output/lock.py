@@ -16,10 +16,12 @@ import fcntl
 import os
 from pathlib import Path
 
+from twin.picklable import Picklable
+
 LOCK_NAME = ".twin-lock"
 
 
-class FolderBusy(Exception):
+class FolderBusy(Picklable, Exception):
     """The folder's lock is held by another run (``pid``: what its lock file says, or None), or
     cannot be taken (``reason``: the OS's words)."""
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 from rich.console import Console
-from rich.table import Table
 
 from twin.stats import percentile_ps
 
@@ -73,23 +72,22 @@ def print_program_table(rows: list[tuple[str, dict]], console: Console, what: st
     if not rows:
         return
     cond = any("conditional" in p for _, p in rows)
-    tb = Table(title="control program: round period and stall per round in ns"
-                     + (", conditional pulses by the reply's answer bit (ran@1 ran@0 skipped@1)" if cond else ""))
+    from twin.output.table import Grid, Num
     cols = [what, "nominal", "effective", "p99", "stall p50", "stall p99", "stall total",
             "stalled"] + (["ran@1", "ran@0", "skip@1"] if cond else [])
-    for col in cols:
-        tb.add_column(col, justify="left" if col == what else "right", no_wrap=True)
+    tb = Grid("control program: round period and stall per round in ns"
+              + (", conditional pulses by the reply's answer bit (ran@1 ran@0 skipped@1)" if cond else ""), cols)
     for label, p in rows:
         st, pe = p["stall_ns"], p["period_ns"]
-        eff = "-" if pe["effective"] is None else f"{pe['effective']:,.1f}"
-        row = [label, f"{pe['nominal']:,.0f}", eff, f"{pe['p99']:,.0f}", f"{st['p50']:,.0f}", f"{st['p99']:,.0f}",
-               f"{st['total']:,.0f}", f"{st['rounds_stalled']:,}"]
+        eff = None if pe["effective"] is None else Num(pe["effective"], ",.1f")
+        row = [label, Num(pe["nominal"], ",.0f"), eff, Num(pe["p99"], ",.0f"), Num(st["p50"], ",.0f"),
+               Num(st["p99"], ",.0f"), Num(st["total"], ",.0f"), Num(st["rounds_stalled"], ",")]
         if cond:
             c = p.get("conditional")
-            row += ([f"{c['ran_on_answer_1']:,}", f"{c['ran_on_answer_0']:,}", f"{c['skipped_on_answer_1']:,}"]
-                    if c else ["-"] * 3)
+            row += ([Num(c["ran_on_answer_1"], ","), Num(c["ran_on_answer_0"], ","), Num(c["skipped_on_answer_1"], ",")]
+                    if c else [None] * 3)
         tb.add_row(*row)
-    console.print(tb)
+    tb.print(console)
     for label, p in rows:
         fb = p.get("feedback")
         if fb and "reaction_ns" in fb:

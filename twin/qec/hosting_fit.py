@@ -101,12 +101,12 @@ def table_rows(m: dict) -> list[tuple[str, str, float, float | None, float, bool
     for nb, r in m.items():
         sz = f"{nb} B"
         if nb == 64:  # the seed gives the user function's round trip for the card path's 64-byte frames
-            rows.append(("Python user function inline, p50 round trip (us)", sz, SEED_US["python_inline"], r["inline"]))
-        rows.append(("chain trigger -> first kernel, p50 (us)", sz, SEED_US["chain_trigger"], r["trigger"]))
-        rows.append(("chain - resident worker, p50 (us)", sz, SEED_US["chain_minus_worker"], r["chain"] - r["worker"]))
-        rows.append(("OpenMP routing itself - inline, p50 (us)", sz, SEED_US["omp_self_minus_inline"],
+            rows.append(("Python user function inline, p50 round trip (µs)", sz, SEED_US["python_inline"], r["inline"]))
+        rows.append(("chain trigger -> first kernel, p50 (µs)", sz, SEED_US["chain_trigger"], r["trigger"]))
+        rows.append(("chain - resident worker, p50 (µs)", sz, SEED_US["chain_minus_worker"], r["chain"] - r["worker"]))
+        rows.append(("OpenMP routing itself - inline, p50 (µs)", sz, SEED_US["omp_self_minus_inline"],
                      r["external_self"] - r["inline"]))
-        rows.append(("OpenMP routed by control kernel - inline, p50 (us)", sz, SEED_US["omp_routed_minus_inline"],
+        rows.append(("OpenMP routed by control kernel - inline, p50 (µs)", sz, SEED_US["omp_routed_minus_inline"],
                      r["external_routed"] - r["inline"]))
     out = []
     for q, sz, seed, model in rows:

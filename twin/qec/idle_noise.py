@@ -39,7 +39,7 @@ class IdleNoise:
             if self.t1_ps <= 0 or self.t2_ps <= 0:
                 raise ValueError(f"T1 and T2 must be > 0, got {self.t1_ps} and {self.t2_ps} ps")
             if self.t2_ps > 2 * self.t1_ps:
-                raise ValueError(f"T2 ({self.t2_ps / 1e6:g} us) above 2 T1 ({2 * self.t1_ps / 1e6:g} us): no qubit has "
+                raise ValueError(f"T2 ({self.t2_ps / 1e6:g} µs) above 2 T1 ({2 * self.t1_ps / 1e6:g} µs): no qubit has "
                                  "it (the twirled channel's p_z would be negative)")
         elif self.model == "depolarizing":
             if not self.rate_per_us >= 0:

@@ -21,37 +21,34 @@ def _label(s: dict) -> str:
 def print_decode(study: DecodeStudy, console) -> None:
     """The terminal table of a decode study: per placement a row of reaction-time percentiles and,
     under it, the decoder's own time per request (``decoder only``)."""
-    from rich import box
-    from rich.table import Table
+    from twin.output.table import Grid, Num
     doc = study.document
     w = doc["workload"]
     what = (f"{w['circuit']}" if w.get("circuit") else
             f"{w['code']} d={w['distance']} rounds={w['rounds']} p={w['p']:g}")
-    tb = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True,
-               title=f"{doc['scenario']}: {what}, "
-                     f"{w['shots']} shots, {w['requests']} requests, {doc['decoder']['kind']} decoder")
-    for col in ("device", "mode", "differ/mism.", "p50 µs", "p99 µs", "p99.9 µs", "misses", "backlog", "growth",
-                "ρ-growth"):
-        tb.add_column(col, justify="left" if col in ("device", "mode") else "right", no_wrap=True)
+    tb = Grid(f"{doc['scenario']}: {what}, {w['shots']} shots, {w['requests']} requests, "
+              f"{doc['decoder']['kind']} decoder",
+              ["device", "mode", "differ/mism.", "p50 µs", "p99 µs", "p99.9 µs", "misses", "backlog", "growth",
+               "ρ-growth"], keys=2)
+
+    def us(d: dict) -> list:
+        return [Num(d[k] / 1000) for k in ("p50_ns", "p99_ns", "p999_ns")]
     for s in doc["placements"]:
         b = s["stream"]["backlog"]
         exp = b["expected_growth_per_cycle"]
         tb.add_row(s["device"], s["mode"] + (f" ×{s['workers']} {s['order']}" if "workers" in s else "")
                    + (f" {s['dispatch']}" if "dispatch" in s else ""),
-                   f"{s['requests'] - s['identical_corrections']}/{s['card_mismatches']}",
-                   *(f"{s['reaction'][k] / 1000:.3f}" for k in ("p50_ns", "p99_ns", "p999_ns")),
-                   str(s.get("deadline_misses", "-")), str(s["backlog_max"]),
-                   f"{b['growth_per_cycle']:.3f}", "-" if exp is None else f"{exp:.3f}")
+                   f"{s['requests'] - s['identical_corrections']}/{s['card_mismatches']}", *us(s["reaction"]),
+                   Num(s["deadline_misses"], ",") if "deadline_misses" in s else None, Num(s["backlog_max"], ","),
+                   Num(b["growth_per_cycle"]), None if exp is None else Num(exp))
         if "decoder_only" in s:  # the decoder's own time per request, beside the reaction time
-            tb.add_row("", " decoder only", "",
-                       *(f"{s['decoder_only'][k] / 1000:.3f}" for k in ("p50_ns", "p99_ns", "p999_ns")), "", "", "", "")
+            tb.add_row("", " decoder only", "", *us(s["decoder_only"]), "", "", "", "")
         for p in s.get("per_device", []):  # each device's part of a shared stream
             pb = p["backlog"]
             pe = pb["expected_growth_per_cycle"]
-            tb.add_row(f" {p['device']}", f" {p['requests']} requests", "",
-                       *(f"{p['reaction'][k] / 1000:.3f}" for k in ("p50_ns", "p99_ns", "p999_ns")), "",
-                       str(pb["max"]), f"{pb['growth_per_cycle']:.3f}", "-" if pe is None else f"{pe:.3f}")
-    console.print(tb)
+            tb.add_row(f" {p['device']}", f" {p['requests']} requests", "", *us(p["reaction"]), "",
+                       Num(pb["max"], ","), Num(pb["growth_per_cycle"]), None if pe is None else Num(pe))
+    tb.print(console)
     console.print("p50/p99/p99.9: reaction time, a request's last syndrome round measured -> its correction at the "
                   "control system (decoder only: the decoder's own time); differ/mism.: corrections that differ "
                   "from the direct decode / replies the card found wrong; backlog: "
@@ -59,13 +56,12 @@ def print_decode(study: DecodeStudy, console) -> None:
                   "the expected max(0, 1 - 1/ρ) x arrivals per cycle with ρ = S / (K N T_a), K devices of N decoders")
     from twin.output.program import print_program_table
     print_program_table([(_label(s), s) for s in doc["placements"]], console, "placement")
+    from twin.output.table import interval
     for s in doc["placements"]:
-        lo, hi = s["ci"]["loop"]
         late = ""
         if "timing_aware" in s["ler"]:  # a correction back after the deadline counts as a failure
-            tlo, thi = s["ci"]["timing_aware"]
-            late = f"; timing-aware (late = failure) {s['ler']['timing_aware']:.2e} [{tlo:.1e}, {thi:.1e}]"
-        console.print(f"{_label(s)}: LER in the loop {s['ler']['loop']:.2e} [{lo:.1e}, {hi:.1e}], decoded directly "
+            late = f"; timing-aware (late = failure) {interval(s['ler']['timing_aware'], *s['ci']['timing_aware'])}"
+        console.print(f"{_label(s)}: LER in the loop {interval(s['ler']['loop'], *s['ci']['loop'])}, decoded directly "
                       f"{s['ler']['direct']:.2e}{late}")
     from twin.output.budget import print_budget_table
     print_budget_table([(_label(s), s) for s in doc["placements"]], console, "placement")
@@ -76,7 +72,7 @@ def print_decode(study: DecodeStudy, console) -> None:
     pm = doc["stim_pymatching"]
     if pm["logical_errors"] is not None:
         console.print(f"stim+PyMatching direct on the same shots: {pm['logical_errors']} logical errors, "
-                      f"LER {pm['ler']:.2e} [{pm['ci'][0]:.1e}, {pm['ci'][1]:.1e}] "
+                      f"LER {interval(pm['ler'], *pm['ci'])} "
                       f"({doc['interval']['method']}, {doc['interval']['confidence']:.0%})")
     else:
         console.print(f"stim+PyMatching direct: n/a, {pm['how']}")
@@ -104,28 +100,27 @@ def print_feedback(doc: dict, console) -> None:
     """The LER vs latency table of a feedback study: per placement and injected latency, the
     reaction time, the program's stall per cycle and per shot, the effective cycle and the LER
     with the stalls as idle noise; then what each placement buys against the first."""
-    from rich import box
-    from rich.table import Table
+    from twin.output.table import Grid, Num, interval_digits
     fb = doc["feedback"]
     idle = fb["idle"]
     model = (f"T1 {idle['t1_us']:g} µs, T2 {idle['t2_us']:g} µs" if idle["model"] == "t1t2"
              else f"depolarising {idle['rate_per_us']:g} per µs")
-    tb = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True,
-               title=f"feedback: {fb['gates']} gates wait for the loop, slack {fb['slack_ns']:g} ns, idle noise "
-                     f"{model} on qubits {fb['qubits']}")
-    for col in ("placement", "+µs", "reaction", "stall/cycle", "stall/shot", "cycle", "LER idle", "interval"):
-        tb.add_column(col, justify="left" if col == "placement" else "right", no_wrap=True)
+    tb = Grid(f"feedback: {fb['gates']} gates wait for the loop, slack {fb['slack_ns']:g} ns, idle noise "
+              f"{model} on qubits {fb['qubits']}",
+              ["placement", "+µs", "reaction", "stall/cycle", "stall/shot", "cycle", "LER idle", "low", "high"],
+              keys=2)
     for s in doc["placements"]:
         for p in s.get("feedback", []):
-            tb.add_row(_label(s), f"{p['inject_ns'] / 1000:g}", f"{p['reaction']['p50_ns'] / 1000:.3f}",
-                       f"{p['stall_per_cycle_ns'] / 1000:.3f}", f"{p['stall_per_shot']['p50_ns'] / 1000:.3f}",
-                       f"{p['effective_cycle_ns'] / 1000:.3f}", f"{p['ler']:.2e}",
-                       f"[{p['ci'][0]:.1e}, {p['ci'][1]:.1e}]")
-    console.print(tb)
+            e = f".{interval_digits(p['ler'], *p['ci'])}e"
+            tb.add_row(_label(s), Num(p["inject_ns"] / 1000, "g"), Num(p["reaction"]["p50_ns"] / 1000),
+                       Num(p["stall_per_cycle_ns"] / 1000), Num(p["stall_per_shot"]["p50_ns"] / 1000),
+                       Num(p["effective_cycle_ns"] / 1000), Num(p["ler"], e), Num(p["ci"][0], e), Num(p["ci"][1], e))
+    tb.print(console)
     console.print("µs: +µs the latency injected into the decoder's time; reaction (p50) a request's last syndrome "
                   "measured -> its correction back; stall/cycle the program's mean idle per QEC cycle, stall/shot "
                   "(p50) per shot (one logical operation); cycle the effective QEC cycle; LER idle: the shots "
-                  "sampled again with their stalls as idle noise, decoded by the same decoder")
+                  f"sampled again with their stalls as idle noise, decoded by the same decoder, low-high its "
+                  f"interval ({doc['interval']['method']}, {doc['interval']['confidence']:.0%})")
     base = [s for s in doc["placements"] if s.get("feedback")]
     for s in base[1:]:
         a, b = base[0]["feedback"][0], s["feedback"][0]

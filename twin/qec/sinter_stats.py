@@ -7,18 +7,24 @@ json_metadata, custom_counts``):
 - shots: the study's shots; errors: shots whose loop correction leaves a logical error (the loop's,
   not the direct decode's; they are equal whenever ``identical_corrections`` is every request);
   discards: 0 (the twin postselects nothing).
-- seconds: the decoder's compute time the cost model gave all of the placement's requests (the sum,
-  in simulated seconds), not this machine's wall clock, so the file is byte-identical for a seed.
+- seconds: the wall-clock seconds this machine spent decoding the placement's requests in the loop
+  (the consumer's batched decode: ``run_decode``'s ``decode_wall_s``), sinter's meaning of the
+  column, so ``sinter combine`` adds the seconds of two runs as it adds their shots. It is the one
+  column that is not the same bytes for a seed (results.json keeps no wall clock at all).
 - decoder: ``decode.decoder`` (``function:<spec>`` for a user function).
-- json_metadata: the workload (code or circuit file, d, rounds, p, noise, per), the placement
-  (calibration, device, kind, mode, model) and the loop's round-trip latency (``rtt_p50_ns``,
-  ``rtt_p99_ns``; ``loop_p50_ns``, ``loop_p99_ns`` with ``control: aurora``; ``reaction_p50_ns``,
-  ``reaction_p99_ns`` where the results give a reaction time), so
-  ``--x_func m.p --group_func m.device`` or ``--y_func m.rtt_p99_ns`` work.
+- json_metadata: what defines the task, and nothing that depends on its outcome: the workload
+  (code or circuit file, d, rounds, p, noise, per) and the placement (calibration, device, kind,
+  mode, model, ``workers``, ``order``, ``dispatch``: 1, in_order and None for a placement without a
+  pool; the decoder's
+  ``cost`` model: how, base_ns, per_event_ns; ``deadline_ns``, None without one); the same keys
+  whatever the control side (on the card or ``control: aurora``). ``--x_func m.p --group_func
+  m.device`` work. The latencies are outcomes: they are results.json's (per placement ``rtt``,
+  ``loop``, ``reaction``), joined to a row by the placement's ``device`` and ``mode``.
 - strong_id: sha256 of the circuit's text, the decoder and json_metadata (sinter's role for it:
-  rows with the same id are the same task and ``sinter combine`` adds them).
+  rows with the same id are the same task and ``sinter combine`` adds them): two seeds of one task
+  share it, so ``sinter combine`` of their stats.csv gives one row per task with the shots added.
 - custom_counts: ``identical_corrections``, ``card_mismatches``, ``deadline_misses`` (when a
-  deadline is set), ``requests``.
+  deadline is set), ``requests`` (counts: they add up across runs as sinter adds them).
 """
 from __future__ import annotations
 
@@ -38,11 +44,10 @@ def task_stats(study) -> list:
         meta = {"code": w["code"], "circuit": w.get("circuit"), "d": w["distance"], "rounds": w["rounds"],
                 "p": w["p"], "noise": w["noise"], "per": "round" if run.workload.per == "round" else "shot",
                 "calibration": doc["calibration"], "device": s["device"], "kind": s["kind"], "mode": s["mode"],
-                "model": s.get("model", "sim"), "rtt_p50_ns": s["rtt"]["p50_ns"], "rtt_p99_ns": s["rtt"]["p99_ns"]}
-        if "loop" in s:
-            meta.update(loop_p50_ns=s["loop"]["p50_ns"], loop_p99_ns=s["loop"]["p99_ns"])
-        if "reaction" in s:  # the stream report's reaction time (last syndrome round -> correction), when given
-            meta.update(reaction_p50_ns=s["reaction"]["p50_ns"], reaction_p99_ns=s["reaction"]["p99_ns"])
+                "model": s.get("model", "sim")}
+        meta.update(workers=s.get("workers", 1), order=s.get("order", "in_order"), dispatch=s.get("dispatch"))
+        meta["cost"] = {k: s["cost"][k] for k in ("how", "base_ns", "per_event_ns") if k in s["cost"]}
+        meta["deadline_ns"] = doc.get("deadline_ns")  # what deadline_misses counts against
         counts = collections.Counter({"identical_corrections": s["identical_corrections"],
                                       "card_mismatches": s["card_mismatches"], "requests": s["requests"]})
         if "deadline_misses" in s:
@@ -51,7 +56,7 @@ def task_stats(study) -> list:
                                            "json_metadata": meta}, sort_keys=True).encode()).hexdigest()
         rows.append(sinter.TaskStats(strong_id=ident, decoder=decoder, json_metadata=meta, shots=s["shots"],
                                      errors=s["logical_errors"]["loop"], discards=0,
-                                     seconds=float(run.compute_ps.sum()) / 1e12, custom_counts=counts))
+                                     seconds=float(run.decode_wall_s), custom_counts=counts))
     return rows
 
 

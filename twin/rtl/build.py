@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Callable, ContextManager, Iterator
 
 from twin.bundled import bundled_path
+from twin.picklable import Picklable
 
 RTL_DIR = bundled_path("rtl")
 HARNESS = Path(__file__).resolve().parent / "harness.cpp"
@@ -70,7 +71,7 @@ class RtlError(RuntimeError):
     """A problem with an RTL node, reported by ``twin run`` as one line."""
 
 
-class RtlBuildError(RtlError):
+class RtlBuildError(Picklable, RtlError):
     """Verilating or compiling an RTL node failed. The message is one line naming the step, the
     first ``%Error`` line of the tool (``first_error``, if any) and the build log (``log``)."""
 

@@ -35,6 +35,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from twin.picklable import Picklable
+
 C_DIR = Path(__file__).resolve().parent / "c"
 #: The files whose bytes make the build id, in this order.
 BUILD_SOURCES = ("qrt_contract.h", "qrt.h", "qrt_lib.c")
@@ -73,7 +75,7 @@ QRT_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.c_uint8), ctypes
                           ctypes.POINTER(ctypes.c_uint8), ctypes.c_uint32)
 
 
-class QrtError(RuntimeError):
+class QrtError(Picklable, RuntimeError):
     """A call into the runtime library failed, or the library could not be loaded. ``code`` is the
     C return code (0 when the library itself is missing)."""
 

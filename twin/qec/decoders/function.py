@@ -8,10 +8,11 @@ from typing import Callable
 
 import numpy as np
 
+from twin.picklable import Picklable
 from twin.qec.decoders.base import Decoder
 
 
-class FunctionFailed(ValueError):
+class FunctionFailed(Picklable, ValueError):
     """A user decoder function failed on one request: it raised, or its reply is not ``reply_bytes``
     bytes. ``payload``: the request payload it was given (bytes); ``problem``: what went wrong (one
     line). A ValueError, so a consumer in the event model answers it with status ``function_failed``
