@@ -9,7 +9,9 @@ consumer's queue), not the card's free slots. Its growth per cycle is held again
 ``rho = S / (N T_a)`` (S: a decoder's mean occupancy per request, N decoders, T_a: the mean time
 between requests): ``max(0, 1 - 1 / rho) * T / T_a`` requests per QEC cycle ``T``. N is the decoders
 that can work at once: ``min(workers, slots)``, the card's ring holding ``slots`` requests per device
-(a worker beyond them never has a request to take: :func:`slot_bound_warnings`).
+(a worker beyond them never has a request to take: :func:`slot_bound_warnings`). A slot is held for
+a request's whole way through the consumer (request write, service, reply), longer than S: where the
+slots bind, the measured growth can exceed the expected one, which is then a lower bound.
 """
 from __future__ import annotations
 
@@ -78,9 +80,10 @@ def slot_bound_warnings(path, sc) -> list[str]:
     out = []
     for i, pl in enumerate(sc.decode.placements):
         if pl.workers > sc.slots:
+            idle, held = pl.workers - sc.slots, "1 request" if sc.slots == 1 else f"{sc.slots} requests"
             out.append(f"{path}: decode.placements[{i}].workers: {pl.workers} > slots: {sc.slots}: the card's ring "
-                       f"holds {sc.slots} requests per device, so {pl.workers - sc.slots} workers never work; rho "
-                       f"and the expected backlog growth count {sc.slots} (raise slots, or lower workers)")
+                       f"holds {held} per device, so {idle} {'worker never works' if idle == 1 else 'workers never work'}"
+                       f"; rho and the expected backlog growth count {sc.slots} (raise slots, or lower workers)")
     return out
 
 
