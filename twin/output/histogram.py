@@ -188,6 +188,21 @@ def percentile_lines(summary: dict, who: str, dashed: bool = False, keys=("p50",
                  "--" if dashed else "-") for k in keys if summary.get(f"{k}_ns") is not None]
 
 
+NEAR_SPANS = 3.0
+"""A line within this many drawn spans (at least :data:`NEAR_MIN_US`) of a panel's bins widens the
+panel to show it; one farther (a published maximum far out, a stall) is marked at the panel's edge
+and drawn on the tail view (:func:`draw_panel`)."""
+NEAR_MIN_US = 0.2
+
+
+def _near_and_far(binned: Binned, lines) -> tuple[list, list]:
+    """``lines`` split into those near the drawn bins of ``binned`` and those far (:data:`NEAR_SPANS`)."""
+    lo, hi = binned.start_ps / 1e6, binned.end_ps / 1e6
+    reach = max(NEAR_SPANS * (hi - lo), NEAR_MIN_US)
+    near = [ln for ln in lines if lo - reach <= ln.ns / 1000 <= hi + reach]
+    return near, [ln for ln in lines if ln not in near]
+
+
 TAIL_POINTS = 4000
 """At most about twice this many vertices per tail curve (:func:`tail_points`)."""
 
@@ -246,9 +261,10 @@ def draw_tail(ax, samples_ps: np.ndarray, lines=(), colour: str = "#3b6ea8") -> 
     hi_ps = max([int(np.max(samples_ps)), *(ln.ns * 1000 for ln in lines)])
     log_x = lo_ps > 0 and hi_ps / lo_ps > LOG_X_SPAN
     t = tail_points(samples_ps, log_x=log_x)
-    ax.step(t.x_ps / 1e6, t.survival, where="post", color=colour, lw=1.0)
+    ax.step(t.x_ps / 1e6, t.survival, where="pre", color=colour, lw=1.0)  # P(X >= x) on (x_i-1, x_i]: x_i's
     ax.plot([t.max_ps / 1e6], [t.survival[-1]], "o", color=colour, ms=3)
-    ax.annotate("max", (t.max_ps / 1e6, t.survival[-1]), xytext=(3, 2), textcoords="offset points", fontsize=6)
+    ax.annotate("max", (t.max_ps / 1e6, t.survival[-1]), xytext=(-3, 3), textcoords="offset points", fontsize=6,
+                ha="right")  # left of the dot: the dot is at the axis' right end
     for ln in lines:
         ax.axvline(ln.ns / 1000, color=ln.colour, lw=ln.width, ls=ln.style)
     ax.set_yscale("log")
@@ -283,13 +299,25 @@ def draw_panel(ax, samples_ps: np.ndarray, bin_ps: int, title: str, lines=(), as
     :data:`CLIP` (:func:`draw_histogram`), the ``lines`` (:class:`Line`) on it with the x range widened
     to show each of them (a line the legend names is always visible), the y axis labelled ``rounds``,
     ``title`` with the note of what was not drawn (:meth:`Binned.note`, ``aside`` first), in 9 points
-    or smaller to fit the figure's width; and beside it (axes of a :func:`panel_figure`) the tail
-    view of every round (:func:`draw_tail`), where the rounds beyond the clip are drawn.
+    or smaller to fit the figure's width (a line farther than :data:`NEAR_SPANS` drawn spans from the
+    bins is marked at the panel's edge with its value instead of squeezing the bins); and beside it
+    (axes of a :func:`panel_figure`) the tail view of every round (:func:`draw_tail`), where the
+    rounds beyond the clip and every line are drawn.
     Returns the :class:`Binned` drawn."""
-    drawn = draw_histogram(ax, samples_ps, bin_ps, include_us=[ln.ns / 1000 for ln in lines])
-    for ln in lines:  # a dashed (published) line carries a ▼ at the top: seen where it lies on a solid one
+    binned = bin_rounds(samples_ps, bin_ps)
+    near, far = _near_and_far(binned, lines)
+    drawn = draw_counts(ax, binned, include_us=[ln.ns / 1000 for ln in near])
+    for ln in near:  # a dashed (published) line carries a ▼ at the top: seen where it lies on a solid one
         mark = {"marker": "v", "markevery": [1], "markersize": 6, "clip_on": False} if ln.style != "-" else {}
         ax.axvline(ln.ns / 1000, color=ln.colour, lw=ln.width, ls=ln.style, label=ln.label, **mark)
+    x0, x1 = ax.get_xlim()
+    for i, ln in enumerate(far):  # beyond the drawn range: a ► at the panel's edge with its value, the line on the tail
+        side = x1 if ln.ns / 1000 > x1 else x0
+        ax.plot([side], [ax.get_ylim()[1]], ">" if side == x1 else "<", color=ln.colour, ms=6, clip_on=False,
+                label=f"{ln.label} (off the panel: tail view)")
+        ax.annotate(f"{ln.label} {ln.ns / 1000:,.3f} µs", (side, ax.get_ylim()[1]), xytext=(-4 if side == x1 else 4,
+                    -10 - 9 * i), textcoords="offset points", ha="right" if side == x1 else "left", fontsize=6,
+                    color=ln.colour)
     ax.set_ylabel("rounds")
     text = title + drawn.note(bin_ps, aside)
     # y given: the title is not placed by measuring the tick labels (most of the figure's time)

@@ -8,7 +8,6 @@ import networkx as nx
 
 from twin.output.files import savefig_writer, write_file
 
-
 LABEL_CHARS = 12
 """A node label's line is at most about this many characters (:func:`wrap_label`)."""
 

@@ -81,9 +81,10 @@ def slot_bound_warnings(path, sc) -> list[str]:
     for i, pl in enumerate(sc.decode.placements):
         if pl.workers > sc.slots:
             idle, held = pl.workers - sc.slots, "1 request" if sc.slots == 1 else f"{sc.slots} requests"
+            never = "worker never works" if idle == 1 else "workers never work"
             out.append(f"{path}: decode.placements[{i}].workers: {pl.workers} > slots: {sc.slots}: the card's ring "
-                       f"holds {held} per device, so {idle} {'worker never works' if idle == 1 else 'workers never work'}"
-                       f"; rho and the expected backlog growth count {sc.slots} (raise slots, or lower workers)")
+                       f"holds {held} per device, so {idle} {never}; rho and the expected backlog growth count "
+                       f"{sc.slots} (raise slots, or lower workers)")
     return out
 
 
