@@ -14,12 +14,13 @@ than this factor; linear otherwise."""
 def latency_axis(lo_ps: int, hi_ps: int, lines_ps=()) -> tuple[str, float, float]:
     """The y axis of latency_vs_round (µs): ``(scale, bottom, top)`` for series from ``lo_ps`` to
     ``hi_ps`` (the lowest p0.1 and highest p99.9, ps) and horizontal lines ``lines_ps`` (ps, e.g. the
-    deadline), every one of them inside: ``log`` with a tenth of a decade either side where the range
-    spans more than :data:`LOG_SPAN`, else ``linear`` with 5 % (at least 10 ns) either side."""
+    deadline), every one of them inside: ``log`` from ``lo / 1.5`` to ``hi * 1.25`` where the range
+    spans more than :data:`LOG_SPAN` (a 1-2-5 tick below the lowest value: 5 µs under 7.5 µs), else
+    ``linear`` with 5 % (at least 10 ns) either side."""
     lo = min([lo_ps, *lines_ps]) / 1e6
     hi = max([hi_ps, *lines_ps]) / 1e6
     if lo > 0 and hi / lo > LOG_SPAN:
-        return "log", lo / 10 ** 0.1, hi * 10 ** 0.1
+        return "log", lo / 1.5, hi * 1.25
     pad = max(0.01, (hi - lo) * 0.05)
     return "linear", lo - pad, hi + pad
 
@@ -38,7 +39,7 @@ def latency_figure(study):
     (:func:`twin.output.figure.series_styles`), the y axis from :func:`latency_axis` over every
     series' p0.1-p99.9 (:func:`twin.qec.report.latency_clip`) and the deadline, the requests beyond
     counted in the title; the legend names each series with a point on the axis, and the deadline."""
-    from twin.output.figure import decades, new_figure, series_styles
+    from twin.output.figure import new_figure, series_styles
     from twin.output.histogram import clip_text
     from twin.qec.report import _label, latency_blocks, latency_clip
     doc = study.document
@@ -53,20 +54,23 @@ def latency_figure(study):
     handles, block = [], 1
     for (s, what, ps), (colour, _) in zip(series, series_styles(len(series))):
         x, mid, top_ps, block = latency_blocks(ps)
-        label = f"{_label(s)} {what}"
+        label, z = f"{_label(s)} {what}", 3 if what == "round trip" else 2  # the round trip over its reaction
         if block == 1:  # every request a point
-            h, = ax.plot(x, mid / 1e6, ".", ms=1.5, color=colour, label=label)
+            h, = ax.plot(x, mid / 1e6, ".", ms=1.5, color=colour, label=label, zorder=z)
         else:  # a block's median as a line, its slowest request as a point
-            h, = ax.plot(x, mid / 1e6, lw=0.8, color=colour, label=label)
-            ax.plot(x, top_ps / 1e6, ".", ms=1.5, color=colour)
+            h, = ax.plot(x, mid / 1e6, lw=0.8, color=colour, label=label, zorder=z)
+            ax.plot(x, top_ps / 1e6, ".", ms=1.5, color=colour, zorder=z)
         if visible(np.concatenate([mid, top_ps]) / 1e6, bottom, top):
             handles.append(h)
     if deadline_ps:
         handles.append(ax.axhline(deadline_ps[0] / 1e6, color="#c00000", lw=1.2, ls="--",
                                   label=f"deadline {deadline_ps[0] / 1e6:g} µs"))
     ax.set_yscale(scale)
-    if scale == "log":
-        decades(ax.yaxis)
+    if scale == "log":  # ticks at 1, 2 and 5 of each decade, in plain numbers (µs): 8 us against 10 us read off
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, pos: f"{v:,g}"))
+        ax.yaxis.set_minor_locator(NullLocator())
         ax.grid(which="major", axis="y", alpha=0.3)
     ax.set_ylim(bottom, top)
     ax.set_xlim(0, max([len(ps) for _, _, ps in series] or [1]) + 1)
