@@ -60,7 +60,7 @@ def test_bad_input_is_refused():
 
 
 def test_decode_latency_axis_clips_each_series_to_its_percentiles():
-    from twin.qec.report import latency_clip
+    from twin.qec.decode_figures import latency_clip
     # 1,001 values each: p0.1 is the 2nd (ceil(1001 * 0.001)), p99.9 the 1,000th (ceil(1001 * 0.999))
     a = np.arange(1, 1002, dtype=np.int64) * 1000
     b = np.arange(1, 1002, dtype=np.int64) * 2000
@@ -92,7 +92,7 @@ def test_a_panel_shows_its_decades_its_bins_in_us_and_the_clip():
     ax.set_xlabel(h.axis_label("round trip", 4000))
     f = io.BytesIO()
     savefig_writer(fig, "png")(f)
-    assert Image.open(f).size[0] == 8 * 120  # 8 inches at 120 dots per inch
+    assert Image.open(f).size[0] == round(fig.get_figwidth() * 300)  # 300 dots per inch
     lo, hi = ax.get_ylim()
     assert lo == 0.5 and hi > 1500
     shown = [(t.get_loc(), t.label1.get_text()) for t in ax.yaxis.get_major_ticks() if lo <= t.get_loc() <= hi]

@@ -337,11 +337,12 @@ def plot(rows: list[dict], axes: list[Axis], folder, title: str, measure: str = 
     numeric = all(isinstance(v, (int, float)) for v in axes[0].values)
     fig = new_figure(10, 5)
     ax = fig.subplots()
-    for i, (key, rs) in enumerate(series.items()):
+    from twin.output.figure import series_styles
+    for (key, rs), (colour, marker) in zip(series.items(), series_styles(len(series))):  # no colour twice
         xs = [r[x_path] for r in rs] if numeric else list(range(len(rs)))
         label = key[0] + "".join(f", {o.removeprefix('params.')}={v}" for o, v in zip(others, key[1:]))
         for stat, ls in (("p50_ns", "-"), ("p90_ns", "--"), ("p99_ns", ":")):
-            ax.plot(xs, [r[pre + stat] / 1000 for r in rs], ls, color=f"C{i % 10}", marker="o", ms=3,
+            ax.plot(xs, [r[pre + stat] / 1000 for r in rs], ls, color=colour, marker=marker, ms=3,
                     label=label if stat == "p50_ns" else None)
     if not numeric:
         ax.set_xticks(range(len(axes[0].values)), [str(v) for v in axes[0].values])

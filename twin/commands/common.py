@@ -96,11 +96,22 @@ def add_overwrite(parser: argparse.ArgumentParser, what: str = "an earlier run's
                         "to write over anything already there")
 
 
+def add_figure_format(parser: argparse.ArgumentParser, names: str, default: str | None = "png") -> None:
+    """Add ``--figure-format png|pdf|svg`` to a command that draws figures (``names``: its figures'
+    stems, for the help): :data:`twin.output.figure.FORMATS`, read by :func:`run_folder`. ``default``
+    None: the command picks (``twin topology``: from ``--out``'s suffix, else png)."""
+    from twin.output.figure import DPI, FORMATS
+    parser.add_argument("--figure-format", choices=FORMATS, default=default, dest="figure_format",
+                        help=f"format of the figures ({names}): png (default, a {DPI} dpi raster), pdf or svg "
+                             "(vector drawings, for a paper)")
+
+
 def run_folder(args: argparse.Namespace, out: str | Path, seed: int | None = None) -> RunFolder:
     """The :class:`twin.output.files.RunFolder` of a command's output folder ``out``, with the
-    command line (``args.argv``, set by :func:`twin.commands.main`), ``--overwrite`` and ``seed``."""
+    command line (``args.argv``, set by :func:`twin.commands.main`), ``--overwrite``, ``seed`` and
+    ``--figure-format`` (:func:`add_figure_format`; png where the command has none)."""
     return RunFolder(out, overwrite=getattr(args, "overwrite", False), command=getattr(args, "argv", None),
-                     seed=seed)
+                     seed=seed, figure_format=getattr(args, "figure_format", "png"))
 
 
 def _window(text: str) -> tuple[int, int]:
@@ -115,7 +126,7 @@ def _window(text: str) -> tuple[int, int]:
     return first, last
 
 
-__all__ = ["UsageError", "add_overwrite", "run_folder", "phase_spinner",
+__all__ = ["UsageError", "add_overwrite", "add_figure_format", "run_folder", "phase_spinner",
            "check_out_folder", "out_error", "bundled_path", "local_or_bundled", "_bundled", "scenario_arg",
            "_count", "_nonneg", "_seed", "_window", "MAX_ROUNDS", "DEFAULT_SCENARIO", "DEFAULT_PRIOR",
            "stamped", "DEFAULT_FITTED", "DEFAULT_DECODE", "DEFAULT_HOSTING", "DEFAULT_CARD"]

@@ -10,6 +10,7 @@ from twin.commands.common import (
     _count,
     _nonneg,
     _seed,
+    add_figure_format,
     add_overwrite,
     add_table,
     check_out_folder,
@@ -41,6 +42,7 @@ def register(sub) -> None:
                    "earlier run wrote them)")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
     add_table(d)
+    add_figure_format(d, "latency_vs_round, backlog_vs_time, ler_vs_latency")
     add_overwrite(d)
     d.set_defaults(handler=cmd_decode, stops_at_a_round=True)  # its own signal handlers (interruptible)
 
@@ -55,6 +57,9 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
 
     path = scenario_arg(args.scenario, DEFAULT_DECODE)
     ld = load_decode(path)
+    from twin.qec.streaming import slot_bound_warnings
+    for line in slot_bound_warnings(ld.path, ld.sc):  # before the study: workers the ring leaves idle
+        console.print(f"[yellow]warning: {line}[/yellow]", soft_wrap=True, markup=True, highlight=False)
     out = check_out_folder(args.out or Path("runs") / ld.sc.name)  # before the study, not after
     seed = ld.sc.seed if args.seed is None else args.seed
     folder = run_folder(args, out, seed).check(decode_files(args.rounds_format, not args.no_plot))

@@ -15,6 +15,7 @@ from twin.commands.common import (
     _nonneg,
     _seed,
     _window,
+    add_figure_format,
     add_overwrite,
     add_table,
     check_out_folder,
@@ -55,6 +56,7 @@ def register(sub) -> None:
                         "rows) or csv (rounds.csv, the same columns and rows as text: gigabytes for a long run)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     add_table(r)
+    add_figure_format(r, "histograms")
     add_overwrite(r)
     r.set_defaults(handler=cmd_run, stops_at_a_round=True)  # its own signal handlers (interruptible)
 
@@ -191,7 +193,7 @@ def _report(args, console: Console, study, folder, consumers, live: bool, checke
         with _status(console, args, f"writing rounds.{args.rounds_format}"):
             write_rounds(study, folder, args.rounds_format)
     if not args.no_plot and study.runs:
-        with _status(console, args, "drawing histograms.png"):
+        with _status(console, args, f"drawing {folder.figure_name('histograms.png')}"):
             plot_histograms(study, folder)
     for f in study.failures:
         folder.mark_partial(f"interrupted ({f})" if isinstance(f, Interrupted)

@@ -7,7 +7,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from twin.commands.common import UsageError, _count, _seed, add_overwrite, check_out_folder, run_folder
+from twin.commands.common import (
+    UsageError,
+    _count,
+    _seed,
+    add_figure_format,
+    add_overwrite,
+    check_out_folder,
+    run_folder,
+)
 from twin.commands.interrupt import EXIT, interrupted_before_any, interrupted_line, interruptible
 
 if TYPE_CHECKING:
@@ -41,6 +49,7 @@ def register(sub) -> None:
                    help="what the table and plot show: rtt (card/FPGA-boundary round trip, default) or loop "
                         "(controller to controller: adds an external control system's link)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_figure_format(s, "sweep")
     add_overwrite(s)
     s.set_defaults(handler=cmd_sweep, stops_at_a_round=True)  # its own signal handlers (interruptible)
 

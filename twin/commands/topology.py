@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from twin.commands.common import UsageError, add_overwrite, check_out_folder
+from twin.commands.common import UsageError, add_figure_format, add_overwrite, check_out_folder
 from twin.output.files import check_file
 
 if TYPE_CHECKING:
@@ -18,7 +18,9 @@ def register(sub) -> None:
     t = sub.add_parser("topology", help="draw a scenario's topology (and a mesh's routes) to a PNG")
     t.add_argument("scenario", help="scenario YAML")
     t.add_argument("--out", help="image to write: a .png, .pdf or .svg file, or a folder to write "
-                                 "topology.png in (default runs/<scenario name>/topology.png)")
+                                 "topology.png in (default runs/<scenario name>/topology.png; "
+                                 "--figure-format pdf: topology.pdf)")
+    add_figure_format(t, "topology; default: --out's suffix, else png", default=None)
     add_overwrite(t, "the image at --out if one is there")
     t.set_defaults(handler=cmd_topology)
 
@@ -26,18 +28,23 @@ def register(sub) -> None:
 FORMATS = (".png", ".pdf", ".svg")
 
 
-def out_path(value: str | None, name: str) -> Path:
-    """The file ``twin topology --out VALUE`` writes: ``runs/NAME/topology.png`` by default,
-    ``VALUE/topology.png`` for an existing folder, else ``VALUE`` itself, which must end in
-    .png, .pdf or .svg. Raises :class:`twin.usage.UsageError` naming ``--out`` and the value."""
+def out_path(value: str | None, name: str, fmt: str | None = None) -> Path:
+    """The file ``twin topology --out VALUE --figure-format FMT`` writes: ``runs/NAME/topology.FMT``
+    by default, ``VALUE/topology.FMT`` for an existing folder (FMT None: png), else ``VALUE`` itself,
+    which must end in .png, .pdf or .svg (and in ``.FMT`` when FMT is given). Raises
+    :class:`twin.usage.UsageError` naming ``--out`` and the value."""
+    file = f"topology.{fmt or 'png'}"
     if not value:
-        return Path("runs") / name / "topology.png"
+        return Path("runs") / name / file
     out = Path(value)
     if out.is_dir():
-        return out / "topology.png"
+        return out / file
     if out.suffix.lower() not in FORMATS:
         raise UsageError(f"--out {value}: name a .png, .pdf or .svg file, or an existing folder "
                          f"(got {'no extension' if not out.suffix else repr(out.suffix)})")
+    if fmt and out.suffix.lower() != "." + fmt:
+        raise UsageError(f"--out {value}: a {out.suffix.lower()} file, while --figure-format says {fmt}: "
+                         "give one of the two, or both alike")
     return out
 
 
@@ -50,7 +57,7 @@ def cmd_topology(args: argparse.Namespace, console: Console) -> int:
 
     loaded = load_scenario(Path(args.scenario))
     sc = loaded.scenario
-    out = out_path(args.out, sc.name)
+    out = out_path(args.out, sc.name, getattr(args, "figure_format", None))
     check_out_folder(out.parent, shown=args.out or out)
     check_file(out, args.overwrite, "--out")
     draw(sc, out)

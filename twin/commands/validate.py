@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from twin.commands.common import UsageError, _count, _seed, add_overwrite, run_folder
+from twin.commands.common import UsageError, _count, _seed, add_figure_format, add_overwrite, run_folder
 
 
 def register(sub) -> None:
@@ -23,6 +23,7 @@ def register(sub) -> None:
     v.add_argument("--seed", type=_seed, default=7, help="seed of the predictions (default 7)")
     v.add_argument("--out", help="output folder (default runs/validate-<calibration name>)")
     v.add_argument("--no-plot", action="store_true", help="do not write validate.png")
+    add_figure_format(v, "validate")
     add_overwrite(v)
     v.set_defaults(handler=cmd_validate)
 
@@ -66,7 +67,7 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
             folder.savefig("validate.png", overlay_figure(checks, cal.name))
         folder.commit()
     console.print(f"wrote {folder.out / 'validate.json'}"
-                  + ("" if args.no_plot else f", {folder.out / 'validate.png'}"))
+                  + ("" if args.no_plot else f", {folder.out / folder.figure_name('validate.png')}"))
     return 0
 
 

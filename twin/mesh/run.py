@@ -83,7 +83,7 @@ def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
     out = check_out_folder(args.out or Path("runs") / sc.name)  # before the run, not after
     seed = sc.seed if args.seed is None else args.seed
     folder = RunFolder(out, overwrite=getattr(args, "overwrite", False), command=getattr(args, "argv", None),
-                       seed=seed)
+                       seed=seed, figure_format=getattr(args, "figure_format", "png"))
     fmt = getattr(args, "rounds_format", "parquet")
     folder.check(["results.json", *([] if args.no_csv else [f"rounds.{fmt}"]),
                   *([] if args.no_plot else ["histograms.png"])])  # refused before the run, nothing written

@@ -235,14 +235,19 @@ def write_file(path: str | Path, data: str | bytes | Writer) -> Path:
 
 
 def savefig_writer(fig, fmt: str, **kw) -> Writer:
-    """A :func:`binary` writer that saves matplotlib figure ``fig`` in format ``fmt`` (png, pdf, svg)
-    at :data:`twin.output.figure.DPI`, a PNG at :data:`twin.output.figure.PNG_COMPRESS_LEVEL`;
-    ``kw`` (matplotlib's ``savefig`` arguments) replaces either."""
-    from twin.output.figure import DPI, PNG_COMPRESS_LEVEL
-    kw.setdefault("dpi", DPI)
-    if fmt == "png":
-        kw.setdefault("pil_kwargs", {"compress_level": PNG_COMPRESS_LEVEL})
-    return binary(lambda f: fig.savefig(f, format=fmt, **kw))
+    """A :func:`binary` writer that saves matplotlib figure ``fig`` in format ``fmt`` (png, pdf, svg:
+    :data:`twin.output.figure.FORMATS`) with :func:`twin.output.figure.save_options` (a PNG at
+    :data:`twin.output.figure.DPI`, a PDF or SVG a vector drawing without a date; an SVG's element ids
+    from a fixed salt, so the same figure gives the same bytes); ``kw`` (matplotlib's ``savefig``
+    arguments) replaces any of them. Raises ValueError for another format."""
+    from twin.output.figure import save_options
+    opts = {**save_options(fmt), **kw}
+
+    def save(f) -> None:
+        import matplotlib
+        with matplotlib.rc_context({"svg.hashsalt": "twin"}):
+            fig.savefig(f, **opts)
+    return binary(save)
 
 
 def npz_writer(arrays: dict) -> Writer:
@@ -290,8 +295,12 @@ class RunFolder:
     device``)."""
 
     def __init__(self, out: str | Path, *, overwrite: bool = False, command: Iterable[str] | None = None,
-                 seed: int | None = None, option: str = "--out"):
+                 seed: int | None = None, option: str = "--out", figure_format: str = "png"):
+        from twin.output.figure import FORMATS
+        if figure_format not in FORMATS:
+            raise ValueError(f"figure format {figure_format!r}: one of {', '.join(FORMATS)}")
         self.out = Path(out)
+        self.figure_format = figure_format
         self.overwrite = overwrite
         self.command = list(command) if command is not None else None
         self.seed = seed
@@ -359,7 +368,7 @@ class RunFolder:
         self._make_folder()
         try:
             owned = self.owned()
-            for name in [*names, MANIFEST]:
+            for name in [*map(self.figure_name, names), MANIFEST]:
                 self._check_name(name, owned)
         except BaseException:
             self.discard()
@@ -441,8 +450,15 @@ class RunFolder:
         """Stage ``doc`` as JSON (:func:`dumps_json`: no NaN or infinity, named by field)."""
         return self.write(name, dumps_json(doc, self.out / name, default))
 
+    def figure_name(self, name: str) -> str:
+        """``name`` as this run writes it: a ``.png`` in the run's :attr:`figure_format`."""
+        from twin.output.figure import figure_name
+        return figure_name(name, self.figure_format)
+
     def savefig(self, name: str, fig, **kw) -> Path:
-        """Stage matplotlib figure ``fig`` as ``name`` (format from its suffix)."""
+        """Stage matplotlib figure ``fig`` as ``name`` (a ``NAME.png`` as ``NAME.<figure_format>``:
+        :meth:`figure_name`; the format from the suffix, :func:`savefig_writer`)."""
+        name = self.figure_name(name)
         return self.write(name, savefig_writer(fig, Path(name).suffix.lstrip(".").lower() or "png", **kw))
 
     def savez(self, name: str, arrays: dict) -> Path:

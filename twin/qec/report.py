@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 
 from twin.qec.study import DecodeStudy, placement_label
-from twin.stats import percentile, percentile_rows
 
 
 def _label(s: dict) -> str:
@@ -173,43 +172,6 @@ def write_ler_latency(study: DecodeStudy, folder, plots: bool = True) -> list[Pa
     return paths
 
 
-LATENCY_POINTS = 10_000  # latency_vs_round.png draws every request up to this many, blocks beyond
-
-
-def latency_blocks(samples_ps: np.ndarray, points: int = LATENCY_POINTS) -> tuple[np.ndarray, np.ndarray,
-                                                                                    np.ndarray, int]:
-    """What latency_vs_round.png draws of one series (int64 ps per request, in order): up to
-    ``points`` requests, every one (x = request number from 1, the value, the value, block 1);
-    beyond, consecutive blocks of ``block`` = ceil(n / (points / 2)) requests (the last may be
-    shorter): x = each block's first request, its median (lower, an actual request's value) and its
-    maximum, and ``block``. Drawing 1e5+ points took seconds; this is a few thousand."""
-    n = len(samples_ps)
-    if n <= points:
-        x = np.arange(1, n + 1)
-        return x, samples_ps, samples_ps, 1
-    block = -(-n // (points // 2))
-    full = n // block * block
-    head = samples_ps[:full].reshape(-1, block)
-    tail = [samples_ps[full:]] if full < n else []
-    mid = np.array([*percentile_rows(head, 50), *(percentile(t, 50) for t in tail)], dtype=np.int64)
-    top = np.array([*head.max(axis=1), *(t.max() for t in tail)], dtype=np.int64)
-    return np.arange(1, n + 1, block), mid, top, block
-
-
-def latency_clip(series: list[np.ndarray]) -> tuple[int, int, int]:
-    """The y range of latency_vs_round.png: (lowest p0.1, highest p99.9 over ``series``, each int64
-    ps per request; :data:`twin.output.histogram.CLIP`, inverted CDF) and how many values of all the
-    series lie outside it (counted in the title, not drawn). (0, 0, 0) for no series."""
-    from twin.output.histogram import CLIP
-    from twin.stats import percentile_ps
-    if not series:
-        return 0, 0, 0
-    lo = min(percentile_ps(ps, CLIP[0]) for ps in series)
-    hi = max(percentile_ps(ps, CLIP[1]) for ps in series)
-    return lo, hi, int(sum(((ps < lo) | (ps > hi)).sum() for ps in series))
-
-
-
 FEEDBACK_FILES = ("ler_vs_latency.csv", "ler_vs_latency.png")  # written with decode.feedback
 DECODE_FILES = ("results.json", "stats.csv", "queue_depth.csv", "requests.parquet", "latency_vs_round.png",
                 "backlog_vs_time.png", *FEEDBACK_FILES)
@@ -270,34 +232,8 @@ def _decode_figures(study: DecodeStudy, folder) -> list[Path]:
     from twin.output.figure import new_figure
     doc = study.document
     paths = []
-    fig = new_figure(8, 4)
-    ax = fig.subplots()
-    block = 1
-    series = [(s, what, ps) for s, r in zip(doc["placements"], study.runs)
-              for what, ps in (("round trip", r.result.rtt_ps), ("reaction", r.result.t_back - r.result.t_send))
-              if len(ps)]
-    lo, hi, outside = latency_clip([ps for _, _, ps in series])
-    for s, what, ps in series:
-        x, mid, top, block = latency_blocks(ps)
-        if block == 1:  # every request a point
-            ax.plot(x, mid / 1e6, ".", ms=1, label=f"{_label(s)} {what}")
-        else:  # a block's median as a line, its slowest request as a point
-            line, = ax.plot(x, mid / 1e6, lw=0.8, label=f"{_label(s)} {what}")
-            ax.plot(x, top / 1e6, ".", ms=1.5, color=line.get_color())
-    if doc["deadline_ns"]:
-        ax.axhline(doc["deadline_ns"] / 1000, color="r", lw=1, label="deadline")
-    if series:  # the tails clipped: p0.1 to p99.9 of every series on the axis, the requests beyond counted
-        pad = max(0.01, (hi - lo) / 1e6 * 0.05)
-        ax.set_ylim(lo / 1e6 - pad, hi / 1e6 + pad)
-    ax.set_xlabel("request")
-    ax.set_ylabel("round trip, reaction time (µs)")
-    from twin.output.histogram import clip_text
-    ax.set_title(f"{doc['scenario']}: latency vs round" + (
-        f" (per block of {block:,} requests: median line, slowest as a dot)" if block > 1 else "")
-        + f"\ny axis: {clip_text()} of each series" + (f"; {outside:,} request values off the axis" if outside else ""),
-        fontsize=9)
-    ax.legend(markerscale=8, fontsize=8)
-    paths.append(_save(folder, DECODE_FILES[4], fig))
+    from twin.qec.decode_figures import latency_figure
+    paths.append(folder.savefig(DECODE_FILES[4], latency_figure(study, _label)))  # its own tight layout
     fig = new_figure(8, 4)
     ax = fig.subplots()
     for s, (tq, depth) in zip(doc["placements"], study.backlogs or study.queues):

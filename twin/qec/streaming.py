@@ -7,7 +7,11 @@ starts per cycle) and a reaction time that grows without bound; the backlog is t
 waiting anywhere (sent, not yet started by a decoder: in the card's backlog, on the wire, in the
 consumer's queue), not the card's free slots. Its growth per cycle is held against the load
 ``rho = S / (N T_a)`` (S: a decoder's mean occupancy per request, N decoders, T_a: the mean time
-between requests): ``max(0, 1 - 1 / rho) * T / T_a`` requests per QEC cycle ``T``.
+between requests): ``max(0, 1 - 1 / rho) * T / T_a`` requests per QEC cycle ``T``. N is the decoders
+that can work at once: ``min(workers, slots)``, the card's ring holding ``slots`` requests per device
+(a worker beyond them never has a request to take: :func:`slot_bound_warnings`). A slot is held for
+a request's whole way through the consumer (request write, service, reply), longer than S: where the
+slots bind, the measured growth can exceed the expected one, which is then a lower bound.
 """
 from __future__ import annotations
 
@@ -63,14 +67,37 @@ def backlog(arrival_ps: np.ndarray, start_ps: np.ndarray, t_ps: np.ndarray) -> n
 
 
 
-def stream_summary(table: dict[str, np.ndarray], cycle_ps: int | None, workers: int = 1, devices: int = 1) -> dict:
+def busy_workers(workers: int, slots: int | None) -> int:
+    """The decoders of one device that can work at once: ``workers``, bounded by the card's ``slots``
+    (its ring holds that many requests of the device; None: no bound)."""
+    return workers if slots is None else max(1, min(workers, slots))
+
+
+def slot_bound_warnings(path, sc) -> list[str]:
+    """One line per placement of decode scenario ``sc`` (from file ``path``) whose ``workers`` exceed
+    the card's ``slots``, naming the file, the key and both numbers: the ring holds ``slots`` requests,
+    so ``workers - slots`` decoders never work and rho counts ``slots`` decoders. Empty when none."""
+    out = []
+    for i, pl in enumerate(sc.decode.placements):
+        if pl.workers > sc.slots:
+            idle, held = pl.workers - sc.slots, "1 request" if sc.slots == 1 else f"{sc.slots} requests"
+            never = "worker never works" if idle == 1 else "workers never work"
+            out.append(f"{path}: decode.placements[{i}].workers: {pl.workers} > slots: {sc.slots}: the card's ring "
+                       f"holds {held} per device, so {idle} {never}; rho and the expected backlog growth count "
+                       f"{sc.slots} (raise slots, or lower workers)")
+    return out
+
+
+def stream_summary(table: dict[str, np.ndarray], cycle_ps: int | None, workers: int = 1, devices: int = 1,
+                   slots: int | None = None) -> dict:
     """Throughput, backlog and reaction time of one run's :func:`request_table`.
 
     cycle_ps: the QEC cycle (the open-loop traffic's period; None in closed loop: rates are then
     per mean time between requests). Returns (ns, requests, per cycle): ``cycle_ns``,
     ``arrivals_per_cycle`` (requests sent per cycle), ``service_ns_mean`` (S: a decoder's mean body
-    occupancy per request, ``service_ps``), ``workers`` (N per device), ``devices`` (K sharing the
-    stream, when more than one), ``rho`` (S / (K N T_a)), ``throughput_per_cycle`` (requests
+    occupancy per request, ``service_ps``), ``workers`` (per device, as asked), ``busy_workers`` (N:
+    :func:`busy_workers` of ``workers`` and the card's ``slots``; only when the slots bound it),
+    ``devices`` (K sharing the stream, when more than one), ``rho`` (S / (K N T_a)), ``throughput_per_cycle`` (requests
     started per cycle, first to last start), ``backlog`` {``max``, ``end`` (at the last arrival),
     ``growth_per_cycle`` (least-squares slope of the backlog at the arrivals), ``expected_growth_per_cycle``
     (``max(0, 1 - 1/rho)`` times the arrivals per cycle)}, ``growth_agrees_with_rho`` (the two within
@@ -83,7 +110,8 @@ def stream_summary(table: dict[str, np.ndarray], cycle_ps: int | None, workers: 
     ta = span / (n - 1) if n > 1 else 0.0  # mean time between requests
     unit = cycle_ps or ta or 1.0
     S = float(table["service_ps"].mean()) if n else 0.0
-    rho = S / (devices * workers * ta) if ta else None
+    busy = busy_workers(workers, slots)
+    rho = S / (devices * busy * ta) if ta else None
     q = backlog(a, s, np.sort(a))
     growth = float(np.polyfit((np.sort(a) - a.min()) / unit, q, 1)[0]) if n > 2 and span else 0.0
     starts = np.sort(s)
@@ -92,6 +120,7 @@ def stream_summary(table: dict[str, np.ndarray], cycle_ps: int | None, workers: 
     expected = round(max(0.0, 1 - 1 / rho) * per_cycle, 6) if rho and per_cycle else None
     agrees = None if expected is None else bool(abs(growth - expected) <= 0.05 * max(expected, per_cycle))
     return {"cycle_ns": cycle_ps / 1000 if cycle_ps else None, "workers": workers,
+            **({"busy_workers": busy} if busy != workers else {}),
             **({"devices": devices} if devices > 1 else {}),
             "arrivals_per_cycle": round(per_cycle, 6) if per_cycle else None,
             "service_ns_mean": round(S / 1000, 3), "rho": round(rho, 6) if rho is not None else None,
@@ -102,7 +131,8 @@ def stream_summary(table: dict[str, np.ndarray], cycle_ps: int | None, workers: 
             "queue_wait": summary_ns(table["queue_wait_ps"]), "reaction": summary_ns(table["reaction_ps"])}
 
 
-def device_summaries(run, table: dict[str, np.ndarray], cycle_ps: int | None, workers: int = 1) -> list[dict]:
+def device_summaries(run, table: dict[str, np.ndarray], cycle_ps: int | None, workers: int = 1,
+                     slots: int | None = None) -> list[dict]:
     """Each device's part of a stream shared over devices (``run.extra["devices"]``): its name,
     requests, the card's mismatches on its queue pair, and :func:`stream_summary` of its rows
     (reaction, backlog and growth per cycle against its own ``rho = S / (N T_a)``, its T_a being K
@@ -111,7 +141,7 @@ def device_summaries(run, table: dict[str, np.ndarray], cycle_ps: int | None, wo
     flows = run.result.stats.get("flows", [])
     for k, name in enumerate(run.extra["devices"]):
         m = table["device_index"] == k
-        st = stream_summary({c: v[m] for c, v in table.items()}, cycle_ps, workers)
+        st = stream_summary({c: v[m] for c, v in table.items()}, cycle_ps, workers, slots=slots)
         out.append({"device": name, "requests": int(m.sum()),
                     "card_mismatches": int(flows[k].get("mismatches", 0)) if k < len(flows) else None,
                     "card_backlog_max": int(flows[k].get("backlog_max", 0)) if k < len(flows) else None,

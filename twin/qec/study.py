@@ -733,7 +733,7 @@ class _Study:
         from twin.qec.streaming import stream_summary
         res, done = r.result, r.workload.shots  # all of them, or those before a stop
         le_loop, le_direct = r.logical_errors_loop, r.logical_errors_direct
-        stream = stream_summary(table, self.cycle_ps(), pl.workers, len(pl.names))
+        stream = stream_summary(table, self.cycle_ps(), pl.workers, len(pl.names), self.sc.slots)
         s = {"device": "+".join(pl.names), "mode": pl.mode,
              **({"model": pl.model} if pl.model != Placement.model_fields["model"].default else {}),
              **({"workers": pl.workers, "order": pl.order} if pl.workers > 1 else {}),
@@ -765,7 +765,7 @@ class _Study:
         if "base_ns" in r.cost:  # the decoder's own time per request, beside the round trip
             s["decoder_only"] = summary_ns(r.compute_ps)
         if pl.shared:  # each device's part of the stream
-            s["per_device"] = device_summaries(r, table, self.cycle_ps(), pl.workers)
+            s["per_device"] = device_summaries(r, table, self.cycle_ps(), pl.workers, self.sc.slots)
         elif res.hops is not None and len(res.t_in):  # where the time goes, hop by hop (twin.engine.hops)
             from twin.engine.hops import budget, slowest_round
             s["budget"] = budget(res.t_in, res.t_have, res.hops)
