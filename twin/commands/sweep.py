@@ -1,4 +1,4 @@
-"""``twin sweep SCENARIO --param PATH=V1,V2,...``: a what-if grid (the library: :mod:`twin.sweep`),
+"""``twin sweep SCENARIO --param PATH=V1,V2,...``: a what-if grid (the library: :mod:`twin.studies.sweep`),
 a table and sweep.csv, sweep.json, sweep.png."""
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def _sweep(args: argparse.Namespace, console: Console) -> int:
     from twin.engine.stop import Interrupted
     from twin.output.progress import progress_bar
     from twin.scenario import load_scenario
-    from twin.sweep import (  # run_sweep looked up per call
+    from twin.studies.sweep import (  # run_sweep looked up per call
         SWEEP_FILES,
         SweepError,
         grid,

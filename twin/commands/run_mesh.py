@@ -19,9 +19,9 @@ from rich.table import Table
 from twin.config import ConfigError
 from twin.engine.hops import CSV_COLUMNS
 from twin.engine.stop import Interrupted
-from twin.mesh.engine import MeshResult, run_mesh
 from twin.output.histogram import draw_panel, finish_panels, panel_figure, percentile_lines
 from twin.stats import summary_ns
+from twin.studies.mesh import MeshResult, run_mesh
 from twin.usage import INTERRUPTED_EXIT, interrupted_line
 
 if TYPE_CHECKING:
