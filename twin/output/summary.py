@@ -139,6 +139,8 @@ def flow_summary(res: LoopResult, *, budget: bool = True, loop: bool = False, pu
     caught a corrupted piece in (1-based), and the host-freeze report. ``program(stats)``: the
     ``program`` block from the generator's statistics (default
     :func:`twin.output.program.program_summary`)."""
+    if deadline_on not in ("loop", "rtt"):
+        raise ValueError(f"deadline_on must be 'loop' or 'rtt', got {deadline_on!r}")
     from twin.output.program import program_summary
     block = program_summary if program is None else program
     loop_lat = Latency.of(res.loop_ps) if loop else None
