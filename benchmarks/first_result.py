@@ -55,7 +55,7 @@ HEAVY = ("numpy", "pydantic", "networkx", "simpy", "scipy", "matplotlib", "pyarr
 DRIVER = r"""
 import json, sys, time
 marks = {"start": time.time(), "start_cpu": time.process_time()}
-import twin.commands, twin.report, twin.scenario, twin.study
+import twin.commands, twin.report, twin.scenario, twin.studies.run
 marks["imports"], marks["imports_cpu"] = time.time(), time.process_time()
 spent = {"load": 0.0, "engine": 0.0, "summaries": 0.0, "table": 0.0}
 cpu = dict.fromkeys(spent, 0.0)
@@ -72,8 +72,8 @@ def timed(mod, name, key):
             cpu[key] += time.process_time() - c
     setattr(mod, name, w)
 timed(twin.scenario, "load_scenario", "load")
-timed(twin.study, "run_one", "engine")
-timed(twin.study, "_summary", "summaries")
+timed(twin.studies.run, "run_one", "engine")
+timed(twin.studies.run, "_summary", "summaries")
 import twin.commands.run as run_command
 table = twin.report.print_table
 def first(*a, **k):
@@ -215,7 +215,7 @@ def figure_case(scenario: str, rounds: int | None) -> dict:
     import twin.report as report
     from twin.output.files import RunFolder
     from twin.scenario import load_scenario
-    from twin.study import run_study
+    from twin.studies.run import run_study
 
     def cpu(fn) -> tuple[float, object]:
         c0 = time.process_time()
@@ -295,7 +295,7 @@ def outputs(tmp: Path, fig_rounds: list[int | None], file_rounds: int, tag: str)
     import twin.report as report
     from twin.output.files import RunFolder
     from twin.scenario import load_scenario
-    from twin.study import run_study
+    from twin.studies.run import run_study
 
     def timed(what: str, fn, folder_name: str) -> None:
         with RunFolder(tmp / folder_name, overwrite=True) as folder:

@@ -18,7 +18,7 @@ from twin.engine.direct import run_direct
 from twin.engine.event import run_event
 from twin.scenario import load_scenario
 from twin.scenario.compile import flow_spec
-from twin.study import run_study
+from twin.studies.run import run_study
 
 ROOT = Path(__file__).resolve().parent.parent
 HARDWARE_ROUNDS_PER_S = 1e12 / 2_172_000  # one round per 2.172 µs (EPYC 7282 core p50)

@@ -15,7 +15,7 @@ from twin.engine.direct import run_direct
 from twin.scenario import load_scenario
 from twin.scenario.compile import flow_spec
 from twin.stats import percentile_ps
-from twin.study import run_study
+from twin.studies.run import run_study
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN_PS = 4000  # the card's 250 MHz clock

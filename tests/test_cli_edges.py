@@ -202,15 +202,15 @@ def _no_study(*a, **k):
 ], ids=["decode", "run", "run-mesh", "sweep"])
 @pytest.mark.parametrize("where", ["inside-a-file", "a-file"])
 def test_unusable_out_is_refused_before_the_study_naming_out(argv, where, tmp_path, capsys, monkeypatch):
-    import twin.mesh.run
-    import twin.qec.study
-    import twin.study
-    import twin.sweep
+    import twin.commands.run_mesh
+    import twin.studies.decode
+    import twin.studies.run
+    import twin.studies.sweep
     # patched where they are looked up when called, after import (monkeypatch then restores them)
-    monkeypatch.setattr(twin.qec.study, "run_decode_study", _no_study)
-    monkeypatch.setattr(twin.study, "run_study", _no_study)
-    monkeypatch.setattr(twin.sweep, "run_sweep", _no_study)
-    monkeypatch.setattr(twin.mesh.run, "run_mesh", _no_study)
+    monkeypatch.setattr(twin.studies.decode, "run_decode_study", _no_study)
+    monkeypatch.setattr(twin.studies.run, "run_study", _no_study)
+    monkeypatch.setattr(twin.studies.sweep, "run_sweep", _no_study)
+    monkeypatch.setattr(twin.commands.run_mesh, "run_mesh", _no_study)
     (tmp_path / "afile").write_text("x")
     out = tmp_path / "afile" / ("x" if where == "inside-a-file" else "")
     out = out if where == "inside-a-file" else tmp_path / "afile"

@@ -66,7 +66,7 @@ def test_a_loop_scenario_compiles_to_one_flow_per_consumer_in_file_order(tmp_pat
 
 def test_a_loop_scenario_runs_each_flow_of_its_topology(tmp_path):
     """run_study's loops are the compiled topology's flows: the same nodes, in the same order."""
-    from twin.study import run_study
+    from twin.studies.run import run_study
     loaded = load_scenario(write(tmp_path, loop_doc()))
     study = run_study(loaded, rounds=200, verify_rounds=50)
     topo = compile_scenario(loaded, rounds=200)

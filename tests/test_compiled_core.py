@@ -433,7 +433,7 @@ def test_the_bundled_fault_scenarios_run_on_the_compiled_core(name, corrupted, m
     mismatch per loop), host_freeze corrupts nothing."""
     _core_or_skip()
     from twin.scenario.load import load_scenario
-    from twin.study import run_study
+    from twin.studies.run import run_study
     fell = []
     monkeypatch.setattr(compiled, "note_fallback", fell.append)
     study = run_study(load_scenario(ROOT / "scenarios" / f"{name}.yaml"), rounds=300, engine="event")

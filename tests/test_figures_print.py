@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from test_cli import run_cli
 
 import twin.output.histogram as h
-from tests.test_cli import run_cli
 from twin.output.files import RunFolder, savefig_writer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,7 +147,7 @@ def test_latency_vs_round_reads_8_us_beside_milliseconds_and_names_only_drawn_se
 
 
 def test_a_sweep_of_many_values_never_repeats_a_colour():
-    from twin.sweep import Axis, plot
+    from twin.studies.sweep import Axis, plot
     values = list(range(1, 15))  # 14 series: matplotlib's C0..C9 cycle repeated from the 11th
     rows = [{"consumer": "mi210", "params.x": x, "params.y": y, "p50_ns": 1000.0 + y, "p90_ns": 1100.0 + y,
              "p99_ns": 1200.0 + y} for y in values for x in (1, 2)]

@@ -10,7 +10,7 @@ import numpy as np
 from twin.commands import main
 from twin.qec.decode_figures import latency_blocks
 from twin.scenario import load_scenario
-from twin.study import PENDING, run_study
+from twin.studies.run import PENDING, run_study
 
 DEFAULT = Path(__file__).parents[1] / "scenarios" / "card_path_64b.yaml"
 

@@ -11,7 +11,7 @@ from twin.devices.generator import TrafficParams
 from twin.engine.direct import run_direct
 from twin.engine.event import run_event
 from twin.scenario.compile import flow_spec
-from twin.sweep import Axis, run_sweep
+from twin.studies.sweep import Axis, run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -18,8 +18,8 @@ from scenario_mutations import ROOT, base_doc, limit
 from twin.commands import main
 from twin.config import ConfigError, load_yaml
 from twin.config.load import MAX_INPUT_BYTES, MAX_YAML_DEPTH
-from twin.qec.study import load_decode
 from twin.scenario import load_scenario
+from twin.studies.decode import load_decode
 
 FAULTS = base_doc(ROOT / "scenarios" / "faults_epyc7282.yaml")
 LIVE = base_doc(ROOT / "scenarios" / "live_cpu_shm.yaml")
@@ -181,7 +181,6 @@ def test_every_input_model_refuses_non_finite_numbers():
     import twin.calibration.roce
     import twin.exchange.gen
     import twin.qec.hosting
-    import twin.qec.study
     import twin.scenario.schema  # noqa: F401
 
     def walk(cls):

@@ -250,7 +250,7 @@ def test_twin_decode_stopped_keeps_whole_shots(tmp_path, capsys, scenario, engin
 
 
 def load_decode_placements(scenario: str) -> list:
-    from twin.qec.study import load_decode
+    from twin.studies.decode import load_decode
     return load_decode(ROOT / "scenarios" / scenario).sc.decode.placements
 
 
@@ -263,16 +263,16 @@ SWEEP = ["sweep", str(ROOT / "scenarios" / "card_path_64b.yaml"), "--param", "fr
 def test_twin_sweep_stopped_keeps_the_points_completed(tmp_path, capsys, monkeypatch, workers):
     """A stop asked for once the first point is in (as a signal then would): the points completed are
     written, sweep.json partial; the workers' points under way are abandoned."""
-    import twin.sweep
+    import twin.studies.sweep
     from twin.commands import main
-    real = twin.sweep.run_sweep
+    real = twin.studies.sweep.run_sweep
 
     def stop_after_first(*a, progress=None, **kw):
         def prog(done, total):
             progress(done, total)
             request_stop()
         return real(*a, progress=prog, **kw)
-    monkeypatch.setattr(twin.sweep, "run_sweep", stop_after_first)
+    monkeypatch.setattr(twin.studies.sweep, "run_sweep", stop_after_first)
     out = tmp_path / "out"
     rc = main([*SWEEP, "--workers", str(workers), "--out", str(out)])
     err = capsys.readouterr().err

@@ -186,3 +186,15 @@ def test_the_runtime_imports_nothing_of_qec(project_arrows):
     bad = [a for a in project_arrows if a.src.startswith("twin/runtime/") and a.module.startswith("twin.qec")]
     if bad:
         pytest.fail("the runtime imports twin.qec:\n" + _listing(bad), pytrace=False)
+
+
+BELOW_STUDIES = ("twin/kernel/", "twin/links/", "twin/exchange/", "twin/devices/", "twin/runtime/", "twin/rtl/",
+                 "twin/nodes/", "twin/engine/", "twin/scenario/", "twin/output/", "twin/config/")
+
+
+def test_the_layers_below_the_studies_import_none_of_them(project_arrows):
+    """The studies (twin.studies) sit on the engine, the scenario and the output (its results
+    records, twin/output/summary.py): none of those imports a study."""
+    bad = [a for a in project_arrows if a.src.startswith(BELOW_STUDIES) and a.module.startswith("twin.studies")]
+    if bad:
+        pytest.fail("a layer below the studies imports them:\n" + _listing(bad), pytrace=False)

@@ -13,8 +13,8 @@ import yaml
 
 from twin.commands import main
 from twin.config import ConfigError
-from twin.mesh.engine import run_mesh
 from twin.scenario import load_scenario
+from twin.studies.mesh import run_mesh
 
 ROOT = Path(__file__).resolve().parent.parent
 FITTED = ROOT / "calibrations" / "fitted" / "card_path.yaml"
@@ -105,7 +105,7 @@ def test_mesh_run_is_deterministic():
 
 
 def test_twin_run_and_topology_on_a_mesh(tmp_path, capsys, monkeypatch):
-    import twin.mesh.run as mesh_run
+    import twin.commands.run_mesh as mesh_run
     panels = []
     finish = mesh_run.finish_panels
     monkeypatch.setattr(mesh_run, "finish_panels", lambda axes, *a: (panels.extend(axes[:, 0]), finish(axes, *a)))

@@ -193,7 +193,7 @@ def test_c2c_links_in_a_scenario_are_checked(tmp_path):
 
 def test_twin_run_on_the_gb200_scenario_gives_every_placement_its_budget():
     from twin.scenario.load import load_scenario
-    from twin.study import run_study
+    from twin.studies.run import run_study
     st = run_study(load_scenario(ROOT / "scenarios" / "nvqlink_gb200.yaml"), rounds=1500, verify_rounds=200)
     by = {r.node: r.summary for r in st.runs}
     assert set(by) == {"gb200_gpu", "grace_polls_hbm", "gpu_polls_lpddr", "gpu_to_grace", "grace"}
@@ -207,7 +207,7 @@ def test_twin_run_on_the_gb200_scenario_gives_every_placement_its_budget():
 def test_decode_d7_on_gb200_prints_each_stage_s_share(tmp_path):
     """A surface-code d=7 reaction time through the hand-off placement: the budget's stages add up to
     the median round's round trip (shares sum to 1), PyMatching's corrections equal the direct decode."""
-    from twin.qec.study import load_decode, run_decode_study
+    from twin.studies.decode import load_decode, run_decode_study
     doc = yaml.safe_load((ROOT / "scenarios" / "decode_nvqlink_gb200_d7.yaml").read_text())
     doc["decode"]["shots"] = 60
     doc["decode"]["placements"] = [{"device": "gb200_gpu_to_grace", "mode": "inline"}]

@@ -18,7 +18,7 @@ from twin.output.files import OutputError
 from twin.qec.decoders.function import FunctionFailed
 from twin.rtl.build import RtlBuildError
 from twin.runtime.native import QrtError
-from twin.sweep import SweepInterrupted
+from twin.studies.sweep import SweepInterrupted
 
 ERRORS = [
     ConfigError("scenario.yaml", "traffic.period", "1 parsec", "not a time"),

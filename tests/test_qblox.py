@@ -18,7 +18,7 @@ from twin.devices.qblox import QbloxCluster
 from twin.kernel.clock import Clock, DriftingClock
 from twin.scenario import load_scenario
 from twin.stats import histogram_ps
-from twin.study import run_study
+from twin.studies.run import run_study
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -22,7 +22,7 @@ from twin.links.roce import UDP_PORT_ROCEV2, RoceV2Packetiser, RoceV2Path
 from twin.scenario import load_scenario
 from twin.scenario.compile import flow_spec
 from twin.stats import percentile_ps
-from twin.study import run_study
+from twin.studies.run import run_study
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLISHED_US = {  # consumer: (min, p50, p99, p99.9)

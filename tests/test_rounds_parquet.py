@@ -59,7 +59,7 @@ def test_mesh_writes_parquet_too(tmp_path):
 def test_decode_requests_parquet_by_default(tmp_path):
     from twin.commands import build_parser
     from twin.qec.report import decode_files, write_decode_outputs
-    from twin.qec.study import load_decode, run_decode_study
+    from twin.studies.decode import load_decode, run_decode_study
     assert build_parser().parse_args(["decode"]).rounds_format == "parquet"
     assert "requests.parquet" in decode_files() and "requests.csv" in decode_files("csv")
     study = run_decode_study(load_decode(SCENARIOS / "decode_rep3.yaml"), shots=200, verify_rounds=50)

@@ -33,7 +33,7 @@ from twin.rtl import build as B  # noqa: E402
 from twin.rtl.cosim import RtlConsumer, RtlLinkCard  # noqa: E402
 from twin.scenario import load_scenario  # noqa: E402
 from twin.scenario.compile import flow_spec  # noqa: E402
-from twin.study import run_study  # noqa: E402
+from twin.studies.run import run_study  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 USER = ROOT / "tests" / "rtl_user"

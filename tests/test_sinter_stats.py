@@ -13,7 +13,7 @@ import pytest
 from twin.output.files import RunFolder
 from twin.qec.report import write_decode_outputs
 from twin.qec.sinter_stats import task_stats
-from twin.qec.study import load_decode, run_decode_study
+from twin.studies.decode import load_decode, run_decode_study
 
 ROOT = Path(__file__).resolve().parents[1]
 sinter = pytest.importorskip("sinter")

@@ -10,7 +10,7 @@ import pytest
 
 from twin.calibration.roce import load_roce_params
 from twin.commands import main
-from twin.sweep import Axis, SweepError, grid, parse_param, point_seed, run_point, run_sweep
+from twin.studies.sweep import Axis, SweepError, grid, parse_param, point_seed, run_point, run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 ROCE = ROOT / "scenarios" / "backline_roce.yaml"

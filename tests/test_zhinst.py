@@ -19,7 +19,7 @@ from twin.nodes.kinds import kind
 from twin.nodes.models import model_for
 from twin.nodes.protocol import ControlNode, Node
 from twin.scenario.load import load_scenario
-from twin.study import run_study
+from twin.studies.run import run_study
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "scenarios" / "zhinst_qccs.yaml"

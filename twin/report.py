@@ -15,7 +15,7 @@ from twin.engine.hops import CSV_COLUMNS
 from twin.output.budget import print_budget_table, print_fault_and_deadline_lines
 from twin.output.files import RunFolder
 from twin.output.histogram import draw_panel, finish_panels, panel_figure, percentile_lines
-from twin.study import PENDING, StudyResult
+from twin.studies.run import PENDING, StudyResult
 from twin.units import period_ps, time_ps
 
 SCHEMA = "twin.results/1"

@@ -53,7 +53,7 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
     stopped it (:mod:`twin.commands.interrupt`: the placements so far, the last one's whole shots,
     written with ``"partial": true``)."""
     from twin.qec.report import decode_files
-    from twin.qec.study import load_decode
+    from twin.studies.decode import load_decode
 
     path = scenario_arg(args.scenario, DEFAULT_DECODE)
     ld = load_decode(path)
@@ -70,7 +70,7 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
 def _decode(args: argparse.Namespace, console, ld, folder) -> int:
     """Run the study, print it, write and commit its files in ``folder``; the exit code."""
     from twin.qec.report import print_decode, write_decode_outputs
-    from twin.qec.study import run_decode_study
+    from twin.studies.decode import run_decode_study
 
     shots = args.shots or ld.sc.decode.shots
     d = ld.sc.decode

@@ -1,4 +1,4 @@
-"""``twin run [SCENARIO]``: run a scenario (a mesh's flows through :func:`twin.mesh.run.cmd_run_mesh`),
+"""``twin run [SCENARIO]``: run a scenario (a mesh's flows through :func:`twin.commands.run_mesh.cmd_run_mesh`),
 print the table, write results.json, rounds.parquet (or rounds.csv) and histograms.png."""
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     from twin.engine.stop import Interrupted
     from twin.output.progress import progress_bar
     from twin.scenario import load_scenario
-    from twin.study import PENDING, run_study
+    from twin.studies.run import PENDING, run_study
 
     path = scenario_arg(args.scenario, DEFAULT_SCENARIO)
     loaded = load_scenario(path)
@@ -90,8 +90,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                              "--engine direct checks no reply" if args.engine == "direct" else
                              "--engine event checks every reply"))
     args.verify_rounds = 10_000 if args.verify_rounds is None else args.verify_rounds
-    if sc.flows:  # a mesh: every flow at once (twin.mesh)
-        from twin.mesh.run import cmd_run_mesh
+    if sc.flows:  # a mesh: every flow at once (twin.studies.mesh)
+        from twin.commands.run_mesh import cmd_run_mesh
         return cmd_run_mesh(args, console, loaded)
     rounds = args.rounds or sc.rounds
     out = check_out_folder(args.out or Path("runs") / sc.name)  # before the run, not after

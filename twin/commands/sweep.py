@@ -1,4 +1,4 @@
-"""``twin sweep SCENARIO --param PATH=V1,V2,...``: a what-if grid (the library: :mod:`twin.sweep`),
+"""``twin sweep SCENARIO --param PATH=V1,V2,...``: a what-if grid (the library: :mod:`twin.studies.sweep`),
 a table and sweep.csv, sweep.json, sweep.png."""
 from __future__ import annotations
 
@@ -64,20 +64,20 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
 
 def _sweep(args: argparse.Namespace, console: Console) -> int:
     from twin.commands.common import scenario_arg
-    from twin.engine.stop import Interrupted
-    from twin.output.progress import progress_bar
     from twin.scenario import load_scenario
-    from twin.sweep import (  # run_sweep looked up per call
-        SWEEP_FILES,
-        SweepError,
-        grid,
-        parse_param,
-        run_sweep,
-        write_outputs,
-    )
+    from twin.studies.sweep import SWEEP_FILES  # run_sweep looked up per call
     loaded = load_scenario(scenario_arg(args.scenario, ""))
     out = check_out_folder(args.out or Path("runs") / loaded.scenario.name / "sweep")  # before the points run
     folder = run_folder(args, out, loaded.scenario.seed if args.seed is None else args.seed).check(SWEEP_FILES)
+    with folder:  # a refusal, an error or a second Ctrl-C before the commit leaves the folder as it was
+        return _points(args, console, loaded, out, folder)
+
+
+def _points(args: argparse.Namespace, console: Console, loaded, out: Path, folder) -> int:
+    """Run the sweep's points, write and commit its files in ``folder``, print its table; the exit code."""
+    from twin.engine.stop import Interrupted
+    from twin.output.progress import progress_bar
+    from twin.studies.sweep import SweepError, grid, parse_param, run_sweep, write_outputs
     try:
         axes = [parse_param(p) for p in args.param]
         if len({a.path for a in axes}) != len(axes):
@@ -101,13 +101,12 @@ def _sweep(args: argparse.Namespace, console: Console) -> int:
         print("twin: error: --measure loop: the scenario has no external control system (no loop beyond "
               "the card boundary)", file=sys.stderr)
         return 2
-    with folder:  # an error or a second Ctrl-C before the commit leaves the folder as it was
-        write_outputs(rows, axes, folder, loaded.scenario.name, args.measure,
-                      None if stopped is None else {"points": stopped.points_done,
-                                                    "points_requested": stopped.points_requested})
-        if stopped is not None:
-            folder.mark_partial(f"interrupted at point {stopped.points_done} of {stopped.points_requested}")
-        written = folder.commit()
+    write_outputs(rows, axes, folder, loaded.scenario.name, args.measure,
+                  None if stopped is None else {"points": stopped.points_done,
+                                                "points_requested": stopped.points_requested})
+    if stopped is not None:
+        folder.mark_partial(f"interrupted at point {stopped.points_done} of {stopped.points_requested}")
+    written = folder.commit()
     from twin.output.table import Grid, Num
     tb = Grid(f"{loaded.scenario.name}: sweep, {len(points)} points, {'controller loop' if pre else 'round trip'} (µs)",
               [*(a.path for a in axes), "consumer", "p50", "p90", "p99", "mean"], keys=len(axes) + 1)

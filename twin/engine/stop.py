@@ -54,7 +54,7 @@ class Interrupted(Picklable, RuntimeError):
     ``len(partial.t_in)`` rounds), set by the engine that stopped; ``results``: the event engine's
     one result per flow (a mesh), each cut at its own rounds completed. Like
     :class:`hw_bridge.contract.LiveFailure` it ``keeps_partial``: a study keeps the rounds so far.
-    ``outcome``: set by :func:`twin.study.run_one` to (result, replies checked, mismatches, engine
+    ``outcome``: set by :func:`twin.studies.run.run_one` to (result, replies checked, mismatches, engine
     used) of the rounds kept.
     """
 
@@ -63,7 +63,7 @@ class Interrupted(Picklable, RuntimeError):
 
     def __init__(self, where: str = ""):
         # what was completed, in the type of the layer that stopped: an engine's LoopResult, a mesh study's
-        # MeshResult (twin.mesh), a sweep's rows (twin.sweep); None until that layer sets it
+        # MeshResult (twin.studies.mesh), a sweep's rows (twin.studies.sweep); None until that layer sets it
         self.partial: Any = None
         self.results: list[LoopResult] | None = None
         self.outcome: tuple[LoopResult, int, int, str] | None = None

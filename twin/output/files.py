@@ -281,6 +281,23 @@ def read_manifest(folder: str | Path) -> dict | None:
     return doc
 
 
+def _remove_empty(created: list[Path]) -> None:
+    """Remove the folders of ``created`` (innermost first) while they are empty; empties the list."""
+    for d in created:  # only folders this run made, and only while they are empty
+        try:
+            d.rmdir()
+        except OSError:
+            break
+    created.clear()
+
+
+def _abandon(lock: FolderLock, created: list[Path]) -> None:
+    """A run folder dropped with neither a commit nor a discard (a command that returned early): its
+    lock released, the folders it made and left empty removed."""
+    lock.release()
+    _remove_empty(created)
+
+
 class RunFolder:
     """The output folder of one command run (see the module docstring).
 
@@ -309,11 +326,11 @@ class RunFolder:
         self.partial_reason: str | None = None
         self._staged: dict[str, Path] = {}
         self._stage: Path | None = None
-        self._created: list[Path] = []
+        self._created: list[Path] = []  # folders this run made, innermost first (the finalizer holds this list)
         self._owned: dict | None = None
         self._stamps: dict[str, tuple | None] = {}  # the earlier run's files as checked: (inode, size, mtime)
         self._lock = FolderLock(self.out)
-        weakref.finalize(self, self._lock.release)  # a run that neither commits nor discards
+        weakref.finalize(self, _abandon, self._lock, self._created)  # a run that neither commits nor discards
 
     # -- before the work
     def owned(self) -> dict:
@@ -389,7 +406,7 @@ class RunFolder:
             self.out.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise OutputError(self.out, _reason(e)) from None
-        self._created = missing  # innermost first: removed again if the run writes nothing
+        self._created[:] = missing  # innermost first: removed again if the run writes nothing
         try:
             self._lock.acquire()
         except FolderBusy as e:
@@ -523,7 +540,8 @@ class RunFolder:
         finally:
             self._drop_stage()
         self._lock.release()
-        self._staged, self._created = {}, []
+        self._staged = {}
+        self._created.clear()
         return [self.out / n for n in done]
 
     def discard(self) -> None:
@@ -540,12 +558,7 @@ class RunFolder:
             self._stage = None
 
     def _remove_created(self) -> None:
-        for d in self._created:  # only folders this run made, and only while they are empty
-            try:
-                d.rmdir()
-            except OSError:
-                break
-        self._created = []
+        _remove_empty(self._created)
 
     def __enter__(self) -> RunFolder:
         return self

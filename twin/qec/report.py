@@ -1,7 +1,7 @@
 """A decode study's report: the terminal table (:func:`print_decode`) and its files
 (:func:`write_decode_outputs`: results.json, stats.csv, queue_depth.csv, requests.parquet or .csv and the two
 plots).
-The study itself is :mod:`twin.qec.study`'s.
+The study itself is :mod:`twin.studies.decode`'s.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from twin.qec.study import DecodeStudy, placement_label
+from twin.studies.decode import DecodeStudy, placement_label
 
 
 def _label(s: dict) -> str:

@@ -118,7 +118,7 @@ def scenario_topology(sc: Scenario, params: ParameterSet, rounds: int | None = N
     its link directions named lanes (``mesh.<card>-><consumer>``, ``mesh.<consumer>-><card>``) that
     flows over the same direction share. A loop scenario: one flow per consumer node, in file order,
     named by its device, from the scenario's generator through its link card; its lanes are its own
-    (each loop runs alone, as the seeds measured them: :func:`twin.study.run_study`). The scenario's
+    (each loop runs alone, as the seeds measured them: :func:`twin.studies.run.run_study`). The scenario's
     faults apply to every flow. Raises ValueError when two flows to one consumer would use different
     encodings.
     """

@@ -38,7 +38,7 @@ Schema (keys; all optional keys show their default)::
     links:  [{from, to, kind: on_card | aurora | pcie | ethernet | c2c}]   # c2c: NVLink-C2C between the two
                                                  # chips of a superchip (two consumer nodes of one host)
     qblox:  null | a Qblox Cluster as the generator (twin.devices.qblox; replaces traffic)
-    flows:  [] | a mesh: [{from, function, via, rounds, traffic: <as traffic above>}] (twin.mesh); faults
+    flows:  [] | a mesh: [{from, function, via, rounds, traffic: <as traffic above>}] (twin.studies.mesh); faults
               and deadline apply to every flow
 
 Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
@@ -577,7 +577,7 @@ class Scenario(ScenarioBase):
     faults: Faults | None = None
     nodes: list[Node] = Field(min_length=3)
     links: list[Link] = Field(min_length=2)
-    flows: list["Flow"] = []  # a mesh: several controllers, cards, consumers (twin.mesh)
+    flows: list["Flow"] = []  # a mesh: several controllers, cards, consumers (twin.studies.mesh)
 
     @field_validator("function")
     @classmethod

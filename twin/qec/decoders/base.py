@@ -21,7 +21,7 @@ from twin.qec.lookup import syndrome_bytes
 
 class DecoderFailed(ValueError):
     """A decoder answered a batch with an array of the wrong shape (a user's or a sinter decoder):
-    :func:`twin.qec.study.run_decode_study` turns it into a ConfigError naming ``decode.decoder``."""
+    :func:`twin.studies.decode.run_decode_study` turns it into a ConfigError naming ``decode.decoder``."""
 
 
 class Decoder:

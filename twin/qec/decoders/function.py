@@ -16,7 +16,7 @@ class FunctionFailed(Picklable, ValueError):
     """A user decoder function failed on one request: it raised, or its reply is not ``reply_bytes``
     bytes. ``payload``: the request payload it was given (bytes); ``problem``: what went wrong (one
     line). A ValueError, so a consumer in the event model answers it with status ``function_failed``
-    as the runtime library does; :func:`twin.qec.study.run_decode_study` turns it into a ConfigError
+    as the runtime library does; :func:`twin.studies.decode.run_decode_study` turns it into a ConfigError
     naming ``decode.function`` and the shot."""
 
     def __init__(self, payload: bytes, problem: str):

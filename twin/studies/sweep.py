@@ -164,14 +164,14 @@ def run_point(scenario_path: str, point: dict, rounds: int | None, seed: int | N
     controller-to-controller loop (``loop_p50_ns``, ...), and for a mesh ``wait_mean_ns``. Pure function of its
     arguments (worker-safe)."""
     from twin.stats import summary_ns
-    from twin.study import run_study
+    from twin.studies.run import run_study
 
     loaded = load_point(scenario_path, point)
     sc = loaded.scenario
     s = point_seed(sc.seed if seed is None else seed, point)
     rows = []
     if sc.flows:
-        from twin.mesh.engine import run_mesh
+        from twin.studies.mesh import run_mesh
         res = run_mesh(sc, loaded.params, rounds=rounds, seed=s)
         for r, ft in zip(res.routes, res.flows):
             rows.append({**point, "consumer": f"flow{r.flow}:{r.consumer}", "seed": s, "rounds": int(len(ft.t_in)),

@@ -11,16 +11,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from twin.config import ConfigError
 from twin.engine.hops import CSV_COLUMNS
 from twin.engine.stop import Interrupted
-from twin.mesh.engine import MeshResult, run_mesh
 from twin.output.histogram import draw_panel, finish_panels, panel_figure, percentile_lines
-from twin.stats import summary_ns
+from twin.studies.mesh import MeshResult, flow_summaries, run_mesh
 from twin.usage import INTERRUPTED_EXIT, interrupted_line
 
 if TYPE_CHECKING:
@@ -29,39 +28,14 @@ if TYPE_CHECKING:
 SCHEMA = "twin.mesh-results/1"
 
 
-def mesh_document(loaded, res: MeshResult, seed: int) -> dict:
-    """The results.json mapping of a mesh run."""
+def mesh_document(loaded, res: MeshResult, seed: int, requested: dict[int, int] | None = None) -> dict:
+    """The results.json mapping of a mesh run (each flow's entry a
+    :class:`twin.output.summary.MeshFlowSummary`); ``requested``: after a stop, the rounds each flow
+    was asked for."""
     sc = loaded.scenario
-    from twin.engine.hops import budget, slowest_round
-    flows = []
-    for r, ft in zip(res.routes, res.flows):
-        f = sc.flows[r.flow]
-        extra: dict[str, Any] = {"budget": budget(ft.t_in, ft.t_have, ft.flow_hops),
-                                 "backlog_max": int(ft.stats.get("backlog_max", 0)),
-                                 "slowest_round": slowest_round(ft.t_in, ft.t_have, ft.flow_hops)}
-        if sc.faults:
-            extra["faults"] = ft.stats["faults"]
-            if "not_reached" in extra["faults"]:
-                extra["faults"]["not_reached"] = sc.faults.unreached(extra["faults"]["not_reached"])
-            if sc.faults.host_freeze:  # what the flow's controller saw around each freeze, as a loop's
-                from twin.faults import freeze_report
-                plan = sc.faults.plan()
-                extra["host_freeze"] = freeze_report(ft.rtt_ps, ft.t_in, plan.host_freezes, plan.timeout_ps)
-        if "program" in ft.stats:  # the flow's generator waits for earlier corrections (traffic.program)
-            from twin.output.program import program_summary
-            extra["program"] = program_summary(ft.stats["program"])
-        if sc.deadline is not None:
-            extra["deadline_ns"] = sc.deadline / 1000
-            extra["deadline_misses"] = int((ft.loop_ps > sc.deadline).sum())
-        flows.append({"flow": r.flow, "from": r.generator, "via": r.card, "to": r.consumer, "function": r.function,
-                      "route": list(r.nodes), "traffic": f.traffic.model_dump(), "rounds": int(len(ft.t_in)),
-                      "mismatches": int((~ft.ok).sum()), "rtt": summary_ns(ft.rtt_ps), "loop": summary_ns(ft.loop_ps),
-                      "wait": {"mean_ns": round(float(ft.wait_ps.mean()) / 1000, 3),
-                               "p99_ns": float(np.percentile(ft.wait_ps, 99, method="inverted_cdf")) / 1000,
-                               "waited_fraction": round(float((ft.wait_ps > 0).mean()), 6)}, **extra})
     return {"schema": SCHEMA, "scenario": sc.name, "calibration": loaded.params.name, "seed": seed,
-            "frame_bytes": sc.frame_bytes, "flows": flows, "shared": res.stats["links"],
-            "consumers": res.stats["consumers"]}
+            "frame_bytes": sc.frame_bytes, "flows": [f.to_json() for f in flow_summaries(sc, res, requested)],
+            "shared": res.stats["links"], "consumers": res.stats["consumers"]}
 
 
 def cmd_run_mesh(args: argparse.Namespace, console: Console, loaded) -> int:
@@ -112,11 +86,11 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
                            rtl_config=lambda node: rtl_config(loaded, node, None))
         except Interrupted as e:  # every flow's whole rounds so far (at least one each)
             stopped, res = e, e.partial
-    doc = mesh_document(loaded, res, seed)
+    requested = None
     if stopped is not None:  # the rounds each flow completed ("rounds") and was asked for
         requested = {r.flow: (args.rounds or sc.flows[r.flow].rounds or sc.rounds) for r in res.routes}
-        for f in doc["flows"]:
-            f["rounds_requested"] = requested[f["flow"]]
+    doc = mesh_document(loaded, res, seed, requested)
+    if stopped is not None:
         doc["partial"] = True
         folder.mark_partial("interrupted: every flow's whole rounds so far")
     folder.write_json("results.json", doc)

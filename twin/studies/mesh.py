@@ -24,6 +24,7 @@ from twin.engine.hops import Hops
 from twin.engine.spec import LoopResult
 from twin.engine.stop import Interrupted
 from twin.engine.topology import Topology
+from twin.output.summary import MeshFlowSummary, Wait, flow_summary
 from twin.scenario.compile import scenario_topology
 from twin.scenario.graph import Route
 from twin.units import PS_PER_NS
@@ -129,3 +130,22 @@ def _mesh_result(sc, topo: Topology, results: list[LoopResult]) -> MeshResult:
                                   "service_ns": body_ps[name] / 1000}
                            for name, t in shared["threads"].items()}}
     return MeshResult(routes, flows, stats)
+
+
+def flow_summaries(sc, res: MeshResult, requested: dict[int, int] | None = None) -> list[MeshFlowSummary]:
+    """Every flow's :class:`MeshFlowSummary` of mesh scenario ``sc``'s result ``res`` (its common
+    part by :func:`twin.output.summary.flow_summary`: the loop always, the hop budget, the faults
+    and host freezes, the control program, the deadline misses). ``requested``: after a stop, the
+    rounds each flow (by index) was asked for."""
+    out = []
+    plan = sc.faults.plan() if sc.faults else None
+    for r, ft in zip(res.routes, res.flows):
+        if ft.hops is None:  # the event engine records them for every flow of a mesh
+            raise RuntimeError(f"mesh flow {r.flow}: the engine recorded no hops")
+        timing = flow_summary(ft, loop=True, deadline_ps=sc.deadline, faults=sc.faults, plan=plan,
+                              mismatch_rounds=False)
+        out.append(MeshFlowSummary(
+            flow=r.flow, source=r.generator, via=r.card, to=r.consumer, function=r.function, route=tuple(r.nodes),
+            traffic=sc.flows[r.flow].traffic.model_dump(), rounds=int(len(ft.t_in)), mismatches=int((~ft.ok).sum()),
+            wait=Wait.of(ft.wait_ps), timing=timing, rounds_requested=None if requested is None else requested[r.flow]))
+    return out

@@ -27,10 +27,10 @@ import numpy as np
 from twin.calibration.params import ParamSet
 from twin.config import ConfigError, Located
 from twin.engine.stop import Interrupted
+from twin.output.summary import Check, Latency, PlacementSummary, flow_summary
 from twin.qec.hosting import HostingParams, check_mode, load_hosting
 from twin.qec.schema import Decode, DecodeScenario, Placement
 from twin.scenario.compile import is_roce
-from twin.stats import summary_ns
 from twin.units import time_ps
 
 
@@ -700,25 +700,26 @@ class _Study:
         table = request_table(r)
         label = "+".join(pl.names)
         out.tables.append((placement_label(label, pl.mode, pl.workers, pl.order, pl.dispatch_used), table))
-        s = self.summary(pl, r, table)
+        feedback = None
         if self.d.feedback is not None and stopped is None:
-            s["feedback"], stopped = feedback_points(self.ld, r, run, self.traffic, self.seed)
+            feedback, stopped = feedback_points(self.ld, r, run, self.traffic, self.seed)
             if stopped is not None:
                 out.document["partial"] = True
         tq = np.linspace(int(res.t_in.min()), int(res.t_have.max()), 200).astype(np.int64)
-        s["queue_depth_max"] = int(queue_depth(res, np.sort(res.t_in)).max())
         w = self.w
-        s["throughput"] = {"loop_decode_requests_per_s": w.requests / r.decode_wall_s if r.decode_wall_s else None,
-                           "direct_decode_requests_per_s": w.requests / r.direct_wall_s if r.direct_wall_s else None,
-                           "note": "wall clock of this machine; not part of the deterministic results"}
-        if pl.mode == "chain":
-            s["waited_for_rearm"] = int(r.extra["waited_for_rearm"])
+        s = self.summary(pl, r, table, feedback=feedback,
+                         queue_depth_max=int(queue_depth(res, np.sort(res.t_in)).max()),
+                         throughput={"loop_decode_requests_per_s": w.requests / r.decode_wall_s if r.decode_wall_s
+                                     else None,
+                                     "direct_decode_requests_per_s": w.requests / r.direct_wall_s if r.direct_wall_s
+                                     else None,
+                                     "note": "wall clock of this machine; not part of the deterministic results"},
+                         waited_for_rearm=int(r.extra["waited_for_rearm"]) if pl.mode == "chain" else None,
+                         requested=None if stopped is None else (self.shots, w.requests))
         out.queues.append((tq, queue_depth(res, tq)))
         tb = np.linspace(int(table["arrival_ps"].min()), int(table["start_ps"].max()), 200).astype(np.int64)
         out.backlogs.append((tb, backlog(table["arrival_ps"], table["start_ps"], tb)))
-        if stopped is not None:
-            s["shots_requested"], s["requests_requested"] = self.shots, w.requests
-        out.document["placements"].append(s)
+        out.document["placements"].append(s.to_json())
         return stopped
 
     def cycle_ps(self) -> int | None:
@@ -726,65 +727,44 @@ class _Study:
         t = self.traffic
         return t.period_ps if t.mode == "open_loop" and t.period_ps else None
 
-    def summary(self, pl, r, table) -> dict:
+    def summary(self, pl, r, table, **kept: Any) -> PlacementSummary:
         """Placement ``pl``'s entry in results.json from its run ``r`` and request table: the
-        corrections against the direct decode, the logical errors and rates, the cost, the stream,
-        the round trip, and the timing blocks (:meth:`timing`)."""
-        from twin.qec.streaming import stream_summary
-        res, done = r.result, r.workload.shots  # all of them, or those before a stop
+        corrections against the direct decode, the logical errors and rates (timing-aware with a
+        deadline), the cost, the stream, the round trip and the timing blocks (its common part by
+        :func:`twin.output.summary.flow_summary`); ``kept``: the fields :meth:`keep` adds (feedback
+        points, queue depth, throughput, re-arm waits, what a stopped run asked)."""
+        from twin.qec.streaming import device_summaries, stream_summary
+        res, done, q = r.result, r.workload.shots, self.sc.qblox  # all of them, or those before a stop
         le_loop, le_direct = r.logical_errors_loop, r.logical_errors_direct
-        stream = stream_summary(table, self.cycle_ps(), pl.workers, len(pl.names), self.sc.slots)
-        s = {"device": "+".join(pl.names), "mode": pl.mode,
-             **({"model": pl.model} if pl.model != Placement.model_fields["model"].default else {}),
-             **({"workers": pl.workers, "order": pl.order} if pl.workers > 1 else {}),
-             **({"devices": pl.names, "dispatch": pl.dispatch_used} if pl.shared else {}),
-             "function": {"id": r.function.id, "name": r.function.name},
-             "kind": "+".join(self.ld.params.consumers[dev].kind for dev in pl.names), "shots": done,
-             "requests": r.workload.requests,
-             "identical_corrections": int((r.corrections == r.direct).all(axis=1).sum()),
-             "card_mismatches": int(res.stats.get("mismatches", 0)), "engine": r.extra["engine"],
-             "replies_checked": int(r.extra["replies_checked"]),
-             "logical_errors": {"loop": le_loop, "direct": le_direct},
-             "ler": {"loop": le_loop / done, "direct": le_direct / done},
-             "ci": {"loop": self.ci(le_loop, done), "direct": self.ci(le_direct, done)},
-             "cost": r.cost, "compute_ns_mean": round(float(r.compute_ps.mean()) / 1000, 3) if "base_ns" in r.cost
-             else None,
-             "backlog_max": stream["backlog"]["max"],
-             "card_backlog_max": int(res.stats.get("backlog_max", 0)),
-             "reaction": stream["reaction"], "stream": stream,
-             "rtt": summary_ns(res.rtt_ps)}
-        self.timing(s, pl, r, table)
-        return s
-
-    def timing(self, s: dict, pl, r, table) -> None:
-        """The timing blocks of summary ``s``: the decoder's own time, each device's part of a shared
-        stream or the hop budget, the control system's loop (aurora; a Qblox cluster's publish to
-        reply), the control program's waits, the deadline misses and the timing-aware errors."""
-        from twin.qec.streaming import device_summaries
-        res, q, done = r.result, self.sc.qblox, r.workload.shots
-        if "base_ns" in r.cost:  # the decoder's own time per request, beside the round trip
-            s["decoder_only"] = summary_ns(r.compute_ps)
-        if pl.shared:  # each device's part of the stream
-            s["per_device"] = device_summaries(r, table, self.cycle_ps(), pl.workers, self.sc.slots)
-        elif res.hops is not None and len(res.t_in):  # where the time goes, hop by hop (twin.engine.hops)
-            from twin.engine.hops import budget, slowest_round
-            s["budget"] = budget(res.t_in, res.t_have, res.hops)
-            s["slowest_round"] = slowest_round(res.t_in, res.t_have, res.hops)
-        if res.loop_ps is not None and self.sc.control == "aurora":
-            s["loop"] = summary_ns(res.loop_ps)
-            if q is not None:  # from a round's last acquisition integrated to the correction back at the link
-                extra = q.result_latency_ns + q.trigger_network_ns
-                s["publish_to_reply"] = {k: round(v + extra, 3) for k, v in s["loop"].items()}
-        if "program" in res.stats:  # the control program waits on the corrections (traffic.program, qblox)
-            s["program"] = decode_program_summary(res.stats["program"], r.corrections, q)
+        aurora = self.sc.control == "aurora"
+        timing = flow_summary(
+            res, budget=not pl.shared and len(res.t_in) > 0, loop=res.loop_ps is not None and aurora,
+            publish_extra_ns=None if q is None else q.result_latency_ns + q.trigger_network_ns,
+            deadline_ps=self.deadline_ps, deadline_on="loop" if aurora else "rtt",
+            program=lambda stats: decode_program_summary(stats, r.corrections, q))
+        errors, ler, ci = ({"loop": le_loop, "direct": le_direct}, {"loop": le_loop / done, "direct": le_direct / done},
+                           {"loop": self.ci(le_loop, done), "direct": self.ci(le_direct, done)})
         if self.deadline_ps is not None:
-            lat = res.loop_ps if self.sc.control == "aurora" else res.rtt_ps
-            s["deadline_misses"] = int((lat > self.deadline_ps).sum())
+            lat = res.loop_ps if aurora else res.rtt_ps
             from twin.qec.ler_latency import timing_aware
             fail = int(timing_aware(r, lat > self.deadline_ps).sum())  # a late correction is a failure
-            s["logical_errors"]["timing_aware"] = fail
-            s["ler"]["timing_aware"] = fail / done
-            s["ci"]["timing_aware"] = self.ci(fail, done)
+            errors["timing_aware"], ler["timing_aware"], ci["timing_aware"] = fail, fail / done, self.ci(fail, done)
+        timed = "base_ns" in r.cost  # the decoder's own time per request, beside the round trip
+        return PlacementSummary(
+            device="+".join(pl.names), mode=pl.mode,
+            model=pl.model if pl.model != Placement.model_fields["model"].default else None,
+            workers=(pl.workers, pl.order) if pl.workers > 1 else None,
+            shared=(pl.names, pl.dispatch_used) if pl.shared else None,
+            function={"id": r.function.id, "name": r.function.name},
+            kind="+".join(self.ld.params.consumers[dev].kind for dev in pl.names), shots=done,
+            requests=r.workload.requests, identical_corrections=int((r.corrections == r.direct).all(axis=1).sum()),
+            check=Check(r.extra["engine"], int(r.extra["replies_checked"]), int(res.stats.get("mismatches", 0))),
+            logical_errors=errors, ler=ler, ci=ci, cost=r.cost,
+            compute_ns_mean=round(float(r.compute_ps.mean()) / 1000, 3) if timed else None,
+            stream=stream_summary(table, self.cycle_ps(), pl.workers, len(pl.names), self.sc.slots), timing=timing,
+            decoder_only=Latency.of(r.compute_ps) if timed else None,
+            per_device=device_summaries(r, table, self.cycle_ps(), pl.workers, self.sc.slots) if pl.shared else None,
+            **kept)
 
     def finish(self, doc: dict, runs: list, stopped: Interrupted | None) -> None:
         """After the placements: stopped, PyMatching on the shots the last placement kept; windows,

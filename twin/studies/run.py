@@ -6,17 +6,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-import numpy as np
-
 from twin.calibration.measured import Measured, load_measured
 from twin.engine.direct import DirectNotApplicable, check_same, run_direct
 from twin.engine.event import run_event
 from twin.engine.spec import LoopResult, LoopSpec
 from twin.engine.stop import Interrupted
 from twin.nodes.protocol import keeps_partial
+from twin.output.summary import Check, FlowSummary, FlowTiming, flow_summary
 from twin.scenario import LoadedScenario
 from twin.scenario.compile import compile_scenario, is_roce, model_of
-from twin.stats import summary_ns
 
 if TYPE_CHECKING:
     from twin.calibration.roce import RoceMeasured
@@ -27,12 +25,17 @@ PENDING = "direct+event (pending)"  # run_one(defer=True): the event model's che
 
 @dataclass
 class ConsumerRun:
-    """One loop's outcome: the per-round result and its summary for results.json."""
+    """One loop's outcome: the per-round result and its summary record for results.json."""
 
     node: str
     device: str
     result: LoopResult
-    summary: dict = field(default_factory=dict)
+    record: FlowSummary
+
+    @property
+    def summary(self) -> dict:
+        """The loop's entry of results.json's ``consumers`` (:meth:`FlowSummary.to_json`)."""
+        return self.record.to_json()
 
 
 @dataclass
@@ -224,7 +227,7 @@ def _check_deferred(ctx: "_Context", study: StudyResult, pending: list, checking
                                                                           e))] if len(res.t_in) else []
             study.failures.append(e)
             return
-        runs[i].summary.update(_checked_keys(res, checked, mism, used))
+        runs[i] = replace(runs[i], record=replace(runs[i].record, check=_check(res, checked, mism, used)))
 
 
 @dataclass(frozen=True)
@@ -238,81 +241,63 @@ class _Context:
     verify_rounds: int
 
 
-def _checked_keys(res: LoopResult, checked: int, mism: int, used: str) -> dict:
-    """The summary keys the event model's check sets (after a deferred check, they replace the
-    pending ones: the rest of the summary comes from the timestamps, which the check leaves as they are)."""
-    s = {"engine": used, "replies_checked": int(checked), "mismatches": int(mism)}
-    if "reply_digest" in res.stats:  # SHA-256 over the checked replies' sequence, status and bytes
-        s["reply_digest"] = res.stats["reply_digest"]
-    return s
+def _check(res: LoopResult, checked: int, mism: int, used: str) -> Check:
+    """The event model's check of a loop (after a deferred check it replaces the pending one: the rest
+    of the summary comes from the timestamps, which the check leaves as they are)."""
+    return Check(used, int(checked), int(mism), res.stats.get("reply_digest"))
 
 
 def _summary(ctx: _Context, node, spec: LoopSpec, res: LoopResult, checked: int, mism: int, used: str,
-             failure: Exception | None) -> dict:
-    """One loop's results.json summary (docs/results.md)."""
-    loaded, rounds, measured = ctx.loaded, ctx.rounds, ctx.measured
-    engine, verify_rounds = ctx.engine, ctx.verify_rounds
+             failure: Exception | None) -> FlowSummary:
+    """One loop's results.json summary (docs/results.md), its common part by :func:`flow_summary`."""
+    loaded, rounds = ctx.loaded, ctx.rounds
     sc = loaded.scenario
     dev = loaded.params.consumers[node.device]
-    s = {"name": node.device, "node": node.name, "model": node.model, "function": sc.function,
-         "device": dev.device, "kind": dev.kind,
-         "host": dev.host, "encoding": spec.consumer.encoding, "engine": used, "rounds": int(rounds),
-         "replies_checked": int(checked), "mismatches": int(mism),
-         "backlog_max": int(res.stats.get("backlog_max", 0))}
-    s.update(_checked_keys(res, checked, mism, used))
-    if failure is not None:  # a live run stopped early: the rounds it completed, and what was asked
-        s["rounds"], s["rounds_requested"] = int(len(res.t_in)), int(rounds)
-    s.update(summary_ns(res.rtt_ps))
-    if res.hops is not None:
-        from twin.engine.hops import budget, slowest_round
-        s["budget"] = budget(res.t_in, res.t_have, res.hops)
-        s["slowest_round"] = slowest_round(res.t_in, res.t_have, res.hops)
-    if sc.faults and "faults" in res.stats:
-        s["faults"] = res.stats["faults"]
-        if "not_reached" in s["faults"]:  # --rounds cut the run short of them: the file's keys, said
-            s["faults"]["not_reached"] = sc.faults.unreached(s["faults"]["not_reached"])
-        if sc.faults.corrupt_piece:  # which rounds the card caught, not only how many
-            s["faults"]["detected"]["mismatch_rounds"] = [int(i) + 1 for i in np.flatnonzero(~res.ok)]
-        if sc.faults.host_freeze:
-            from twin.faults import freeze_report
-            s["host_freeze"] = freeze_report(res.rtt_ps, res.t_in, spec.faults.host_freezes,
-                                             spec.faults.timeout_ps)
-    if "rtl" in res.stats:
-        s["rtl"] = res.stats["rtl"]
-    if model_of(node).supports.get("real_device"):
-        from twin.output.live import live_summary
-        n = max(1, len(res.t_in))  # after a failure: the rounds completed
-        sim_spec = replace(spec, model="sim", bridge=None, traffic=replace(spec.traffic, rounds=n))
-        # the node's sim model over the same rounds (after a stop: no event-model check, to end soon)
-        sim, _, _, _ = run_one(sim_spec, engine, verify_rounds if failure is None else 0, None)
-        s["live"] = live_summary(res, None if isinstance(failure, Interrupted) else failure, sim.rtt_ps)
-        s["live"]["scenario_file"] = str(Path(loaded.path).resolve())  # for `twin calibrate --from-live RUN`
-    if "program" in res.stats:  # a control program that waits on replies (traffic.program, listening Qblox)
-        from twin.output.program import program_summary
-        s["program"] = program_summary(res.stats["program"])
-    if sc.deadline is not None:
-        s["deadline_ns"] = sc.deadline / 1000
-        s["deadline_misses"] = int((res.loop_ps > sc.deadline).sum())
-    if spec.aurora is not None:
-        loop = summary_ns(res.loop_ps)
-        s["loop"] = {k: v for k, v in loop.items()}
-        if sc.qblox is not None:  # from a round's last acquisition integrated to the reply at the link
-            extra = sc.qblox.result_latency_ns + sc.qblox.trigger_network_ns
-            s["publish_to_reply"] = {k: round(v + extra, 3) for k, v in loop.items()}
+    q = sc.qblox if spec.aurora is not None else None  # from a round's last acquisition to the reply at the link
+    timing = flow_summary(res, loop=spec.aurora is not None,
+                          publish_extra_ns=None if q is None else q.result_latency_ns + q.trigger_network_ns,
+                          deadline_ps=sc.deadline, faults=sc.faults, plan=spec.faults)
+    measured, error_pct = _against_measured(ctx, node, res, timing)
+    return FlowSummary(
+        name=node.device, node=node.name, model=node.model, function=sc.function, device=dev.device, kind=dev.kind,
+        host=dev.host, encoding=spec.consumer.encoding, check=_check(res, checked, mism, used),
+        # a live run stopped early: the rounds it completed, and what was asked
+        rounds=int(rounds) if failure is None else int(len(res.t_in)),
+        rounds_requested=None if failure is None else int(rounds), timing=timing, rtl=res.stats.get("rtl"),
+        live=_live(ctx, node, spec, res, failure), measured=measured, error_pct=error_pct)
+
+
+def _live(ctx: _Context, node, spec: LoopSpec, res: LoopResult, failure: Exception | None) -> dict | None:
+    """A live node's report beside its sim model over the same rounds (:func:`twin.output.live.live_summary`),
+    or None for the other models."""
+    if not model_of(node).supports.get("real_device"):
+        return None
+    from twin.output.live import live_summary
+    n = max(1, len(res.t_in))  # after a failure: the rounds completed
+    sim_spec = replace(spec, model="sim", bridge=None, traffic=replace(spec.traffic, rounds=n))
+    # the node's sim model over the same rounds (after a stop: no event-model check, to end soon)
+    sim, _, _, _ = run_one(sim_spec, ctx.engine, ctx.verify_rounds if failure is None else 0, None)
+    live = live_summary(res, None if isinstance(failure, Interrupted) else failure, sim.rtt_ps)
+    live["scenario_file"] = str(Path(ctx.loaded.path).resolve())  # for `twin calibrate --from-live RUN`
+    return live
+
+
+def _against_measured(ctx: _Context, node, res: LoopResult, timing: FlowTiming) -> tuple[dict | None, dict | None]:
+    """``(measured, error_pct)``: the row of the scenario's measurement file for the node's device and
+    the twin's error against it (%), or (None, None)."""
+    measured = ctx.measured
     row = measured.consumers.get(node.device) if measured else None
     from twin.calibration.roce import RoceMeasuredRow
     if isinstance(row, RoceMeasuredRow):  # a RoCE measurement file (the scenario's path is RoCE)
         from twin.calibration.roce import STAT_Q
         from twin.stats import percentile_ps
         have = row.stats_ps()
-        s["measured"] = {f"{k}_ns": v / 1000 for k, v in have.items()} | {"device": row.device}
-        s["error_pct"] = {k: round(100 * (percentile_ps(res.rtt_ps, STAT_Q[k]) - v) / v, 3)
-                          for k, v in have.items()}
-    elif row is not None:
-        s["measured"] = {"p50_ns": row.p50_ps / 1000, "p90_ns": row.p90_ps / 1000, "device": row.device,
-                         "platform": row.platform}
-        s["error_pct"] = {"p50": round(100 * (s["p50_ns"] * 1000 - row.p50_ps) / row.p50_ps, 3),
-                          "p90": round(100 * (s["p90_ns"] * 1000 - row.p90_ps) / row.p90_ps, 3)}
-    else:
-        s["measured"] = None
-    return s
+        return ({f"{k}_ns": v / 1000 for k, v in have.items()} | {"device": row.device},
+                {k: round(100 * (percentile_ps(res.rtt_ps, STAT_Q[k]) - v) / v, 3) for k, v in have.items()})
+    if row is not None:
+        rtt = timing.rtt
+        return ({"p50_ns": row.p50_ps / 1000, "p90_ns": row.p90_ps / 1000, "device": row.device,
+                 "platform": row.platform},
+                {"p50": round(100 * (rtt.p50_ns * 1000 - row.p50_ps) / row.p50_ps, 3),
+                 "p90": round(100 * (rtt.p90_ns * 1000 - row.p90_ps) / row.p90_ps, 3)})
+    return None, None
