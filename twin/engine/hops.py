@@ -40,7 +40,7 @@ from typing import Callable, Generic, TypeVar
 
 import numpy as np
 
-from twin.stats import percentile_ps
+from twin.stats import Counts, percentile, ranks
 
 INSTANTS = ("t_in", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have")
 CSV_COLUMNS = ("t_send", "t_in", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have", "t_back")
@@ -119,36 +119,64 @@ def stage_names(instants: tuple[str, ...]) -> tuple[str, ...]:
     return STAGES[:i] + INNER_STAGES + STAGES[i:]
 
 
+def _spans(cols: dict[str, np.ndarray], names: list[str]) -> list[tuple[str, str, str]]:
+    """(stage name, from instant, to instant) of each stage :func:`stage_times` reports: between the
+    instants known in every round (``t_in`` and ``t_have`` always), the unknown ones' stages merged."""
+    stages = stage_names(tuple(names))
+    known = [n for n in names if n in ("t_in", "t_have") or (cols[n] >= 0).all()]
+    return [("+".join(stages[names.index(a):names.index(b)]), a, b) for a, b in zip(known, known[1:])]
+
+
 def stage_times(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> dict[str, np.ndarray]:
     """Per-round duration of each stage (int64 ps), unknown instants merged into the next stage.
     The values of each round add up to ``t_have - t_in`` exactly."""
     cols = hops.columns(t_in, t_have)
-    names = list(hops.instants())
-    stages = stage_names(tuple(names))
-    known = [n for n in names if n in ("t_in", "t_have") or (cols[n] >= 0).all()]
-    out: dict[str, np.ndarray] = {}
-    for a, b in zip(known, known[1:]):
-        ia, ib = names.index(a), names.index(b)
-        out["+".join(stages[ia:ib])] = cols[b] - cols[a]
-    return out
+    return {name: cols[b] - cols[a] for name, a, b in _spans(cols, list(hops.instants()))}
+
+
+def round_at(rtt: np.ndarray, k: int, counts: Counts | None = None) -> int:
+    """The round (0-based index) at position ``k`` of the rounds ordered by round trip, ties in round
+    order (a stable sort's), found by selection: the (k - fewer)-th of the rounds whose round trip
+    is the k-th smallest. ``counts``: :class:`twin.stats.Counts` of ``rtt`` when the caller has them."""
+    c = Counts.of(rtt) if counts is None else counts
+    v = int(c.order_statistics([k])[0])
+    return int(np.flatnonzero(rtt == v)[k - c.below(v)])
+
+
+def rounds_from(rtt: np.ndarray, k: int, counts: Counts | None = None) -> np.ndarray:
+    """Mask of the rounds at positions ``k`` .. end of the rounds ordered by round trip (ties in round
+    order, as :func:`round_at`): every round slower than the k-th, and the last of its ties."""
+    c = Counts.of(rtt) if counts is None else counts
+    v = int(c.order_statistics([k])[0])
+    mask = rtt > v
+    mask[np.flatnonzero(rtt == v)[k - c.below(v):]] = True
+    return mask
 
 
 def budget(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> list[dict]:
-    """The latency budget of one flow: per stage its median and p99 (ns) and its share of the
-    median and p99 round trip (the stage's mean over the rounds at or above that percentile of
-    the round trip, so the shares of the p99 rounds add up to their mean round trip)."""
-    st = stage_times(t_in, t_have, hops)
+    """The latency budget of one flow: per stage its p50 and p99 (ns, inverted CDF), its time in the
+    median round (the p50 round: the round at the p50's position when the rounds are ordered by round
+    trip, ties in round order, so its stages add up to the p50 round trip) and that share of it, and
+    its mean over the slowest 1 % of rounds (those from position ``int(0.99 * (n - 1))`` on: the
+    means add up to their mean round trip). Each stage is computed once, into one buffer; the
+    percentiles, the median round and the slowest rounds by counts or selection, no sort."""
     rtt = t_have - t_in
-    if not len(rtt):
+    n = len(rtt)
+    if not n:
         return []
-    order = np.argsort(rtt, kind="stable")
-    mid = order[len(order) // 2]
-    tail = order[int(0.99 * (len(order) - 1)):]
+    counts = Counts.of(rtt)
+    mid = round_at(rtt, int(ranks(n, 50)), counts)
+    tail = rounds_from(rtt, int(0.99 * (n - 1)), counts)
+    m = int(np.count_nonzero(tail))
+    cols = hops.columns(t_in, t_have)
+    d = np.empty(n, np.int64)
     rows = []
-    for name, d in st.items():
-        rows.append({"stage": name, "p50_ns": percentile_ps(d, 50) / 1000, "p99_ns": percentile_ps(d, 99) / 1000,
+    for name, a, b in _spans(cols, list(hops.instants())):
+        np.subtract(cols[b], cols[a], out=d)
+        p50, p99 = (int(x) for x in percentile(d, [50, 99]))
+        rows.append({"stage": name, "p50_ns": p50 / 1000, "p99_ns": p99 / 1000,
                      "median_round_ns": int(d[mid]) / 1000,
-                     "p99_rounds_mean_ns": round(float(d[tail].mean()) / 1000, 3),
+                     "p99_rounds_mean_ns": round(float(np.float64(int(d[tail].sum(dtype=np.int64))) / m) / 1000, 3),
                      "share_median_round": round(float(d[mid]) / max(1, int(rtt[mid])), 6)})
     return rows
 
@@ -161,5 +189,6 @@ def slowest_round(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> dict | No
     if not len(rtt):
         return None
     i = int(np.argmax(rtt))
-    st = {name: int(d[i]) / 1000 for name, d in stage_times(t_in, t_have, hops).items()}
+    cols = hops.columns(t_in, t_have)
+    st = {name: int(cols[b][i] - cols[a][i]) / 1000 for name, a, b in _spans(cols, list(hops.instants()))}
     return {"round": i + 1, "rtt_ns": int(rtt[i]) / 1000, "stages": st, "held_by": max(st, key=lambda name: st[name])}
