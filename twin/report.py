@@ -128,7 +128,7 @@ def print_table(study: StudyResult, console: Console) -> None:
     where = "FPGA" if getattr(study.scenario.params, "kind", None) == "roce_path" else "card-boundary"
     tb = Table(title=f"{study.scenario.scenario.name}: {where} round trip in µs, "
                      + (f"{study.rounds:,} rounds" if not study.failures else  # stopped early: what was kept
-                        f"{min(len(r.result.t_in) for r in study.runs):,} of {study.rounds:,} rounds (partial)")
+                        f"{min(r.summary['rounds'] for r in study.runs):,} of {study.rounds:,} rounds (partial)")
                      + f", seed {study.seed}")
     def published(key: str) -> bool:
         return any((r.summary.get("measured") or {}).get(f"{key}_ns") is not None for r in study.runs)

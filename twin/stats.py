@@ -10,9 +10,9 @@ import numpy as np
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 
 
-DENSE_SPAN = 1 << 21
+DENSE_SPAN = 1 << 20
 """The widest range (max - min + 1, in the samples' own units: ps) whose percentiles are read from
-one count per value (:func:`numpy.bincount`, 16 MiB of int64 counts at most); a wider one is
+one count per value (:func:`numpy.bincount`, 8 MiB of int64 counts at most); a wider one is
 selected exactly (:func:`numpy.partition`)."""
 
 
@@ -29,14 +29,14 @@ def ranks(n: int, q) -> np.ndarray:
 
 def order_statistics(samples, ks) -> np.ndarray:
     """The samples at the sorted positions ``ks`` (0-based, each in ``[0, n)``), exactly, without a
-    sort: integers spanning at most :data:`DENSE_SPAN` values by one count per value (one pass),
-    anything else by selection (:func:`numpy.partition`, one pass for all ``ks``). ``samples``:
+    sort: integers spanning at most :data:`DENSE_SPAN` values (and at most 8 per sample) by one
+    count per value (one pass), anything else by selection (:func:`numpy.partition`, one pass for all ``ks``). ``samples``:
     1-D (a 2-D one is flattened); the dtype is kept."""
     a = np.asarray(samples).ravel()
     ks = np.asarray(ks, np.intp)
     if a.dtype.kind in "iu" and len(a):
         lo, hi = int(a.min()), int(a.max())
-        if hi - lo < DENSE_SPAN:
+        if hi - lo < min(DENSE_SPAN, 8 * len(a)):  # counting beats selecting while the bins are few
             cum = np.cumsum(np.bincount((a - lo).astype(np.intp, copy=False), minlength=hi - lo + 1))
             return (np.searchsorted(cum, ks, side="right") + lo).astype(a.dtype)
     return np.partition(a, np.unique(ks))[ks]

@@ -11,6 +11,7 @@ import numpy as np
 from twin.calibration.measured import Measured, load_measured
 from twin.engine.direct import DirectNotApplicable, check_same, run_direct
 from twin.engine.event import run_event
+from twin.engine.hops import FlowStats, Hops
 from twin.engine.spec import LoopResult, LoopSpec
 from twin.engine.stop import Interrupted
 from twin.nodes.protocol import keeps_partial
@@ -115,7 +116,7 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
               trace: tuple[str, int, int] | None = None,
               stopped: Callable[[str, Exception, int], None] | None = None,
               first: Callable[[StudyResult], None] | None = None,
-              checking: Progress | None = None) -> StudyResult:
+              checking: Progress | None = None, stream_rounds: int | None = None) -> StudyResult:
     """Run every loop of the scenario; returns per-consumer results and summaries.
 
     The loops are the flows of the scenario's compiled topology
@@ -131,7 +132,13 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
     ``first(study so far)`` is called (the table can be printed: its timestamps are final, the
     summaries of the loops still to check say engine :data:`PENDING` and 0 replies checked), then
     the event model checks each of those loops exactly as without ``first`` (the same rounds, byte
-    for byte, the same results), ``checking(node, rounds checked)`` reporting its progress."""
+    for byte, the same results), ``checking(node, rounds checked)`` reporting its progress.
+
+    ``stream_rounds`` (``engine="direct"`` only): stream each loop's rounds in batches of that many
+    (:func:`stream_one`), in memory independent of the run's length: the summaries are the same, key
+    for key, the results hold no rounds (empty arrays)."""
+    if stream_rounds is not None and engine != "direct":
+        raise ValueError(f"streamed rounds are the direct engine's, not engine {engine!r}")
     sc = loaded.scenario
     rounds = rounds or sc.rounds
     seed = sc.seed if seed is None else seed
@@ -150,7 +157,12 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
     pending = []  # (index in runs, node, spec) of the loops whose event-model check is deferred
     for flow in topo.flows:
         node = nodes[flow.consumer]
-        kept, failure = _run_loop(flow.spec, node, engine, verify_rounds, progress, stopped, defer)
+        acc = None
+        if stream_rounds is not None:
+            kept, failure, acc = _stream_loop(flow.spec, node, stream_rounds, progress, stopped,
+                                              None if sc.deadline is None else int(sc.deadline))
+        else:
+            kept, failure = _run_loop(flow.spec, node, engine, verify_rounds, progress, stopped, defer)
         if kept is None:  # stopped before its first round
             study.failures.append(failure)
             return study
@@ -158,7 +170,7 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
         if used == PENDING:
             pending.append((len(study.runs), node, flow.spec))
         study.runs.append(ConsumerRun(node.name, flow.spec.name, res,
-                                      _summary(ctx, node, flow.spec, res, checked, mism, used, failure)))
+                                      _summary(ctx, node, flow.spec, res, checked, mism, used, failure, acc)))
         if failure is not None:
             study.failures.append(failure)
             return study
@@ -200,6 +212,53 @@ def _run_loop(spec: LoopSpec, node, engine: str, verify_rounds: int, progress: P
         if kept is None or not len(kept[0].t_in):
             return None, e
         return kept, e
+
+
+def stream_one(spec: LoopSpec, batch: int, progress: Callable[[int], None] | None = None,
+               deadline_ps: int | None = None) -> tuple[LoopResult, FlowStats, Interrupted | None]:
+    """One loop on the direct engine, streamed in batches of ``batch`` rounds
+    (:func:`twin.engine.direct.run_direct`'s ``sink``) into a :class:`twin.engine.hops.FlowStats`:
+    twice, the second pass over the same rounds for the budget's median round and slowest 1 %
+    (``progress`` sees each pass as half the rounds). Returns (the result without its rounds, the
+    statistics, the stop that ended the first pass or None: then both passes cover the rounds done).
+    Raises DirectNotApplicable as the direct engine does (and for what it cannot stream)."""
+    acc = FlowStats(deadline_ps)
+    n = spec.traffic.rounds
+
+    def hops(c: dict) -> Hops:
+        return Hops(**{k: c[k] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")})
+
+    def count(i: int, c: dict) -> None:
+        acc.add(i, c["t_send"], c["t_in"], c["t_have"], c["t_back"], hops(c))
+
+    def pick(i: int, c: dict) -> None:
+        acc.pick(i, c["t_in"], c["t_have"], hops(c))
+    stop = None
+    try:
+        res = run_direct(spec, progress and (lambda d: progress(d // 2)), batch, sink=count)
+    except Interrupted as e:
+        stop, res = e, e.partial
+    done = res.stats["rounds"]
+    run_direct(spec, progress and (lambda d: progress(done // 2 + d // 2)) if stop is None else None, batch,
+               sink=pick, limit=done)
+    return res, acc, stop
+
+
+def _stream_loop(spec: LoopSpec, node, batch: int, progress: Progress | None,
+                 stopped: Callable[[str, Exception, int], None] | None, deadline_ps: int | None):
+    """:func:`_run_loop` of a streamed loop (:func:`stream_one`): ``(outcome, failure, statistics)``."""
+    cb = (lambda n, name=node.name: progress(name, n)) if progress else None
+    try:
+        res, acc, stop = stream_one(spec, batch, cb, deadline_ps)
+    except DirectNotApplicable as e:
+        raise DirectNotApplicable(f"node {node.name!r}: {e}") from None
+    if stop is not None:
+        stop.node = node.name
+        if stopped:
+            stopped(node.name, stop, acc.n)
+        if not acc.n:
+            return None, stop, acc
+    return (res, 0, 0, "direct"), stop, acc
 
 
 def _check_deferred(ctx: "_Context", study: StudyResult, pending: list, checking: Progress | None,
@@ -247,9 +306,66 @@ def _checked_keys(res: LoopResult, checked: int, mism: int, used: str) -> dict:
     return s
 
 
+class _Rounds:
+    """A loop's statistics from its rounds in memory (the same methods as a streamed loop's
+    :class:`twin.engine.hops.FlowStats`)."""
+
+    def __init__(self, res: LoopResult) -> None:
+        self.res = res
+        self.n = len(res.t_in)
+
+    def summary_ns(self) -> dict:
+        return summary_ns(self.res.rtt_ps)
+
+    def budget(self) -> list[dict]:
+        from twin.engine.hops import budget
+        return budget(self.res.t_in, self.res.t_have, self.res.hops)
+
+    def slowest_round(self) -> dict | None:
+        from twin.engine.hops import slowest_round
+        return slowest_round(self.res.t_in, self.res.t_have, self.res.hops)
+
+    def misses(self, deadline_ps: int) -> int:
+        return int((self.res.loop_ps > deadline_ps).sum())
+
+    def loop_ns(self) -> dict:
+        return summary_ns(self.res.loop_ps)
+
+    def rtt_percentile(self, q: float) -> int:
+        from twin.stats import percentile_ps
+        return percentile_ps(self.res.rtt_ps, q)
+
+
+class _Streamed:
+    """:class:`_Rounds`'s methods for a streamed loop (its :class:`twin.engine.hops.FlowStats`)."""
+
+    def __init__(self, acc: FlowStats) -> None:
+        self.acc = acc
+        self.n = acc.n
+
+    def summary_ns(self) -> dict:
+        return self.acc.rtt.summary_ns()
+
+    def budget(self) -> list[dict]:
+        return self.acc.budget()
+
+    def slowest_round(self) -> dict | None:
+        return self.acc.slowest_round()
+
+    def misses(self, deadline_ps: int) -> int:
+        return self.acc.misses
+
+    def loop_ns(self) -> dict:
+        return self.acc.loop.summary_ns()
+
+    def rtt_percentile(self, q: float) -> int:
+        return int(self.acc.rtt.percentile(q))
+
+
 def _summary(ctx: _Context, node, spec: LoopSpec, res: LoopResult, checked: int, mism: int, used: str,
-             failure: Exception | None) -> dict:
-    """One loop's results.json summary (docs/results.md)."""
+             failure: Exception | None, acc: FlowStats | None = None) -> dict:
+    """One loop's results.json summary (docs/results.md); ``acc``: a streamed loop's statistics
+    (``res`` then holds no rounds)."""
     loaded, rounds, measured = ctx.loaded, ctx.rounds, ctx.measured
     engine, verify_rounds = ctx.engine, ctx.verify_rounds
     sc = loaded.scenario
@@ -260,13 +376,13 @@ def _summary(ctx: _Context, node, spec: LoopSpec, res: LoopResult, checked: int,
          "replies_checked": int(checked), "mismatches": int(mism),
          "backlog_max": int(res.stats.get("backlog_max", 0))}
     s.update(_checked_keys(res, checked, mism, used))
+    r: _Rounds | _Streamed = _Rounds(res) if acc is None else _Streamed(acc)
     if failure is not None:  # a live run stopped early: the rounds it completed, and what was asked
-        s["rounds"], s["rounds_requested"] = int(len(res.t_in)), int(rounds)
-    s.update(summary_ns(res.rtt_ps))
+        s["rounds"], s["rounds_requested"] = int(r.n), int(rounds)
+    s.update(r.summary_ns())
     if res.hops is not None:
-        from twin.engine.hops import budget, slowest_round
-        s["budget"] = budget(res.t_in, res.t_have, res.hops)
-        s["slowest_round"] = slowest_round(res.t_in, res.t_have, res.hops)
+        s["budget"] = r.budget()
+        s["slowest_round"] = r.slowest_round()
     if sc.faults and "faults" in res.stats:
         s["faults"] = res.stats["faults"]
         if "not_reached" in s["faults"]:  # --rounds cut the run short of them: the file's keys, said
@@ -292,9 +408,9 @@ def _summary(ctx: _Context, node, spec: LoopSpec, res: LoopResult, checked: int,
         s["program"] = program_summary(res.stats["program"])
     if sc.deadline is not None:
         s["deadline_ns"] = sc.deadline / 1000
-        s["deadline_misses"] = int((res.loop_ps > sc.deadline).sum())
+        s["deadline_misses"] = r.misses(sc.deadline)
     if spec.aurora is not None:
-        loop = summary_ns(res.loop_ps)
+        loop = r.loop_ns()
         s["loop"] = {k: v for k, v in loop.items()}
         if sc.qblox is not None:  # from a round's last acquisition integrated to the reply at the link
             extra = sc.qblox.result_latency_ns + sc.qblox.trigger_network_ns
@@ -303,10 +419,9 @@ def _summary(ctx: _Context, node, spec: LoopSpec, res: LoopResult, checked: int,
     from twin.calibration.roce import RoceMeasuredRow
     if isinstance(row, RoceMeasuredRow):  # a RoCE measurement file (the scenario's path is RoCE)
         from twin.calibration.roce import STAT_Q
-        from twin.stats import percentile_ps
         have = row.stats_ps()
         s["measured"] = {f"{k}_ns": v / 1000 for k, v in have.items()} | {"device": row.device}
-        s["error_pct"] = {k: round(100 * (percentile_ps(res.rtt_ps, STAT_Q[k]) - v) / v, 3)
+        s["error_pct"] = {k: round(100 * (r.rtt_percentile(STAT_Q[k]) - v) / v, 3)
                           for k, v in have.items()}
     elif row is not None:
         s["measured"] = {"p50_ns": row.p50_ps / 1000, "p90_ns": row.p90_ps / 1000, "device": row.device,

@@ -174,11 +174,16 @@ def budget(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> list[dict]:
     for name, a, b in _spans(cols, list(hops.instants())):
         np.subtract(cols[b], cols[a], out=d)
         p50, p99 = (int(x) for x in percentile(d, [50, 99]))
-        rows.append({"stage": name, "p50_ns": p50 / 1000, "p99_ns": p99 / 1000,
-                     "median_round_ns": int(d[mid]) / 1000,
-                     "p99_rounds_mean_ns": round(float(np.float64(int(d[tail].sum(dtype=np.int64))) / m) / 1000, 3),
-                     "share_median_round": round(float(d[mid]) / max(1, int(rtt[mid])), 6)})
+        rows.append(_budget_row(name, p50, p99, int(d[mid]), int(rtt[mid]), int(d[tail].sum(dtype=np.int64)), m))
     return rows
+
+
+def _budget_row(name: str, p50: int, p99: int, in_mid: int, rtt_mid: int, tail_sum: int, tail_n: int) -> dict:
+    """One stage's row of :func:`budget` from its p50 and p99, its time in the median round (whose
+    round trip is ``rtt_mid``) and its exact sum over the ``tail_n`` slowest rounds (all int ps)."""
+    return {"stage": name, "p50_ns": p50 / 1000, "p99_ns": p99 / 1000, "median_round_ns": in_mid / 1000,
+            "p99_rounds_mean_ns": round(float(np.float64(tail_sum) / tail_n) / 1000, 3),
+            "share_median_round": round(float(in_mid) / max(1, rtt_mid), 6)}
 
 
 def slowest_round(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> dict | None:
@@ -192,3 +197,108 @@ def slowest_round(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> dict | No
     cols = hops.columns(t_in, t_have)
     st = {name: int(cols[b][i] - cols[a][i]) / 1000 for name, a, b in _spans(cols, list(hops.instants()))}
     return {"round": i + 1, "rtt_ns": int(rtt[i]) / 1000, "stages": st, "held_by": max(st, key=lambda name: st[name])}
+
+
+class FlowStats:
+    """A flow's statistics accumulated batch by batch, in memory that does not grow with its rounds:
+    the round trip's and the loop's counts (:class:`twin.stats.Counts`: exact percentiles and mean),
+    each stage's counts, the slowest round, the deadline misses, and the budget. Equal, key for key,
+    to :func:`twin.stats.summary_ns`, :func:`budget` and :func:`slowest_round` of all the rounds at once.
+
+    Two passes over the same rounds in the same batches: :meth:`add` every batch (the counts), then
+    :meth:`pick` every batch again (the median round and the slowest 1 % are positions in the
+    round-trip order that only the whole run's counts give: the round at the p50's position, and the
+    stages' sums over the rounds from position ``int(0.99 * (n - 1))``, ties in round order as in
+    :func:`round_at`). Every instant must be known in every round (the direct engine's)."""
+
+    def __init__(self, deadline_ps: int | None = None) -> None:
+        self.rtt, self.loop = Counts(), Counts()
+        self.stages: dict[str, Counts] = {}
+        self.spans: list[tuple[str, str, str]] | None = None
+        self.deadline_ps, self.misses = deadline_ps, 0
+        self.slow: tuple[int, int, dict[str, int]] | None = None  # (rtt, round 0-based, stages)
+        self._second: dict | None = None
+
+    @property
+    def n(self) -> int:
+        return self.rtt.n
+
+    @property
+    def nbytes(self) -> int:
+        """The memory its counts hold (bytes)."""
+        return self.rtt.nbytes + self.loop.nbytes + sum(c.nbytes for c in self.stages.values())
+
+    def _cols(self, t_in, t_have, hops: Hops) -> dict[str, np.ndarray]:
+        cols = hops.columns(t_in, t_have)
+        spans = _spans(cols, list(hops.instants()))
+        if self.spans is None:
+            self.spans = spans
+            self.stages = {name: Counts() for name, _, _ in spans}
+        elif spans != self.spans:
+            raise ValueError("an instant known in some rounds only: its stages cannot be accumulated")
+        return cols
+
+    def add(self, first: int, t_send, t_in, t_have, t_back, hops: Hops) -> None:
+        """The first pass over a batch of rounds (``first``: its first round, 0-based; int64 ps)."""
+        cols = self._cols(t_in, t_have, hops)
+        rtt = t_have - t_in
+        if not len(rtt):
+            return
+        loop = t_back - t_send
+        self.rtt.add(rtt)
+        self.loop.add(loop)
+        if self.deadline_ps is not None:
+            self.misses += int(np.count_nonzero(loop > self.deadline_ps))
+        assert self.spans is not None
+        for name, a, b in self.spans:
+            self.stages[name].add(cols[b] - cols[a])
+        i = int(np.argmax(rtt))
+        if self.slow is None or int(rtt[i]) > self.slow[0]:  # the first of the slowest, as np.argmax
+            self.slow = (int(rtt[i]), first + i, {name: int(cols[b][i] - cols[a][i]) for name, a, b in self.spans})
+
+    def pick(self, first: int, t_in, t_have, hops: Hops) -> None:
+        """The second pass over the same batch (after every :meth:`add`)."""
+        if self._second is None:
+            n = self.n
+            k50, k99 = int(ranks(n, 50)), int(0.99 * (n - 1))
+            v50, v99 = (int(v) for v in self.rtt.order_statistics([k50, k99]))
+            self._second = {"v50": v50, "need": k50 - self.rtt.below(v50), "seen50": 0, "mid": None,
+                            "v99": v99, "skip": k99 - self.rtt.below(v99), "seen99": 0, "tail_n": n - k99,
+                            "tail": {name: 0 for name in self.stages}}
+        w = self._second
+        cols = self._cols(t_in, t_have, hops)
+        rtt = t_have - t_in
+        if w["mid"] is None:
+            eq = np.flatnonzero(rtt == w["v50"])
+            if w["seen50"] + len(eq) > w["need"]:
+                j = int(eq[w["need"] - w["seen50"]])
+                w["mid"] = {name: int(cols[b][j] - cols[a][j]) for name, a, b in self.spans or ()}
+            w["seen50"] += len(eq)
+        tail = rtt > w["v99"]
+        eq = np.flatnonzero(rtt == w["v99"])
+        tail[eq[max(0, w["skip"] - w["seen99"]):]] = True
+        w["seen99"] += len(eq)
+        for name, a, b in self.spans or ():
+            w["tail"][name] += int((cols[b][tail] - cols[a][tail]).sum(dtype=np.int64))
+
+    def budget(self) -> list[dict]:
+        """:func:`budget` of every round (after both passes)."""
+        if not self.n:
+            return []
+        w = self._second
+        if w is None or w["mid"] is None:
+            raise RuntimeError("the budget needs the second pass (pick) over every round")
+        rtt_mid = sum(w["mid"].values())
+        rows = []
+        for name, c in self.stages.items():
+            p50, p99 = (int(x) for x in c.percentile([50, 99]))
+            rows.append(_budget_row(name, p50, p99, w["mid"][name], rtt_mid, w["tail"][name], w["tail_n"]))
+        return rows
+
+    def slowest_round(self) -> dict | None:
+        """:func:`slowest_round` of every round."""
+        if self.slow is None:
+            return None
+        rtt, i, stages = self.slow
+        st = {name: v / 1000 for name, v in stages.items()}
+        return {"round": i + 1, "rtt_ns": rtt / 1000, "stages": st, "held_by": max(st, key=lambda name: st[name])}
