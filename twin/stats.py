@@ -29,16 +29,18 @@ def ranks(n: int, q) -> np.ndarray:
 
 def order_statistics(samples, ks) -> np.ndarray:
     """The samples at the sorted positions ``ks`` (0-based, each in ``[0, n)``), exactly, without a
-    sort: integers spanning at most :data:`DENSE_SPAN` values (and at most 8 per sample) by one
+    sort: integers spanning at most :data:`DENSE_SPAN` values (and at most 2 per sample) by one
     count per value (one pass), anything else by selection (:func:`numpy.partition`, one pass for all ``ks``). ``samples``:
     1-D (a 2-D one is flattened); the dtype is kept."""
     a = np.asarray(samples).ravel()
     ks = np.asarray(ks, np.intp)
     if a.dtype.kind in "iu" and len(a):
         lo, hi = int(a.min()), int(a.max())
-        if hi - lo < min(DENSE_SPAN, 8 * len(a)):  # counting beats selecting while the bins are few
-            cum = np.cumsum(np.bincount((a - lo).astype(np.intp, copy=False), minlength=hi - lo + 1))
-            return (np.searchsorted(cum, ks, side="right") + lo).astype(a.dtype)
+        if hi - lo < min(DENSE_SPAN, 2 * len(a)):  # counting beats selecting while the bins are few
+            base = 0 if 0 <= lo and hi < min(DENSE_SPAN, 2 * len(a)) else lo  # (a stage's times: no shifted copy)
+            shifted = a if base == 0 else a - base
+            cum = np.cumsum(np.bincount(shifted.astype(np.intp, copy=False), minlength=hi - base + 1))
+            return (np.searchsorted(cum, ks, side="right") + base).astype(a.dtype)
     return np.partition(a, np.unique(ks))[ks]
 
 
@@ -106,6 +108,7 @@ class Counts:
         self.dense: np.ndarray | None = None  # counts of lo, lo + 1, ...
         self.values: np.ndarray | None = None  # sparse: distinct values (sorted) and their counts
         self.counts: np.ndarray | None = None
+        self._cum: tuple[np.ndarray | None, np.ndarray] | None = None  # _table's, until the next add
 
     @classmethod
     def of(cls, samples) -> "Counts":
@@ -123,6 +126,7 @@ class Counts:
         a = np.asarray(samples).ravel()
         if not len(a):
             return
+        self._cum = None
         if a.dtype.kind not in "iu":
             raise TypeError(f"counts of integers, got {a.dtype}")
         lo, hi = int(a.min()), int(a.max())
@@ -139,11 +143,15 @@ class Counts:
         self._merge(v.astype(np.int64), c.astype(np.int64))
 
     def _add_dense(self, a: np.ndarray, base: int, top: int) -> None:
-        grown = np.zeros(top - base + 1, np.int64)
-        if self.dense is not None:
-            grown[self.lo - base:self.lo - base + len(self.dense)] = self.dense
-        grown += np.bincount((a - base).astype(np.intp, copy=False), minlength=len(grown))
-        self.lo, self.dense = base, grown
+        """Count ``a`` into the dense counts, grown to ``base .. top`` first when they do not reach."""
+        if self.dense is None or base < self.lo or top >= self.lo + len(self.dense):
+            grown = np.zeros(top - base + 1, np.int64)
+            if self.dense is not None:
+                grown[self.lo - base:self.lo - base + len(self.dense)] = self.dense
+            self.lo, self.dense = base, grown
+        lo = int(a.min())  # the chunk's own range only: one pass over its bins, not over all the counts'
+        c = np.bincount((a - lo).astype(np.intp, copy=False))
+        self.dense[lo - self.lo:lo - self.lo + len(c)] += c
 
     def _to_sparse(self) -> None:
         d = self.dense if self.dense is not None else np.zeros(0, np.int64)
@@ -158,19 +166,23 @@ class Counts:
         cnt[np.searchsorted(allv, v)] += c
         self.values, self.counts = allv, cnt
 
-    def _table(self) -> tuple[np.ndarray, np.ndarray]:
-        """(values, cumulative counts), values ascending."""
-        if self.values is not None and self.counts is not None:
-            return self.values, np.cumsum(self.counts)
-        d = self.dense if self.dense is not None else np.zeros(0, np.int64)
-        return self.lo + np.arange(len(d), dtype=np.int64), np.cumsum(d)
+    def _table(self) -> tuple[np.ndarray | None, np.ndarray]:
+        """(values ascending, or None for the dense counts' ``lo, lo + 1, ...``; cumulative counts),
+        kept until the next :meth:`add`."""
+        if self._cum is None:
+            if self.values is not None and self.counts is not None:
+                self._cum = (self.values, np.cumsum(self.counts))
+            else:
+                self._cum = (None, np.cumsum(self.dense if self.dense is not None else np.zeros(0, np.int64)))
+        return self._cum
 
     def order_statistics(self, ks) -> np.ndarray:
         """The values at the sorted positions ``ks`` (0-based, in ``[0, n)``), int64."""
         if not self.n:
             raise ValueError("no samples")
         vals, cum = self._table()
-        return vals[np.searchsorted(cum, np.asarray(ks, np.intp), side="right")]
+        i = np.searchsorted(cum, np.asarray(ks, np.intp), side="right")
+        return (i + self.lo).astype(np.int64) if vals is None else vals[i]
 
     def percentile(self, q):
         """:func:`percentile` of every sample counted (int, or an int64 array for a sequence ``q``)."""
@@ -180,7 +192,7 @@ class Counts:
     def below(self, value: int) -> int:
         """How many samples are < ``value``."""
         vals, cum = self._table()
-        i = int(np.searchsorted(vals, value, side="left"))
+        i = int(np.clip(value - self.lo, 0, len(cum))) if vals is None else int(np.searchsorted(vals, value))
         return int(cum[i - 1]) if i else 0
 
     def mean(self) -> float:
