@@ -30,8 +30,8 @@ def ranks(n: int, q) -> np.ndarray:
 def order_statistics(samples, ks) -> np.ndarray:
     """The samples at the sorted positions ``ks`` (0-based, each in ``[0, n)``), exactly, without a
     sort: integers spanning at most :data:`DENSE_SPAN` values (and at most 2 per sample) by one
-    count per value (one pass), anything else by selection (:func:`numpy.partition`, one pass for all ``ks``). ``samples``:
-    1-D (a 2-D one is flattened); the dtype is kept."""
+    count per value (one pass), anything else by selection (:func:`numpy.partition`, one pass for
+    all ``ks``). ``samples``: 1-D (a 2-D one is flattened); the dtype is kept."""
     a = np.asarray(samples).ravel()
     ks = np.asarray(ks, np.intp)
     if a.dtype.kind in "iu" and len(a):

@@ -223,7 +223,6 @@ def stream_one(spec: LoopSpec, batch: int, progress: Callable[[int], None] | Non
     statistics, the stop that ended the first pass or None: then both passes cover the rounds done).
     Raises DirectNotApplicable as the direct engine does (and for what it cannot stream)."""
     acc = FlowStats(deadline_ps)
-    n = spec.traffic.rounds
 
     def hops(c: dict) -> Hops:
         return Hops(**{k: c[k] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")})
@@ -319,10 +318,12 @@ class _Rounds:
 
     def budget(self) -> list[dict]:
         from twin.engine.hops import budget
+        assert self.res.hops is not None
         return budget(self.res.t_in, self.res.t_have, self.res.hops)
 
     def slowest_round(self) -> dict | None:
         from twin.engine.hops import slowest_round
+        assert self.res.hops is not None
         return slowest_round(self.res.t_in, self.res.t_have, self.res.hops)
 
     def misses(self, deadline_ps: int) -> int:

@@ -123,25 +123,8 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     fence = c.fence_ps
     clock = tr.make_clock(gen_phase)
     g = tr.gaps_array(spec.seed, spec.stream("gaps"))
-    loop = _rounds_python
-    if COMPILED:  # the compiled core, unless the spec has what it does not compute (twin.engine.features)
-        fallback = features.refusal(spec, direct=True)
-        if fallback is None and type(clock) is not Clock:
-            fallback = f"a {type(clock).__name__}'s edges are the Python clock's"
-        try:
-            if fallback is None:
-                native.core()
-                loop = _rounds_compiled
-        except native.CoreUnavailable as e:
-            fallback = str(e)
-        if fallback is not None and sink is None:
-            native.note_fallback(f"loop {spec.name!r}: direct engine in Python: {fallback}")
+    loop = _choose_loop(spec, clock, extra_ps is not None, sink is not None)
     if sink is not None:
-        if loop is not _rounds_compiled:
-            raise DirectNotApplicable(f"loop {spec.name!r}: streamed rounds need the compiled core "
-                                      f"({fallback or 'not selected'})")
-        if extra_ps is not None:
-            raise DirectNotApplicable(f"loop {spec.name!r}: streamed rounds compute the echo only")
         out = _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, enc.per_piece, phase, body, fence, clock, g,
                                None, progress, chunk_rounds, sink=sink, limit=limit)
     else:
@@ -163,6 +146,30 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
 COMPILED = True
 """Whether the direct engine runs its rounds in the compiled core when it can (tests and the
 benchmarks set it False for the Python recurrence, the reference)."""
+
+
+def _choose_loop(spec: LoopSpec, clock, extra: bool, streamed: bool):
+    """The recurrence that computes the rounds: :func:`_rounds_compiled` where the compiled core
+    computes ``spec`` (:mod:`twin.engine.features`; its fallback noted otherwise), else
+    :func:`_rounds_python`. ``streamed`` needs the compiled core, on the echo (``extra``: per-round
+    extra body): DirectNotApplicable otherwise."""
+    fallback: str | None = "the Python recurrence asked for (direct.COMPILED)"
+    if COMPILED:  # the compiled core, unless the spec has what it does not compute (twin.engine.features)
+        fallback = features.refusal(spec, direct=True)
+        if fallback is None and type(clock) is not Clock:
+            fallback = f"a {type(clock).__name__}'s edges are the Python clock's"
+        try:
+            if fallback is None:
+                native.core()
+        except native.CoreUnavailable as e:
+            fallback = str(e)
+        if fallback is not None and not streamed:
+            native.note_fallback(f"loop {spec.name!r}: direct engine in Python: {fallback}")
+    if streamed and fallback is not None:
+        raise DirectNotApplicable(f"loop {spec.name!r}: streamed rounds need the compiled core ({fallback})")
+    if streamed and extra:
+        raise DirectNotApplicable(f"loop {spec.name!r}: streamed rounds compute the echo only")
+    return _rounds_python if fallback is not None else _rounds_compiled
 
 def _slot_busy(spec: LoopSpec, i: int) -> DirectNotApplicable:
     return DirectNotApplicable(f"loop {spec.name!r}: round {i + 1} waits for a free slot")
