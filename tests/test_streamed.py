@@ -99,3 +99,29 @@ def test_streamed_rounds_are_the_engines_batch_for_batch():
         assert np.array_equal(np.concatenate(got[f]), getattr(whole, f))
     for f in ("issue", "land", "seen", "start", "reply", "publish", "rland"):
         assert np.array_equal(np.concatenate(got[f]), getattr(whole.hops, f))
+
+
+@pytest.mark.parametrize("at", [2, 12])
+def test_a_stop_keeps_the_rounds_so_far_and_their_budget(at):
+    """Asked to stop in the first pass (its 2nd progress call): the rounds done so far, both passes
+    over them, their budget exact. Asked in the second (progress call 12: the first pass made 11): it
+    completes every round, the request left pending for what runs next."""
+    from twin.engine.stop import clear_stop, request_stop, stop_requested
+    spec = compile_scenario(load_scenario("scenarios/nvqlink_h200.yaml"), 100_000, 7).flows[0].spec
+    seen: list[int] = []
+
+    def progress(done: int) -> None:
+        seen.append(done)
+        if len(seen) == at:
+            request_stop()
+    try:
+        res, acc, stop = stream_one(spec, 10_000, progress)
+        if at == 2:
+            assert stop is not None and acc.n == res.stats["rounds"] == 30_000
+        else:
+            assert stop is None and acc.n == 100_000 and stop_requested() and seen[-1] == 100_000
+    finally:
+        clear_stop()
+    whole = run_direct(spec).head(acc.n)
+    assert acc.budget() == budget(whole.t_in, whole.t_have, whole.hops)
+    assert acc.rtt.summary_ns() == summary_ns(whole.rtt_ps)

@@ -84,7 +84,8 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     computed). The rounds are the same, batch for batch, as an unstreamed run's (the core's state
     carries over). Needs the compiled core (DirectNotApplicable otherwise) and the echo. ``limit``:
     compute only the first ``limit`` rounds of the run of ``spec`` (streamed only: a second pass
-    over the rounds a stop kept).
+    over the rounds a stop kept, or all: such a pass does not look for a stop request, it leaves one
+    pending for what runs next).
     """
     if spec.faults.active:
         raise DirectNotApplicable(f"loop {spec.name!r}: fault injection needs the event model")
@@ -254,7 +255,10 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
         if sink is not None:
             sink(done, {k: a[:end - done] for k, a in zip(native.DIRECT_OUTS, outs)})
         done = end
-        if done % chunk_rounds == 0:  # between batches, as the Python recurrence looks up
+        if done % chunk_rounds == 0 and limit is not None:  # a second pass ends: a stop is left pending
+            if progress:
+                progress(done)
+        elif done % chunk_rounds == 0:  # between batches, as the Python recurrence looks up
             stopped = _between_batches(done, n, progress)
             if stopped is not None:
                 break
