@@ -255,11 +255,8 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
         if sink is not None:
             sink(done, {k: a[:end - done] for k, a in zip(native.DIRECT_OUTS, outs)})
         done = end
-        if done % chunk_rounds == 0 and limit is not None:  # a second pass ends: a stop is left pending
-            if progress:
-                progress(done)
-        elif done % chunk_rounds == 0:  # between batches, as the Python recurrence looks up
-            stopped = _between_batches(done, n, progress)
+        if done % chunk_rounds == 0:  # between batches, as the Python recurrence looks up
+            stopped = _between_batches(done, n, progress, stoppable=limit is None)
             if stopped is not None:
                 break
     req.writes, rep.writes = done * nr, done * np_  # the posted writes each lane planned
@@ -452,10 +449,11 @@ def _in_flight_schedule(tr, clock, gaps: list[int] | None):
     return send, replied, None
 
 
-def _between_batches(done: int, n: int, progress: Progress | None) -> Interrupted | None:
+def _between_batches(done: int, n: int, progress: Progress | None, stoppable: bool = True) -> Interrupted | None:
     """After ``done`` of ``n`` rounds, between batches (both recurrences look up there): the stop
-    to end on when one was requested (:mod:`twin.engine.stop`), else None after ``progress(done)``."""
-    if take_stop():
+    to end on when one was requested (:mod:`twin.engine.stop`), else None after ``progress(done)``.
+    Not ``stoppable`` (a streamed run's second pass): a request is left pending."""
+    if stoppable and take_stop():
         return Interrupted(f"at round {done} of {n}")
     if progress:
         progress(done)
