@@ -148,7 +148,7 @@ def headline_table(study: StudyResult):
     live = any(r.summary.get("live") for r in study.runs)
     tb = Grid(f"{study.scenario.scenario.name}: {where} round trip in µs, "
               + (f"{study.rounds:,} rounds" if not study.failures else  # stopped early: what was kept
-                 f"{min(len(r.result.t_in) for r in study.runs):,} of {study.rounds:,} rounds (partial)")
+                 f"{min(r.summary['rounds'] for r in study.runs):,} of {study.rounds:,} rounds (partial)")
               + f", seed {study.seed}",
               ["consumer", "meas p50", f"meas {second}", "p50" if live else "twin p50", "p90", "p99", "p99.9",
                "err p50", f"err {second}", "checked", "mismatches"])

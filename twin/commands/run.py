@@ -54,11 +54,38 @@ def register(sub) -> None:
     r.add_argument("--format", choices=("parquet", "csv"), default="parquet", dest="rounds_format",
                    help="the per-round file: parquet (rounds.parquet, default: pyarrow, about a second per 3e6 "
                         "rows) or csv (rounds.csv, the same columns and rows as text: gigabytes for a long run)")
+    r.add_argument("--chunk-rounds", type=_count, metavar="N",
+                   help="stream each loop's rounds in batches of N (e.g. 1e6) in memory independent of the run's "
+                        "length (the direct engine twice: counts, then the budget's median and slowest rounds; "
+                        "results.json the same as unstreamed); needs --engine direct, --no-rounds and --no-plot. "
+                        f"Those runs over {STREAM_ABOVE:,} rounds stream in batches of {STREAM_BATCH:,} anyway")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     add_table(r)
     add_figure_format(r, "histograms")
     add_overwrite(r)
     r.set_defaults(handler=cmd_run, stops_at_a_round=True)  # its own signal handlers (interruptible)
+
+
+STREAM_ABOVE = 1_000_000
+"""Rounds above which a ``--engine direct --no-rounds --no-plot`` run streams its rounds (157 B a
+round of each loop kept otherwise: 1e7 rounds of one loop peak at 1.6 GB); the same results.json."""
+STREAM_BATCH = 262_144
+"""Rounds of a streamed batch: its block (8 columns, 16 MiB) stays in cache between the core and the counts."""
+
+
+def _stream_rounds(args: argparse.Namespace, rounds: int) -> int | None:
+    """The batch a run streams its rounds in (``--chunk-rounds``, or :data:`STREAM_BATCH` for a long
+    direct run that keeps no rounds), or None; refuses ``--chunk-rounds`` where the rounds are kept."""
+    if args.chunk_rounds is None:
+        keeps = not (args.no_csv and args.no_plot) or args.trace
+        return STREAM_BATCH if args.engine == "direct" and not keeps and rounds > STREAM_ABOVE else None
+    why = [w for w, bad in (("--engine direct (the event model keeps its rounds)", args.engine != "direct"),
+                            ("--no-rounds (rounds.parquet holds every round)", not args.no_csv),
+                            ("--no-plot (the histograms draw every round)", not args.no_plot),
+                            ("no --trace", bool(args.trace))) if bad]
+    if why:
+        raise UsageError(f"--chunk-rounds {args.chunk_rounds}: streamed rounds are not kept: needs " + ", ".join(why))
+    return args.chunk_rounds
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
@@ -90,10 +117,14 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                              "--engine direct checks no reply" if args.engine == "direct" else
                              "--engine event checks every reply"))
     args.verify_rounds = 10_000 if args.verify_rounds is None else args.verify_rounds
+    if sc.flows and args.chunk_rounds is not None:
+        raise UsageError(f"--chunk-rounds {args.chunk_rounds}: a mesh runs on the event engine, which keeps its "
+                         "rounds; streamed rounds are a loop's on the direct engine")
     if sc.flows:  # a mesh: every flow at once (twin.studies.mesh)
         from twin.commands.run_mesh import cmd_run_mesh
         return cmd_run_mesh(args, console, loaded)
     rounds = args.rounds or sc.rounds
+    stream = _stream_rounds(args, rounds)
     out = check_out_folder(args.out or Path("runs") / sc.name)  # before the run, not after
     consumers = sc.consumers()
     if args.trace and args.trace[1] > rounds:
@@ -132,7 +163,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                               verify_rounds=args.verify_rounds, trace=trace,
                               progress=lambda name, done: bar.update(tasks[name], completed=done),
                               stopped=lambda node, e, done: _verdict(node, e, done, out),
-                              first=first, checking=lambda name, done: check.update(checks[name], completed=done))
+                              first=first, checking=lambda name, done: check.update(checks[name], completed=done),
+                              stream_rounds=stream)
         if study.failures and not study.runs:  # a live endpoint could not start, or a stop before round 1
             f = study.failures[0]
             if isinstance(f, Interrupted):
@@ -222,7 +254,7 @@ def _report(args, console: Console, study, folder, consumers, live: bool, checke
             rc = 1
     for f in study.failures:  # stopped early: a live endpoint's failure (its line is out already), or a signal
         if isinstance(f, Interrupted):
-            done = next((len(r.result.t_in) for r in study.runs if r.node == getattr(f, "node", None)), 0)
+            done = next((r.summary["rounds"] for r in study.runs if r.node == getattr(f, "node", None)), 0)
             print(interrupted_line(done, study.rounds, out), file=sys.stderr)
             return EXIT
         rc = 3

@@ -58,8 +58,15 @@ class DirectNotApplicable(Exception):
     """The direct engine cannot reproduce the event model for this run (backlog)."""
 
 
+Sink = Callable[[int, dict[str, np.ndarray]], None]
+"""A streamed run's consumer of each batch of rounds: ``sink(first round (0-based), columns)``, the
+columns (:data:`native.DIRECT_OUTS`, int64 ps, one entry per round of the batch) valid only during
+the call (their memory is reused for the next batch)."""
+
+
 def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: int = 10_000, *,
-               extra_ps=None, reply_bytes: int | None = None) -> LoopResult:
+               extra_ps=None, reply_bytes: int | None = None, sink: Sink | None = None,
+               limit: int | None = None) -> LoopResult:
     """Compute every round of ``spec`` directly; same results as :func:`run_event` for a seed.
 
     For functions other than the echo (:mod:`twin.qec`): ``reply_bytes`` is the length of every
@@ -69,6 +76,16 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     :class:`twin.engine.stop.Interrupted` (``partial``: the whole rounds so far) when a stop was
     requested (:func:`twin.engine.stop.request_stop`); it looks every ``chunk_rounds`` rounds, with
     ``progress``.
+
+    ``sink`` (:data:`Sink`): stream the rounds instead of keeping them: each batch of ``chunk_rounds``
+    rounds goes to ``sink`` in a buffer the next batch reuses, so memory does not grow with the run
+    (the per-round ``traffic.gaps`` draws, when the scenario has them, are still one array of 8 B a
+    round); the result then holds no rounds (its arrays are empty, ``stats["rounds"]`` the rounds
+    computed). The rounds are the same, batch for batch, as an unstreamed run's (the core's state
+    carries over). Needs the compiled core (DirectNotApplicable otherwise) and the echo. ``limit``:
+    compute only the first ``limit`` rounds of the run of ``spec`` (streamed only: a second pass
+    over the rounds a stop kept, or all: such a pass does not look for a stop request, it leaves one
+    pending for what runs next).
     """
     if spec.faults.active:
         raise DirectNotApplicable(f"loop {spec.name!r}: fault injection needs the event model")
@@ -107,25 +124,17 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     fence = c.fence_ps
     clock = tr.make_clock(gen_phase)
     g = tr.gaps_array(spec.seed, spec.stream("gaps"))
-    loop = _rounds_python
-    if COMPILED:  # the compiled core, unless the spec has what it does not compute (twin.engine.features)
-        fallback = features.refusal(spec, direct=True)
-        if fallback is None and type(clock) is not Clock:
-            fallback = f"a {type(clock).__name__}'s edges are the Python clock's"
-        try:
-            if fallback is None:
-                native.core()
-                loop = _rounds_compiled
-        except native.CoreUnavailable as e:
-            fallback = str(e)
-        if fallback is not None:
-            native.note_fallback(f"loop {spec.name!r}: direct engine in Python: {fallback}")
-    out = loop(spec, req, rep, req_sizes, rep_sizes, enc.per_piece, phase, body, fence, clock, g, extra_ps,
-               progress, chunk_rounds)
+    loop = _choose_loop(spec, clock, extra_ps is not None, sink is not None)
+    if sink is not None:
+        out = _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, enc.per_piece, phase, body, fence, clock, g,
+                               None, progress, chunk_rounds, sink=sink, limit=limit)
+    else:
+        out = loop(spec, req, rep, req_sizes, rep_sizes, enc.per_piece, phase, body, fence, clock, g, extra_ps,
+                   progress, chunk_rounds)
     t_send, t_in, t_have, t_back, hops, stopped, more = out
     m = len(hops.land)  # whole rounds computed (all n, or those before a stop)
     if progress and stopped is None:
-        progress(tr.rounds)
+        progress(tr.rounds if limit is None else limit)
     stats = {"mismatches": 0, "backlog_max": 0, "posted_writes": req.writes + rep.writes, "poll_phase_ps": phase,
              **more}
     res = LoopResult(spec.name, "direct", t_send[:m], t_in[:m], t_have[:m], t_back[:m], np.ones(m, bool), stats, hops)
@@ -139,19 +148,47 @@ COMPILED = True
 """Whether the direct engine runs its rounds in the compiled core when it can (tests and the
 benchmarks set it False for the Python recurrence, the reference)."""
 
+
+def _choose_loop(spec: LoopSpec, clock, extra: bool, streamed: bool):
+    """The recurrence that computes the rounds: :func:`_rounds_compiled` where the compiled core
+    computes ``spec`` (:mod:`twin.engine.features`; its fallback noted otherwise), else
+    :func:`_rounds_python`. ``streamed`` needs the compiled core, on the echo (``extra``: per-round
+    extra body): DirectNotApplicable otherwise."""
+    fallback: str | None = "the Python recurrence asked for (direct.COMPILED)"
+    if COMPILED:  # the compiled core, unless the spec has what it does not compute (twin.engine.features)
+        fallback = features.refusal(spec, direct=True)
+        if fallback is None and type(clock) is not Clock:
+            fallback = f"a {type(clock).__name__}'s edges are the Python clock's"
+        try:
+            if fallback is None:
+                native.core()
+        except native.CoreUnavailable as e:
+            fallback = str(e)
+        if fallback is not None and not streamed:
+            native.note_fallback(f"loop {spec.name!r}: direct engine in Python: {fallback}")
+    if streamed and fallback is not None:
+        raise DirectNotApplicable(f"loop {spec.name!r}: streamed rounds need the compiled core ({fallback})")
+    if streamed and extra:
+        raise DirectNotApplicable(f"loop {spec.name!r}: streamed rounds compute the echo only")
+    return _rounds_python if fallback is not None else _rounds_compiled
+
 def _slot_busy(spec: LoopSpec, i: int) -> DirectNotApplicable:
     return DirectNotApplicable(f"loop {spec.name!r}: round {i + 1} waits for a free slot")
 
 
 def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body, fence, clock, g, extra_ps,
-                     progress, chunk_rounds):
+                     progress, chunk_rounds, sink: Sink | None = None, limit: int | None = None):
     """The rounds of :func:`run_direct` in the compiled core (``twin_direct_run`` in core.c), in
     chunks of ``chunk_rounds`` (progress and a stop request between them), on the same jitter
     blocks (:meth:`JitterStream.array`) and gaps. Returns t_send, t_in, t_have, t_back, the
-    :class:`Hops`, the stop (or None) and statistics of its own (none)."""
+    :class:`Hops`, the stop (or None) and statistics of its own (streamed: ``rounds``, those
+    computed). ``sink``: each chunk's columns go there from one reused block (the core writes
+    round i at its column's address + 8 i: the block's address is moved back by the chunk's first
+    round), none is kept."""
     lib = native.core()
     tr, c, card, aur = spec.traffic, spec.consumer, spec.card, spec.aurora
     n = tr.rounds
+    upto = n if limit is None else min(n, limit)
     if len(req_sizes) > 4 or len(rep_sizes) > 2:
         raise AssertionError("an encoding of more than 4 request or 2 reply writes")
 
@@ -191,11 +228,12 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
     # (np.empty: no zeroing pass; numpy's huge-page advice kept)
     same = _aliases(spec, clock, per_piece)
     own = [k for k in range(len(native.DIRECT_OUTS)) if k not in same]
-    block = np.empty((len(own), n), np.int64)
+    block = np.empty((len(own), n if sink is None else min(n, chunk_rounds)), np.int64)
     outs: list = [None] * len(native.DIRECT_OUTS)
     for row, k in enumerate(own):
         outs[k] = block[row]
-    addrs = np.array([0 if a is None else a.ctypes.data for a in outs], np.int64)
+    base = np.array([0 if a is None else a.ctypes.data for a in outs], np.int64)
+    addrs = base.copy()
     for k, to in same.items():
         outs[k] = outs[to]
     fixed = [native.ptr(a) for a in (p, st, heap, have, gaps, extra, addrs)]
@@ -203,26 +241,31 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
     nr, np_ = len(req_sizes), (1 if per_piece else 2)
     ja, jb = req.jitter, rep.jitter
     done, stopped = 0, None
-    while done < n:
-        end = min(n, done + chunk_rounds)
+    while done < upto:
+        end = min(upto, done + chunk_rounds)
         rj = np.ascontiguousarray(ja.array((end - done) * nr))
         pj = np.ascontiguousarray(jb.array((end - done) * np_))
+        if sink is not None:  # round i lands at block column i - done
+            addrs[:] = np.where(base != 0, base - 8 * done, 0)
         rc = lib.twin_direct_run(pp, pst, end, pheap, phave, native.ptr(rj), native.ptr(pj), pgaps, pextra, pouts)
         if rc == ALIAS_BROKEN:
             raise AssertionError(f"loop {spec.name!r}: a column kept as another differs (direct._aliases)")
         if rc < 0:
             raise _slot_busy(spec, -rc - 1)
+        if sink is not None:
+            sink(done, {k: a[:end - done] for k, a in zip(native.DIRECT_OUTS, outs)})
         done = end
         if done % chunk_rounds == 0:  # between batches, as the Python recurrence looks up
-            stopped = _between_batches(done, n, progress)
+            stopped = _between_batches(done, n, progress, stoppable=limit is None)
             if stopped is not None:
                 break
     req.writes, rep.writes = done * nr, done * np_  # the posted writes each lane planned
     for a in outs:  # some columns are one array: nobody may change one through another
         a.flags.writeable = False
-    cut = {k: a[:done] for k, a in zip(native.DIRECT_OUTS, outs)}
+    cut = {k: a[:done if sink is None else 0] for k, a in zip(native.DIRECT_OUTS, outs)}
     hops = Hops(**{k: cut[k] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")})
-    return (cut["t_send"], cut["t_in"], cut["t_have"], cut["t_back"], hops, stopped, {})
+    return (cut["t_send"], cut["t_in"], cut["t_have"], cut["t_back"], hops, stopped,
+            {} if sink is None else {"rounds": done})
 
 
 ALIAS_BROKEN = -(1 << 63)
@@ -406,10 +449,11 @@ def _in_flight_schedule(tr, clock, gaps: list[int] | None):
     return send, replied, None
 
 
-def _between_batches(done: int, n: int, progress: Progress | None) -> Interrupted | None:
+def _between_batches(done: int, n: int, progress: Progress | None, stoppable: bool = True) -> Interrupted | None:
     """After ``done`` of ``n`` rounds, between batches (both recurrences look up there): the stop
-    to end on when one was requested (:mod:`twin.engine.stop`), else None after ``progress(done)``."""
-    if take_stop():
+    to end on when one was requested (:mod:`twin.engine.stop`), else None after ``progress(done)``.
+    Not ``stoppable`` (a streamed run's second pass): a request is left pending."""
+    if stoppable and take_stop():
         return Interrupted(f"at round {done} of {n}")
     if progress:
         progress(done)

@@ -40,7 +40,7 @@ from typing import Callable, Generic, TypeVar
 
 import numpy as np
 
-from twin.stats import percentile_ps
+from twin.stats import Counts, percentile, ranks
 
 INSTANTS = ("t_in", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have")
 CSV_COLUMNS = ("t_send", "t_in", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have", "t_back")
@@ -119,38 +119,71 @@ def stage_names(instants: tuple[str, ...]) -> tuple[str, ...]:
     return STAGES[:i] + INNER_STAGES + STAGES[i:]
 
 
+def _spans(cols: dict[str, np.ndarray], names: list[str]) -> list[tuple[str, str, str]]:
+    """(stage name, from instant, to instant) of each stage :func:`stage_times` reports: between the
+    instants known in every round (``t_in`` and ``t_have`` always), the unknown ones' stages merged."""
+    stages = stage_names(tuple(names))
+    known = [n for n in names if n in ("t_in", "t_have") or (cols[n] >= 0).all()]
+    return [("+".join(stages[names.index(a):names.index(b)]), a, b) for a, b in zip(known, known[1:])]
+
+
 def stage_times(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> dict[str, np.ndarray]:
     """Per-round duration of each stage (int64 ps), unknown instants merged into the next stage.
     The values of each round add up to ``t_have - t_in`` exactly."""
     cols = hops.columns(t_in, t_have)
-    names = list(hops.instants())
-    stages = stage_names(tuple(names))
-    known = [n for n in names if n in ("t_in", "t_have") or (cols[n] >= 0).all()]
-    out: dict[str, np.ndarray] = {}
-    for a, b in zip(known, known[1:]):
-        ia, ib = names.index(a), names.index(b)
-        out["+".join(stages[ia:ib])] = cols[b] - cols[a]
-    return out
+    return {name: cols[b] - cols[a] for name, a, b in _spans(cols, list(hops.instants()))}
+
+
+def round_at(rtt: np.ndarray, k: int, counts: Counts | None = None) -> int:
+    """The round (0-based index) at position ``k`` of the rounds ordered by round trip, ties in round
+    order (a stable sort's), found by selection: the (k - fewer)-th of the rounds whose round trip
+    is the k-th smallest. ``counts``: :class:`twin.stats.Counts` of ``rtt`` when the caller has them."""
+    c = Counts.of(rtt) if counts is None else counts
+    v = int(c.order_statistics([k])[0])
+    return int(np.flatnonzero(rtt == v)[k - c.below(v)])
+
+
+def rounds_from(rtt: np.ndarray, k: int, counts: Counts | None = None) -> np.ndarray:
+    """Mask of the rounds at positions ``k`` .. end of the rounds ordered by round trip (ties in round
+    order, as :func:`round_at`): every round slower than the k-th, and the last of its ties."""
+    c = Counts.of(rtt) if counts is None else counts
+    v = int(c.order_statistics([k])[0])
+    mask = rtt > v
+    mask[np.flatnonzero(rtt == v)[k - c.below(v):]] = True
+    return mask
 
 
 def budget(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> list[dict]:
-    """The latency budget of one flow: per stage its median and p99 (ns) and its share of the
-    median and p99 round trip (the stage's mean over the rounds at or above that percentile of
-    the round trip, so the shares of the p99 rounds add up to their mean round trip)."""
-    st = stage_times(t_in, t_have, hops)
+    """The latency budget of one flow: per stage its p50 and p99 (ns, inverted CDF), its time in the
+    median round (the p50 round: the round at the p50's position when the rounds are ordered by round
+    trip, ties in round order, so its stages add up to the p50 round trip) and that share of it, and
+    its mean over the slowest 1 % of rounds (those from position ``int(0.99 * (n - 1))`` on: the
+    means add up to their mean round trip). Each stage is computed once, into one buffer; the
+    percentiles, the median round and the slowest rounds by counts or selection, no sort."""
     rtt = t_have - t_in
-    if not len(rtt):
+    n = len(rtt)
+    if not n:
         return []
-    order = np.argsort(rtt, kind="stable")
-    mid = order[len(order) // 2]
-    tail = order[int(0.99 * (len(order) - 1)):]
+    counts = Counts.of(rtt)
+    mid = round_at(rtt, int(ranks(n, 50)), counts)
+    tail = rounds_from(rtt, int(0.99 * (n - 1)), counts)
+    m = int(np.count_nonzero(tail))
+    cols = hops.columns(t_in, t_have)
+    d = np.empty(n, np.int64)
     rows = []
-    for name, d in st.items():
-        rows.append({"stage": name, "p50_ns": percentile_ps(d, 50) / 1000, "p99_ns": percentile_ps(d, 99) / 1000,
-                     "median_round_ns": int(d[mid]) / 1000,
-                     "p99_rounds_mean_ns": round(float(d[tail].mean()) / 1000, 3),
-                     "share_median_round": round(float(d[mid]) / max(1, int(rtt[mid])), 6)})
+    for name, a, b in _spans(cols, list(hops.instants())):
+        np.subtract(cols[b], cols[a], out=d)
+        p50, p99 = (int(x) for x in percentile(d, [50, 99]))
+        rows.append(_budget_row(name, p50, p99, int(d[mid]), int(rtt[mid]), int(d[tail].sum(dtype=np.int64)), m))
     return rows
+
+
+def _budget_row(name: str, p50: int, p99: int, in_mid: int, rtt_mid: int, tail_sum: int, tail_n: int) -> dict:
+    """One stage's row of :func:`budget` from its p50 and p99, its time in the median round (whose
+    round trip is ``rtt_mid``) and its exact sum over the ``tail_n`` slowest rounds (all int ps)."""
+    return {"stage": name, "p50_ns": p50 / 1000, "p99_ns": p99 / 1000, "median_round_ns": in_mid / 1000,
+            "p99_rounds_mean_ns": round(float(np.float64(tail_sum) / tail_n) / 1000, 3),
+            "share_median_round": round(float(in_mid) / max(1, rtt_mid), 6)}
 
 
 def slowest_round(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> dict | None:
@@ -161,5 +194,111 @@ def slowest_round(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> dict | No
     if not len(rtt):
         return None
     i = int(np.argmax(rtt))
-    st = {name: int(d[i]) / 1000 for name, d in stage_times(t_in, t_have, hops).items()}
+    cols = hops.columns(t_in, t_have)
+    st = {name: int(cols[b][i] - cols[a][i]) / 1000 for name, a, b in _spans(cols, list(hops.instants()))}
     return {"round": i + 1, "rtt_ns": int(rtt[i]) / 1000, "stages": st, "held_by": max(st, key=lambda name: st[name])}
+
+
+class FlowStats:
+    """A flow's statistics accumulated batch by batch, in memory that does not grow with its rounds:
+    the round trip's and the loop's counts (:class:`twin.stats.Counts`: exact percentiles and mean),
+    each stage's counts, the slowest round, the deadline misses, and the budget. Equal, key for key,
+    to :func:`twin.stats.summary_ns`, :func:`budget` and :func:`slowest_round` of all the rounds at once.
+
+    Two passes over the same rounds in the same batches: :meth:`add` every batch (the counts), then
+    :meth:`pick` every batch again (the median round and the slowest 1 % are positions in the
+    round-trip order that only the whole run's counts give: the round at the p50's position, and the
+    stages' sums over the rounds from position ``int(0.99 * (n - 1))``, ties in round order as in
+    :func:`round_at`). Every instant must be known in every round (the direct engine's)."""
+
+    def __init__(self, deadline_ps: int | None = None) -> None:
+        self.rtt, self.loop = Counts(), Counts()
+        self.stages: dict[str, Counts] = {}
+        self.spans: list[tuple[str, str, str]] | None = None
+        self.deadline_ps, self.misses = deadline_ps, 0
+        self.slow: tuple[int, int, dict[str, int]] | None = None  # (rtt, round 0-based, stages)
+        self._second: dict | None = None
+
+    @property
+    def n(self) -> int:
+        return self.rtt.n
+
+    @property
+    def nbytes(self) -> int:
+        """The memory its counts hold (bytes)."""
+        return self.rtt.nbytes + self.loop.nbytes + sum(c.nbytes for c in self.stages.values())
+
+    def _cols(self, t_in, t_have, hops: Hops) -> dict[str, np.ndarray]:
+        cols = hops.columns(t_in, t_have)
+        spans = _spans(cols, list(hops.instants()))
+        if self.spans is None:
+            self.spans = spans
+            self.stages = {name: Counts() for name, _, _ in spans}
+        elif spans != self.spans:
+            raise ValueError("an instant known in some rounds only: its stages cannot be accumulated")
+        return cols
+
+    def add(self, first: int, t_send, t_in, t_have, t_back, hops: Hops) -> None:
+        """The first pass over a batch of rounds (``first``: its first round, 0-based; int64 ps)."""
+        cols = self._cols(t_in, t_have, hops)
+        rtt = t_have - t_in
+        if not len(rtt):
+            return
+        loop = t_back - t_send
+        self.rtt.add(rtt)
+        self.loop.add(loop)
+        if self.deadline_ps is not None:
+            self.misses += int(np.count_nonzero(loop > self.deadline_ps))
+        assert self.spans is not None
+        for name, a, b in self.spans:
+            self.stages[name].add(cols[b] - cols[a])
+        i = int(np.argmax(rtt))
+        if self.slow is None or int(rtt[i]) > self.slow[0]:  # the first of the slowest, as np.argmax
+            self.slow = (int(rtt[i]), first + i, {name: int(cols[b][i] - cols[a][i]) for name, a, b in self.spans})
+
+    def pick(self, first: int, t_in, t_have, hops: Hops) -> None:
+        """The second pass over the same batch (after every :meth:`add`)."""
+        if self._second is None:
+            n = self.n
+            k50, k99 = int(ranks(n, 50)), int(0.99 * (n - 1))
+            v50, v99 = (int(v) for v in self.rtt.order_statistics([k50, k99]))
+            self._second = {"v50": v50, "need": k50 - self.rtt.below(v50), "seen50": 0, "mid": None,
+                            "v99": v99, "skip": k99 - self.rtt.below(v99), "seen99": 0, "tail_n": n - k99,
+                            "tail": {name: 0 for name in self.stages}}
+        w = self._second
+        cols = self._cols(t_in, t_have, hops)
+        rtt = t_have - t_in
+        if w["mid"] is None:
+            eq = np.flatnonzero(rtt == w["v50"])
+            if w["seen50"] + len(eq) > w["need"]:
+                j = int(eq[w["need"] - w["seen50"]])
+                w["mid"] = {name: int(cols[b][j] - cols[a][j]) for name, a, b in self.spans or ()}
+            w["seen50"] += len(eq)
+        tail = rtt > w["v99"]
+        eq = np.flatnonzero(rtt == w["v99"])
+        tail[eq[max(0, w["skip"] - w["seen99"]):]] = True
+        w["seen99"] += len(eq)
+        for name, a, b in self.spans or ():
+            w["tail"][name] += int((cols[b][tail] - cols[a][tail]).sum(dtype=np.int64))
+
+    def budget(self) -> list[dict]:
+        """:func:`budget` of every round (after both passes)."""
+        if not self.n:
+            return []
+        w = self._second
+        if w is None or w["mid"] is None:
+            raise RuntimeError("the budget needs the second pass (pick) over every round")
+        rtt_mid = sum(w["mid"].values())
+        rows = []
+        for name, c in self.stages.items():
+            p50, p99 = (int(x) for x in c.percentile([50, 99]))
+            rows.append(_budget_row(name, p50, p99, w["mid"][name], rtt_mid, w["tail"][name], w["tail_n"]))
+        return rows
+
+    def slowest_round(self) -> dict | None:
+        """:func:`slowest_round` of every round."""
+        if self.slow is None:
+            return None
+        rtt, i, stages = self.slow
+        st = {name: v / 1000 for name, v in stages.items()}
+        return {"round": i + 1, "rtt_ns": rtt / 1000, "stages": st, "held_by": max(st, key=lambda name: st[name])}

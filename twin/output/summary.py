@@ -29,6 +29,7 @@ import numpy as np
 from twin.stats import percentile, summary_ns
 
 if TYPE_CHECKING:
+    from twin.engine.hops import FlowStats
     from twin.engine.spec import LoopResult
     from twin.faults import FaultPlan
 
@@ -122,10 +123,79 @@ class FlowTiming:
         return ({"deadline_ns": self.deadline_ns} if with_deadline else {}) | {"deadline_misses": self.deadline_misses}
 
 
+class Rounds:
+    """A flow's statistics from its rounds in memory (``res``, a :class:`twin.engine.spec.LoopResult`):
+    what :func:`flow_summary` reads. :class:`Streamed` gives the same from a streamed flow's
+    :class:`twin.engine.hops.FlowStats`, equal key for key."""
+
+    def __init__(self, res: LoopResult) -> None:
+        self.res = res
+        self.n = int(len(res.t_in))
+
+    def rtt(self) -> Latency:
+        return Latency.of(self.res.rtt_ps)
+
+    def loop(self) -> Latency:
+        return Latency.of(self.res.loop_ps)
+
+    def budget(self) -> list[Json]:
+        from twin.engine.hops import budget
+        assert self.res.hops is not None
+        return budget(self.res.t_in, self.res.t_have, self.res.hops)
+
+    def slowest_round(self) -> Json | None:
+        from twin.engine.hops import slowest_round
+        assert self.res.hops is not None
+        return slowest_round(self.res.t_in, self.res.t_have, self.res.hops)
+
+    def misses(self, deadline_ps: int, on: str) -> int:
+        """Rounds over ``deadline_ps`` of the loop (``on="loop"``) or the round trip (``"rtt"``)."""
+        return int(((self.res.loop_ps if on == "loop" else self.res.rtt_ps) > deadline_ps).sum())
+
+    def rtt_percentile(self, q: float) -> int:
+        """The round trip's ``q``-th percentile (inverted CDF), ps."""
+        from twin.stats import percentile_ps
+        return percentile_ps(self.res.rtt_ps, q)
+
+
+class Streamed(Rounds):
+    """:class:`Rounds` of a streamed flow: its statistics accumulated batch by batch
+    (:class:`twin.engine.hops.FlowStats`; the deadline misses counted on the loop, as it was built)."""
+
+    def __init__(self, acc: FlowStats) -> None:
+        self.acc = acc
+        self.n = acc.n
+
+    def rtt(self) -> Latency:
+        return Latency(**self.acc.rtt.summary_ns())
+
+    def loop(self) -> Latency:
+        return Latency(**self.acc.loop.summary_ns())
+
+    def budget(self) -> list[Json]:
+        return self.acc.budget()
+
+    def slowest_round(self) -> Json | None:
+        return self.acc.slowest_round()
+
+    def misses(self, deadline_ps: int, on: str) -> int:
+        if on != "loop" or deadline_ps != self.acc.deadline_ps:
+            raise ValueError("a streamed flow counts its misses on the loop over the deadline it was built with")
+        return self.acc.misses
+
+    def rtt_percentile(self, q: float) -> int:
+        return int(self.acc.rtt.percentile(q))
+
+
+def rounds_of(res: LoopResult, acc: FlowStats | None = None) -> Rounds:
+    """The statistics of a flow: :class:`Streamed` where it was streamed (``acc``), else its rounds."""
+    return Rounds(res) if acc is None else Streamed(acc)
+
+
 def flow_summary(res: LoopResult, *, budget: bool = True, loop: bool = False, publish_extra_ns: float | None = None,
                  deadline_ps: int | None = None, deadline_on: str = "loop", faults: Any = None,
                  plan: FaultPlan | None = None, mismatch_rounds: bool = True,
-                 program: Callable[[Json], Json] | None = None) -> FlowTiming:
+                 program: Callable[[Json], Json] | None = None, acc: FlowStats | None = None) -> FlowTiming:
     """The :class:`FlowTiming` of one flow's result ``res`` (a :class:`twin.engine.spec.LoopResult`,
     at least one round), for ``twin run``, a mesh and ``twin decode`` alike.
 
@@ -138,26 +208,23 @@ def flow_summary(res: LoopResult, *, budget: bool = True, loop: bool = False, pu
     the faults not reached named by their scenario keys, with ``mismatch_rounds`` the rounds the card
     caught a corrupted piece in (1-based), and the host-freeze report. ``program(stats)``: the
     ``program`` block from the generator's statistics (default
-    :func:`twin.output.program.program_summary`)."""
+    :func:`twin.output.program.program_summary`). ``acc``: a streamed flow's statistics
+    (:class:`twin.engine.hops.FlowStats`; ``res`` then holds no rounds, only the engine's statistics)."""
     if deadline_on not in ("loop", "rtt"):
         raise ValueError(f"deadline_on must be 'loop' or 'rtt', got {deadline_on!r}")
     from twin.output.program import program_summary
     block = program_summary if program is None else program
-    loop_lat = Latency.of(res.loop_ps) if loop else None
-    hops = res.hops if budget else None
-    if hops is not None:
-        from twin.engine.hops import budget as hop_budget
-        from twin.engine.hops import slowest_round
+    r = rounds_of(res, acc)
+    loop_lat = r.loop() if loop else None
+    hops = res.hops is not None and budget
     return FlowTiming(
-        rtt=Latency.of(res.rtt_ps), backlog_max=int(res.stats.get("backlog_max", 0)),
-        budget=None if hops is None else hop_budget(res.t_in, res.t_have, hops),
-        slowest_round=None if hops is None else slowest_round(res.t_in, res.t_have, hops),
+        rtt=r.rtt(), backlog_max=int(res.stats.get("backlog_max", 0)),
+        budget=r.budget() if hops else None, slowest_round=r.slowest_round() if hops else None,
         loop=loop_lat,
         publish_to_reply=None if loop_lat is None or publish_extra_ns is None else loop_lat.shifted(publish_extra_ns),
         program=block(res.stats["program"]) if "program" in res.stats else None,
         deadline_ns=None if deadline_ps is None else deadline_ps / 1000,
-        deadline_misses=None if deadline_ps is None else int(
-            ((res.loop_ps if deadline_on == "loop" else res.rtt_ps) > deadline_ps).sum()),
+        deadline_misses=None if deadline_ps is None else r.misses(deadline_ps, deadline_on),
         **_faults(res, faults, plan, mismatch_rounds))
 
 

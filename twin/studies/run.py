@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any, Callable
 from twin.calibration.measured import Measured, load_measured
 from twin.engine.direct import DirectNotApplicable, check_same, run_direct
 from twin.engine.event import run_event
+from twin.engine.hops import FlowStats, Hops
 from twin.engine.spec import LoopResult, LoopSpec
 from twin.engine.stop import Interrupted
 from twin.nodes.protocol import keeps_partial
-from twin.output.summary import Check, FlowSummary, FlowTiming, flow_summary
+from twin.output.summary import Check, FlowSummary, FlowTiming, Rounds, flow_summary, rounds_of
 from twin.scenario import LoadedScenario
 from twin.scenario.compile import compile_scenario, is_roce, model_of
 
@@ -118,7 +119,7 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
               trace: tuple[str, int, int] | None = None,
               stopped: Callable[[str, Exception, int], None] | None = None,
               first: Callable[[StudyResult], None] | None = None,
-              checking: Progress | None = None) -> StudyResult:
+              checking: Progress | None = None, stream_rounds: int | None = None) -> StudyResult:
     """Run every loop of the scenario; returns per-consumer results and summaries.
 
     The loops are the flows of the scenario's compiled topology
@@ -134,7 +135,13 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
     ``first(study so far)`` is called (the table can be printed: its timestamps are final, the
     summaries of the loops still to check say engine :data:`PENDING` and 0 replies checked), then
     the event model checks each of those loops exactly as without ``first`` (the same rounds, byte
-    for byte, the same results), ``checking(node, rounds checked)`` reporting its progress."""
+    for byte, the same results), ``checking(node, rounds checked)`` reporting its progress.
+
+    ``stream_rounds`` (``engine="direct"`` only): stream each loop's rounds in batches of that many
+    (:func:`stream_one`), in memory independent of the run's length: the summaries are the same, key
+    for key, the results hold no rounds (empty arrays)."""
+    if stream_rounds is not None and engine != "direct":
+        raise ValueError(f"streamed rounds are the direct engine's, not engine {engine!r}")
     sc = loaded.scenario
     rounds = rounds or sc.rounds
     seed = sc.seed if seed is None else seed
@@ -153,7 +160,12 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
     pending = []  # (index in runs, node, spec) of the loops whose event-model check is deferred
     for flow in topo.flows:
         node = nodes[flow.consumer]
-        kept, failure = _run_loop(flow.spec, node, engine, verify_rounds, progress, stopped, defer)
+        acc = None
+        if stream_rounds is not None:
+            kept, failure, acc = _stream_loop(flow.spec, node, stream_rounds, progress, stopped,
+                                              None if sc.deadline is None else int(sc.deadline))
+        else:
+            kept, failure = _run_loop(flow.spec, node, engine, verify_rounds, progress, stopped, defer)
         if kept is None:  # stopped before its first round
             study.failures.append(failure)
             return study
@@ -161,7 +173,7 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
         if used == PENDING:
             pending.append((len(study.runs), node, flow.spec))
         study.runs.append(ConsumerRun(node.name, flow.spec.name, res,
-                                      _summary(ctx, node, flow.spec, res, checked, mism, used, failure)))
+                                      _summary(ctx, node, flow.spec, res, checked, mism, used, failure, acc)))
         if failure is not None:
             study.failures.append(failure)
             return study
@@ -203,6 +215,52 @@ def _run_loop(spec: LoopSpec, node, engine: str, verify_rounds: int, progress: P
         if kept is None or not len(kept[0].t_in):
             return None, e
         return kept, e
+
+
+def stream_one(spec: LoopSpec, batch: int, progress: Callable[[int], None] | None = None,
+               deadline_ps: int | None = None) -> tuple[LoopResult, FlowStats, Interrupted | None]:
+    """One loop on the direct engine, streamed in batches of ``batch`` rounds
+    (:func:`twin.engine.direct.run_direct`'s ``sink``) into a :class:`twin.engine.hops.FlowStats`:
+    twice, the second pass over the same rounds for the budget's median round and slowest 1 %
+    (``progress`` sees each pass as half the rounds). Returns (the result without its rounds, the
+    statistics, the stop that ended the first pass or None: then both passes cover the rounds done).
+    Raises DirectNotApplicable as the direct engine does (and for what it cannot stream)."""
+    acc = FlowStats(deadline_ps)
+
+    def hops(c: dict) -> Hops:
+        return Hops(**{k: c[k] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")})
+
+    def count(i: int, c: dict) -> None:
+        acc.add(i, c["t_send"], c["t_in"], c["t_have"], c["t_back"], hops(c))
+
+    def pick(i: int, c: dict) -> None:
+        acc.pick(i, c["t_in"], c["t_have"], hops(c))
+    stop = None
+    try:
+        res = run_direct(spec, progress and (lambda d: progress(d // 2)), batch, sink=count)
+    except Interrupted as e:
+        stop, res = e, e.partial
+    done = res.stats["rounds"]
+    run_direct(spec, progress and (lambda d: progress(done // 2 + d // 2)) if stop is None else None, batch,
+               sink=pick, limit=done)
+    return res, acc, stop
+
+
+def _stream_loop(spec: LoopSpec, node, batch: int, progress: Progress | None,
+                 stopped: Callable[[str, Exception, int], None] | None, deadline_ps: int | None):
+    """:func:`_run_loop` of a streamed loop (:func:`stream_one`): ``(outcome, failure, statistics)``."""
+    cb = (lambda n, name=node.name: progress(name, n)) if progress else None
+    try:
+        res, acc, stop = stream_one(spec, batch, cb, deadline_ps)
+    except DirectNotApplicable as e:
+        raise DirectNotApplicable(f"node {node.name!r}: {e}") from None
+    if stop is not None:
+        stop.node = node.name
+        if stopped:
+            stopped(node.name, stop, acc.n)
+        if not acc.n:
+            return None, stop, acc
+    return (res, 0, 0, "direct"), stop, acc
 
 
 def _check_deferred(ctx: "_Context", study: StudyResult, pending: list, checking: Progress | None,
@@ -248,21 +306,22 @@ def _check(res: LoopResult, checked: int, mism: int, used: str) -> Check:
 
 
 def _summary(ctx: _Context, node, spec: LoopSpec, res: LoopResult, checked: int, mism: int, used: str,
-             failure: Exception | None) -> FlowSummary:
-    """One loop's results.json summary (docs/results.md), its common part by :func:`flow_summary`."""
+             failure: Exception | None, acc: FlowStats | None = None) -> FlowSummary:
+    """One loop's results.json summary (docs/results.md), its common part by :func:`flow_summary`;
+    ``acc``: a streamed loop's statistics (``res`` then holds no rounds)."""
     loaded, rounds = ctx.loaded, ctx.rounds
     sc = loaded.scenario
     dev = loaded.params.consumers[node.device]
     q = sc.qblox if spec.aurora is not None else None  # from a round's last acquisition to the reply at the link
     timing = flow_summary(res, loop=spec.aurora is not None,
                           publish_extra_ns=None if q is None else q.result_latency_ns + q.trigger_network_ns,
-                          deadline_ps=sc.deadline, faults=sc.faults, plan=spec.faults)
-    measured, error_pct = _against_measured(ctx, node, res, timing)
+                          deadline_ps=sc.deadline, faults=sc.faults, plan=spec.faults, acc=acc)
+    measured, error_pct = _against_measured(ctx, node, rounds_of(res, acc), timing)
     return FlowSummary(
         name=node.device, node=node.name, model=node.model, function=sc.function, device=dev.device, kind=dev.kind,
         host=dev.host, encoding=spec.consumer.encoding, check=_check(res, checked, mism, used),
         # a live run stopped early: the rounds it completed, and what was asked
-        rounds=int(rounds) if failure is None else int(len(res.t_in)),
+        rounds=int(rounds) if failure is None else rounds_of(res, acc).n,
         rounds_requested=None if failure is None else int(rounds), timing=timing, rtl=res.stats.get("rtl"),
         live=_live(ctx, node, spec, res, failure), measured=measured, error_pct=error_pct)
 
@@ -282,7 +341,7 @@ def _live(ctx: _Context, node, spec: LoopSpec, res: LoopResult, failure: Excepti
     return live
 
 
-def _against_measured(ctx: _Context, node, res: LoopResult, timing: FlowTiming) -> tuple[dict | None, dict | None]:
+def _against_measured(ctx: _Context, node, res: Rounds, timing: FlowTiming) -> tuple[dict | None, dict | None]:
     """``(measured, error_pct)``: the row of the scenario's measurement file for the node's device and
     the twin's error against it (%), or (None, None)."""
     measured = ctx.measured
@@ -290,10 +349,9 @@ def _against_measured(ctx: _Context, node, res: LoopResult, timing: FlowTiming) 
     from twin.calibration.roce import RoceMeasuredRow
     if isinstance(row, RoceMeasuredRow):  # a RoCE measurement file (the scenario's path is RoCE)
         from twin.calibration.roce import STAT_Q
-        from twin.stats import percentile_ps
         have = row.stats_ps()
         return ({f"{k}_ns": v / 1000 for k, v in have.items()} | {"device": row.device},
-                {k: round(100 * (percentile_ps(res.rtt_ps, STAT_Q[k]) - v) / v, 3) for k, v in have.items()})
+                {k: round(100 * (res.rtt_percentile(STAT_Q[k]) - v) / v, 3) for k, v in have.items()})
     if row is not None:
         rtt = timing.rtt
         return ({"p50_ns": row.p50_ps / 1000, "p90_ns": row.p90_ps / 1000, "device": row.device,

@@ -1,0 +1,127 @@
+"""Long runs in constant memory: the direct engine's rounds streamed in batches into counts
+(twin.engine.hops.FlowStats) give results.json byte for byte as the run kept whole."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from twin.commands import main
+from twin.engine.direct import run_direct
+from twin.engine.hops import budget, slowest_round
+from twin.scenario import load_scenario
+from twin.scenario.compile import compile_scenario
+from twin.stats import DENSE_SPAN, summary_ns
+from twin.study import run_study, stream_one
+
+
+def _run(tmp_path, name, *extra):
+    out = tmp_path / name
+    rc = main(["run", "scenarios/nvqlink_h200.yaml", "--engine", "direct", "--rounds", "2e6", "--no-rounds",
+               "--no-plot", "--quiet", "--out", str(out), *extra])
+    assert rc == 0
+    return (out / "results.json").read_bytes()
+
+
+def test_chunked_run_writes_the_same_results_json(tmp_path):
+    """2e6 rounds in batches of 131,071 (no batch boundary on a round number of any other batch size)."""
+    assert _run(tmp_path, "chunked", "--chunk-rounds", "131071") == _run(tmp_path, "whole")
+
+
+@pytest.mark.parametrize("scenario", ["scenarios/card_path_64b.yaml", "scenarios/qblox_open_loop.yaml"])
+def test_streamed_summaries_equal_the_whole_runs(scenario):
+    """Every consumer (classic and per-piece encodings, an Aurora link: the loop's own percentiles)."""
+    loaded = load_scenario(scenario)
+    whole = run_study(loaded, rounds=30_001, engine="direct")
+    streamed = run_study(loaded, rounds=30_001, engine="direct", stream_rounds=4_096)
+    assert [r.summary for r in streamed.runs] == [r.summary for r in whole.runs]
+    assert all(len(r.result.t_in) == 0 for r in streamed.runs)  # no round kept
+
+
+def test_deadline_misses_counted_as_they_pass(tmp_path):
+    doc = yaml.safe_load(Path("scenarios/qblox_open_loop.yaml").read_text())
+    doc["calibration"] = str(Path("calibrations/fitted/card_path.yaml").resolve())
+    doc["deadline"] = "2.2 us"
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc))
+    loaded = load_scenario(tmp_path / "s.yaml")
+    whole = run_study(loaded, rounds=20_000, engine="direct")
+    streamed = run_study(loaded, rounds=20_000, engine="direct", stream_rounds=3_000)
+    misses = [r.summary["deadline_misses"] for r in whole.runs]
+    assert [r.summary["deadline_misses"] for r in streamed.runs] == misses and any(misses)
+
+
+def test_memory_is_the_counts_not_the_rounds():
+    """The accumulator's size is bounded by the values' ranges (one count per ps, DENSE_SPAN at most per
+    statistic), the same for ten times the rounds; the streamed result keeps no round."""
+    spec = compile_scenario(load_scenario("scenarios/nvqlink_h200.yaml"), 400_000, 7).flows[0].spec
+    sizes = []
+    for n in (40_000, 400_000):
+        res, acc, stop = stream_one(dataclasses.replace(spec, traffic=dataclasses.replace(spec.traffic, rounds=n)),
+                                    10_000)
+        assert stop is None and acc.n == n and len(res.t_in) == 0
+        sizes.append(acc.nbytes)
+        whole = run_direct(dataclasses.replace(spec, traffic=dataclasses.replace(spec.traffic, rounds=n)))
+        assert acc.budget() == budget(whole.t_in, whole.t_have, whole.hops)
+        assert acc.slowest_round() == slowest_round(whole.t_in, whole.t_have, whole.hops)
+        assert acc.rtt.summary_ns() == summary_ns(whole.rtt_ps)
+    assert sizes[1] <= (2 + len(acc.stages)) * 8 * DENSE_SPAN
+    assert sizes[1] < 4 * sizes[0]  # a range widened by the tail, not 10x the rounds
+
+
+@pytest.mark.parametrize("extra, why", [
+    (["--engine", "auto", "--no-rounds", "--no-plot"], "--engine direct"),
+    (["--engine", "direct", "--no-plot"], "--no-rounds"),
+    (["--engine", "direct", "--no-rounds"], "--no-plot"),
+])
+def test_chunk_rounds_refused_where_rounds_are_kept(tmp_path, capsys, extra, why):
+    rc = main(["run", "scenarios/nvqlink_h200.yaml", "--rounds", "1000", "--chunk-rounds", "100", "--quiet",
+               "--out", str(tmp_path / "o"), *extra])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--chunk-rounds 100" in err and why in err and not (tmp_path / "o").exists()
+
+
+def test_chunk_rounds_refused_for_a_mesh(tmp_path, capsys):
+    rc = main(["run", "scenarios/mesh_fanout_by_function.yaml", "--rounds", "1000", "--chunk-rounds", "100",
+               "--quiet", "--no-rounds", "--no-plot", "--out", str(tmp_path / "o")])
+    assert rc == 2 and "mesh" in capsys.readouterr().err
+
+
+def test_streamed_rounds_are_the_engines_batch_for_batch():
+    spec = compile_scenario(load_scenario("scenarios/nvqlink_h200.yaml"), 50_000, 3).flows[0].spec
+    whole = run_direct(spec)
+    got: dict[str, list] = {}
+    run_direct(spec, chunk_rounds=7_777, sink=lambda i, c: [got.setdefault(k, []).append(v.copy())
+                                                           for k, v in c.items()])
+    for f in ("t_send", "t_in", "t_have", "t_back"):
+        assert np.array_equal(np.concatenate(got[f]), getattr(whole, f))
+    for f in ("issue", "land", "seen", "start", "reply", "publish", "rland"):
+        assert np.array_equal(np.concatenate(got[f]), getattr(whole.hops, f))
+
+
+@pytest.mark.parametrize("at", [2, 12])
+def test_a_stop_keeps_the_rounds_so_far_and_their_budget(at):
+    """Asked to stop in the first pass (its 2nd progress call): the rounds done so far, both passes
+    over them, their budget exact. Asked in the second (progress call 12: the first pass made 11): it
+    completes every round, the request left pending for what runs next."""
+    from twin.engine.stop import clear_stop, request_stop, stop_requested
+    spec = compile_scenario(load_scenario("scenarios/nvqlink_h200.yaml"), 100_000, 7).flows[0].spec
+    seen: list[int] = []
+
+    def progress(done: int) -> None:
+        seen.append(done)
+        if len(seen) == at:
+            request_stop()
+    try:
+        res, acc, stop = stream_one(spec, 10_000, progress)
+        if at == 2:
+            assert stop is not None and acc.n == res.stats["rounds"] == 30_000
+        else:
+            assert stop is None and acc.n == 100_000 and stop_requested() and seen[-1] == 100_000
+    finally:
+        clear_stop()
+    whole = run_direct(spec).head(acc.n)
+    assert acc.budget() == budget(whole.t_in, whole.t_have, whole.hops)
+    assert acc.rtt.summary_ns() == summary_ns(whole.rtt_ps)
