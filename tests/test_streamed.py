@@ -15,7 +15,7 @@ from twin.engine.hops import budget, slowest_round
 from twin.scenario import load_scenario
 from twin.scenario.compile import compile_scenario
 from twin.stats import DENSE_SPAN, summary_ns
-from twin.study import run_study, stream_one
+from twin.studies.run import run_study, stream_one
 
 
 def _run(tmp_path, name, *extra):
