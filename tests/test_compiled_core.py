@@ -32,6 +32,7 @@ from twin.engine.partition import components
 from twin.engine.stop import Interrupted, clear_stop, request_stop
 from twin.engine.topology import Flow, FlowWorkload, Topology
 from twin.faults import FaultPlan
+from twin.runtime.functions import REGISTRY, lookup
 from twin.scenario.compile import flow_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,10 +132,15 @@ def traffics(draw, rounds: int):
     return TrafficParams("open_loop", rounds, frame, period_ps=period, clock=clock, ppm=ppm, gaps=gaps)
 
 
+C_FUNCTIONS = sorted(f.id for f in REGISTRY.values() if f.id == 0 or f.c_symbol)
+"""The functions the core runs: the echo and the runtime library's C functions (invert, xor_fold, sum32)."""
+
+
 @st.composite
 def topologies(draw):
     """1..4 flows over 1..3 consumer nodes, 1..2 cards and 1..2 generators (shared threads, bridges,
-    lanes and oscillators), each with its own device, traffic, slots, encoding and wire."""
+    lanes and oscillators), each with its own device, traffic, slots, encoding, wire and function (the
+    echo or one of the runtime library's C functions: :data:`C_FUNCTIONS`)."""
     seed = draw(st.integers(0, 2**32))
     roce = draw(st.booleans())
     params = ROCE if roce else CARD
@@ -154,7 +160,7 @@ def topologies(draw):
             spec = flow_spec(params, dev, tr, seed, slots=slots, encoding=enc, switch_hops=draw(st.integers(0, 2)))
         else:
             spec = flow_spec(params, dev, tr, seed, slots=slots, encoding=enc, external_control=draw(st.booleans()))
-        spec = replace(spec, name=f"flow{i}")
+        spec = replace(spec, name=f"flow{i}", function=draw(st.sampled_from(C_FUNCTIONS)))
         flows.append(Flow(spec, f"gen{draw(st.integers(0, 1))}", f"card{draw(st.integers(0, cards - 1))}",
                           f"node{node}"))
     return Topology("prop", seed, tuple(flows))
@@ -268,14 +274,50 @@ def test_a_mesh_of_many_flows_on_shared_links_is_identical():
     assert_identical(*on_both(Topology("mesh16", 7, tuple(flows))))
 
 
+@pytest.mark.parametrize("function", ["invert", "xor_fold", "sum32"])
+def test_each_runtime_function_runs_in_the_core_and_checks_its_replies(function):
+    """The core runs the runtime's C function (no fallback) and its replies are the function's: the
+    digest differs from the echo's, no mismatch, and a corrupted reply is one mismatch on both engines."""
+    _core_or_skip()
+    tr = TrafficParams("closed_loop", 30, 21, in_flight=2)
+    fn = lookup(function).id
+    for enc in ("classic", "per_piece"):
+        spec = flow_spec(CARD, "epyc7282", tr, 5, slots=4, encoding=enc, function=fn)
+        ref, got = on_both(Topology.single(spec))
+        assert_identical(ref, got)
+        assert got[0].ok.all() and got[0].stats["mismatches"] == 0
+        echo = compiled.run(Topology.single(replace(spec, function=0)))[0]
+        assert echo.stats["reply_digest"] != got[0].stats["reply_digest"]
+        bad = replace(spec, faults=FaultPlan(corrupt_rounds=frozenset({4}), corrupt_path="reply"))
+        ref, got = on_both(Topology.single(bad))
+        assert_identical(ref, got)
+        assert (np.nonzero(~got[0].ok)[0] + 1).tolist() == [4]
+
+
+def test_a_function_reply_of_another_length_than_planned_leaves_the_flow_to_the_reference(monkeypatch):
+    """The core plans a function's reply writes for one length (its Python twin's on the frame); a reply
+    of another length stops it, and the run is the simpy reference's (never silently different)."""
+    _core_or_skip()
+    spec = flow_spec(CARD, "epyc7282", TrafficParams("closed_loop", 20, 32), 5, slots=4, function=lookup("sum32").id)
+    planned = compiled._function
+    monkeypatch.setattr(compiled, "_function", lambda sp: (planned(sp)[0], planned(sp)[1] + 1))
+    with pytest.raises(native.CoreUnavailable, match="function sum32 gave round 1 a reply of another length"):
+        compiled.run(Topology.single(spec))
+    fell = []
+    monkeypatch.setattr(compiled, "note_fallback", fell.append)
+    res = E.run_topology(Topology.single(spec))
+    assert len(fell) == 1 and "sum32" in fell[0] and res[0].ok.all()
+
+
 @pytest.mark.parametrize("enc", ["classic", "per_piece"])
 def test_every_frame_length_modulo_a_piece_is_identical(enc):
     """Frames of 1..25 bytes: every length of a per-piece message's last piece (1..12 bytes), and short frames."""
     _core_or_skip()
     for frame in range(1, 26):
         tr = TrafficParams("closed_loop", 12, frame, in_flight=2)
-        spec = flow_spec(CARD, "epyc7282", tr, 11, slots=4, encoding=enc)
-        assert_identical(*on_both(Topology.single(spec)))
+        for fn in C_FUNCTIONS:
+            spec = flow_spec(CARD, "epyc7282", tr, 11, slots=4, encoding=enc, function=fn)
+            assert_identical(*on_both(Topology.single(spec)))
 
 def _flow(i: int, gen: str, card: str, node: str, rounds: int = 60, aurora: bool = False, ppm: float = 0.0) -> Flow:
     tr = TrafficParams("open_loop", rounds, 64, gaps=Gaps("exponential", 1_500_000), clock="independent", ppm=ppm)
@@ -407,7 +449,7 @@ DROP = FaultPlan(drop_rounds=frozenset({3}), timeout_ps=20_000_000)
     (dict(faults=DROP, traffic=TrafficParams("closed_loop", 50, 64, in_flight=2)), "several requests in flight"),
     (dict(faults=DROP, traffic=TrafficParams("open_loop", 50, 64, period_ps=4_000_000)), "need closed-loop"),
     (dict(model="code"), "the consumer is model code"),
-    (dict(function=1), "the function is not the echo"),
+    (dict(function=16), "function decode_rep3 has no C code in the runtime library"),
 ])
 def test_what_the_core_does_not_compute_is_refused_with_its_reason(kw, why):
     assert why in compiled.refusal(Topology.single(_spec(**kw)))

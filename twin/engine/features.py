@@ -7,8 +7,9 @@ The gate is explicit and mechanical. :data:`COMPUTED` lists, for each parameter 
 default (a behaviour added to a device after the core was written: an idle cost, a link kind, a
 program that waits on replies) is a reason, e.g. ``consumer.idle_ps = 5000 is not computed by the
 compiled core``. A field the core computes only for some values is checked by :func:`refusal`
-(faults, the function, a drifting clock, ...). Node models say whether the core stands for them
-through the registry: ``"compiled"`` in their ``supports["engines"]`` (:mod:`twin.nodes.models`).
+(faults, the function: :func:`function_refusals`, a drifting clock, ...). Node models say whether
+the core stands for them through the registry: ``"compiled"`` in their ``supports["engines"]``
+(:mod:`twin.nodes.models`).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import dataclasses
 import functools
 
 from twin.nodes.models import model_for
+from twin.runtime.functions import REGISTRY
 
 COMPUTED = {
     "LoopSpec": {"name", "card", "consumer", "traffic", "request_link", "reply_link", "jitter_ps", "aurora", "slots",
@@ -83,6 +85,23 @@ def fault_refusals(spec) -> list[str]:
     return []
 
 
+def function_refusals(spec) -> list[str]:
+    """Why the compiled event core does not run the function of ``spec`` (one reason, or none). It runs
+    the echo and every function of the runtime library with C code (:func:`twin.runtime.functions.has_c_code`:
+    twin/runtime/c/qrt_functions.c, linked into the core) on a frame it accepts; a function written in
+    Python only (a user's, a QEC decoder's table) is the simpy reference's."""
+    if spec.function == 0:
+        return []
+    fn = REGISTRY.get(spec.function)
+    if fn is None:
+        return [f"function {spec.function} is not registered"]
+    if not fn.c_symbol:
+        return [f"function {fn.name} has no C code in the runtime library (its Python runs on the simpy reference)"]
+    if spec.traffic.frame_bytes < fn.min_payload:
+        return [f"function {fn.name} fails on a {spec.traffic.frame_bytes}-byte frame (the simpy reference's)"]
+    return []
+
+
 def refusal(spec, *, direct: bool = False) -> str | None:
     """Why the compiled core does not compute loop ``spec`` (one line), or None. ``direct``: the
     question is for the compiled direct path (whose other limits :func:`twin.engine.direct.run_direct`
@@ -93,8 +112,7 @@ def refusal(spec, *, direct: bool = False) -> str | None:
             if not computes(kind, name):
                 why.append(f"the {what} is model {name}")
         why.extend(fault_refusals(spec))
-        if spec.function != 0:
-            why.append("the function is not the echo")
+        why.extend(function_refusals(spec))
         if spec.traffic.share is not None:
             why.append("a share of a stream is the simpy reference's")
     tr = spec.traffic

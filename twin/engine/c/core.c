@@ -441,11 +441,19 @@ static void sha_final(const sha256_t *in, uint8_t out[32])
    "events" counts alike and equal instants break ties alike): a send, the card taking a request
    (bridge), the engine's posted writes, every landing (bytes copied into the destination region,
    its poller told), a poller's hit (poll instant + cost), the consumer posting its reply, re-arming,
-   the card reading a reply out (checked byte for byte against the echo's reference, hashed), the
+   the card reading a reply out (checked byte for byte against the function's reference, hashed), the
    reply back at the generator. Nodes: the sim consumer (one serving thread per node shared by its
    queues, first come first served), the sim link card (bridge shared by its queue pairs, slots,
    backlog in order, in-order reply poller), lanes shared by the flows over one link direction.
-   What it does not compute, twin/engine/features.py refuses before it runs. */
+   What it does not compute, twin/engine/features.py refuses before it runs.
+
+   The function a consumer runs is the echo (FP_FN 0: the reply is the request's payload) or one of the runtime
+   library's C functions (twin/runtime/c/qrt_functions.c, compiled into the core beside this file: the code the
+   `code` model's endpoint dispatches to, not a copy), called through its address (FP_FN) on the payload as it
+   arrived; the card's reference is the same function on the payload it sent. */
+
+/* a runtime library function (qrt.h's qrt_fn): reply length, or < 0 when it fails */
+typedef int32_t (*core_fn_t)(const uint8_t *in, uint32_t in_len, uint8_t *out, uint32_t out_cap);
 
 /* Exact division of n >= 0 by a divisor d >= 1 fixed for the run, by one multiply and one correction
    (m = floor((2^64 - 1) / d): for n < 2^64, floor(n m / 2^64) is n / d or one less): the event core's
@@ -521,6 +529,7 @@ typedef struct {
     ev_t *heap;
     int64_t hn, hcap, eid, now, events, counter;
     int hole; /* a step is running and its event is still the heap's root */
+    int64_t off_flow, off_seq; /* a function's reply not of its planned length (FP_REP_LEN): flow, round (0: none) */
 } world_t;
 
 /* an event's place in the order as one unsigned 128-bit number: the instant (sign bit flipped, so that signed
@@ -872,6 +881,41 @@ static void send_next(world_t *w, int64_t fi)
    8 bytes of the reply's hashed header before it) */
 #define SCRATCH (65536 + 64)
 
+/* A function's reply of another length than planned (FP_REP_LEN: the reply lane's writes, and so the timing,
+   were planned for it), or a failure (< 0; the reference's status function_failed): noted, the run stops
+   (twin_event_run returns -2) and the caller leaves the flow to the simpy reference. */
+FAULT_PATH static void function_off(world_t *w, int64_t fi, int64_t seq)
+{
+    if (!w->off_seq) {
+        w->off_flow = fi;
+        w->off_seq = seq;
+    }
+}
+
+/* FunctionAnswer.answer with a runtime library function: its reply to the payload in[0..len), into out (room
+   for a contract message); *reply points at it. Returns the reply's length. */
+static int64_t run_function(world_t *w, const flow_t *f, int64_t fi, int64_t seq, const uint8_t *in, int64_t len,
+                            const uint8_t **reply, uint8_t *out)
+{
+    int32_t r = ((core_fn_t)(intptr_t)f->p[FP_FN])(in, (uint32_t)len, out, 65535u);
+    *reply = out;
+    if (r != f->p[FP_REP_LEN]) {
+        function_off(w, fi, seq);
+        return 0;
+    }
+    return r;
+}
+
+/* LinkCard.reference: the function on the payload sent (sent[0..frame)), into out; out. */
+static const uint8_t *reference(world_t *w, const flow_t *f, int64_t fi, int64_t seq, const uint8_t *sent,
+                                uint8_t *out)
+{
+    int32_t r = ((core_fn_t)(intptr_t)f->p[FP_FN])(sent, (uint32_t)f->p[FP_FRAME], out, 65535u);
+    if (r != f->p[FP_REP_LEN])
+        function_off(w, fi, seq);
+    return out;
+}
+
 static inline __attribute__((always_inline)) void step(world_t *w, uint8_t *scratch)
 {
     ev_t e = take(w);
@@ -959,7 +1003,10 @@ static inline __attribute__((always_inline)) void step(world_t *w, uint8_t *scra
         const uint8_t *rq = f->reqmem + base;
         int64_t function = rd16(rq + 4);
         int64_t len = decode(f, f->reqmem, base, scratch); /* the echo: the reply is the request's payload */
-        encode(f, f->pstage, base, seq, scratch, len, function, 0);
+        const uint8_t *reply = scratch;
+        if (p[FP_FN]) /* a runtime library function on the payload as it arrived */
+            len = run_function(w, f, fi, seq, scratch, len, &reply, scratch + SCRATCH);
+        encode(f, f->pstage, base, seq, reply, len, function, 0);
         fault_tamper(f, f->pstage, base, seq, PATH_REPLY, len);
         int64_t fence = p[FP_PER_PIECE] ? 0 : p[FP_FENCE];
         if (p[FP_PER_PIECE]) {
@@ -1000,13 +1047,16 @@ static inline __attribute__((always_inline)) void step(world_t *w, uint8_t *scra
         push(w, w->now + p[FP_READ], E_HAVE, fi, q->seq);
         break;
     }
-    case E_HAVE: { /* LinkCard._have: read the reply out, check it against the echo's reference, free the slot */
+    case E_HAVE: { /* LinkCard._have: read the reply out, check it against the function's reference, free the slot */
         int64_t seq = e.a, base = slot_base(f, seq);
         uint8_t *hdr = scratch, *got = scratch + 8, *want = scratch + SCRATCH; /* hashed: hdr then got, one run */
         int64_t len = decode(f, f->repmem, base, got);
         uint32_t hseq = rd32(f->repmem + base), flags = rd32(f->repmem + base + 8);
         payload_for(f, seq, want);
-        int ok = len == p[FP_FRAME] && flags == 0 && memcmp(got, want, (size_t)len) == 0;
+        const uint8_t *ref = want;
+        if (p[FP_FN]) /* the reference: the function on the payload sent (region 2 until a mismatch needs it) */
+            ref = reference(w, f, fi, seq, want, scratch + 2 * SCRATCH);
+        int ok = len == p[FP_REP_LEN] && flags == 0 && memcmp(got, ref, (size_t)len) == 0;
         wr32(hdr, hseq);
         wr32(hdr + 4, flags);
         sha_update(&f->digest, hdr, 8 + (uint64_t)len);
@@ -1127,7 +1177,8 @@ void *twin_event_new(int64_t nflows, const int64_t *fp, const int64_t *fo, int64
 }
 
 /* Process events until `target` replies are back at their generators (all flows). Returns the replies
-   back so far, or -1 when the timeline ran dry first. */
+   back so far, -1 when the timeline ran dry first, or -2 when a function's reply was not of its planned length
+   (twin_event_off says which). */
 int64_t twin_event_run(void *h, int64_t target)
 {
     world_t *w = h;
@@ -1136,6 +1187,8 @@ int64_t twin_event_run(void *h, int64_t target)
         if (w->hn == 0)
             return -1;
         step(w, scratch);
+        if (w->off_seq)
+            return -2;
     }
     return w->counter;
 }
@@ -1174,6 +1227,15 @@ void twin_event_stats(void *h, int64_t *out)
         o[TS_SERVED] = w->threads[t].served;
         o[TS_BUSY] = w->threads[t].busy;
     }
+}
+
+/* The flow (index in this timeline) and round of the function reply that stopped twin_event_run (-2) in
+   out[0], out[1] (round 0: none). */
+void twin_event_off(void *h, int64_t *out)
+{
+    const world_t *w = h;
+    out[0] = w->off_flow;
+    out[1] = w->off_seq;
 }
 
 void twin_event_free(void *h)
