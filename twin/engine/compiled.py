@@ -14,7 +14,7 @@ Coverage (:func:`refusal` says why anything else stays on the simpy reference): 
 cards of model ``sim`` (a registry entry with ``compiled`` in ``supports["engines"]``), the echo
 (function 0) and the runtime library's C functions (twin/runtime/c/qrt_functions.c, linked into the
 core: the code the ``code`` model runs; the card's reference the same C on the payload sent), the
-faults of :mod:`twin.faults` (a dropped frame only with one request in flight), the default workload
+faults of :mod:`twin.faults` (a dropped frame with any number in flight), the default workload
 (payloads :func:`payload_for`, the function's reference, in-order replies, no kept replies), no
 share of a stream, clocks without drift, any wire (PCIe, RoCE, Aurora), one or many flows sharing
 lanes, bridges and serving threads, closed loop (any in-flight count, gap or random gaps), open loop
@@ -250,6 +250,8 @@ class _World:
         """Process events until ``target`` replies of this component are back; False when its
         timeline ran dry first (``counter`` then the replies back)."""
         got = self.lib.twin_event_run(self.h, target)
+        if got == -3:
+            raise MemoryError("the compiled core could not grow a link card's backlog")
         if got == -2:
             off = np.zeros(2, np.int64)
             self.lib.twin_event_off(self.h, native.ptr(off))
