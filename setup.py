@@ -12,7 +12,8 @@ twin/bundled.py finds them there, or in a checkout at the top level. The extensi
 CPython module (_qrt_module.c) linked with the runtime (qrt_lib.c, plus qrt_functions.c, the C
 builds of the registered functions, when present); twin.runtime.native loads the same shared
 object with ctypes. The engine's compiled core (twin/engine/c/core.c) is a second extension,
-twin.engine._core, loaded by twin.engine.native likewise. A C compiler (gcc or clang) is required.
+twin.engine._core (linked with qrt_functions.c too: its consumer runs the runtime's C functions),
+loaded by twin.engine.native likewise. A C compiler (gcc or clang) is required.
 """
 from __future__ import annotations
 
@@ -43,8 +44,9 @@ def _runtime_sources() -> tuple[str, list[str]]:
 BUILD_ID, LIB_SOURCES = _runtime_sources()
 CORE_C = "twin/engine/c/core.c"  # the engine's compiled core (twin/engine/native.py loads it with ctypes)
 CORE_H = "twin/engine/c/core_interface.h"  # its index tables, generated (twin/engine/gen_core.py, `twin gen`)
-# = twin.engine.native.build_id(): the hash of native.SOURCES, core.c then the header
-CORE_ID = hashlib.sha256(b"".join((HERE / p).read_bytes() for p in (CORE_C, CORE_H))).hexdigest()[:16]
+CORE_FN = f"{C_DIR}/qrt_functions.c"  # the runtime's C functions, linked into the core (its consumer runs them)
+# = twin.engine.native.build_id(): the hash of native.SOURCES, core.c, the header, then the runtime's functions
+CORE_ID = hashlib.sha256(b"".join((HERE / p).read_bytes() for p in (CORE_C, CORE_H, CORE_FN))).hexdigest()[:16]
 
 # the top-level folders a wheel carries as twin._bundled.<folder>; pyproject.toml's [tool.setuptools.package-dir]
 # maps each onto its folder and [tool.setuptools.package-data] names the files (it overrides package_data here)
@@ -87,7 +89,7 @@ setup(
         ),
         Extension(
             "twin.engine._core",
-            sources=[CORE_C],
+            sources=[CORE_C, CORE_FN],
             depends=[CORE_H],
             define_macros=[("TWIN_CORE_BUILD_ID", f'"{CORE_ID}"'), ("TWIN_CORE_PYMODULE", "1")],
         ),

@@ -24,7 +24,18 @@ process, their first-touch faults are in its CPU time) and the median of three l
 same process ("warm"). Issue 12's direct-path target (>= 5 M rounds per CPU-second, within 3x of
 the ceiling) is judged on the cold figures; both print what they keep in memory.
 
-Usage: python benchmarks/engine_speed.py [--quick] [--mesh]
+With ``--process``: the 256-node mesh whose flows ask for the runtime's functions as a whole ``twin
+run`` process, start-up included (:func:`mesh_scenario`: 128 controllers on their own clocks, each one
+open-loop flow with Poisson gaps of mean 2 us through one of 32 link cards to its own EPYC 7282 core;
+a card routes echo, invert, xor_fold and sum32 to its four cores, so 96 flows ask for a function and
+32 for the echo), ``--quiet --no-plot --no-rounds``: rounds per CPU-second of the child process
+(``getrusage``, user + system), the best of 3, for this checkout and (``--before TREE``, e.g. a
+checkout of main) the other at ``--before-rounds`` a flow (there the mesh may run on the simpy
+reference), the mesh with the echo only beside them (one card per controller: a card routes each function to one
+core), the engine each results.json names, and
+the ratio after / before.
+
+Usage: python benchmarks/engine_speed.py [--quick] [--mesh] [--process [--before TREE]]
 """
 from __future__ import annotations
 
@@ -152,12 +163,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a tenth of the rounds (a smoke run)")
     ap.add_argument("--mesh", action="store_true", help="only the mesh tables")
+    ap.add_argument("--process", action="store_true",
+                    help="only the 256-node function mesh as whole twin run processes")
+    ap.add_argument("--before", type=Path, help="with --process: another checkout to run the same mesh in (e.g. main)")
+    ap.add_argument("--before-rounds", type=int, default=500, help="with --before: rounds a flow there (default 500)")
     ap.add_argument("--child", nargs=2, metavar=("WHAT", "ROUNDS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(args.child[0], int(args.child[1]))))
         return
     q = 10 if args.quick else 1
+    if args.process:
+        processes(args.before, 20_000 // q, args.before_rounds // q)
+        return
     loaded = load_scenario(ROOT / "scenarios" / "card_path_64b.yaml")
     sc = loaded.scenario
 
@@ -255,6 +273,95 @@ def setup(spec_of, nodes: int = 512) -> None:
     rounds = (best[200] - best[50]) / 3
     print(f"set-up of a flow ({nodes} nodes, {k} flows, best of 7): {(best[50] - rounds) / k * 1e3:.3f} ms "
           f"({best[50]:.3f} CPU s at 50 rounds a flow, {best[200]:.3f} at 200)")
+
+
+MESH_FUNCTIONS = ("echo", "invert", "xor_fold", "sum32")
+ECHO_ROW = "echo only (a card per controller: routes by function)"
+
+
+def mesh_scenario(rounds: int, functions=MESH_FUNCTIONS, controllers: int = 128, cards: int = 32) -> dict:
+    """A mesh scenario document: ``controllers`` generators on their own clocks (independent, ppm
+    spread over -20 .. +20), each behind an Aurora cable into one of ``cards`` link cards, each with
+    one open-loop flow (Poisson gaps, mean 2 us, ``rounds`` rounds, 64-byte frames) to its own EPYC
+    7282 core over PCIe; a card routes one function of ``functions`` to each of its cores (the i-th
+    controller of a card asks for the i-th function)."""
+    per = controllers // cards
+    nodes: list[dict] = []
+    links: list[dict] = []
+    flows: list[dict] = []
+    for c in range(cards):
+        cores = [f"epyc{c}_{j}" for j in range(per)]
+        nodes.append({"name": f"card{c}", "kind": "link_card",
+                      "routes": {functions[j % len(functions)]: cores[j] for j in range(per)}})
+        for j, core in enumerate(cores):
+            i = c * per + j
+            nodes += [{"name": f"ctrl{i}", "kind": "generator"},
+                      {"name": core, "kind": "consumer", "device": "epyc7282"}]
+            links += [{"from": f"ctrl{i}", "to": f"card{c}", "kind": "aurora"},
+                      {"from": f"card{c}", "to": core, "kind": "pcie"}]
+            flows.append({"from": f"ctrl{i}", "function": functions[j % len(functions)],
+                          "traffic": {"mode": "open_loop", "gaps": {"distribution": "exponential", "mean": "2 us"},
+                                      "clock": "independent", "ppm": round(-20 + 40 * i / controllers, 3)}})
+    return {"name": f"mesh{2 * controllers}_functions", "description": "the function mesh of engine_speed.py",
+            "calibration": str(ROOT / "calibrations" / "fitted" / "card_path.yaml"), "seed": 1, "rounds": rounds,
+            "frame_bytes": 64, "nodes": nodes, "links": links, "flows": flows}
+
+
+# `python -m twin` with the engine's fallback notes (twin.engine.native.note_fallback: the logger twin.engine at
+# INFO) on stderr, so that the benchmark says which engine ran
+TWIN_LOGGED = ("import logging, sys; logging.basicConfig(level=logging.INFO, format='%(name)s: %(message)s'); "
+               "from twin.commands import main; sys.exit(main())")
+
+
+def twin_run_cpu(tree: Path, scenario: Path, out: Path) -> tuple[float, str]:
+    """(CPU seconds, user + system, of one ``twin run SCENARIO --quiet --no-plot --no-rounds`` process of
+    checkout ``tree``; the engine: "simpy reference" when it noted a fall-back to it, else "compiled")."""
+    import resource
+    cmd = [sys.executable, "-c", TWIN_LOGGED, "run", str(scenario), "--out", str(out), "--overwrite", "--quiet",
+           "--no-plot", "--no-rounds"]
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run = subprocess.run(cmd, cwd=out.parent, env=dict(os.environ, PYTHONPATH=str(tree)), check=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    engine = "simpy reference" if "on the simpy reference" in run.stderr else "compiled"
+    return r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime, engine
+
+
+def processes(before: Path | None, rounds: int, before_rounds: int, repeats: int = 3) -> None:
+    """The 256-node function mesh (:func:`mesh_scenario`) as whole ``twin run`` processes: rounds per
+    CPU-second, start-up included, the best of ``repeats``; this checkout with the functions and with
+    the echo only, and ``before`` (another checkout) with the functions at ``before_rounds`` a flow."""
+    import tempfile
+
+    import yaml
+    print(f"machine: {platform.machine()} {platform.processor() or ''}, python {platform.python_version()}; "
+          f"whole `twin run` processes (--quiet --no-plot --no-rounds), CPU = user + system of the process, "
+          f"start-up included; best of {repeats}")
+    print(f"{'mesh (128 controllers, 32 cards, 128 cores)':54s} {'checkout':>8s} {'rounds':>10s} {'CPU s':>7s} "
+          f"{'rounds/CPU-s':>13s}  engine")
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = [("functions", ROOT, rounds, MESH_FUNCTIONS, 32), (ECHO_ROW, ROOT, rounds, ("echo",), 128)]
+        if before is not None:
+            cases.insert(0, ("functions", before.resolve(), before_rounds, MESH_FUNCTIONS, 32))
+        for what, tree, n, fns, cards in cases:
+            path = Path(tmp) / f"{len(fns)}_{n}.yaml"
+            doc = mesh_scenario(n, fns, cards=cards)
+            path.write_text(yaml.safe_dump(doc, sort_keys=False))
+            total = n * len(doc["flows"])
+            best, engine = float("inf"), "?"
+            for _ in range(repeats if tree == ROOT else 1):
+                dt, engine = twin_run_cpu(tree, path, Path(tmp) / "out")
+                best = min(best, dt)
+            side = "this" if tree == ROOT else "before"
+            rows[(what, side)] = total / best
+            print(f"{what:54s} {side:>8s} {total:10,d} {best:7.2f} {total / best:13,.0f}  {engine}")
+    after = rows[("functions", "this")]
+    if ("functions", "before") in rows:
+        print(f"functions mesh, this / before: {after / rows[('functions', 'before')]:.1f}x")
+    print(f"functions mesh / echo-only mesh, this checkout: {after / rows[(ECHO_ROW, 'this')]:.2f}")
+    print(f"issue 25 target (>= 500,000 rounds per CPU-second, whole process): {'met' if after >= 5e5 else 'NOT met'}")
+    print(f"load average (1 min) at the end: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

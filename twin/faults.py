@@ -18,7 +18,10 @@
 
 A run with faults uses the event model (the direct engine has no notion of them): the compiled event
 core injects them as the simpy reference does (:func:`twin.engine.features.fault_refusals` says what
-stays on the reference: a dropped frame with several requests in flight).
+it refuses: a dropped frame outside a closed loop, which the reference refuses too). A scenario takes
+drop_frame with one request in flight only; a :class:`twin.engine.spec.LoopSpec` built in Python may
+have several, where a resent frame enters the card behind later rounds on both engines (and a full
+card can then wait for ever: both run dry).
 """
 from __future__ import annotations
 

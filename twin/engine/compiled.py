@@ -6,17 +6,19 @@ same random streams (each lane's jitter drawn here in numpy from its :class:`Jit
 gaps from the flow's stream) and moves the contract's bytes: the card writes each request's slot
 image (classic: header and payload, then the sequence word; per-piece: one burst of pieces) into
 the consumer's request queue, the consumer's poller sees it complete (:meth:`Encoding.ready`), the
-echo's reply is written back the same way, and the card reads it out, checks it byte for byte
-against the request's payload and hashes it (SHA-256, ``reply_digest``). Per-round timestamps,
+function's reply is written back the same way, and the card reads it out, checks it byte for byte
+against the function's reference and hashes it (SHA-256, ``reply_digest``). Per-round timestamps,
 hops, statistics (events, polls, posted writes, lanes, threads, slot waits) equal the reference's.
 
 Coverage (:func:`refusal` says why anything else stays on the simpy reference): consumers and link
 cards of model ``sim`` (a registry entry with ``compiled`` in ``supports["engines"]``), the echo
-(function 0), the faults of :mod:`twin.faults` (a dropped frame only with one request in flight), the
-default workload (payloads :func:`payload_for`, the echo's reference,
-in-order replies, no kept replies), no share of a stream, clocks without drift, any wire (PCIe,
-RoCE, Aurora), one or many flows sharing lanes, bridges and serving threads, closed loop (any
-in-flight count, gap or random gaps), open loop (period or random gaps), any slots and backlog.
+(function 0) and the runtime library's C functions (twin/runtime/c/qrt_functions.c, linked into the
+core: the code the ``code`` model runs; the card's reference the same C on the payload sent), the
+faults of :mod:`twin.faults` (a dropped frame with any number in flight), the default workload
+(payloads :func:`payload_for`, the function's reference, in-order replies, no kept replies), no
+share of a stream, clocks without drift, any wire (PCIe, RoCE, Aurora), one or many flows sharing
+lanes, bridges and serving threads, closed loop (any in-flight count, gap or random gaps), open loop
+(period or random gaps), any slots and backlog.
 """
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ from twin.engine.stop import CHECK_REPLIES, Interrupted, stop_requested, take_st
 from twin.engine.topology import FlowWorkload, Topology
 from twin.exchange.encoding import get_encoding
 from twin.kernel import JitterStream
+from twin.runtime.functions import lookup
 
 __all__ = ["run", "refusal", "CoreUnavailable", "note_fallback"]
 
@@ -99,6 +102,22 @@ def _faults(spec, keep: list) -> dict:
                 stalls=0 if wins is None else wins.ctypes.data, nstalls=len(stalls))
 
 
+def _function(spec) -> tuple[int, int]:
+    """The consumer's function of flow ``spec`` for core.c: the address of its C code in the core
+    (``FP_FN``; 0 for the echo) and the reply payload bytes it gives for the flow's frame (``FP_REP_LEN``,
+    from its Python twin on a frame of zeros: the functions the core runs give a reply whose length is
+    the request's alone; a reply of another length stops the core, and the flow runs on the reference)."""
+    frame = spec.traffic.frame_bytes
+    if spec.function == 0:
+        return 0, frame
+    f = lookup(spec.function)
+    assert f.c_symbol is not None  # features.refusal refuses a function without C code
+    rep_len = len(f.python(bytes(frame)))
+    if get_encoding(spec.consumer.encoding).slot_bytes(rep_len) > slot_bytes_of(spec):
+        raise CoreUnavailable(f"function {f.name}'s {rep_len}-byte reply does not fit its slot (status bad_length)")
+    return native.function_address(f.c_symbol), rep_len
+
+
 def _wire(wire, sizes: list[int]) -> tuple[list[int], list[int]]:
     tail = getattr(wire, "tail_ps", None)
     return [wire.serialise_ps(s) for s in sizes], [tail(s) if tail else 0 for s in sizes]
@@ -146,7 +165,7 @@ class _World:
     timeline: its parameter rows, per-round tables, lanes, threads and bridges (internal)."""
 
     def __init__(self, lib, topo: Topology, index: tuple[int, ...], draws, phases: dict, clocks: dict):
-        self.lib, self.index, self.h = lib, index, None
+        self.lib, self.index, self.h, self.topo = lib, index, None, topo
         self.keep: list = []  # arrays the core reads (jitter, faults): alive as long as the handle
         self.lanes: dict = {}  # (a, b) -> [index, wire, JitterStream, draws needed]
         self.threads: dict = {}
@@ -186,6 +205,8 @@ class _World:
         enc = get_encoding(spec.consumer.encoding)
         n, frame = tr.rounds, tr.frame_bytes
         sizes = [len(d) for _, d in enc.writes(1, bytes(frame))]
+        fn, rep_len = _function(spec)
+        rsizes = [len(d) for _, d in enc.writes(1, bytes(rep_len))]  # the reply's writes, as the lane sees them
         keys = lane_keys(fl)
         self.flow_lanes.append(keys)
         req = self._lane(keys[0], spec.request_link, fl.lane_stream("request"), spec.jitter_ps, spec.seed,
@@ -198,7 +219,7 @@ class _World:
         self.threads.setdefault(fl.consumer, len(self.threads))
         self.bridges.setdefault(fl.card, len(self.bridges))
         rser, rtail = _wire(req[1], sizes)
-        pser, ptail = _wire(rep[1], sizes)
+        pser, ptail = _wire(rep[1], rsizes)
         rser, rtail, pser, ptail = (x + [0] * (2 - len(x)) for x in (rser, rtail, pser, ptail))
         useri, usert = _wire(up[1], [frame]) if up else ([0], [0])
         downs, downt = _wire(down[1], [frame]) if down else ([0], [0])
@@ -209,7 +230,8 @@ class _World:
         par = dict(n=n, slots=spec.slots, slot_bytes=slot_bytes_of(spec), frame=frame, per_piece=int(enc.per_piece),
                    closed=int(closed), in_flight=tr.in_flight, period_cycles=0 if closed else tr.period_cycles,
                    gap=tr.gap_ps, has_gaps=int(g is not None), syn_bits=tr.syndrome_bits, salt=salt,
-                   function=spec.function, clk_period=clock.period_ps, clk_ppb=clock.ppb, clk_phase=clock.phase_ps,
+                   function=spec.function, fn=fn, rep_len=rep_len, clk_period=clock.period_ps, clk_ppb=clock.ppb,
+                   clk_phase=clock.phase_ps,
                    poll=c.poll_period_ps, phase=phase, cost=c.poll_cost_ps,
                    body=c.pre_service_ps(enc, frame) + c.service_ps, fence=c.fence_ps,
                    thread=self.threads[fl.consumer], card_clk=card.clock_ps, bridge_ps=card.bridge_ps(frame),
@@ -228,6 +250,14 @@ class _World:
         """Process events until ``target`` replies of this component are back; False when its
         timeline ran dry first (``counter`` then the replies back)."""
         got = self.lib.twin_event_run(self.h, target)
+        if got == -3:
+            raise MemoryError("the compiled core could not grow a link card's backlog")
+        if got == -2:
+            off = np.zeros(2, np.int64)
+            self.lib.twin_event_off(self.h, native.ptr(off))
+            spec = self.topo.flows[self.index[int(off[0])]].spec
+            raise CoreUnavailable(f"flow {spec.name!r}: function {lookup(spec.function).name} gave round "
+                                  f"{int(off[1])} a reply of another length than the core planned, or failed")
         if got < 0:
             self.read_stats()
             self.counter = int(self.stats[WS["replies"]])

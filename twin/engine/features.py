@@ -7,8 +7,9 @@ The gate is explicit and mechanical. :data:`COMPUTED` lists, for each parameter 
 default (a behaviour added to a device after the core was written: an idle cost, a link kind, a
 program that waits on replies) is a reason, e.g. ``consumer.idle_ps = 5000 is not computed by the
 compiled core``. A field the core computes only for some values is checked by :func:`refusal`
-(faults, the function, a drifting clock, ...). Node models say whether the core stands for them
-through the registry: ``"compiled"`` in their ``supports["engines"]`` (:mod:`twin.nodes.models`).
+(faults, the function: :func:`function_refusals`, a drifting clock, ...). Node models say whether
+the core stands for them through the registry: ``"compiled"`` in their ``supports["engines"]``
+(:mod:`twin.nodes.models`).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import dataclasses
 import functools
 
 from twin.nodes.models import model_for
+from twin.runtime.functions import REGISTRY
 
 COMPUTED = {
     "LoopSpec": {"name", "card", "consumer", "traffic", "request_link", "reply_link", "jitter_ps", "aurora", "slots",
@@ -74,12 +76,28 @@ def computes(kind: str, model: str) -> bool:
 def fault_refusals(spec) -> list[str]:
     """The faults of ``spec`` (:class:`twin.faults.FaultPlan`) the compiled event core does not inject
     as the simpy reference does, one reason each. It injects corrupt_piece (either path), stall and
-    host_freeze windows, the card's reply timeout, and drop_frame with one request in flight."""
+    host_freeze windows, the card's reply timeout, and drop_frame with any number of requests in flight
+    (a resent frame enters the card's backlog behind later rounds, as the reference's deque)."""
     fp, tr = spec.faults, spec.traffic
     if fp.drop_rounds and tr.mode != "closed_loop":
         return ["drop_frame faults need closed-loop traffic (the simpy reference refuses them)"]
-    if fp.drop_rounds and tr.in_flight > 1:
-        return ["a resent frame with several requests in flight (it may overtake) is the simpy reference's"]
+    return []
+
+
+def function_refusals(spec) -> list[str]:
+    """Why the compiled event core does not run the function of ``spec`` (one reason, or none). It runs
+    the echo and every function of the runtime library with C code (:func:`twin.runtime.functions.has_c_code`:
+    twin/runtime/c/qrt_functions.c, linked into the core) on a frame it accepts; a function written in
+    Python only (a user's, a QEC decoder's table) is the simpy reference's."""
+    if spec.function == 0:
+        return []
+    fn = REGISTRY.get(spec.function)
+    if fn is None:
+        return [f"function {spec.function} is not registered"]
+    if not fn.c_symbol:
+        return [f"function {fn.name} has no C code in the runtime library (its Python runs on the simpy reference)"]
+    if spec.traffic.frame_bytes < fn.min_payload:
+        return [f"function {fn.name} fails on a {spec.traffic.frame_bytes}-byte frame (the simpy reference's)"]
     return []
 
 
@@ -93,8 +111,7 @@ def refusal(spec, *, direct: bool = False) -> str | None:
             if not computes(kind, name):
                 why.append(f"the {what} is model {name}")
         why.extend(fault_refusals(spec))
-        if spec.function != 0:
-            why.append("the function is not the echo")
+        why.extend(function_refusals(spec))
         if spec.traffic.share is not None:
             why.append("a share of a stream is the simpy reference's")
     tr = spec.traffic

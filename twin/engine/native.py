@@ -11,7 +11,8 @@ compiled core off (every run on the Python engines).
 Parameters cross as int64 arrays whose indices are the C enums of ``c/core_interface.h``:
 :data:`DIRECT_PARAMS`, :data:`DIRECT_STATE`, :data:`DIRECT_OUTS` (``P_*``, ``S_*``, ``DO_*``) and the
 event core's tables, all generated with :mod:`twin.engine.core_interface` from one table
-(``core_interface.yaml``, ``twin gen``). The build id covers core.c and that header (:data:`SOURCES`).
+(``core_interface.yaml``, ``twin gen``). The build id covers core.c, that header and the runtime library's
+C functions it is linked with (:data:`SOURCES`).
 This module imports only the standard library, numpy and the generated tables at top level.
 """
 from __future__ import annotations
@@ -29,8 +30,12 @@ __all__ = ["C_FILE", "SOURCES", "DIRECT_OUTS", "DIRECT_PARAMS", "DIRECT_STATE", 
            "core", "ptr", "note_fallback"]
 
 C_FILE = Path(__file__).resolve().parent / "c" / "core.c"
-SOURCES = (C_FILE, C_FILE.with_name("core_interface.h"))
-"""What the core is built from: core.c and the header it includes (its build id hashes both, in this order)."""
+FUNCTIONS_C = C_FILE.parents[2] / "runtime" / "c" / "qrt_functions.c"
+"""The runtime library's C functions (twin/runtime/functions.py's C builds), compiled into the core as a second
+translation unit: the consumer of the event core calls the code the ``code`` model's endpoint dispatches to."""
+SOURCES = (C_FILE, C_FILE.with_name("core_interface.h"), FUNCTIONS_C)
+"""What the core is built from: core.c, the header it includes and the runtime's functions (its build id hashes
+them, in this order)."""
 
 
 class CoreUnavailable(RuntimeError):
@@ -62,6 +67,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.twin_event_stats.argtypes = [ctypes.c_void_p, _P]
     lib.twin_event_free.restype = None
     lib.twin_event_free.argtypes = [ctypes.c_void_p]
+    lib.twin_event_off.restype = None
+    lib.twin_event_off.argtypes = [ctypes.c_void_p, _P]
     lib.twin_event_columns.restype = ctypes.c_int64  # last: an older build without it has the rest declared
     lib.twin_event_columns.argtypes = []
 
@@ -86,7 +93,7 @@ def core() -> ctypes.CDLL:
             raise CoreUnavailable(_WHY)
         from twin.runtime.native import build_shared
         try:
-            path = str(build_shared("twin-core", "the engine's compiled core", want, [C_FILE], [],
+            path = str(build_shared("twin-core", "the engine's compiled core", want, [C_FILE, FUNCTIONS_C], [],
                                     [f'-DTWIN_CORE_BUILD_ID="{want}"', "-O3"], CoreUnavailable))
         except CoreUnavailable as e:
             _WHY = str(e).splitlines()[0]
@@ -95,6 +102,19 @@ def core() -> ctypes.CDLL:
     _declare(lib)
     _LIB = lib
     return lib
+
+
+def function_address(symbol: str) -> int:
+    """The address, in the compiled core, of the runtime library's C function ``symbol`` (a
+    :class:`twin.runtime.functions.Function`'s ``c_symbol``, e.g. ``"qrt_fn_invert"``), for the event
+    core's ``FP_FN``. Raises :class:`CoreUnavailable` when the core lacks it (a function whose C is not
+    in twin/runtime/c/qrt_functions.c)."""
+    try:
+        fn = getattr(core(), symbol)
+    except AttributeError:
+        raise CoreUnavailable(f"the compiled core has no C function {symbol} (it links "
+                              f"twin/runtime/c/{FUNCTIONS_C.name} only)") from None
+    return int(ctypes.cast(fn, ctypes.c_void_p).value or 0)
 
 
 def ptr(a: np.ndarray):

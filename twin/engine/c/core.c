@@ -441,11 +441,19 @@ static void sha_final(const sha256_t *in, uint8_t out[32])
    "events" counts alike and equal instants break ties alike): a send, the card taking a request
    (bridge), the engine's posted writes, every landing (bytes copied into the destination region,
    its poller told), a poller's hit (poll instant + cost), the consumer posting its reply, re-arming,
-   the card reading a reply out (checked byte for byte against the echo's reference, hashed), the
+   the card reading a reply out (checked byte for byte against the function's reference, hashed), the
    reply back at the generator. Nodes: the sim consumer (one serving thread per node shared by its
    queues, first come first served), the sim link card (bridge shared by its queue pairs, slots,
-   backlog in order, in-order reply poller), lanes shared by the flows over one link direction.
-   What it does not compute, twin/engine/features.py refuses before it runs. */
+   backlog in arrival order, reply poller in issue order), lanes shared by the flows over one link direction.
+   What it does not compute, twin/engine/features.py refuses before it runs.
+
+   The function a consumer runs is the echo (FP_FN 0: the reply is the request's payload) or one of the runtime
+   library's C functions (twin/runtime/c/qrt_functions.c, compiled into the core beside this file: the code the
+   `code` model's endpoint dispatches to, not a copy), called through its address (FP_FN) on the payload as it
+   arrived; the card's reference is the same function on the payload it sent. */
+
+/* a runtime library function (qrt.h's qrt_fn): reply length, or < 0 when it fails */
+typedef int32_t (*core_fn_t)(const uint8_t *in, uint32_t in_len, uint8_t *out, uint32_t out_cap);
 
 /* Exact division of n >= 0 by a divisor d >= 1 fixed for the run, by one multiply and one correction
    (m = floor((2^64 - 1) / d): for n < 2^64, floor(n m / 2^64) is n / d or one less): the event core's
@@ -487,7 +495,10 @@ typedef struct {
     udiv_t slots, card_clk, clk_period; /* the divisors of slot_base, the card's clock and the generator's clock */
     uint8_t *reqmem, *repmem, *cstage, *pstage;
     int64_t sent, received, scheduled;              /* generator */
-    int64_t submitted, issued, read, watching, backlog_max, mismatches, corrupted; /* card */
+    int64_t issued, read, watching, backlog_max, mismatches, corrupted; /* card: requests issued, replies read */
+    int64_t *backq, bhead, blen, bcap; /* the card's backlog: (round, ready instant) pairs in arrival order, a ring */
+    int64_t *outq, ohead, olen;        /* its outstanding rounds in issue order: a ring of FP_SLOTS */
+    uint8_t *replied;                  /* per round: its reply read (a flow with a reply timeout), else NULL */
     int64_t dropped, resent, timeouts;                /* faults */
     int64_t next_seq;                                 /* consumer */
     poller_t cpoll, kpoll;
@@ -521,6 +532,8 @@ typedef struct {
     ev_t *heap;
     int64_t hn, hcap, eid, now, events, counter;
     int hole; /* a step is running and its event is still the heap's root */
+    int64_t off_flow, off_seq; /* a function's reply not of its planned length (FP_REP_LEN): flow, round (0: none) */
+    int oom;                   /* a card's backlog could not grow */
 } world_t;
 
 /* an event's place in the order as one unsigned 128-bit number: the instant (sign bit flipped, so that signed
@@ -765,11 +778,38 @@ static void poller_landed(world_t *w, poller_t *q, int type, int64_t flow, const
         poller_schedule(w, q, type, flow);
 }
 
+/* LinkCard._watch: the reply poller armed for the oldest outstanding request (in issue order) */
 static void card_watch(world_t *w, int64_t fi)
 {
     flow_t *f = &w->f[fi];
     f->watching = 1;
-    poller_arm(w, &f->kpoll, E_KFIRE, fi, f->repmem, f->read + 1);
+    poller_arm(w, &f->kpoll, E_KFIRE, fi, f->repmem, f->outq[f->ohead]);
+}
+
+/* The card's backlog (LinkCard._backlog, a deque in arrival order: a dropped frame's resend may arrive after
+   later rounds): append round seq, ready at `ready`; the ring doubles when full. Returns 0 when out of memory. */
+static int back_push(flow_t *f, int64_t seq, int64_t ready)
+{
+    if (f->blen == f->bcap) {
+        int64_t cap = 2 * f->bcap, *q = malloc((size_t)cap * 2 * sizeof(int64_t));
+        if (!q)
+            return 0;
+        for (int64_t k = 0; k < f->blen; k++) {
+            int64_t j = (f->bhead + k) % f->bcap;
+            q[2 * k] = f->backq[2 * j];
+            q[2 * k + 1] = f->backq[2 * j + 1];
+        }
+        free(f->backq);
+        f->backq = q;
+        f->bhead = 0;
+        f->bcap = cap;
+    }
+    int64_t i = f->bhead + f->blen;
+    i = i >= f->bcap ? i - f->bcap : i;
+    f->backq[2 * i] = seq;
+    f->backq[2 * i + 1] = ready;
+    f->blen++;
+    return 1;
 }
 
 /* ---- faults (twin.faults.FaultPlan, as the simpy reference injects them): kept out of the hot path (a flow
@@ -827,13 +867,14 @@ static inline int fault_drop(world_t *w, int64_t fi, int64_t seq)
     return w->f[fi].p[FP_FAULT_ROUNDS] && fault_lose(w, fi, seq);
 }
 
-static void card_issue(world_t *w, int64_t fi, int64_t seq)
+/* LinkCard._issue: request seq, ready at `ready`, goes out at once or when ready; its slot wait is recorded in
+   issue order (LinkCard.slot_wait_ps) */
+static void card_issue(world_t *w, int64_t fi, int64_t seq, int64_t ready)
 {
     flow_t *f = &w->f[fi];
-    f->issued = seq;
-    int64_t ready = OUT(f, FO_SLOT_WAIT, seq); /* the ready instant, until now */
-    int64_t t_issue = w->now > ready ? w->now : ready;
-    OUT(f, FO_SLOT_WAIT, seq) = t_issue - ready;
+    int64_t t_issue = w->now > ready ? w->now : ready, o = f->ohead + f->olen++;
+    f->col[FO_SLOT_WAIT][f->issued++] = t_issue - ready;
+    f->outq[o >= f->p[FP_SLOTS] ? o - f->p[FP_SLOTS] : o] = seq;
     push(w, t_issue, E_WRITE, fi, seq);
     fault_watch_reply(w, fi, seq, t_issue);
     if (!f->watching)
@@ -872,6 +913,41 @@ static void send_next(world_t *w, int64_t fi)
    8 bytes of the reply's hashed header before it) */
 #define SCRATCH (65536 + 64)
 
+/* A function's reply of another length than planned (FP_REP_LEN: the reply lane's writes, and so the timing,
+   were planned for it), or a failure (< 0; the reference's status function_failed): noted, the run stops
+   (twin_event_run returns -2) and the caller leaves the flow to the simpy reference. */
+FAULT_PATH static void function_off(world_t *w, int64_t fi, int64_t seq)
+{
+    if (!w->off_seq) {
+        w->off_flow = fi;
+        w->off_seq = seq;
+    }
+}
+
+/* FunctionAnswer.answer with a runtime library function: its reply to the payload in[0..len), into out (room
+   for a contract message); *reply points at it. Returns the reply's length. */
+static int64_t run_function(world_t *w, const flow_t *f, int64_t fi, int64_t seq, const uint8_t *in, int64_t len,
+                            const uint8_t **reply, uint8_t *out)
+{
+    int32_t r = ((core_fn_t)(intptr_t)f->p[FP_FN])(in, (uint32_t)len, out, 65535u);
+    *reply = out;
+    if (r != f->p[FP_REP_LEN]) {
+        function_off(w, fi, seq);
+        return 0;
+    }
+    return r;
+}
+
+/* LinkCard.reference: the function on the payload sent (sent[0..frame)), into out; out. */
+static const uint8_t *reference(world_t *w, const flow_t *f, int64_t fi, int64_t seq, const uint8_t *sent,
+                                uint8_t *out)
+{
+    int32_t r = ((core_fn_t)(intptr_t)f->p[FP_FN])(sent, (uint32_t)f->p[FP_FRAME], out, 65535u);
+    if (r != f->p[FP_REP_LEN])
+        function_off(w, fi, seq);
+    return out;
+}
+
 static inline __attribute__((always_inline)) void step(world_t *w, uint8_t *scratch)
 {
     ev_t e = take(w);
@@ -896,14 +972,15 @@ static inline __attribute__((always_inline)) void step(world_t *w, uint8_t *scra
     case E_SUBMIT: { /* LinkCard.submit: the bridge (shared by the card's queue pairs), then issue or backlog */
         int64_t seq = e.a, *bfree = &w->bridges[p[FP_BRIDGE]];
         *bfree = (w->now > *bfree ? w->now : *bfree) + p[FP_BRIDGE_PS];
-        OUT(f, FO_SLOT_WAIT, seq) = *bfree + p[FP_LAND_PS]; /* the ready instant, until the card issues it */
+        int64_t ready = *bfree + p[FP_LAND_PS];
         OUT(f, FO_T_IN, seq) = w->now;
-        int64_t backlog = f->submitted - f->issued;
-        f->submitted = seq;
-        if (backlog == 0 && f->issued - f->read < p[FP_SLOTS]) {
-            card_issue(w, fi, seq);
-        } else if (backlog + 1 > f->backlog_max) {
-            f->backlog_max = backlog + 1;
+        if (f->blen == 0 && f->olen < p[FP_SLOTS]) {
+            card_issue(w, fi, seq, ready);
+        } else {
+            if (!back_push(f, seq, ready))
+                w->oom = 1;
+            if (f->blen > f->backlog_max)
+                f->backlog_max = f->blen;
         }
         break;
     }
@@ -959,7 +1036,10 @@ static inline __attribute__((always_inline)) void step(world_t *w, uint8_t *scra
         const uint8_t *rq = f->reqmem + base;
         int64_t function = rd16(rq + 4);
         int64_t len = decode(f, f->reqmem, base, scratch); /* the echo: the reply is the request's payload */
-        encode(f, f->pstage, base, seq, scratch, len, function, 0);
+        const uint8_t *reply = scratch;
+        if (p[FP_FN]) /* a runtime library function on the payload as it arrived */
+            len = run_function(w, f, fi, seq, scratch, len, &reply, scratch + SCRATCH);
+        encode(f, f->pstage, base, seq, reply, len, function, 0);
         fault_tamper(f, f->pstage, base, seq, PATH_REPLY, len);
         int64_t fence = p[FP_PER_PIECE] ? 0 : p[FP_FENCE];
         if (p[FP_PER_PIECE]) {
@@ -1000,17 +1080,24 @@ static inline __attribute__((always_inline)) void step(world_t *w, uint8_t *scra
         push(w, w->now + p[FP_READ], E_HAVE, fi, q->seq);
         break;
     }
-    case E_HAVE: { /* LinkCard._have: read the reply out, check it against the echo's reference, free the slot */
+    case E_HAVE: { /* LinkCard._have: read the reply out, check it against the function's reference, free the slot */
         int64_t seq = e.a, base = slot_base(f, seq);
         uint8_t *hdr = scratch, *got = scratch + 8, *want = scratch + SCRATCH; /* hashed: hdr then got, one run */
         int64_t len = decode(f, f->repmem, base, got);
         uint32_t hseq = rd32(f->repmem + base), flags = rd32(f->repmem + base + 8);
         payload_for(f, seq, want);
-        int ok = len == p[FP_FRAME] && flags == 0 && memcmp(got, want, (size_t)len) == 0;
+        const uint8_t *ref = want;
+        if (p[FP_FN]) /* the reference: the function on the payload sent (region 2 until a mismatch needs it) */
+            ref = reference(w, f, fi, seq, want, scratch + 2 * SCRATCH);
+        int ok = len == p[FP_REP_LEN] && flags == 0 && memcmp(got, ref, (size_t)len) == 0;
         wr32(hdr, hseq);
         wr32(hdr + 4, flags);
         sha_update(&f->digest, hdr, 8 + (uint64_t)len);
-        f->read = seq;
+        f->read++;
+        f->ohead = f->ohead + 1 == p[FP_SLOTS] ? 0 : f->ohead + 1; /* seq was the oldest outstanding */
+        f->olen--;
+        if (f->replied)
+            f->replied[seq - 1] = 1;
         if (!ok) {
             f->mismatches++;
             uint8_t *sent = scratch + 2 * SCRATCH;
@@ -1019,9 +1106,14 @@ static inline __attribute__((always_inline)) void step(world_t *w, uint8_t *scra
                 f->corrupted++;
         }
         f->watching = 0;
-        while (f->submitted > f->issued && f->issued - f->read < p[FP_SLOTS])
-            card_issue(w, fi, f->issued + 1);
-        if (f->issued > f->read && !f->watching)
+        while (f->blen && f->olen < p[FP_SLOTS]) { /* the backlog in arrival order, while slots are free */
+            const int64_t *b = f->backq + 2 * f->bhead;
+            int64_t bseq = b[0], bready = b[1];
+            f->bhead = f->bhead + 1 == f->bcap ? 0 : f->bhead + 1;
+            f->blen--;
+            card_issue(w, fi, bseq, bready);
+        }
+        if (f->olen && !f->watching)
             card_watch(w, fi);
         /* on_reply: the reply goes back towards the generator */
         OUT(f, FO_T_HAVE, seq) = w->now;
@@ -1046,8 +1138,8 @@ static inline __attribute__((always_inline)) void step(world_t *w, uint8_t *scra
         f->resent++;
         deliver(w, fi, e.a);
         break;
-    case E_OVERDUE: /* LinkCard._overdue: the reply of request e.a is not in yet (in order: not yet read) */
-        if ((int64_t)e.a > f->read)
+    case E_OVERDUE: /* LinkCard._overdue: the reply of request e.a is not in yet */
+        if (!f->replied[e.a - 1])
             f->timeouts++;
         break;
     }
@@ -1108,7 +1200,12 @@ void *twin_event_new(int64_t nflows, const int64_t *fp, const int64_t *fo, int64
         f->cpoll.nwin = f->cpoll.win ? p[FP_NSTALLS] : 0;
         f->next_seq = 1;
         sha_init(&f->digest);
-        if (!f->reqmem || !f->repmem || !f->cstage || !f->pstage)
+        f->bcap = 16;
+        f->backq = malloc((size_t)f->bcap * 2 * sizeof(int64_t));
+        f->outq = malloc((size_t)p[FP_SLOTS] * sizeof(int64_t));
+        f->replied = p[FP_TIMEOUT] ? calloc((size_t)p[FP_N], 1) : NULL;
+        if (!f->reqmem || !f->repmem || !f->cstage || !f->pstage || !f->backq || !f->outq
+            || (p[FP_TIMEOUT] && !f->replied))
             return NULL;
     }
     for (int64_t i = 0; i < nflows; i++) /* PollingConsumer.start */
@@ -1127,7 +1224,8 @@ void *twin_event_new(int64_t nflows, const int64_t *fp, const int64_t *fo, int64
 }
 
 /* Process events until `target` replies are back at their generators (all flows). Returns the replies
-   back so far, or -1 when the timeline ran dry first. */
+   back so far, -1 when the timeline ran dry first, -2 when a function's reply was not of its planned length
+   (twin_event_off says which), -3 when out of memory. */
 int64_t twin_event_run(void *h, int64_t target)
 {
     world_t *w = h;
@@ -1136,6 +1234,10 @@ int64_t twin_event_run(void *h, int64_t target)
         if (w->hn == 0)
             return -1;
         step(w, scratch);
+        if (w->off_seq)
+            return -2;
+        if (w->oom)
+            return -3;
     }
     return w->counter;
 }
@@ -1176,6 +1278,15 @@ void twin_event_stats(void *h, int64_t *out)
     }
 }
 
+/* The flow (index in this timeline) and round of the function reply that stopped twin_event_run (-2) in
+   out[0], out[1] (round 0: none). */
+void twin_event_off(void *h, int64_t *out)
+{
+    const world_t *w = h;
+    out[0] = w->off_flow;
+    out[1] = w->off_seq;
+}
+
 void twin_event_free(void *h)
 {
     world_t *w = h;
@@ -1187,6 +1298,9 @@ void twin_event_free(void *h)
         free(f->repmem);
         free(f->cstage);
         free(f->pstage);
+        free(f->backq);
+        free(f->outq);
+        free(f->replied);
     }
     free(w->f);
     free(w->lanes);
