@@ -14,7 +14,7 @@ Prints, in one run:
    which heavy modules are loaded at the first table. With ``--before TREE`` (a checkout of main, e.g.
    ``git archive main | tar -x -C /tmp/before`` plus the runtime ``.so``) the same in that tree;
 3. "figures never take longer than the simulation" (docs/decisions.md says what the simulation is):
-   histograms.png (:func:`twin.report.plot_histograms`) of the faults scenario
+   histograms.png (:func:`twin.reports.run.plot_histograms`) of the faults scenario
    (scenarios/faults_epyc7282.yaml, one consumer) and of the default scenario (five) at each of
    ``--figure-rounds`` rounds per consumer (default: each scenario's own rounds, 1e5 and 1e6), each
    case in a process of its own (:func:`figure_case`: the figure is that process's first, as in
@@ -55,7 +55,7 @@ HEAVY = ("numpy", "pydantic", "networkx", "simpy", "scipy", "matplotlib", "pyarr
 DRIVER = r"""
 import json, sys, time
 marks = {"start": time.time(), "start_cpu": time.process_time()}
-import twin.commands, twin.report, twin.scenario, twin.studies.run
+import twin.commands, twin.reports.run, twin.scenario, twin.studies.run
 marks["imports"], marks["imports_cpu"] = time.time(), time.process_time()
 spent = {"load": 0.0, "engine": 0.0, "summaries": 0.0, "table": 0.0}
 cpu = dict.fromkeys(spent, 0.0)
@@ -75,7 +75,7 @@ timed(twin.scenario, "load_scenario", "load")
 timed(twin.studies.run, "run_one", "engine")
 timed(twin.studies.run, "_summary", "summaries")
 import twin.commands.run as run_command
-table = twin.report.print_table
+table = twin.reports.run.print_table
 def first(*a, **k):
     t, c = time.time(), time.process_time()
     table(*a, **k)
@@ -84,7 +84,7 @@ def first(*a, **k):
     shown()
 def preview(so_far, check, console, quiet):  # a terminal's first table: above the check's bar
     t, c = time.time(), time.process_time()
-    twin.report.headline_table(so_far).renderables(console)
+    twin.reports.run.headline_table(so_far).renderables(console)
     spent["table"] += time.time() - t
     cpu["table"] += time.process_time() - c
     shown()
@@ -98,7 +98,7 @@ def shown():
 if hasattr(run_command, "_preview"):  # the table first shows as the preview (on a terminal; built here)
     run_command._preview = preview
 else:  # a tree that prints the table itself before the check
-    twin.report.print_table = first
+    twin.reports.run.print_table = first
 sys.exit(twin.commands.main(sys.argv[1:]))
 """.replace("HEAVY", repr(HEAVY))
 
@@ -207,12 +207,12 @@ def figure_case(scenario: str, rounds: int | None) -> dict:
     own), in this process, CPU seconds: ``cold`` (the first ``run_study`` in the process, no check),
     ``engine`` (the median of three more), ``whole`` (``run_study`` at its default ``verify_rounds``,
     ``twin run``'s; median of three), ``import`` (matplotlib's figure, Agg canvas, patches and
-    ticker), ``first`` (the process's first histograms.png: :func:`twin.report.plot_histograms` into
+    ticker), ``first`` (the process's first histograms.png: :func:`twin.reports.run.plot_histograms` into
     a :class:`twin.output.files.RunFolder`; whatever else the tree's figure imports is in it),
     ``later`` (median of three more); ``rounds`` per consumer and ``panels``."""
     import statistics
 
-    import twin.report as report
+    import twin.reports.run as report
     from twin.output.files import RunFolder
     from twin.scenario import load_scenario
     from twin.studies.run import run_study
@@ -292,7 +292,7 @@ def crossover(scenario: str, start: int, cache: dict, most: int = 16_000_000) ->
 
 def outputs(tmp: Path, fig_rounds: list[int | None], file_rounds: int, tag: str) -> None:
     """Sections 3 and 4 with the ``twin`` on ``sys.path`` (each writer it has)."""
-    import twin.report as report
+    import twin.reports.run as report
     from twin.output.files import RunFolder
     from twin.scenario import load_scenario
     from twin.studies.run import run_study

@@ -126,8 +126,8 @@ def _fake_decode_study(deadline_ns=10_000):
 
 
 def test_latency_vs_round_reads_8_us_beside_milliseconds_and_names_only_drawn_series():
-    from twin.qec.decode_figures import latency_axis, latency_figure
-    from twin.qec.report import _label
+    from twin.reports.decode import _label
+    from twin.reports.decode_figures import latency_axis, latency_figure
     fig = latency_figure(_fake_decode_study(), _label)
     ax = fig.axes[0]
     lo, hi = ax.get_ylim()

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from twin.commands import main
-from twin.qec.decode_figures import latency_blocks
+from twin.reports.decode_figures import latency_blocks
 from twin.scenario import load_scenario
 from twin.studies.run import PENDING, run_study
 

@@ -60,7 +60,7 @@ def test_bad_input_is_refused():
 
 
 def test_decode_latency_axis_clips_each_series_to_its_percentiles():
-    from twin.qec.decode_figures import latency_clip
+    from twin.reports.decode_figures import latency_clip
     # 1,001 values each: p0.1 is the 2nd (ceil(1001 * 0.001)), p99.9 the 1,000th (ceil(1001 * 0.999))
     a = np.arange(1, 1002, dtype=np.int64) * 1000
     b = np.arange(1, 1002, dtype=np.int64) * 2000
@@ -150,7 +150,7 @@ def test_a_live_panel_sets_its_stalled_rounds_apart_and_names_its_lines_live():
     from types import SimpleNamespace
 
     from twin.output.live import stall_summary
-    from twin.report import histogram_panel
+    from twin.reports.run import histogram_panel
     from twin.stats import summary_ns
     # 1,000 live rounds: service 400 ns, round trip 2.5 us; 30 of them preempted for 4 ms (3 %: far more
     # than the 0.1 % the clip leaves out)

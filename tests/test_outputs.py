@@ -99,19 +99,19 @@ def test_ctrl_c_while_writing_leaves_the_previous_run(tmp_path, monkeypatch):
     out = tmp_path / "o"
     assert main([*RUN, "--no-plot", "--out", str(out)]) == 0
     before = snapshot(out)
-    import twin.report
+    import twin.reports.run
 
     def interrupted(study, folder, fmt):
         folder.write(f"rounds.{fmt}", "half a fi")
         raise KeyboardInterrupt
-    monkeypatch.setattr(twin.report, "write_rounds", interrupted)
+    monkeypatch.setattr(twin.reports.run, "write_rounds", interrupted)
     assert main([*RUN, "--no-plot", "--seed", "9", "--overwrite", "--out", str(out)]) == 130  # twin: interrupted
     assert snapshot(out) == before and sorted(p.name for p in out.iterdir()) == sorted(before)
 
 
 def test_a_refused_or_failed_run_into_a_new_folder_leaves_no_folder(tmp_path, monkeypatch):
-    import twin.report
-    monkeypatch.setattr(twin.report, "write_rounds", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    import twin.reports.run
+    monkeypatch.setattr(twin.reports.run, "write_rounds", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
     assert main([*RUN, "--no-plot", "--out", str(tmp_path / "a" / "b")]) == 130
     assert not (tmp_path / "a").exists()
 

@@ -189,7 +189,7 @@ def test_sinter_plot_reads_the_stats_file(tmp_path):
     import sinter
 
     from twin.output.files import RunFolder
-    from twin.qec.report import write_decode_outputs
+    from twin.reports.decode import write_decode_outputs
     from twin.studies.decode import load_decode, run_decode_study
     study = run_decode_study(load_decode(ROOT / "scenarios" / "decode_user_circuit.yaml"), shots=300)
     with RunFolder(tmp_path / "out") as folder:

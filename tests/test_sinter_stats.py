@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from twin.output.files import RunFolder
-from twin.qec.report import write_decode_outputs
 from twin.qec.sinter_stats import task_stats
+from twin.reports.decode import write_decode_outputs
 from twin.studies.decode import load_decode, run_decode_study
 
 ROOT = Path(__file__).resolve().parents[1]

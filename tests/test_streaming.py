@@ -288,7 +288,7 @@ def test_the_bundled_two_gpu_stream(tmp_path):
     """scenarios/decode_stream_two_gpus.yaml: one MI210 falls behind (its backlog grows per cycle by
     about max(0, 1 - 1/rho) with rho = S/T > 1), two sharing the stream keep up (rho = S/(2T) < 1);
     results.json and requests.csv name each request's device."""
-    from twin.qec.report import write_decode_outputs
+    from twin.reports.decode import write_decode_outputs
     from twin.studies.decode import load_decode, run_decode_study
     ld = load_decode(ROOT / "scenarios/decode_stream_two_gpus.yaml")
     study = run_decode_study(ld, shots=400)

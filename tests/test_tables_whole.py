@@ -107,7 +107,7 @@ def test_no_negative_zero_and_intervals_with_their_values_digits():
 
 
 def test_a_live_consumers_column_is_not_twin_p50():
-    from twin.report import headline_table
+    from twin.reports.run import headline_table
     s = {"p50_ns": 2000.0, "p90_ns": 2100.0, "p99_ns": 2200.0, "p999_ns": 2300.0, "engine": "event",
          "replies_checked": 10, "mismatches": 0, "live": {"backend": "udp"}}
     run = SimpleNamespace(node="qpu", summary=s, result=SimpleNamespace(t_in=[0] * 10))

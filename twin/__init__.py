@@ -9,7 +9,7 @@ Layers (see docs/architecture.md):
 - :mod:`twin.devices` and :mod:`twin.runtime` — the compute (generator, link card, consumers;
   the device runtime library);
 - :mod:`twin.engine` — one loop assembled from them, with the event and direct engines;
-- :mod:`twin.calibration`, :mod:`twin.scenario`, :mod:`twin.studies`, :mod:`twin.report`,
+- :mod:`twin.calibration`, :mod:`twin.scenario`, :mod:`twin.studies`, :mod:`twin.reports`,
   :mod:`twin.commands` — measured data, fitting, what-if studies and their outputs;
   :mod:`twin.bundled` finds the bundled scenarios, calibrations and Verilog.
 """

@@ -52,7 +52,7 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
     differs from the direct decode or the card counted a mismatch, or 130 when a SIGINT or SIGTERM
     stopped it (:mod:`twin.commands.interrupt`: the placements so far, the last one's whole shots,
     written with ``"partial": true``)."""
-    from twin.qec.report import decode_files
+    from twin.reports.decode import decode_files
     from twin.studies.decode import load_decode
 
     path = scenario_arg(args.scenario, DEFAULT_DECODE)
@@ -69,7 +69,7 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
 
 def _decode(args: argparse.Namespace, console, ld, folder) -> int:
     """Run the study, print it, write and commit its files in ``folder``; the exit code."""
-    from twin.qec.report import print_decode, write_decode_outputs
+    from twin.reports.decode import print_decode, write_decode_outputs
     from twin.studies.decode import run_decode_study
 
     shots = args.shots or ld.sc.decode.shots

@@ -192,7 +192,7 @@ def _preview(so_far, check, console: Console, quiet: bool) -> None:
     ``checked`` column filled, is printed in their place; never a ``-`` left in the scrollback)."""
     if quiet or not console.is_terminal:
         return
-    from twin.report import headline_table
+    from twin.reports.run import headline_table
     shown = headline_table(so_far).renderables(console)
     check.get_renderables = lambda: [*shown, check.make_tasks_table(check.tasks)]
 
@@ -210,7 +210,7 @@ def _report(args, console: Console, study, folder, consumers, live: bool, checke
     the direct engine's rounds: its outcome in one line under them), write the outputs into
     ``folder`` and commit them; the exit code."""
     from twin.engine.stop import Interrupted
-    from twin.report import plot_histograms, print_check, print_table, write_results_json, write_rounds
+    from twin.reports.run import plot_histograms, print_check, print_table, write_results_json, write_rounds
 
     out = folder.out
     print_table(study, console)

@@ -3,7 +3,7 @@
 The scenario's schema is :mod:`twin.qec.schema` (its keys are listed there); this module loads a
 scenario (:func:`load_decode`: the file, calibration and traffic through the run scenario's loader,
 :func:`twin.scenario.load.read_scenario`, then the decode block) and runs it
-(:func:`run_decode_study`); :mod:`twin.qec.report` prints and writes the result.
+(:func:`run_decode_study`); :mod:`twin.reports.decode` prints and writes the result.
 
 For every placement the study reports: corrections identical to the direct decode (same shots,
 byte for byte), the card's mismatches, logical errors and rate with its interval for the loop,

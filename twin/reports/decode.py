@@ -232,7 +232,7 @@ def _decode_figures(study: DecodeStudy, folder) -> list[Path]:
     from twin.output.figure import new_figure
     doc = study.document
     paths = []
-    from twin.qec.decode_figures import latency_figure
+    from twin.reports.decode_figures import latency_figure
     paths.append(folder.savefig(DECODE_FILES[4], latency_figure(study, _label)))  # its own tight layout
     fig = new_figure(8, 4)
     ax = fig.subplots()
