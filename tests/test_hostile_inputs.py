@@ -1,0 +1,122 @@
+"""Hostile inputs on the surfaces hardened after the scenario files (issue 29): stim circuits
+measured through REPEAT before stim reads them, the Q1ASM parser, live run folders read by
+``twin validate`` / ``twin calibrate --from-live``, and the calibrate output path built from a run
+folder. Each reproducer is small; a case that would crash or hang the interpreter on a regression
+runs in a subprocess under a CPU-time and memory limit. Every refusal is one line naming the file,
+the key and the value."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from scenario_mutations import limit
+
+from twin.config import ConfigError
+from twin.qec.study import load_decode
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = {"name": "t", "calibration": str(ROOT / "calibrations/fitted/card_path.yaml"),
+        "hosting": str(ROOT / "calibrations/hosting.yaml"),
+        "decode": {"shots": 10, "decoder": "matching", "placements": [{"device": "epyc7282", "mode": "inline"}]}}
+GOOD = "X_ERROR(0.1) 0\nM 0\nDETECTOR rec[-1]\nOBSERVABLE_INCLUDE(0) rec[-1]\n"
+
+
+def one_line(msg: str, file: Path | str, key: str, value: str) -> None:
+    assert "\n" not in msg and msg.startswith(f"{file}: {key}: "), msg
+    assert value in msg and len(msg) < 600, msg
+
+
+def circuit_refusal(tmp_path: Path, text: str, decode: dict | None = None, seconds: float = 20) -> str:
+    (tmp_path / "c.stim").write_text(text)
+    doc = {**BASE, "decode": {**BASE["decode"], "circuit": "c.stim", **(decode or {})}}
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    with limit(seconds), pytest.raises(ConfigError) as e:
+        load_decode(p)
+    one_line(str(e.value), p, "decode.circuit", "'c.stim'")
+    return e.value.problem
+
+
+def in_subprocess(code: str, mem_gb: float = 2, cpu_s: int = 60) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter limited to ``mem_gb`` GiB of address space and ``cpu_s``
+    s of CPU: a regression that segfaults, hangs or allocates gigabytes kills only the child."""
+    pre = (f"import resource; resource.setrlimit(resource.RLIMIT_AS, ({int(mem_gb * 2**30)},) * 2); "
+           f"resource.setrlimit(resource.RLIMIT_CPU, ({cpu_s}, {cpu_s}))\n")
+    return subprocess.run([sys.executable, "-c", pre + textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=cpu_s * 2, cwd=ROOT)
+
+
+# -- stim circuits ---------------------------------------------------------------------------------
+def nested(depth: int, count: int = 2) -> str:
+    return "M 0\n" + f"REPEAT {count} {{\n" * depth + "X_ERROR(0.1) 0\nM 0\nDETECTOR rec[-1]\n" + "}\n" * depth \
+        + "OBSERVABLE_INCLUDE(0) rec[-1]\n"
+
+
+def test_deep_repeat_nesting_is_refused_before_stim_parses_it(tmp_path):
+    (tmp_path / "c.stim").write_text(nested(100_000, 1))  # stim's recursive parser would overflow the C stack
+    doc = {**BASE, "decode": {**BASE["decode"], "circuit": "c.stim"}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc))
+    r = in_subprocess(f"""
+        from twin.config import ConfigError
+        from twin.qec.study import load_decode
+        try:
+            load_decode({str(tmp_path / 's.yaml')!r})
+        except ConfigError as e:
+            print(e)
+        """)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "nested more than 16 deep" in r.stdout and r.stdout.count("\n") == 1, r.stdout
+
+
+@pytest.mark.parametrize("text, says", [
+    ("REPEAT 1000000000000 {\n TICK\n}\n" + GOOD, "instructions once its REPEAT blocks are unrolled"),
+    ("REPEAT 100000 {\n REPEAT 100000 {\n TICK\n }\n}\n" + GOOD, "instructions once"),
+    ("REPEAT 1000 {\n H " + " ".join(map(str, range(60000))) + "\n}\n" + GOOD, "gate targets"),
+    ("REPEAT 10000000000000 {\n TICK\n}\n" + GOOD, "1 to 1,000,000,000,000"),
+    ("REPEAT ٣ {\n TICK\n}\n" + GOOD, "ASCII digits"),
+    ("REPEAT 0 {\n TICK\n}\n" + GOOD, "1 to 1,000,000,000,000"),
+    ("REPEAT 3 {\n TICK\n" + GOOD, "never closed"),
+    ("}\n" + GOOD, "closes no REPEAT"),
+    ("M 0\n" + "DETECTOR rec[-1]\n" * 300_000 + "OBSERVABLE_INCLUDE(0) rec[-1]\n", "detectors read measurement 0"),
+    ("M 0\nREPEAT 300000 {\n DETECTOR rec[-1]\n}\nOBSERVABLE_INCLUDE(0) rec[-1]\n", "detectors read measurement 0"),
+    ("CX rec[-1] 0\n" + GOOD, "rec[-1] reaches before the first measurement (0 made before it)"),
+    ("M 0 1\nREPEAT 5 {\n M 0\n CX rec[-4] 1\n}\n" + GOOD, "rec[-4] reaches before the first measurement (3 made"),
+    ("X_ERROR(0.1) 0\nM 0\nDETECTOR rec[-1]\nOBSERVABLE_INCLUDE(0) rec[-1]\nOBSERVABLE_INCLUDE(1)\n",
+     "observable 1 has no target"),
+])
+def test_a_hostile_circuit_is_refused_in_one_line(tmp_path, text, says):
+    assert says in circuit_refusal(tmp_path, text)
+
+
+def test_a_certain_error_is_refused_for_matching_with_the_physical_reason(tmp_path):
+    text = "X_ERROR(1) 1\nX_ERROR(0.1) 0\nM 0 1\nDETECTOR rec[-2]\nDETECTOR rec[-1]\nOBSERVABLE_INCLUDE(0) rec[-2]\n"
+    assert "probability 1: matching weighs an edge log((1 - p)/p)" in circuit_refusal(tmp_path, text)
+
+
+def test_a_certain_error_is_fine_for_lookup(tmp_path):
+    (tmp_path / "c.stim").write_text("X_ERROR(1) 1\nX_ERROR(0.1) 0\nM 0\nDETECTOR rec[-1]\n"
+                                     "OBSERVABLE_INCLUDE(0) rec[-1]\n")
+    doc = {**BASE, "decode": {**BASE["decode"], "circuit": "c.stim", "decoder": "lookup"}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc))
+    assert load_decode(tmp_path / "s.yaml").circuit.num_detectors == 1
+
+
+def test_the_measure_agrees_with_stim_on_the_bundled_circuits():
+    import stim
+
+    from twin.qec.circuit_text import measure_circuit_text
+    for f in sorted((ROOT / "scenarios").glob("*.stim")):
+        text = f.read_text()
+        c, m = stim.Circuit(text), measure_circuit_text(text)
+        flat = c.flattened()
+        assert (m.measurements, m.detectors, m.observables) == (c.num_measurements, c.num_detectors,
+                                                                c.num_observables), f
+        assert m.instructions >= len(flat) and m.targets == sum(len(op.targets_copy()) for op in flat), f
+        assert m.most_read[1] <= 2 and m.depth >= 1, f
