@@ -120,3 +120,56 @@ def test_the_measure_agrees_with_stim_on_the_bundled_circuits():
                                                                 c.num_observables), f
         assert m.instructions >= len(flat) and m.targets == sum(len(op.targets_copy()) for op in flat), f
         assert m.most_read[1] <= 2 and m.depth >= 1, f
+
+
+# -- Q1ASM -----------------------------------------------------------------------------------------
+def test_a_line_of_64000_spaces_parses_in_linear_time():
+    from twin.devices.q1asm import Q1AsmError, parse
+    with limit(5):
+        with pytest.raises(Q1AsmError, match="line 2: cannot read '[?] *...'"):
+            parse("stop\n" + " " * 64_000 + "?" + " " * 64_000 + "x#\n")
+        with pytest.raises(Q1AsmError, match="line 1: unknown instruction 'waitx'"):
+            parse("waitx" + " " * 64_000 + "4" * 64_000 + "\nstop\n")
+        instrs, _ = parse(" " * 64_000 + "wait" + " " * 64_000 + "4" + " " * 64_000 + "\nstop\n")
+    assert [(i.op, i.args) for i in instrs] == [("wait", ("4",)), ("stop", ())]
+
+
+@pytest.mark.parametrize("program, says", [
+    ("move ٣,R0\nstop", "cannot read '٣'"),            # an Arabic-Indic 3
+    ("move ３,R0\nstop", "cannot read '３'"),            # a full-width 3
+    ("move 7_00,R0\nstop", "cannot read '7_00'"),
+    ("wait ٤\nstop", "cannot read '٤'"),
+    ("wait_trigger １,4\nstop", "cannot read '１'"),
+    ("move 0x100000003,R0\nstop", "immediate 0x100000003 outside the 32-bit range"),
+    ("move 4294967296,R0\nstop", "outside the 32-bit range"),
+    ("add R0,-2147483649,R1\nstop", "outside the 32-bit range"),
+    ("move " + "9" * 100 + ",R0\nstop", "cannot read"),
+    ("Wait 4\nstop", "cannot read 'Wait 4'"),          # not silently skipped
+    ("bad label: wait 4\nstop", "cannot read"),
+])
+def test_q1asm_immediates_are_ascii_and_32_bit(program, says):
+    from twin.devices.q1asm import Q1AsmError, Sequencer
+    with pytest.raises(Q1AsmError) as e:
+        Sequencer("s", program).run()
+    assert says in str(e.value) and "\n" not in str(e.value) and len(str(e.value)) < 300, str(e.value)
+
+
+def test_q1asm_hex_and_binary_immediates_still_read():
+    from twin.devices.q1asm import Sequencer
+    s = Sequencer("s", "move 0xFFFFFFFF,R0\nmove 0b101,R1\nmove -1,R2\nstop")
+    s.run()
+    assert s.R[:3] == [0xFFFFFFFF, 5, 0xFFFFFFFF]
+
+
+def test_a_bad_program_in_a_scenario_is_one_line_naming_the_key(tmp_path):
+    from twin.scenario import load_scenario
+    doc = yaml.safe_load((ROOT / "scenarios" / "qblox_cluster.yaml").read_text())
+    doc["calibration"] = str(ROOT / "calibrations" / "fitted" / "card_path.yaml")
+    seq = doc["qblox"]["sequencers"][0]
+    seq["program"] = seq["program"].replace("move 100,R0", "move 0x100000003,R0")
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError) as e:
+        load_scenario(p)
+    one_line(str(e.value), p, "qblox.sequencers", "<program>")
+    assert "immediate 0x100000003 outside the 32-bit range" in str(e.value)
