@@ -173,3 +173,184 @@ def test_a_bad_program_in_a_scenario_is_one_line_naming_the_key(tmp_path):
         load_scenario(p)
     one_line(str(e.value), p, "qblox.sequencers", "<program>")
     assert "immediate 0x100000003 outside the 32-bit range" in str(e.value)
+
+
+# -- run folders read by twin validate / twin calibrate --from-live ---------------------------------
+CAL = ROOT / "calibrations" / "fitted" / "card_path.yaml"
+
+
+@pytest.fixture(scope="module")
+def live_run(tmp_path_factory):
+    """One synthetic live run folder (tests/test_validate.py builds it), copied per case."""
+    from test_validate import synthetic_run, truth_set
+    base = tmp_path_factory.mktemp("live")
+    return synthetic_run(base, "run", truth_set(base), rounds=400)
+
+
+def copy_run(live_run: Path, tmp_path: Path) -> Path:
+    import shutil
+    dst = tmp_path / "run"
+    shutil.copytree(live_run, dst)
+    return dst
+
+
+def results_of(run: Path) -> dict:
+    return json.loads((run / "results.json").read_text())
+
+
+def load_refusal(run: Path, file: Path, key: str, value: str) -> str:
+    from twin.calibration.live_runs import load_run
+    with limit(10), pytest.raises(ConfigError) as e:
+        load_run(run)
+    one_line(str(e.value), file, key, value)
+    return e.value.problem
+
+
+def test_the_synthetic_run_loads(live_run):
+    from twin.calibration.live_runs import load_run
+    assert len(load_run(live_run).rtt_ps) == 400
+
+
+def test_a_300_mb_results_json_is_refused_unread(live_run, tmp_path):
+    run = copy_run(live_run, tmp_path)
+    with (run / "results.json").open("r+b") as f:
+        f.truncate(300 * 2**20)  # sparse: nothing written, nothing read
+    from twin.calibration.live_runs import load_run
+    with limit(5), pytest.raises(ConfigError) as e:
+        load_run(run)
+    assert str(e.value) == f"{run / 'results.json'}: {300 * 2**20:,} bytes: larger than 16 MiB, the most an input " \
+                           "file may be"
+
+
+def test_deep_json_is_refused_not_a_recursion_error(live_run, tmp_path):
+    run = copy_run(live_run, tmp_path)
+    doc = results_of(run)
+    (run / "results.json").write_text(json.dumps(doc)[:-1] + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert "nested more than 64 deep" in load_refusal(run, run / "results.json", "results.json", "<100001 levels>")
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_are_refused(live_run, tmp_path, constant):
+    run = copy_run(live_run, tmp_path)
+    text = json.dumps(results_of(run))[:-1] + f', "seconds": {constant}}}'
+    (run / "results.json").write_text(text)
+    assert f"{constant.lstrip('-')} is not a JSON number" in load_refusal(run, run / "results.json", "results.json",
+                                                                         "<unreadable>")
+
+
+@pytest.mark.parametrize("change, key, value", [
+    (lambda d: d["consumers"][0].pop("node"), "consumers[0].node", "<missing>"),
+    (lambda d: d["consumers"][0].pop("encoding"), "consumers[0].encoding", "<missing>"),
+    (lambda d: d.update(frame_bytes="64"), "frame_bytes", "'64'"),
+    (lambda d: d.update(frame_bytes=-64), "frame_bytes", "-64"),
+    (lambda d: d.update(consumers={"a": 1}), "consumers", "{'a': 1}"),
+    (lambda d: d.update(scenario="../../x"), "scenario", "'../../x'"),
+    (lambda d: d.update(scenario="/etc/x"), "scenario", "'/etc/x'"),
+])
+def test_a_results_file_missing_or_bending_a_key_is_one_line(live_run, tmp_path, change, key, value):
+    run = copy_run(live_run, tmp_path)
+    doc = results_of(run)
+    change(doc)
+    (run / "results.json").write_text(json.dumps(doc))
+    load_refusal(run, run / "results.json", key, value)
+
+
+def write_npz_member(path: Path, name: str, header_shape: tuple, payload: bytes, dtype: str = "<i8") -> None:
+    """An NPZ whose member ``name`` declares ``header_shape`` but holds only ``payload``."""
+    import io
+
+    from numpy.lib import format as npformat
+    buf = io.BytesIO()
+    npformat.write_array_header_1_0(buf, {"descr": dtype, "fortran_order": False, "shape": header_shape})
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(name + ".npy", buf.getvalue() + payload)
+
+
+def test_an_npz_declaring_gigabytes_is_refused_before_it_allocates(live_run, tmp_path):
+    run = copy_run(live_run, tmp_path)
+    npz = run / "live_rounds.npz"
+    write_npz_member(npz, "cpu_live.rtt_ps", (750_000_000,), b"\0" * 800)  # 5.6 GiB declared, 800 B held
+    code = f"""
+        from twin.calibration.live_runs import load_run
+        from twin.config import ConfigError
+        try:
+            load_run({str(run)!r})
+        except ConfigError as e:
+            print(e)
+        """
+    r = in_subprocess(code, mem_gb=1.5)
+    assert r.returncode == 0, r.stderr[-2000:]
+    one_line(r.stdout.strip(), npz, "cpu_live.rtt_ps", "shape (750000000,) of int64")
+    assert "declares 6,000,000,000 bytes: more than 1,024 MiB" in r.stdout
+
+
+def test_an_npz_declaring_more_than_it_holds_is_refused(live_run, tmp_path):
+    run = copy_run(live_run, tmp_path)
+    write_npz_member(run / "live_rounds.npz", "cpu_live.rtt_ps", (1_000_000,), b"\0" * 800)
+    assert "declares 8,000,000 bytes but holds" in load_refusal(run, run / "live_rounds.npz", "cpu_live.rtt_ps",
+                                                                "shape (1000000,) of int64")
+
+
+def test_an_npz_of_objects_is_refused(live_run, tmp_path):
+    run = copy_run(live_run, tmp_path)
+    write_npz_member(run / "live_rounds.npz", "cpu_live.rtt_ps", (4,), b"\0" * 64, dtype="|O")
+    load_refusal(run, run / "live_rounds.npz", "cpu_live.rtt_ps", "object")
+
+
+@pytest.mark.parametrize("array, value", [
+    (lambda a: np.where(np.arange(len(a)) == 7, -5, a), "-5"),
+    (lambda a: a.astype(np.float64), "shape (400,) of float64"),
+])
+def test_negative_or_float_round_trips_are_refused(live_run, tmp_path, array, value):
+    run = copy_run(live_run, tmp_path)
+    with np.load(run / "live_rounds.npz") as z:
+        arrays = dict(z)
+    arrays["cpu_live.rtt_ps"] = array(arrays["cpu_live.rtt_ps"])
+    np.savez(run / "live_rounds.npz", **arrays)
+    load_refusal(run, run / "live_rounds.npz", "cpu_live.rtt_ps", value)
+
+
+def test_a_symlink_loop_is_a_clean_refusal(live_run, tmp_path):
+    run = copy_run(live_run, tmp_path)
+    (run / "results.json").unlink()
+    (run / "results.json").symlink_to(run / "loop")
+    (run / "loop").symlink_to(run / "results.json")
+    from twin.calibration.live_runs import load_run
+    with pytest.raises(ConfigError) as e:
+        load_run(run)
+    assert "\n" not in str(e.value) and "results.json" in str(e.value)
+    doc = {**BASE, "decode": {**BASE["decode"], "circuit": "loop.stim"}}
+    (tmp_path / "loop.stim").symlink_to(tmp_path / "loop2.stim")
+    (tmp_path / "loop2.stim").symlink_to(tmp_path / "loop.stim")
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError) as e:
+        load_decode(tmp_path / "s.yaml")
+    one_line(str(e.value), tmp_path / "s.yaml", "decode.circuit", "'loop.stim'")
+
+
+# -- the fitted file's name from a run folder never leaves its folder --------------------------------
+@pytest.mark.parametrize("key, value", [("node", "../../escaped"), ("node", "/tmp/escaped"), ("node", ".."),
+                                        ("scenario", "../escaped"), ("scenario", "/tmp/escaped")])
+def test_calibrate_from_live_never_writes_outside_its_folder(live_run, tmp_path, monkeypatch, capsys, key, value):
+    from twin.commands import main
+    run = copy_run(live_run, tmp_path)
+    doc = results_of(run)
+    if key == "node":
+        doc["consumers"][0]["node"] = value
+        with np.load(run / "live_rounds.npz") as z:  # the arrays follow the node, as twin run writes them
+            arrays = {k.replace("cpu_live", value): v for k, v in z.items()}
+        np.savez(run / "live_rounds.npz", **arrays)
+    else:
+        doc["scenario"] = value
+    (run / "results.json").write_text(json.dumps(doc))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    before = {p for p in tmp_path.rglob("*")} | set(Path("/tmp").glob("escaped*"))
+    code = main(["calibrate", "--from-live", str(run), "--rounds", "200", "--maxiter", "1", "--popsize", "2"])
+    assert code == 2
+    after = {p for p in tmp_path.rglob("*")} | set(Path("/tmp").glob("escaped*"))
+    assert after == before
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("twin: error: "), err
+    one_line(err.removeprefix("twin: error: ").strip(), run / "results.json", key, repr(value))
