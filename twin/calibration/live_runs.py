@@ -101,6 +101,14 @@ def plain_name(value: str) -> str:
 Name = Annotated[str, AfterValidator(plain_name)]
 
 
+class _Live(BaseModel):
+    """A live consumer's ``live`` mapping, what the fits read of it."""
+
+    model_config = ConfigDict(extra="allow")
+    scenario_file: str | None = Field(None, min_length=1, max_length=4096)
+    backend: str | None = None
+
+
 class _Consumer(BaseModel):
     """A consumer's entry in results.json, as the fits read it: a live one names its node, device
     and encoding."""
@@ -110,7 +118,7 @@ class _Consumer(BaseModel):
     name: str | None = None
     encoding: str | None = None
     function: str = "echo"
-    live: dict | None = None
+    live: _Live | None = None
 
     @model_validator(mode="after")
     def _live_keys(self):

@@ -6,6 +6,10 @@ duration in ns that advances the sequencer's real-time timeline. This interprete
 control flow (registers, loops, jumps) and keeps that timeline, recording every acquisition's start
 instant. It models timing only: no waveforms, no NCO, no acquisition data.
 
+A line is ``[label:] [op [args]] [# comment]``, read by one left-to-right scan (:func:`_split_line`,
+no regular expression); an immediate is ASCII digits, ``0x`` hex or ``0b`` binary with an optional
+``-`` (:func:`literal`), within [-2^31, 2^32 - 1] where it is a register value (refused, not wrapped).
+
 Instructions (``R0``..``R63`` registers hold unsigned 32-bit values; ``@label`` targets)::
 
     classical (no real-time):  nop, stop, move a,Rd, add Ra,b,Rd, sub Ra,b,Rd, and/or/xor Ra,b,Rd,
