@@ -104,7 +104,7 @@ Name = Annotated[str, AfterValidator(plain_name)]
 class _Live(BaseModel):
     """A live consumer's ``live`` mapping, what the fits read of it."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
     scenario_file: str | None = Field(None, min_length=1, max_length=4096)
     backend: str | None = None
 
@@ -113,7 +113,7 @@ class _Consumer(BaseModel):
     """A consumer's entry in results.json, as the fits read it: a live one names its node, device
     and encoding."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
     node: str | None = Field(None, min_length=1)
     name: str | None = None
     encoding: str | None = None
@@ -134,7 +134,7 @@ class _Results(BaseModel):
     """results.json of a ``twin run`` with a live node, as the fits read it (other keys are kept,
     unread here)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
     scenario: Name | None = None  # absent: the run's scenario must be given (run_scenario says so)
     frame_bytes: int | None = Field(None, ge=1, le=2**20, strict=True)
     consumers: list[_Consumer]
