@@ -11,8 +11,12 @@ non-finite number; the slowest load; and the first few failures of each kind in 
 a scenario whose ``faults.corrupt_piece.rounds`` lists 10^5 and 10^6 rounds, and ``read_gaps`` on
 gaps files of 10^5 and 10^6 lines (all distinct values).
 
+``--surfaces N``: instead, N mutants of each surface beside the scenario files
+(tests/surface_mutations.py): stim circuits (``decode.circuit``), Q1ASM programs and live run
+folders as ``twin calibrate --from-live`` / ``twin validate`` read them; counts per surface.
+
 Run: ``PYTHONPATH=. python benchmarks/fuzz_scenarios.py [N]`` (default 1000; about 3 minutes per
-1,000 on the 2-core development machine) or ``... --large``. Exit status 1 if anything but
+1,000 on the 2-core development machine), ``... --large`` or ``... --surfaces N``. Exit status 1 if anything but
 refused/accepted came out.
 """
 from __future__ import annotations
@@ -101,7 +105,60 @@ def large() -> int:
     return 0
 
 
+def surfaces(n: int) -> int:
+    """``n`` mutants of each surface beside the scenario files (tests/surface_mutations.py: stim
+    circuits, Q1ASM programs, live run folders); print per surface the counts by outcome, the slowest
+    and the first failures. 0 when every one was refused cleanly or accepted."""
+    from surface_mutations import attempt_circuit, attempt_q1asm, attempt_run, circuit_cases, q1asm_cases, run_cases
+    from test_validate import synthetic_run, truth_set
+    bad = 0
+    with tempfile.TemporaryDirectory() as base:
+        live = synthetic_run(Path(base), "run", truth_set(Path(base)), rounds=400)
+
+        def circuit(case):
+            with tempfile.TemporaryDirectory() as d:
+                return attempt_circuit(case, Path(d))
+
+        def run_folder(case):
+            with tempfile.TemporaryDirectory() as d:
+                return attempt_run(live, case, Path(d))
+
+        for name, strategy, attempt in (("stim circuits", circuit_cases(), circuit),
+                                        ("Q1ASM programs", q1asm_cases(), attempt_q1asm),
+                                        ("live run folders", run_cases(), run_folder)):
+            bad += _surface(name, strategy, attempt, n)
+    return 1 if bad else 0
+
+
+def _surface(name: str, strategy, attempt, n: int) -> int:
+    """``n`` draws of ``strategy`` through ``attempt``; print the counts; the number not refused or accepted."""
+    counts: collections.Counter = collections.Counter()
+    failures: list[str] = []
+    slowest = 0.0
+    t0 = time.time()
+
+    @settings(max_examples=n, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(case=strategy)
+    def one(case):
+        nonlocal slowest
+        got = attempt(case)
+        counts[got.kind] += 1
+        slowest = max(slowest, got.seconds)
+        if got.kind not in ("refused", "accepted") and len(failures) < 3:
+            failures.append(f"{case!r:.300}\n{got.detail[-2000:]}")
+
+    one()
+    print(f"{name:17s} {sum(counts.values()):,} mutants: " + ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items()))
+          + f"; slowest {slowest:.2f} s; {time.time() - t0:.0f} s", flush=True)
+    for text in failures:
+        print(f"\n--- {name}: {text}")
+    return sum(v for k, v in counts.items() if k not in ("refused", "accepted"))
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--large"]:
         sys.exit(large())
+    if sys.argv[1:2] == ["--surfaces"]:
+        sys.exit(surfaces(int(float(sys.argv[2])) if len(sys.argv) > 2 else 1000))
     sys.exit(main(int(float(sys.argv[1])) if len(sys.argv) > 1 else 1000))

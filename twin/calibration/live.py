@@ -45,8 +45,9 @@ from scipy.optimize import differential_evolution
 from scipy.stats import wasserstein_distance
 
 from twin.calibration.distribution import Comparison, best_shift_ps, compare, extra_modes, service_table
-from twin.calibration.live_runs import LiveRun, load_run
+from twin.calibration.live_runs import LiveRun, load_run, plain_name
 from twin.calibration.params import ParamSet, reply_bytes
+from twin.config import ConfigError
 from twin.engine.direct import run_direct
 from twin.scenario import load_scenario
 from twin.scenario.compile import flow_spec
@@ -80,7 +81,16 @@ class LiveFit:
 
 
 def _default_name(run: LiveRun) -> str:
-    """The fitted set's name for a run: ``<scenario>_<node>_fitted``."""
+    """The fitted set's name for a run: ``<scenario>_<node>_fitted``, both read from the run folder
+    (shared data) and each a plain name (:func:`twin.calibration.live_runs.plain_name`: no separator,
+    no leading dot, so the file stays in the folder it is written to). Raises ConfigError naming
+    results.json, the key and the value otherwise."""
+    res = run.path / "results.json"
+    for key, value in (("scenario", run.doc.get("scenario")), ("node", run.summary.get("node"))):
+        try:
+            plain_name(value if isinstance(value, str) else "")
+        except ValueError as e:
+            raise ConfigError(res, key, value if value is not None else "<missing>", str(e)) from None
     return f"{run.doc['scenario']}_{run.summary['node']}_fitted"
 
 

@@ -5,13 +5,14 @@ folder per pass, pooled in pass order), the scenario it ran, its stalled rounds
 is :mod:`twin.calibration.live`."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from twin.config import ConfigError
+from twin.config import ConfigError, Located
 from twin.devices.isolation import Stalls, find_live_stalls
 from twin.output.live import NPZ, PASSES
 from twin.stats import percentile_ps
@@ -82,40 +83,109 @@ class LiveRun:
         return f"{name} ({self.frame_bytes} B, {self.function})"
 
 
+MAX_NAME_CHARS = 100
+
+
+def plain_name(value: str) -> str:
+    """``value`` if it may stand in a file name the twin makes from it (a scenario's or a node's name
+    read from a run folder): 1 to :data:`MAX_NAME_CHARS` printable characters, no path separator,
+    not starting with a dot (no ``..``, nothing hidden) and no NUL. Raises ValueError: a run folder
+    is shared data, and a name taken from it must never lead a file out of its folder."""
+    if not value or len(value) > MAX_NAME_CHARS or not value.isprintable() or value[0] == "." \
+            or any(ch in value for ch in "/\\\0") or value != value.strip():
+        raise ValueError(f"expected a plain name (1 to {MAX_NAME_CHARS} printable characters, no / or \\, not "
+                         "starting with a dot): it names the fitted file")
+    return value
+
+
+Name = Annotated[str, AfterValidator(plain_name)]
+
+
+class _Live(BaseModel):
+    """A live consumer's ``live`` mapping, what the fits read of it."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    scenario_file: str | None = Field(None, min_length=1, max_length=4096)
+    backend: str | None = None
+
+
+class _Consumer(BaseModel):
+    """A consumer's entry in results.json, as the fits read it: a live one names its node, device
+    and encoding."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    node: str | None = Field(None, min_length=1)
+    name: str | None = None
+    encoding: str | None = None
+    function: str = "echo"
+    live: _Live | None = None
+
+    @model_validator(mode="after")
+    def _live_keys(self):
+        if self.live:
+            for key in ("node", "name", "encoding"):
+                if getattr(self, key) is None:
+                    raise Located((key,), "<missing>", "a live consumer's entry names its node, device and "
+                                  "encoding (not a results file of a live `twin run`)")
+        return self
+
+
+class _Results(BaseModel):
+    """results.json of a ``twin run`` with a live node, as the fits read it (other keys are kept,
+    unread here)."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    scenario: Name | None = None  # absent: the run's scenario must be given (run_scenario says so)
+    frame_bytes: int | None = Field(None, ge=1, le=2**20, strict=True)
+    consumers: list[_Consumer]
+
+
+def _rounds(npz_path: Path, node: str) -> dict[str, np.ndarray]:
+    """The per-round arrays of ``node`` in ``npz_path`` (:func:`twin.config.bounded.read_npz`:
+    headers checked before anything is allocated): ``rtt_ps`` (>= 0), ``service_ns`` (>= 0; empty
+    where not recorded), ``idle_ns`` (>= -1, where recorded), each of integers. Raises ConfigError."""
+    from twin.config.bounded import read_npz
+    names = {k: f"{node}.{k}" for k in ("rtt_ps", "service_ns", "idle_ns")}
+    got = read_npz(npz_path, list(names.values()))
+    if names["rtt_ps"] not in got:
+        raise ConfigError(npz_path, names["rtt_ps"], "<missing>", "no round trips for this node")
+    arrays: dict[str, np.ndarray] = {"service_ns": np.zeros(0, np.int64)}
+    for k, name in names.items():
+        if name not in got:
+            continue
+        a = got[name]
+        if a.ndim != 1 or a.dtype.kind not in "iu":
+            raise ConfigError(npz_path, name, f"shape {a.shape} of {a.dtype}", "expected one integer per round")
+        lowest = -1 if k == "idle_ns" else 0
+        if len(a) and int(a.min()) < lowest:
+            first = int(a.argmin()) + 1
+            raise ConfigError(npz_path, name, int(a.min()), f"expected every value >= {lowest} (round {first}): a "
+                              "negative time was not measured")
+        arrays[k] = a.astype(np.int64)
+    return arrays
+
+
 def _one_run(run: Path, node: str | None) -> tuple[dict, dict, dict[str, np.ndarray]]:
     """One ``twin run`` folder: (results.json document, the live node's summary, its per-round
     arrays ``rtt_ps`` (card boundary, int ps), ``service_ns`` (empty where not recorded) and
-    ``idle_ns`` (absent where not recorded; -1 for the first round)). Raises ConfigError naming the
-    file when the folder is not a live run (or has no live node ``node``)."""
+    ``idle_ns`` (absent where not recorded; -1 for the first round)). results.json is read bounded
+    and checked against :class:`_Results`, live_rounds.npz by :func:`_rounds`. Raises ConfigError
+    naming the file, key and value when the folder is not a live run (or has no live node ``node``)."""
+    from twin.config import load_model
+    from twin.config.bounded import read_json
     res_path, npz_path = run / "results.json", run / NPZ
     for p in (res_path, npz_path):
         if not p.is_file():
             raise ConfigError(run, "RUN", str(run), f"not a live run folder: {p.name} is missing")
-    try:
-        doc = json.loads(res_path.read_text())
-    except (OSError, ValueError) as e:
-        raise ConfigError(res_path, "results.json", "<unreadable>", f"not a results file: {e}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("consumers", []), list):
-        raise ConfigError(res_path, "consumers", "<not a list>", "not a results file of `twin run`")
-    live = [c for c in doc["consumers"] if isinstance(c, dict) and c.get("live")] if "consumers" in doc else []
+    doc = read_json(res_path, "results.json")
+    load_model(res_path, _Results, doc)  # the schema: what the fits read is there, and plain
+    live = [c for c in doc["consumers"] if c.get("live")]
     if node is not None:
         live = [c for c in live if c["node"] == node]
     if not live:
         raise ConfigError(res_path, "consumers", node or "<any>", "no live consumer in this run")
     s = live[0]
-    arrays: dict[str, np.ndarray] = {}
-    try:
-        with np.load(npz_path) as z:
-            key = f"{s['node']}.rtt_ps"
-            if key not in z:
-                raise ConfigError(npz_path, key, "<missing>", "no round trips for this node")
-            arrays["rtt_ps"] = z[key].astype(np.int64)
-            key = f"{s['node']}.service_ns"
-            arrays["service_ns"] = z[key].astype(np.int64) if key in z else np.zeros(0, np.int64)
-            if f"{s['node']}.idle_ns" in z:
-                arrays["idle_ns"] = z[f"{s['node']}.idle_ns"].astype(np.int64)
-    except (OSError, ValueError) as e:
-        raise ConfigError(npz_path, NPZ, "<unreadable>", f"not a live rounds file: {e}") from None
+    arrays = _rounds(npz_path, s["node"])
     if len(arrays["rtt_ps"]) < 100:
         raise ConfigError(npz_path, f"{s['node']}.rtt_ps", len(arrays["rtt_ps"]), "needs at least 100 rounds to fit")
     return doc, s, arrays
@@ -139,9 +209,10 @@ def _pooled(run: Path, node: str | None) -> tuple[dict, dict, dict[str, np.ndarr
     per-round arrays concatenated in pass order, with ``pass_index`` (int, the pass of each round).
     The document and summary are recomputed from the pooled rounds
     (:func:`twin.output.live.pooled_summary`). Raises ConfigError naming the file, key and value."""
+    from twin.config.bounded import read_json
     from twin.output.live import check_pass_results, pooled_summary, read_passes
     passes = read_passes(run)
-    point = json.loads((run / PASSES).read_text())["point"]
+    point = read_json(run / PASSES, PASSES)["point"]  # read_passes checked it
     loaded = []
     for i, p in enumerate(passes):
         folder = run / p["folder"]
@@ -215,6 +286,8 @@ def run_scenario(run: Path, doc: dict, summary: dict, hint: str = CALIBRATE_HINT
             if folder is not None and (folder / "scenario.yaml").is_file():
                 return folder / "scenario.yaml"
         raise ConfigError(res, "live.scenario_file", rec, f"the run's scenario file is gone; {hint}")
+    if doc.get("scenario") is None:
+        raise ConfigError(res, "scenario", "<missing>", f"the run recorded no scenario; {hint}")
     guess = local_or_bundled(f"scenarios/{doc['scenario']}.yaml")
     if not guess.is_file():
         raise ConfigError(res, "scenario", doc["scenario"], f"the run recorded no scenario file and there is no "

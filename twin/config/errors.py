@@ -8,6 +8,7 @@ from pathlib import Path
 from twin.picklable import Picklable
 
 SHORT_CHARS = 80  # an offending value is shown in at most this many characters
+SHORT_KEY_CHARS = 160  # and its key (a dotted path, or a name read from a file) in at most this many
 
 
 class ConfigError(Picklable, ValueError):
@@ -15,14 +16,16 @@ class ConfigError(Picklable, ValueError):
 
     ``str(err)`` is one line: ``FILE: KEY: VALUE: what is wrong``, or ``FILE: what is wrong`` for
     a problem with the file itself (``key`` None: not a regular file, too large, not UTF-8). The
-    value is shown through :func:`short` (at most 80 characters, never formatted whole).
+    value is shown through :func:`short` (at most 80 characters, never formatted whole), the key
+    cut to :data:`SHORT_KEY_CHARS` (a key may hold a name read from a file).
     """
 
     def __init__(self, file: str | Path, key: str | None, value: object, problem: str):
         self.file, self.key, self.value, self.problem = str(file), key, value, problem
         problem = " ".join(str(problem).split())  # one line, whatever a library's message holds
+        shown = key if key is None or len(key) <= SHORT_KEY_CHARS else key[:SHORT_KEY_CHARS - 3] + "..."
         super().__init__(f"{file}: {problem}" if key is None else
-                         f"{file}: {key or '(top level)'}: {short(value)}: {problem}")
+                         f"{file}: {shown or '(top level)'}: {short(value)}: {problem}")
 
 
 class Located(Picklable, ValueError):

@@ -74,6 +74,8 @@ def named_file(scenario: str | Path, key: str, value: str) -> Path:
         st = os.stat(f)
     except FileNotFoundError:
         raise ConfigError(scenario, key, value, f"no such file ({_shown(f)})") from None
+    except RuntimeError:  # Path.resolve() before Python 3.13 on a symlink loop
+        raise ConfigError(scenario, key, value, "cannot read it (a symlink loop)") from None
     except (OSError, ValueError) as e:
         why = getattr(e, "strerror", None) or e
         raise ConfigError(scenario, key, value, f"cannot read it ({why})") from None

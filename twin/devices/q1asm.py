@@ -6,6 +6,10 @@ duration in ns that advances the sequencer's real-time timeline. This interprete
 control flow (registers, loops, jumps) and keeps that timeline, recording every acquisition's start
 instant. It models timing only: no waveforms, no NCO, no acquisition data.
 
+A line is ``[label:] [op [args]] [# comment]``, read by one left-to-right scan (:func:`_split_line`,
+no regular expression); an immediate is ASCII digits, ``0x`` hex or ``0b`` binary with an optional
+``-`` (:func:`literal`), within [-2^31, 2^32 - 1] where it is a register value (refused, not wrapped).
+
 Instructions (``R0``..``R63`` registers hold unsigned 32-bit values; ``@label`` targets)::
 
     classical (no real-time):  nop, stop, move a,Rd, add Ra,b,Rd, sub Ra,b,Rd, and/or/xor Ra,b,Rd,
@@ -47,7 +51,6 @@ time: its ``__init__`` imports a Qt GUI and fails without Qt bindings (docs/deci
 """
 from __future__ import annotations
 
-import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
@@ -136,7 +139,52 @@ class Triggers:
         return max(0, bisect_right(a, end_ns) - bisect_right(a, start_ns))
 
 
-_LINE = re.compile(r"^\s*(?:(?P<label>[A-Za-z_][\w]*)\s*:)?\s*(?P<op>[a-z_]+)?\s*(?P<args>[^#]*?)\s*(?:#.*)?$")
+_OP_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_")
+_NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_NAME_CHARS = _NAME_START | frozenset("0123456789")
+_HEX = frozenset("0123456789abcdefABCDEF")
+MAX_LITERAL_CHARS = 40  # an immediate as written: 0x + 8 hex digits is 10; anything longer is not a 32-bit value
+
+
+def _split_line(code: str) -> tuple[str | None, str | None, str]:
+    """``code`` (a line without its comment) as (label, op, args text), each part found by one
+    left-to-right scan (no regular expression, so no backtracking: a line of 64,000 spaces costs
+    64,000 steps). Raises ValueError for a line that is not ``[label:] [op [args]]``."""
+    label = None
+    head, colon, tail = code.partition(":")
+    if colon:
+        label = head.strip()
+        if not label or label[0] not in _NAME_START or any(ch not in _NAME_CHARS for ch in label):
+            raise ValueError(code)
+        code = tail
+    code = code.strip()
+    i = 0
+    while i < len(code) and code[i] in _OP_CHARS:
+        i += 1
+    if i == 0:
+        if code:
+            raise ValueError(code)
+        return label, None, ""
+    return label, code[:i], code[i:].strip()
+
+
+def literal(a: str) -> int:
+    """An immediate as Q1ASM writes it: ASCII decimal digits, ``0x`` hex or ``0b`` binary, with an
+    optional ``-``; at most :data:`MAX_LITERAL_CHARS` characters. Raises ValueError for anything else
+    (Python's ``int`` would also take Arabic-Indic or full-width digits and ``7_00``)."""
+    if not a or len(a) > MAX_LITERAL_CHARS or not a.isascii():
+        raise ValueError(a)
+    body = a[1:] if a[0] == "-" else a
+    low = body.lower()
+    if low.startswith("0x") and len(body) > 2 and all(ch in _HEX for ch in body[2:]):
+        v = int(body[2:], 16)
+    elif low.startswith("0b") and len(body) > 2 and all(ch in "01" for ch in body[2:]):
+        v = int(body[2:], 2)
+    elif body.isdigit():
+        v = int(body, 10)
+    else:
+        raise ValueError(a)
+    return -v if a[0] == "-" else v
 
 
 def parse(text: str) -> tuple[list[Instr], dict[str, int]]:
@@ -148,19 +196,19 @@ def parse(text: str) -> tuple[list[Instr], dict[str, int]]:
         stripped = raw.split("#", 1)[0].strip()
         if not stripped:
             continue
-        m = _LINE.match(raw)
-        if not m:
-            raise Q1AsmError(f"line {n}: cannot read {raw.strip()!r}")
-        if m.group("label"):
-            if m.group("label") in labels or m.group("label") in pending:
-                raise Q1AsmError(f"line {n}: label {m.group('label')!r} defined twice")
-            pending.append(m.group("label"))
-        op = m.group("op")
+        try:
+            label, op, rest = _split_line(stripped)
+        except ValueError:
+            raise Q1AsmError(f"line {n}: cannot read {_cut(stripped)!r}") from None
+        if label:
+            if label in labels or label in pending:
+                raise Q1AsmError(f"line {n}: label {_cut(label)!r} defined twice")
+            pending.append(label)
         if not op:
             continue
-        if op not in _CLASSICAL | _PARAM | set(_TIMED) | {"set_latch_en", "set_cond"}:
-            raise Q1AsmError(f"line {n}: unknown instruction {op!r}")
-        args = tuple(a.strip() for a in m.group("args").split(",")) if m.group("args") else ()
+        if op not in _KNOWN:
+            raise Q1AsmError(f"line {n}: unknown instruction {_cut(op)!r}")
+        args = tuple(a.strip() for a in rest.split(",")) if rest else ()
         for lab in pending:
             labels[lab] = len(instrs)
         pending = []
@@ -170,14 +218,23 @@ def parse(text: str) -> tuple[list[Instr], dict[str, int]]:
     for ins in instrs:
         for a in ins.args:
             if a.startswith("@") and a[1:] not in labels:
-                raise Q1AsmError(f"line {ins.line}: no label {a[1:]!r}")
+                raise Q1AsmError(f"line {ins.line}: no label {_cut(a[1:])!r}")
     return instrs, labels
 
 
+def _cut(text: str, most: int = 60) -> str:
+    return text if len(text) <= most else text[:most - 3] + "..."
+
+
+_REGISTERS = {f"R{i}": i for i in range(64)}
+_KNOWN = _CLASSICAL | _PARAM | set(_TIMED) | {"set_latch_en", "set_cond"}
+
+
 def _reg(ins: Instr, a: str) -> int:
-    if not re.fullmatch(r"R([0-9]|[1-5][0-9]|6[0-3])", a):
-        raise Q1AsmError(f"line {ins.line}: {ins.op}: expected a register R0..R63, got {a!r}")
-    return int(a[1:])
+    r = _REGISTERS.get(a)
+    if r is None:
+        raise Q1AsmError(f"line {ins.line}: {ins.op}: expected a register R0..R63, got {_cut(a)!r}")
+    return r
 
 
 class Sequencer:
@@ -220,9 +277,12 @@ class Sequencer:
         v = self._consts.get(a)
         if v is None:
             try:
-                v = self._consts[a] = int(a, 0) & MASK
+                written = literal(a)
             except ValueError:
-                raise Q1AsmError(f"sequencer {self.name!r}: line {ins.line}: {ins.op}: cannot read {a!r}") from None
+                raise self._err(ins, f"cannot read {_cut(a)!r} (an immediate: ASCII digits, 0x.. or 0b..)") from None
+            if not -(1 << 31) <= written <= MASK:
+                raise self._err(ins, f"immediate {_cut(a)} outside the 32-bit range [-2147483648, 4294967295]")
+            v = self._consts[a] = written & MASK
         return v
 
     def _err(self, ins: Instr, what: str) -> Q1AsmError:
@@ -236,9 +296,9 @@ class Sequencer:
             raise self._err(ins, "the duration must be an immediate")
         if not a.startswith("R"):  # an immediate: judged as written, before any 32-bit wrap
             try:
-                written = int(a, 0)
+                written = literal(a)
             except ValueError:
-                raise self._err(ins, f"cannot read {a!r}") from None
+                raise self._err(ins, f"cannot read {_cut(a)!r} (an immediate: ASCII digits, 0x.. or 0b..)") from None
             if written < 0:
                 raise self._err(ins, f"duration {a} ns is negative (durations are {RT_MIN_NS} to {RT_MAX_NS} ns)")
             if not RT_MIN_NS <= written <= RT_MAX_NS:
@@ -252,16 +312,16 @@ class Sequencer:
 
     def _imm(self, ins: Instr, a: str, lo: int, hi: int, what: str) -> int:
         try:
-            v = int(a, 0)
+            v = literal(a)
         except ValueError:
-            raise self._err(ins, f"{what}: cannot read {a!r} (an immediate)") from None
+            raise self._err(ins, f"{what}: cannot read {_cut(a)!r} (an immediate)") from None
         if not lo <= v <= hi:
-            raise self._err(ins, f"{what} {a} outside [{lo}, {hi}]")
+            raise self._err(ins, f"{what} {_cut(a)} outside [{lo}, {hi}]")
         return v
 
     def _target(self, ins: Instr, a: str) -> int:
         if not a.startswith("@"):
-            raise self._err(ins, f"expected a @label, got {a!r}")
+            raise self._err(ins, f"expected a @label, got {_cut(a)!r}")
         return self.labels[a[1:]]
 
     def _counted(self, board: Triggers, address: int, t: int) -> int:

@@ -195,13 +195,9 @@ def read_passes(run: Path) -> list[dict]:
 def _read_passes_doc(f: Path) -> dict:
     """passes.json ``f`` read, its top level checked: the schema, the point's label, a non-empty
     list of passes (the entries are the callers' to check)."""
-    import json
-
     from twin.config import ConfigError
-    try:
-        doc = json.loads(f.read_text())
-    except (OSError, ValueError) as e:
-        raise ConfigError(f, PASSES, "<unreadable>", f"not a passes file: {e}") from None
+    from twin.config.bounded import read_json
+    doc = read_json(f, PASSES)  # bounded: size, depth, no NaN/Infinity
     if not isinstance(doc, dict):
         raise ConfigError(f, PASSES, type(doc).__name__, "expected a mapping with schema, point, passes")
     for key in doc:

@@ -234,6 +234,20 @@ def check_circuit_size(path: Path, d: Decode, c) -> None:
         raise ConfigError(path, "decode.circuit", d.circuit, why)
 
 
+def _check_certain_errors(path: Path, d: Decode, dem) -> None:
+    """Refuse a circuit with an error of probability 1 for ``decoder: matching``: matching weighs
+    an edge ``log((1 - p) / p)``, infinite at p = 1 (a deterministic flip is part of the circuit, not
+    an error; write the gate instead)."""
+    if d.decoder != "matching":
+        return
+    from twin.qec.circuit_text import certain_errors
+    n = certain_errors(dem)
+    if n:
+        raise ConfigError(path, "decode.circuit", d.circuit, f"{n:,} error(s) of probability 1: matching weighs an "
+                          "edge log((1 - p)/p), infinite at p = 1 (a certain flip is a gate, not an error: write "
+                          "the gate, or use decoder: lookup)")
+
+
 def decode_circuit(path: Path, d: Decode):
     """The ``stim.Circuit`` a decode block describes: ``decode.circuit`` (a .stim file, relative to
     the scenario's folder) or the named code's memory experiment. Raises ConfigError naming the key:
@@ -249,6 +263,11 @@ def decode_circuit(path: Path, d: Decode):
             text = read_input_text(f)  # a regular file of at most 16 MiB of UTF-8
         except ConfigError as e:
             raise ConfigError(path, "decode.circuit", d.circuit, e.problem) from None
+        from twin.qec.circuit_text import CircuitTextError, check_counts, measure_circuit_text
+        try:
+            counts = measure_circuit_text(text)  # before stim parses it: nesting, counts, lookbacks
+        except CircuitTextError as e:
+            raise ConfigError(path, "decode.circuit", d.circuit, str(e)) from None
         try:
             c = stim.Circuit(text)
         except Exception as e:  # stim raises ValueError with the offending line
@@ -259,10 +278,15 @@ def decode_circuit(path: Path, d: Decode):
                               f"{c.num_observables} observables; a decode study needs at least one of each")
         check_circuit_size(path, d, c)  # before stim unrolls it: a nested REPEAT can ask for 10^18 of anything
         try:
-            c.detector_error_model(decompose_errors=False, approximate_disjoint_errors=True)
+            check_counts(counts)
+        except CircuitTextError as e:
+            raise ConfigError(path, "decode.circuit", d.circuit, str(e)) from None
+        try:
+            dem = c.detector_error_model(decompose_errors=False, approximate_disjoint_errors=True)
         except ValueError as e:  # e.g. a non-deterministic detector or observable
             raise ConfigError(path, "decode.circuit", d.circuit, f"stim has no detector error model for it: "
                               f"{(str(e).strip().splitlines() or [''])[0][:160]}") from None
+        _check_certain_errors(path, d, dem)
         return c
     from twin.qec.bb import BB_CODES
     noise = d.noise_model

@@ -1,0 +1,281 @@
+"""Mutations of the input surfaces beside the scenario files (issue 29), for tests/test_fuzz_surfaces.py
+and benchmarks/fuzz_scenarios.py ``--surfaces``: stim circuits (``decode.circuit``), Q1ASM programs
+(``qblox.sequencers[].program``) and live run folders (``twin calibrate --from-live`` / ``twin
+validate``). Each :func:`attempt_*` writes its mutant, reads it with the real reader under a time
+limit and returns an :class:`scenario_mutations.Outcome`: refused (one line that starts with the file
+it names), accepted, or what the fuzzer counts against the twin (traceback, hang, bad_message).
+"""
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+import yaml
+from hypothesis import strategies as st
+from scenario_mutations import ROOT, Hang, Outcome, base_doc, limit
+
+CIRCUITS = sorted((ROOT / "scenarios").glob("*.stim"))
+FEEDBACK = ROOT / "scenarios" / "decode_feedback_ler.yaml"
+USER = ROOT / "scenarios" / "decode_user_circuit.yaml"
+QBLOX = [ROOT / "scenarios" / n for n in ("qblox_cluster.yaml", "qblox_feedback.yaml", "decode_qblox_feedback.yaml")]
+
+HOSTILE_LINES = ["DETECTOR rec[-1]", "DETECTOR rec[-100000]", "CX rec[-1] 0", "CX rec[-50] 3", "X_ERROR(1) 0",
+                 "X_ERROR(1) 1", "OBSERVABLE_INCLUDE(0)", "OBSERVABLE_INCLUDE(3)", "OBSERVABLE_INCLUDE(9999) rec[-1]",
+                 "M 0", "MPP X0*Z1 Y2", "MR 0 1 2", "REPEAT 1000000000000 {", "REPEAT 1000000000 {", "REPEAT 0 {",
+                 "REPEAT ٣ {", "}", "{", "H " + "0 " * 5000, "DEPOLARIZE1(1.5) 0", "TICK", "QUBIT_COORDS(1e308) 0",
+                 "SHIFT_COORDS(nan)", "DETECTOR(0, 0) rec[-1] rec[-1]", "X_ERROR(0.1) 99999999", "HERALDED_ERASE(1) 0",
+                 "M !0", "CX sweep[5] 0", "REPEAT[tag] 5 {", "MPAD 1", "\x00", "M 0 # comment {"]
+NUMBERS = ["0", "1", "-1", "4294967296", "1e9", "٣", "３", "7_00", "0x10", "1" * 30, "nan", "1000000000000"]
+
+
+# -- stim circuits ----------------------------------------------------------------------------------
+def circuit_op():
+    """One edit of a circuit's lines: insert, replace a number, repeat or wrap a span, delete."""
+    at = st.integers(0, 200)
+    return st.one_of(
+        st.tuples(st.just("insert"), at, st.sampled_from(HOSTILE_LINES)),
+        st.tuples(st.just("number"), at, st.sampled_from(NUMBERS)),
+        st.tuples(st.just("wrap"), at, st.integers(1, 30), st.sampled_from([2, 1000, 10**6, 10**9, 10**12])),
+        st.tuples(st.just("nest"), at, st.sampled_from([17, 100, 3000, 100_000])),
+        st.tuples(st.just("copy"), at, st.sampled_from([2, 100, 3000])),
+        st.tuples(st.just("delete"), at),
+    )
+
+
+def circuit_cases():
+    """(circuit file index, edits, decoder, with feedback)."""
+    return st.tuples(st.integers(0, len(CIRCUITS) - 1), st.lists(circuit_op(), min_size=1, max_size=4),
+                     st.sampled_from(["matching", "lookup"]), st.booleans())
+
+
+def _edit(lines: list[str], op: tuple) -> list[str]:
+    kind, at = op[0], op[1] % (len(lines) + 1)
+    if kind == "insert":
+        return lines[:at] + [op[2]] + lines[at:]
+    if kind == "number" and lines:
+        i = at % len(lines)
+        words = lines[i].split(" ")
+        for j in range(len(words) - 1, 0, -1):
+            if any(ch.isdigit() for ch in words[j]):
+                words[j] = "".join(op[2] if ch.isdigit() else ch for ch in words[j][:1]) + words[j][1:]
+                break
+        return lines[:i] + [" ".join(words)] + lines[i + 1:]
+    if kind == "wrap":
+        span = lines[at:at + op[2]]
+        return lines[:at] + [f"REPEAT {op[3]} {{"] + span + ["}"] + lines[at + op[2]:]
+    if kind == "nest":
+        return lines[:at] + ["REPEAT 1 {"] * op[2] + ["M 0"] + ["}"] * op[2] + lines[at:]
+    if kind == "copy" and lines:
+        return lines[:at] + [lines[at % len(lines)]] * op[2] + lines[at:]
+    if kind == "delete" and lines:
+        i = at % len(lines)
+        return lines[:i] + lines[i + 1:]
+    return lines
+
+
+def render_circuit(index: int, ops: list) -> str:
+    lines = CIRCUITS[index].read_text(encoding="utf-8").splitlines()
+    for op in ops:
+        lines = _edit(lines, op)
+    return "\n".join(lines) + "\n"
+
+
+def _refusal(e: Exception, named: tuple[str, ...], dt: float) -> Outcome:
+    msg = str(e)
+    if "\n" in msg or not msg.startswith(named) or len(msg) > 800:
+        return Outcome("bad_message", msg[:2000], dt)
+    return Outcome("refused", msg, dt)
+
+
+def attempt_circuit(case: tuple, folder: Path, seconds: float = 20) -> Outcome:
+    """Load a decode scenario whose ``decode.circuit`` is the mutant (``case``: :func:`circuit_cases`)."""
+    from twin.config import ConfigError
+    from twin.qec.study import load_decode
+    index, ops, decoder, feedback = case
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "c.stim").write_text(render_circuit(index, ops), encoding="utf-8")
+    doc = base_doc(FEEDBACK if feedback else USER)
+    doc["decode"].update(circuit="c.stim", decoder=decoder, shots=10)
+    for k in ("function", "window"):
+        doc["decode"].pop(k, None)
+    path = folder / "s.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    t0 = time.perf_counter()
+    try:
+        with limit(seconds):
+            load_decode(path)
+    except ConfigError as e:
+        return _refusal(e, (f"{path}: ",), time.perf_counter() - t0)
+    except Hang as e:
+        return Outcome("hang", f"load: {e}", time.perf_counter() - t0)
+    except BaseException:  # noqa: BLE001 (what the fuzzer counts)
+        return Outcome("traceback", traceback.format_exc(), time.perf_counter() - t0)
+    return Outcome("accepted", "", time.perf_counter() - t0)
+
+
+# -- Q1ASM ------------------------------------------------------------------------------------------
+def programs() -> list[str]:
+    out = []
+    for f in QBLOX:
+        for s in yaml.safe_load(f.read_text(encoding="utf-8"))["qblox"]["sequencers"]:
+            out.append(s["program"])
+    return out
+
+
+PROGRAMS = programs()
+Q1_BITS = [" " * 64_000, "\t" * 1000, "٣", "３", "7_00", "0x100000003", "4294967296", "-2147483649", "0b2", "R64",
+           "@nowhere", "#", ":", "x:", "::", "Wait", "\x00", "9" * 200, ",", ",,,", "@", "R", "-0", "0x", "é"]
+
+
+def q1asm_cases():
+    """(program index, [(line, column, text inserted or replacing a token)])."""
+    edit = st.tuples(st.integers(0, 60), st.integers(0, 40), st.sampled_from(Q1_BITS), st.booleans())
+    return st.tuples(st.integers(0, len(PROGRAMS) - 1), st.lists(edit, min_size=1, max_size=4))
+
+
+def render_program(index: int, edits: list) -> str:
+    lines = PROGRAMS[index].splitlines()
+    for line, col, text, replace in edits:
+        i = line % len(lines)
+        s = lines[i]
+        c = col % (len(s) + 1)
+        if replace:  # the token at c
+            end = c
+            while end < len(s) and s[end] not in " ,":
+                end += 1
+            lines[i] = s[:c] + text + s[end:]
+        else:
+            lines[i] = s[:c] + text + s[c:]
+    return "\n".join(lines) + "\n"
+
+
+def attempt_q1asm(case: tuple, seconds: float = 10) -> Outcome:
+    """Parse and run the mutant program (``case``: :func:`q1asm_cases`) alone."""
+    from twin.devices.q1asm import Q1AsmError, Sequencer
+    text = render_program(*case)
+    t0 = time.perf_counter()
+    try:
+        with limit(seconds):
+            Sequencer("s", text).run()
+    except Q1AsmError as e:
+        return _refusal(e, ("sequencer 's': ", "line "), time.perf_counter() - t0)
+    except Hang as e:
+        return Outcome("hang", str(e), time.perf_counter() - t0)
+    except BaseException:  # noqa: BLE001
+        return Outcome("traceback", traceback.format_exc(), time.perf_counter() - t0)
+    return Outcome("accepted", "", time.perf_counter() - t0)
+
+
+# -- live run folders ---------------------------------------------------------------------------------
+JSON_VALUES = ["NaN", "Infinity", "-1", "0", "1e999", '"../../x"', '"/tmp/x"', '".."', "null", "[]", "{}", "true",
+               '"' + "x" * 100_000 + '"', "[" * 5000 + "]" * 5000, "9" * 5000, '"64"', "-64"]
+JSON_PATHS = [("scenario",), ("frame_bytes",), ("consumers",), ("consumers", 0), ("consumers", 0, "node"),
+              ("consumers", 0, "name"), ("consumers", 0, "encoding"), ("consumers", 0, "live"),
+              ("consumers", 0, "live", "scenario_file"), ("consumers", 0, "function")]
+NPZ_EDITS = ["huge_shape", "more_than_held", "object", "float", "negative", "truncate", "not_zip", "missing",
+             "two_d", "symlink_loop", "empty"]
+
+
+def run_cases():
+    """(JSON edits [(path, value or None to delete)], NPZ edit or None)."""
+    js = st.lists(st.tuples(st.sampled_from(JSON_PATHS), st.one_of(st.none(), st.sampled_from(JSON_VALUES))),
+                  max_size=3)
+    return st.tuples(js, st.one_of(st.none(), st.sampled_from(NPZ_EDITS)))
+
+
+def _set(doc: dict, path: tuple, raw: str | None) -> None:
+    cur = doc
+    for k in path[:-1]:
+        try:
+            cur = cur[k]
+        except (KeyError, IndexError, TypeError):
+            return
+    if not isinstance(cur, (dict, list)):
+        return
+    if raw is None:
+        if isinstance(cur, dict):
+            cur.pop(path[-1], None)
+        return
+    try:
+        cur[path[-1]] = {"__raw__": raw}
+    except (IndexError, TypeError):
+        return
+
+
+def _dumps(doc) -> str:
+    """JSON with raw values spliced in (NaN, 10^5 brackets: what json.dumps would not write)."""
+    if isinstance(doc, dict) and set(doc) == {"__raw__"}:
+        return doc["__raw__"]
+    if isinstance(doc, dict):
+        return "{" + ", ".join(f"{json.dumps(k)}: {_dumps(v)}" for k, v in doc.items()) + "}"
+    if isinstance(doc, list):
+        return "[" + ", ".join(_dumps(v) for v in doc) + "]"
+    return json.dumps(doc)
+
+
+def _npz_edit(npz: Path, how: str) -> None:
+    import io
+    import zipfile
+
+    from numpy.lib import format as npformat
+    with np.load(npz) as z:
+        arrays = dict(z)
+    key = next(k for k in arrays if k.endswith(".rtt_ps"))
+
+    def member(shape, dtype="<i8", payload=b"\0" * 800):
+        buf = io.BytesIO()
+        npformat.write_array_header_1_0(buf, {"descr": dtype, "fortran_order": False, "shape": shape})
+        with zipfile.ZipFile(npz, "w") as zf:
+            zf.writestr(key + ".npy", buf.getvalue() + payload)
+    if how == "huge_shape":
+        member((750_000_000,))
+    elif how == "more_than_held":
+        member((1000, 1000))
+    elif how == "object":
+        member((10,), "|O")
+    elif how in ("float", "negative", "two_d", "empty", "missing"):
+        a = arrays[key]
+        arrays[key] = {"float": a.astype(np.float64), "negative": a - a.max() - 1, "two_d": a.reshape(-1, 2)
+                       if len(a) % 2 == 0 else a[None], "empty": a[:0], "missing": None}[how]
+        np.savez(npz, **{k: v for k, v in arrays.items() if v is not None})
+    elif how == "truncate":
+        data = npz.read_bytes()
+        npz.write_bytes(data[:len(data) // 2])
+    elif how == "not_zip":
+        npz.write_bytes(b"PK\x03\x04" + b"\xff" * 100)
+    elif how == "symlink_loop":
+        npz.unlink()
+        npz.symlink_to(npz.parent / "loop")
+        (npz.parent / "loop").symlink_to(npz)
+
+
+def attempt_run(base: Path, case: tuple, folder: Path, seconds: float = 20) -> Outcome:
+    """Copy the live run folder ``base`` to ``folder``, mutate it (``case``: :func:`run_cases`) and
+    read it as ``twin calibrate --from-live`` does (:func:`twin.calibration.live_runs.load_run`)."""
+    import shutil
+
+    from twin.calibration.live_runs import load_run
+    from twin.config import ConfigError
+    edits, npz_edit = case
+    run = folder / "run"
+    shutil.copytree(base, run, symlinks=True)
+    doc = json.loads((run / "results.json").read_text())
+    for path, raw in edits:
+        _set(doc, path, raw)
+    (run / "results.json").write_text(_dumps(doc))
+    if npz_edit:
+        _npz_edit(run / "live_rounds.npz", npz_edit)
+    t0 = time.perf_counter()
+    try:
+        with limit(seconds):
+            load_run(run)
+    except ConfigError as e:
+        return _refusal(e, (f"{run}",), time.perf_counter() - t0)
+    except Hang as e:
+        return Outcome("hang", str(e), time.perf_counter() - t0)
+    except BaseException:  # noqa: BLE001
+        return Outcome("traceback", traceback.format_exc(), time.perf_counter() - t0)
+    return Outcome("accepted", "", time.perf_counter() - t0)
