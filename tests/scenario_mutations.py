@@ -7,7 +7,7 @@ recursive alias, an impossible date, a 5,000-digit integer, a python tag), a key
 unknown key added, a top-level key written twice, or the bytes changed (a non-UTF-8 byte, a NUL, a
 byte-order mark, UTF-16, the file cut short, CRLF line ends), or a number or value of the parameter
 set it names changed (written beside it). :func:`attempt` writes it and loads it
-with the real loader (:func:`twin.scenario.load_scenario` or :func:`twin.studies.decode.load_decode`)
+with the real loader (:func:`twin.scenario.load_scenario` or :func:`twin.qec.load.load_decode`)
 under a wall-clock limit, and optionally runs an accepted one for a few rounds through ``twin run``
 / ``twin decode``, checking that results.json holds no non-finite number.
 
@@ -364,7 +364,7 @@ def _attempt(bundled: Path, files: dict[str, bytes], folder: Path, run: bool = F
     try:
         with limit(LOAD_LIMIT_S):
             if decode:
-                from twin.studies.decode import load_decode
+                from twin.qec.load import load_decode
                 loaded = load_decode(path)
             else:
                 from twin.scenario import load_scenario

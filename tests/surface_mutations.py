@@ -93,7 +93,7 @@ def _refusal(e: Exception, named: tuple[str, ...], dt: float) -> Outcome:
 def attempt_circuit(case: tuple, folder: Path, seconds: float = 20) -> Outcome:
     """Load a decode scenario whose ``decode.circuit`` is the mutant (``case``: :func:`circuit_cases`)."""
     from twin.config import ConfigError
-    from twin.studies.decode import load_decode
+    from twin.qec.load import load_decode
     index, ops, decoder, feedback = case
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "c.stim").write_text(render_circuit(index, ops), encoding="utf-8")

@@ -115,7 +115,7 @@ def test_scenarios_copy_into_a_folder_brings_the_user_decoder_along(tmp_path, ca
     assert doc["hosting"] == str(ROOT / "calibrations" / "hosting.yaml")
     assert (dest / "examples" / "rep3_rule.py").read_bytes() == (ROOT / "examples" / "rep3_rule.py").read_bytes()
     # the decoder's module is the copy beside the scenario, not the repository's
-    from twin.studies.decode import function_roots
+    from twin.qec.load import function_roots
     assert function_roots(dest / "decode_rep3_user.yaml")[0] == dest.resolve()
     # a second copy would overwrite the decoder: refused before anything is written
     (dest / "decode_rep3_user.yaml").unlink()
@@ -140,7 +140,7 @@ def test_every_bundled_scenario_copies_to_a_file_that_loads_elsewhere(name, tmp_
         if doc.get(key):
             assert Path(doc[key]).is_absolute() and Path(doc[key]).is_file(), (key, doc[key])
     if "decode" in doc:
-        from twin.studies.decode import load_decode
+        from twin.qec.load import load_decode
         before = set(sys.modules)
         try:
             load_decode(tmp_path / f"{name}.yaml")  # imports a copied decoder (examples.rep3_rule) from tmp_path

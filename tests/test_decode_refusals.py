@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from twin.config import ConfigError
-from twin.studies.decode import load_decode, run_decode_study
+from twin.qec.load import load_decode
+from twin.studies.decode import run_decode_study
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = {"name": "t", "calibration": str(ROOT / "calibrations/fitted/card_path.yaml"),

@@ -12,9 +12,9 @@ import yaml
 
 from twin.config import ConfigError
 from twin.nodes.models import model_for
+from twin.qec.load import load_decode
 from twin.qec.schema import Placement
 from twin.scenario.load import load_scenario
-from twin.studies.decode import load_decode
 
 ROOT = Path(__file__).resolve().parent.parent
 CAL = ROOT / "calibrations"

@@ -137,7 +137,7 @@ def test_the_cost_block_refuses_what_it_would_ignore(tmp_path):
              ({"how": "fitted", "file": str(lookup_file)}, "decode.cost.file"),  # a lookup fit, matching decoder
              ({"how": "fitted", "file": CAL}, "decode.cost.file"),  # not a decoder-cost file
              ({"how": "fitted", "file": str(lookup_file), "scale": 0}, "decode.cost.scale")]
-    from twin.studies.decode import load_decode
+    from twin.qec.load import load_decode
     for cost, key in cases:
         with pytest.raises(ConfigError) as e:
             load_decode(_decode_scenario(tmp_path, cost))

@@ -621,7 +621,8 @@ class Runner:
         return got
 
     def _decode(self, p: Path) -> dict:
-        from twin.studies.decode import load_decode, run_decode_study
+        from twin.qec.load import load_decode
+        from twin.studies.decode import run_decode_study
         study = run_decode_study(load_decode(p))
         doc, runs = study.document, study.runs
         rounds = _digest(*[a for r in runs for a in (r.result.t_in, r.result.t_have, r.result.t_back, r.corrections)])

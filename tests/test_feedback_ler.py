@@ -175,7 +175,8 @@ def scenario(tmp_path: Path, deadline: str, **feedback) -> Path:
 
 
 def test_timing_aware_ler_counts_every_late_correction_as_a_failure(tmp_path):
-    from twin.studies.decode import load_decode, run_decode_study
+    from twin.qec.load import load_decode
+    from twin.studies.decode import run_decode_study
     late = run_decode_study(load_decode(scenario(tmp_path, "1 ns"))).document
     for s in late["placements"]:
         assert s["deadline_misses"] == s["requests"]
@@ -213,7 +214,7 @@ def test_twin_decode_writes_the_ler_vs_latency_table_and_plot(tmp_path):
 def test_feedback_refused_where_it_cannot_stand(tmp_path, change, key):
     import yaml
 
-    from twin.studies.decode import load_decode
+    from twin.qec.load import load_decode
     p = scenario(tmp_path, "5 us")
     doc = yaml.safe_load(p.read_text())
     doc["decode"].update(change)
@@ -227,7 +228,7 @@ def test_feedback_refused_where_it_cannot_stand(tmp_path, change, key):
 def test_a_circuit_without_feedback_is_refused(tmp_path):
     import yaml
 
-    from twin.studies.decode import load_decode
+    from twin.qec.load import load_decode
     p = scenario(tmp_path, "5 us")
     (tmp_path / "rep_fb.stim").write_text(rep_feedback_text(3, 0.01).replace("CX rec[-2] 1 rec[-1] 3", "R 1 3"))
     with pytest.raises(ConfigError) as e:

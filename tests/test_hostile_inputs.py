@@ -19,7 +19,7 @@ import yaml
 from scenario_mutations import limit
 
 from twin.config import ConfigError
-from twin.studies.decode import load_decode
+from twin.qec.load import load_decode
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = {"name": "t", "calibration": str(ROOT / "calibrations/fitted/card_path.yaml"),
@@ -65,7 +65,7 @@ def test_deep_repeat_nesting_is_refused_before_stim_parses_it(tmp_path):
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc))
     r = in_subprocess(f"""
         from twin.config import ConfigError
-        from twin.studies.decode import load_decode
+        from twin.qec.load import load_decode
         try:
             load_decode({str(tmp_path / 's.yaml')!r})
         except ConfigError as e:

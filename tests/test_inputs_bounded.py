@@ -18,8 +18,8 @@ from scenario_mutations import ROOT, base_doc, limit
 from twin.commands import main
 from twin.config import ConfigError, load_yaml
 from twin.config.load import MAX_INPUT_BYTES, MAX_YAML_DEPTH
+from twin.qec.load import load_decode
 from twin.scenario import load_scenario
-from twin.studies.decode import load_decode
 
 FAULTS = base_doc(ROOT / "scenarios" / "faults_epyc7282.yaml")
 LIVE = base_doc(ROOT / "scenarios" / "live_cpu_shm.yaml")

@@ -250,7 +250,7 @@ def test_twin_decode_stopped_keeps_whole_shots(tmp_path, capsys, scenario, engin
 
 
 def load_decode_placements(scenario: str) -> list:
-    from twin.studies.decode import load_decode
+    from twin.qec.load import load_decode
     return load_decode(ROOT / "scenarios" / scenario).sc.decode.placements
 
 

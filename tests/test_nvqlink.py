@@ -207,7 +207,8 @@ def test_twin_run_on_the_gb200_scenario_gives_every_placement_its_budget():
 def test_decode_d7_on_gb200_prints_each_stage_s_share(tmp_path):
     """A surface-code d=7 reaction time through the hand-off placement: the budget's stages add up to
     the median round's round trip (shares sum to 1), PyMatching's corrections equal the direct decode."""
-    from twin.studies.decode import load_decode, run_decode_study
+    from twin.qec.load import load_decode
+    from twin.studies.decode import run_decode_study
     doc = yaml.safe_load((ROOT / "scenarios" / "decode_nvqlink_gb200_d7.yaml").read_text())
     doc["decode"]["shots"] = 60
     doc["decode"]["placements"] = [{"device": "gb200_gpu_to_grace", "mode": "inline"}]

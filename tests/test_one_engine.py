@@ -26,7 +26,8 @@ def write(tmp_path: Path, name: str, doc: dict) -> Path:
 
 
 def decode_runs(tmp_path: Path, in_flight: int, calibration: str = CAL, device: str = "epyc7282"):
-    from twin.studies.decode import load_decode, run_decode_study
+    from twin.qec.load import load_decode
+    from twin.studies.decode import run_decode_study
     doc = {"name": f"dec{in_flight}", "calibration": calibration, "hosting": HOSTING, "seed": 9,
            "traffic": {"mode": "closed_loop", "in_flight": in_flight},
            "decode": {"code": "rep", "distance": 3, "p": 0.001, "shots": 3000, "decoder": "lookup",
@@ -110,7 +111,8 @@ def test_budget_adds_up_in_a_mesh():
 def test_decode_with_a_qblox_cluster_in_control(tmp_path):
     """The cluster's Q1ASM programs time the requests (one round every period_ns of the programs,
     on its own clock); the correction's trip is reported from the round's last acquisition."""
-    from twin.studies.decode import load_decode, run_decode_study
+    from twin.qec.load import load_decode
+    from twin.studies.decode import run_decode_study
     q = yaml.safe_load((ROOT / "scenarios" / "qblox_cluster.yaml").read_text())["qblox"]
     doc = {"name": "dq", "calibration": CAL, "hosting": HOSTING, "seed": 2, "control": "aurora", "qblox": q,
            "decode": {"code": "rep", "distance": 3, "p": 0.001, "shots": 1500, "decoder": "lookup",
@@ -195,7 +197,8 @@ def test_an_rtl_placement_refuses_a_session_decoder_it_has_no_verilog_for(tmp_pa
     """The V80's Verilog has cores for echo, decode_rep3 and decode_steane7: a surface-code table is a
     session decoder with no core, refused before any loop runs (it used to crash reshaping no replies)."""
     from twin.config import ConfigError
-    from twin.studies.decode import load_decode, run_decode_study
+    from twin.qec.load import load_decode
+    from twin.studies.decode import run_decode_study
     doc = {"name": "rtl_surface", "calibration": CAL, "hosting": HOSTING, "seed": 1,
            "decode": {"code": "surface", "distance": 3, "rounds": 1, "p": 0.001, "shots": 20, "decoder": "lookup",
                       "placements": [{"device": "v80", "mode": "inline", "model": "rtl"}]}}

@@ -371,7 +371,8 @@ def test_twin_decode_with_a_listening_qblox_cluster(tmp_path):
 def test_decode_corrections_drive_the_pulses(tmp_path):
     """The same through the study: each request's pulse against the decoder's own answer, read from
     the replies the card checked (which equal the direct decode)."""
-    from twin.studies.decode import load_decode, run_decode_study
+    from twin.qec.load import load_decode
+    from twin.studies.decode import run_decode_study
     p = tmp_path / "dqfb.yaml"
     p.write_text(yaml.safe_dump(decode_doc(120), sort_keys=False))
     study = run_decode_study(load_decode(p))
@@ -388,7 +389,7 @@ def test_decode_corrections_drive_the_pulses(tmp_path):
 def test_an_answer_bit_beyond_the_correction_is_refused_in_decode(tmp_path):
     """A decode study's reply is the correction, one bit per observable: a bit past them would read 0
     on every request, so the conditional pulse could never play (refused at load, naming the key)."""
-    from twin.studies.decode import load_decode
+    from twin.qec.load import load_decode
     doc = yaml.safe_load((ROOT / "scenarios" / "decode_qblox_feedback.yaml").read_text())
     doc["calibration"] = CAL
     doc["hosting"] = str(ROOT / "calibrations" / "hosting.yaml")

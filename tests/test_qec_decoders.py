@@ -50,7 +50,7 @@ def test_every_decoder_answers_the_same_through_each_entry_point(name):
 
 
 def test_unknown_decoder_is_refused_with_the_registered_names(tmp_path):
-    from twin.studies.decode import load_decode
+    from twin.qec.load import load_decode
     with pytest.raises(ConfigError) as e:
         load_decode(scenario(tmp_path, {"code": "rep", "decoder": "nosuch"}))
     msg = str(e.value)
@@ -84,7 +84,8 @@ def test_a_new_decoder_is_one_register_call():
 def test_a_users_stim_file_with_feedback_runs_and_equals_the_decoder_run_directly():
     import pymatching
 
-    from twin.studies.decode import load_decode, run_decode_study
+    from twin.qec.load import load_decode
+    from twin.studies.decode import run_decode_study
     ld = load_decode(ROOT / "scenarios" / "decode_user_circuit.yaml")
     assert "CX rec[-2] 1 rec[-1] 3" in str(ld.circuit)  # measurement feedback
     study = run_decode_study(ld, shots=600)
@@ -107,7 +108,7 @@ def test_a_users_stim_file_with_feedback_runs_and_equals_the_decoder_run_directl
     ("H 0\nM 0\nDETECTOR rec[-1]\nOBSERVABLE_INCLUDE(0) rec[-1]\n", "no detector error model"),
 ])
 def test_a_bad_circuit_file_is_refused_in_one_line(tmp_path, text, why):
-    from twin.studies.decode import load_decode
+    from twin.qec.load import load_decode
     (tmp_path / "c.stim").write_text(text)
     with pytest.raises(ConfigError) as e:
         load_decode(scenario(tmp_path, {"circuit": "c.stim", "decoder": "matching"}))
@@ -125,7 +126,7 @@ def test_a_bad_circuit_file_is_refused_in_one_line(tmp_path, text, why):
     ({"code": "bb72", "decoder": "bposd"}, "decode.placements[0].device"),  # no cost-model entry for BP+OSD
 ])
 def test_keys_that_do_not_fit_are_refused(tmp_path, decode, key):
-    from twin.studies.decode import load_decode
+    from twin.qec.load import load_decode
     shutil.copy(ROOT / "scenarios" / "decode_user_circuit.stim", tmp_path)
     with pytest.raises(ConfigError) as e:
         load_decode(scenario(tmp_path, {"decoder": "matching", **decode}))
@@ -156,7 +157,8 @@ def _bposd_direct(circuit: stim.Circuit, seed: int, shots: int):
 
 
 def test_bb72_decoded_by_bposd_through_the_loop_equals_bposd_run_directly():
-    from twin.studies.decode import load_decode, run_decode_study
+    from twin.qec.load import load_decode
+    from twin.studies.decode import run_decode_study
     ld = load_decode(ROOT / "scenarios" / "decode_bb72_bposd.yaml")
     study = run_decode_study(ld, shots=400)
     pred, errors = _bposd_direct(ld.circuit, ld.sc.seed, 400)
@@ -169,7 +171,8 @@ def test_bb72_decoded_by_bposd_through_the_loop_equals_bposd_run_directly():
 
 @pytest.mark.slow
 def test_gross_code_bposd_through_the_loop_equals_direct(tmp_path):
-    from twin.studies.decode import load_decode, run_decode_study
+    from twin.qec.load import load_decode
+    from twin.studies.decode import run_decode_study
     p = scenario(tmp_path, {"code": "bb144", "rounds": 4, "p": 0.005, "decoder": "bposd",
                             "cost": {"fixed": "500 us"}})
     ld = load_decode(p)
@@ -189,8 +192,9 @@ def test_sinter_plot_reads_the_stats_file(tmp_path):
     import sinter
 
     from twin.output.files import RunFolder
+    from twin.qec.load import load_decode
     from twin.reports.decode import write_decode_outputs
-    from twin.studies.decode import load_decode, run_decode_study
+    from twin.studies.decode import run_decode_study
     study = run_decode_study(load_decode(ROOT / "scenarios" / "decode_user_circuit.yaml"), shots=300)
     with RunFolder(tmp_path / "out") as folder:
         write_decode_outputs(study, folder)
@@ -220,7 +224,8 @@ def test_sinter_plot_reads_the_stats_file(tmp_path):
 
 
 def test_a_sinter_decoder_class_named_in_the_scenario(tmp_path):
-    from twin.studies.decode import load_decode, run_decode_study
+    from twin.qec.load import load_decode
+    from twin.studies.decode import run_decode_study
     (tmp_path / "mysinter.py").write_text(
         "import pymatching, sinter\n"
         "class Compiled(sinter.CompiledDecoder):\n"
@@ -292,7 +297,8 @@ int rep3_rule(const uint8_t *s, size_t n, uint8_t *reply, size_t m) {
 
 
 def test_a_c_function_decodes_like_the_python_rule(tmp_path):
-    from twin.studies.decode import load_decode, run_decode_study
+    from twin.qec.load import load_decode
+    from twin.studies.decode import run_decode_study
     (tmp_path / "rule.c").write_text(C_RULE)
     subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(tmp_path / "librule.so"), str(tmp_path / "rule.c")],
                    check=True)
@@ -309,7 +315,7 @@ def test_a_c_function_decodes_like_the_python_rule(tmp_path):
 
 
 def test_a_circuit_files_rounds_count_toward_the_simulated_horizon(tmp_path):
-    from twin.studies.decode import load_decode
+    from twin.qec.load import load_decode
     shutil.copy(ROOT / "scenarios" / "decode_user_circuit.stim", tmp_path)
     decode = {"circuit": "decode_user_circuit.stim", "decoder": "matching", "shots": 1_000_000}
     traffic = {"mode": "open_loop", "period": "1 s"}

@@ -68,8 +68,9 @@ def test_failing_decoder_is_one_line_exit_2(bad, capsys, fn, problem):
 
 
 def test_failure_names_the_first_failing_shot(bad):
+    from twin.qec.load import load_decode
     from twin.qec.workload import sample
-    from twin.studies.decode import load_decode, run_decode_study
+    from twin.studies.decode import run_decode_study
     ld = load_decode(scenario(bad, "qec_err_dec:late"))
     with pytest.raises(ConfigError, match=r"decode\.function.*failed at shot (\d+) \(payload ([0-9a-f]+)\): "
                                           r"it raised KeyError: 'odd syndrome'") as ei:
@@ -84,8 +85,9 @@ def test_failure_names_the_first_failing_shot(bad):
 
 def test_failure_names_the_round_for_per_round_requests(bad):
     from twin.qec.decoders import FunctionDecoder, FunctionFailed
+    from twin.qec.load import load_decode
     from twin.qec.workload import sample
-    from twin.studies.decode import function_failure, load_decode
+    from twin.studies.decode import function_failure
     ld = load_decode(scenario(bad, "qec_err_dec:late"))
     w = sample("rep", 3, 3, 0.05, 50, seed=3, per="round")
     frames = w.cumulative_frames()
@@ -104,20 +106,21 @@ def test_failure_names_the_round_for_per_round_requests(bad):
     ("missing", "module qec_err_dec .* has no 'missing'"),
 ])
 def test_unusable_function_is_refused_at_load(bad, fn, problem):
-    from twin.studies.decode import load_decode
+    from twin.qec.load import load_decode
     with pytest.raises(ConfigError, match=rf"decode\.function: 'qec_err_dec:{fn}': {problem}"):
         load_decode(scenario(bad, f"qec_err_dec:{fn}"))
 
 
 def test_bytes_like_replies_are_accepted(bad):
-    from twin.studies.decode import load_decode, run_decode_study
+    from twin.qec.load import load_decode
+    from twin.studies.decode import run_decode_study
     doc = run_decode_study(load_decode(scenario(bad, "qec_err_dec:array")), shots=300).document
     assert all(p["identical_corrections"] == 300 for p in doc["placements"])
 
 
 def test_function_module_search_order_and_no_lasting_sys_path(tmp_path, monkeypatch):
     """decode.function's module: the scenario's folder, then its parent, then the current directory."""
-    from twin.studies.decode import resolve_function
+    from twin.qec.load import resolve_function
     scen, here = tmp_path / "a" / "scen", tmp_path / "cwd"
     scen.mkdir(parents=True)
     here.mkdir()
@@ -144,7 +147,7 @@ def test_function_module_search_order_and_no_lasting_sys_path(tmp_path, monkeypa
 
 
 def test_bundled_user_scenario_copied_outside_the_repo_runs_from_the_repo_root(tmp_path, monkeypatch):
-    from twin.studies.decode import load_decode
+    from twin.qec.load import load_decode
     p = scenario(tmp_path, "examples.rep3_rule:decode")
     monkeypatch.chdir(ROOT)
     assert load_decode(p).sc.decode.function == "examples.rep3_rule:decode"

@@ -170,7 +170,7 @@ def test_twin_decode_cli_writes_deterministic_results(tmp_path):
 
 def test_decode_scenario_errors_name_the_key(tmp_path):
     from twin.config import ConfigError
-    from twin.studies.decode import load_decode
+    from twin.qec.load import load_decode
     text = (ROOT / "scenarios/decode_rep3.yaml").read_text().replace("{device: v80, mode: inline}",
                                                                      "{device: v80, mode: chain}")
     p = tmp_path / "bad.yaml"
@@ -198,7 +198,7 @@ def test_per_round_requests_carry_one_round_each_and_end_with_the_shot_correctio
 
 def test_user_function_decoder_scenario(tmp_path):
     from twin.commands import main
-    from twin.studies.decode import resolve_function
+    from twin.qec.load import resolve_function
     decode = resolve_function("examples.rep3_rule:decode", ROOT / "scenarios/decode_rep3_user.yaml")
     # the example rule chooses as the exact maximum-likelihood table on every syndrome
     table = standard_table("rep3").table
@@ -217,7 +217,7 @@ def test_user_function_decoder_scenario(tmp_path):
 ])
 def test_user_function_errors_name_the_key(tmp_path, edit, key):
     from twin.config import ConfigError
-    from twin.studies.decode import load_decode
+    from twin.qec.load import load_decode
     text = (ROOT / "scenarios/decode_rep3_user.yaml").read_text()
     text = text.replace("  function: examples.rep3_rule:decode\n", "") if "nothing_here" in edit[1] else text
     p = tmp_path / "bad.yaml"
@@ -232,7 +232,7 @@ def test_user_function_errors_name_the_key(tmp_path, edit, key):
 ])
 def test_decode_workload_errors_name_the_key(tmp_path, edit, key):
     from twin.config import ConfigError
-    from twin.studies.decode import load_decode
+    from twin.qec.load import load_decode
     text = (ROOT / "scenarios/decode_rep3.yaml").read_text().replace("../calibrations", str(ROOT / "calibrations"))
     p = tmp_path / "bad.yaml"
     p.write_text(text.replace(*edit))

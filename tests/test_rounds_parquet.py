@@ -58,8 +58,9 @@ def test_mesh_writes_parquet_too(tmp_path):
 
 def test_decode_requests_parquet_by_default(tmp_path):
     from twin.commands import build_parser
+    from twin.qec.load import load_decode
     from twin.reports.decode import decode_files, write_decode_outputs
-    from twin.studies.decode import load_decode, run_decode_study
+    from twin.studies.decode import run_decode_study
     assert build_parser().parse_args(["decode"]).rounds_format == "parquet"
     assert "requests.parquet" in decode_files() and "requests.csv" in decode_files("csv")
     study = run_decode_study(load_decode(SCENARIOS / "decode_rep3.yaml"), shots=200, verify_rounds=50)

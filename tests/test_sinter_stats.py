@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from twin.output.files import RunFolder
+from twin.qec.load import load_decode
 from twin.qec.sinter_stats import task_stats
 from twin.reports.decode import write_decode_outputs
-from twin.studies.decode import load_decode, run_decode_study
+from twin.studies.decode import run_decode_study
 
 ROOT = Path(__file__).resolve().parents[1]
 sinter = pytest.importorskip("sinter")

@@ -288,8 +288,9 @@ def test_the_bundled_two_gpu_stream(tmp_path):
     """scenarios/decode_stream_two_gpus.yaml: one MI210 falls behind (its backlog grows per cycle by
     about max(0, 1 - 1/rho) with rho = S/T > 1), two sharing the stream keep up (rho = S/(2T) < 1);
     results.json and requests.csv name each request's device."""
+    from twin.qec.load import load_decode
     from twin.reports.decode import write_decode_outputs
-    from twin.studies.decode import load_decode, run_decode_study
+    from twin.studies.decode import run_decode_study
     ld = load_decode(ROOT / "scenarios/decode_stream_two_gpus.yaml")
     study = run_decode_study(ld, shots=400)
     one, two = study.document["placements"]
@@ -322,7 +323,7 @@ def test_a_shared_stream_is_refused_in_one_line(tmp_path, change, key, word):
     import yaml
 
     from twin.config import ConfigError
-    from twin.studies.decode import load_decode
+    from twin.qec.load import load_decode
     pl = {"devices": ["epyc7282", "epyc7282"], **{k: v for k, v in change.items() if k not in ("per", "rounds")}}
     dec = {"code": "rep", "distance": 3, "shots": 20, "placements": [pl],
            **{k: v for k, v in change.items() if k in ("per", "rounds")}}

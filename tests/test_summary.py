@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import twin.qec.load
 import twin.studies.decode
 import twin.studies.mesh
 import twin.studies.run
@@ -110,7 +111,7 @@ def test_run_mesh_and_decode_summaries_are_built_by_flow_summary(spied):
         _same_meaning(timing, ft, s["rtt"], s["backlog_max"])
         assert s["loop"] == summary_ns(ft.loop_ps) and s["budget"] == timing.budget
 
-    ld = twin.studies.decode.load_decode(DECODE)
+    ld = twin.qec.load.load_decode(DECODE)
     dec = twin.studies.decode.run_decode_study(ld, shots=200)
     got = [c for c in spied if c[0] == "twin.studies.decode"]
     assert len(got) == len(dec.document["placements"]) == len(dec.runs) > 0

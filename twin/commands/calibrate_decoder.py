@@ -51,9 +51,9 @@ def cmd_calibrate_decoder(args: argparse.Namespace, console, scenarios: list[str
 
     from twin.output.progress import progress_bar
     from twin.qec.cost_fit import fit_calls, fit_document, machine, time_calls
+    from twin.qec.load import build_decoder, load_decode
     from twin.qec.workload import sample
     from twin.stats import percentile
-    from twin.studies.decode import build_decoder, load_decode
 
     for k in NOT_FOR_DECODER:
         if getattr(args, k, None) is not None:

@@ -52,8 +52,8 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
     differs from the direct decode or the card counted a mismatch, or 130 when a SIGINT or SIGTERM
     stopped it (:mod:`twin.commands.interrupt`: the placements so far, the last one's whole shots,
     written with ``"partial": true``)."""
+    from twin.qec.load import load_decode
     from twin.reports.decode import decode_files
-    from twin.studies.decode import load_decode
 
     path = scenario_arg(args.scenario, DEFAULT_DECODE)
     ld = load_decode(path)

@@ -148,7 +148,7 @@ def _from_scenario(path: Path, placement: int, function, compute: str | None) ->
     ``decoder: function``, else (its cost is the stim decoder's) ``compute`` (default 20 ns)."""
     from twin.config import ConfigError
     from twin.qec.cost import CostModel
-    from twin.studies.decode import load_decode
+    from twin.qec.load import load_decode
     ld = load_decode(path)
     sc, d = ld.sc, ld.sc.decode
     if sc.traffic.mode != "closed_loop":
@@ -170,7 +170,7 @@ def _from_scenario(path: Path, placement: int, function, compute: str | None) ->
                           "(decoder: function, or the device's function=)")
     fn, fname = None, "identity"
     if function is None:
-        from twin.studies.decode import resolve_function
+        from twin.qec.load import resolve_function
         fn, fname = resolve_function(d.function, path), d.function
     if d.decoder == "function":
         if compute is not None:
@@ -196,7 +196,7 @@ def _resolve_function(function) -> tuple[object, str]:
         return None, "identity"
     if callable(function):
         return function, getattr(function, "__name__", "function")
-    from twin.studies.decode import resolve_function
+    from twin.qec.load import resolve_function
     return resolve_function(str(function)), str(function)
 
 

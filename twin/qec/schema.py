@@ -1,5 +1,5 @@
-"""The decode scenario's schema: what a ``decode:`` scenario may say (pure pydantic; loading and
-running are :mod:`twin.studies.decode`'s). A decode scenario is a run scenario's common keys
+"""The decode scenario's schema: what a ``decode:`` scenario may say (pure pydantic; loading is
+:mod:`twin.qec.load`'s, running :mod:`twin.studies.decode`'s). A decode scenario is a run scenario's common keys
 (:class:`twin.scenario.schema.ScenarioBase`: name ... deadline, one set of validators) plus
 ``hosting``, ``control`` and the ``decode:`` workload block. What a placement's model can do
 (its decoder time, parallel workers, a bridge block) is asked of the model registry

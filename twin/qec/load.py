@@ -1,0 +1,490 @@
+"""Loading a decode scenario (``twin decode``'s input): the file, calibration and traffic through the
+run scenario's loader (:func:`twin.scenario.load.read_scenario`), then the ``decode:`` block checked
+against what it names — the devices and their hosting, the circuit (measured from its text before
+stim reads it: :mod:`twin.qec.circuit_text`), the decoder (registry, sinter class or a user's
+function, resolved from the scenario's folder), the cost model and the feedback plan — each refusal
+one line naming file, key and value (:class:`twin.config.ConfigError`). The study that runs a
+loaded scenario is :mod:`twin.studies.decode`; the PennyLane device (:mod:`twin.qec.pennylane_device`)
+loads through here too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from twin.calibration.params import ParamSet
+from twin.config import ConfigError, Located
+from twin.qec.hosting import HostingParams, check_mode, load_hosting
+from twin.qec.schema import Decode, DecodeScenario
+from twin.scenario.compile import is_roce
+
+
+@dataclass
+class LoadedDecode:
+    """A validated decode scenario with its parameter sets loaded."""
+
+    path: Path
+    sc: DecodeScenario
+    params: ParamSet
+    hosting: HostingParams
+    hosting_path: Path
+    cost_fit: Any = None  # decode.cost.how fitted: its twin.qec.cost_fit.DecoderFit
+    circuit: Any = None   # the stim.Circuit the decode block describes (decode_circuit)
+    decoder: Any = None   # the decoder built for it at load (decoder_for)
+    feedback: Any = None  # decode.feedback: the circuit's twin.qec.feedback.FeedbackPlan
+
+
+def serving_kind(params, dev: str) -> str:
+    """The kind of the device that decodes for placement device ``dev`` (a hand-off: its serving stage)."""
+    from twin.calibration.params import serving_kind as kind
+    return kind(params, dev)
+
+
+def load_decode(path: str | Path) -> LoadedDecode:
+    """Load a decode scenario: the file, the parameter set and the traffic as any scenario's
+    (:func:`twin.scenario.load.read_scenario`), then the decode block against them: the placements'
+    devices and hosting modes, the hosting costs, the circuit, the decoder (built here, so one that
+    cannot take the circuit is refused at load), its cost and the feedback plan. Raises
+    :class:`ConfigError` naming file, key and value."""
+    from twin.scenario.load import read_scenario, resolve_gaps_file
+    path = Path(path)
+    sc, cal, params = read_scenario(path, DecodeScenario)
+    d = sc.decode
+    if is_roce(params) and sc.control != "on_card":
+        raise ConfigError(path, "control", sc.control, "a RoCE parameter set's controller is the FPGA itself "
+                          "(its ERNIC sends the requests): control: on_card")
+    resolve_gaps_file(path, "traffic", sc.traffic, d.shots * d.requests_per_shot())
+    _check_devices(path, sc, params, cal)
+    from twin.config import named_file
+    hp_path = named_file(path, "hosting", sc.hosting)
+    hosting, _ = load_hosting(hp_path)
+    from twin.qec.decoders.registry import unavailable
+    why = unavailable(d.decoder)
+    if why:
+        raise ConfigError(path, "decode.decoder", d.decoder, why)
+    circuit = decode_circuit(path, d)
+    _check_circuit_fits(path, sc, circuit)
+    sinter_inner = resolve_sinter_decoder(d.decoder, path) if d.decoder.startswith("sinter:") else None
+    fn = _user_function(path, d, params, circuit)
+    fit = _check_cost(path, d, params)
+    _check_syndrome(path, d, circuit)
+    try:  # built once here, so a decoder that cannot take this model is refused at load (e.g. no matching graph)
+        decoder = decoder_for(d, circuit, path, sinter_inner=sinter_inner, fn=fn)
+    except ConfigError:
+        raise
+    except Exception as e:
+        raise ConfigError(path, "decode.decoder", d.decoder, f"cannot be built for this circuit: "
+                          f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}") from None
+    return LoadedDecode(path, sc, params, hosting, hp_path, fit, circuit, decoder, _feedback_plan(path, d, circuit))
+
+
+def _devices(d: Decode):
+    """``(placement index, device index, device name, placement)`` of every placement's devices."""
+    for i, pl in enumerate(d.placements):
+        for j, dev in enumerate(pl.names):
+            yield i, j, dev, pl
+
+
+def _check_devices(path: Path, sc: DecodeScenario, params, cal: Path) -> None:
+    """Every placement's devices are consumers of ``params`` whose serving device can host the
+    placement's mode (:func:`twin.qec.hosting.check_mode`). Raises :class:`ConfigError`."""
+    for i, j, dev, pl in _devices(sc.decode):
+        if dev not in params.consumers:
+            raise ConfigError(path, pl.device_key(i, j), dev,
+                              f"not a consumer of {cal.name} (have: {', '.join(params.consumers)})")
+        try:
+            check_mode(pl.mode, serving_kind(params, dev), dev)
+        except ValueError as e:
+            raise ConfigError(path, f"decode.placements[{i}].mode", pl.mode, str(e)) from None
+
+
+def _check_circuit_fits(path: Path, sc: DecodeScenario, circuit) -> None:
+    """What only the circuit tells: a circuit file's per-round requests (its rounds, not
+    ``decode.rounds``) stay within the simulated horizon; a Qblox program's answer bit is one of
+    the correction's observable bits. Raises :class:`ConfigError`."""
+    d = sc.decode
+    if d.circuit is not None and d.per == "round":  # the file's rounds, not decode.rounds, set the requests
+        from twin.qec.workload import sample_circuit
+        from twin.scenario.schema import check_horizon
+        try:
+            check_horizon(sc.traffic, d.shots * sample_circuit(circuit, 1, per="round").requests_per_shot,
+                          ("traffic",))
+        except Located as e:
+            raise ConfigError(path, ".".join(map(str, e.path)), e.value, e.problem) from None
+    q = sc.qblox
+    if q is not None and q.feedback is not None and q.feedback.answer_bit >= circuit.num_observables:
+        raise ConfigError(path, "qblox.feedback.answer_bit", q.feedback.answer_bit,
+                          f"the correction has {circuit.num_observables} observable bit(s) (0..."
+                          f"{circuit.num_observables - 1}): this bit would always read 0")
+
+
+def _user_function(path: Path, d: Decode, params, circuit):
+    """``decoder: function``: its callable resolved (:func:`resolve_function`), on no FPGA device
+    and with a time the cost model can give; None for the other decoders (which take no
+    ``function``). Raises :class:`ConfigError`."""
+    if d.decoder != "function":
+        if d.function:
+            raise ConfigError(path, "decode.function", d.function,
+                              f"only for decoder: function (decoder is {d.decoder})")
+        return None
+    if not d.function:
+        raise ConfigError(path, "decode.function", "<missing>", "decoder: function needs a function "
+                          "('package.module:callable', 'lib.so:symbol' or a registered function name)")
+    fn = resolve_function(d.function, path, reply_bytes=-(-circuit.num_observables // 8))
+    for i, j, dev, pl in _devices(d):
+        if serving_kind(params, dev) == "fpga":
+            raise ConfigError(path, pl.device_key(i, j), dev, "a Python function does not run in FPGA logic")
+    if d.cost.how == "model" and d.cost.fixed is None:
+        raise ConfigError(path, "decode.cost.fixed", "<missing>", "a user function has no entry in the cost "
+                          "model: give its time (fixed: '50 ns') or use how: host_timed")
+    return fn
+
+
+def _check_cost(path: Path, d: Decode, params):
+    """``decode.cost`` applies to some placement (a model whose decoder time is the cost model's,
+    :data:`twin.nodes.models.COST_MODEL`); the cost model has the decoder on every serving device
+    kind (``how: model`` without ``fixed``). Returns the fitted calibration (``how: fitted``) or
+    None. Raises :class:`ConfigError`."""
+    from twin.qec.schema import CONSUMER_MODELS, cost_timed, cost_timed_models
+    if "cost" in d.model_fields_set and not any(cost_timed(pl.model) for pl in d.placements):
+        from twin.nodes.models import model_for
+        own = "; ".join(f"{m}: {model_for('consumer', m).supports['decoder_time']}" for m in CONSUMER_MODELS
+                        if not cost_timed(m))
+        raise ConfigError(path, "decode.cost", "{...}", f"no placement uses it (the decoder time of model {own}); "
+                          f"cost applies to {cost_timed_models('and')} placements")
+    fit = _load_cost_fit(path, d) if d.cost.how == "fitted" else None
+    if d.cost.how == "model" and d.cost.fixed is None and d.decoder != "function":
+        from twin.qec.cost import MODEL_NS
+        from twin.qec.decoders.registry import kind_of
+        for i, j, dev, pl in _devices(d):
+            kind = serving_kind(params, dev)
+            if (kind_of(d.decoder), kind) not in MODEL_NS:
+                raise ConfigError(path, pl.device_key(i, j), dev,
+                                  f"the cost model has no {d.decoder} decoder on a {kind}: give decode.cost.fixed "
+                                  "or use how: host_timed")
+    return fit
+
+
+def _check_syndrome(path: Path, d: Decode, circuit) -> None:
+    """A lookup table holds the circuit's detectors; ``decode.frame_bytes`` holds its syndrome.
+    Raises :class:`ConfigError`."""
+    from twin.qec.lookup import MAX_DETECTORS, syndrome_bytes
+    if d.decoder == "lookup" and circuit.num_detectors > MAX_DETECTORS:
+        raise ConfigError(path, "decode.decoder", d.decoder, f"{circuit.num_detectors} detectors; a lookup table "
+                          f"holds at most {MAX_DETECTORS} (use matching)")
+    if d.frame_bytes is not None and d.frame_bytes < syndrome_bytes(circuit.num_detectors):
+        need = syndrome_bytes(circuit.num_detectors)
+        raise ConfigError(path, "decode.frame_bytes", d.frame_bytes,
+                          f"the syndrome of {circuit.num_detectors} detectors needs {need}")
+
+
+def _feedback_plan(path: Path, d: Decode, circuit):
+    """``decode.feedback``: the circuit's :class:`twin.qec.feedback.FeedbackPlan` (its classically
+    controlled gates), or None. Raises :class:`ConfigError` naming ``decode.feedback``."""
+    if d.feedback is None:
+        return None
+    from twin.qec.feedback import FeedbackError, analyse
+    try:
+        return analyse(circuit, d.feedback.qubits)
+    except FeedbackError as e:
+        raise ConfigError(path, "decode.feedback", d.circuit, str(e)) from None
+
+
+MAX_CIRCUIT_QUBITS = 100_000           # stim allocates a frame per qubit; a real memory experiment has ~10^3
+MAX_CIRCUIT_MEASUREMENTS = 10_000_000  # per shot: sampling walks every one
+MAX_PAYLOAD_BYTES = 65_535             # a request's length field (the contract's 16-bit length)
+
+
+def check_circuit_size(path: Path, d: Decode, c) -> None:
+    """Refuse (ConfigError naming ``decode.circuit``) a circuit the loop cannot carry or stim cannot
+    sample in reasonable time: more than :data:`MAX_CIRCUIT_QUBITS` qubits or
+    :data:`MAX_CIRCUIT_MEASUREMENTS` measurements per shot; a packed syndrome over
+    :data:`MAX_PAYLOAD_BYTES` (one request); observables whose reply (ceil(K/8) bytes) does not fit
+    the reply slot, which is the request frame's size. stim counts these from the REPEAT blocks
+    without unrolling them."""
+    why = None
+    syndrome = -(-c.num_detectors // 8)
+    frame = d.frame_bytes or max(16, -(-syndrome // 16) * 16)
+    if c.num_qubits > MAX_CIRCUIT_QUBITS:
+        why = f"{c.num_qubits:,} qubits; at most {MAX_CIRCUIT_QUBITS:,}"
+    elif c.num_measurements > MAX_CIRCUIT_MEASUREMENTS:
+        why = f"{c.num_measurements:,} measurements per shot; at most {MAX_CIRCUIT_MEASUREMENTS:,}"
+    elif syndrome > MAX_PAYLOAD_BYTES:
+        why = (f"{c.num_detectors:,} detectors: a {syndrome:,}-byte syndrome; one request carries at most "
+               f"{MAX_PAYLOAD_BYTES:,} bytes ({8 * MAX_PAYLOAD_BYTES:,} detectors)")
+    elif -(-c.num_observables // 8) > frame:
+        why = (f"{c.num_observables:,} observables: a {-(-c.num_observables // 8):,}-byte correction; the reply "
+               f"slot holds the {frame}-byte frame")
+    if why:
+        raise ConfigError(path, "decode.circuit", d.circuit, why)
+
+
+def _check_certain_errors(path: Path, d: Decode, dem) -> None:
+    """Refuse a circuit with an error of probability 1 for ``decoder: matching``: matching weighs
+    an edge ``log((1 - p) / p)``, infinite at p = 1 (a deterministic flip is part of the circuit, not
+    an error; write the gate instead)."""
+    if d.decoder != "matching":
+        return
+    from twin.qec.circuit_text import certain_errors
+    n = certain_errors(dem)
+    if n:
+        raise ConfigError(path, "decode.circuit", d.circuit, f"{n:,} error(s) of probability 1: matching weighs an "
+                          "edge log((1 - p)/p), infinite at p = 1 (a certain flip is a gate, not an error: write "
+                          "the gate, or use decoder: lookup)")
+
+
+def decode_circuit(path: Path, d: Decode):
+    """The ``stim.Circuit`` a decode block describes: ``decode.circuit`` (a .stim file, relative to
+    the scenario's folder) or the named code's memory experiment. Raises ConfigError naming the key:
+    a file that is missing, does not parse, or has no detectors or no observables; a noise model the
+    code is not built with; a distance the code does not have; stim's own limits (rounds)."""
+    import stim
+
+    from twin.qec.codes import memory_circuit
+    if d.circuit is not None:
+        from twin.config import named_file, read_input_text
+        f = named_file(path, "decode.circuit", d.circuit)
+        try:
+            text = read_input_text(f)  # a regular file of at most 16 MiB of UTF-8
+        except ConfigError as e:
+            raise ConfigError(path, "decode.circuit", d.circuit, e.problem) from None
+        from twin.qec.circuit_text import CircuitTextError, check_counts, measure_circuit_text
+        try:
+            counts = measure_circuit_text(text)  # before stim parses it: nesting, counts, lookbacks
+        except CircuitTextError as e:
+            raise ConfigError(path, "decode.circuit", d.circuit, str(e)) from None
+        try:
+            c = stim.Circuit(text)
+        except Exception as e:  # stim raises ValueError with the offending line
+            raise ConfigError(path, "decode.circuit", d.circuit, f"stim cannot parse it: "
+                              f"{(str(e).strip().splitlines() or [''])[0][:160]}") from None
+        if c.num_detectors == 0 or c.num_observables == 0:
+            raise ConfigError(path, "decode.circuit", d.circuit, f"{c.num_detectors} detectors and "
+                              f"{c.num_observables} observables; a decode study needs at least one of each")
+        check_circuit_size(path, d, c)  # before stim unrolls it: a nested REPEAT can ask for 10^18 of anything
+        try:
+            check_counts(counts)
+        except CircuitTextError as e:
+            raise ConfigError(path, "decode.circuit", d.circuit, str(e)) from None
+        try:
+            dem = c.detector_error_model(decompose_errors=False, approximate_disjoint_errors=True)
+        except ValueError as e:  # e.g. a non-deterministic detector or observable
+            raise ConfigError(path, "decode.circuit", d.circuit, f"stim has no detector error model for it: "
+                              f"{(str(e).strip().splitlines() or [''])[0][:160]}") from None
+        _check_certain_errors(path, d, dem)
+        return c
+    from twin.qec.bb import BB_CODES
+    noise = d.noise_model
+    if d.code is None or noise is None:  # the schema asks for a code without a circuit file (Decode._source)
+        raise ConfigError(path, "decode.code", "<missing>", "give either code (a named code) or circuit (a .stim file)")
+    if d.code in BB_CODES:
+        if noise == "circuit":
+            raise ConfigError(path, "decode.noise", noise, "a BB code is built with phenomenological or "
+                              "code_capacity noise (no circuit-level syndrome extraction; docs/qec.md)")
+        if "distance" in d.model_fields_set and d.distance != BB_CODES[d.code].d:
+            raise ConfigError(path, "decode.distance", d.distance, f"{d.code} has distance {BB_CODES[d.code].d} "
+                              "(give none, or that one)")
+    elif noise == "phenomenological":
+        raise ConfigError(path, "decode.noise", noise, f"stim's generated {d.code} circuits have circuit or "
+                          "code_capacity noise; phenomenological is for the BB codes")
+    if d.code == "steane" and d.distance != 3:
+        raise ConfigError(path, "decode.distance", d.distance, "the Steane code has distance 3")
+    try:
+        return memory_circuit(d.code, d.distance, d.rounds, d.p, noise)
+    except ValueError as e:  # stim's own limits, e.g. the color code needs two rounds
+        raise ConfigError(path, "decode.rounds", d.rounds, str(e).splitlines()[0]) from None
+
+
+def build_decoder(ld: LoadedDecode, w):
+    """The scenario's decoder for workload ``w`` (:class:`twin.qec.workload.Workload`): the one
+    built at load when ``w`` samples the scenario's own circuit, else :func:`decoder_for` its circuit
+    (e.g. another distance, for ``twin calibrate decoder``). Raises ConfigError for a function or a
+    sinter class that does not resolve."""
+    if ld.decoder is not None and w.circuit is ld.circuit:
+        return ld.decoder
+    return decoder_for(ld.sc.decode, w.circuit, ld.path, name=w.name)
+
+
+def decoder_for(d: Decode, circuit, path: Path | None = None, sinter_inner=None, fn=None, name: str | None = None):
+    """The decoder ``d.decoder`` names (:func:`twin.qec.decoders.registry.build`) for ``circuit``;
+    for ``function`` with ``fn`` (or ``d.function`` resolved, :func:`resolve_function`), for
+    ``sinter:...`` with ``sinter_inner`` (or the class resolved from ``path``'s folders). A bundled
+    lookup table keeps its own name (``rep3``, ``steane7``), so the loop serves it under its contract
+    id; others are ``<name or the workload's name>_<decoder>``."""
+    from twin.qec.decoders.registry import build
+    if d.decoder == "function":
+        if d.function is None:
+            raise ConfigError(path or "<scenario>", "decode.function", "<missing>", "decoder: function needs the "
+                              "function (package.module:callable, lib.so:symbol or a registered function's name)")
+        fn = fn or resolve_function(d.function, path, reply_bytes=-(-circuit.num_observables // 8))
+        return build("function", circuit, name=d.function, fn=fn)
+    if d.decoder.startswith("sinter:"):
+        return build(d.decoder, circuit, inner=sinter_inner or resolve_sinter_decoder(d.decoder, path))
+    from twin.qec.lookup import STANDARD
+    std = next((n for n, key in STANDARD.items() if key == (d.code, d.distance, d.rounds, d.p)), None)
+    if std and d.decoder == "lookup" and d.noise_model == "circuit":
+        return build("lookup", circuit, name=std)
+    return build(d.decoder, circuit, name=f"{name or workload_name(d, path)}_{d.decoder}")
+
+
+def workload_name(d: Decode, path: Path | None) -> str:
+    """The workload's label: ``<code>_d<distance>_r<rounds>_p<p>`` or the circuit file's stem."""
+    if d.circuit is not None:
+        return Path(d.circuit).stem
+    from twin.qec.bb import BB_CODES
+    dist = BB_CODES[d.code].d if d.code in BB_CODES else d.distance
+    return f"{d.code}_d{dist}_r{d.rounds}_p{d.p:g}"
+
+
+def resolve_sinter_decoder(spec: str, path: Path | None):
+    """``sinter:pkg.module:Class``: the class imported like ``decode.function``'s module
+    (:func:`function_roots`) and instantiated without arguments. Raises ConfigError naming
+    ``decode.decoder``: no such module or class, or an object that is not a sinter decoder."""
+    where = path or "<scenario>"
+    mod, _, cls = spec[len("sinter:"):].partition(":")
+    try:
+        module, _root = _import_from(mod, function_roots(path))
+        obj = getattr(module, cls)()
+    except Exception as e:
+        raise ConfigError(where, "decode.decoder", spec, f"cannot make the sinter decoder: {type(e).__name__}: "
+                          f"{(str(e).splitlines() or [''])[0][:160]}") from None
+    if not any(callable(getattr(obj, m, None)) for m in ("compile_decoder_for_dem", "decode_via_files")):
+        raise ConfigError(where, "decode.decoder", spec, f"{type(obj).__name__} is not a sinter.Decoder (no "
+                          "compile_decoder_for_dem or decode_via_files)")
+    return obj
+
+
+def _load_cost_fit(path: Path, d: Decode):
+    """The decoder-cost calibration of ``decode.cost.file`` (relative to the scenario), checked to be
+    of the scenario's decoder kind; raises ConfigError naming ``decode.cost.file``."""
+    from twin.config import named_file
+    from twin.qec.cost_fit import load_fit
+    if d.cost.file is None:  # the schema asks for it under how: fitted (Cost._applies)
+        raise ConfigError(path, "decode.cost.file", "<missing>", "how: fitted needs the calibration file")
+    f = named_file(path, "decode.cost.file", d.cost.file)
+    try:
+        fit = load_fit(f)
+    except ConfigError as e:
+        raise ConfigError(path, "decode.cost.file", d.cost.file, f"not a decoder-cost file ({e})") from None
+    if fit.decoder != d.decoder:
+        raise ConfigError(path, "decode.cost.file", d.cost.file, f"measured on a {fit.decoder} decoder; this "
+                          f"scenario's decoder is {d.decoder}")
+    fit.meta["file"] = d.cost.file
+    return fit
+
+
+def function_roots(path: Path | None) -> list[Path]:
+    """Where ``decode.function``'s module is looked for, in order: the scenario's own folder, its
+    parent (the repository root for a bundled scenario, so ``examples.rep3_rule`` resolves), then
+    the current directory; duplicates dropped. After these, the ordinary import path (an installed
+    package)."""
+    roots = [path.resolve().parent, path.resolve().parent.parent] if path is not None else []
+    roots.append(Path.cwd().resolve())
+    out: list[Path] = []
+    for r in roots:
+        if r not in out:
+            out.append(r)
+    return out
+
+
+def _module_file(root: Path, mod: str) -> Path | None:
+    base = root.joinpath(*mod.split("."))
+    for f in (base.with_suffix(".py"), base / "__init__.py"):
+        try:
+            if f.is_file():
+                return f
+        except (OSError, ValueError):  # a name the system refuses (too long): not there
+            return None
+    return None
+
+
+def _import_from(mod: str, roots: list[Path]):
+    """Import ``mod`` from the first of ``roots`` that holds its file (the root is on sys.path only
+    during the import), else from the ordinary import path. Returns (module, where it was found)
+    or raises ImportError listing the places looked in."""
+    import importlib
+    import sys
+    for root in roots:
+        if _module_file(root, mod) is None:
+            continue
+        cached = sys.modules.get(mod.split(".")[0])
+        if cached is not None:
+            found = [getattr(cached, "__file__", None)] + list(getattr(cached, "__path__", []))
+            homes = [Path(h).resolve() for h in found if h]
+            if homes and not any(h.is_relative_to(root) for h in homes):
+                raise ImportError(f"{root} holds it, but a module {cached.__name__!r} is already imported "
+                                  f"from {homes[0]}; give the decoder's module a name of its own")
+        sys.path.insert(0, str(root))
+        try:
+            return importlib.import_module(mod), root
+        finally:
+            try:
+                sys.path.remove(str(root))
+            except ValueError:
+                pass
+    try:
+        return importlib.import_module(mod), None
+    except ModuleNotFoundError as e:
+        if e.name and not (mod == e.name or mod.startswith(e.name + ".")):
+            raise  # the module exists but something it imports does not
+        where = ", ".join(str(r) for r in roots)
+        raise ImportError(f"no module {mod!r} in {where} or on the import path") from None
+
+
+def resolve_function(spec: str, path: Path | None = None, reply_bytes: int = 1):
+    """The callable named by ``spec``: ``package.module:callable``, ``lib.so:symbol`` (a C function
+    in a shared library, relative to the scenario's folder; :func:`twin.qec.decoders.function.c_function`,
+    whose reply is ``reply_bytes`` long) or a registered function's name.
+
+    The module is imported from the first of :func:`function_roots` that holds it (the scenario's
+    folder, its parent, the current directory; each on ``sys.path`` only while importing), else from
+    the ordinary import path. The callable must take one positional argument (the request payload,
+    bytes). Raises ConfigError naming ``decode.function`` and its value: no such module (listing
+    where it looked), importing it raised, no such attribute, not callable, wrong signature."""
+    import inspect
+
+    from twin.runtime.functions import lookup
+    where = path or "<scenario>"
+    if ":" not in spec:
+        try:
+            return lookup(spec).python
+        except KeyError as e:
+            raise ConfigError(where, "decode.function", spec, str(e).strip("'\"")) from None
+    mod, _, attr = spec.rpartition(":")
+    if not mod or not attr:
+        raise ConfigError(where, "decode.function", spec, "expected 'package.module:callable'")
+    if mod.endswith((".so", ".dylib")):
+        from twin.qec.decoders.function import c_function
+        lib = (path.parent / mod).resolve() if path is not None else Path(mod).resolve()
+        try:
+            return c_function(lib, attr, reply_bytes)
+        except (OSError, AttributeError) as e:
+            raise ConfigError(where, "decode.function", spec, f"cannot load the C function: "
+                              f"{(str(e).splitlines() or [''])[0][:160]}") from None
+    try:
+        module, _root = _import_from(mod, function_roots(path))
+    except ImportError as e:
+        raise ConfigError(where, "decode.function", spec, f"cannot import it ({e})") from None
+    except Exception as e:
+        raise ConfigError(where, "decode.function", spec, f"importing {mod} raised {type(e).__name__}: "
+                          f"{(str(e).splitlines() or [''])[0][:160]}") from None
+    try:
+        fn = getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(where, "decode.function", spec, f"module {mod} ({getattr(module, '__file__', '?')}) "
+                          f"has no {attr!r}") from None
+    if not callable(fn):
+        raise ConfigError(where, "decode.function", spec, f"is a {type(fn).__name__}, not a function")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return fn  # a builtin without a signature: checked when called
+    try:
+        sig.bind(b"")
+    except TypeError:
+        raise ConfigError(where, "decode.function", spec, f"takes {sig}; a decoder takes one positional "
+                          "argument, the request payload (bytes)") from None
+    return fn
+
+
