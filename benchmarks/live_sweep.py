@@ -35,7 +35,7 @@ draws). A point's R rounds make passes of R // N, the remainder one more each in
 command) is rewritten after each pass, so a stopped sweep leaves its finished passes usable (a pass
 that did not finish leaves its folder unlisted: move it out). ``twin calibrate --from-live`` and
 ``twin validate`` take ``<point>/`` as one run, its passes' rounds pooled
-(twin.calibration.live_runs.read_live_rounds); sweep.json and the README give the pooled percentiles
+(twin.fitting.live_runs.read_live_rounds); sweep.json and the README give the pooled percentiles
 and each point's pass-to-pass spread (clean round-trip p50 of each pass).
 
 Usage: PYTHONPATH=. python benchmarks/live_sweep.py --backend shm --sweep duty --out DIR
@@ -143,10 +143,10 @@ def machine() -> dict:
 
 def summarize(folder: Path) -> dict:
     """p50/p99 of a point's live service, card-boundary round trip and measured idle (ns), from one
-    run or from its passes pooled (twin.calibration.live_runs.read_live_rounds); for passes also
+    run or from its passes pooled (twin.fitting.live_runs.read_live_rounds); for passes also
     ``pass_p50_ns``: each pass's clean round-trip p50 (ns), in pass order, and ``clean_rtt_p50_ns``:
     the pooled clean round trip's (stalled rounds and those queued behind them left out)."""
-    from twin.calibration.live_runs import read_live_rounds
+    from twin.fitting.live_runs import read_live_rounds
     doc, res, arr, passes = read_live_rounds(folder)
     idle = arr["idle_ns"][arr["idle_ns"] >= 0] if "idle_ns" in arr else np.zeros(0)
     target = []

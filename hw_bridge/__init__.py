@@ -9,6 +9,6 @@
   :mod:`hw_bridge.udp` with :mod:`hw_bridge.agent` (``python -m hw_bridge.agent``).
 - the live consumer inside the twin's event model is :mod:`twin.devices.live` (it opens these endpoints).
 - :mod:`twin.output.live`: measured beside simulated; ``twin calibrate --from-live``
-  is :mod:`twin.calibration.live`; :mod:`hw_bridge.build`: the C parts, built and cached on first use;
+  is :mod:`twin.fitting.live`; :mod:`hw_bridge.build`: the C parts, built and cached on first use;
   :mod:`hw_bridge.producer`: the C producer side of a round, shared by ``shm`` and ``cuda``.
 """

@@ -254,11 +254,11 @@ def _npz_edit(npz: Path, how: str) -> None:
 
 def attempt_run(base: Path, case: tuple, folder: Path, seconds: float = 20) -> Outcome:
     """Copy the live run folder ``base`` to ``folder``, mutate it (``case``: :func:`run_cases`) and
-    read it as ``twin calibrate --from-live`` does (:func:`twin.calibration.live_runs.load_run`)."""
+    read it as ``twin calibrate --from-live`` does (:func:`twin.fitting.live_runs.load_run`)."""
     import shutil
 
-    from twin.calibration.live_runs import load_run
     from twin.config import ConfigError
+    from twin.fitting.live_runs import load_run
     edits, npz_edit = case
     run = folder / "run"
     shutil.copytree(base, run, symlinks=True)

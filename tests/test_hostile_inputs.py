@@ -199,7 +199,7 @@ def results_of(run: Path) -> dict:
 
 
 def load_refusal(run: Path, file: Path, key: str, value: str) -> str:
-    from twin.calibration.live_runs import load_run
+    from twin.fitting.live_runs import load_run
     with limit(10), pytest.raises(ConfigError) as e:
         load_run(run)
     one_line(str(e.value), file, key, value)
@@ -207,7 +207,7 @@ def load_refusal(run: Path, file: Path, key: str, value: str) -> str:
 
 
 def test_the_synthetic_run_loads(live_run):
-    from twin.calibration.live_runs import load_run
+    from twin.fitting.live_runs import load_run
     assert len(load_run(live_run).rtt_ps) == 400
 
 
@@ -215,7 +215,7 @@ def test_a_300_mb_results_json_is_refused_unread(live_run, tmp_path):
     run = copy_run(live_run, tmp_path)
     with (run / "results.json").open("r+b") as f:
         f.truncate(300 * 2**20)  # sparse: nothing written, nothing read
-    from twin.calibration.live_runs import load_run
+    from twin.fitting.live_runs import load_run
     with limit(5), pytest.raises(ConfigError) as e:
         load_run(run)
     assert str(e.value) == f"{run / 'results.json'}: {300 * 2**20:,} bytes: larger than 16 MiB, the most an input " \
@@ -271,7 +271,7 @@ def test_an_npz_declaring_gigabytes_is_refused_before_it_allocates(live_run, tmp
     npz = run / "live_rounds.npz"
     write_npz_member(npz, "cpu_live.rtt_ps", (750_000_000,), b"\0" * 800)  # 5.6 GiB declared, 800 B held
     code = f"""
-        from twin.calibration.live_runs import load_run
+        from twin.fitting.live_runs import load_run
         from twin.config import ConfigError
         try:
             load_run({str(run)!r})
@@ -315,7 +315,7 @@ def test_a_symlink_loop_is_a_clean_refusal(live_run, tmp_path):
     (run / "results.json").unlink()
     (run / "results.json").symlink_to(run / "loop")
     (run / "loop").symlink_to(run / "results.json")
-    from twin.calibration.live_runs import load_run
+    from twin.fitting.live_runs import load_run
     with pytest.raises(ConfigError) as e:
         load_run(run)
     assert "\n" not in str(e.value) and "results.json" in str(e.value)

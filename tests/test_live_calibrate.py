@@ -5,12 +5,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from twin.calibration.live import calibrate_from_live
-from twin.calibration.live_runs import load_live_run
 from twin.calibration.measured import load_measured
 from twin.calibration.params import load_params
 from twin.commands import main
 from twin.config import ConfigError
+from twin.fitting.live import calibrate_from_live
+from twin.fitting.live_runs import load_live_run
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "calibrations" / "measured" / "live" / "h200_cuda_warp"  # the warp kernel, 2026-12-01

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from twin.calibration.live_runs import load_run, read_live_rounds
 from twin.config import ConfigError
+from twin.fitting.live_runs import load_run, read_live_rounds
 
 ROOT = Path(__file__).resolve().parents[1]
 LIVE = ROOT / "calibrations" / "measured" / "live"
@@ -170,7 +170,7 @@ MISSED = {("h200_host_shm_duty_passes", "h200_host_shm_passes", "exp_100us"):
 @pytest.mark.parametrize("cal, sweep, point", [
     pytest.param(*h, marks=pytest.mark.xfail(strict=True, reason=MISSED[h])) if h in MISSED else h for h in HELD])
 def test_interleaved_duty_fit_predicts_held_out_points(cal, sweep, point):
-    from twin.calibration.validate import validate
+    from twin.fitting.validate import validate
     (v,) = validate(ROOT / "calibrations" / "fitted" / f"{cal}.yaml", [LIVE / sweep / point], seed=7)
     assert abs(v.comparison.error_pct("p50")) < 3.0
     assert v.comparison.w1_pct <= 2.0
@@ -180,14 +180,14 @@ def test_interleaved_duty_fit_predicts_held_out_points(cal, sweep, point):
 def test_the_vm_size_sweep_in_passes_predicts_256_bytes():
     """The size line's second case (this 2-core VM, shm, quiet, the four points interleaved in 8
     passes): fitted on 64 and 1,024 B, the pooled 256 B point within 3 % at p50 and 10 % at p99."""
-    from twin.calibration.validate import validate
+    from twin.fitting.validate import validate
     (v,) = validate(ROOT / "calibrations" / "fitted" / "vm_shm_size_passes.yaml",
                     [LIVE / "vm_shm_size_passes" / "echo_256B"], seed=7)
     assert abs(v.comparison.error_pct("p50")) < 3.0 and abs(v.comparison.error_pct("p99")) < 10.0
 
 
 def test_a_fit_on_a_point_in_passes_records_its_passes_and_what_it_set(tmp_path):
-    from twin.calibration.live import calibrate_from_live, fitted_section
+    from twin.fitting.live import calibrate_from_live, fitted_section
     fit = calibrate_from_live(_point(tmp_path), ROOT / "scenarios" / "live_gpu_cuda.yaml", rounds=2000,
                               rounds_check=2000, log=lambda *a: None)
     doc = fitted_section(fit, "twin calibrate --from-live point")
@@ -235,7 +235,7 @@ def test_a_run_named_twice_or_inside_a_fit_point_is_refused(tmp_path, capsys):
 
 def test_a_pass_folder_is_labelled_with_its_point():
     """Passes of several points are told apart in tables and figure titles: point/pass_KK."""
-    from twin.calibration.live_runs import load_run
+    from twin.fitting.live_runs import load_run
     run = load_run(LIVE / "h200_host_shm_passes" / "exp_1ms" / "pass_03")
     assert run.label.startswith("exp_1ms/pass_03 (64 B, echo)")
     assert load_run(LIVE / "h200_host_shm_passes" / "exp_1ms").label.startswith("exp_1ms (64 B")

@@ -1,4 +1,5 @@
-"""Parameter sets for the RoCE v2 path (the Backline tier), the loop built from one, and its fit.
+"""Parameter sets for the RoCE v2 path (the Backline tier) and the loop built from one (its fit:
+:mod:`twin.fitting.roce`).
 
 The loop: an FPGA controller (AMD Versal Premium VPK120 with the ERNIC RDMA engine; a hardware-
 handshake engine issues each round on the FPGA's 200 MHz clock) -> Ethernet (switch hops) -> the
@@ -18,14 +19,11 @@ summary: seed backline-paper-abstract.txt / backline-announcement.txt and the is
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, ClassVar, Literal
+from typing import ClassVar, Literal
 
-import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from twin.calibration.fit import Residual, fit_groups, miss
 from twin.calibration.params import (
     ConsumerModel,
     FitGroup,
@@ -44,7 +42,6 @@ from twin.engine.spec import LoopSpec
 from twin.faults import FaultPlan
 from twin.links.pcie import PcieLink
 from twin.links.roce import RoceV2Packetiser, RoceV2Path
-from twin.stats import percentile_ps
 from twin.units import PS_PER_NS, freq_hz, period_ps, rate_bps, time_ps
 
 SLOT_BYTES = 64  # the RoCE queues' slot size (Backline: 16-byte payloads in 64-byte slots)
@@ -280,89 +277,3 @@ class RoceMeasured(_Strict):
 def load_roce_measured(path: str | Path) -> RoceMeasured:
     """Load a RoCE measurement file; raises :class:`ConfigError`."""
     return load_model(path, RoceMeasured)
-
-
-def simulate_roce(params: RoceParamSet, consumer: str, rounds: int, seed: int, frame_bytes: int,
-                  clock_ps: int, switch_hops: int = 0) -> np.ndarray:
-    """Round trips (ps) of one consumer, closed loop on the controller's clock (direct engine),
-    with ``switch_hops`` switches on the route."""
-    from twin.engine.direct import run_direct
-    tr = TrafficParams(mode="closed_loop", rounds=rounds, frame_bytes=frame_bytes, clock_ps=clock_ps)
-    from twin.scenario.compile import flow_spec
-    return run_direct(flow_spec(params, consumer, tr, seed, switch_hops=switch_hops)).rtt_ps
-
-
-@dataclass
-class RoceFitResult:
-    """The fitted set, its residuals and the bookkeeping of the fit."""
-
-    params: RoceParamSet
-    values: dict[str, float]
-    residuals: list[Residual]
-    evaluations: int
-    group_objectives: list[float] = field(default_factory=list)
-
-
-def calibrate_roce(prior: RoceParamSet, prior_path: Path, log: Callable[[str], None] = print,
-                   rounds: int | None = None, maxiter: int | None = None,
-                   popsize: int | None = None,
-                   progress: Callable[[str, int, int], None] | None = None) -> RoceFitResult:
-    """Fit ``prior``'s free parameters to its measurement file, group by group.
-
-    Objective per consumer and fitted statistic: :func:`twin.calibration.fit.miss` (squared error
-    in histogram bins plus squared rank distance), the same as the card path's; ``min`` is the 0th
-    percentile. Search: differential evolution then the coordinate polish, with common random
-    numbers (``fit.seed``). Raises ValueError when the prior has no fit section or a consumer has no
-    measured row. ``progress``: :func:`twin.calibration.fit.fit_groups`'s.
-    """
-    if prior.fit is None:
-        raise ValueError(f"{prior_path}: no 'fit' section: nothing to calibrate")
-    spec = prior.fit
-    measured = load_roce_measured(Path(prior_path).parent / spec.measured)
-    rounds = rounds or spec.rounds
-    maxiter = maxiter or spec.maxiter
-    popsize = popsize or spec.popsize
-    bin_ps = time_ps(measured.bin)
-    clk = period_ps(prior.controller.clock)
-
-    def group_error(trial: RoceParamSet, group: FitGroup) -> float:
-        err = 0.0
-        for c in group.consumers:
-            rtt = simulate_roce(trial, c, rounds, spec.seed, measured.frame_bytes, clk, spec.switch_hops)
-            have = measured.consumers[c].stats_ps()
-            for s in spec.stats:
-                if s in have:
-                    err += miss(rtt, STAT_Q[s], have[s], bin_ps)
-        return err
-
-    params, values, evaluations, objectives = fit_groups(
-        prior, spec.groups, group_error, measured.consumers, spec.measured, seed=spec.seed, maxiter=maxiter,
-        popsize=popsize, log=log, progress=progress)
-    residuals = []
-    for c, row in measured.consumers.items():
-        if c not in params.consumers:
-            continue
-        rtt = simulate_roce(params, c, rounds, spec.seed, measured.frame_bytes, clk, spec.switch_hops)
-        for s, v in row.stats_ps().items():
-            residuals.append(Residual(c, s, v / 1000, percentile_ps(rtt, STAT_Q[s]) / 1000))
-    return RoceFitResult(params, values, residuals, evaluations, objectives)
-
-
-def roce_fitted_document(result: RoceFitResult, prior_path: Path, measured_path: str) -> dict:
-    """The fitted RoCE set as a YAML-ready mapping: values, provenance, residuals."""
-    data = result.params.model_dump(exclude={"fit", "fitted"}, exclude_none=True)
-    prov = dict(result.params.provenance)
-    for key in result.values:
-        prov[key] = f"fitted: twin calibrate to {measured_path}"
-    data["provenance"] = prov
-    data["fitted"] = {
-        "from": str(prior_path), "measured": measured_path,
-        "measured_numbers": len(result.residuals), "free_parameters": len(result.values),
-        "evaluations": result.evaluations, "values": result.values,
-        "residuals": [{"consumer": r.consumer, "stat": r.stat, "measured_ns": r.measured_ns,
-                       "model_ns": r.model_ns, "error_pct": round(r.error_pct, 3)} for r in result.residuals],
-        "targets": f"the percentiles of every consumer in {measured_path}",
-        "free_parameter_names": list(result.values),
-        "validated_on": [],  # none held out by the fit
-    }
-    return data

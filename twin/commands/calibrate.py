@@ -79,14 +79,14 @@ def checked_out(out: Path, args: argparse.Namespace) -> Path:
 
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     """``twin calibrate``: fit a prior parameter set, write the fitted set, print the residuals."""
-    # scipy first: its initialisation swallows a Ctrl-C (twin.calibration.fit imports it only when it fits,
+    # scipy first: its initialisation swallows a Ctrl-C (twin.fitting.fit imports it only when it fits,
     # so that `twin run` never does)
     import scipy.optimize  # noqa: F401
 
-    from twin.calibration.fit import calibrate, fitted_document
     from twin.calibration.params import load_params
-    from twin.calibration.report import residuals_table, write_fitted_yaml
     from twin.commands.calibrate_decoder import cmd_calibrate_decoder, refuse_decoder_options
+    from twin.fitting.fit import calibrate, fitted_document
+    from twin.fitting.report import residuals_table, write_fitted_yaml
 
     positional = args.prior or []
     if positional and positional[0] == "decoder":
@@ -126,10 +126,10 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
     """``twin calibrate --from-live RUN [RUN ...] [--validate RUN ...]``: fit a consumer model to live
-    runs (twin.calibration.live), write the fitted set, print measured vs predicted p50/p90/p99, W1,
+    runs (twin.fitting.live), write the fitted set, print measured vs predicted p50/p90/p99, W1,
     KS and the modes for every run, fitted and held out."""
-    from twin.calibration.live import calibrate_from_live, write_fitted
-    from twin.calibration.live_runs import load_run
+    from twin.fitting.live import calibrate_from_live, write_fitted
+    from twin.fitting.live_runs import load_run
 
     items = [Path(x) for x in args.from_live]
     for p in items:  # a file of a run folder where its folder is meant
@@ -145,7 +145,7 @@ def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
             raise UsageError(f"--from-live/--validate {run}: not a run folder")
     if not runs:
         raise UsageError("--from-live: name at least one run folder")
-    from twin.calibration.live_runs import overlap
+    from twin.fitting.live_runs import overlap
     held = [Path(v) for v in args.validate]
     for opt, got in (("--from-live", overlap(runs)), ("--validate", overlap(held))):
         if got:
@@ -164,7 +164,7 @@ def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
             raise UsageError(f"--from-live {run}: {b}, but {runs[0]} is {a}; one fit is of one device")
     for run in held:  # a held-out run that does not load is said now too, not after the fit
         load_run(run, scenario, args.node)
-    from twin.calibration.live import _default_name
+    from twin.fitting.live import _default_name
     out = Path(args.out) if args.out else stamped(_writable(_bundled("calibrations") / "fitted"
                                                             / f"{_default_name(first)}.yaml"))
     checked_out(out, args)
@@ -174,7 +174,7 @@ def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
                                   validate=args.validate, progress=progress, shape=args.shape)
     write_fitted(fit, out, runs, "twin calibrate --from-live " + " ".join(map(str, runs))
                  + (" --validate " + " ".join(args.validate) if args.validate else ""))
-    from twin.calibration.report import comparison_table
+    from twin.fitting.report import comparison_table
     comparison_table([(r.label, c, role) for r, c, role in fit.checks],
                      f"{fit.consumer}: live (measured, stalled rounds left out) vs fitted model "
                      "(predicted), card-boundary round trip").print(console)
@@ -189,8 +189,9 @@ def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
 def cmd_calibrate_roce(args: argparse.Namespace, console: Console, prior_path: Path) -> int:
     """Fit the RoCE prior at ``prior_path``; write ``--out`` (default ``fitted/<name>`` beside it).
     Returns 0; raises :class:`ConfigError` for a prior without a fit section."""
-    from twin.calibration.report import residuals_table, write_fitted_yaml
-    from twin.calibration.roce import calibrate_roce, load_roce_params, roce_fitted_document
+    from twin.calibration.roce import load_roce_params
+    from twin.fitting.report import residuals_table, write_fitted_yaml
+    from twin.fitting.roce import calibrate_roce, roce_fitted_document
 
     prior = load_roce_params(prior_path)
     if prior.fit is None:
@@ -212,7 +213,7 @@ def cmd_calibrate_roce(args: argparse.Namespace, console: Console, prior_path: P
 @contextmanager
 def fit_progress(console: Console):
     """A progress bar per fit group (its differential-evolution generations; a fit takes minutes):
-    yields the ``progress(label, done, maxiter)`` callback of :func:`twin.calibration.fit.fit_groups`."""
+    yields the ``progress(label, done, maxiter)`` callback of :func:`twin.fitting.fit.fit_groups`."""
     from twin.output.progress import progress_bar
 
     tasks: dict = {}

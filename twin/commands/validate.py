@@ -1,5 +1,5 @@
 """``twin validate CAL RUN [RUN ...]``: a calibration's predictions against live runs it was not
-fitted on (:mod:`twin.calibration.validate`): a table (p50/p90/p99 error, W1 as % of p50, KS,
+fitted on (:mod:`twin.fitting.validate`): a table (p50/p90/p99 error, W1 as % of p50, KS,
 modes), ``validate.json`` and an overlaid histogram figure ``validate.png`` in ``--out``."""
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ def register(sub) -> None:
 
 def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     """Print the validation table; write validate.json and validate.png. Returns 0."""
-    from twin.calibration.report import comparison_table
-    from twin.calibration.validate import prepare, validate
+    from twin.fitting.report import comparison_table
+    from twin.fitting.validate import prepare, validate
     from twin.output.progress import progress_bar
     from twin.output.validate import overlay_figure, validation_document
 
@@ -39,7 +39,7 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     for r in args.runs:
         if not Path(r).is_dir():
             raise UsageError(f"validate: {r}: not a run folder")
-    from twin.calibration.live_runs import overlap
+    from twin.fitting.live_runs import overlap
     got = overlap(args.runs)
     if got:
         raise UsageError(f"validate: RUN {got[0]}: {got[1]} {got[2]}, also named: each run once")

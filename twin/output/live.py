@@ -13,7 +13,7 @@ A point measured in passes (``benchmarks/live_sweep.py --passes N``: the sweep's
 round-robin order, each pass one ``twin run`` of the point's scenario into its own folder) is a folder
 holding ``passes.json`` (:func:`read_passes`) and those pass folders; ``twin calibrate --from-live``
 and ``twin validate`` take it as one run, its rounds pooled in pass order
-(:func:`twin.calibration.live_runs.read_live_rounds`) and its results recomputed from them
+(:func:`twin.fitting.live_runs.read_live_rounds`) and its results recomputed from them
 (:func:`pooled_summary`).
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 For each run folder (a ``twin run`` output with a live node: results.json + live_rounds.npz), the
 calibration's consumer (``--consumer``, default ``<node>_fitted``) stands where the live node stood:
 the run's scenario (slots, traffic and its gaps, control), frame bytes, function and encoding
-(:func:`twin.calibration.live.simulate_run`), as many rounds as the run kept (at least
+(:func:`twin.fitting.live.simulate_run`), as many rounds as the run kept (at least
 :data:`MIN_ROUNDS`), seed ``seed``. The comparison (:func:`twin.calibration.distribution.compare`):
 p50/p90/p99 error, W1 (ns and % of p50), KS and the number of histogram modes, on the run's round
 trips with its stalled rounds left out (:func:`twin.devices.isolation.find_stalls`; their count
@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from twin.calibration.distribution import Comparison, compare
-from twin.calibration.live import simulate_run
-from twin.calibration.live_runs import LiveRun, load_run
 from twin.calibration.params import ParamSet, load_params
 from twin.config import ConfigError
+from twin.fitting.live import simulate_run
+from twin.fitting.live_runs import LiveRun, load_run
 
 MIN_ROUNDS = 20_000
 
@@ -50,7 +50,7 @@ VALIDATE_HINT = "pass it (twin validate CAL RUN --scenario SCENARIO)"
 def prepare(cal: str | Path, runs: list, consumer: str | None = None, scenario: str | Path | None = None
             ) -> tuple[ParamSet, list[LiveRun], list[str]]:
     """Everything that can be refused before a prediction: calibration ``cal`` loaded, each run
-    folder of ``runs`` loaded (:func:`twin.calibration.live_runs.load_run`) and the consumer that stands
+    folder of ``runs`` loaded (:func:`twin.fitting.live_runs.load_run`) and the consumer that stands
     for its live node (:func:`pick_consumer`). Raises ConfigError."""
     cal = Path(cal)
     params = load_params(cal)

@@ -136,7 +136,7 @@ def fit_groups(params: P, groups: list[FitGroup], group_error: Callable[[P, FitG
     group)`` is the objective for a trial parameter set (common random numbers make it
     deterministic); each trial's values are snapped to the group's steps and passed through
     ``settle`` (e.g. applying ties). Fitted values are rounded to 3 decimals. Used by
-    :func:`calibrate` (card path) and :func:`twin.calibration.roce.calibrate_roce`.
+    :func:`calibrate` (card path) and :func:`twin.fitting.roce.calibrate_roce`.
 
     ``progress(label, generations done, maxiter)`` after each generation of a group's search
     (``label`` "group i/n: consumers"; done = maxiter when the search ends, converged or not).

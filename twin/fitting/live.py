@@ -2,7 +2,7 @@
 
 The run folder (written by ``twin run`` on a scenario with a ``model: live`` node) holds
 ``results.json`` and ``live_rounds.npz`` (per-round card-boundary round trips of the live node);
-:mod:`twin.calibration.live_runs` reads it (or a point measured in passes).
+:mod:`twin.fitting.live_runs` reads it (or a point measured in passes).
 The fit gives the live node a simulated stand-in: a new host ``<node>_fitted_host`` (a copy of the
 device's host) and a new consumer ``<node>_fitted`` of the device's kind, on the same path and
 encoding as the run, whose free parameters are
@@ -45,10 +45,10 @@ from scipy.optimize import differential_evolution
 from scipy.stats import wasserstein_distance
 
 from twin.calibration.distribution import Comparison, best_shift_ps, compare, extra_modes, service_table
-from twin.calibration.live_runs import LiveRun, load_run, plain_name
 from twin.calibration.params import ParamSet, reply_bytes
 from twin.config import ConfigError
 from twin.engine.direct import run_direct
+from twin.fitting.live_runs import LiveRun, load_run, plain_name
 from twin.scenario import load_scenario
 from twin.scenario.compile import flow_spec
 from twin.units import PS_PER_NS
@@ -82,7 +82,7 @@ class LiveFit:
 
 def _default_name(run: LiveRun) -> str:
     """The fitted set's name for a run: ``<scenario>_<node>_fitted``, both read from the run folder
-    (shared data) and each a plain name (:func:`twin.calibration.live_runs.plain_name`: no separator,
+    (shared data) and each a plain name (:func:`twin.fitting.live_runs.plain_name`: no separator,
     no leading dot, so the file stays in the folder it is written to). Raises ConfigError naming
     results.json, the key and the value otherwise."""
     res = run.path / "results.json"

@@ -2,7 +2,7 @@
 (``results.json``, ``live_rounds.npz``) or a point measured in passes (``passes.json`` and one such
 folder per pass, pooled in pass order), the scenario it ran, its stalled rounds
 (:func:`twin.devices.isolation.find_live_stalls`), and whether run lists overlap. The fit itself
-is :mod:`twin.calibration.live`."""
+is :mod:`twin.fitting.live`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -7,7 +7,7 @@ from typing import Iterable
 
 import yaml
 
-from twin.calibration.fit import Residual
+from twin.fitting.fit import Residual
 from twin.output.files import write_file
 from twin.output.table import Grid, Num, fmt
 
