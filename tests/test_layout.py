@@ -189,7 +189,26 @@ def test_the_runtime_imports_nothing_of_qec(project_arrows):
 
 
 BELOW_STUDIES = ("twin/kernel/", "twin/links/", "twin/exchange/", "twin/devices/", "twin/runtime/", "twin/rtl/",
-                 "twin/nodes/", "twin/engine/", "twin/scenario/", "twin/output/", "twin/config/")
+                 "twin/nodes/", "twin/engine/", "twin/scenario/", "twin/output/", "twin/config/",
+                 "twin/calibration/", "twin/fitting/", "twin/qec/")
+BELOW_SCENARIOS = ("twin/calibration/",)  # the parameter sets a scenario loads; their fits are twin/fitting/
+
+
+def test_the_parameter_sets_do_not_reach_up_to_the_scenarios_fits_or_studies(project_arrows):
+    """The parameter sets and measurements (twin.calibration) are what a scenario loads: they import
+    no scenario, fit, study, report or command (the fits that simulate loops are twin.fitting)."""
+    up = ("twin.scenario", "twin.fitting", "twin.studies", "twin.reports", "twin.commands", "twin.qec")
+    bad = [a for a in project_arrows if a.src.startswith(BELOW_SCENARIOS) and a.module.startswith(up)]
+    if bad:
+        pytest.fail("a parameter set's module reaches up:\n" + _listing(bad), pytrace=False)
+
+
+def test_the_studies_do_not_import_their_reports(project_arrows):
+    """What a study prints and writes (twin.reports) sits above the studies: no study imports it."""
+    bad = [a for a in project_arrows if a.src.startswith(("twin/studies/",) + BELOW_STUDIES)
+           and a.module.startswith("twin.reports")]
+    if bad:
+        pytest.fail("a study (or a layer below) imports a report:\n" + _listing(bad), pytrace=False)
 
 
 def test_the_layers_below_the_studies_import_none_of_them(project_arrows):
