@@ -78,6 +78,7 @@ def test_deep_repeat_nesting_is_refused_before_stim_parses_it(tmp_path):
 @pytest.mark.parametrize("text, says", [
     ("REPEAT 1000000000000 {\n TICK\n}\n" + GOOD, "instructions once its REPEAT blocks are unrolled"),
     ("REPEAT 100000 {\n REPEAT 100000 {\n TICK\n }\n}\n" + GOOD, "instructions once"),
+    ("REPEAT 1000000000 {\n REPEAT 1000 {\n }\n}\n" + GOOD, "instructions once"),  # empty, yet it loops
     ("REPEAT 1000 {\n H " + " ".join(map(str, range(60000))) + "\n}\n" + GOOD, "gate targets"),
     ("REPEAT 10000000000000 {\n TICK\n}\n" + GOOD, "1 to 1,000,000,000,000"),
     ("REPEAT ٣ {\n TICK\n}\n" + GOOD, "ASCII digits"),
