@@ -355,3 +355,11 @@ def test_calibrate_from_live_never_writes_outside_its_folder(live_run, tmp_path,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("twin: error: "), err
     one_line(err.removeprefix("twin: error: ").strip(), run / "results.json", key, repr(value))
+
+
+def test_a_null_frame_bytes_is_refused_by_key(live_run, tmp_path):
+    run = copy_run(live_run, tmp_path)
+    doc = results_of(run)
+    doc["frame_bytes"] = None
+    (run / "results.json").write_text(json.dumps(doc))
+    load_refusal(run, run / "results.json", "frame_bytes", "<missing>")
