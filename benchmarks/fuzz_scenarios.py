@@ -142,8 +142,13 @@ def _surface(name: str, strategy, attempt, n: int) -> int:
     @given(case=strategy)
     def one(case):
         nonlocal slowest
+        t = time.time()
         got = attempt(case)
+        if time.time() - t > 30:  # past the load limit: an attempt stuck where the alarm cannot reach
+            got = type(got)("hang", f"{time.time() - t:.0f} s (the alarm could not stop it)", time.time() - t)
         counts[got.kind] += 1
+        if sum(counts.values()) % 100 == 0:
+            print(f"  {name}: {sum(counts.values()):,} mutants, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
         slowest = max(slowest, got.seconds)
         if got.kind not in ("refused", "accepted") and len(failures) < 3:
             failures.append(f"{case!r:.300}\n{got.detail[-2000:]}")

@@ -78,6 +78,7 @@ def test_deep_repeat_nesting_is_refused_before_stim_parses_it(tmp_path):
 @pytest.mark.parametrize("text, says", [
     ("REPEAT 1000000000000 {\n TICK\n}\n" + GOOD, "instructions once its REPEAT blocks are unrolled"),
     ("REPEAT 100000 {\n REPEAT 100000 {\n TICK\n }\n}\n" + GOOD, "instructions once"),
+    ("REPEAT 1000000000 {\n REPEAT 1000 {\n }\n}\n" + GOOD, "instructions once"),  # empty, yet it loops
     ("REPEAT 1000 {\n H " + " ".join(map(str, range(60000))) + "\n}\n" + GOOD, "gate targets"),
     ("REPEAT 10000000000000 {\n TICK\n}\n" + GOOD, "1 to 1,000,000,000,000"),
     ("REPEAT ٣ {\n TICK\n}\n" + GOOD, "ASCII digits"),
@@ -354,3 +355,11 @@ def test_calibrate_from_live_never_writes_outside_its_folder(live_run, tmp_path,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("twin: error: "), err
     one_line(err.removeprefix("twin: error: ").strip(), run / "results.json", key, repr(value))
+
+
+def test_a_null_frame_bytes_is_refused_by_key(live_run, tmp_path):
+    run = copy_run(live_run, tmp_path)
+    doc = results_of(run)
+    doc["frame_bytes"] = None
+    (run / "results.json").write_text(json.dumps(doc))
+    load_refusal(run, run / "results.json", "frame_bytes", "<missing>")

@@ -333,7 +333,7 @@ def load_run(run: Path, scenario: str | Path | None = None, node: str | None = N
     rtt, svc, idle = arrays["rtt_ps"], arrays["service_ns"], arrays.get("idle_ns")
     res = run / (PASSES if passes else "results.json")  # what a message names: the pooled point or the run
     for key, where in (("frame_bytes", doc), ("encoding", s), ("name", s), ("node", s)):
-        if key not in where:
+        if where.get(key) is None:
             raise ConfigError(res, key, "<missing>", "not a results file of a live `twin run`")
     sc = Path(scenario) if scenario is not None else run_scenario(run, doc, s, hint)
     st = find_live_stalls(svc, rtt)

@@ -52,7 +52,8 @@ class CircuitTextError(ValueError):
 
 @dataclass
 class CircuitCounts:
-    """A circuit's totals once every block is unrolled: ``instructions``, ``targets``,
+    """A circuit's totals once every block is unrolled: ``instructions`` (each iteration of a
+    block counted as one too: an empty ``REPEAT`` still loops), ``targets``,
     ``measurements``, ``detectors``, ``observables`` (1 + the largest index), ``depth`` (deepest
     nesting of ``REPEAT``), ``detector_targets`` (rec targets of the detectors), ``most_read``
     and ``observed`` (the observables some target enters)."""
@@ -138,6 +139,7 @@ class _Walk:
             raise CircuitTextError(n, f"REPEAT blocks nested more than {MAX_REPEAT_DEPTH} deep")
         self.stack.append(_Block(count, n))
         self.factor *= count
+        self.counts.instructions += self.factor  # each iteration costs a step, empty or not (REPEAT 10^12 {})
         self.counts.depth = max(self.counts.depth, len(self.stack) - 1)
 
     def close(self, n: int) -> None:
