@@ -339,7 +339,8 @@ def test_the_tracker_records_batches_as_pennylane_devices_do():
         qml.QNode(fed_back, dev)(np.array([0.5, 1.2]))  # two tapes (broadcast) in one batch
     assert tr.totals["batches"] == 1 and tr.history["batch_len"] == [2]
     assert tr.totals["executions"] == 2 and tr.totals["simulations"] == 2
-    assert tr.history["round_trips"] == [r.round_trips for r in dev.last_run] and len(tr.history["program_time_ns"]) == 2
+    assert tr.history["round_trips"] == [r.round_trips for r in dev.last_run]
+    assert len(tr.history["program_time_ns"]) == 2
     counts = {}
     for d in (DQ, dev):  # finite shots: the same counts as default.qubit's (its one-shot tape: 2 executions)
         with qml.Tracker(d) as tr:

@@ -88,7 +88,8 @@ def _quote(text: str) -> str:
 
 def rewrite_paths(text: str, src: Path) -> str:
     """``text`` (the scenario ``src``) with its top-level data paths resolved against ``src``'s folder
-    and named ``bundled:REL`` (:func:`bundled_name`); ``null`` and absent keys stay. Comments and everything else are kept."""
+    and named ``bundled:REL`` (:func:`bundled_name`); ``null`` and absent keys stay. Comments and
+    everything else are kept."""
     import yaml
 
     def sub(m: re.Match) -> str:
