@@ -1,6 +1,7 @@
 """The bundled-file lookup (twin.bundled) and `twin scenarios` (list, copy, refusing to overwrite)."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -83,8 +84,8 @@ def test_scenarios_copy_rewrites_data_paths_and_runs_from_the_users_folder(tmp_p
     text = copy.read_text()
     src = (ROOT / "scenarios" / "card_path_64b.yaml").read_text()
     doc, orig = yaml.safe_load(text), yaml.safe_load(src)
-    assert doc["calibration"] == str(ROOT / "calibrations" / "fitted" / "card_path.yaml")
-    assert doc["measured"] == str(ROOT / "calibrations" / "measured" / "card_path_64b.yaml")
+    assert doc["calibration"] == "bundled:calibrations/fitted/card_path.yaml"
+    assert doc["measured"] == "bundled:calibrations/measured/card_path_64b.yaml"
     assert {k: v for k, v in doc.items() if k not in ("calibration", "measured")} == \
         {k: v for k, v in orig.items() if k not in ("calibration", "measured")}
     def comments(t):
@@ -93,7 +94,19 @@ def test_scenarios_copy_rewrites_data_paths_and_runs_from_the_users_folder(tmp_p
     capsys.readouterr()
     assert main(["run", "card_path_64b.yaml", "--rounds", "200", "--verify-rounds", "20", "--quiet", "--no-plot",
                  "--no-csv"]) == 0
-    assert (tmp_path / "runs" / "card_path_64b" / "results.json").is_file()
+    results = (tmp_path / "runs" / "card_path_64b" / "results.json").read_text()
+    # the paths it records are the names the scenario wrote, not where the twin is installed
+    assert json.loads(results)["measured"]["file"] == "bundled:calibrations/measured/card_path_64b.yaml"
+    assert str(ROOT) not in results and "site-packages" not in results
+
+
+@pytest.mark.parametrize("value", ["bundled:../pyproject.toml", "bundled:/etc/hostname", "bundled:twin/units.py",
+                                   "bundled:"])
+def test_a_bundled_name_stays_inside_the_bundle(tmp_path, value):
+    from twin.config import ConfigError, named_file
+    with pytest.raises(ConfigError) as e:
+        named_file(tmp_path / "s.yaml", "calibration", value)
+    assert "calibration" in str(e.value) and "inside the bundled files" in str(e.value)
 
 
 def test_scenarios_copy_refuses_to_overwrite(tmp_path, monkeypatch, capsys):
@@ -112,7 +125,7 @@ def test_scenarios_copy_into_a_folder_brings_the_user_decoder_along(tmp_path, ca
     dest = tmp_path / "mine"
     assert main(["scenarios", "copy", "decode_rep3_user.yaml", f"{dest}/"]) == 0
     doc = yaml.safe_load((dest / "decode_rep3_user.yaml").read_text())
-    assert doc["hosting"] == str(ROOT / "calibrations" / "hosting.yaml")
+    assert doc["hosting"] == "bundled:calibrations/hosting.yaml"
     assert (dest / "examples" / "rep3_rule.py").read_bytes() == (ROOT / "examples" / "rep3_rule.py").read_bytes()
     # the decoder's module is the copy beside the scenario, not the repository's
     from twin.qec.load import function_roots
@@ -138,7 +151,7 @@ def test_every_bundled_scenario_copies_to_a_file_that_loads_elsewhere(name, tmp_
     doc = yaml.safe_load((tmp_path / f"{name}.yaml").read_text())
     for key in ("calibration", "hosting", "measured"):
         if doc.get(key):
-            assert Path(doc[key]).is_absolute() and Path(doc[key]).is_file(), (key, doc[key])
+            assert doc[key].startswith("bundled:") and (ROOT / doc[key][8:]).is_file(), (key, doc[key])
     if "decode" in doc:
         from twin.qec.load import load_decode
         before = set(sys.modules)

@@ -465,6 +465,16 @@ def test_calibrate_writes_a_loadable_fitted_set(calibrated):
     assert got == {(c, s): PUBLISHED[c][i] for c in CONSUMERS for i, s in enumerate(("p50", "p90"))}
 
 
+def test_calibrate_prints_its_time_estimate_before_the_fit(calibrated):
+    out = calibrated["stdout"]
+    # maxiter 2, popsize 2: groups of 5 and 4 free -> Sobol populations 16 and 8; 3 generations each,
+    # plus at most 2 x 14 x free polishing moves
+    most = 3 * 16 + 3 * 8 + 28 * 9
+    line = next(ln for ln in out.splitlines() if "model evaluations" in ln)
+    assert f"at most {most:,} model evaluations" in line and "about" in line, out
+    assert out.index("at most") < out.index("fitting group 1/2")
+
+
 def test_calibrate_derives_the_aurora_link_stage(calibrated):
     fitted = load_params(calibrated["out"])
     assert fitted.aurora.link_stage_ns == pytest.approx(LINK_ROUND_TRIP_PS / 2000 - SER_PS / 1000, abs=1e-9)

@@ -158,7 +158,32 @@ def test_twin_components_lists_every_kind(capsys):
             assert f"{m.name}: {m.summary}" in out
             assert f"supports: {listing.supports_text(m.supports)}" in out
     assert "engine_land_ps [ps] = 10000 (10 ns)" in out
-    assert "amd-qblox-exchange-runtime.txt: 10 ns landing" in out
+    assert "AMD-Qblox blog (amd-qblox-exchange-runtime.txt, docs/sources.md): 10 ns landing" in out
+
+
+def test_every_measured_source_names_a_public_reference():
+    """A seed file name alone cannot be followed: every one cited by a component or a calibration file
+    has its public source (title, authors, address where known) in docs/sources.md, every component
+    source citing one points there, and no measured file's source rests on a project issue."""
+    import re
+
+    import yaml
+    sources = (ROOT / "docs" / "sources.md").read_text()
+    cal = sorted((ROOT / "calibrations").rglob("*.yaml"))
+    text = "\n".join(p.read_text() for p in [ROOT / "twin" / "nodes" / "kinds.py", *cal])
+    seeds = set(re.findall(r"[a-z0-9-]+\.txt", text))
+    assert seeds == {"amd-qblox-exchange-runtime.txt", "backline-paper-abstract.txt", "backline-announcement.txt"}
+    for seed in seeds:
+        row = next(ln for ln in sources.splitlines() if f"`{seed}`" in ln)
+        assert row.count("|") >= 4 and ('"' in row or "blog" in row), row  # a title or publisher beside the file
+    for k in kinds():
+        for prm in k.params:
+            if ".txt" in prm.source:
+                assert "docs/sources.md" in prm.source, (k.name, prm.name, prm.source)
+    for f in sorted((ROOT / "calibrations" / "measured").glob("*.yaml")):
+        src = str(yaml.safe_load(f.read_text()).get("source", ""))
+        assert not re.search(r"\bissue \d+", src), (f.name, src)
+        assert ".txt" not in src or "docs/sources.md" in src, (f.name, src)
 
 
 def test_twin_components_one_kind_and_formats(capsys):

@@ -213,3 +213,38 @@ int main(void) {{
                     str(exe)], check=True)
     out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
     assert out == [str(len(packed)), "1", "1", str(C.FUNCTION_DECODE_REP3), str(C.STATUS["function_failed"]), "0"]
+
+
+def test_gen_refuses_outside_a_source_checkout(tmp_path, monkeypatch, capsys):
+    """An installed wheel: the package's parent is site-packages (no pyproject.toml, no setup.py).
+    ``twin gen`` must not rewrite files there; ``--check`` still reads."""
+    from twin import bundled
+    from twin.commands import main
+    from twin.engine import gen_core
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    monkeypatch.setattr(bundled, "CHECKOUT", site)
+    written = {}
+    for g in (gen, gen_core):
+        outputs = {k: tmp_path / f"{g.__name__}.{p.name}" for k, p in g.OUTPUTS.items()}
+        for k, p in g.OUTPUTS.items():
+            outputs[k].write_text("old")
+        written.update(outputs)
+        monkeypatch.setattr(g, "OUTPUTS", outputs)
+    assert main(["gen"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "source checkout" in err and "clone" in err
+    assert all(p.read_text() == "old" for p in written.values())
+    assert main(["gen", "--check"]) == 1  # reads only: runs anywhere, and finds the "old" files stale
+
+
+def test_gen_writes_in_a_source_checkout(tmp_path, monkeypatch, capsys):
+    from twin import bundled
+    from twin.commands import main
+    from twin.engine import gen_core
+    assert bundled.in_checkout()
+    for g in (gen, gen_core):
+        outputs = {k: tmp_path / f"{g.__name__}.{p.name}" for k, p in g.OUTPUTS.items()}
+        monkeypatch.setattr(g, "OUTPUTS", outputs)
+    assert main(["gen"]) == 0
+    assert main(["gen", "--check"]) == 0

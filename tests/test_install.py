@@ -69,8 +69,18 @@ def test_wheel_installs_and_runs_from_another_folder(tmp_path):
     _run([twin, "scenarios", "copy", "card_path_64b"], here, env)
     assert (here / "card_path_64b.yaml").is_file()
     _run([twin, "run", "card_path_64b.yaml", "--rounds", "2000", "--quiet", "--no-plot"], here, env)
-    doc = json.loads((here / "runs" / "card_path_64b" / "results.json").read_text())
+    text = (here / "runs" / "card_path_64b" / "results.json").read_text()
+    doc = json.loads(text)
     assert doc["rounds"] == 2000 and all(c["mismatches"] == 0 for c in doc["consumers"])
+    # the copy names the wheel's files bundled:...; its results.json records that, not site-packages
+    assert doc["measured"]["file"] == "bundled:calibrations/measured/card_path_64b.yaml"
+    assert str(site) not in text and str(venv) not in text
+    # the generated files belong to the source checkout: an installed twin gen refuses, writing nothing
+    vh = site / "twin" / "_bundled" / "rtl" / "qrt_contract.vh"
+    before = vh.stat().st_mtime_ns
+    gen = subprocess.run([twin, "gen"], cwd=here, env=env, capture_output=True, text=True)
+    assert gen.returncode == 2 and "source checkout" in gen.stderr and gen.stderr.count("\n") == 1, gen.stderr
+    assert vh.stat().st_mtime_ns == before
     _run([twin, "decode", "--shots", "500", "--quiet"], here, env)
     doc = json.loads((here / "runs" / "decode_rep3" / "results.json").read_text())
     assert doc["workload"]["shots"] == 500

@@ -313,3 +313,38 @@ def test_postselection_broadcasting_shot_vectors_and_the_tracker():
     with qml.Tracker(dev) as tr:
         qml.set_shots(qml.QNode(postselected, dev), shots=10)(1.2)
     assert tr.totals["round_trips"] == 10
+
+
+def test_the_tracker_records_batches_as_pennylane_devices_do():
+    """PennyLane's device suite (``pennylane/devices/tests/test_tracker.py``) and its simulators:
+    one ``batches`` record per execute, with ``batch_len``; ``executions`` per tape."""
+    dev = qml.device("twin.loop", wires=2, seed=4)
+
+    @qml.qnode(dev, diff_method="parameter-shift")
+    def circ():
+        return qml.expval(qml.X(0))
+
+    with qml.Tracker(dev) as tr:
+        circ()
+    assert tr.history["batches"] == [1] and tr.history["batch_len"] == [1]
+    assert tr.history["executions"] == [1]
+
+    def fed_back(x):
+        qml.RX(x, 0)
+        m = qml.measure(0)
+        qml.cond(m, qml.X)(1)
+        return qml.expval(qml.Z(1))
+
+    with qml.Tracker(dev) as tr:
+        qml.QNode(fed_back, dev)(np.array([0.5, 1.2]))  # two tapes (broadcast) in one batch
+    assert tr.totals["batches"] == 1 and tr.history["batch_len"] == [2]
+    assert tr.totals["executions"] == 2 and tr.totals["simulations"] == 2
+    assert tr.history["round_trips"] == [r.round_trips for r in dev.last_run]
+    assert len(tr.history["program_time_ns"]) == 2
+    counts = {}
+    for d in (DQ, dev):  # finite shots: the same counts as default.qubit's (its one-shot tape: 2 executions)
+        with qml.Tracker(d) as tr:
+            qml.set_shots(qml.QNode(fed_back, d, mcm_method="one-shot"), shots=10)(0.5)
+        counts[d.name] = {k: tr.totals[k] for k in ("batches", "simulations", "executions", "shots")}
+    assert counts[dev.name] == counts[DQ.name] and counts[dev.name]["batches"] == 1
+    assert tr.totals["round_trips"] == 10  # one per shot

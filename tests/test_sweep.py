@@ -122,3 +122,34 @@ def test_aurora_lane_count_sweep_moves_the_loop_by_the_serialisation():
     expected = 2 * (9 - 3) * block_ns
     assert cpu[1]["loop_p50_ns"] - cpu[4]["loop_p50_ns"] == pytest.approx(expected, abs=8.0)
     assert abs(cpu[1]["p50_ns"] - cpu[4]["p50_ns"]) <= 8.0
+
+
+def test_a_size_or_gap_sweep_of_a_poll_locked_closed_loop_is_warned_before_running(tmp_path, capsys):
+    """card_path_64b: closed loop, fixed gap; the MI355X (poll 337.15 ns) reads 3.036 µs flat from 64 to
+    1,024 B. The warning names the param and why, before the first point; random gaps do not lock."""
+    import yaml
+
+    from twin.commands.sweep import locked_warnings
+    from twin.scenario import load_scenario
+    card = ROOT / "scenarios" / "card_path_64b.yaml"
+    rc = main(["sweep", str(card), "--param", "frame_bytes=64,1024", "--rounds", "600", "--workers", "1",
+               "--out", str(tmp_path / "sw"), "--quiet"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    warning = next(ln for ln in out.splitlines() if ln.startswith("warning:"))
+    assert "--param frame_bytes" in warning and "mi355x (polls every 337.15 ns)" in warning and "flat" in warning
+    assert out.index("warning:") < out.index("sweep, 2 points")
+    rows = json.loads((tmp_path / "sw" / "sweep.json").read_text())["rows"]
+    mi = [r["p50_ns"] for r in rows if r["consumer"] == "mi355x"]
+    assert mi[0] == mi[1]  # what the warning says: flat
+    loaded = load_scenario(card)
+    assert [w.split(":")[0] for w in locked_warnings(loaded, [parse_param("traffic.gap=0 ns,100 ns")])] == \
+        ["--param traffic.gap"]
+    assert locked_warnings(loaded, [parse_param("params.hosts.epyc7282.pcie.lanes=8,16")]) == []
+    doc = yaml.safe_load(card.read_text())
+    doc["traffic"]["gaps"] = {"distribution": "uniform", "min": "0 ns", "max": "400 ns"}
+    doc["calibration"] = str(ROOT / "calibrations" / "fitted" / "card_path.yaml")
+    doc["measured"] = None
+    random_gaps = tmp_path / "gaps.yaml"
+    random_gaps.write_text(yaml.safe_dump(doc))
+    assert locked_warnings(load_scenario(random_gaps), [parse_param("frame_bytes=64,1024")]) == []

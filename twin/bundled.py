@@ -44,6 +44,13 @@ def is_bundled(path: str | Path) -> bool:
         return False
 
 
+def in_checkout() -> bool:
+    """Whether the package runs from a source checkout (its parent holds ``pyproject.toml`` and
+    ``setup.py``; an editable install runs from there too), not from an installed wheel in
+    site-packages, whose files are the installer's and not to be regenerated."""
+    return (CHECKOUT / "pyproject.toml").is_file() and (CHECKOUT / "setup.py").is_file()
+
+
 def scenario_files() -> list[Path]:
     """The bundled scenarios (``scenarios/*.yaml``), sorted by name."""
     return sorted(bundled_path("scenarios").glob("*.yaml"))

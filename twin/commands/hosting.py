@@ -46,8 +46,9 @@ def cmd_hosting(args: argparse.Namespace, console) -> int:
         console.print(f"fitting 6 hosting costs: at most {runs} model runs of {args.rounds:,} rounds x {per:.2f} s = "
                       f"about {runs * per / 60:.1f} min here; then writing {path}")
         hp = fit(params, rounds=args.rounds, seed=args.seed, log=console.print)
-        meta = {"description": "Hosting-mode costs fitted by `twin hosting --fit` to "
-                               "amd-qblox-exchange-runtime.txt (see twin/qec/hosting_fit.py); do not edit by hand.",
+        meta = {"description": "Hosting-mode costs fitted by `twin hosting --fit` to the AMD-Qblox blog "
+                               "(docs/sources.md; seed amd-qblox-exchange-runtime.txt; see twin/qec/hosting_fit.py); "
+                               "do not edit by hand.",
                 "consumer": CONSUMER, "calibration": str(card), "function": "decode_rep3",
                 "rounds": args.rounds, "seed": args.seed,
                 "provenance": {"fitted_at_64_bytes": ["general_path", "omp_self", "omp_routed", "worker_handoff",

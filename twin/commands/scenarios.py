@@ -2,9 +2,11 @@
 your folder to edit.
 
 A copy keeps the scenario's text (comments included) and rewrites only its data paths
-(``calibration:``, ``hosting:``, ``measured:``, relative to the bundled file) to the absolute paths
-of the bundled files, so it runs from any folder; a decode scenario without ``hosting:`` gets the
-bundled hosting costs the same way. Code the scenario names that you would edit — a ``decode.function``
+(``calibration:``, ``hosting:``, ``measured:``, relative to the bundled file) to the bundled files'
+names, ``bundled:calibrations/fitted/card_path.yaml`` (:func:`twin.config.named_file` finds them in a
+checkout or an installed wheel), so it runs from any folder and its results.json records that name,
+not where the twin is installed; a decode scenario without ``hosting:`` gets the bundled hosting
+costs the same way. Code the scenario names that you would edit — a ``decode.function``
 module or ``rtl.sources`` found beside the bundled scenario — is copied along, at the same path
 relative to the copy. Nothing is overwritten: an existing file is refused (one line, exit 2).
 """
@@ -17,7 +19,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from twin.bundled import bundled_path, scenario_files
+from twin.bundled import bundled_path, bundled_root, scenario_files
 from twin.commands.common import UsageError, check_out_folder
 
 if TYPE_CHECKING:
@@ -32,8 +34,8 @@ def register(sub) -> None:
     """Add ``scenarios`` (``list``, ``copy``) to the ``twin`` subcommands."""
     s = sub.add_parser("scenarios", help="list the bundled scenarios; `twin scenarios copy NAME` copies one to edit",
                        description="List the bundled scenarios, or copy one into your folder to edit. A copy's "
-                                   "calibration/hosting/measured paths point at the bundled files (absolute "
-                                   "paths); a decoder module it names is copied along.")
+                                   "calibration/hosting/measured paths name the bundled files "
+                                   "(bundled:calibrations/...); a decoder module it names is copied along.")
     s.set_defaults(handler=cmd_scenarios, action="list")
     ss = s.add_subparsers(dest="action")
     ss.add_parser("list", help="list the bundled scenarios (the default)")
@@ -85,8 +87,9 @@ def _quote(text: str) -> str:
 
 
 def rewrite_paths(text: str, src: Path) -> str:
-    """``text`` (the scenario ``src``) with its top-level data paths made absolute (resolved against
-    ``src``'s folder); ``null`` and absent keys stay. Comments and everything else are kept."""
+    """``text`` (the scenario ``src``) with its top-level data paths resolved against ``src``'s folder
+    and named ``bundled:REL`` (:func:`bundled_name`); ``null`` and absent keys stay. Comments and
+    everything else are kept."""
     import yaml
 
     def sub(m: re.Match) -> str:
@@ -95,8 +98,20 @@ def rewrite_paths(text: str, src: Path) -> str:
         if not isinstance(value, str) or not value:
             return m[0]
         absolute = (src.parent / value).resolve() if not Path(value).is_absolute() else Path(value)
-        return f"{m['key']}:{m['sp'] or ' '}{_quote(str(absolute))}{m['tail'] or ''}"
+        return f"{m['key']}:{m['sp'] or ' '}{_quote(bundled_name(absolute))}{m['tail'] or ''}"
     return _TOP_KEY.sub(sub, text)
+
+
+def bundled_name(path: Path) -> str:
+    """``bundled:REL`` for a file inside the bundled files (REL its path in the repository, e.g.
+    ``bundled:calibrations/fitted/card_path.yaml``: it resolves in any checkout or install, and a run's
+    results.json records it as written, not the install's location), else ``path`` whole."""
+    from twin.config.load import BUNDLED
+    root = bundled_root().resolve()
+    try:
+        return BUNDLED + path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def _along(doc: dict, src: Path) -> list[tuple[Path, Path]]:
@@ -147,7 +162,7 @@ def cmd_copy(args: argparse.Namespace, console: Console) -> int:
     doc = yaml.safe_load(text)
     new = rewrite_paths(text, src)
     if "decode" in doc and "hosting" not in doc:  # the loader's default is relative to the scenario
-        hosting = _quote(str(bundled_path("calibrations/hosting.yaml").resolve()))
+        hosting = _quote(bundled_name(bundled_path("calibrations/hosting.yaml")))
         new = re.sub(r"^(calibration:[^\n]*\n)", lambda m: m[1] + f"hosting: {hosting}\n", new, count=1, flags=re.M)
     along = [(f, dest.parent / rel) for f, rel in _along(doc, src)]
     for target in [dest, *(t for _, t in along)]:
@@ -159,5 +174,5 @@ def cmd_copy(args: argparse.Namespace, console: Console) -> int:
         write_file(target, f.read_bytes())
     kind = "decode" if "decode" in doc else "run"
     console.print(f"wrote {dest}" + "".join(f", {t}" for _, t in along)
-                  + f" (its calibration files are the bundled ones, by absolute path); run it: twin {kind} {dest}")
+                  + f" (its calibration files are the bundled ones, named bundled:...); run it: twin {kind} {dest}")
     return 0

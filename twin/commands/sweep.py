@@ -73,6 +73,39 @@ def _sweep(args: argparse.Namespace, console: Console) -> int:
         return _points(args, console, loaded, out, folder)
 
 
+LOCKED_AXES = {  # what a swept size or rate does to a closed loop locked to its consumer's poll
+    "frame_bytes": "the round trip moves only when the added transfer time crosses a whole poll period",
+    "traffic.gap": "round trip + gap stays a whole number of poll periods (the gap comes out of the wait "
+                   "for the next poll)",
+}
+
+
+def locked_warnings(loaded, axes) -> list[str]:
+    """One line per swept size or rate (:data:`LOCKED_AXES`) whose result a closed loop with a fixed
+    gap hides: each request leaves when the previous reply is back, so a polling consumer's loop locks to
+    its poll (every request is noticed at the same phase) and the cycle is a whole number of poll
+    periods; a change that does not cross one reads flat (the MI355X's 3.036 µs from 64 to 1,024 B,
+    polling every 337.15 ns). Only consumers polling slower than ten of the generator's clock cycles
+    are named (a CPU's 10 ns poll hides nothing a table shows). Random gaps (``traffic.gaps``) or open
+    loop sample every phase. Empty when nothing is hidden."""
+    t = loaded.scenario.traffic
+    if t.mode != "closed_loop" or t.gaps is not None or any(a.path.startswith("traffic.") and
+                                                             a.path not in LOCKED_AXES for a in axes):
+        return []
+    consumers = getattr(loaded.params, "consumers", {})
+    polls = []
+    for node in loaded.scenario.consumers():
+        c = consumers.get(node.device)
+        period = getattr(c, "poll_period_ns", None)
+        if period is not None and period * 1000 >= 10 * t.clock_period:
+            polls.append(f"{node.name} (polls every {period:g} ns)")
+    if not polls:
+        return []
+    return [f"--param {a.path}: a closed loop with a fixed gap locks to the poll of {', '.join(polls)}: "
+            f"{LOCKED_AXES[a.path]}, so the swept values may read flat (random gaps, traffic.gaps, or open "
+            "loop sample every phase)" for a in axes if a.path in LOCKED_AXES]
+
+
 def _points(args: argparse.Namespace, console: Console, loaded, out: Path, folder) -> int:
     """Run the sweep's points, write and commit its files in ``folder``, print its table; the exit code."""
     from twin.engine.stop import Interrupted
@@ -83,6 +116,8 @@ def _points(args: argparse.Namespace, console: Console, loaded, out: Path, folde
         if len({a.path for a in axes}) != len(axes):
             raise SweepError("--param: a path named twice")
         points = grid(axes)
+        for line in locked_warnings(loaded, axes):  # before the points run: what the table cannot show
+            console.print(f"[yellow]warning: {line}[/yellow]", soft_wrap=True, markup=True, highlight=False)
         with progress_bar(console, quiet=args.quiet) as bar:
             task = bar.add_task(f"sweep ({'dask ' + args.cluster if args.cluster else 'local'})", total=len(points))
             stopped = None

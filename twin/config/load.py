@@ -63,12 +63,18 @@ def read_input_text(path: str | Path) -> str:
                           "calibration, measurement and gaps files are UTF-8)") from None
 
 
+BUNDLED = "bundled:"  # a value naming a file the twin ships, by its path in the bundle (twin.bundled)
+
+
 def named_file(scenario: str | Path, key: str, value: str) -> Path:
-    """The file that ``key: value`` in the file ``scenario`` names (relative to it), resolved: an
-    existing regular file. Raises :class:`ConfigError` naming ``scenario``, ``key`` and ``value`` for
-    a missing one, a folder, a FIFO or device, or a name the system refuses (too long, a NUL byte)."""
+    """The file that ``key: value`` in the file ``scenario`` names (relative to it, absolute, or
+    ``bundled:calibrations/...``: a file the twin ships, by its path in the repository, found in a
+    checkout or an installed wheel alike, :func:`twin.bundled.bundled_path`), resolved: an existing
+    regular file. Raises :class:`ConfigError` naming ``scenario``, ``key`` and ``value`` for a missing
+    one, a folder, a FIFO or device, a ``bundled:`` name outside the bundle, or a name the system
+    refuses (too long, a NUL byte)."""
     scenario = Path(scenario)
-    f = scenario.parent / str(value)
+    f = _bundled(scenario, key, str(value)) if str(value).startswith(BUNDLED) else scenario.parent / str(value)
     try:
         f = f.resolve()
         st = os.stat(f)
@@ -84,6 +90,16 @@ def named_file(scenario: str | Path, key: str, value: str) -> Path:
     if not stat.S_ISREG(st.st_mode):
         raise ConfigError(scenario, key, value, f"not a regular file (a FIFO, device or socket: {_shown(f)})")
     return f
+
+
+def _bundled(scenario: Path, key: str, value: str) -> Path:
+    """The bundled file ``bundled:REL`` names; REL is relative and stays inside the bundle."""
+    from twin.bundled import FOLDERS, bundled_path
+    rel = Path(value[len(BUNDLED):])
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts or rel.parts[0] not in FOLDERS:
+        raise ConfigError(scenario, key, value, f"a {BUNDLED} name is a path inside the bundled files, "
+                          f"starting with one of {', '.join(f + '/' for f in FOLDERS)}")
+    return bundled_path(rel)
 
 
 def _shown(p: Path) -> str:

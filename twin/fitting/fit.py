@@ -125,6 +125,31 @@ def _polish(objective: Callable[[np.ndarray], float], x: list[float], bounds: li
     return x, fun
 
 
+def fit_estimate(params: P, groups: list[FitGroup], group_error: Callable[[P, FitGroup], float],
+                 settle: Callable[[P], P], maxiter: int, popsize: int) -> str:
+    """The fit's time estimate, one line, before it starts: each group's objective evaluated twice, the second
+    timed (at its bounds' midpoint, on this machine: the engine speed for the fit's rounds) times the most
+    evaluations the search makes, ``(maxiter + 1) x population`` (differential evolution; its Sobol
+    start rounds ``popsize x free`` up to a power of two) plus
+    ``2 x 14 x free`` (:func:`_polish`). The timed evaluations are not the fit's (its results stay the
+    same: the objective is deterministic)."""
+    import time
+    most, seconds = 0, 0.0
+    for group in groups:
+        free = len(group.free)
+        trial = settle(params.with_values({k: group.snap(k, (b[0] + b[1]) / 2) for k, b in group.free.items()}))
+        group_error(trial, group)  # the first call warms caches (compiled engine, tables): not timed
+        t0 = time.perf_counter()
+        group_error(trial, group)
+        per = time.perf_counter() - t0
+        population = 1 << max(0, (popsize * free - 1).bit_length())  # a Sobol start: a power of two
+        n = (maxiter + 1) * population + 2 * 14 * free
+        most, seconds = most + n, seconds + n * per
+    took = f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.1f} s"
+    return (f"{len(groups)} fit group(s), at most {most:,} model evaluations (maxiter {maxiter}, popsize "
+            f"{popsize}); one evaluation timed per group: about {took} on this machine")
+
+
 def fit_groups(params: P, groups: list[FitGroup], group_error: Callable[[P, FitGroup], float],
                measured_consumers: Container[str], measured_name: str, *, seed: int, maxiter: int, popsize: int,
                settle: Callable[[P], P] = lambda p: p,
@@ -147,6 +172,7 @@ def fit_groups(params: P, groups: list[FitGroup], group_error: Callable[[P, FitG
     values: dict[str, float] = {}
     evaluations = 0
     objectives = []
+    log(fit_estimate(params, groups, group_error, settle, maxiter, popsize))
     for gi, group in enumerate(groups):
         keys = list(group.free)
         bounds = [tuple(group.free[k][:2]) for k in keys]

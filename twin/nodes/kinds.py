@@ -7,9 +7,14 @@ refuses a declaration that names a field the class does not have or, unless ``pa
 one of its fields out. So a field added to ``LinkCardParams`` without a declaration stops
 ``twin components`` (and the tests) instead of drifting silently.
 
-Sources: ``amd-qblox-exchange-runtime.txt``, ``backline-paper-abstract.txt`` and
-``backline-announcement.txt`` are the seed files (measured numbers); ``calibrations/*.yaml``
-record each value's provenance; "fitted: <file>" names the fitted set; "assumption" says why.
+Sources: the measured numbers come from public sources, named here by a short name with the seed
+file that keeps their text (``amd-qblox-exchange-runtime.txt``: the AMD blog post with Qblox on the
+error-correction loop's interconnect and runtime; ``backline-paper-abstract.txt`` and
+``backline-announcement.txt``: Lee et al., "Python in the front, party in the Backline: compiling
+quantum workloads across CPUs, GPUs, and FPGAs", arXiv, and "From Python to hardware: real-time
+classical co-processing with PennyLane, Backline, and AMD", PennyLane blog); docs/sources.md gives
+each one's title, authors and address where known. ``calibrations/*.yaml`` record each value's
+provenance; "fitted: <file>" names the fitted set; "assumption" says why.
 """
 from __future__ import annotations
 
@@ -18,8 +23,8 @@ from twin.nodes.declare import param_fields as _fields
 
 __all__ = ["kind", "kinds"]  # the lookups, every kind declared
 
-SEED = "amd-qblox-exchange-runtime.txt"
-BACKLINE = "backline-paper-abstract.txt, backline-announcement.txt"
+SEED = "AMD-Qblox blog (amd-qblox-exchange-runtime.txt, docs/sources.md)"
+BACKLINE = "Backline paper and PennyLane blog (backline-paper-abstract.txt, backline-announcement.txt, docs/sources.md)"
 FIT_CARD = "fitted: calibrations/fitted/card_path.yaml"
 FIT_ROCE = "fitted: calibrations/fitted/backline_roce.yaml"
 FIT_HOSTING = "fitted: calibrations/hosting.yaml (at 64 B)"

@@ -101,8 +101,9 @@ INTRO = ("Every node kind and wire kind of the twin, as declared in `twin/nodes/
          "`twin components [KIND] [--format text|markdown|json]` prints the same. Defaults are read from "
          "the code (the devices' dataclasses, the calibration files' settings); units are the code's (ps "
          "inside the engines). A source says where the value a run uses comes from (the calibration "
-         "file's value where it sets one): the seed files (`amd-qblox-exchange-runtime.txt`, "
-         "`backline-paper-abstract.txt`, `backline-announcement.txt`) for measured numbers, the fitted "
+         "file's value where it sets one): for measured numbers the public source, by a short name and the "
+         "seed file keeping its text (`amd-qblox-exchange-runtime.txt`, `backline-paper-abstract.txt`, "
+         "`backline-announcement.txt`; titles, authors and addresses in [sources.md](sources.md)), the fitted "
          "calibration set for fitted ones, \"assumption\" where the code assumes.")
 
 

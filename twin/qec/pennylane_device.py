@@ -19,7 +19,8 @@ measurement values, tuples of them, shot vectors, postselection). Circuits witho
 measurements run on ``default.qubit``'s ``simulate``.
 
 Timing: ``dev.last_run`` (a list of :class:`LoopRecord`, one per tape of the latest execution) and
-``dev.tracker`` (keys ``round_trips``, ``program_time_ns``). Options:
+``dev.tracker`` (PennyLane's keys, ``batches``, ``batch_len``, ``simulations``, ``executions``, ``shots``,
+``results``, and the loop's ``round_trips``, ``program_time_ns``). Options:
 
 - ``scenario``: a decode scenario (``twin decode``'s schema, :mod:`twin.qec.schema`); the device reads its
   loop: ``calibration``, ``hosting``, ``seed``, ``slots``, ``encoding``, ``control``, ``deadline``, the
@@ -306,11 +307,27 @@ class TwinLoopDevice(Device):
         self.last_run = []
         results = tuple(self.run_tape(t) for t in tapes)
         if self.tracker.active:
-            recs = [r for r in self.last_run if r is not None]
-            self.tracker.update(executions=len(tapes), round_trips=sum(r.round_trips for r in recs),
-                                program_time_ns=[r.program["mean_ns"] for r in recs])
-            self.tracker.record()
+            self._track(tapes, results)
         return results[0] if single else results
+
+    def _track(self, tapes, results) -> None:
+        """PennyLane's device tracking (``qml.devices.modifiers.simulator_tracking``, "Simulator style
+        tracking", https://docs.pennylane.ai/en/stable/code/api/pennylane.devices.modifiers.simulator_tracking.html):
+        one record ``batches=1, batch_len`` per :meth:`execute`, then one per tape with ``simulations=1``,
+        ``executions`` (the circuits hardware would run), ``results``, ``shots`` (finite shots) and the
+        loop's ``round_trips`` and ``program_time_ns`` (a tape with mid-circuit measurements)."""
+        from pennylane.devices.qubit.sampling import get_num_shots_and_executions
+        self.tracker.update(batches=1, batch_len=len(tapes))
+        self.tracker.record()
+        for tape, result, rec in zip(tapes, results, self.last_run):
+            executions, shots = get_num_shots_and_executions(tape)
+            info = {"simulations": 1, "executions": executions, "results": result}
+            if tape.shots:
+                info["shots"] = shots
+            if rec is not None:
+                info.update(round_trips=rec.round_trips, program_time_ns=rec.program["mean_ns"])
+            self.tracker.update(**info)
+            self.tracker.record()
 
     # --- the run ---------------------------------------------------------------------------------
 
