@@ -1,7 +1,8 @@
 """PennyLane's own device test suite (``pennylane.devices.tests``, the ``pl-device-test`` command) on
 ``twin.loop``, analytic and with shots. Its needs, beside PennyLane: ``pytest``, ``pytest-mock`` and
 ``flaky`` (PennyLane's ``qml.devices.tests``, https://docs.pennylane.ai/en/stable/code/api/pennylane.devices.tests.html);
-without them the tests skip, naming what is missing (under ``TWIN_TEST_EXTRA=1``, as in CI, they fail)."""
+without them the tests skip, naming what is missing (under ``TWIN_TEST_EXTRA=1`` they fail; the test
+extra, which CI installs, has them)."""
 from __future__ import annotations
 
 import importlib.util

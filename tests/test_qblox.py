@@ -185,7 +185,7 @@ def q1simulator_core():
     import types
     spec = importlib.util.find_spec("q1simulator")
     if spec is None or not spec.submodule_search_locations:
-        if os.environ.get("TWIN_TEST_EXTRA"):  # CI installs the test extra: there a missing package is a failure
+        if os.environ.get("TWIN_TEST_EXTRA"):  # asked to hold the test extra installed: a missing package fails
             pytest.fail("q1simulator is in the test extra but not installed (pip install -e '.[test]')")
         pytest.skip("q1simulator is not installed (pip install -e '.[test]')")
     saved = sys.modules.get("q1simulator")
