@@ -86,3 +86,18 @@ def test_wheel_installs_and_runs_from_another_folder(tmp_path):
     assert doc["workload"]["shots"] == 500
     assert all(p["identical_corrections"] == p["requests"] and not p["card_mismatches"] for p in doc["placements"])
     assert not (here / "scenarios").exists()  # the default study came from the wheel, not from here
+
+
+def test_setup_loads_the_runtime_build_id_module_with_the_standard_library_alone(tmp_path):
+    """pip builds in an isolated environment where ``twin`` cannot be imported: setup.py loads
+    twin/runtime/native.py by path, so that module may import only the standard library at top
+    level (a ``from twin... import`` there broke ``pip install`` on a fresh machine)."""
+    code = ("import importlib.util, sys\n"
+            "spec = importlib.util.spec_from_file_location('native_by_path', sys.argv[1])\n"
+            "mod = importlib.util.module_from_spec(spec)\n"
+            "spec.loader.exec_module(mod)\n"
+            "print(mod.source_build_id(mod.C_DIR))\n")
+    r = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(ROOT / "twin" / "runtime" / "native.py")],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.strip()) >= 8

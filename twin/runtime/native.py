@@ -35,8 +35,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from twin.picklable import Picklable
-
 C_DIR = Path(__file__).resolve().parent / "c"
 #: The files whose bytes make the build id, in this order.
 BUILD_SOURCES = ("qrt_contract.h", "qrt.h", "qrt_lib.c")
@@ -75,13 +73,23 @@ QRT_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.c_uint8), ctypes
                           ctypes.POINTER(ctypes.c_uint8), ctypes.c_uint32)
 
 
-class QrtError(Picklable, RuntimeError):
+class QrtError(RuntimeError):
     """A call into the runtime library failed, or the library could not be loaded. ``code`` is the
-    C return code (0 when the library itself is missing)."""
+    C return code (0 when the library itself is missing). Pickles whole (its own ``__reduce__``, as
+    :class:`twin.picklable.Picklable` would: this module imports only the standard library)."""
 
     def __init__(self, message: str, code: int = 0):
         super().__init__(message)
         self.code = code
+
+    def __reduce__(self):
+        return _rebuild_qrt_error, (str(self), self.code, dict(self.__dict__))
+
+
+def _rebuild_qrt_error(message: str, code: int, state: dict) -> QrtError:
+    e = QrtError(message, code)
+    e.__dict__.update(state)
+    return e
 
 
 class Msg(ctypes.Structure):
