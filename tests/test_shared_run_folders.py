@@ -188,3 +188,19 @@ def test_the_lock_is_the_kernels_a_killed_holder_frees_it(tmp_path):
     lock = FolderLock(out).acquire()
     assert lock.held
     lock.release()
+
+
+@pytest.mark.parametrize("plant", ["deep", "dev_zero", "fifo"])
+def test_a_hostile_manifest_is_refused_in_one_line(tmp_path, capsys, plant):
+    out = tmp_path / "o"
+    out.mkdir()
+    m = out / MANIFEST
+    if plant == "deep":
+        m.write_text("[" * 1000 + "]" * 1000)  # json.loads: RecursionError
+    elif plant == "dev_zero":
+        m.symlink_to("/dev/zero")  # read whole: MemoryError
+    else:
+        os.mkfifo(m)  # read: waits for a writer for ever
+    rc = main([*RUN, "--overwrite", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.splitlines()) == 1 and "is not a twin run manifest" in err, err

@@ -269,11 +269,13 @@ def read_manifest(folder: str | Path) -> dict | None:
     p = Path(folder) / MANIFEST
     if not p.exists() and not p.is_symlink():
         return None
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
+    from twin.config import ConfigError
+    from twin.config.bounded import read_json
+    try:  # bounded: a regular file of at most 16 MiB, nested at most so deep (not a FIFO, /dev/zero, a JSON bomb)
+        doc = read_json(p, MANIFEST)
         ok = isinstance(doc, dict) and doc.get("schema") == SCHEMA and isinstance(doc.get("files"), dict) \
             and all(_plain_name(n) for n in doc["files"])  # never a path out of the folder (../x, /etc/x)
-    except (OSError, ValueError):
+    except (OSError, ValueError, ConfigError):
         ok = False
     if not ok:
         raise UsageError(f"{p}: is there but is not a twin run manifest ({SCHEMA}); the twin will not write "
