@@ -204,3 +204,16 @@ def test_a_hostile_manifest_is_refused_in_one_line(tmp_path, capsys, plant):
     rc = main([*RUN, "--overwrite", "--out", str(out)])
     err = capsys.readouterr().err
     assert rc == 2 and len(err.splitlines()) == 1 and "is not a twin run manifest" in err, err
+
+
+def test_a_planted_manifest_that_matches_the_users_file_still_removes_nothing(tmp_path):
+    import hashlib
+    out = tmp_path / "o"
+    out.mkdir()
+    mine = out / "mine.txt"
+    mine.write_bytes(b"my notes\n")
+    entry = {"bytes": 9, "sha256": hashlib.sha256(b"my notes\n").hexdigest()}
+    (out / MANIFEST).write_text(json.dumps({"schema": "twin.manifest/1", "files": {"mine.txt": entry}}))
+    assert main([*RUN, "--overwrite", "--out", str(out)]) == 0
+    assert mine.read_bytes() == b"my notes\n"  # not a name the twin writes: never removed
+    assert "mine.txt" not in read_manifest(out)["files"]

@@ -39,6 +39,7 @@ import io
 import json
 import math
 import os
+import re
 import secrets
 import shutil
 import weakref
@@ -281,6 +282,21 @@ def read_manifest(folder: str | Path) -> dict | None:
         raise UsageError(f"{p}: is there but is not a twin run manifest ({SCHEMA}); the twin will not write "
                          "into this folder: choose another --out")
     return doc
+
+
+OUTPUT_NAME = re.compile(
+    r"(results|sweep|validate)\.json|(rounds|requests)\.(parquet|csv)|(stats|queue_depth|ler_vs_latency|sweep)\.csv"
+    r"|live_rounds\.npz|(histograms|latency_vs_round|backlog_vs_time|ler_vs_latency|sweep|validate)\.(png|pdf|svg)"
+    r"|waves(\.[A-Za-z0-9_.-]+)?\.vcd")
+"""The names of the files a twin command writes into a run folder (the per-round file in either format,
+a figure in any of ``--figure-format``'s, the RTL harness's waveforms)."""
+
+
+def is_output_name(name: str) -> bool:
+    """Whether ``name`` is one a twin command writes (:data:`OUTPUT_NAME`): only such a file of an earlier
+    run is removed when this run does not write it again. A manifest naming another file (a planted one
+    whose entry matches one of the user's files byte for byte) removes nothing."""
+    return OUTPUT_NAME.fullmatch(name) is not None
 
 
 def _remove_empty(created: list[Path]) -> None:
@@ -534,7 +550,8 @@ class RunFolder:
                     raise OutputError(self.out / name, _reason(e)) from None
             for name in owned:  # the earlier run's files this run did not write again: stale beside its results
                 p = self.out / name
-                if name not in done and name != MANIFEST and p.is_file() and not p.is_symlink():
+                if name not in done and name != MANIFEST and is_output_name(name) and p.is_file() \
+                        and not p.is_symlink():
                     _unlink_quietly(p)
             _fsync_dir(self.out)
             self._put_manifest(done, complete=True)
