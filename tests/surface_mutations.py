@@ -90,6 +90,23 @@ def _refusal(e: Exception, named: tuple[str, ...], dt: float) -> Outcome:
     return Outcome("refused", msg, dt)
 
 
+def _attempt(call, refusal: type[Exception], named: tuple[str, ...], seconds: float, hang: str = "") -> Outcome:
+    """``call()`` under the time limit, classified: ``refused`` (a ``refusal`` whose one line starts
+    with one of ``named``; otherwise ``bad_message``), ``hang`` (``hang`` before its detail),
+    ``traceback`` (anything else raised) or ``accepted``."""
+    t0 = time.perf_counter()
+    try:
+        with limit(seconds):
+            call()
+    except refusal as e:
+        return _refusal(e, named, time.perf_counter() - t0)
+    except Hang as e:
+        return Outcome("hang", f"{hang}{e}", time.perf_counter() - t0)
+    except BaseException:  # noqa: BLE001 (what the fuzzer counts)
+        return Outcome("traceback", traceback.format_exc(), time.perf_counter() - t0)
+    return Outcome("accepted", "", time.perf_counter() - t0)
+
+
 def attempt_circuit(case: tuple, folder: Path, seconds: float = 20) -> Outcome:
     """Load a decode scenario whose ``decode.circuit`` is the mutant (``case``: :func:`circuit_cases`)."""
     from twin.config import ConfigError
@@ -103,17 +120,7 @@ def attempt_circuit(case: tuple, folder: Path, seconds: float = 20) -> Outcome:
         doc["decode"].pop(k, None)
     path = folder / "s.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    t0 = time.perf_counter()
-    try:
-        with limit(seconds):
-            load_decode(path)
-    except ConfigError as e:
-        return _refusal(e, (f"{path}: ",), time.perf_counter() - t0)
-    except Hang as e:
-        return Outcome("hang", f"load: {e}", time.perf_counter() - t0)
-    except BaseException:  # noqa: BLE001 (what the fuzzer counts)
-        return Outcome("traceback", traceback.format_exc(), time.perf_counter() - t0)
-    return Outcome("accepted", "", time.perf_counter() - t0)
+    return _attempt(lambda: load_decode(path), ConfigError, (f"{path}: ",), seconds, hang="load: ")
 
 
 # -- Q1ASM ------------------------------------------------------------------------------------------
@@ -156,17 +163,7 @@ def attempt_q1asm(case: tuple, seconds: float = 10) -> Outcome:
     """Parse and run the mutant program (``case``: :func:`q1asm_cases`) alone."""
     from twin.devices.q1asm import Q1AsmError, Sequencer
     text = render_program(*case)
-    t0 = time.perf_counter()
-    try:
-        with limit(seconds):
-            Sequencer("s", text).run()
-    except Q1AsmError as e:
-        return _refusal(e, ("sequencer 's': ", "line "), time.perf_counter() - t0)
-    except Hang as e:
-        return Outcome("hang", str(e), time.perf_counter() - t0)
-    except BaseException:  # noqa: BLE001
-        return Outcome("traceback", traceback.format_exc(), time.perf_counter() - t0)
-    return Outcome("accepted", "", time.perf_counter() - t0)
+    return _attempt(lambda: Sequencer("s", text).run(), Q1AsmError, ("sequencer 's': ", "line "), seconds)
 
 
 # -- live run folders ---------------------------------------------------------------------------------
@@ -268,14 +265,4 @@ def attempt_run(base: Path, case: tuple, folder: Path, seconds: float = 20) -> O
     (run / "results.json").write_text(_dumps(doc))
     if npz_edit:
         _npz_edit(run / "live_rounds.npz", npz_edit)
-    t0 = time.perf_counter()
-    try:
-        with limit(seconds):
-            load_run(run)
-    except ConfigError as e:
-        return _refusal(e, (f"{run}",), time.perf_counter() - t0)
-    except Hang as e:
-        return Outcome("hang", str(e), time.perf_counter() - t0)
-    except BaseException:  # noqa: BLE001
-        return Outcome("traceback", traceback.format_exc(), time.perf_counter() - t0)
-    return Outcome("accepted", "", time.perf_counter() - t0)
+    return _attempt(lambda: load_run(run), ConfigError, (f"{run}",), seconds)
