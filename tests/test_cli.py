@@ -216,7 +216,7 @@ def test_results_json_consumers_follow_docs(default_run):
         assert w["rtt_ns"] == c["p999_ns"] or w["rtt_ns"] >= c["p999_ns"], name  # the slowest round
         assert round(sum(w["stages"].values()) * 1000) == round(w["rtt_ns"] * 1000), name
         budget = c["budget"]
-        assert [b["stage"] for b in budget] == ["card", "request_write", "poll", "queue", "service", "fence",
+        assert [b["stage"] for b in budget] == ["card", "slot_wait", "request_write", "poll", "queue", "service", "fence",
                                                 "reply_write", "card_poll"], name
         # the median round's stages add up to a real round trip on the card's 4 ns clock
         total_ps = round(sum(b["median_round_ns"] for b in budget) * 1000)
@@ -260,7 +260,8 @@ def test_rounds_file(default_run):
     import pyarrow.parquet as pq
     path = default_run["out"] / "rounds.parquet"
     table = pq.read_table(path)
-    hops = ["t_send", "t_in", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have", "t_back"]
+    hops = ["t_send", "t_in", "ready", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have",
+            "t_back"]
     assert table.column_names == ["consumer", "round", "rtt_ps", "loop_ps", *(f"{h}_ps" for h in hops)]
     assert all(str(t) == "int64" for t in table.schema.types[1:])
     assert table.num_rows == len(CONSUMERS) * ROUNDS

@@ -14,7 +14,7 @@ import pytest
 from twin.devices.consumer import ConsumerParams
 from twin.devices.generator import Gaps, TrafficParams
 from twin.devices.linkcard import LinkCardParams
-from twin.engine.hops import INSTANTS, STAGES
+from twin.engine.hops import INSTANTS, SLOT_WAIT, STAGES
 from twin.nodes import kinds as K
 from twin.nodes import listing, registry  # noqa: F401
 from twin.nodes.declare import REQUIRED, NodeKind, Param, Port, code_defaults, declare
@@ -109,9 +109,9 @@ def test_stage_and_hop_statistics_are_the_engine_s():
     stats = [s.name for k in kinds() for s in k.stats]
     stages = {s.split(".", 1)[1] for s in stats if s.startswith("stage.")}
     from twin.devices.handoff import INNER_STAGES
-    assert stages == set(STAGES) | set(INNER_STAGES)  # a two-stage consumer's hand-off adds its own
+    assert stages == set(STAGES) | {SLOT_WAIT} | set(INNER_STAGES)  # a two-stage consumer's hand-off adds its own
     hops = {s.split(".", 1)[1] for s in stats if s.startswith("hops.")}
-    assert hops <= set(INSTANTS) | {"inner"}
+    assert hops <= set(INSTANTS) | {"inner", "ready"}
 
 
 def test_ports_name_the_queues_and_paths():

@@ -199,7 +199,8 @@ def test_twin_run_on_the_gb200_scenario_gives_every_placement_its_budget():
     assert set(by) == {"gb200_gpu", "grace_polls_hbm", "gpu_polls_lpddr", "gpu_to_grace", "grace"}
     assert by["gpu_to_grace"]["engine"] == "event" and by["gb200_gpu"]["engine"] == "direct+event"
     stages = [b["stage"] for b in by["gpu_to_grace"]["budget"]]
-    assert stages[3:8] == ["queue", "preprocess", "handoff_write", "handoff_poll", "handoff_queue"]
+    assert stages[:2] == ["card", "slot_wait"]
+    assert stages[4:9] == ["queue", "preprocess", "handoff_write", "handoff_poll", "handoff_queue"]
     assert "max" in by["gb200_gpu"]["error_pct"] and by["grace"]["measured"] is None
     assert all(s["mismatches"] == 0 for s in by.values())
 

@@ -144,6 +144,30 @@ def test_v80_rtl_equals_sim_exactly(loops):
     assert b.mismatches == 0
 
 
+def test_rtl_nodes_give_the_hops_of_their_posted_writes(loops):
+    """An RTL node's inside is its own, but its posted writes cross the boundary: the RTL V80's
+    reply (first write) and its ready word's landing equal the behavioural V80's on every round;
+    the RTL card's issue and landing are those of its first and publishing request
+    writes, so both-RTL budgets keep six stages instead of one (the poll, queue and service inside
+    the V80 stay merged)."""
+    from twin.engine.hops import budget, stage_times
+    a, b = loops[("sim", "sim")], loops[("sim", "rtl")]
+    for f in ("issue", "land", "reply", "rland"):
+        assert np.array_equal(getattr(a.hops, f), getattr(b.hops, f)), f
+    # the behavioural V80 has no fence (publish = reply); the RTL's ready word goes a cycle after the
+    # data and lands when the behavioural one does (the data write's wire time is longer)
+    assert (a.hops.publish == a.hops.reply).all() and (b.hops.publish == b.hops.reply + CYCLE).all()
+    c = loops[("rtl", "rtl")]
+    st = stage_times(c.t_in, c.t_have, c.hops)
+    assert list(st) == ["card", "request_write", "poll+queue+service", "fence", "reply_write", "card_poll"]
+    assert all((v >= 0).all() for v in st.values()) and (sum(st.values()) == c.rtt_ps).all()
+    assert (st["fence"] == CYCLE).all()  # the ready word one cycle after the data
+    assert [r["stage"] for r in budget(c.t_in, c.t_have, c.hops)] == list(st)
+    d = loops[("rtl", "sim")]  # an RTL card before a behavioural V80: the landing is the RTL's write's
+    assert (d.hops.land > d.hops.issue).all() and (d.hops.seen >= d.hops.land).all()
+    assert set(np.unique((d.hops.issue - d.t_in) - (a.hops.issue - a.t_in))) <= {0, CYCLE // 2, CYCLE}
+
+
 @pytest.mark.parametrize("consumer", ["sim", "rtl"])
 def test_card_rtl_within_one_cycle_per_crossing(loops, consumer):
     """RTL card vs behavioural card: identical reply bytes; two crossings differ.
@@ -325,7 +349,9 @@ def test_trace_writes_a_vcd_for_the_window(tmp_path, card_lib, v80_lib, capsys):
     wrote = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
     assert f", {out / 'waves.v80.card.vcd'}, {out / 'waves.v80.v80.vcd'}" in wrote, wrote
     # columns t_in_ps, t_have_ps
-    rounds = np.loadtxt(out / "rounds.csv", delimiter=",", skiprows=1, usecols=(5, 13), dtype=np.int64)
+    header = (out / "rounds.csv").read_text().split("\n", 1)[0].split(",")
+    cols = (header.index("t_in_ps"), header.index("t_have_ps"))
+    rounds = np.loadtxt(out / "rounds.csv", delimiter=",", skiprows=1, usecols=cols, dtype=np.int64)
     for node in ("u55c", "v80"):
         f = out / f"waves.v80.{'card' if node == 'u55c' else 'v80'}.vcd"
         text = f.read_text()

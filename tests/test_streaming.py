@@ -173,6 +173,42 @@ def test_reply_order_as_ready_against_in_order():
     assert r_as.mean() < r_in.mean()
 
 
+def test_as_ready_requests_waiting_for_a_decoder_count_in_queue_wait():
+    """Four decoders as ready on a 248 ns stream (surface d=5, p = 0.003: each about 1 us): the queue
+    is polled again only when a decoder is free, so requests wait between landing and their take;
+    that wait is the stream's queue_wait (it read 0 while requests waited about a microsecond)."""
+    w = sample("surface", 5, 5, 3e-3, 600, seed=11)
+    tr = TrafficParams(mode="open_loop", period_ps=248_000)
+    r = run_decode(PARAMS, "epyc7282", w, make_decoder("matching", w.circuit), cost=CostModel(), traffic=tr,
+                   seed=11, workers=4, order="as_ready", slots=64)
+    t = request_table(r)
+    h = r.result.hops
+    assert np.median(h.start - h.seen) > 100_000  # the consumer's queue: requests wait for a take
+    assert (t["queue_wait_ps"] >= h.start - h.seen).all()
+    doc = stream_summary(t, 248_000, 4)
+    assert doc["queue_wait"]["p50_ns"] * 1000 == np.percentile(t["queue_wait_ps"], 50, method="inverted_cdf")
+    assert doc["queue_wait"]["p50_ns"] > 100
+
+
+def test_the_card_s_wait_for_a_free_slot_is_its_own_budget_stage():
+    """One 4 us decoder on a 1 us stream with 64 slots: requests queue in the card for a free slot.
+    The budget splits that wait (ready -> issue) out of the card's own stage, and its per-round
+    value is the card's recorded slot wait; the stages still add up to the round trip."""
+    from twin.engine.hops import budget, stage_times
+    w = sample("surface", 3, 3, 1e-3, 400, seed=8)
+    tr = TrafficParams(mode="open_loop", period_ps=T_PS)
+    r = run_decode(PARAMS, "epyc7282", w, make_decoder("matching", w.circuit), cost=CostModel(fixed_ns=4000),
+                   traffic=tr, seed=3, slots=64)
+    res = r.result
+    st = stage_times(res.t_in, res.t_have, res.hops)
+    assert list(st)[:2] == ["card", "slot_wait"]
+    assert (st["slot_wait"] == res.stats["slot_wait_ps"][:len(res.t_in)]).all() and st["slot_wait"].max() > 0
+    assert st["card"].max() < 100_000  # the card's own time: bridge and engine, tens of ns
+    assert (sum(st.values()) == res.t_have - res.t_in).all()
+    rows = {b["stage"]: b for b in budget(res.t_in, res.t_have, res.hops)}
+    assert max(rows, key=lambda k: rows[k]["p99_rounds_mean_ns"]) == "slot_wait"  # the slowest rounds' time
+
+
 def test_backlog_counts_waiting_requests_not_free_slots():
     a = np.array([0, 10, 20, 30], np.int64)
     s = np.array([5, 40, 50, 60], np.int64)
@@ -195,6 +231,13 @@ def test_parallel_decoders_properties(workers, mode, order, period_ns, p, seed):
     t = request_table(r)
     assert (t["start_ps"] >= t["ready_ps"]).all() and (t["end_ps"] >= t["start_ps"]).all()
     assert (np.diff(t["start_ps"]) >= 0).all()
+    # the wait for a decoder includes the wait for the consumer's take (every thread busy: the queue is
+    # polled again only when one is free), exactly so inline; a hand-off adds the executor's wait
+    h = r.result.hops
+    took = h.start - h.seen
+    waited = t["start_ps"] - t["ready_ps"]
+    assert (waited == took).all() if mode == "inline" else (waited >= took).all()
+    assert (t["queue_wait_ps"] == waited + r.result.stats["slot_wait_ps"][:len(waited)]).all()
     ev = sorted([(int(s), 1) for s in t["start_ps"]] + [(int(e), -1) for e in t["end_ps"]])
     assert max(np.cumsum([d for _, d in ev])) <= workers
     if workers > 1 and order == "as_ready":

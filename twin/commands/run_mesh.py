@@ -139,8 +139,9 @@ def write_mesh_rounds(res: MeshResult, folder, fmt: str = "parquet") -> Path:
     blocks = []
     for r, ft in zip(res.routes, res.flows):
         h, n = ft.hops, len(ft.t_in)
+        assert h is not None  # a mesh's flows record their hops
         blocks.append(Block((), (np.full(n, r.flow, np.int64), np.arange(1, n + 1), ft.rtt_ps, ft.loop_ps, ft.wait_ps,
-                                 ft.t_send, ft.t_in, *(getattr(h, c) for c in CSV_COLUMNS[2:-2]), ft.t_have,
+                                 ft.t_send, ft.t_in, *(h.instant(c) for c in CSV_COLUMNS[2:-2]), ft.t_have,
                                  ft.t_back)))
     return write_rows(folder, "rounds", fmt, (), MESH_ROUND_COLUMNS, blocks)
 

@@ -297,6 +297,7 @@ class PollingConsumer(NoTrace):
         self.hops = hops
         self.next_seq = 1
         self.served = 0
+        self.seen_ps = 0  # the request being taken: the poll an idle thread would have seen it with (ps)
         self.service_draws = None  # per round: (mode, uniform draw) of the service modes (make_endpoint sets it)
         self.answerer = answer if answer is not None else FunctionAnswer(functions)
         self.hosting = (hosting or HostingPart)(self)
@@ -337,9 +338,11 @@ class PollingConsumer(NoTrace):
         self.thread = self.hosting.pick(t)
         free = self.thread.free
         at = t if free <= t - cost else self.poller.first_poll(free) + cost
+        self.seen_ps = t
         if self.hops is not None:  # seen: the poll an idle thread would have seen it with (queueing after it)
             land = self.hops.land[seq - 1]
-            self.hops.seen[seq - 1] = t if land < 0 else min(t, self.poller.first_poll(land) + cost)
+            self.seen_ps = t if land < 0 else min(t, self.poller.first_poll(land) + cost)
+            self.hops.seen[seq - 1] = self.seen_ps
             self.hops.start[seq - 1] = at
         self._seen(seq, base, at)
 

@@ -357,7 +357,8 @@ def _results(topo: Topology, worlds: list[_World], phases: dict, cut: int | None
                        phases[fl.consumer], digest, {"frames": c["dropped"], "resent": c["resent"]},
                        c["reply_timeouts"], c["corrupted"])
         s["slot_wait_ps"] = a["slot_wait"][:c["issued"]]
-        hops = Hops(*(a[k][:m] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")))
+        hops = Hops(**{k: a[k][:m] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")},
+                    ready=a["issue"][:m] - a["slot_wait"][:m])
         res = LoopResult(spec.name, "event", a["t_send"][:m], a["t_in"][:m], a["t_have"][:m], a["t_back"][:m],
                          a["ok"][:m].astype(bool), {"events": events, **s}, hops)
         if stopped:

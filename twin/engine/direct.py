@@ -263,7 +263,8 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
     for a in outs:  # some columns are one array: nobody may change one through another
         a.flags.writeable = False
     cut = {k: a[:done if sink is None else 0] for k, a in zip(native.DIRECT_OUTS, outs)}
-    hops = Hops(**{k: cut[k] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")})
+    hops = Hops(**{k: cut[k] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")},
+                ready=cut["issue"])  # no round waits for a slot here (it refuses one that would)
     return (cut["t_send"], cut["t_in"], cut["t_have"], cut["t_back"], hops, stopped,
             {} if sink is None else {"rounds": done})
 
@@ -476,4 +477,4 @@ def _hops(issue: np.ndarray, land: np.ndarray, reply: np.ndarray, rland: np.ndar
     extra = 0 if extra_ps is None else np.asarray(extra_ps, np.int64)[:n]
     seen = phase + -((phase - land) // period) * period + cost
     return Hops(issue=issue, land=land, seen=seen, start=reply - body - extra, reply=reply, publish=reply + fence,
-                rland=rland)
+                rland=rland, ready=issue)  # no round waits for a slot (the loop refuses one that would)

@@ -354,6 +354,8 @@ def _results(k: Kernel, runs: list[_FlowRun], shared: _Shared, stopped: bool) ->
         res.stats = r.stats(k)
         if m is not None:  # the counters of the rounds kept
             r.cut(res, m)
+        if res.hops is not None and "slot_wait_ps" in res.stats:  # the card's slot waits: their own stage
+            res.hops = res.hops.with_slot_wait(res.stats["slot_wait_ps"])
         out.append(res)
     both = shared.stats()
     for res in out:

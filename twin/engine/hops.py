@@ -6,8 +6,10 @@ per round):
 
 =========  =========================================================================
 t_in       the request enters the link card (a card clock edge)
-issue      the card's exchange engine issues the request's posted writes (bridge, landing
-           logic and any wait for a free slot before it)
+ready      the card's exchange engine could issue it (bridge, landing logic): a free slot would
+           send it now (known where the engine records slot waits: :meth:`Hops.with_slot_wait`)
+issue      the card's exchange engine issues the request's posted writes (after any wait for a
+           free slot: the ``slot_wait`` stage; merged into ``card`` where ``ready`` is not known)
 land       the request's last write (its sequence word, or last piece) has landed in the
            consumer's request queue
 seen       the first poll after the landing has its answer (poll instant + poll cost): when an
@@ -30,8 +32,9 @@ answer), ``h_start`` (stage 2's thread takes it); their stages are ``preprocess`
 
 The stages between consecutive instants add up to ``t_have - t_in`` exactly. A node that does not
 expose an instant (a Verilated node keeps its inside to itself) leaves it at -1; its stage is
-merged into the next stage and named ``a+b`` (e.g. ``poll+queue+service+fence`` inside an RTL
-consumer), so the budget still adds up exactly.
+merged into the next stage and named ``a+b`` (e.g. ``poll+queue+service`` inside an RTL consumer,
+whose posted writes still give ``reply``, ``publish`` and ``rland``: :mod:`twin.rtl.boundary`), so
+the budget still adds up exactly.
 """
 from __future__ import annotations
 
@@ -43,15 +46,21 @@ import numpy as np
 from twin.stats import Counts, percentile, ranks
 
 INSTANTS = ("t_in", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have")
-CSV_COLUMNS = ("t_send", "t_in", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have", "t_back")
+CSV_COLUMNS = ("t_send", "t_in", "ready", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have",
+               "t_back")
 """Every instant of a round as the per-round files write them (``<name>_ps``): the send and the
-reply's return at the control system around the card-boundary instants."""
+reply's return at the control system around the card-boundary instants (:meth:`Hops.instant` of
+each between them)."""
 STAGES = ("card", "request_write", "poll", "queue", "service", "fence", "reply_write", "card_poll")
 # NB: a stall (a blackout of the poller) falls in "poll": the thread was stopped, not queueing
-"""Stage k runs from instant k to instant k+1: card (bridge, engine, slot wait), request_write
-(the posted write's wire and landing), poll (landing -> the poll that saw it), queue (waiting for
-the consumer's thread), service (read, function, compute), fence (release fence before the
-publishing word), reply_write (its wire and landing), card_poll (card's poll and read-out)."""
+"""Stage k runs from instant k to instant k+1: card (bridge, engine; the wait for a free slot too
+where no ``slot_wait`` stage splits it out), request_write (the posted write's wire and landing),
+poll (landing -> the poll that saw it), queue (waiting for the consumer's thread), service (read,
+function, compute), fence (release fence before the publishing word), reply_write (its wire and
+landing), card_poll (card's poll and read-out)."""
+SLOT_WAIT = "slot_wait"
+"""The stage a card's request spends waiting for a free slot (ready -> issue), split out of ``card``
+where the engine records the wait (:meth:`Hops.with_slot_wait`)."""
 
 
 Column = TypeVar("Column", np.ndarray, list[int])
@@ -73,6 +82,7 @@ class Hops(Generic[Column]):
     publish: Column
     rland: Column
     inner: dict[str, Column] | None = None  # a hand-off's instants between start and reply (twin.devices.handoff)
+    ready: Column | None = None  # the request ready to issue (issue - its wait for a free slot); None: not known
 
     @classmethod
     def recorder(cls, n: int) -> Hops[list[int]]:
@@ -94,29 +104,54 @@ class Hops(Generic[Column]):
         """Hops of ``f`` of each instant's rounds (a hand-off's inside too)."""
         inner = None if self.inner is None else {k: f(v) for k, v in self.inner.items()}
         return Hops(f(self.issue), f(self.land), f(self.seen), f(self.start), f(self.reply), f(self.publish),
-                    f(self.rland), inner=inner)
+                    f(self.rland), inner=inner, ready=None if self.ready is None else f(self.ready))
+
+    def with_slot_wait(self, slot_wait_ps) -> Hops[np.ndarray]:
+        """These hops with ``ready`` = issue - the wait for a free slot (``slot_wait_ps``: per
+        request in issue order, int64 ps, as the card records it; a card issues its requests in
+        round order, so entry i is round i's), so the budget's ``card`` stage ends where the
+        ``slot_wait`` stage begins. Raises ValueError when fewer waits than rounds are given."""
+        issue = np.asarray(self.issue, np.int64)
+        w = np.asarray(slot_wait_ps, np.int64)
+        if len(w) < len(issue):
+            raise ValueError(f"{len(w)} slot waits for {len(issue)} rounds")
+        h = self._map(lambda v: np.asarray(v, np.int64))
+        h.ready = issue - w[:len(issue)]
+        return h
+
+    def instant(self, name: str) -> np.ndarray:
+        """One instant's rounds by name (``ready``, ``issue`` .. ``rland``), int64 ps, -1 in every
+        round where it is not known."""
+        v = getattr(self, name)
+        return np.full(len(self.issue), -1, np.int64) if v is None else np.asarray(v, np.int64)
 
     def instants(self) -> tuple[str, ...]:
-        """The instants of these hops in order (``INSTANTS``, with a hand-off's inside)."""
-        if not self.inner:
-            return INSTANTS
+        """The instants of these hops in order (``INSTANTS``, with ``ready`` after ``t_in`` when
+        known and a hand-off's inside after ``start``)."""
+        head = ("t_in", "ready") if self.ready is not None else ("t_in",)
         i = INSTANTS.index("start") + 1
-        return INSTANTS[:i] + tuple(self.inner) + INSTANTS[i:]
+        return head + INSTANTS[1:i] + tuple(self.inner or ()) + INSTANTS[i:]
 
     def columns(self, t_in: np.ndarray, t_have: np.ndarray) -> dict[str, np.ndarray]:
-        """Every instant by name (``t_in`` .. ``t_have``, a hand-off's inside), int64 ps."""
+        """Every instant by name (``t_in``, ``ready`` when known, .. ``t_have``, a hand-off's
+        inside), int64 ps."""
         inner = {k: np.asarray(v, np.int64) for k, v in (self.inner or {}).items()}
-        return {"t_in": t_in, **{f: getattr(self, f) for f in INSTANTS[1:-1]}, **inner, "t_have": t_have}
+        ready = {} if self.ready is None else {"ready": np.asarray(self.ready, np.int64)}
+        return {"t_in": t_in, **ready, **{f: getattr(self, f) for f in INSTANTS[1:-1]}, **inner, "t_have": t_have}
 
 
 def stage_names(instants: tuple[str, ...]) -> tuple[str, ...]:
-    """The stage after each instant but the last: :data:`STAGES`, with a hand-off's
-    (``twin.devices.handoff.INNER_STAGES``) after ``queue`` when ``instants`` has its instants."""
-    if instants == INSTANTS:
-        return STAGES
+    """The stage after each instant but the last: :data:`STAGES`, with ``slot_wait`` after ``card``
+    when ``instants`` has ``ready`` (``card`` then ends at ``ready``) and a hand-off's stages
+    (``twin.devices.handoff.INNER_STAGES``) after ``queue`` when it has their instants."""
+    stages: tuple[str, ...] = STAGES
+    if "ready" in instants:
+        stages = ("card", SLOT_WAIT) + STAGES[1:]
+    if len(instants) == len(stages) + 1:
+        return stages
     from twin.devices.handoff import INNER_STAGES
-    i = STAGES.index("queue") + 1
-    return STAGES[:i] + INNER_STAGES + STAGES[i:]
+    i = stages.index("queue") + 1
+    return stages[:i] + INNER_STAGES + stages[i:]
 
 
 def _spans(cols: dict[str, np.ndarray], names: list[str]) -> list[tuple[str, str, str]]:

@@ -92,7 +92,10 @@ def merge(results: list[LoopResult], name: str) -> tuple[LoopResult, np.ndarray]
         return out
     hops = None
     if all(r.hops is not None for r in results):
-        hops = Hops(*(mix(lambda r, f=f: getattr(r.hops, f)) for f in Hops.__dataclass_fields__ if f != "inner"))
+        fields = [f for f in Hops.__dataclass_fields__ if f not in ("inner", "ready")]
+        hops = Hops(*(mix(lambda r, f=f: getattr(r.hops, f)) for f in fields))
+        if all(r.hops is not None and r.hops.ready is not None for r in results):
+            hops.ready = mix(lambda r: r.hops.ready)
     stats: dict[str, Any] = {"mismatches": sum(int(r.stats.get("mismatches", 0)) for r in results),
                              "backlog_max": max(int(r.stats.get("backlog_max", 0)) for r in results),
                              "events": results[0].stats.get("events"),

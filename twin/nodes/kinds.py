@@ -233,9 +233,12 @@ declare(NodeKind(
            Stat("card_polls", "", "reply poller polls (poller.polls)"),
            Stat("reply_digest", "sha256", "digest of every reply read: sequence, status, payload"),
            Stat("hops.t_in", "ps", "per round: the request enters the card"),
+           Stat("hops.ready", "ps", "per round: the engine could issue it (a free slot would send it now)"),
            Stat("hops.issue", "ps", "per round: the engine issues its posted writes"),
            Stat("hops.t_have", "ps", "per round: the card has read the reply"),
-           Stat("stage.card", "ps", "per round: t_in -> issue (bridge, landing logic, slot wait)"),
+           Stat("stage.card", "ps", "per round: t_in -> ready (bridge, landing logic; -> issue where no slot wait "
+                "is recorded: an RTL card)"),
+           Stat("stage.slot_wait", "ps", "per round: ready -> issue, the wait for a free slot"),
            Stat("stage.card_poll", "ps", "per round: reply landed -> read out (poll and reply_read)")),
 ))
 

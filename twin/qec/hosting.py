@@ -183,8 +183,11 @@ class Hosted(HostingPart):
         """Several serving threads poll as soon as one is free."""
         return min(th.free for th in self.pool) if len(self.pool) > 1 else t_free
 
-    def _record(self, ready: int, start: int, end: int) -> None:
-        self.decode_ready.append(ready)
+    def _record(self, ready: int, start: int, end: int, waited: int) -> None:
+        """Book a body: ``ready`` when it could have started had the request been taken when it was
+        taken (ps), less ``waited`` (the request's wait between the poll an idle thread would have
+        seen it with and its take: every executor busy), so start - ready is its whole wait."""
+        self.decode_ready.append(ready - waited)
         self.decode_start.append(start)
         self.decode_end.append(end)
 
@@ -206,21 +209,23 @@ class Hosted(HostingPart):
         if c.tamper:
             writes = c.tamper(seq, writes)
         fence = 0 if c.enc.per_piece else c.p.fence_ps
+        waited = at - c.seen_ps
         if self.mode in INLINE:
             end = t_ready + body + (self.h.omp_self_ps if self.mode == "external_self" else 0)
-            self._record(c.kernel.now + (t_ready - at), t_ready, end)
+            self._record(t_ready, t_ready, end, waited)
             t_reply = self._commit(end)
             t_free = t_reply + fence
             self.decode_busy.append(t_free - at + c.p.poll_cost_ps)
         else:
             t_free = t_ready  # the control kernel hands the request on and polls again
-            t_reply = self._hand_on(t_ready, body, fence)
+            t_reply = self._hand_on(t_ready, body, fence, waited)
         c._reply_at(seq, t_reply, base, writes, fence)
         c._done(seq, at, t_free, t_reply, t_reply + fence)
 
-    def _hand_on(self, t_ready: int, body: int, fence: int) -> int:
+    def _hand_on(self, t_ready: int, body: int, fence: int, waited: int) -> int:
         """A hand-off mode (worker, external_routed, chain): the request handed on at ``t_ready``
-        runs on the first free executor; returns its reply instant."""
+        runs on the first free executor (``waited``: its wait for the control kernel, ps); returns
+        its reply instant."""
         m, ef = self.mode, self.exec_free
         if m == "chain":
             ready = [max(a, f) for a, f in zip(self.chain_armed_at, ef)]
@@ -231,7 +236,7 @@ class Hosted(HostingPart):
             start = max(t_ready, ready[j]) + trig
             self.trigger_ps.append(trig)
             end = start + body
-            self._record(t_ready + trig, start, end)
+            self._record(t_ready + trig, start, end, waited)
             t_reply = self._commit(end + self.h.chain_complete_ps)
             self.chain_armed_at[j] = end + self._rearm.next()
             began = start - trig
@@ -239,7 +244,7 @@ class Hosted(HostingPart):
             hand = self.h.worker_handoff_ps if m == "worker" else self.h.omp_routed_ps
             j = min(range(len(ef)), key=lambda i: (max(t_ready + hand, ef[i]), i))
             start = max(t_ready + hand, ef[j])
-            self._record(t_ready + hand, start, start + body)
+            self._record(t_ready + hand, start, start + body, waited)
             t_reply = self._commit(start + body)
             began = start
         ef[j] = t_reply + fence

@@ -89,7 +89,7 @@ def round_columns(run) -> list[np.ndarray]:
     n = len(r.t_in)
     h = r.hops
     unknown = np.full(n, -1, np.int64)
-    inner = [getattr(h, c) if h is not None else unknown for c in CSV_COLUMNS[2:-2]]
+    inner = [h.instant(c) if h is not None else unknown for c in CSV_COLUMNS[2:-2]]
     return [np.ascontiguousarray(c, dtype=np.int64) for c in (np.arange(1, n + 1), r.rtt_ps, r.loop_ps, r.t_send,
                                                                r.t_in, *inner, r.t_have, r.t_back)]
 

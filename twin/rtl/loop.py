@@ -83,11 +83,14 @@ def build_card_endpoint(ctx):
                     ctx.on_reply, config_of(ctx.spec))
     if ctx.workload.keep_replies:  # the replies' bytes as the RTL sends them on (a listening control program)
         card.kept_replies = []
+    card.hops = ctx.hops
     return card
 
 
 def build_consumer_endpoint(ctx):
     """Model ``rtl`` of an FPGA consumer (registered in :mod:`twin.nodes.models`)."""
     _no_faults(ctx)
-    return rtl_consumer(ctx.spec, ctx.kernel, ctx.enc, ctx.req_region, ctx.rep_path, ctx.slot_bytes, ctx.phase_ps,
-                        config_of(ctx.spec))
+    con = rtl_consumer(ctx.spec, ctx.kernel, ctx.enc, ctx.req_region, ctx.rep_path, ctx.slot_bytes, ctx.phase_ps,
+                       config_of(ctx.spec))
+    con.hops = ctx.hops
+    return con

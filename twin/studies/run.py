@@ -228,7 +228,8 @@ def stream_one(spec: LoopSpec, batch: int, progress: Callable[[int], None] | Non
     acc = FlowStats(deadline_ps)
 
     def hops(c: dict) -> Hops:
-        return Hops(**{k: c[k] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")})
+        return Hops(**{k: c[k] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")},
+                    ready=c["issue"])  # the direct engine: no round waits for a slot
 
     def count(i: int, c: dict) -> None:
         acc.add(i, c["t_send"], c["t_in"], c["t_have"], c["t_back"], hops(c))
