@@ -216,8 +216,8 @@ def test_results_json_consumers_follow_docs(default_run):
         assert w["rtt_ns"] == c["p999_ns"] or w["rtt_ns"] >= c["p999_ns"], name  # the slowest round
         assert round(sum(w["stages"].values()) * 1000) == round(w["rtt_ns"] * 1000), name
         budget = c["budget"]
-        assert [b["stage"] for b in budget] == ["card", "slot_wait", "request_write", "poll", "queue", "service", "fence",
-                                                "reply_write", "card_poll"], name
+        assert [b["stage"] for b in budget] == ["card", "slot_wait", "request_write", "poll", "queue", "service",
+                                                "fence", "reply_write", "card_poll"], name
         # the median round's stages add up to a real round trip on the card's 4 ns clock
         total_ps = round(sum(b["median_round_ns"] for b in budget) * 1000)
         assert total_ps % CARD_CLOCK_PS == 0 and total_ps > 0, name

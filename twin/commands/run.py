@@ -57,7 +57,8 @@ def register(sub) -> None:
     r.add_argument("--chunk-rounds", type=_count, metavar="N",
                    help="stream each loop's rounds in batches of N (e.g. 1e6) in memory independent of the run's "
                         "length (the direct engine twice: counts, then the budget's median and slowest rounds; "
-                        "results.json the same as unstreamed); needs --engine direct, --no-rounds and --no-plot. "
+                        "results.json the same as unstreamed; rounds.parquet written batch by batch as the run "
+                        "goes); needs --engine direct and --no-plot. "
                         f"Those runs over {STREAM_ABOVE:,} rounds stream in batches of {STREAM_BATCH:,} anyway")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     add_table(r)
@@ -67,8 +68,9 @@ def register(sub) -> None:
 
 
 STREAM_ABOVE = 1_000_000
-"""Rounds above which a ``--engine direct --no-rounds --no-plot`` run streams its rounds (157 B a
-round of each loop kept otherwise: 1e7 rounds of one loop peak at 1.6 GB); the same results.json."""
+"""Rounds above which a ``--engine direct --no-plot`` run streams its rounds (157 B a round of each
+loop kept otherwise: 1e7 rounds of one loop peak at 1.6 GB); the same results.json, the same
+per-round file (written batch by batch)."""
 STREAM_BATCH = 262_144
 """Rounds of a streamed batch: its block (8 columns, 16 MiB) stays in cache between the core and the counts."""
 
@@ -77,10 +79,9 @@ def _stream_rounds(args: argparse.Namespace, rounds: int) -> int | None:
     """The batch a run streams its rounds in (``--chunk-rounds``, or :data:`STREAM_BATCH` for a long
     direct run that keeps no rounds), or None; refuses ``--chunk-rounds`` where the rounds are kept."""
     if args.chunk_rounds is None:
-        keeps = not (args.no_csv and args.no_plot) or args.trace
+        keeps = not args.no_plot or args.trace
         return STREAM_BATCH if args.engine == "direct" and not keeps and rounds > STREAM_ABOVE else None
     why = [w for w, bad in (("--engine direct (the event model keeps its rounds)", args.engine != "direct"),
-                            ("--no-rounds (rounds.parquet holds every round)", not args.no_csv),
                             ("--no-plot (the histograms draw every round)", not args.no_plot),
                             ("no --trace", bool(args.trace))) if bad]
     if why:
@@ -157,14 +158,15 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                            for r in so_far.runs if r.summary["engine"] == PENDING})
             check.start()  # after the bar's display stopped: its own (a live display started inside another nests)
         from twin.rtl.build import build_status
-        with bar, _stopped_after(check), build_status(phase_spinner(bar, console, args.quiet)):  # Verilator: tens of s
+        streamed = _streamed_rounds(args, stream, folder, consumers)
+        with bar, _stopped_after(check), build_status(phase_spinner(bar, console, args.quiet)), streamed:
             tasks = {n.name: bar.add_task(n.device, total=rounds) for n in consumers}
             study = run_study(loaded, rounds=rounds, seed=args.seed, engine=args.engine,
                               verify_rounds=args.verify_rounds, trace=trace,
                               progress=lambda name, done: bar.update(tasks[name], completed=done),
                               stopped=lambda node, e, done: _verdict(node, e, done, out),
                               first=first, checking=lambda name, done: check.update(checks[name], completed=done),
-                              stream_rounds=stream)
+                              stream_rounds=stream, rounds_sink=getattr(streamed, "add", None))
         if study.failures and not study.runs:  # a live endpoint could not start, or a stop before round 1
             f = study.failures[0]
             if isinstance(f, Interrupted):
@@ -174,7 +176,17 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                 print(f"twin: error: node {getattr(f, 'node', '?')!r}: {f}", file=sys.stderr)
             return 3
         folder.seed = study.seed
-        return _report(args, console, study, folder, consumers, live, bool(checks))
+        return _report(args, console, study, folder, consumers, live, bool(checks), rounds_written=stream is not None)
+
+
+def _streamed_rounds(args, stream: int | None, folder, consumers):
+    """The per-round file written as a streamed run goes (:class:`twin.reports.run.StreamedRounds`), or a
+    context that does nothing (no streaming, or ``--no-rounds``)."""
+    if stream is None or args.no_csv:
+        from contextlib import nullcontext
+        return nullcontext()
+    from twin.reports.run import StreamedRounds
+    return StreamedRounds(folder, args.rounds_format, [n.name for n in consumers])
 
 
 @contextmanager
@@ -205,10 +217,12 @@ def _wave_names(sc, consumers) -> list[str]:
             for who, rtl in (("card", card), (n.name, cosimulated(model_of(n)))) if rtl]
 
 
-def _report(args, console: Console, study, folder, consumers, live: bool, checked: bool = False) -> int:
+def _report(args, console: Console, study, folder, consumers, live: bool, checked: bool = False,
+            rounds_written: bool = False) -> int:
     """Print the tables, once every number in them is known (``checked``: the event model checked
     the direct engine's rounds: its outcome in one line under them), write the outputs into
-    ``folder`` and commit them; the exit code."""
+    ``folder`` (``rounds_written``: the per-round file is staged already, written as the run went)
+    and commit them; the exit code."""
     from twin.engine.stop import Interrupted
     from twin.reports.run import plot_histograms, print_check, print_table, write_results_json, write_rounds
 
@@ -221,7 +235,7 @@ def _report(args, console: Console, study, folder, consumers, live: bool, checke
         from twin.output.live import print_live, write_live_rounds
         print_live(study, console)
         write_live_rounds(study, folder)
-    if not args.no_csv:  # seconds for a long run: a spinner says what it writes (nothing when not a terminal)
+    if not args.no_csv and not rounds_written:  # seconds for a long run: a spinner says what it writes
         with _status(console, args, f"writing rounds.{args.rounds_format}"):
             write_rounds(study, folder, args.rounds_format)
     if not args.no_plot and study.runs:

@@ -86,40 +86,74 @@ def _plain(value: str | Sequence[str]) -> bool:
     return not any(c in v for v in values for c in ',"\r\n')
 
 
+class RowStream:
+    """One table written block by block into an open binary file ``f`` as the blocks come (a run
+    that streams its rounds writes each batch as it is computed: memory independent of the rows),
+    in format ``fmt`` (see the module docstring; Parquet: one row group or more per block), columns
+    ``label_names`` then ``int_names``. ``quoted``: a CSV's labels all quoted (some label holds a
+    comma, a quote or a line break: :func:`plain_labels`), else none. :meth:`add` a block,
+    :meth:`close` when done. Raises ValueError for a block that does not fit the columns."""
+
+    def __init__(self, f, fmt: str, label_names: Sequence[str], int_names: Sequence[str], quoted: bool = False):
+        file_name("rows", fmt)  # the format's check
+        self.f, self.fmt = f, fmt
+        self.label_names, self.int_names = tuple(label_names), tuple(int_names)
+        self.schema = _schema(label_names, int_names)
+        self._parquet = None
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+            self._parquet = pq.ParquetWriter(f, self.schema, compression="zstd", compression_level=1,
+                                             use_dictionary=list(label_names),
+                                             column_encoding={c: "DELTA_BINARY_PACKED" for c in int_names})
+        else:
+            import pyarrow.csv as pc
+            f.write((",".join([*label_names, *int_names]) + "\n").encode())
+            self._csv = pc.WriteOptions(include_header=False, quoting_style="needed" if quoted else "none")
+
+    def add(self, block: Block) -> None:
+        """Write ``block``'s rows after the rows so far."""
+        _check(block, self.label_names, self.int_names)
+        if self._parquet is not None:
+            self._parquet.write_table(_arrow_table(block, self.schema))
+        elif block.rows():
+            import pyarrow.csv as pc
+            pc.write_csv(_arrow_table(block, self.schema), self.f, self._csv)
+
+    def close(self) -> None:
+        """Finish the file (Parquet's footer); the caller closes ``f``."""
+        if self._parquet is not None:
+            self._parquet.close()
+            self._parquet = None
+
+
+def plain_labels(labels: Iterable[str | Sequence[str]]) -> bool:
+    """Whether every label value needs no CSV quotes (RFC 4180: plain labels go unquoted, as the
+    rows always were; any label needing quotes, and every label is quoted)."""
+    return all(_plain(v) for v in labels)
+
+
 def write_rows(folder, stem: str, fmt: str, label_names: Sequence[str], int_names: Sequence[str],
                blocks: Iterable[Block]) -> Path:
     """Stage the table ``stem`` (``rounds``, ``requests``) in ``folder`` (a
     :class:`twin.output.files.RunFolder`) as ``stem.parquet`` or ``stem.csv`` (``fmt``, see the
-    module docstring): columns ``label_names`` then ``int_names``, rows block after block. Returns
-    the staged file's path. Raises ValueError for a block that does not fit the columns, and
-    :class:`twin.output.files.OutputError` when the file cannot be written."""
+    module docstring): columns ``label_names`` then ``int_names``, rows block after block
+    (:class:`RowStream`). Returns the staged file's path. Raises ValueError for a block that does
+    not fit the columns, and :class:`twin.output.files.OutputError` when the file cannot be written."""
     from twin.output.files import binary
 
     name = file_name(stem, fmt)
     blocks = list(blocks)
     for b in blocks:
         _check(b, label_names, int_names)
+    quoted = not plain_labels(v for b in blocks for v in b.labels)
 
-    def parquet(f) -> None:
-        import pyarrow.parquet as pq
-        schema = _schema(label_names, int_names)
-        with pq.ParquetWriter(f, schema, compression="zstd", compression_level=1, use_dictionary=list(label_names),
-                              column_encoding={c: "DELTA_BINARY_PACKED" for c in int_names}) as w:
-            for b in blocks:
-                w.write_table(_arrow_table(b, schema))
-
-    def csv(f) -> None:
-        import pyarrow.csv as pc
-        schema = _schema(label_names, int_names)
-        f.write((",".join([*label_names, *int_names]) + "\n").encode())
-        # plain labels unquoted (the rows as before); any label needing quotes: every label quoted (RFC 4180)
-        plain = all(_plain(v) for b in blocks for v in b.labels)
-        options = pc.WriteOptions(include_header=False, quoting_style="none" if plain else "needed")
+    def write(f) -> None:
+        rows = RowStream(f, fmt, label_names, int_names, quoted)
         for b in blocks:
-            if b.rows():
-                pc.write_csv(_arrow_table(b, schema), f, options)
+            rows.add(b)
+        rows.close()
 
-    return folder.write(name, binary(parquet if fmt == "parquet" else csv))
+    return folder.write(name, binary(write))
 
 
-__all__ = ["Block", "FORMATS", "file_name", "write_rows"]
+__all__ = ["Block", "FORMATS", "RowStream", "file_name", "plain_labels", "write_rows"]

@@ -86,12 +86,47 @@ def round_columns(run) -> list[np.ndarray]:
     """One consumer's per-round columns, in :data:`ROUND_COLUMNS` order, each int64 of length rounds:
     round (from 1), rtt_ps, loop_ps, then every hop's instant (-1 where a node does not expose it)."""
     r = run.result
-    n = len(r.t_in)
-    h = r.hops
+    return rounds_block(0, r.t_send, r.t_in, r.t_have, r.t_back, r.hops)
+
+
+def rounds_block(first: int, t_send, t_in, t_have, t_back, hops) -> list[np.ndarray]:
+    """The per-round columns (:data:`ROUND_COLUMNS` order, int64) of the rounds ``first + 1`` ..
+    ``first + len(t_in)`` of one consumer from their instants (ps) and hops (None: every hop -1)."""
+    n = len(t_in)
     unknown = np.full(n, -1, np.int64)
-    inner = [h.instant(c) if h is not None else unknown for c in CSV_COLUMNS[2:-2]]
-    return [np.ascontiguousarray(c, dtype=np.int64) for c in (np.arange(1, n + 1), r.rtt_ps, r.loop_ps, r.t_send,
-                                                               r.t_in, *inner, r.t_have, r.t_back)]
+    inner = [hops.instant(c) if hops is not None else unknown for c in CSV_COLUMNS[2:-2]]
+    t_send, t_in, t_have, t_back = (np.asarray(a, np.int64) for a in (t_send, t_in, t_have, t_back))
+    return [np.ascontiguousarray(c, dtype=np.int64) for c in (np.arange(first + 1, first + n + 1), t_have - t_in,
+                                                               t_back - t_send, t_send, t_in, *inner, t_have, t_back)]
+
+
+class StreamedRounds:
+    """The per-round file (:func:`write_rounds`'s, the same columns and rows) written while a
+    streamed run goes (:func:`twin.studies.run.run_study`'s ``rounds_sink``): each batch of each
+    loop's rounds a block as it is computed (Parquet: its own row groups), so the file costs no
+    memory that grows with the run. ``folder`` stages it (a run that fails or is discarded leaves
+    nothing); ``nodes`` the consumers' names (a CSV quotes every label when one needs quotes).
+    Use as a context manager around the run; :meth:`add` is the sink."""
+
+    def __init__(self, folder: RunFolder, fmt: str, nodes: list[str]):
+        from twin.output.rows import RowStream, file_name, plain_labels
+        self.path = folder.path(file_name("rounds", fmt))
+        self._f = open(self.path, "xb")
+        self._rows = RowStream(self._f, fmt, ("consumer",), ROUND_COLUMNS, quoted=not plain_labels(nodes))
+
+    def add(self, node: str, first: int, t_send, t_in, t_have, t_back, hops) -> None:
+        """Rounds ``first + 1`` .. of loop ``node`` (their instants, ps, and hops)."""
+        from twin.output.rows import Block
+        self._rows.add(Block((node,), tuple(rounds_block(first, t_send, t_in, t_have, t_back, hops))))
+
+    def __enter__(self) -> StreamedRounds:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self._rows.close()
+        finally:
+            self._f.close()
 
 
 def _round_blocks(study: StudyResult):

@@ -119,7 +119,8 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
               trace: tuple[str, int, int] | None = None,
               stopped: Callable[[str, Exception, int], None] | None = None,
               first: Callable[[StudyResult], None] | None = None,
-              checking: Progress | None = None, stream_rounds: int | None = None) -> StudyResult:
+              checking: Progress | None = None, stream_rounds: int | None = None,
+              rounds_sink: Callable[..., None] | None = None) -> StudyResult:
     """Run every loop of the scenario; returns per-consumer results and summaries.
 
     The loops are the flows of the scenario's compiled topology
@@ -139,7 +140,9 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
 
     ``stream_rounds`` (``engine="direct"`` only): stream each loop's rounds in batches of that many
     (:func:`stream_one`), in memory independent of the run's length: the summaries are the same, key
-    for key, the results hold no rounds (empty arrays)."""
+    for key, the results hold no rounds (empty arrays); ``rounds_sink(node, first, t_send, t_in,
+    t_have, t_back, hops)`` is given each batch of rounds ``first + 1`` .. as it is computed (the
+    per-round file written as the run goes: :class:`twin.reports.run.StreamedRounds`)."""
     if stream_rounds is not None and engine != "direct":
         raise ValueError(f"streamed rounds are the direct engine's, not engine {engine!r}")
     sc = loaded.scenario
@@ -163,7 +166,7 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
         acc = None
         if stream_rounds is not None:
             kept, failure, acc = _stream_loop(flow.spec, node, stream_rounds, progress, stopped,
-                                              None if sc.deadline is None else int(sc.deadline))
+                                              None if sc.deadline is None else int(sc.deadline), rounds_sink)
         else:
             kept, failure = _run_loop(flow.spec, node, engine, verify_rounds, progress, stopped, defer)
         if kept is None:  # stopped before its first round
@@ -218,12 +221,14 @@ def _run_loop(spec: LoopSpec, node, engine: str, verify_rounds: int, progress: P
 
 
 def stream_one(spec: LoopSpec, batch: int, progress: Callable[[int], None] | None = None,
-               deadline_ps: int | None = None) -> tuple[LoopResult, FlowStats, Interrupted | None]:
+               deadline_ps: int | None = None, rows: Callable[..., None] | None = None,
+               ) -> tuple[LoopResult, FlowStats, Interrupted | None]:
     """One loop on the direct engine, streamed in batches of ``batch`` rounds
     (:func:`twin.engine.direct.run_direct`'s ``sink``) into a :class:`twin.engine.hops.FlowStats`:
     twice, the second pass over the same rounds for the budget's median round and slowest 1 %
     (``progress`` sees each pass as half the rounds). Returns (the result without its rounds, the
     statistics, the stop that ended the first pass or None: then both passes cover the rounds done).
+    ``rows(first, t_send, t_in, t_have, t_back, hops)`` sees each batch of the first pass.
     Raises DirectNotApplicable as the direct engine does (and for what it cannot stream)."""
     acc = FlowStats(deadline_ps)
 
@@ -232,7 +237,10 @@ def stream_one(spec: LoopSpec, batch: int, progress: Callable[[int], None] | Non
                     ready=c["issue"])  # the direct engine: no round waits for a slot
 
     def count(i: int, c: dict) -> None:
-        acc.add(i, c["t_send"], c["t_in"], c["t_have"], c["t_back"], hops(c))
+        h = hops(c)
+        acc.add(i, c["t_send"], c["t_in"], c["t_have"], c["t_back"], h)
+        if rows is not None:
+            rows(i, c["t_send"], c["t_in"], c["t_have"], c["t_back"], h)
 
     def pick(i: int, c: dict) -> None:
         acc.pick(i, c["t_in"], c["t_have"], hops(c))
@@ -248,11 +256,13 @@ def stream_one(spec: LoopSpec, batch: int, progress: Callable[[int], None] | Non
 
 
 def _stream_loop(spec: LoopSpec, node, batch: int, progress: Progress | None,
-                 stopped: Callable[[str, Exception, int], None] | None, deadline_ps: int | None):
+                 stopped: Callable[[str, Exception, int], None] | None, deadline_ps: int | None,
+                 rounds_sink: Callable[..., None] | None = None):
     """:func:`_run_loop` of a streamed loop (:func:`stream_one`): ``(outcome, failure, statistics)``."""
     cb = (lambda n, name=node.name: progress(name, n)) if progress else None
+    rows = (lambda *a, name=node.name: rounds_sink(name, *a)) if rounds_sink else None
     try:
-        res, acc, stop = stream_one(spec, batch, cb, deadline_ps)
+        res, acc, stop = stream_one(spec, batch, cb, deadline_ps, rows)
     except DirectNotApplicable as e:
         raise DirectNotApplicable(f"node {node.name!r}: {e}") from None
     if stop is not None:
