@@ -119,6 +119,17 @@ def test_a_streamed_run_s_rounds_file_stays_out_of_memory(tmp_path):
     assert rc == 0 and peak < 60e6, peak
 
 
+@pytest.mark.parametrize("extra", [["--engine", "auto", "--no-plot"], ["--engine", "direct"]])
+def test_more_than_1e8_rounds_only_streamed(tmp_path, capsys, extra):
+    """Above the scenario schema's 1e8 rounds a run must stream (memory independent of the rounds);
+    one that would keep every round is refused before it starts, in one line."""
+    rc = main(["run", "scenarios/nvqlink_h200.yaml", "--rounds", "2e8", "--quiet", "--out", str(tmp_path / "o"),
+               *extra])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--rounds 2e+08" in err and "must stream" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
 def test_chunk_rounds_refused_for_a_mesh(tmp_path, capsys):
     rc = main(["run", "scenarios/mesh_fanout_by_function.yaml", "--rounds", "1000", "--chunk-rounds", "100",
                "--quiet", "--no-rounds", "--no-plot", "--out", str(tmp_path / "o")])

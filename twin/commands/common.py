@@ -21,18 +21,27 @@ DEFAULT_HOSTING = "calibrations/hosting.yaml"
 DEFAULT_CARD = "calibrations/fitted/card_path.yaml"
 
 MAX_ROUNDS = 100_000_000  # the scenario schema's bound too
+MAX_STREAMED_ROUNDS = 10**12
+"""``twin run --rounds`` above :data:`MAX_ROUNDS`: a run that streams its rounds (memory independent of
+their number; twin.commands.run) may ask up to this many."""
 
 
-def _whole(text: str, low: int) -> int:
+def _whole(text: str, low: int, top: int = MAX_ROUNDS) -> int:
     try:
         if not text.isascii():  # float() reads "٣" (an Arabic-Indic 3) as 3
             raise ValueError(text)
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (low <= value <= MAX_ROUNDS) or value != int(value):
-        raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {MAX_ROUNDS:.0e}: {text!r}")
+    if not (low <= value <= top) or value != int(value):
+        raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {top:.0e}: {text!r}")
     return int(value)
+
+
+def _run_rounds(text: str) -> int:
+    """``twin run --rounds``: a round count from 1 to :data:`MAX_STREAMED_ROUNDS` (above
+    :data:`MAX_ROUNDS` only for a run that streams: checked by the command)."""
+    return _whole(text, 1, MAX_STREAMED_ROUNDS)
 
 
 def _count(text: str) -> int:
@@ -128,5 +137,5 @@ def _window(text: str) -> tuple[int, int]:
 
 __all__ = ["UsageError", "add_overwrite", "add_figure_format", "run_folder", "phase_spinner",
            "check_out_folder", "out_error", "bundled_path", "local_or_bundled", "_bundled", "scenario_arg",
-           "_count", "_nonneg", "_seed", "_window", "MAX_ROUNDS", "DEFAULT_SCENARIO", "DEFAULT_PRIOR",
+           "_count", "_run_rounds", "_nonneg", "_seed", "_window", "MAX_ROUNDS", "DEFAULT_SCENARIO", "DEFAULT_PRIOR",
            "stamped", "DEFAULT_FITTED", "DEFAULT_DECODE", "DEFAULT_HOSTING", "DEFAULT_CARD"]

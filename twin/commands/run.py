@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING
 
 from twin.commands.common import (
     DEFAULT_SCENARIO,
+    MAX_ROUNDS,
     UsageError,
     _count,
     _nonneg,
+    _run_rounds,
     _seed,
     _window,
     add_figure_format,
@@ -33,7 +35,9 @@ def register(sub) -> None:
     """Add ``run`` to the ``twin`` subcommands."""
     r = sub.add_parser("run", help="run a scenario (default: the bundled card_path_64b)")
     r.add_argument("scenario", nargs="?", help=f"scenario YAML (default {DEFAULT_SCENARIO})")
-    r.add_argument("--rounds", type=_count, help="rounds per consumer (default: the scenario's; e.g. 1e5, 3e6)")
+    r.add_argument("--rounds", type=_run_rounds, help="rounds per consumer (default: the scenario's; e.g. 1e5, 3e6; "
+                                                      f"above {MAX_ROUNDS:.0e} a run that streams: --engine direct "
+                                                      "--no-plot)")
     r.add_argument("--seed", type=_seed, help="seed >= 0 (default: the scenario's)")
     r.add_argument("--out", help="output folder (default runs/<scenario name>)")
     r.add_argument("--engine", choices=("auto", "direct", "event"), default="auto",
@@ -121,11 +125,17 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if sc.flows and args.chunk_rounds is not None:
         raise UsageError(f"--chunk-rounds {args.chunk_rounds}: a mesh runs on the event engine, which keeps its "
                          "rounds; streamed rounds are a loop's on the direct engine")
+    if sc.flows and (args.rounds or 0) > MAX_ROUNDS:
+        raise UsageError(f"--rounds {args.rounds:.0e}: a mesh keeps every round (the event engine): at most "
+                         f"{MAX_ROUNDS:.0e}")
     if sc.flows:  # a mesh: every flow at once (twin.studies.mesh)
         from twin.commands.run_mesh import cmd_run_mesh
         return cmd_run_mesh(args, console, loaded)
     rounds = args.rounds or sc.rounds
     stream = _stream_rounds(args, rounds)
+    if rounds > MAX_ROUNDS and stream is None:
+        raise UsageError(f"--rounds {rounds:.0e}: above {MAX_ROUNDS:.0e} rounds a run must stream them (--engine "
+                         "direct --no-plot, no --trace): the event model and the histograms keep every round")
     out = check_out_folder(args.out or Path("runs") / sc.name)  # before the run, not after
     consumers = sc.consumers()
     if args.trace and args.trace[1] > rounds:
