@@ -21,7 +21,7 @@ DEFAULT_HOSTING = "calibrations/hosting.yaml"
 DEFAULT_CARD = "calibrations/fitted/card_path.yaml"
 
 MAX_ROUNDS = 100_000_000  # the scenario schema's bound too
-MAX_STREAMED_ROUNDS = 10**12
+MAX_STREAMED_ROUNDS = 10**10
 """``twin run --rounds`` above :data:`MAX_ROUNDS`: a run that streams its rounds (memory independent of
 their number; twin.commands.run) may ask up to this many."""
 
