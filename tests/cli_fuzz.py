@@ -32,9 +32,10 @@ SCENARIOS = [str(SCEN / n) for n in ("card_path_64b.yaml", "mesh_two_controllers
 PRIORS = [str(ROOT / "calibrations" / "card_path.yaml"), str(ROOT / "calibrations" / "backline_roce.yaml")]
 WEIRD = ["", " ", "-", "--", "ü", "日本語", "\u202e", "😀", "a" * 300, "../..", "/", ".", "~", "$HOME", "%s", "{}",
          "-1", "--rounds", "\t", "a\nb"]
-# counts: small good ones in odd spellings, and bad ones (a valid 1e8 rounds would run for hours)
-NUMBERS = ["1", "2", "0", "-1", "-0", "1.5", "1e400", "-1e400", "nan", "inf", "-inf", "1e9",
-           "100000001", "9" * 400, "0x10", "1_0", "٣", "1e-5", " 2", "2 ", "+2", "2e0", "1e8x"]
+# counts: small good ones in odd spellings, and bad ones (a valid 1e8 rounds would run for minutes; a streamed
+# twin run takes up to 1e10, so the large ones are past that)
+NUMBERS = ["1", "2", "0", "-1", "-0", "1.5", "1e400", "-1e400", "nan", "inf", "-inf", "1e11",
+           "10000000001", "9" * 400, "0x10", "1_0", "٣", "1e-5", " 2", "2 ", "+2", "2e0", "1e8x"]
 SMALL = {"--rounds": "20", "--shots": "20", "--maxiter": "1", "--popsize": "1", "--workers": "1"}
 PARAMS = ["frame_bytes=64,128", "frame_bytes=64:256:64", "frame_bytes=", "=1", "frame_bytes", "nope=1",
           "params.hosts.epyc7282.pcie.lanes=8,16", "traffic.period=2 us,3 us", "frame_bytes=1:0:1", "frame_bytes=a,b",
@@ -82,7 +83,7 @@ def _values(action: argparse.Action, where: dict) -> st.SearchStrategy[str]:
         return st.sampled_from([str(c) for c in action.choices]) | weird
     if dest in ("rounds", "shots", "maxiter", "popsize", "workers", "verify_rounds", "seed"):
         few = 2 if dest in ("maxiter", "popsize") else 40  # a fit's generations cost seconds each
-        whole = st.integers(-10**30, 0) | st.integers(1, few) | st.integers(10**8 + 1, 10**30)
+        whole = st.integers(-10**30, 0) | st.integers(1, few) | st.integers(10**10 + 1, 10**30)
         return st.sampled_from(NUMBERS) | whole.map(str) | weird
     if dest in ("scenario", "prior", "file", "calibration"):
         pool = SCENARIOS if dest == "scenario" else PRIORS if dest == "prior" else \
