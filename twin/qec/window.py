@@ -38,7 +38,7 @@ import stim
 from twin.qec.dem_graph import DemGraph, Window, detector_rounds, sub_matching
 from twin.qec.window_boundary import Boundary, BoundaryLink
 
-__all__ = ["SlidingWindowDecoder", "WindowSpec", "WindowStream", "detector_rounds", "window_starts",
+__all__ = ["SlidingWindowDecoder", "WindowSpec", "WindowedDecoder", "WindowStream", "detector_rounds", "window_starts",
            "window_decoder"]
 
 
@@ -99,59 +99,59 @@ def commit_flips(graph: DemGraph, committed: np.ndarray) -> tuple[np.ndarray, np
     return flips, obs
 
 
-class SlidingWindowDecoder:
-    """Sliding-window matching decoder for one memory circuit (see the module docstring).
+class WindowedDecoder:
+    """What every window decoder shares (sliding windows here, A/B layers in
+    :mod:`twin.qec.parallel_window`): windows in request order (``_win``, each a
+    :class:`twin.qec.dem_graph.Window` with its commit rule) and the boundary links between them
+    (``_out[k]``: the :class:`BoundaryLink` and receiver index of each message window ``k``
+    sends). A window decodes its detection events XOR the boundaries it received, commits, adds the
+    committed observable flips to the correction and sends each link its :class:`Boundary`.
 
-    circuit: a ``stim.Circuit`` whose detector error model decomposes into edges; rounds: W,
-    rounds per window; commit: C, rounds committed per window (1 <= C <= W). Raises ValueError
-    for a model stim cannot decompose into a matching graph, or a bad W / C.
-
-    Attributes: ``rounds_of`` (round of each detector, int (D,)), ``n_rounds``, ``windows``
-    (``(start, end, commit_end)`` per window), ``links`` (the :class:`BoundaryLink` window ``k``
-    sends window ``k + 1``; one fewer than the windows), ``ready`` (per window, the last round it
-    needs), ``n_detectors``, ``n_observables``.
+    Subclasses set ``windows`` (``(start, end, commit_end)`` per request, in rounds: the rounds a
+    request carries), ``ready`` (per request, the last round it needs), ``_win`` and ``_out``.
     """
 
-    def __init__(self, circuit: stim.Circuit, rounds: int, commit: int):
-        self.W, self.C = int(rounds), int(commit)
-        self.graph = g = DemGraph(circuit)
-        self.rounds_of = r = detector_rounds(circuit)
-        self.n_detectors, self.n_observables = g.n_detectors, g.n_observables
-        self.n_rounds = int(r.max()) + 1 if self.n_detectors else 1
-        self.windows = window_starts(self.n_rounds, self.W, self.C)
-        self.ready = [e - 1 for _, e, _ in self.windows]
-        low = g.lowest(r)
+    def __init__(self, circuit: stim.Circuit):
+        self.graph = DemGraph(circuit)
+        self.rounds_of = detector_rounds(circuit)
+        self.n_detectors, self.n_observables = self.graph.n_detectors, self.graph.n_observables
+        self.n_rounds = int(self.rounds_of.max()) + 1 if self.n_detectors else 1
+        self.windows: list[tuple[int, int, int]] = []
+        self.ready: list[int] = []
         self._win: list[Window] = []
-        self.links: list[BoundaryLink] = []
-        for k, (s, e, ce) in enumerate(self.windows):
-            keep = ~g.touches(r < s)  # touching a committed round: decided
-            commits = keep & (low < ce)
-            self._win.append(sub_matching(g, (r >= s) & (r < e), keep, commits, name=f"S{k}"))
-            if k + 1 < len(self.windows):
-                self.links.append(BoundaryLink.between(g, f"S{k}", commits & g.touches((r >= s) & (r < e)),
-                                                       f"S{k + 1}", r >= ce))
+        self._out: list[list[tuple[BoundaryLink, int]]] = []
 
-    def _decode_window(self, k: int, residual: np.ndarray, obs: np.ndarray) -> Boundary | None:
-        """Decode window ``k`` of one shot's ``residual`` syndrome (bool (D,): the detection events
-        with the earlier windows' boundaries applied), XOR the committed observable flips into
-        ``obs`` (bool (K,)) and apply the boundary it sends the next window to ``residual``; returns
-        that boundary (None for the last window)."""
+    @property
+    def links(self) -> list[BoundaryLink]:
+        """Every boundary message of a shot (sender, receiver, detectors, bytes), in send order."""
+        return [link for out in self._out for link, _ in out]
+
+    def _decode_window(self, k: int, detectors: np.ndarray, inbox: dict, obs: np.ndarray) -> list[Boundary]:
+        """Decode window ``k`` of one shot: its detection events (``detectors`` bool (D,), only the
+        window's are read) XOR the boundaries in ``inbox[k]`` (bool (D,), taken out), XOR the
+        committed observable flips into ``obs`` (bool (K,)) and put the messages it sends into the
+        receivers' ``inbox`` entries; returns those messages."""
         w = self._win[k]
-        committed = w.committed(residual[w.dets])
-        flips, o = commit_flips(self.graph, committed)
+        syn = np.asarray(detectors, bool)[w.dets]
+        got = inbox.pop(k, None)
+        if got is not None:
+            syn = syn ^ got[w.dets]
+        flips, o = commit_flips(self.graph, w.committed(syn))
         obs ^= o
-        if k == len(self._win) - 1:
-            return None
-        msg = self.links[k].message(flips)
-        msg.apply(residual)
-        return msg
+        sent = []
+        for link, r in self._out[k]:
+            msg = link.message(flips)
+            msg.apply(inbox.setdefault(r, np.zeros(self.n_detectors, bool)))
+            sent.append(msg)
+        return sent
 
     def decode_shot(self, detectors: np.ndarray) -> np.ndarray:
         """One shot's detection events bool (D,) -> its observable flips bool (K,), window by window."""
-        residual = np.array(detectors, bool, copy=True)
+        det = np.asarray(detectors, bool)
+        inbox: dict = {}
         obs = np.zeros(self.n_observables, bool)
         for k in range(len(self._win)):
-            self._decode_window(k, residual, obs)
+            self._decode_window(k, det, inbox, obs)
         return obs
 
     def decode_batch(self, detectors: np.ndarray, progress=None) -> np.ndarray:
@@ -173,36 +173,62 @@ class SlidingWindowDecoder:
         return WindowStream(self)
 
 
+class SlidingWindowDecoder(WindowedDecoder):
+    """Sliding-window matching decoder for one memory circuit (see the module docstring).
+
+    circuit: a ``stim.Circuit`` whose detector error model decomposes into edges; rounds: W,
+    rounds per window; commit: C, rounds committed per window (1 <= C <= W). Raises ValueError
+    for a model stim cannot decompose into a matching graph, a bad W / C, or an error whose
+    detectors span more than the next window (its boundary would skip a window).
+
+    Attributes: ``rounds_of`` (round of each detector, int (D,)), ``n_rounds``, ``windows``
+    (``(start, end, commit_end)`` per window), ``links`` (the :class:`BoundaryLink` window ``k``
+    sends window ``k + 1``), ``ready`` (per window, the last round it needs), ``n_detectors``,
+    ``n_observables``.
+    """
+
+    def __init__(self, circuit: stim.Circuit, rounds: int, commit: int):
+        super().__init__(circuit)
+        self.W, self.C = int(rounds), int(commit)
+        g, r = self.graph, self.rounds_of
+        self.windows = window_starts(self.n_rounds, self.W, self.C)
+        self.ready = [e - 1 for _, e, _ in self.windows]
+        low = g.lowest(r)
+        for k, (s, e, ce) in enumerate(self.windows):
+            keep = ~g.touches(r < s)  # touching a committed round: decided
+            commits = keep & (low < ce) & g.touches((r >= s) & (r < e))
+            self._win.append(sub_matching(g, (r >= s) & (r < e), keep, commits, name=f"S{k}"))
+            self._out.append([])
+            if k + 1 < len(self.windows):
+                nxt = self.windows[k + 1]
+                beyond = BoundaryLink.between(g, f"S{k}", commits, "later", r >= max(nxt[1], ce))
+                if len(beyond.detectors):
+                    raise ValueError(f"window S{k}: a committed error flips detectors beyond window S{k + 1}")
+                self._out[k].append((BoundaryLink.between(g, f"S{k}", commits, f"S{k + 1}", r >= ce), k + 1))
+
+
 class WindowStream:
     """The decoder's side of a windowed syndrome stream: called with the shot's window requests in
     order (window ``k`` of every shot, ``len(decoder.windows)`` per shot), each the detection
     events of the window's detectors (bool (D,), other detectors ignored). It keeps the boundaries
     the earlier windows of the shot sent and the committed correction, and returns the correction
-    committed so far after each window (the last window's is the shot's correction). ``decoder``:
-    a :class:`SlidingWindowDecoder` or a :class:`twin.qec.parallel_window.ParallelWindowDecoder`
-    (its ``_decode_window(k, residual, obs)`` and ``_win``)."""
+    committed so far after each window (the last window's is the shot's correction).
+    ``decoder``: a :class:`WindowedDecoder`."""
 
-    def __init__(self, decoder):
+    def __init__(self, decoder: WindowedDecoder):
         self.dec = decoder
         self.k = 0
-        self.flips = np.zeros(decoder.n_detectors, bool)  # the boundaries received so far, XOR-ed
+        self.inbox: dict = {}  # receiver window -> the boundaries it got so far, XOR-ed (bool (D,))
         self.obs = np.zeros(decoder.n_observables, bool)
 
     def step(self, window_detectors: np.ndarray) -> np.ndarray:
         """Window ``k`` of the current shot -> the correction committed so far, bool (K,)."""
-        dec = self.dec
-        w = dec._win[self.k]
-        raw = np.asarray(window_detectors, bool)[w.dets]
-        residual = self.flips.copy()
-        residual[w.dets] ^= raw
-        dec._decode_window(self.k, residual, self.obs)
-        residual[w.dets] ^= raw  # keep the boundaries only: the next window's request carries its detectors again
-        self.flips = residual
+        self.dec._decode_window(self.k, window_detectors, self.inbox, self.obs)
         out = self.obs.copy()
         self.k += 1
-        if self.k == len(dec._win):
+        if self.k == len(self.dec._win):
             self.k = 0
-            self.flips[:] = False
+            self.inbox = {}
             self.obs[:] = False
         return out
 
