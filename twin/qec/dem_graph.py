@@ -15,7 +15,6 @@ Shapes: detectors D, components E, observables K.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -139,15 +138,18 @@ def sub_matching(graph: DemGraph, det_mask: np.ndarray, keep: np.ndarray, commit
     local[dets] = np.arange(len(dets))
     m = pymatching.Matching()
     best: dict = {}
-    for j in np.flatnonzero(keep & graph.touches(det_mask)):
-        a, b = (int(x) for x in local[graph.dets[j]])
-        key = (min(a, b), max(a, b)) if a >= 0 and b >= 0 else (max(a, b), -1)
-        p = float(graph.p[j])
-        w = math.log((1 - p) / p)
-        if key[1] < 0:
-            m.add_boundary_edge(key[0], weight=w, error_probability=p, merge_strategy="independent")
+    ids = np.flatnonzero(keep & graph.touches(det_mask))
+    ab = local[graph.dets[ids]]
+    lo, hi = ab.min(axis=1), ab.max(axis=1)
+    a = np.where(lo >= 0, lo, hi)  # a boundary edge: (its one node, -1)
+    b = np.where(lo >= 0, hi, -1)
+    ps = graph.p[ids]
+    for j, x, y, p, w in zip(ids.tolist(), a.tolist(), b.tolist(), ps.tolist(), np.log((1 - ps) / ps).tolist()):
+        if y < 0:
+            m.add_boundary_edge(x, weight=w, error_probability=p, merge_strategy="independent")
         else:
-            m.add_edge(key[0], key[1], weight=w, error_probability=p, merge_strategy="independent")
+            m.add_edge(x, y, weight=w, error_probability=p, merge_strategy="independent")
+        key = (x, y)
         if key not in best or p > graph.p[best[key]]:
-            best[key] = int(j)
+            best[key] = j
     return Window(dets, m, best, m.num_detectors, np.asarray(commits, bool), name)

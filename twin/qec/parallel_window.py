@@ -60,6 +60,24 @@ def _order(cores: int, seams: int) -> list[tuple[str, int]]:
     return out
 
 
+def parallel_requests(n_rounds: int, commit: int, buffer: int) -> tuple[list[tuple[int, int, int]], list[int]]:
+    """The A/B windows of a shot of ``n_rounds`` rounds cut in time, in request order
+    (:func:`_order`): per request the rounds it carries ``(start, end, commit_end)`` (an A window
+    its core and buffers, ``commit_end`` its core's end; a B window its seam) and the last round it
+    needs (a B window: its later neighbour's)."""
+    cores, seams = ab_layout(n_rounds, commit, buffer)
+    order = _order(len(cores), len(seams))
+    span = {}
+    for kind, k in order:
+        lo, hi = cores[k] if kind == "A" else seams[k]
+        b = buffer if kind == "A" else 0
+        span[(kind, k)] = (max(0, lo - b), min(n_rounds, hi + b), hi)
+    ready = {key: e - 1 for key, (_, e, _) in span.items()}
+    for j in range(len(seams)):  # a seam waits for both neighbouring A windows
+        ready[("B", j)] = max(ready[("A", j)], ready.get(("A", j + 1), -1))
+    return [span[key] for key in order], [ready[key] for key in order]
+
+
 class ParallelWindowDecoder(WindowedDecoder):
     """A/B parallel window matching decoder (module docstring).
 
@@ -105,22 +123,8 @@ class ParallelWindowDecoder(WindowedDecoder):
             else:
                 keep = g.within(seam_mask[k])
                 self._win.append(sub_matching(g, seam_mask[k], keep, keep, name=f"B{k}"))
-        self._rounds(n)
-
-    def _rounds(self, n: int) -> None:
-        """``windows`` and ``ready`` per request: the rounds each carries and the last round it needs."""
-        G = self.n_rounds
-        if self.axis != -1:  # cut in space: every window needs the whole shot
-            self.windows = [(0, G, G)] * len(self.order)
-            self.ready = [G - 1] * len(self.order)
-            return
-        span = {}
-        for kind, k in self.order:
-            lo, hi = self.cores[k] if kind == "A" else self.seams[k]
-            b = self.B if kind == "A" else 0
-            span[(kind, k)] = (max(0, lo - b), min(G, hi + b), hi)
-        self.windows = [span[key] for key in self.order]
-        ready = {key: e - 1 for key, (_, e, _) in span.items()}
-        for j in range(len(self.seams)):  # a seam waits for both neighbouring A windows
-            ready[("B", j)] = max(ready[("A", j)], ready.get(("A", j + 1), -1))
-        self.ready = [ready[key] for key in self.order]
+        if axis == -1:
+            self.windows, self.ready = parallel_requests(self.n_rounds, self.C, self.B)
+        else:  # cut in space: every window needs the whole shot
+            G = self.n_rounds
+            self.windows, self.ready = [(0, G, G)] * len(self.order), [G - 1] * len(self.order)

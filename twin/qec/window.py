@@ -39,7 +39,7 @@ from twin.qec.dem_graph import DemGraph, Window, detector_rounds, sub_matching
 from twin.qec.window_boundary import Boundary, BoundaryLink
 
 __all__ = ["SlidingWindowDecoder", "WindowSpec", "WindowedDecoder", "WindowStream", "detector_rounds", "window_starts",
-           "window_decoder"]
+           "window_decoder", "request_windows"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,18 @@ def window_starts(n_rounds: int, rounds: int, commit: int) -> list[tuple[int, in
         s += commit
     out.append((s, n_rounds, n_rounds))
     return out
+
+
+def request_windows(n_rounds: int, window) -> tuple[list[tuple[int, int, int]], list[int]]:
+    """A shot's window requests for ``window`` (a :class:`WindowSpec` or a ``(W, C)`` pair) over
+    ``n_rounds`` rounds, in request order: ``(start, end, commit_end)`` (the rounds each carries)
+    and the last round each needs (it leaves once that round is measured)."""
+    spec = WindowSpec.of(window)
+    if spec.kind == "parallel":
+        from twin.qec.parallel_window import parallel_requests
+        return parallel_requests(n_rounds, spec.commit, spec.buffer)
+    win = window_starts(n_rounds, spec.rounds, spec.commit)
+    return win, [e - 1 for _, e, _ in win]
 
 
 def commit_flips(graph: DemGraph, committed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
