@@ -8,8 +8,10 @@ ground truth, the observable flips stim sampled with them. One request per shot 
 all of the shot's detection events), or one per QEC round (``per="round"``: request ``g`` of a shot
 holds only the detectors stim's time coordinate puts in round ``g``, at their own bit positions;
 the final data-qubit readout is the last "round"), or one per sliding window (``per="window"``,
-``window=(W, C)``: request ``k`` of a shot holds the detectors of rounds ``[kC, kC + W)``, the last
-window those up to the shot's end; :mod:`twin.qec.window`). For per-round requests the consumer
+``window=(W, C)`` or a :class:`twin.qec.window.WindowSpec`: streaming, request ``k`` of a shot holds
+the detectors of rounds ``[kC, kC + W)``, the last window those up to the shot's end,
+:mod:`twin.qec.window`; parallel, the A and B windows in request order,
+:mod:`twin.qec.parallel_window`). For per-round requests the consumer
 keeps the shot's events so far (:meth:`Workload.cumulative_frames`) and answers every round with the
 correction for what it has seen; the last round's reply is the shot's correction. For windows the
 consumer decodes each window and answers with the correction committed so far.
@@ -180,7 +182,8 @@ def sample(code: str, distance: int, rounds: int, p: float, shots: int, seed: in
 
 
 def sample_circuit(circuit: stim.Circuit, shots: int, seed: int = 0, frame_bytes: int | None = None,
-                   per: str = "shot", name: str = "circuit", window: WindowSpec | tuple[int, int] | None = None) -> Workload:
+                   per: str = "shot", name: str = "circuit",
+                   window: WindowSpec | tuple[int, int] | None = None) -> Workload:
     """Sample ``shots`` shots of any stim circuit with detectors and observables (a user's file,
     feedback such as ``CX rec[-1] 0`` included) with stim's detector sampler (seeded).
     frame_bytes, per, window: as :func:`sample`. Raises ValueError for fewer than one shot or a frame too

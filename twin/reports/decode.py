@@ -79,7 +79,8 @@ def print_decode(study: DecodeStudy, console) -> None:
     if ww:
         win = doc["workload"]["window"]
         what = "sliding windows" if win.get("kind", "streaming") == "streaming" else "parallel windows (A/B)"
-        console.print(f"{what} (W={win['rounds']}, C={win['commit']}, B={win.get('buffer')}): LER {ww['windowed']['ler']:.2e} "
+        console.print(f"{what} (W={win['rounds']}, C={win['commit']}, B={win.get('buffer')}): "
+                      f"LER {ww['windowed']['ler']:.2e} "
                       f"against whole-shot matching {ww['whole_shot']['ler']:.2e}: "
                       + ("within" if ww["windowed_within_whole_shot_ci"] else "OUTSIDE") + " its interval")
     if doc.get("feedback"):
