@@ -10,10 +10,16 @@ seam). Prints each LER with the batch decode's 99 % Wilson interval (scipy ``bin
 it lies inside, the boundary bytes per shot the windows exchange, and the wall seconds per shot
 of each decoder on this machine (one process; the windows decoded one after another).
 
-Run: ``PYTHONPATH=. python benchmarks/window_ler.py`` (about 10 minutes on 2 cores).
+Then the cost per round as the shot grows (d = 5, p = 6e-3, 400 shots, seed 21, 15 / 30 / 60
+rounds): ``per: round`` (the registry's matching on each round's events so far, as the loop's
+batch decodes them: the shot's cost grows with the square of its rounds) against the streaming
+window (C = B = 5: each round decoded in two windows, the cost per round flat).
+
+Run: ``PYTHONPATH=. python benchmarks/window_ler.py [--part ler|cost]`` (about 10 minutes on 2 cores).
 """
 from __future__ import annotations
 
+import argparse
 import platform
 import time
 
@@ -43,8 +49,32 @@ def _rows(w, decoders) -> None:
               f"{nbytes:4d} B/shot  {1e6 * t / shots:8.1f} us/shot", flush=True)
 
 
+def _cost_per_round() -> None:
+    print("cost per round, d=5, p=0.006, 400 shots: per: round (events so far) vs streaming C5B5", flush=True)
+    for rounds in (15, 30, 60):
+        w = sample("surface", 5, rounds, 6e-3, 400, seed=21, per="round")
+        dec = make_decoder("matching", w.circuit)
+        t0 = time.perf_counter()
+        direct_corrections(dec, w.cumulative_detectors())
+        t_round = time.perf_counter() - t0
+        win = SlidingWindowDecoder(w.circuit, 10, 5)
+        t0 = time.perf_counter()
+        win.decode_batch(w.detectors)
+        t_win = time.perf_counter() - t0
+        n = 400 * (rounds + 1)
+        print(f"  {rounds:3d} rounds: per: round {1e6 * t_round / n:7.1f} us/round, streaming "
+              f"{1e6 * t_win / n:7.1f} us/round", flush=True)
+
+
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--part", choices=["ler", "cost", "all"], default="all")
+    part = ap.parse_args().part
     print(f"{platform.node()} {platform.processor() or platform.machine()}, {time.strftime('%Y-%m-%d')}", flush=True)
+    if part in ("cost", "all"):
+        _cost_per_round()
+    if part == "cost":
+        return
     for d, p, shots, seed in ((5, 6e-3, 20_000, 11), (7, 7e-3, 10_000, 12)):
         w = sample("surface", d, 30, p, shots, seed=seed)
         print(f"surface d={d}, 30 rounds, p={p:g}, {shots} shots", flush=True)

@@ -16,6 +16,7 @@ Shapes: detectors D, components E, observables K.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import stim
@@ -55,7 +56,8 @@ class DemGraph:
             if inst.type != "error" or inst.args_copy()[0] <= 0:
                 continue
             p = inst.args_copy()[0]
-            ds, o = [], 0
+            ds: list[int] = []
+            o = 0
             for tgt in inst.targets_copy() + [stim.DemTarget.separator()]:
                 if tgt.is_separator():
                     if len(ds) > 2:
@@ -77,12 +79,12 @@ class DemGraph:
     def touches(self, det_mask: np.ndarray) -> np.ndarray:
         """Per component, whether it flips a detector in ``det_mask`` (bool (D,)): bool (E,)."""
         padded = np.append(np.asarray(det_mask, bool), False)  # index -1: no detector
-        return padded[self.dets].any(axis=1)
+        return np.asarray(padded[self.dets].any(axis=1), bool)
 
     def within(self, det_mask: np.ndarray) -> np.ndarray:
         """Per component, whether every detector it flips is in ``det_mask``: bool (E,)."""
         padded = np.append(np.asarray(det_mask, bool), True)
-        return padded[self.dets].all(axis=1)
+        return np.asarray(padded[self.dets].all(axis=1), bool)
 
     def lowest(self, rank: np.ndarray) -> np.ndarray:
         """Per component, the lowest ``rank`` (int (D,)) of the detectors it flips: int64 (E,)."""
@@ -98,7 +100,7 @@ class Window:
     the component it stands for, ``commits`` bool (E,): which components a match commits."""
 
     dets: np.ndarray
-    matching: object
+    matching: Any
     edge_error: dict
     n_nodes: int
     commits: np.ndarray

@@ -70,9 +70,9 @@ def rectangle_memory_circuit(width: int, height: int, rounds: int, p: float) -> 
             pairs = []
             for i, j, kind in checks:
                 dx, dy = (_X_ORDER if kind == "X" else _Z_ORDER)[layer]
-                q = data.get((i + dx, j + dy))
-                if q is not None:
-                    pairs += [anc[(i, j)], q] if kind == "X" else [q, anc[(i, j)]]
+                dat = data.get((i + dx, j + dy))
+                if dat is not None:
+                    pairs += [anc[(i, j)], dat] if kind == "X" else [dat, anc[(i, j)]]
             c.append("CX", pairs)
             c.append("DEPOLARIZE2", pairs, p)
         c.append("H", xs)
