@@ -31,7 +31,7 @@ import numpy as np
 import stim
 
 from twin.qec.dem_graph import coordinate_index, sub_matching
-from twin.qec.window import WindowedDecoder
+from twin.qec.window_base import WindowedDecoder
 from twin.qec.window_boundary import BoundaryLink
 
 
