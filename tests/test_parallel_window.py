@@ -175,3 +175,48 @@ def test_windows_inside_the_batch_interval_many_shots():
 @pytest.mark.slow
 def test_spatially_parallel_merge_many_shots():
     _merged(30_000, seed=13)
+
+
+def test_the_scenario_key_runs_the_parallel_windows_and_names_them(tmp_path):
+    """``decode.window: {kind: parallel, commit, buffer}`` through ``twin decode``'s study: the windowed
+    LER is the parallel decoder's, held against whole-shot matching; the sinter row names the window."""
+    import yaml
+
+    from twin.qec.load import load_decode
+    from twin.qec.sinter_stats import task_stats
+    from twin.studies.decode import run_decode_study
+    doc = yaml.safe_load((ROOT / "scenarios" / "decode_parallel_window.yaml").read_text())
+    doc["calibration"] = str(ROOT / "calibrations/fitted/card_path.yaml")
+    doc["hosting"] = str(ROOT / "calibrations/hosting.yaml")
+    doc["decode"].update(distance=3, rounds=12, p=8e-3, shots=200)
+    doc["decode"]["placements"] = doc["decode"]["placements"][:1]
+    f = tmp_path / "par.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    study = run_decode_study(load_decode(f))
+    w = study.runs[0].workload
+    assert study.document["workload"]["window"] == {"kind": "parallel", "rounds": 15, "commit": 5, "buffer": 5,
+                                                    "windows_per_shot": 3}  # A0 A1 B0
+    k = int(logical_errors(ParallelWindowDecoder(w.circuit, 5, 5).decode_batch(w.detectors), w).sum())
+    assert study.document["windowed_vs_whole_shot"]["windowed"]["logical_errors"] == k
+    assert task_stats(study)[0].json_metadata["window"] == {"kind": "parallel", "commit": 5, "buffer": 5, "rounds": 15}
+
+
+@pytest.mark.parametrize("window, key", [({"kind": "parallel", "rounds": 6, "commit": 3}, "decode.window.rounds"),
+                                         ({"commit": 3}, "decode.window.buffer"),
+                                         ({"kind": "parallel", "commit": 31, "buffer": 2}, "decode.window.commit"),
+                                         ({"commit": 3, "buffer": 30}, "decode.window.buffer")])
+def test_a_bad_window_is_refused_in_one_line(window, key, tmp_path):
+    import yaml
+
+    from twin.config import ConfigError
+    from twin.qec.load import load_decode
+    doc = yaml.safe_load((ROOT / "scenarios" / "decode_parallel_window.yaml").read_text())
+    doc["calibration"] = str(ROOT / "calibrations/fitted/card_path.yaml")
+    doc["hosting"] = str(ROOT / "calibrations/hosting.yaml")
+    doc["decode"]["window"] = window
+    f = tmp_path / "bad.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError) as e:
+        load_decode(f)
+    msg = str(e.value)
+    assert len(msg.splitlines()) == 1 and str(f) in msg and key in msg, msg
