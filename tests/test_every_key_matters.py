@@ -360,6 +360,10 @@ DEC: dict[str, list[Case]] = {
     "decode.window.rounds": [C("decode", {"decode.window.rounds": 4}, WINDOW),
                              C("decode", {"decode.window.rounds": 1}, WINDOW, refused="decode.window.commit"),
                              C("decode", {"decode.window.rounds": 8}, WINDOW, refused="decode.window.rounds")],
+    "decode.window.kind": [C("decode", {"decode.window": {"kind": "parallel", "commit": 2, "buffer": 2}}, WINDOW),
+                           C("decode", {"decode.window.kind": "parallel"}, WINDOW, refused="decode.window.rounds")],
+    "decode.window.buffer": [C("decode", {"decode.window": {"commit": 2, "buffer": 2}}, WINDOW),
+                             C("decode", {"decode.window.buffer": 1}, WINDOW, refused="decode.window.buffer")],
     "decode.window.commit": [C("decode", {"decode.window.commit": 3}, WINDOW),
                              C("decode", {"decode.window": {"rounds": 6, "commit": 2}}, refused="decode.window")],
     # parallel decoders on a stream that one decoder cannot keep up with

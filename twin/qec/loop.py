@@ -362,8 +362,8 @@ class _DecodeLoop:
         served), and the direct decode of stim's events, each with its wall seconds."""
         w = self.workload
         if self.windowed:
-            from twin.qec.window import SlidingWindowDecoder
-            self.wdec = SlidingWindowDecoder(w.circuit, *w.window)
+            from twin.qec.window import window_decoder
+            self.wdec = window_decoder(w.circuit, w.window)
             self.replies = None
             t0 = time.perf_counter()
             self.direct = window_direct(self.wdec, w)

@@ -25,9 +25,13 @@ Schema (keys; optional keys show their default)::
       p: 0.001                               # physical error rate
       noise: circuit | code_capacity | phenomenological   # default: circuit; a BB code: phenomenological
       shots: 100000
-      per: shot | round | window             # one request per shot, per QEC round, or per sliding window
-      window: null | {rounds: W, commit: C}  # per: window: each request carries W rounds, the decoder
-                                             # commits C and the window slides by C (matching only)
+      per: shot | round | window             # one request per shot, per QEC round, or per window
+      window: null | {kind: streaming | parallel, commit: C, buffer: B}   # per: window (matching only):
+                                             # streaming: each request carries C + B rounds, the decoder
+                                             # commits C and slides by C (or rounds: W = C + B, not both);
+                                             # parallel: A windows (B + C + B rounds, commit their C-round
+                                             # core, independent) and B windows (the B-round seams, once both
+                                             # neighbouring A windows passed their boundary)
       frame_bytes: null                      # default: the syndrome in whole 16-byte pieces
       decoder: lookup | matching | function | bposd | tesseract | relay_bp | "sinter:pkg.module:Class"
       function: null | "package.module:callable" | "lib.so:symbol" | a registered function name  # decoder: function
@@ -219,18 +223,36 @@ class Placement(_Strict):
 
 
 class Window(_Strict):
-    """A sliding window (:mod:`twin.qec.window`): ``rounds`` W per window, ``commit`` C rounds
-    committed per window (the window slides by C)."""
+    """A decoding window: ``kind`` streaming (:mod:`twin.qec.window`: windows of ``commit + buffer``
+    rounds that commit ``commit`` and slide by it, each round decoded as it arrives) or parallel
+    (:mod:`twin.qec.parallel_window`: A windows of ``commit`` core rounds with ``buffer`` rounds on
+    each side, decoded independently, B windows of ``buffer`` rounds filling the seams);
+    ``commit`` C; ``buffer`` B. A streaming window may give ``rounds`` W = C + B instead of B."""
 
-    rounds: int = Field(ge=1, le=101, strict=True)
+    kind: Literal["streaming", "parallel"] = "streaming"
+    rounds: int | None = Field(None, ge=1, le=101, strict=True)
     commit: int = Field(ge=1, le=101, strict=True)
+    buffer: int | None = Field(None, ge=0, le=100, strict=True)
 
     @model_validator(mode="after")
     def _commit(self):
-        if self.commit > self.rounds:
+        if self.rounds is not None and self.buffer is not None:
+            raise Located(("buffer",), self.buffer, f"give buffer or rounds, not both (rounds {self.rounds} is "
+                          "commit + buffer)")
+        if self.rounds is None and self.buffer is None:
+            raise Located(("buffer",), "<missing>", "a window needs buffer: B (rounds past the commit region)")
+        if self.rounds is not None and self.kind == "parallel":
+            raise Located(("rounds",), self.rounds, "a parallel window takes commit and buffer (an A window "
+                          "holds buffer + commit + buffer rounds)")
+        if self.rounds is not None and self.commit > self.rounds:
             raise Located(("commit",), self.commit, f"a window commits at most its {self.rounds} rounds")
         return self
 
+    def spec(self):
+        """The :class:`twin.qec.window.WindowSpec`."""
+        from twin.qec.window import WindowSpec
+        buffer = self.buffer if self.buffer is not None else self.rounds - self.commit
+        return WindowSpec(self.kind, self.commit, buffer)
 
 
 class Idle(_Strict):
@@ -368,15 +390,23 @@ class Decode(_Strict):
         if self.window is not None and self.decoder != "matching":
             raise Located(("decoder",), self.decoder, "windowed decoding runs PyMatching on each window's "
                           "sub-graph: decoder: matching")
-        if self.window is not None and self.code is not None and self.window.rounds > self.rounds + 1:
-            raise Located(("window", "rounds"), self.window.rounds,
-                          f"longer than the experiment's {self.rounds + 1} detector rounds ({self.rounds} rounds and "
-                          "the final readout): one window would decode the whole shot (per: shot does that)")
+        if self.window is not None and self.code is not None:
+            spec = self.window.spec()
+            if spec.kind == "streaming" and spec.rounds > self.rounds + 1:
+                key = "rounds" if self.window.rounds is not None else "buffer"
+                raise Located(("window", key), getattr(self.window, key),
+                              f"a window of {spec.rounds} rounds is longer than the experiment's {self.rounds + 1} "
+                              f"detector rounds ({self.rounds} rounds and the final readout): one window would "
+                              "decode the whole shot (per: shot does that)")
+            if spec.kind == "parallel" and spec.commit >= self.rounds + 1:
+                raise Located(("window", "commit"), spec.commit,
+                              f"a core of {spec.commit} rounds holds the experiment's {self.rounds + 1} detector "
+                              "rounds: one A window would decode the whole shot (per: shot does that)")
         return self
 
-    def window_tuple(self) -> tuple[int, int] | None:
-        """``(W, C)`` of the window, or None."""
-        return None if self.window is None else (self.window.rounds, self.window.commit)
+    def window_tuple(self):
+        """The window's :class:`twin.qec.window.WindowSpec`, or None."""
+        return None if self.window is None else self.window.spec()
 
     def requests_per_shot(self) -> int:
         """Requests per shot (stim's memory circuits have rounds + 1 detector times: the final readout)."""
@@ -384,8 +414,8 @@ class Decode(_Strict):
             return 1
         if self.per == "round":
             return self.rounds
-        from twin.qec.window import window_starts
-        return len(window_starts(self.rounds + 1, self.window.rounds, self.window.commit))
+        from twin.qec.window import request_windows
+        return len(request_windows(self.rounds + 1, self.window.spec())[0])
 
 
 class DecodeScenario(ScenarioBase):

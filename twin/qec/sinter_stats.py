@@ -13,7 +13,8 @@ json_metadata, custom_counts``):
   column that is not the same bytes for a seed (results.json keeps no wall clock at all).
 - decoder: ``decode.decoder`` (``function:<spec>`` for a user function).
 - json_metadata: what defines the task, and nothing that depends on its outcome: the workload
-  (code or circuit file, d, rounds, p, noise, per) and the placement (calibration, device, kind,
+  (code or circuit file, d, rounds, p, noise, per; a windowed stream's window: kind, commit, buffer,
+  rounds) and the placement (calibration, device, kind,
   mode, model, ``workers``, ``order``, ``dispatch``: 1, in_order and None for a placement without a
   pool; the decoder's
   ``cost`` model: how, base_ns, per_event_ns; ``deadline_ns``, None without one); the same keys
@@ -45,6 +46,8 @@ def task_stats(study) -> list:
                 "p": w["p"], "noise": w["noise"], "per": "round" if run.workload.per == "round" else "shot",
                 "calibration": doc["calibration"], "device": s["device"], "kind": s["kind"], "mode": s["mode"],
                 "model": s.get("model", "sim")}
+        if w.get("window"):  # the window defines the task: two windowings of one circuit are two tasks
+            meta["window"] = {k: w["window"][k] for k in ("kind", "commit", "buffer", "rounds")}
         meta.update(workers=s.get("workers", 1), order=s.get("order", "in_order"), dispatch=s.get("dispatch"))
         meta["cost"] = {k: s["cost"][k] for k in ("how", "base_ns", "per_event_ns") if k in s["cost"]}
         meta["deadline_ns"] = doc.get("deadline_ns")  # what deadline_misses counts against

@@ -8,8 +8,10 @@ ground truth, the observable flips stim sampled with them. One request per shot 
 all of the shot's detection events), or one per QEC round (``per="round"``: request ``g`` of a shot
 holds only the detectors stim's time coordinate puts in round ``g``, at their own bit positions;
 the final data-qubit readout is the last "round"), or one per sliding window (``per="window"``,
-``window=(W, C)``: request ``k`` of a shot holds the detectors of rounds ``[kC, kC + W)``, the last
-window those up to the shot's end; :mod:`twin.qec.window`). For per-round requests the consumer
+``window=(W, C)`` or a :class:`twin.qec.window.WindowSpec`: streaming, request ``k`` of a shot holds
+the detectors of rounds ``[kC, kC + W)``, the last window those up to the shot's end,
+:mod:`twin.qec.window`; parallel, the A and B windows in request order,
+:mod:`twin.qec.parallel_window`). For per-round requests the consumer
 keeps the shot's events so far (:meth:`Workload.cumulative_frames`) and answers every round with the
 correction for what it has seen; the last round's reply is the shot's correction. For windows the
 consumer decodes each window and answers with the correction committed so far.
@@ -27,7 +29,7 @@ import stim
 from twin.exchange import contract as C
 from twin.qec.codes import memory_circuit
 from twin.qec.lookup import syndrome_bytes
-from twin.qec.window import detector_rounds, window_starts
+from twin.qec.window import WindowSpec, detector_rounds, request_windows
 
 
 @dataclass(frozen=True)
@@ -37,8 +39,9 @@ class Workload:
     name: label (e.g. ``"surface_d5_r5_p0.001"``); circuit: the ``stim.Circuit``;
     detectors: bool (shots, D); observables: bool (shots, K), the ground truth;
     frame_bytes: request payload size (>= ``syndrome_bytes(D)``); per: ``shot`` | ``round`` |
-    ``window``; window: ``(W, C)`` rounds per window and rounds committed per window (``per="window"``
-    only). circuit may be ``None`` for workloads that do not come from stim (then ``per`` must be ``shot``).
+    ``window``; window: a :class:`twin.qec.window.WindowSpec` (streaming or parallel, commit C,
+    buffer B; a ``(W, C)`` pair is a streaming window of W rounds committing C), ``per="window"``
+    only. circuit may be ``None`` for workloads that do not come from stim (then ``per`` must be ``shot``).
     """
 
     name: str
@@ -47,7 +50,7 @@ class Workload:
     observables: np.ndarray
     frame_bytes: int
     per: str = "shot"
-    window: tuple[int, int] | None = None
+    window: WindowSpec | tuple[int, int] | None = None
 
     def __post_init__(self):
         if self.per not in ("shot", "round", "window"):
@@ -57,7 +60,8 @@ class Workload:
         if (self.per == "window") != (self.window is not None):
             raise ValueError("a window (rounds, commit) goes with per 'window' and only with it")
         if self.window is not None:
-            window_starts(self.n_rounds, *self.window)  # raises for a bad W / C
+            object.__setattr__(self, "window", WindowSpec.of(self.window))  # raises for a bad W / C
+            request_windows(self.n_rounds, self.window)
 
     @property
     def n_rounds(self) -> int:
@@ -69,7 +73,7 @@ class Workload:
         shot: the whole shot; per round: each round alone)."""
         G = self.n_rounds
         if self.per == "window":
-            return window_starts(G, *self.window)
+            return request_windows(G, self.window)[0]
         if self.per == "round":
             return [(r, r + 1, r + 1) for r in range(G)]
         return [(0, G, G)]
@@ -84,7 +88,10 @@ class Workload:
         """Per request (int64 (requests,)), the round of the continuous stream (shot ``s``'s round
         ``r`` is stream round ``s * n_rounds + r``) whose syndrome completes the request: the last
         round it carries."""
-        ends = np.array([e - 1 for _, e, _ in self.windows()], np.int64)
+        if self.per == "window":
+            ends = np.array(request_windows(self.n_rounds, self.window)[1], np.int64)
+        else:
+            ends = np.array([e - 1 for _, e, _ in self.windows()], np.int64)
         return (np.arange(self.shots, dtype=np.int64)[:, None] * self.n_rounds + ends[None, :]).ravel()
 
     @property
@@ -162,7 +169,7 @@ class Workload:
 
 def sample(code: str, distance: int, rounds: int, p: float, shots: int, seed: int = 0,
            noise: str = "circuit", frame_bytes: int | None = None, per: str = "shot",
-           window: tuple[int, int] | None = None) -> Workload:
+           window: WindowSpec | tuple[int, int] | None = None) -> Workload:
     """Sample ``shots`` shots of :func:`twin.qec.codes.memory_circuit` with stim (seeded).
 
     frame_bytes: request payload size; default the packed syndrome rounded up to a whole 16-byte
@@ -175,7 +182,8 @@ def sample(code: str, distance: int, rounds: int, p: float, shots: int, seed: in
 
 
 def sample_circuit(circuit: stim.Circuit, shots: int, seed: int = 0, frame_bytes: int | None = None,
-                   per: str = "shot", name: str = "circuit", window: tuple[int, int] | None = None) -> Workload:
+                   per: str = "shot", name: str = "circuit",
+                   window: WindowSpec | tuple[int, int] | None = None) -> Workload:
     """Sample ``shots`` shots of any stim circuit with detectors and observables (a user's file,
     feedback such as ``CX rec[-1] 0`` included) with stim's detector sampler (seeded).
     frame_bytes, per, window: as :func:`sample`. Raises ValueError for fewer than one shot or a frame too

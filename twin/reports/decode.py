@@ -78,7 +78,9 @@ def print_decode(study: DecodeStudy, console) -> None:
     ww = doc.get("windowed_vs_whole_shot")
     if ww:
         win = doc["workload"]["window"]
-        console.print(f"sliding windows (W={win['rounds']}, C={win['commit']}): LER {ww['windowed']['ler']:.2e} "
+        what = "sliding windows" if win.get("kind", "streaming") == "streaming" else "parallel windows (A/B)"
+        console.print(f"{what} (W={win['rounds']}, C={win['commit']}, B={win.get('buffer')}): "
+                      f"LER {ww['windowed']['ler']:.2e} "
                       f"against whole-shot matching {ww['whole_shot']['ler']:.2e}: "
                       + ("within" if ww["windowed_within_whole_shot_ci"] else "OUTSIDE") + " its interval")
     if doc.get("feedback"):

@@ -163,8 +163,7 @@ class _Study:
                             "shots": self.shots, "detectors": w.n_detectors, "observables": w.n_observables,
                             "frame_bytes": w.frame_bytes, "requests": w.requests,
                             "per_request": PER_REQUEST[d.per],
-                            **({"window": {"rounds": d.window.rounds, "commit": d.window.commit,
-                                           "windows_per_shot": w.requests_per_shot}} if d.window else {})},
+                            **({"window": window_document(d.window.spec(), w.requests_per_shot)} if d.window else {})},
                "decoder": {"kind": d.decoder, "name": self.decoder.name, "function": d.function},
                "traffic": traffic_document(sc),
                "deadline_ns": self.deadline_ps / 1000 if self.deadline_ps else None,
@@ -339,10 +338,18 @@ class _Study:
                 "windowed_within_whole_shot_ci": bool(lo <= k / kept <= hi)}
 
 
+def window_document(spec, per_shot: int) -> dict:
+    """results.json's window: kind, commit, buffer, the rounds of a streaming window (C + B) or of
+    an A window (C + 2 B), and the requests per shot."""
+    rounds = spec.rounds if spec.kind == "streaming" else spec.commit + 2 * spec.buffer
+    return {"kind": spec.kind, "rounds": rounds, "commit": spec.commit, "buffer": spec.buffer,
+            "windows_per_shot": per_shot}
+
+
 PER_REQUEST = {"shot": "one shot's detection events",
                "round": "one QEC round's detection events (the consumer decodes the shot's events so far)",
-               "window": "one sliding window's detection events (the consumer decodes the window, commits its "
-                         "first rounds and slides)"}
+               "window": "one window's detection events (the consumer decodes the window and commits: a sliding "
+                         "window its first rounds, an A window its core, a B window its seam)"}
 
 
 def decode_traffic(ld: LoadedDecode, w):
