@@ -126,6 +126,8 @@ def print_table(study: StudyResult, console: Console) -> None:
     """The headline table (:func:`headline_table`), then the fault and deadline lines, the control
     program's table and the latency budget."""
     headline_table(study).print(console)
+    for line in max_notes(study):
+        console.print(line, soft_wrap=True)
     faults = study.scenario.scenario.faults
     print_fault_and_deadline_lines([(r.node, r.summary) for r in study.runs], console, str(study.scenario.path),
                                    faults.timeout if faults else None)
@@ -150,8 +152,8 @@ def headline_table(study: StudyResult):
               + (f"{study.rounds:,} rounds" if not study.failures else  # stopped early: what was kept
                  f"{min(r.summary['rounds'] for r in study.runs):,} of {study.rounds:,} rounds (partial)")
               + f", seed {study.seed}",
-              ["consumer", "meas p50", f"meas {second}", "p50" if live else "twin p50", "p90", "p99", "p99.9",
-               "err p50", f"err {second}", "checked", "mismatches"])
+              ["consumer", "meas p50", f"meas {second}", "meas is", "p50" if live else "twin p50", "p90", "p99",
+               "p99.9", "err p50", f"err {second}", "checked", "mismatches"])
     for run in study.runs:
         s = run.summary
         m = s.get("measured") or {}
@@ -159,11 +161,31 @@ def headline_table(study: StudyResult):
         us = lambda ns: None if ns is None else Num(ns / 1000)  # noqa: E731
         pct = lambda v: None if v is None else Num(v, "+.2f", "%")  # noqa: E731
         tb.add_row(run.node + (" (live)" if s.get("live") else ""), us(m.get("p50_ns")), us(m.get(f"{second}_ns")),
-                   us(s["p50_ns"]), us(s["p90_ns"]), us(s["p99_ns"]), us(s["p999_ns"]),
+                   _role_cell(m, ("p50", second)), us(s["p50_ns"]), us(s["p90_ns"]), us(s["p99_ns"]), us(s["p999_ns"]),
                    pct(e.get("p50")), pct(e.get(second)),
                    *((None, None) if s["engine"] == PENDING  # the event model's check has not run (yet)
                      else (Num(s["replies_checked"], ","), Num(s["mismatches"], "d"))))
     return tb
+
+
+def _role_cell(measured: dict, stats) -> str | None:
+    """The "meas is" cell: whether the row's measured numbers are ones the calibration was fitted to
+    (``fit``) or not (``held out``): :func:`twin.calibration.targets.role_label` of those shown."""
+    from twin.calibration.targets import role_label
+    by = {k: v for k, v in (measured.get("role") or {}).items() if k in stats and measured.get(f"{k}_ns") is not None}
+    return role_label(by) if by else None
+
+
+def max_notes(study: StudyResult) -> list[str]:
+    """One line per consumer whose measured row is a maximum: the N it is compared at and its source
+    (:func:`twin.calibration.roce.max_note`), with a warning when the run is shorter than N."""
+    out = []
+    for run in study.runs:
+        m = run.summary.get("measured") or {}
+        if m.get("max_samples"):
+            from twin.calibration.roce import max_note
+            out.append(f"{run.node}: " + max_note(m["max_samples"], m.get("max_samples_source"), run.summary["rounds"]))
+    return out
 
 
 def print_check(study: StudyResult, console: Console) -> None:
