@@ -283,13 +283,20 @@ class RoceMeasuredRow(_Strict):
         return STAT_Q[stat]
 
 
+STABLE_MAX_RUNS = 10  # a run of this many times N rounds has about this many rounds above its 1 - 1/N quantile
+
+
 def max_note(n: int, source: str | None, rounds: int) -> str:
     """How a published maximum over ``n`` rounds is compared, in one line (N and its ``source``),
     with a warning when the simulated run of ``rounds`` is shorter than N (its 1 - 1/N quantile is
-    then its own maximum)."""
+    then its own maximum) or than :data:`STABLE_MAX_RUNS` x N (the quantile then rests on fewer than
+    that many rounds above it: it moves from seed to seed as a maximum does)."""
     line = f"max compared as the largest of N = {n:,} draws (the run's 1 - 1/N quantile); N: {source}"
     if rounds < n:
         line += f"; warning: the run's {rounds:,} rounds are fewer than N, its own maximum stands in"
+    elif rounds < STABLE_MAX_RUNS * n:
+        line += (f"; warning: the run's {rounds:,} rounds hold about {rounds // n} above that quantile: run "
+                 f"{STABLE_MAX_RUNS * n:,} or more for a stable comparison")
     return line
 
 

@@ -36,6 +36,7 @@ class LooRow:
     in_sample_ns: float
     predicted_ns: float
     held: list[str] = field(default_factory=list)
+    short: tuple[list[str], int, int] | None = None  # (other targets, their numbers, free parameters they share)
 
     @property
     def error_pct(self) -> float:
@@ -49,10 +50,16 @@ class LooRow:
 
     @property
     def reason(self) -> str:
-        """Why a prediction rests on the prior: the parameters no other target constrains, or ''."""
-        if not self.held:
-            return ""
-        return f"no other target constrains {', '.join(self.held)} (held at the prior's value)"
+        """Why a prediction cannot be a fit's: the parameters no other target constrains (they keep the
+        prior's value), and/or the other targets that set its parameters giving fewer numbers than the
+        free parameters they depend on (not all can be fitted without this one); '' when neither."""
+        out = []
+        if self.held:
+            out.append(f"no other target constrains {', '.join(self.held)}")
+        if self.short:
+            others, numbers, free = self.short
+            out.append(f"{', '.join(others)} give {numbers} numbers for the {free} free parameters they share")
+        return "; ".join(out)
 
 
 @dataclass
@@ -138,6 +145,27 @@ def constraints(path: _Path, rounds: int = 2000) -> dict[str, list[str]]:
     return out
 
 
+def underdetermined(c: str, deps: dict[str, list[str]], targets: list[tuple[str, str]],
+                    held: list[str]) -> tuple[list[str], int, int] | None:
+    """Without target ``c``: the targets connected to ``c``'s fitted parameters (those ``deps`` says
+    act on ``c``, less ``held``) through shared parameters, their measured numbers and the free
+    parameters they depend on, when the numbers are fewer (a necessary condition fails: those
+    parameters cannot all be fitted without ``c``); None when they are not."""
+    free = {k: set(v) - {c} for k, v in deps.items() if k not in held}
+    params = {k for k, v in deps.items() if c in v and k in free}
+    others: set[str] = set()
+    while True:
+        grown = others | {t for k in params for t in free[k]}
+        params |= {k for k, v in free.items() if v & grown}
+        if grown == others:
+            break
+        others = grown
+    numbers = sum(1 for t, _ in targets if t in others)
+    if not others or numbers >= len(params):
+        return None
+    return [t for t in dict.fromkeys(t for t, _ in targets) if t in others], numbers, len(params)
+
+
 def leave_one_out(cal: str | Path, *, rounds: int | None = None, maxiter: int | None = None,
                   popsize: int | None = None, log: Callable[[str], None] = print,
                   progress: Callable[[str, int, int], None] | None = None) -> LeaveOneOut:
@@ -166,9 +194,10 @@ def leave_one_out(cal: str | Path, *, rounds: int | None = None, maxiter: int | 
     rows = []
     for i, c in enumerate(consumers, 2):
         held = [k for k in free if set(deps[k]) <= {c}]
+        short = underdetermined(c, deps, path.targets, held)
         out = fit(i, f"without {c}", leave_out={c}, hold=set(held))
         for tc, s in path.targets:
             if tc == c:
                 measured = next(r.measured_ns for r in full.residuals if r.consumer == c and r.stat == s)
-                rows.append(LooRow(c, s, measured, at(full, c, s), at(out, c, s), held))
+                rows.append(LooRow(c, s, measured, at(full, c, s), at(out, c, s), held, short))
     return LeaveOneOut(prior_path, rows, n - 1, free, deps)

@@ -48,18 +48,19 @@ def leave_one_out_table(loo, title: str) -> Grid:
 
 
 def loo_summary(loo) -> list[str]:
-    """Lines under the leave-one-out table: per statistic the largest |error| of the predictions,
-    with and without the rows resting on the prior, and the refits made."""
-    out = [f"{loo.refits} refit(s), one per target, {len(loo.free)} free parameter(s)"]
+    """Lines under the leave-one-out table: what a held parameter is, then per statistic the largest
+    |error| of the predictions, over all targets and over those the other targets determine (no
+    reason in the row)."""
+    out = [f"{loo.refits} refit(s), one per target, {len(loo.free)} free parameter(s); a parameter no other target "
+           "constrains keeps the prior's value in that refit (its provenance says what it rests on)"]
     for stat in dict.fromkeys(r.stat for r in loo.rows):
         rows = [r for r in loo.rows if r.stat == stat]
         worst = max(rows, key=lambda r: abs(r.error_pct))
         line = f"{stat}: largest held-out error {worst.error_pct:+.2f} % ({worst.consumer})"
-        constrained = [r for r in rows if not r.held]
-        if len(constrained) < len(rows):
-            line += (f"; {max(abs(r.error_pct) for r in constrained):.2f} % over the {len(constrained)} target(s) every "
-                     "parameter of which another target constrains" if constrained
-                     else "; every prediction rests on a parameter only its own target constrains")
+        clean = [r for r in rows if not r.reason]
+        if len(clean) < len(rows):
+            line += (f"; {max(abs(r.error_pct) for r in clean):.2f} % over the {len(clean)} target(s) the others "
+                     "determine" if clean else "; no target is determined by the others alone")
         out.append(line)
     return out
 
@@ -72,6 +73,8 @@ def leave_one_out_document(loo, cal: str) -> dict:
             "rows": [{"consumer": r.consumer, "stat": r.stat, "measured_ns": r.measured_ns,
                       "in_sample_ns": r.in_sample_ns, "in_sample_error_pct": round(r.in_sample_pct, 3),
                       "predicted_ns": r.predicted_ns, "error_pct": round(r.error_pct, 3), "held_at_prior": r.held,
+                      "underdetermined": None if r.short is None else
+                      {"targets": r.short[0], "numbers": r.short[1], "free_parameters": r.short[2]},
                       "reason": r.reason} for r in loo.rows]}
 
 
