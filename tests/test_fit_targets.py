@@ -38,7 +38,8 @@ def test_the_committed_fitted_sets_record_their_fit_targets():
         (c, s) for c in ("v80", "epyc7282", "mi210", "epyc9755", "mi355x") for s in ("p50", "p90")}
     from twin.calibration.roce import load_roce_params
     nvq = load_roce_params(ROOT / "calibrations" / "fitted" / "nvqlink.yaml")
-    assert nvq.fitted["fit_targets"] == [{"consumer": "gb200_gpu", "stat": "max"}, {"consumer": "h200_gpu", "stat": "max"}]
+    assert nvq.fitted["fit_targets"] == [{"consumer": "gb200_gpu", "stat": "max"},
+                                         {"consumer": "h200_gpu", "stat": "max"}]
 
 
 def test_role_is_fit_only_for_a_target_of_the_same_measured_file(tmp_path):

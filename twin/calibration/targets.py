@@ -48,7 +48,8 @@ def _resolve(fitted: dict, cal_path: Path | None) -> list[Path]:
     out = []
     prior = fitted.get("from")
     if isinstance(prior, str):
-        out += [(Path(prior).parent / measured).resolve(), (bundled_path(".") / Path(prior).parent / measured).resolve()]
+        base = Path(prior).parent / measured
+        out += [base.resolve(), (bundled_path(".") / base).resolve()]
     if cal_path is not None:
         out += [(Path(cal_path).parent / measured).resolve(), (Path(cal_path).parent.parent / measured).resolve()]
     return out

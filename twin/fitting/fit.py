@@ -250,8 +250,8 @@ def calibrate(prior: ParamSet, prior_path: Path, log: Callable[[str], None] = pr
         return err
 
     params, values, evaluations, objectives = fit_groups(
-        params, narrowed(spec.groups, leave_out, hold), group_error, measured.consumers, spec.measured, seed=spec.seed, maxiter=maxiter,
-        popsize=popsize, settle=_apply_ties, log=log, progress=progress)
+        params, narrowed(spec.groups, leave_out, hold), group_error, measured.consumers, spec.measured,
+        seed=spec.seed, maxiter=maxiter, popsize=popsize, settle=_apply_ties, log=log, progress=progress)
     residuals = []
     for c, row in measured.consumers.items():
         if c not in params.consumers:

@@ -88,8 +88,8 @@ def calibrate_roce(prior: RoceParamSet, prior_path: Path, log: Callable[[str], N
                                  f"{c}'s published max was taken over (max_samples); fit at least that many")
 
     params, values, evaluations, objectives = fit_groups(
-        prior, narrowed(spec.groups, leave_out, hold), group_error, measured.consumers, spec.measured, seed=spec.seed, maxiter=maxiter,
-        popsize=popsize, log=log, progress=progress)
+        prior, narrowed(spec.groups, leave_out, hold), group_error, measured.consumers, spec.measured,
+        seed=spec.seed, maxiter=maxiter, popsize=popsize, log=log, progress=progress)
     residuals = []
     for c, row in measured.consumers.items():
         if c not in params.consumers:
