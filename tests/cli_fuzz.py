@@ -141,6 +141,8 @@ def budget(argv: list[str]) -> list[str]:
         if flag in flags and flag not in argv and not any(x.startswith(flag + "=") for x in argv):
             if flag == "--rounds" and argv[0] == "decode":
                 continue
+            if flag in ("--maxiter", "--popsize") and argv[0] == "validate" and "--leave-one-out" not in argv:
+                continue  # they set the leave-one-out's fits; a validation of runs refuses them
             extra += [flag, value]
     if "--quiet" in flags and "--quiet" not in argv:
         extra.append("--quiet")

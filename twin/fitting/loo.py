@@ -176,7 +176,7 @@ def leave_one_out(cal: str | Path, *, rounds: int | None = None, maxiter: int | 
     from twin.calibration.roce import is_roce_file
     prior_path = prior_of(cal)
     path = (_roce if is_roce_file(prior_path) else _card)(prior_path)
-    deps = constraints(path)
+    deps = constraints(path, min(rounds or 2000, 2000))
     free = list(deps)
     consumers = list(dict.fromkeys(c for c, _ in path.targets))
     n = len(consumers) + 1
