@@ -164,3 +164,19 @@ def test_twin_run_names_n_and_its_source_under_the_table(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "largest of N = 100,000 draws" in out and "arXiv 2510.25213" in out
     assert "fewer than N" in out  # 3,000 rounds: its own maximum stands in, and it says so
+
+
+def test_a_live_fit_s_numbers_are_fit_targets_when_their_row_names_a_run_it_was_fitted_on(tmp_path):
+    """calibrations/measured/h200_cuda_live.yaml summarises the run the live set was fitted on: its
+    numbers are fit targets; the same row naming a held-out run is held out, naming none unrecorded."""
+    cal = ROOT / "calibrations" / "fitted" / "live_gpu_cuda_gpu_live_fitted.yaml"
+    measured = ROOT / "calibrations" / "measured" / "h200_cuda_live.yaml"
+    params = load_params(cal)
+    assert role(params, cal, measured, "gpu_live_fitted", "p50") == FIT
+    doc = yaml.safe_load(measured.read_text())
+    doc["consumers"]["gpu_live_fitted"]["run"] = str(ROOT / "calibrations/measured/live/h200_cuda_duty_3/back_to_back")
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(doc))
+    assert role(params, cal, tmp_path / "m.yaml", "gpu_live_fitted", "p50") == HELD_OUT  # its validated_on run
+    del doc["consumers"]["gpu_live_fitted"]["run"]
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(doc))
+    assert role(params, cal, tmp_path / "m.yaml", "gpu_live_fitted", "p50") == UNRECORDED

@@ -5,9 +5,13 @@ A prior's ``fit`` section names them (:func:`prior_targets`: each fit group's co
 statistics the path's objective matches: p50 and p90 on the card path, ``fit.stats`` on the RoCE
 path); a fit writes them into the fitted set as ``fitted.fit_targets`` (``[{consumer, stat}]``)
 beside ``fitted.measured`` (the measurement file, relative to the prior's folder) and
-``fitted.from`` (the prior). :func:`role` answers, for a measured number a table prints, ``"fit"``
-when the set was fitted to that number of that file, ``"held out"`` when not, and
-``"unrecorded"`` for a fitted set written before the record existed (its fit targets are not known).
+``fitted.from`` (the prior). A live fit (``twin calibrate --from-live``) records the run folders it
+was fitted on (``fitted.fitted_on[].run``); a measured row that summarises a run names it
+(``run``, relative to the measurement file), so its numbers are fit targets when that run is one
+of them. :func:`role` answers, for a measured number a table prints, ``"fit"`` when the set was
+fitted to that number of that file (or to the run it summarises), ``"held out"`` when not, and
+``"unrecorded"`` when the set's record cannot tell (a fitted set written before the record existed,
+a row of a live fit that names no run).
 """
 from __future__ import annotations
 
@@ -55,6 +59,37 @@ def _resolve(fitted: dict, cal_path: Path | None) -> list[Path]:
     return out
 
 
+def fitted_runs(fitted) -> set[Path]:
+    """The run folders a live fit's ``fitted.fitted_on[].run`` names (as written: relative to the
+    working folder or to the project's root), resolved; empty when it names none."""
+    from twin.bundled import bundled_path
+    rows = fitted.get("fitted_on") if isinstance(fitted, dict) else None
+    out = set()
+    for row in rows if isinstance(rows, list) else []:
+        run = row.get("run") if isinstance(row, dict) else None
+        if isinstance(run, str):
+            out |= {Path(run).resolve(), (bundled_path(".") / run).resolve()}
+    return out
+
+
+def _live_role(fitted: dict, measured_path: Path, consumer: str) -> str:
+    """A live fit's role for ``consumer``'s row of ``measured_path``: FIT when the row's ``run`` (the
+    run folder it summarises, relative to the file) is, holds or lies inside a run the set was fitted
+    on, HELD_OUT when it names another run, UNRECORDED when it names none."""
+    from twin.config import ConfigError, load_yaml
+    try:
+        doc = load_yaml(measured_path)
+    except ConfigError:
+        return UNRECORDED
+    row = (doc.get("consumers") or {}).get(consumer) if isinstance(doc, dict) else None
+    run = row.get("run") if isinstance(row, dict) else None
+    if not isinstance(run, str) or not run:
+        return UNRECORDED
+    here = (measured_path.parent / run).resolve()
+    fit = any(here == f or f in here.parents or here in f.parents for f in fitted_runs(fitted))
+    return FIT if fit else HELD_OUT
+
+
 def role(params, cal_path: str | Path | None, measured_path: str | Path | None, consumer: str, stat: str) -> str:
     """The role of measured number ``stat`` of ``consumer`` in the file ``measured_path`` for the
     parameter set ``params`` (its ``fitted`` record; ``cal_path``: the file it was loaded from):
@@ -63,11 +98,11 @@ def role(params, cal_path: str | Path | None, measured_path: str | Path | None, 
     fitted = getattr(params, "fitted", None)
     if not isinstance(fitted, dict):
         return HELD_OUT
-    rows = fitted.get("fit_targets")
-    if not isinstance(rows, list):
-        return UNRECORDED
     if measured_path is None:
         return HELD_OUT
+    rows = fitted.get("fit_targets")
+    if not isinstance(rows, list):
+        return _live_role(fitted, Path(measured_path), consumer) if fitted.get("fitted_on") else UNRECORDED
     same = Path(measured_path).resolve() in _resolve(fitted, None if cal_path is None else Path(cal_path))
     hit = any(isinstance(r, dict) and r.get("consumer") == consumer and r.get("stat") == stat for r in rows)
     return FIT if same and hit else HELD_OUT

@@ -87,23 +87,16 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
 
 
 def _fitted_on(cal: Path) -> set[Path]:
-    """The run folders calibration ``cal`` was fitted on (its ``fitted.fitted_on[].run``, as written:
-    relative to the working folder or to the project's root), resolved; empty when it names none. A
-    run is "fitted on" when it is, holds or lies inside one of them (a pass of a fitted point)."""
-    from twin.bundled import bundled_path
+    """The run folders calibration ``cal`` was fitted on (:func:`twin.calibration.targets.fitted_runs`
+    of its ``fitted`` record); empty when it names none or does not load. A run is "fitted on" when it
+    is, holds or lies inside one of them (a pass of a fitted point)."""
+    from twin.calibration.targets import fitted_runs
     from twin.config import ConfigError, load_yaml
     try:
         doc = load_yaml(cal)
     except ConfigError:  # the validation itself says what is wrong with the file
         return set()
-    fitted = doc.get("fitted") if isinstance(doc, dict) else None
-    rows = fitted.get("fitted_on") if isinstance(fitted, dict) else None
-    out = set()
-    for row in rows if isinstance(rows, list) else []:
-        run = row.get("run") if isinstance(row, dict) else None
-        if isinstance(run, str):
-            out |= {Path(run).resolve(), (bundled_path(".") / run).resolve()}
-    return out
+    return fitted_runs(doc.get("fitted") if isinstance(doc, dict) else None)
 
 
 def cmd_leave_one_out(args: argparse.Namespace, console: Console, cal: Path) -> int:
