@@ -153,7 +153,7 @@ def test_the_nvqlink_fit_refuses_fewer_rounds_than_n():
     from twin.calibration.roce import load_roce_params
     from twin.fitting.roce import calibrate_roce
     prior = ROOT / "calibrations" / "nvqlink.yaml"
-    with pytest.raises(ValueError, match="fewer than the 100,000 rounds"):
+    with pytest.raises(ConfigError, match="fewer than the 100,000 rounds"):
         calibrate_roce(load_roce_params(prior), prior, log=lambda s: None, rounds=20_000)
 
 

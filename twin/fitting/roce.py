@@ -54,8 +54,8 @@ def calibrate_roce(prior: RoceParamSet, prior_path: Path, log: Callable[[str], N
     in histogram bins plus squared rank distance), the same as the card path's; ``min`` is the 0th
     percentile. Search: differential evolution then the coordinate polish, with common random
     numbers (``fit.seed``); ``max`` at the published N (:meth:`RoceMeasuredRow.quantile`). Raises
-    ValueError when the prior has no fit section, a consumer has no measured row or ``rounds`` is
-    fewer than a fitted maximum's N. ``progress``: :func:`twin.fitting.fit.fit_groups`'s.
+    ValueError when the prior has no fit section or a consumer has no measured row, ConfigError when
+    ``rounds`` is fewer than a fitted maximum's N. ``progress``: :func:`twin.fitting.fit.fit_groups`'s.
     ``leave_out``, ``hold``: :func:`twin.fitting.fit.narrowed` (a leave-one-out refit,
     :mod:`twin.fitting.loo`); the residuals are of every measured consumer, left out or not.
     """
@@ -84,8 +84,10 @@ def calibrate_roce(prior: RoceParamSet, prior_path: Path, log: Callable[[str], N
         for c in group.consumers:
             row = measured.consumers.get(c)
             if row is not None and "max" in spec.stats and row.max_samples and rounds < row.max_samples:
-                raise ValueError(f"{prior_path}: fit.rounds {rounds:,} is fewer than the {row.max_samples:,} rounds "
-                                 f"{c}'s published max was taken over (max_samples); fit at least that many")
+                from twin.config import ConfigError
+                raise ConfigError(prior_path, "fit.rounds", rounds, f"fewer than the {row.max_samples:,} rounds "
+                                  f"{c}'s published max was taken over (max_samples): fit at least that many "
+                                  "(fit.rounds or --rounds)")
 
     params, values, evaluations, objectives = fit_groups(
         prior, narrowed(spec.groups, leave_out, hold), group_error, measured.consumers, spec.measured,
