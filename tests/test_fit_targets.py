@@ -58,7 +58,7 @@ def _headline(out: str) -> list[list[str]]:
     """The headline table's consumer rows of ``twin run``'s output (after its header, before the budget)."""
     head = out.split("latency budget")[0]
     assert "meas is" in head
-    body = head.split("meas is")[1]
+    body = head.split("mismatches")[1]
     return [ln.split() for ln in body.splitlines() if ln.strip().startswith(("v80 ", "mi355x "))]
 
 
@@ -67,7 +67,7 @@ def test_twin_run_marks_each_measured_row_fit_or_held_out(tmp_path, capsys):
     assert main(["run", "scenarios/card_path_64b.yaml", "--rounds", "2000", "--out", str(tmp_path / "a"),
                  "--no-plot"]) == 0
     rows = _headline(capsys.readouterr().out)
-    assert len(rows) == 2 and all(r[3] == "fit" for r in rows)
+    assert len(rows) == 2 and all(r[9] == "fit" for r in rows)
     import json
     doc = json.loads((tmp_path / "a" / "results.json").read_text())
     assert doc["consumers"][0]["measured"]["role"] == {"p50": "fit", "p90": "fit"}
@@ -77,7 +77,7 @@ def test_twin_run_marks_each_measured_row_fit_or_held_out(tmp_path, capsys):
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(sc))
     assert main(["run", str(tmp_path / "s.yaml"), "--rounds", "2000", "--out", str(tmp_path / "b"), "--no-plot"]) == 0
     rows = _headline(capsys.readouterr().out)
-    assert len(rows) == 2 and all(r[3:5] == ["held", "out"] for r in rows)
+    assert len(rows) == 2 and all(r[9:11] == ["held", "out"] for r in rows)
 
 
 def test_leave_one_out_refit_excludes_the_target(tmp_path):
@@ -180,3 +180,17 @@ def test_a_live_fit_s_numbers_are_fit_targets_when_their_row_names_a_run_it_was_
     del doc["consumers"]["gpu_live_fitted"]["run"]
     (tmp_path / "m.yaml").write_text(yaml.safe_dump(doc))
     assert role(params, cal, tmp_path / "m.yaml", "gpu_live_fitted", "p50") == UNRECORDED
+
+
+def test_the_calibrate_residuals_table_marks_the_numbers_the_fit_did_not_match():
+    import io
+
+    from rich.console import Console
+
+    from twin.fitting.fit import Residual
+    from twin.fitting.report import residuals_table
+    buf = io.StringIO()
+    residuals_table([Residual("a", "p50", 1000.0, 1001.0), Residual("a", "p99", 2000.0, 1900.0)], "t",
+                    {("a", "p50")}).print(Console(file=buf, width=200))
+    rows = {ln.split()[1]: ln for ln in buf.getvalue().splitlines() if ln.strip().startswith("a ")}
+    assert " fit " in rows["p50"] and "held out" in rows["p99"]

@@ -137,8 +137,8 @@ def print_table(study: StudyResult, console: Console) -> None:
 
 
 def headline_table(study: StudyResult):
-    """One row per consumer: measured p50/p90 beside the twin's p50/p90/p99/p99.9 and errors, the
-    replies checked and mismatches (``-`` before the event model's check ran), as a
+    """One row per consumer: measured p50/p90 beside the twin's p50/p90/p99/p99.9 and errors, whether
+    the measured numbers are fit targets of the calibration or held out ("meas is"), the replies checked and mismatches (``-`` before the event model's check ran), as a
     :class:`twin.output.table.Grid` (folded, never cut). A live consumer's row is its measured round
     trip: the header then says ``p50``, not ``twin p50``, and the row ``(live)``."""
     from twin.output.table import Grid, Num
@@ -152,8 +152,8 @@ def headline_table(study: StudyResult):
               + (f"{study.rounds:,} rounds" if not study.failures else  # stopped early: what was kept
                  f"{min(r.summary['rounds'] for r in study.runs):,} of {study.rounds:,} rounds (partial)")
               + f", seed {study.seed}",
-              ["consumer", "meas p50", f"meas {second}", "meas is", "p50" if live else "twin p50", "p90", "p99",
-               "p99.9", "err p50", f"err {second}", "checked", "mismatches"])
+              ["consumer", "meas p50", f"meas {second}", "p50" if live else "twin p50", "p90", "p99", "p99.9",
+               "err p50", f"err {second}", "meas is", "checked", "mismatches"])
     for run in study.runs:
         s = run.summary
         m = s.get("measured") or {}
@@ -161,8 +161,8 @@ def headline_table(study: StudyResult):
         us = lambda ns: None if ns is None else Num(ns / 1000)  # noqa: E731
         pct = lambda v: None if v is None else Num(v, "+.2f", "%")  # noqa: E731
         tb.add_row(run.node + (" (live)" if s.get("live") else ""), us(m.get("p50_ns")), us(m.get(f"{second}_ns")),
-                   _role_cell(m, ("p50", second)), us(s["p50_ns"]), us(s["p90_ns"]), us(s["p99_ns"]), us(s["p999_ns"]),
-                   pct(e.get("p50")), pct(e.get(second)),
+                   us(s["p50_ns"]), us(s["p90_ns"]), us(s["p99_ns"]), us(s["p999_ns"]),
+                   pct(e.get("p50")), pct(e.get(second)), _role_cell(m, ("p50", second)),
                    *((None, None) if s["engine"] == PENDING  # the event model's check has not run (yet)
                      else (Num(s["replies_checked"], ","), Num(s["mismatches"], "d"))))
     return tb
