@@ -139,7 +139,8 @@ def print_table(study: StudyResult, console: Console) -> None:
 def headline_table(study: StudyResult):
     """One row per consumer: measured p50/p90 beside the twin's p50/p90/p99/p99.9 and errors, whether
     the measured numbers are fit targets of the calibration or held out ("meas is"), the replies
-    checked and mismatches (``-`` before the event model's check ran), as a :class:`twin.output.table.Grid` (folded, never cut). A live consumer's row is its measured round
+    checked and mismatches (``-`` before the event model's check ran), as a
+    :class:`twin.output.table.Grid` (folded, never cut). A live consumer's row is its measured round
     trip: the header then says ``p50``, not ``twin p50``, and the row ``(live)``."""
     from twin.output.table import Grid, Num
     where = "FPGA" if getattr(study.scenario.params, "kind", None) == "roce_path" else "card-boundary"
