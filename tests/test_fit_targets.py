@@ -194,3 +194,13 @@ def test_the_calibrate_residuals_table_marks_the_numbers_the_fit_did_not_match()
                     {("a", "p50")}).print(Console(file=buf, width=200))
     rows = {ln.split()[1]: ln for ln in buf.getvalue().splitlines() if ln.strip().startswith("a ")}
     assert " fit " in rows["p50"] and "held out" in rows["p99"]
+
+
+def test_twin_hosting_says_which_seed_figures_the_costs_were_fitted_to(tmp_path, capsys):
+    """calibrations/hosting.yaml was fitted at 64 bytes (its provenance.fitted_at_64_bytes): those rows
+    are fit, every 1,792-byte row held out."""
+    from twin.cli import main
+    main(["hosting", "--rounds", "300"])  # exit 1 when a row is outside 5 %: the labels are what is checked
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if " B " in ln]
+    assert rows and all(("fit" in ln.split(" B ")[1].split()[:2]) == (" 64 B " in ln) for ln in rows), rows
+    assert all("held out" in ln for ln in rows if "1792 B" in ln)
