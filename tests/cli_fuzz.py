@@ -36,6 +36,7 @@ WEIRD = ["", " ", "-", "--", "ü", "日本語", "\u202e", "😀", "a" * 300, "..
 # twin run takes up to 1e10, so the large ones are past that)
 NUMBERS = ["1", "2", "0", "-1", "-0", "1.5", "1e400", "-1e400", "nan", "inf", "-inf", "1e11",
            "10000000001", "9" * 400, "0x10", "1_0", "٣", "1e-5", " 2", "2 ", "+2", "2e0", "1e8x"]
+LOO_PRIOR = "loo_small.yaml"  # `validate --leave-one-out` refits a prior once per target: a small one (budget())
 SMALL = {"--rounds": "20", "--shots": "20", "--maxiter": "1", "--popsize": "1", "--workers": "1"}
 PARAMS = ["frame_bytes=64,128", "frame_bytes=64:256:64", "frame_bytes=", "=1", "frame_bytes", "nope=1",
           "params.hosts.epyc7282.pcie.lanes=8,16", "traffic.period=2 us,3 us", "frame_bytes=1:0:1", "frame_bytes=a,b",
@@ -54,6 +55,11 @@ def sandbox(folder: Path) -> dict[str, list[str]]:
     import shutil  # copies the fuzzer may refit in place (never the checkout's own files)
     shutil.copyfile(ROOT / "calibrations" / "hosting.yaml", folder / "hosting_copy.yaml")
     shutil.copyfile(ROOT / "calibrations" / "fitted" / "card_path.yaml", folder / "fitted_copy.yaml")
+    import yaml  # a prior of one small fit group: what `validate --leave-one-out` refits (budget())
+    small = yaml.safe_load((ROOT / "calibrations" / "card_path.yaml").read_text())
+    small["fit"] = {"measured": str(ROOT / "calibrations" / "measured" / "card_path_64b.yaml"), "rounds": 20,
+                    "groups": [{"consumers": ["v80", "mi210"], "free": {"hosts.epyc7282.p2p.latency_ns": [300, 1500]}}]}
+    (folder / LOO_PRIOR).write_text(yaml.safe_dump(small))
     files = ["missing.yaml", "adir", "empty.yaml", "garbage.yaml", "list.yaml", "scalar.yaml", "notes.txt",
              "/dev/null", "/proc/self/nope", "adir/missing.yaml", "notes.txt/x.yaml"]
     outs = ["o1", "o2", "adir", "fitted_copy.yaml", "hosting_copy.yaml", "notes.txt", "notes.txt/sub",
@@ -131,8 +137,9 @@ def _command(draw, name: str, parser: argparse.ArgumentParser, where: dict) -> l
 def budget(argv: list[str]) -> list[str]:
     """``argv`` with the small amounts of :data:`SMALL` added for the flags its command has and it
     does not name, ``--quiet`` where there is one, ``gen`` only as ``gen --check`` (``twin gen``
-    rewrites the checkout's generated files), and an ``--out`` (calibrate) or ``--file`` (hosting) in
-    the current folder where none is named (their defaults are the checkout's committed files)."""
+    rewrites the checkout's generated files), an ``--out`` (calibrate) or ``--file`` (hosting) in
+    the current folder where none is named (their defaults are the checkout's committed files), and
+    for ``validate --leave-one-out`` the small prior :data:`LOO_PRIOR` where the card path's is named."""
     parsers = _subcommands()
     if not argv or argv[0] not in parsers:
         return argv
@@ -142,6 +149,8 @@ def budget(argv: list[str]) -> list[str]:
         if flag in flags and flag not in argv and not any(x.startswith(flag + "=") for x in argv):
             if flag == "--rounds" and argv[0] == "decode":
                 continue
+            if flag in ("--maxiter", "--popsize") and argv[0] == "validate" and "--leave-one-out" not in argv:
+                continue  # they set the leave-one-out's fits; a validation of runs refuses them
             extra += [flag, value]
     if "--quiet" in flags and "--quiet" not in argv:
         extra.append("--quiet")
@@ -151,6 +160,9 @@ def budget(argv: list[str]) -> list[str]:
     # checkout, that is the checkout's own committed files; the fuzzer's go to the scratch folder
     if argv[0] == "calibrate" and "--out" not in argv:
         extra += ["--out", "fitted_here.yaml"]
+    if argv[0] == "validate" and "--leave-one-out" in argv:  # 6 fits of the card path's prior: the small one's 3
+        card = {str(ROOT / "calibrations" / n) for n in ("card_path.yaml", "fitted/card_path.yaml")}
+        argv = [LOO_PRIOR if a in card else a for a in argv]
     if argv[0] == "hosting" and "--file" not in argv:
         extra += ["--file", "hosting_copy.yaml"]
     if argv[0] == "run" and "--verify-rounds" not in argv and "--engine" not in argv and argv[1:2] != [SCENARIOS[1]]:

@@ -232,7 +232,8 @@ def test_results_json_consumers_follow_docs(default_run):
         assert c["mismatches"] == 0 and type(c["mismatches"]) is int
         for k in STATS:
             assert type(c[k]) is float, (name, k)
-        assert set(c["measured"]) == {"p50_ns", "p90_ns", "device", "platform"}
+        assert set(c["measured"]) == {"p50_ns", "p90_ns", "device", "platform", "role"}
+        assert c["measured"]["role"] == {"p50": "fit", "p90": "fit"}  # the default calibration's fit targets
         assert set(c["error_pct"]) == {"p50", "p90"}
 
 

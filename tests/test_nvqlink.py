@@ -159,15 +159,18 @@ def test_models_that_serve_on_one_device_refuse_a_handoff():
 
 @pytest.mark.parametrize("consumer", ["gb200_gpu", "h200_gpu"])
 def test_the_fitted_set_reproduces_the_published_nvqlink_round_trip(consumer):
-    """The scenarios' loop (100,000 rounds, their seed) against the published maximum, within 5 %;
-    the free parameter is the one the fit lists (one per host: one published number)."""
+    """The H200 scenario's loop (10^6 rounds, its seed) against the published maximum compared at its
+    N (the 1 - 1/N quantile, N = max_samples), within 1 %; the free parameter is the one the fit lists
+    (one per host: one published number)."""
+    from twin.stats import percentile_ps
     ps = load_roce_params(FITTED)
     assert [k for k in ps.fitted["values"]] == ["hosts.gb200.p2p.latency_ns", "hosts.h200_host.p2p.latency_ns"]
-    measured = load_roce_measured(MEASURED).consumers[consumer].stats_ps()
-    assert measured == {"max": PUBLISHED_MAX_PS}
+    row = load_roce_measured(MEASURED).consumers[consumer]
+    assert row.stats_ps() == {"max": PUBLISHED_MAX_PS} and row.max_samples == 100_000
     sc = yaml.safe_load((ROOT / "scenarios" / "nvqlink_h200.yaml").read_text())
+    assert sc["rounds"] >= 10 * row.max_samples
     rtt = run_direct(flow_spec(ps, consumer, _closed(sc["rounds"]), sc["seed"])).rtt_ps
-    assert abs(int(rtt.max()) - PUBLISHED_MAX_PS) <= 0.05 * PUBLISHED_MAX_PS
+    assert abs(percentile_ps(rtt, row.quantile("max")) - PUBLISHED_MAX_PS) <= 0.01 * PUBLISHED_MAX_PS
 
 
 def test_c2c_links_in_a_scenario_are_checked(tmp_path):

@@ -27,6 +27,7 @@ class MeasuredRow(BaseModel):
     p90: str
     p99: str | None = None
     note: str = ""
+    run: str = ""  # the run folder (relative to this file) whose rounds these numbers summarise, if any
 
     _q = field_validator("p50", "p90")(classmethod(lambda cls, v: _quantity(v)))
     _q99 = field_validator("p99")(classmethod(lambda cls, v: v if v is None else _quantity(v)))

@@ -235,7 +235,9 @@ STAT_Q = {"min": 0.0, "p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9, "max"
 class RoceMeasuredRow(_Strict):
     """One measured consumer: whichever of min/p50/p90/p99/p999/max were published (quantity
     strings; at least one). ``max``: the largest round trip of the run (NVQLink publishes its
-    maximum FPGA -> GPU -> FPGA round trip)."""
+    maximum FPGA -> GPU -> FPGA round trip); it needs ``max_samples`` (N, the rounds the maximum was
+    taken over) and ``max_samples_source`` (where N comes from, or why it is an assumption): a
+    maximum is compared as the largest of N draws (:meth:`quantile`), never at a run's length."""
 
     device: str
     min: str | None = None
@@ -244,6 +246,8 @@ class RoceMeasuredRow(_Strict):
     p99: str | None = None
     p999: str | None = None
     max: str | None = None
+    max_samples: int | None = Field(None, ge=2)
+    max_samples_source: str | None = None
 
     @field_validator("min", "p50", "p90", "p99", "p999", "max")
     @classmethod
@@ -257,11 +261,43 @@ class RoceMeasuredRow(_Strict):
         if not self.stats_ps():
             raise Located(("p50",), "<missing>", "a measured consumer needs at least one of min, p50, p90, p99, "
                           "p999, max")
+        if self.max is not None and (self.max_samples is None or not self.max_samples_source):
+            raise Located(("max_samples",), self.max_samples, "a published max needs max_samples (the rounds it "
+                          "was taken over) and max_samples_source (where that number comes from)")
+        if self.max is None and self.max_samples is not None:
+            raise Located(("max_samples",), self.max_samples, "max_samples without a max")
         return self
 
     def stats_ps(self) -> dict[str, int]:
         """The published statistics in ps, by name."""
         return {k: time_ps(getattr(self, k)) for k in STAT_Q if getattr(self, k) is not None}
+
+    def quantile(self, stat: str) -> float:
+        """The percentile (0-100) a simulated run is compared at for published ``stat``: STAT_Q's, but
+        for ``max`` the ``1 - 1/N`` quantile, N = ``max_samples``: the value the largest of N
+        independent draws from the run's distribution exceeds with probability 1 - (1 - 1/N)^N
+        (about 63 %), the run's own length playing no part (a run needs at least N rounds for it to be
+        more than the run's maximum: :func:`max_note`)."""
+        if stat == "max" and self.max_samples is not None:
+            return 100.0 * (1.0 - 1.0 / self.max_samples)
+        return STAT_Q[stat]
+
+
+STABLE_MAX_RUNS = 10  # a run of this many times N rounds has about this many rounds above its 1 - 1/N quantile
+
+
+def max_note(n: int, source: str | None, rounds: int) -> str:
+    """How a published maximum over ``n`` rounds is compared, in one line (N and its ``source``),
+    with a warning when the simulated run of ``rounds`` is shorter than N (its 1 - 1/N quantile is
+    then its own maximum) or than :data:`STABLE_MAX_RUNS` x N (the quantile then rests on fewer than
+    that many rounds above it: it moves from seed to seed as a maximum does)."""
+    line = f"max compared as the largest of N = {n:,} draws (the run's 1 - 1/N quantile); N: {source}"
+    if rounds < n:
+        line += f"; warning: the run's {rounds:,} rounds are fewer than N, its own maximum stands in"
+    elif rounds < STABLE_MAX_RUNS * n:
+        line += (f"; warning: the run's {rounds:,} rounds hold about {rounds // n} above that quantile: run "
+                 f"{STABLE_MAX_RUNS * n:,} or more for a stable comparison")
+    return line
 
 
 class RoceMeasured(_Strict):

@@ -114,7 +114,9 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     measured_rel = str((prior_path.parent / prior.fit.measured))
     doc = fitted_document(result, prior_path, prior.fit.measured)
     write_fitted_yaml(out, prior_path, doc)
-    residuals_table(result.residuals, f"residuals ({measured_rel})").print(console)
+    from twin.calibration.targets import prior_targets
+    residuals_table(result.residuals, f"residuals ({measured_rel}; role: fit = a number the fit matched)",
+                    prior_targets(prior.fit)).print(console)
     console.print(f"{result.n_measured} measured numbers, {result.n_free} free parameters, "
                   f"{result.n_tied} tied; fixed from measurements: card 10/40/30 ns, V80 28 ns, "
                   f"Aurora link stage from 0.44 µs; {result.evaluations} model evaluations")
@@ -203,7 +205,14 @@ def cmd_calibrate_roce(args: argparse.Namespace, console: Console, prior_path: P
                                 popsize=args.popsize, progress=progress)
     doc = roce_fitted_document(result, prior_path, prior.fit.measured)
     write_fitted_yaml(out, prior_path, doc)
-    residuals_table(result.residuals, f"residuals ({prior_path.parent / prior.fit.measured})").print(console)
+    from twin.fitting.roce import roce_targets
+    residuals_table(result.residuals, f"residuals ({prior_path.parent / prior.fit.measured}; role: fit = a number the "
+                    "fit matched)", roce_targets(prior, prior_path)).print(console)
+    from twin.calibration.roce import load_roce_measured, max_note
+    for c, row in load_roce_measured(prior_path.parent / prior.fit.measured).consumers.items():
+        if row.max_samples:
+            console.print(f"{c}: " + max_note(row.max_samples, row.max_samples_source,
+                                              args.rounds or prior.fit.rounds), soft_wrap=True)
     for k, v in result.values.items():
         console.print(f"  {k} = {v}")
     console.print(f"{result.evaluations} model evaluations; wrote {out}")

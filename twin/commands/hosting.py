@@ -61,7 +61,7 @@ def cmd_hosting(args: argparse.Namespace, console) -> int:
                                            "chain_trigger_jitter": "exponential, scale = the fitted P2P jitter"}}}
         write_file(path, yaml.safe_dump(hosting_document(hp, meta), sort_keys=False))
         console.print(f"wrote {path}")
-    hp, _ = load_hosting(path)
+    hp, doc = load_hosting(path)
     from twin.output.progress import progress_bar
     with progress_bar(console, quiet=not console.is_terminal, transient=True) as bar:  # about 20 s: 12 runs
         task = bar.add_task(f"model runs ({args.rounds:,} rounds each)", total=None)
@@ -72,14 +72,17 @@ def cmd_hosting(args: argparse.Namespace, console) -> int:
                if args.closed_loop else "requests from an independent clock, one at a time")
     from twin.output.table import Grid, Num
     tb = Grid(f"hosting modes on the {CONSUMER} (amd-qblox-exchange-runtime.txt vs model, {args.rounds} rounds; "
-              f"{setting})", ["quantity", "frame", "seed", "model", "error", "within 5 %"], keys=2)
+              f"{setting})", ["quantity", "frame", "seed", "seed is", "model", "error", "within 5 %"], keys=2)
+    from twin.calibration.targets import FIT, HELD_OUT
+    fitted_64 = bool((doc.get("provenance") or {}).get("fitted_at_64_bytes"))  # the file's record of its targets
     ok = True
     for q, sz, seed, model, err, within in rows:
         ok &= within
+        role = FIT if fitted_64 and sz == "64 B" else HELD_OUT
         if isinstance(seed, str):
-            tb.add_row(q, sz, seed, Num(model, ".2f"), "inside" if within else f"{err:.2f} outside",
+            tb.add_row(q, sz, seed, role, Num(model, ".2f"), "inside" if within else f"{err:.2f} outside",
                        "yes" if within else "NO")
         else:
-            tb.add_row(q, sz, Num(seed), Num(model), Num(err, "+.2f", " %"), "yes" if within else "NO")
+            tb.add_row(q, sz, Num(seed), role, Num(model), Num(err, "+.2f", " %"), "yes" if within else "NO")
     tb.print(console)
     return 0 if ok else 1

@@ -21,6 +21,7 @@ import numpy as np
 
 from twin.calibration.measured import Measured, load_measured
 from twin.calibration.params import FitGroup, ParamSet, _DottedParams
+from twin.calibration.targets import prior_targets, targets_record
 from twin.devices.generator import TrafficParams
 from twin.engine.direct import run_direct
 from twin.stats import percentile_ps
@@ -206,13 +207,29 @@ def fit_groups(params: P, groups: list[FitGroup], group_error: Callable[[P, FitG
     return params, values, evaluations, objectives
 
 
+def narrowed(groups: list[FitGroup], leave_out: Container[str] = (), hold: Container[str] = ()) -> list[FitGroup]:
+    """The fit groups of a refit without the consumers ``leave_out`` (their measured numbers are
+    not in the objective) and with the free parameters ``hold`` not fitted (they keep the prior's
+    value); a group left with no consumer or no free parameter is dropped. The groups themselves when
+    both are empty (the ordinary fit)."""
+    out = []
+    for g in groups:
+        consumers = [c for c in g.consumers if c not in leave_out]
+        free = {k: v for k, v in g.free.items() if k not in hold}
+        if consumers and free:
+            out.append(g.model_copy(update={"consumers": consumers, "free": free}))
+    return out
+
+
 def calibrate(prior: ParamSet, prior_path: Path, log: Callable[[str], None] = print,
               rounds: int | None = None, maxiter: int | None = None, popsize: int | None = None,
-              progress: Callable[[str, int, int], None] | None = None) -> FitResult:
+              progress: Callable[[str, int, int], None] | None = None,
+              leave_out: Container[str] = (), hold: Container[str] = ()) -> FitResult:
     """Fit ``prior``'s free parameters to the measurement file its ``fit.measured`` names
     (relative to ``prior_path``'s folder). ``rounds``/``maxiter``/``popsize`` override the
     file's settings (smaller values for a quick check); ``progress``: :func:`fit_groups`'s.
-    Returns a :class:`FitResult`."""
+    ``leave_out``, ``hold``: :func:`narrowed` (a leave-one-out refit, :mod:`twin.fitting.loo`);
+    the residuals are of every measured consumer, left out or not. Returns a :class:`FitResult`."""
     if prior.fit is None:
         raise ValueError(f"{prior_path}: no 'fit' section: nothing to calibrate")
     spec = prior.fit
@@ -233,8 +250,8 @@ def calibrate(prior: ParamSet, prior_path: Path, log: Callable[[str], None] = pr
         return err
 
     params, values, evaluations, objectives = fit_groups(
-        params, spec.groups, group_error, measured.consumers, spec.measured, seed=spec.seed, maxiter=maxiter,
-        popsize=popsize, settle=_apply_ties, log=log, progress=progress)
+        params, narrowed(spec.groups, leave_out, hold), group_error, measured.consumers, spec.measured,
+        seed=spec.seed, maxiter=maxiter, popsize=popsize, settle=_apply_ties, log=log, progress=progress)
     residuals = []
     for c, row in measured.consumers.items():
         if c not in params.consumers:
@@ -269,6 +286,7 @@ def fitted_document(result: FitResult, prior_path: Path, measured_path: str) -> 
         "residuals": [{"consumer": r.consumer, "stat": r.stat, "measured_ns": r.measured_ns,
                        "model_ns": r.model_ns, "error_pct": round(r.error_pct, 3)} for r in result.residuals],
         "targets": f"p50 and p90 of every consumer in {measured_path} (4 ns buckets), squared errors in bins",
+        "fit_targets": targets_record(prior_targets(p.fit)) if p.fit else [],
         "free_parameter_names": list(result.values),
         "validated_on": [],  # none held out by the fit: `twin validate CAL RUN ...` checks it on runs
     }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
+from typing import Container, Iterable
 
 import yaml
 
@@ -20,14 +20,62 @@ def write_fitted_yaml(out: Path, prior_path: Path, doc: dict) -> None:
                + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
 
 
-def residuals_table(residuals: Iterable[Residual], title: str) -> Grid:
-    """A table (:class:`twin.output.table.Grid`), one row per residual: consumer, stat, measured and
-    model (µs, 3 decimals), error (%, signed, 2 decimals)."""
-    tb = Grid(title, ["consumer", "stat", "measured", "model", "error"], keys=2)
+def residuals_table(residuals: Iterable[Residual], title: str, targets: Container[tuple[str, str]] = ()) -> Grid:
+    """A table (:class:`twin.output.table.Grid`), one row per residual: consumer, stat, its role
+    (``fit``: ``(consumer, stat)`` is in ``targets``, the numbers the fit matched; else ``held
+    out``), measured and model (µs, 3 decimals), error (%, signed, 2 decimals)."""
+    from twin.calibration.targets import FIT, HELD_OUT
+    tb = Grid(title, ["consumer", "stat", "role", "measured", "model", "error"], keys=2)
     for r in residuals:
-        tb.add_row(r.consumer, r.stat, Num(r.measured_ns / 1000, ".3f", " µs"), Num(r.model_ns / 1000, ".3f", " µs"),
+        tb.add_row(r.consumer, r.stat, FIT if (r.consumer, r.stat) in targets else HELD_OUT,
+                   Num(r.measured_ns / 1000, ".3f", " µs"), Num(r.model_ns / 1000, ".3f", " µs"),
                    Num(r.error_pct, "+.2f", " %"))
     return tb
+
+
+def leave_one_out_table(loo, title: str) -> Grid:
+    """A table, one row per left-out number of :class:`twin.fitting.loo.LeaveOneOut` ``loo``:
+    target consumer, stat, measured (µs), the in-sample fit's value and error (role ``fit``), the
+    refit's prediction without the target and its error (role ``held out``), and why a prediction
+    rests on the prior (a parameter no other target constrains)."""
+    tb = Grid(title, ["target", "stat", "measured", "fit (in sample)", "err", "held out (predicted)", "err", "why"],
+              keys=2)
+    for r in loo.rows:
+        tb.add_row(r.consumer, r.stat, Num(r.measured_ns / 1000, ".3f"), Num(r.in_sample_ns / 1000, ".3f"),
+                   Num(r.in_sample_pct, "+.2f", " %"), Num(r.predicted_ns / 1000, ".3f"),
+                   Num(r.error_pct, "+.2f", " %"), r.reason or "-")
+    return tb
+
+
+def loo_summary(loo) -> list[str]:
+    """Lines under the leave-one-out table: what a held parameter is, then per statistic the largest
+    |error| of the predictions, over all targets and over those the other targets determine (no
+    reason in the row)."""
+    out = [f"{loo.refits} refit(s), one per target, {len(loo.free)} free parameter(s); a parameter no other target "
+           "constrains keeps the prior's value in that refit (its provenance says what it rests on)"]
+    for stat in dict.fromkeys(r.stat for r in loo.rows):
+        rows = [r for r in loo.rows if r.stat == stat]
+        worst = max(rows, key=lambda r: abs(r.error_pct))
+        line = f"{stat}: largest held-out error {worst.error_pct:+.2f} % ({worst.consumer})"
+        clean = [r for r in rows if not r.reason]
+        if len(clean) < len(rows):
+            line += (f"; {max(abs(r.error_pct) for r in clean):.2f} % over the {len(clean)} target(s) the others "
+                     "determine" if clean else "; no target is determined by the others alone")
+        out.append(line)
+    return out
+
+
+def leave_one_out_document(loo, cal: str) -> dict:
+    """leave_one_out.json: the calibration, its prior, the free parameters and the targets each
+    constrains, one row per left-out number (ns, %)."""
+    return {"calibration": cal, "prior": str(loo.prior_path), "refits": loo.refits, "free_parameters": loo.free,
+            "constrains": loo.constrains,
+            "rows": [{"consumer": r.consumer, "stat": r.stat, "measured_ns": r.measured_ns,
+                      "in_sample_ns": r.in_sample_ns, "in_sample_error_pct": round(r.in_sample_pct, 3),
+                      "predicted_ns": r.predicted_ns, "error_pct": round(r.error_pct, 3), "held_at_prior": r.held,
+                      "underdetermined": None if r.short is None else
+                      {"targets": r.short[0], "numbers": r.short[1], "free_parameters": r.short[2]},
+                      "reason": r.reason} for r in loo.rows]}
 
 
 def comparison_table(checks, title: str) -> Grid:

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Container
 
 import numpy as np
 
 from twin.calibration.params import (
     FitGroup,
 )
-from twin.calibration.roce import STAT_Q, RoceParamSet, load_roce_measured
+from twin.calibration.roce import RoceParamSet, load_roce_measured
+from twin.calibration.targets import prior_targets, targets_record
 from twin.devices.generator import TrafficParams
-from twin.fitting.fit import Residual, fit_groups, miss
+from twin.fitting.fit import Residual, fit_groups, miss, narrowed
 from twin.stats import percentile_ps
 from twin.units import period_ps, time_ps
 
@@ -45,14 +46,18 @@ class RoceFitResult:
 def calibrate_roce(prior: RoceParamSet, prior_path: Path, log: Callable[[str], None] = print,
                    rounds: int | None = None, maxiter: int | None = None,
                    popsize: int | None = None,
-                   progress: Callable[[str, int, int], None] | None = None) -> RoceFitResult:
+                   progress: Callable[[str, int, int], None] | None = None,
+                   leave_out: Container[str] = (), hold: Container[str] = ()) -> RoceFitResult:
     """Fit ``prior``'s free parameters to its measurement file, group by group.
 
     Objective per consumer and fitted statistic: :func:`twin.fitting.fit.miss` (squared error
     in histogram bins plus squared rank distance), the same as the card path's; ``min`` is the 0th
     percentile. Search: differential evolution then the coordinate polish, with common random
-    numbers (``fit.seed``). Raises ValueError when the prior has no fit section or a consumer has no
-    measured row. ``progress``: :func:`twin.fitting.fit.fit_groups`'s.
+    numbers (``fit.seed``); ``max`` at the published N (:meth:`RoceMeasuredRow.quantile`). Raises
+    ValueError when the prior has no fit section or a consumer has no measured row, ConfigError when
+    ``rounds`` is fewer than a fitted maximum's N. ``progress``: :func:`twin.fitting.fit.fit_groups`'s.
+    ``leave_out``, ``hold``: :func:`twin.fitting.fit.narrowed` (a leave-one-out refit,
+    :mod:`twin.fitting.loo`); the residuals are of every measured consumer, left out or not.
     """
     if prior.fit is None:
         raise ValueError(f"{prior_path}: no 'fit' section: nothing to calibrate")
@@ -68,23 +73,42 @@ def calibrate_roce(prior: RoceParamSet, prior_path: Path, log: Callable[[str], N
         err = 0.0
         for c in group.consumers:
             rtt = simulate_roce(trial, c, rounds, spec.seed, measured.frame_bytes, clk, spec.switch_hops)
-            have = measured.consumers[c].stats_ps()
+            row = measured.consumers[c]
+            have = row.stats_ps()
             for s in spec.stats:
                 if s in have:
-                    err += miss(rtt, STAT_Q[s], have[s], bin_ps)
+                    err += miss(rtt, row.quantile(s), have[s], bin_ps)
         return err
 
+    for group in spec.groups:  # a maximum over N rounds is fitted at N: the fit's rounds must hold N draws
+        for c in group.consumers:
+            row = measured.consumers.get(c)
+            if row is not None and "max" in spec.stats and row.max_samples and rounds < row.max_samples:
+                from twin.config import ConfigError
+                raise ConfigError(prior_path, "fit.rounds", rounds, f"fewer than the {row.max_samples:,} rounds "
+                                  f"{c}'s published max was taken over (max_samples): fit at least that many "
+                                  "(fit.rounds or --rounds)")
+
     params, values, evaluations, objectives = fit_groups(
-        prior, spec.groups, group_error, measured.consumers, spec.measured, seed=spec.seed, maxiter=maxiter,
-        popsize=popsize, log=log, progress=progress)
+        prior, narrowed(spec.groups, leave_out, hold), group_error, measured.consumers, spec.measured,
+        seed=spec.seed, maxiter=maxiter, popsize=popsize, log=log, progress=progress)
     residuals = []
     for c, row in measured.consumers.items():
         if c not in params.consumers:
             continue
         rtt = simulate_roce(params, c, rounds, spec.seed, measured.frame_bytes, clk, spec.switch_hops)
         for s, v in row.stats_ps().items():
-            residuals.append(Residual(c, s, v / 1000, percentile_ps(rtt, STAT_Q[s]) / 1000))
+            residuals.append(Residual(c, s, v / 1000, percentile_ps(rtt, row.quantile(s)) / 1000))
     return RoceFitResult(params, values, residuals, evaluations, objectives)
+
+
+def roce_targets(params: RoceParamSet, prior_path: Path) -> list[tuple[str, str]]:
+    """``(consumer, stat)`` of every published number the RoCE prior's fit matches
+    (:func:`twin.calibration.targets.prior_targets`: ``fit.stats`` that the measured row holds)."""
+    if params.fit is None:
+        return []
+    measured = load_roce_measured(Path(prior_path).parent / params.fit.measured)
+    return prior_targets(params.fit, {c: set(r.stats_ps()) for c, r in measured.consumers.items()})
 
 
 def roce_fitted_document(result: RoceFitResult, prior_path: Path, measured_path: str) -> dict:
@@ -101,6 +125,7 @@ def roce_fitted_document(result: RoceFitResult, prior_path: Path, measured_path:
         "residuals": [{"consumer": r.consumer, "stat": r.stat, "measured_ns": r.measured_ns,
                        "model_ns": r.model_ns, "error_pct": round(r.error_pct, 3)} for r in result.residuals],
         "targets": f"the percentiles of every consumer in {measured_path}",
+        "fit_targets": targets_record(roce_targets(result.params, prior_path)),
         "free_parameter_names": list(result.values),
         "validated_on": [],  # none held out by the fit
     }

@@ -161,6 +161,8 @@ def print_table(study: StudyResult, console: Console) -> None:
     """The headline table (:func:`headline_table`), then the fault and deadline lines, the control
     program's table and the latency budget."""
     headline_table(study).print(console)
+    for line in max_notes(study):
+        console.print(line, soft_wrap=True)
     faults = study.scenario.scenario.faults
     print_fault_and_deadline_lines([(r.node, r.summary) for r in study.runs], console, str(study.scenario.path),
                                    faults.timeout if faults else None)
@@ -170,8 +172,9 @@ def print_table(study: StudyResult, console: Console) -> None:
 
 
 def headline_table(study: StudyResult):
-    """One row per consumer: measured p50/p90 beside the twin's p50/p90/p99/p99.9 and errors, the
-    replies checked and mismatches (``-`` before the event model's check ran), as a
+    """One row per consumer: measured p50/p90 beside the twin's p50/p90/p99/p99.9 and errors, whether
+    the measured numbers are fit targets of the calibration or held out ("meas is"), the replies
+    checked and mismatches (``-`` before the event model's check ran), as a
     :class:`twin.output.table.Grid` (folded, never cut). A live consumer's row is its measured round
     trip: the header then says ``p50``, not ``twin p50``, and the row ``(live)``."""
     from twin.output.table import Grid, Num
@@ -186,7 +189,7 @@ def headline_table(study: StudyResult):
                  f"{min(r.summary['rounds'] for r in study.runs):,} of {study.rounds:,} rounds (partial)")
               + f", seed {study.seed}",
               ["consumer", "meas p50", f"meas {second}", "p50" if live else "twin p50", "p90", "p99", "p99.9",
-               "err p50", f"err {second}", "checked", "mismatches"])
+               "err p50", f"err {second}", "meas is", "checked", "mismatches"])
     for run in study.runs:
         s = run.summary
         m = s.get("measured") or {}
@@ -195,10 +198,30 @@ def headline_table(study: StudyResult):
         pct = lambda v: None if v is None else Num(v, "+.2f", "%")  # noqa: E731
         tb.add_row(run.node + (" (live)" if s.get("live") else ""), us(m.get("p50_ns")), us(m.get(f"{second}_ns")),
                    us(s["p50_ns"]), us(s["p90_ns"]), us(s["p99_ns"]), us(s["p999_ns"]),
-                   pct(e.get("p50")), pct(e.get(second)),
+                   pct(e.get("p50")), pct(e.get(second)), _role_cell(m, ("p50", second)),
                    *((None, None) if s["engine"] == PENDING  # the event model's check has not run (yet)
                      else (Num(s["replies_checked"], ","), Num(s["mismatches"], "d"))))
     return tb
+
+
+def _role_cell(measured: dict, stats) -> str | None:
+    """The "meas is" cell: whether the row's measured numbers are ones the calibration was fitted to
+    (``fit``) or not (``held out``): :func:`twin.calibration.targets.role_label` of those shown."""
+    from twin.calibration.targets import role_label
+    by = {k: v for k, v in (measured.get("role") or {}).items() if k in stats and measured.get(f"{k}_ns") is not None}
+    return role_label(by) if by else None
+
+
+def max_notes(study: StudyResult) -> list[str]:
+    """One line per consumer whose measured row is a maximum: the N it is compared at and its source
+    (:func:`twin.calibration.roce.max_note`), with a warning when the run is shorter than N."""
+    out = []
+    for run in study.runs:
+        m = run.summary.get("measured") or {}
+        if m.get("max_samples"):
+            from twin.calibration.roce import max_note
+            out.append(f"{run.node}: " + max_note(m["max_samples"], m.get("max_samples_source"), run.summary["rounds"]))
+    return out
 
 
 def print_check(study: StudyResult, console: Console) -> None:

@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 class LoadedScenario:
     """A validated scenario with its parameter set loaded and paths resolved."""
 
-    def __init__(self, path: Path, scenario: Scenario, params: ParamSet, measured_path: Path | None):
+    def __init__(self, path: Path, scenario: Scenario, params: ParamSet, measured_path: Path | None,
+                 calibration_path: Path | None = None):
         self.path = path
+        self.calibration_path = calibration_path  # the parameter set's file (its fit targets: twin.calibration.targets)
         self.scenario = scenario
         self.params = params
         self.measured_path = measured_path
@@ -98,7 +100,7 @@ def load_scenario(path: str | Path) -> LoadedScenario:
     measured_path = None
     if sc.measured is not None:
         measured_path = named_file(path, "measured", sc.measured)
-    return LoadedScenario(path, sc, params, measured_path)
+    return LoadedScenario(path, sc, params, measured_path, cal_path)
 
 
 def _faults_on(sc: Scenario) -> frozenset[str]:

@@ -352,6 +352,14 @@ def _live(ctx: _Context, node, spec: LoopSpec, res: LoopResult, failure: Excepti
     return live
 
 
+def _roles(ctx: _Context, device: str, stats) -> dict[str, str]:
+    """Each measured number's role for the scenario's parameter set: ``fit`` (a number it was fitted
+    to) or ``held out`` (:func:`twin.calibration.targets.roles`)."""
+    from twin.calibration.targets import roles
+    lo = ctx.loaded
+    return roles(lo.params, lo.calibration_path, lo.measured_path, device, list(stats))
+
+
 def _against_measured(ctx: _Context, node, res: Rounds, timing: FlowTiming) -> tuple[dict | None, dict | None]:
     """``(measured, error_pct)``: the row of the scenario's measurement file for the node's device and
     the twin's error against it (%), or (None, None)."""
@@ -359,14 +367,16 @@ def _against_measured(ctx: _Context, node, res: Rounds, timing: FlowTiming) -> t
     row = measured.consumers.get(node.device) if measured else None
     from twin.calibration.roce import RoceMeasuredRow
     if isinstance(row, RoceMeasuredRow):  # a RoCE measurement file (the scenario's path is RoCE)
-        from twin.calibration.roce import STAT_Q
         have = row.stats_ps()
-        return ({f"{k}_ns": v / 1000 for k, v in have.items()} | {"device": row.device},
-                {k: round(100 * (res.rtt_percentile(STAT_Q[k]) - v) / v, 3) for k, v in have.items()})
+        extra = {"max_samples": row.max_samples, "max_samples_source": row.max_samples_source} \
+            if row.max is not None else {}
+        return ({f"{k}_ns": v / 1000 for k, v in have.items()} | {"device": row.device} | extra
+                | {"role": _roles(ctx, node.device, have)},
+                {k: round(100 * (res.rtt_percentile(row.quantile(k)) - v) / v, 3) for k, v in have.items()})
     if row is not None:
         rtt = timing.rtt
         return ({"p50_ns": row.p50_ps / 1000, "p90_ns": row.p90_ps / 1000, "device": row.device,
-                 "platform": row.platform},
+                 "platform": row.platform, "role": _roles(ctx, node.device, ("p50", "p90"))},
                 {"p50": round(100 * (rtt.p50_ns * 1000 - row.p50_ps) / row.p50_ps, 3),
                  "p90": round(100 * (rtt.p90_ns * 1000 - row.p90_ps) / row.p90_ps, 3)})
     return None, None
