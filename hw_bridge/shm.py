@@ -192,12 +192,17 @@ class ShmEndpoint(CProducerEndpoint):
             return LiveReply(seq, data, self._t[0], self._t[1])
         if r < 0:
             raise LiveFailure("error", seq, "bad slot geometry for the reply wait", "shm")
+        raise self._no_reply(seq, timeout)
+
+    def _no_reply(self, seq: int, timeout: int) -> LiveFailure:
+        """No reply to ``seq`` within ``timeout`` ns: the consumer process is gone (``dead``, how)
+        or not answering (``hung``, with the requests it served)."""
         code = self.proc.poll() if self.proc else None
         if code is not None:
             how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
-            raise LiveFailure("dead", seq, f"the consumer process {how}; no reply to request {seq}", "shm")
-        raise LiveFailure("hung", seq, f"no reply within {timeout / 1e6:g} ms (consumer alive, "
-                                       f"{int(self._mem[16:24].view(np.uint64)[0])} requests served)", "shm")
+            return LiveFailure("dead", seq, f"the consumer process {how}; no reply to request {seq}", "shm")
+        return LiveFailure("hung", seq, f"no reply within {timeout / 1e6:g} ms (consumer alive, "
+                                        f"{int(self._mem[16:24].view(np.uint64)[0])} requests served)", "shm")
 
     # -- host freeze ----------------------------------------------------------------------
     def freeze(self, duration_s: float) -> threading.Timer:
@@ -224,6 +229,5 @@ class ShmEndpoint(CProducerEndpoint):
         return self._base + STAMP_OFFSET if self._mem is not None and self._stamped else None
 
     def _batch_failure(self, seq: int) -> LiveFailure:
-        """A batch's reply did not come: the consumer process is gone (``dead``) or not answering."""
-        return LiveFailure("hung" if self.proc.poll() is None else "dead", seq,
-                           "no reply within the timeout in a batch", "shm")
+        """A batch's (or a paced flow's) reply did not come: :meth:`_no_reply`."""
+        return self._no_reply(seq, self.settings.timeout_ns)

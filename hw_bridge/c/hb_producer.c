@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "qrt.h"
@@ -226,11 +227,11 @@ static void hb_take_stamp(const uint8_t *stamps, uint32_t seq, int64_t wait_ns, 
     }
 }
 
-HB_API int64_t hb_paced(uint8_t *req_base, uint8_t *rep_base, const uint8_t *stamps, int64_t *st,
-                        const uint8_t *images, const uint32_t *lengths, const uint8_t *expect,
-                        const uint32_t *expect_len, const int64_t *at_ps, int64_t *planned_ns, int64_t *sent_ns,
-                        int64_t *seen_ns, int64_t *dev_in_ns, int64_t *dev_out_ns, uint8_t *bad,
-                        const volatile uint32_t *stop)
+static int64_t hb_paced_rounds(uint8_t *req_base, uint8_t *rep_base, const uint8_t *stamps, int64_t *st,
+                               const uint8_t *images, const uint32_t *lengths, const uint8_t *expect,
+                               const uint32_t *expect_len, const int64_t *at_ps, int64_t *planned_ns,
+                               int64_t *sent_ns, int64_t *seen_ns, int64_t *dev_in_ns, int64_t *dev_out_ns,
+                               uint8_t *bad, const volatile uint32_t *stop)
 {
     int64_t n = st[HB_P_N], first = st[HB_P_DONE], i, end;
     uint32_t slot_bytes = (uint32_t)st[HB_P_SLOT_BYTES], slots = (uint32_t)st[HB_P_SLOTS];
@@ -297,4 +298,22 @@ HB_API int64_t hb_paced(uint8_t *req_base, uint8_t *rep_base, const uint8_t *sta
             return i + 1 - first;
     }
     return end - first;
+}
+
+/* The thread's timer slack is 1 ns during the call (the kernel's default, 50 us, would let a
+   clock_nanosleep end up to that late), restored after. */
+HB_API int64_t hb_paced(uint8_t *req_base, uint8_t *rep_base, const uint8_t *stamps, int64_t *st,
+                        const uint8_t *images, const uint32_t *lengths, const uint8_t *expect,
+                        const uint32_t *expect_len, const int64_t *at_ps, int64_t *planned_ns, int64_t *sent_ns,
+                        int64_t *seen_ns, int64_t *dev_in_ns, int64_t *dev_out_ns, uint8_t *bad,
+                        const volatile uint32_t *stop)
+{
+    int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    int64_t r;
+    prctl(PR_SET_TIMERSLACK, 1ul, 0, 0, 0);
+    r = hb_paced_rounds(req_base, rep_base, stamps, st, images, lengths, expect, expect_len, at_ps, planned_ns,
+                        sent_ns, seen_ns, dev_in_ns, dev_out_ns, bad, stop);
+    if (slack > 0)
+        prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
+    return r;
 }
