@@ -15,7 +15,7 @@ and the producer to core 0 where the machine has them:
   consumer saw on its own clock minus the simulated gap (absolute, ns) and live rounds per second;
   ``wall s`` is the whole command's.
 
-Usage: PYTHONPATH=. python benchmarks/live_pace.py [--scale 1.0] [--spin-us 100]
+Usage: PYTHONPATH=. python benchmarks/live_pace.py [--scale 1.0] [--spin-us 1000]
 """
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def twin_run(label: str, traffic: dict, n: int, spin_us: float, work: Path) -> d
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=float, default=1.0, help="rounds of every point x this")
-    ap.add_argument("--spin-us", type=float, default=100.0, help="bridge.spin: spin below, sleep above (µs)")
+    ap.add_argument("--spin-us", type=float, default=1000.0, help="bridge.spin: spin below, sleep above (µs)")
     a = ap.parse_args(argv)
     pacing = Pacing(spin_ns=int(a.spin_us * 1000))
     print(f"# live pace: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "

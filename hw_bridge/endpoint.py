@@ -96,7 +96,7 @@ class BridgeSettings:
     device: int = 0
     pace: bool | None = None
     late_ns: int = 1_000
-    spin_ns: int = 100_000
+    spin_ns: int = 1_000_000
 
 
 class LiveEndpoint(abc.ABC):

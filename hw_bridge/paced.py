@@ -40,7 +40,7 @@ class Pacing:
     (a round sent later than this after its instant is counted late), ``chunk`` (rounds per C call
     at most) and ``call_s`` (wall time per C call at most, s)."""
 
-    spin_ns: int = 50_000
+    spin_ns: int = 1_000_000
     late_ns: int = 1_000
     chunk: int = 65_536
     call_s: float = 0.05

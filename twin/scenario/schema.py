@@ -376,7 +376,7 @@ class Bridge(_Strict):
     fault: LiveFault | None = None
     pace: bool | None = None
     late: Duration = duration("1 us")
-    spin: Duration = duration("100 us")
+    spin: Duration = duration("1 ms")
 
     @model_validator(mode="after")
     def _consistent(self):
