@@ -90,8 +90,10 @@ def twin_run(label: str, traffic: dict, n: int, spin_us: float, work: Path) -> d
     sc.write_text(yaml.safe_dump(doc))
     out = work / (sc.stem + "_out")
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "twin", "run", str(sc), "--rounds", str(n), "--out", str(out), "--quiet",
-                    "--no-plot"], check=True, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "twin", "run", str(sc), "--rounds", str(n), "--out", str(out),
+                           "--quiet", "--no-plot"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"twin run {label}: exit {done.returncode}:\n{(done.stderr or done.stdout)[-3000:]}")
     wall = time.perf_counter() - t
     res = json.loads((out / "results.json").read_text())["consumers"][0]
     pace = res["live"]["pace"]
