@@ -13,7 +13,9 @@ and the producer to core 0 where the machine has them:
   exponential, mean 100 µs), each a whole ``twin run`` whose results.json pace record
   (``twin.engine.paced.pace_summary``) gives the lateness, the late rounds (> 1 µs), the gap the
   consumer saw on its own clock minus the simulated gap (absolute, ns) and live rounds per second;
-  ``wall s`` is the whole command's.
+  ``wall s`` is the whole command's. Where a gap error comes from (:func:`decompose`): the
+  producer's own gap error on its clock, the consumer's notice and publish delays across the two
+  processes' clocks, and the consumer clock's rate against the producer's.
 
 Usage: PYTHONPATH=. python benchmarks/live_pace.py [--scale 1.0] [--spin-us 1000]
 """
@@ -97,7 +99,29 @@ def twin_run(label: str, traffic: dict, n: int, spin_us: float, work: Path) -> d
     wall = time.perf_counter() - t
     res = json.loads((out / "results.json").read_text())["consumers"][0]
     pace = res["live"]["pace"]
-    return {"rounds": n, "wall_s": wall, **pace}
+    return {"rounds": n, "wall_s": wall, **pace, **decompose(out / "live_rounds.npz")}
+
+
+def decompose(npz: Path) -> dict:
+    """Where a gap error comes from (ns, p99 over rounds 2..): ``own`` the producer's gap on its clock
+    (previous reply seen -> request sent) minus the simulated one; ``in`` the consumer's notice
+    (request sent -> consumer saw it landed, its clock minus the producer's); ``out`` its publish
+    (consumer's reply published -> producer saw it); ``ppm`` the consumer's clock rate against the
+    producer's (least squares of the notice instants against the send instants)."""
+    with np.load(npz) as z:
+        k = [f for f in z.files if f.endswith(".lateness_ps")][0].split(".")[0]
+        sent = z[f"{k}.planned_ns"] + z[f"{k}.lateness_ps"] // 1000
+        seen = sent + z[f"{k}.service_ns"]
+        din, dout = z[f"{k}.device_in_ns"], z[f"{k}.device_out_ns"]
+        own = (z[f"{k}.idle_ns"] - z[f"{k}.idle_target_ns"])[1:]
+    ok = (din > 0) & (dout > 0)
+    s_, d_ = sent[ok], din[ok]
+    h = len(s_) // 2  # the rate over long spans: the median of the second half's ratios (robust to stalls)
+    span = (s_[h:] - s_[0]).astype(float)
+    rate = float(np.median(((d_[h:] - d_[0]) - (s_[h:] - s_[0])) / span)) if h else 0.0
+    p99 = lambda a: float(np.percentile(a, 99))  # noqa: E731
+    return {"own_p99": p99(np.abs(own)), "in_p99": p99(din[ok] - sent[ok]), "out_p99": p99(seen[ok] - dout[ok]),
+            "ppm": rate * 1e6}
 
 
 def main(argv=None) -> int:
@@ -113,16 +137,20 @@ def main(argv=None) -> int:
     print(f"back-to-back paced C loop, {b['rounds']:,} rounds: twin's own time reply -> next request p50 "
           f"{b['own_p50_ns']:.0f} ns, p99 {b['own_p99_ns']:.0f} ns, p99.9 {b['own_p999_ns']:.0f} ns "
           f"(target <= 1000 / <= 5000); {b['rounds_per_s']:,.0f} live rounds per wall-second (target >= 100,000); "
-          f"exchange p50 {b['exchange_p50_ns']:.0f} ns; {b['late_rounds']} rounds > 1 µs late; {b['bad']} wrong replies")
+          f"exchange p50 {b['exchange_p50_ns']:.0f} ns; {b['late_rounds']} rounds > 1 µs late; "
+          f"{b['bad']} wrong replies")
     print(f"{'twin run point':<26}{'rounds':>9}{'wall s':>8}{'rounds/s':>10}{'late p50':>10}{'late p99':>10}"
-          f"{'late>1us':>9}{'gap err p50':>12}{'gap err p99':>12}{'p99.9':>10}  (ns; gap err target p99 <= 1000)")
+          f"{'late>1us':>9}{'gap err p50':>12}{'gap err p99':>12}{'p99.9':>10}{'own p99':>10}{'in p99':>10}"
+          f"{'out p99':>10}"
+          f"{'clock ppm':>10}  (ns; gap err target p99 <= 1000)")
     with tempfile.TemporaryDirectory() as d:
         for label, traffic, n in POINTS:
             r = twin_run(label, traffic, max(100, int(n * a.scale)), a.spin_us, Path(d))
             lt, g = r["lateness"], r["device_gap_error"] or {}
             print(f"{label:<26}{r['rounds']:>9,}{r['wall_s']:>8.2f}{r['rounds_per_s'] or 0:>10,.0f}"
                   f"{lt['p50_ns']:>10.0f}{lt['p99_ns']:>10.0f}{r['late_rounds']:>9,}{g.get('p50_ns', 0):>12.0f}"
-                  f"{g.get('p99_ns', 0):>12.0f}{g.get('p999_ns', 0):>10.0f}")
+                  f"{g.get('p99_ns', 0):>12.0f}{g.get('p999_ns', 0):>10.0f}{r['own_p99']:>10.0f}{r['in_p99']:>10.0f}"
+                  f"{r['out_p99']:>10.0f}{r['ppm']:>10.2f}")
     print(f"# load average {os.getloadavg()[0]:.2f} at the end")
     return 0
 
