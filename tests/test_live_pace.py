@@ -12,11 +12,10 @@ import yaml
 from hw_bridge.contract import BridgeSettings
 from hw_bridge.paced import PacedFlow, Pacing
 from hw_bridge.shm import ShmEndpoint
+from tests.test_live_shm import run, scenario
 from twin.commands import main
 from twin.engine.paced import _images
 from twin.exchange.encoding import get_encoding
-from tests.test_live_shm import run, scenario
-
 
 # producer and consumer on cores of their own where this process has two: both spin, and on one core
 # they would take turns a scheduler slice at a time
@@ -117,7 +116,8 @@ def test_twin_run_records_lateness_and_names_late_rounds(tmp_path, capsys):
     """twin run of a live shm node: the paced loop, lateness_ps per round in live_rounds.npz, the
     late rounds (bridge.late 0 ns: any lateness) counted and named in results.json and the output."""
     bridge = {"backend": "shm", "timeout": "2 s", "late": "0 ns", **PINS}
-    rc, err, doc, out = run(tmp_path, capsys, rounds=300, bridge=bridge, traffic={"mode": "closed_loop", "gap": "20 us"})
+    rc, err, doc, out = run(tmp_path, capsys, rounds=300, bridge=bridge,
+                            traffic={"mode": "closed_loop", "gap": "20 us"})
     assert rc == 0, err
     s = doc["consumers"][0]
     assert s["engine"] == "paced" and s["replies_checked"] == 300

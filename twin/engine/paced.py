@@ -43,9 +43,10 @@ LATE_NAMED = 20  # the late rounds a summary names (the first ones)
 def paced_refusal(spec: LoopSpec) -> str | None:
     """Why the paced loop does not run live flow ``spec`` (then the round-by-round path does), or
     None. ``bridge.pace: false`` asks for the round-by-round path."""
+    from hw_bridge.endpoint import BridgeSettings
     b = spec.bridge
     tr = spec.traffic
-    if b is None or spec.model != "live":
+    if not isinstance(b, BridgeSettings) or spec.model != "live":
         return "not a live consumer"
     if b.pace is False:
         return "bridge.pace is false"
@@ -72,13 +73,16 @@ def run_paced(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
     ``progress(n)`` and a stop request (:mod:`twin.engine.stop`) between calls of at most
     ``chunk_rounds`` rounds (and 50 ms). Raises :class:`hw_bridge.contract.LiveFailure` (a dead,
     hung or refused consumer) and :class:`Interrupted`, both with ``partial``: the whole rounds so far."""
-    from hw_bridge.contract import open_endpoint
+    from hw_bridge.endpoint import BridgeSettings
     from hw_bridge.paced import PacedFlow, Pacing
+    from hw_bridge.shm import ShmEndpoint
     from twin.devices.isolation import check_isolation
 
     b = spec.bridge
+    if not isinstance(b, BridgeSettings) or b.backend != "shm":
+        raise ValueError(f"loop {spec.name!r}: the paced loop needs shm bridge settings")
     sim = _simulated(spec)
-    h = sim.hops
+    h = _hops(sim)
     closed = spec.traffic.mode == "closed_loop"
     n = len(sim.t_send)
     at = np.zeros(n, np.int64)
@@ -91,7 +95,7 @@ def run_paced(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
     c = spec.consumer
     enc = get_encoding(c.encoding)
     slot_bytes = spec.slot_bytes or _slot_bytes(enc, spec.traffic.frame_bytes)
-    ep = open_endpoint(b)
+    ep = ShmEndpoint(b)
     ep.open(slot_bytes, spec.slots, enc.name, stamps=True)
     desc = ep.describe()
     flow = PacedFlow(ep, at, closed, Pacing(spin_ns=b.spin_ns, late_ns=b.late_ns, chunk=chunk_rounds))
@@ -129,6 +133,13 @@ def _simulated(spec: LoopSpec) -> LoopResult:
         return run_direct(sim_spec)
     except DirectNotApplicable:
         return run_event(sim_spec)
+
+
+def _hops(res: LoopResult) -> Hops:
+    """A result's hops (every engine records them; AssertionError otherwise)."""
+    if res.hops is None:
+        raise AssertionError(f"loop {res.name!r}: the {res.engine} engine kept no hops")
+    return res.hops
 
 
 def _slot_bytes(enc, frame: int) -> int:
@@ -212,7 +223,7 @@ def _images(enc, seqs: np.ndarray, payloads: np.ndarray, fid: int, stride: int) 
 def _result(spec: LoopSpec, sim: LoopResult, flow, ep_stats: dict, desc: str, isolation) -> LoopResult:
     """The live flow's result over its completed rounds (the module docstring's timeline)."""
     m = flow.done
-    h = sim.hops
+    h = _hops(sim)
     sent, seen = flow.sent[:m], flow.seen[:m]
     land0 = int(h.land[0]) if len(h.land) else 0
     base = int(sent[0]) if m else 0
@@ -226,10 +237,11 @@ def _result(spec: LoopSpec, sim: LoopResult, flow, ep_stats: dict, desc: str, is
     ok = flow.bad[:m] == 0
     idle = np.full(m, -1, np.int64)
     idle[1:] = sent[1:] - seen[:-1]
-    live = {"backend": spec.bridge.backend, "endpoint": desc, "rounds": m, "frozen_at_rounds": [],
+    live = {"backend": "shm", "endpoint": desc, "rounds": m, "frozen_at_rounds": [],
             "isolation": isolation, "pace": pace_summary(flow), "endpoint_stats": ep_stats}
     stats = {**sim.stats, "mismatches": int((~ok).sum()), "live": live,
-             "service_ns": seen - sent, "idle_ns": idle, "idle_target_ns": np.rint(flow.at_ps[:m] / 1000).astype(np.int64),
+             "service_ns": seen - sent, "idle_ns": idle,
+             "idle_target_ns": np.rint(flow.at_ps[:m] / 1000).astype(np.int64),
              "lateness_ns": flow.lateness_ns(), "planned_ns": flow.planned[:m].copy(),
              "device_in_ns": flow.dev_in[:m].copy(), "device_out_ns": flow.dev_out[:m].copy()}
     stats.pop("reply_digest", None)  # the simulated replies' digest, not the live ones'

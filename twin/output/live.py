@@ -157,7 +157,8 @@ def print_pace(node: str, pace: dict | None, console) -> None:
             f"{lt.get('p50_ns', 0) / 1000:.3f} µs, p99 {lt.get('p99_ns', 0) / 1000:.3f} µs; "
             f"{pace['rounds_per_s'] or 0:,.0f} rounds/s")
     if gap:
-        line += f"; gap seen by the device - simulated: p50 {gap['p50_ns'] / 1000:.3f} µs, p99 {gap['p99_ns'] / 1000:.3f} µs"
+        line += (f"; gap seen by the device - simulated: p50 {gap['p50_ns'] / 1000:.3f} µs, "
+                 f"p99 {gap['p99_ns'] / 1000:.3f} µs")
     console.print(line, soft_wrap=True)
     if pace["late_rounds"]:
         named = ", ".join(map(str, pace["late_first"]))

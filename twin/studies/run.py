@@ -79,7 +79,7 @@ def run_one(spec: LoopSpec, engine: str, verify_rounds: int,
         why = paced_refusal(spec)
         if why is None:
             return _paced(spec, progress)
-        if spec.bridge.pace:
+        if getattr(spec.bridge, "pace", None):
             raise ValueError(f"node {spec.name!r}: bridge.pace: true: {why}")
     if engine == "event":
         res = event(spec, progress)
