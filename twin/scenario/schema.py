@@ -32,7 +32,8 @@ Schema (keys; all optional keys show their default)::
               model: sim | code | rtl | live, routes: {function: consumer} (link card in a mesh),
               rtl: {top: NAME, sources: [file.v, ...]},   # rtl only: a user's function core (docs/rtl.md)
               bridge: {backend: shm | cuda | udp, timeout: "1 s", cpu: null, producer_cpu: null,
-                       host: 127.0.0.1, port: 0, device: 0, fault: null | {kind, round}}}]
+                       host: 127.0.0.1, port: 0, device: 0, fault: null | {kind, round},
+                       pace: null | true | false, late: "1 us", spin: "1 ms"}}]   # pace, late, spin: shm
                                                  # bridge: model live only (hw_bridge)
     faults: ... host_freeze: [{at: "50 us", duration: "20 us"}]   # CPU consumers stop; live shm: SIGSTOP
     links:  [{from, to, kind: on_card | aurora | pcie | ethernet | c2c}]   # c2c: NVLink-C2C between the two
