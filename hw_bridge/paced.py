@@ -128,6 +128,7 @@ class PacedFlow:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         din, dout = self.dev_in[:m], self.dev_out[:m]
         prev = dout[:-1] if self.closed else din[:-1]
-        sim = (self.at_ps[1:m] if self.closed else np.diff(self.at_ps[:m])) / 1000
+        at = (self.at_ps[:m] + 500) // 1000  # the ns hb_paced planned with (rounded to the nearest)
+        sim = at[1:] if self.closed else np.diff(at)
         ok = (din[1:] >= 0) & (prev >= 0)
-        return (din[1:] - prev)[ok], np.rint(sim[ok]).astype(np.int64)
+        return (din[1:] - prev)[ok], sim[ok]

@@ -70,8 +70,9 @@ static int serve_stamped(qrt_endpoint *ep, uint8_t *base)
 {
     qrt_msg m;
     uint32_t seq = ep->req.next_seq;
-    if (qrt_peek(&ep->req, ep->req.next_slot, seq, &m) != 1)
-        return 0;
+    int p = qrt_peek(&ep->req, ep->req.next_slot, seq, &m);
+    if (p != 1)
+        return p < 0 ? p : 0;
     int64_t t_in = now_ns();
     int r = qrt_dispatch_one(ep);
     if (r <= 0)

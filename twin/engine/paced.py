@@ -241,12 +241,24 @@ def _result(spec: LoopSpec, sim: LoopResult, flow, ep_stats: dict, desc: str, is
             "isolation": isolation, "pace": pace_summary(flow), "endpoint_stats": ep_stats}
     stats = {**sim.stats, "mismatches": int((~ok).sum()), "live": live,
              "service_ns": seen - sent, "idle_ns": idle,
-             "idle_target_ns": np.rint(flow.at_ps[:m] / 1000).astype(np.int64),
+             "idle_target_ns": _idle_target(flow),
              "lateness_ns": flow.lateness_ns(), "planned_ns": flow.planned[:m].copy(),
              "device_in_ns": flow.dev_in[:m].copy(), "device_out_ns": flow.dev_out[:m].copy()}
     stats.pop("reply_digest", None)  # the simulated replies' digest, not the live ones'
     return LoopResult(spec.name, "paced", t_send, sim.t_in[:m] - sim.t_send[:m] + t_send,
                       sim.t_have[:m] - h.publish[:m] + pub, sim.t_back[:m] - h.publish[:m] + pub, ok, stats, hops)
+
+
+def _idle_target(flow) -> np.ndarray:
+    """Per completed round, the idle time the device was to have before it (ns): closed loop the
+    simulated time from its previous reply to this request (as hb_paced rounds it); open loop the
+    previous reply seen -> this request's instant (0 when the instant had passed); 0 for round 1."""
+    m = flow.done
+    if flow.closed:
+        return (flow.at_ps[:m] + 500) // 1000
+    out = np.zeros(m, np.int64)
+    out[1:] = np.maximum(0, flow.planned[1:m] - flow.seen[:m - 1])
+    return out
 
 
 def pace_summary(flow) -> dict:
