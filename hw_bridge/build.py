@@ -66,7 +66,7 @@ _PRODUCER: ctypes.CDLL | None = None
 
 def producer_library() -> ctypes.CDLL:
     """The producer-side helpers (``hb_deliver``, ``hb_wait``, ``hb_exchange``, ``hb_batch``,
-    ``hb_now_ns``) with their ctypes signatures declared."""
+    ``hb_paced``, ``hb_now_ns``, ``hb_stamp_geometry``) with their ctypes signatures declared."""
     global _PRODUCER
     if _PRODUCER is None:
         lib = ctypes.CDLL(str(build("hb_producer", [HERE / "hb_producer.c"], shared=True)))
@@ -75,7 +75,9 @@ def producer_library() -> ctypes.CDLL:
                               ("hb_deliver", ci, [P, P, u32, u32]),
                               ("hb_wait", ci, [P, u32, u32, u32, i64, P, P, P]),
                               ("hb_exchange", ci, [P, P, u32, u32, P, u32, i64, P, P, P, i64]),
-                              ("hb_batch", i64, [P, P, u32, u32, u32, P, P, P, P, u32, i64, i64, P, P, P, P])):
+                              ("hb_batch", i64, [P, P, u32, u32, u32, P, P, P, P, u32, i64, i64, P, P, P, P]),
+                              ("hb_paced", i64, [P] * 16),
+                              ("hb_stamp_geometry", ctypes.c_int32, [])):
             f = getattr(lib, fn)
             f.restype, f.argtypes = res, args
         _PRODUCER = lib

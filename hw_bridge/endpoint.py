@@ -80,6 +80,10 @@ class BridgeSettings:
     cpu / producer_cpu: cores to pin the consumer and the producer to (shm; None: no pinning).
     host, port: the UDP agent's address. fault: consumer fault injection for tests, ``(kind,
     round)`` with kind die | hang | wrong (shm only), or None. device: GPU ordinal (cuda).
+    pace: the paced loop (:mod:`hw_bridge.paced`: True, the shm default where the flow allows it,
+    ``twin.engine.paced``), the round-by-round path (False) or the default (None). late_ns: a paced
+    round sent later than this after its instant is counted late; spin_ns: a paced wait shorter
+    than this is spun, a longer one slept (clock_nanosleep) until spin_ns before the instant.
     """
 
     backend: str
@@ -90,6 +94,9 @@ class BridgeSettings:
     port: int = 0
     fault: tuple[str, int] | None = None
     device: int = 0
+    pace: bool | None = None
+    late_ns: int = 1_000
+    spin_ns: int = 1_000_000
 
 
 class LiveEndpoint(abc.ABC):

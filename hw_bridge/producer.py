@@ -3,7 +3,8 @@
 
 :class:`CProducerEndpoint` implements :meth:`deliver`, :meth:`wait_reply` and :meth:`exchange`
 with ``c/hb_producer.c`` through ctypes (``hb_deliver``, ``hb_wait``, ``hb_exchange``), and
-:meth:`batch` (``hb_batch``: whole rounds in one C loop, for measurements): the C code
+:meth:`batch` (``hb_batch``: whole rounds in one C loop, for measurements; a live flow at its
+simulated pace is :class:`hw_bridge.paced.PacedFlow`, ``hb_paced``): the C code
 writes the request, publishes it last, spins on the reply's ready word and takes both timestamps
 (CLOCK_MONOTONIC ns), so no Python runs inside a measured round.
 """
@@ -90,6 +91,11 @@ class CProducerEndpoint(LiveEndpoint):
         if done != n:
             raise self._batch_failure(first_seq + max(done, 0))
         return t0, t1, bad.astype(bool)
+
+    def stamps_address(self) -> int | None:
+        """The address of the consumer's stamp block (its own clock per round, read by ``hb_paced``:
+        :mod:`hw_bridge.paced`), or None where the consumer writes none."""
+        return None
 
     @abc.abstractmethod
     def _batch_failure(self, seq: int) -> LiveFailure:

@@ -35,6 +35,7 @@ from hw_bridge.producer import CProducerEndpoint
 from twin.runtime.native import ENCODINGS
 
 CONTROL_BYTES = 4096
+STAMP_OFFSET = 64  # the consumer's per-round stamps in the control block (hb_shm_consumer.c)
 MAGIC = 0x51425348
 _STATE = {0: "starting", 1: "serving", 2: "stopped", 3: "failed"}
 _counter = itertools.count()
@@ -73,12 +74,15 @@ class ShmEndpoint(CProducerEndpoint):
         self.proc: subprocess.Popen | None = None
         self._affinity: set[int] | None = None
         self._stop = ctypes.c_uint32(0)
+        self._stamped = False
         self.freezes = 0
 
     # -- session --------------------------------------------------------------------------
-    def open(self, slot_bytes: int, slots: int, encoding: str) -> None:
+    def open(self, slot_bytes: int, slots: int, encoding: str, stamps: bool = False) -> None:
         """Create the shared memory, start and (optionally) pin the consumer, wait until it serves
-        (at most 10 s). Raises :class:`LiveFailure` kind ``error``."""
+        (at most 10 s). ``stamps``: the consumer stamps every round with its own clock in the control
+        block (``c/hb_shm_consumer.c``; :meth:`stamps_address`). Raises :class:`LiveFailure` kind
+        ``error``."""
         self.slot_bytes, self.slots, self.encoding = slot_bytes, slots, encoding
         check_cores(self.settings)
         self._enc = ENCODINGS[encoding]
@@ -91,6 +95,8 @@ class ShmEndpoint(CProducerEndpoint):
         self._mem[:] = 0
         self._ctl = self._mem[:CONTROL_BYTES].view(np.uint32)
         self._ctl[0] = MAGIC
+        self._ctl[7] = int(stamps)  # read by the consumer once, at its start
+        self._stamped = stamps
         self._base = self._mem.ctypes.data
         self._req = self._base + CONTROL_BYTES
         self._rep = self._req + self._qbytes
@@ -186,12 +192,17 @@ class ShmEndpoint(CProducerEndpoint):
             return LiveReply(seq, data, self._t[0], self._t[1])
         if r < 0:
             raise LiveFailure("error", seq, "bad slot geometry for the reply wait", "shm")
+        raise self._no_reply(seq, timeout)
+
+    def _no_reply(self, seq: int, timeout: int) -> LiveFailure:
+        """No reply to ``seq`` within ``timeout`` ns: the consumer process is gone (``dead``, how)
+        or not answering (``hung``, with the requests it served)."""
         code = self.proc.poll() if self.proc else None
         if code is not None:
             how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
-            raise LiveFailure("dead", seq, f"the consumer process {how}; no reply to request {seq}", "shm")
-        raise LiveFailure("hung", seq, f"no reply within {timeout / 1e6:g} ms (consumer alive, "
-                                       f"{int(self._mem[16:24].view(np.uint64)[0])} requests served)", "shm")
+            return LiveFailure("dead", seq, f"the consumer process {how}; no reply to request {seq}", "shm")
+        return LiveFailure("hung", seq, f"no reply within {timeout / 1e6:g} ms (consumer alive, "
+                                        f"{int(self._mem[16:24].view(np.uint64)[0])} requests served)", "shm")
 
     # -- host freeze ----------------------------------------------------------------------
     def freeze(self, duration_s: float) -> threading.Timer:
@@ -212,7 +223,11 @@ class ShmEndpoint(CProducerEndpoint):
         t.start()
         return t
 
+    def stamps_address(self) -> int | None:
+        """The consumer's stamp block (control block byte 64; ``c/hb_shm_consumer.c``) when the
+        session was opened with ``stamps=True``, else None."""
+        return self._base + STAMP_OFFSET if self._mem is not None and self._stamped else None
+
     def _batch_failure(self, seq: int) -> LiveFailure:
-        """A batch's reply did not come: the consumer process is gone (``dead``) or not answering."""
-        return LiveFailure("hung" if self.proc.poll() is None else "dead", seq,
-                           "no reply within the timeout in a batch", "shm")
+        """A batch's (or a paced flow's) reply did not come: :meth:`_no_reply`."""
+        return self._no_reply(seq, self.settings.timeout_ns)

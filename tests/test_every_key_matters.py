@@ -213,6 +213,12 @@ def bridge_cases(base: str, p: str) -> dict[str, list[Case]]:
         "device": [C(base, {f"{p}.device": 1}, refused=f"{p}.device")],
         "fault.kind": [C(base, {f"{p}.fault.kind": "wrong"}, LIVE_FAULT)],
         "fault.round": [C(base, {f"{p}.fault.round": 120}, LIVE_FAULT)],
+        # the paced C loop (twin.engine.paced) or round by round; its late threshold and spin limit
+        "pace": [C(base, {f"{p}.pace": False})],
+        "late": [C(base, {f"{p}.late": "0 ns"}),
+                 C(base, {f"{p}.late": "2 us"}, {f"{p}.pace": False}, refused=f"{p}.late")],
+        "spin": [C(base, {f"{p}.spin": "0 ns"}),
+                 C(base, {f"{p}.spin": "2 us"}, {f"{p}.pace": False}, refused=f"{p}.spin")],
     }
 
 
@@ -400,7 +406,9 @@ DEC: dict[str, list[Case]] = {
                          ("cpu", {"backend": "shm", "cpu": 0}), ("producer_cpu", {"backend": "shm", "producer_cpu": 0}),
                          ("host", {"backend": "udp", "host": "127.0.0.1", "port": 47000}),
                          ("port", {"backend": "udp", "port": 47000}), ("device", {"backend": "cuda", "device": 0}),
-                         ("fault", {"backend": "shm", "fault": {"kind": "die", "round": 3}})]},
+                         ("fault", {"backend": "shm", "fault": {"kind": "die", "round": 3}}),
+                         ("pace", {"backend": "shm", "pace": True}), ("late", {"backend": "shm", "late": "2 us"}),
+                         ("spin", {"backend": "shm", "spin": "2 us"})]},
 }
 DEC["decode.placements[].bridge.fault.kind"] = DEC.pop("decode.placements[].bridge.fault")
 DEC["decode.placements[].bridge.fault.round"] = DEC["decode.placements[].bridge.fault.kind"]
@@ -621,7 +629,9 @@ class Runner:
             got.update(rounds=s["rounds"], mismatches=s["mismatches"], backend=lv["backend"],
                        endpoint=re.sub(r"process \d+", "process #", lv["endpoint"]),
                        failure=(lv["error"] or {}).get("kind") if isinstance(lv["error"], dict) else lv["error"],
-                       mismatch_rounds=lv["mismatch_rounds"])
+                       mismatch_rounds=lv["mismatch_rounds"], engine=s["engine"],
+                       pace={k: v for k, v in (lv.get("pace") or {}).items()
+                             if k in ("paced", "why", "closed", "late_threshold_ns", "spin_ns")})
         return got
 
     def _decode(self, p: Path) -> dict:

@@ -59,7 +59,7 @@ def test_live_run_checks_every_reply(tmp_path, capsys, encoding, function):
     rc, err, doc, out = run(tmp_path, capsys, rounds=rounds, encoding=encoding, function=function, bridge=SHM)
     assert rc == 0, err
     s = doc["consumers"][0]
-    assert s["model"] == "live" and s["engine"] == "event"
+    assert s["model"] == "live" and s["engine"] == "paced"
     assert s["replies_checked"] == rounds and s["mismatches"] == 0
     lv = s["live"]
     assert lv["backend"] == "shm" and lv["rounds"] == rounds and lv["error"] is None

@@ -7,11 +7,16 @@
    in the contract's order (twin/exchange/contract.yaml): classic = every byte but the sequence
    word, a release fence, the sequence word last; per-piece = each 16-byte piece's data, then its
    sequence word with release order. hb_wait polls the reply slot with the runtime library's
-   qrt_peek. hb_batch runs whole rounds (deliver, wait, check) in a loop for measurements.
+   qrt_peek. hb_batch runs whole rounds (deliver, wait, check) in a loop for measurements;
+   hb_paced runs a live flow's rounds at their simulated instants mapped to wall time (below).
 
-   Times are CLOCK_MONOTONIC nanoseconds. Built as a shared object by hw_bridge/build.py. */
+   Times are CLOCK_MONOTONIC nanoseconds (the clock clock_nanosleep can sleep on with an absolute
+   deadline, and the one the shm consumer stamps its rounds with: one clock for both processes).
+   Built as a shared object by hw_bridge/build.py. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "qrt.h"
@@ -130,4 +135,185 @@ HB_API int64_t hb_batch(uint8_t *req_base, uint8_t *rep_base, uint32_t slot_byte
         bad[i] = got != expect_len[i] || memcmp(rep_base + off, expect + (size_t)i * stride, got) != 0;
     }
     return n;
+}
+
+
+/* ---------------------------------------------------------------------------------------------
+   hb_paced: a live flow's rounds at their simulated instants, no Python between rounds.
+
+   Round i's request is planned for a wall instant computed from at_ps[i] (int64 picoseconds of
+   simulated time, rounded to the nearest ns):
+     closed loop (HB_P_CLOSED = 1): planned(i) = reply of round i-1 seen + at_ps[i] (the flow's
+       simulated time from the device's reply published to the next request landed in its memory:
+       reply path, control side, traffic gap, request path); round 0 at once;
+     open loop: planned(i) = epoch + at_ps[i] (at_ps: the request's landing instant relative to
+       round 0's); the epoch is round 0's wall instant, set on the first call.
+   The producer sleeps (clock_nanosleep, TIMER_ABSTIME) until planned - spin when the wait is
+   longer than spin ns, then spins on the clock to the planned instant, writes the request (the
+   contract's order, hb_deliver), and spins on the reply (hb_wait). One request in flight; round
+   i uses slot i % slots. Per round (arrays indexed by the flow's round, n long):
+     planned_ns, sent_ns (just before the first byte written; lateness = sent - planned),
+     seen_ns (reply seen complete), bad (1: the reply's bytes differ from expect),
+     dev_in_ns / dev_out_ns (the consumer's own clock: request seen landed / reply published,
+       from its stamp block when `stamps` is not NULL, else left as they are; -1 when the
+       consumer's stamp for the round did not come).
+   Images and expected replies are indexed from round st[HB_P_DONE] (the first of this call),
+   stride bytes apart. A round sent more than late ns after its planned instant is late
+   (st[HB_P_LATE_ROUNDS] counts them; a scenario's threshold).
+
+   It returns to its caller after st[HB_P_CHUNK] rounds, after a round that ends past
+   st[HB_P_UNTIL] (a wall-clock bound on one call, so the caller can look for a stop request between
+   calls however slow the rounds), at the flow's end, on a timeout or when
+   *stop is non-zero: st[HB_P_DONE] is then the rounds completed, st[HB_P_STATUS] 0 (chunk or flow
+   done), 1 (a reply did not come within the timeout: round st[HB_P_DONE] is the one waiting),
+   2 (stopped), -1 (bad argument). The caller calls again to go on (epoch and the last reply's
+   instant are kept in st). */
+enum {
+    HB_P_N,           /* rounds in the flow */
+    HB_P_DONE,        /* in/out: rounds completed */
+    HB_P_CLOSED,      /* 1 closed loop, 0 open loop */
+    HB_P_EPOCH,       /* open loop: wall ns of at_ps == 0 (0: set at the first round) */
+    HB_P_LAST_SEEN,   /* closed loop: the previous round's reply seen (ns) */
+    HB_P_TIMEOUT,     /* reply timeout (ns) */
+    HB_P_SPIN,        /* busy-wait below this (ns); sleep above */
+    HB_P_LATE,        /* a round later than this is late (ns) */
+    HB_P_LATE_ROUNDS, /* out: rounds sent late */
+    HB_P_CHUNK,       /* return after this many rounds */
+    HB_P_STATUS,      /* out: 0 / 1 timeout / 2 stopped / -1 bad argument */
+    HB_P_SLOT_BYTES,
+    HB_P_SLOTS,
+    HB_P_ENCODING,
+    HB_P_STRIDE,
+    HB_P_UNTIL,       /* also return once a round ends after this wall instant (ns; 0: none) */
+    HB_P_WORDS
+};
+
+/* The consumer's stamp block (hb_shm_consumer.c): HB_STAMPS entries of {seq u32, pad u32,
+   in_ns i64, out_ns i64} indexed by seq % HB_STAMPS, the seq word written last (release). */
+#define HB_STAMPS 160u
+#define HB_STAMP_BYTES 24u
+
+HB_API int32_t hb_stamp_geometry(void)
+{
+    return (int32_t)(HB_STAMPS * 1000u + HB_STAMP_BYTES);
+}
+
+static void hb_sleep_until(int64_t t_ns)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)(t_ns / 1000000000ll);
+    ts.tv_nsec = (long)(t_ns % 1000000000ll);
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, 0) == EINTR)
+        ;
+}
+
+/* Read round i's consumer stamp (seq) into dev_in/dev_out; wait up to wait_ns for it. */
+static void hb_take_stamp(const uint8_t *stamps, uint32_t seq, int64_t wait_ns, int64_t *dev_in, int64_t *dev_out)
+{
+    const uint8_t *e = stamps + (size_t)(seq % HB_STAMPS) * HB_STAMP_BYTES;
+    int64_t until = wait_ns ? hb_now_ns() + wait_ns : 0;
+    for (;;) {
+        if (__atomic_load_n((const uint32_t *)e, __ATOMIC_ACQUIRE) == seq) {
+            memcpy(dev_in, e + 8, 8);
+            memcpy(dev_out, e + 16, 8);
+            /* an entry overwritten meanwhile (seq + HB_STAMPS) would not carry seq again */
+            if (__atomic_load_n((const uint32_t *)e, __ATOMIC_ACQUIRE) == seq)
+                return;
+        }
+        if (!wait_ns || hb_now_ns() > until) {
+            *dev_in = *dev_out = -1;
+            return;
+        }
+    }
+}
+
+static int64_t hb_paced_rounds(uint8_t *req_base, uint8_t *rep_base, const uint8_t *stamps, int64_t *st,
+                               const uint8_t *images, const uint32_t *lengths, const uint8_t *expect,
+                               const uint32_t *expect_len, const int64_t *at_ps, int64_t *planned_ns,
+                               int64_t *sent_ns, int64_t *seen_ns, int64_t *dev_in_ns, int64_t *dev_out_ns,
+                               uint8_t *bad, const volatile uint32_t *stop)
+{
+    int64_t n = st[HB_P_N], first = st[HB_P_DONE], i, end;
+    uint32_t slot_bytes = (uint32_t)st[HB_P_SLOT_BYTES], slots = (uint32_t)st[HB_P_SLOTS];
+    uint32_t enc = (uint32_t)st[HB_P_ENCODING], stride = (uint32_t)st[HB_P_STRIDE];
+    int64_t spin = st[HB_P_SPIN], late = st[HB_P_LATE];
+    if (!slots || !slot_bytes || stride < QRT_PIECE_BYTES || first < 0 || first > n || st[HB_P_CHUNK] < 1) {
+        st[HB_P_STATUS] = -1;
+        return -1;
+    }
+    end = first + st[HB_P_CHUNK] < n ? first + st[HB_P_CHUNK] : n;
+    st[HB_P_STATUS] = 0;
+    for (i = first; i < end; ++i) {
+        size_t off = (size_t)(i % slots) * slot_bytes, k = (size_t)(i - first);
+        const uint8_t *image = images + k * stride;
+        int64_t at = (at_ps[i] + 500) / 1000, plan, t0, t1, now;
+        uint32_t seq, got = 0;
+        int r;
+        memcpy(&seq, image, 4);
+        if (st[HB_P_CLOSED])
+            plan = i == 0 ? hb_now_ns() : st[HB_P_LAST_SEEN] + at;
+        else {
+            if (i == 0 && st[HB_P_EPOCH] == 0)
+                st[HB_P_EPOCH] = hb_now_ns() - at;
+            plan = st[HB_P_EPOCH] + at;
+        }
+        now = hb_now_ns();
+        if (plan - now > spin)
+            hb_sleep_until(plan - spin);
+        do
+            t0 = hb_now_ns();
+        while (t0 < plan);
+        if (hb_deliver(req_base + off, image, lengths[k], enc) != 0) {
+            st[HB_P_STATUS] = -1;
+            return -1;
+        }
+        r = hb_wait(rep_base + off, slot_bytes, enc, seq, t0 + st[HB_P_TIMEOUT], &t1, &got, stop);
+        if (r < 0) {
+            st[HB_P_STATUS] = -1;
+            return -1;
+        }
+        if (r == 0) {
+            st[HB_P_STATUS] = stop && *stop ? 2 : 1;
+            return i - first;
+        }
+        planned_ns[i] = plan;
+        sent_ns[i] = t0;
+        seen_ns[i] = t1;
+        st[HB_P_LAST_SEEN] = t1;
+        if (t0 - plan > late)
+            ++st[HB_P_LATE_ROUNDS];
+        bad[i] = got != expect_len[k] || memcmp(rep_base + off, expect + k * stride, got) != 0;
+        /* the previous round's stamp is certainly written (the consumer stamps a round before it
+           serves the next); the flow's last round's waits for it a little */
+        if (stamps && i > 0)
+            hb_take_stamp(stamps, seq - 1u, 0, &dev_in_ns[i - 1], &dev_out_ns[i - 1]);
+        if (stamps && i == n - 1)
+            hb_take_stamp(stamps, seq, 10000000ll, &dev_in_ns[i], &dev_out_ns[i]);
+        st[HB_P_DONE] = i + 1;
+        if (stop && *stop) {
+            st[HB_P_STATUS] = 2;
+            return i + 1 - first;
+        }
+        if (st[HB_P_UNTIL] && t1 > st[HB_P_UNTIL])
+            return i + 1 - first;
+    }
+    return end - first;
+}
+
+/* The thread's timer slack is 1 ns during the call (the kernel's default, 50 us, would let a
+   clock_nanosleep end up to that late), restored after. */
+HB_API int64_t hb_paced(uint8_t *req_base, uint8_t *rep_base, const uint8_t *stamps, int64_t *st,
+                        const uint8_t *images, const uint32_t *lengths, const uint8_t *expect,
+                        const uint32_t *expect_len, const int64_t *at_ps, int64_t *planned_ns, int64_t *sent_ns,
+                        int64_t *seen_ns, int64_t *dev_in_ns, int64_t *dev_out_ns, uint8_t *bad,
+                        const volatile uint32_t *stop)
+{
+    int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    int64_t r;
+    prctl(PR_SET_TIMERSLACK, 1ul, 0, 0, 0);
+    r = hb_paced_rounds(req_base, rep_base, stamps, st, images, lengths, expect, expect_len, at_ps, planned_ns,
+                        sent_ns, seen_ns, dev_in_ns, dev_out_ns, bad, stop);
+    if (slack > 0)
+        prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
+    return r;
 }

@@ -6,8 +6,15 @@
    Usage: hb_shm_consumer SHM_NAME SLOT_BYTES SLOTS ENCODING(0|1) CPU(-1 = no pinning)
                           [FAULT KIND ROUND]
    Shared memory layout (hw_bridge/shm.py): a 4096-byte control block {magic u32, state u32,
-   stop u32, error i32, served u64, pid u32}, then the request queue, then the reply queue (each
-   SLOTS * SLOT_BYTES, starting on a 4096-byte boundary).
+   stop u32, error i32, served u64, pid u32, stamps u32}, then the request queue, then the reply
+   queue (each SLOTS * SLOT_BYTES, starting on a 4096-byte boundary).
+
+   Stamps (the consumer's own clock, for the paced loop's gap check: hb_paced in hb_producer.c):
+   when the producer sets `stamps` to 1 before the consumer starts, the consumer reads its clock
+   (CLOCK_MONOTONIC, ns) when it sees request seq wholly landed (qrt_peek) and again once its reply
+   is published (qrt_dispatch_one returned), and writes {seq u32, pad u32, in_ns i64, out_ns i64}
+   at byte 64 + (seq % 160) * 24 of the control block, the seq word last (release), before it
+   looks at the next request. Without stamps the loop is the plain qrt_dispatch_one loop.
 
    FAULT (fault injection for tests of the twin's failure handling): `die N` exits at request N,
    `hang N` stops answering at request N, `wrong N` answers request N with its first payload byte
@@ -22,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -43,7 +51,41 @@ typedef struct hb_control {
     int32_t error;
     uint64_t served;
     uint32_t pid;
+    uint32_t stamps; /* set by the producer before the start: 1 = stamp every round */
 } hb_control;
+
+#define HB_STAMPS 160u
+#define HB_STAMP_OFFSET 64u
+#define HB_STAMP_BYTES 24u
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000ll + (int64_t)t.tv_nsec;
+}
+
+/* Serve one request with stamps (see the file's comment): 1 served, 0 none ready, < 0 error. */
+static int serve_stamped(qrt_endpoint *ep, uint8_t *base)
+{
+    qrt_msg m;
+    uint32_t seq = ep->req.next_seq;
+    int p = qrt_peek(&ep->req, ep->req.next_slot, seq, &m);
+    if (p != 1)
+        return p < 0 ? p : 0;
+    int64_t t_in = now_ns();
+    int r = qrt_dispatch_one(ep);
+    if (r <= 0)
+        return r;
+    int64_t t_out = now_ns();
+    uint8_t *e = base + HB_STAMP_OFFSET + (size_t)(seq % HB_STAMPS) * HB_STAMP_BYTES;
+    __atomic_store_n((uint32_t *)e, 0u, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    memcpy(e + 8, &t_in, 8);
+    memcpy(e + 16, &t_out, 8);
+    __atomic_store_n((uint32_t *)e, seq, __ATOMIC_RELEASE);
+    return r;
+}
 
 static size_t page_round(size_t n)
 {
@@ -132,6 +174,7 @@ int main(int argc, char **argv)
     __atomic_store_n(&ctl->state, 1u, __ATOMIC_RELEASE);
     uint64_t served = 0;
     uint32_t idle = 0;
+    int stamps = __atomic_load_n(&ctl->stamps, __ATOMIC_ACQUIRE) == 1u;
     for (;;) {
         if (fault_seq && served + 1 == fault_seq) {
             /* Fault injection: act once request fault_seq has wholly landed. */
@@ -159,7 +202,7 @@ int main(int argc, char **argv)
                 continue;
             }
         }
-        int r = qrt_dispatch_one(&ep);
+        int r = stamps ? serve_stamped(&ep, base) : qrt_dispatch_one(&ep);
         if (r > 0) {
             ++served;
             __atomic_store_n(&ctl->served, served, __ATOMIC_RELAXED);

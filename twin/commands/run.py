@@ -264,7 +264,7 @@ def _report(args, console: Console, study, folder, consumers, live: bool, checke
     rc = 0
     for r in study.runs:  # a stopped run's replies so far are judged too
         injected = r.summary.get("faults", {}).get("injected", {}).get("corrupt_piece", 0)
-        if r.summary["engine"] == "event" and r.summary["mismatches"] != injected:
+        if r.summary["engine"] in ("event", "paced") and r.summary["mismatches"] != injected:  # both check each reply
             m = r.summary["mismatches"]
             node = next(n for n in consumers if n.name == r.node)
             why = [f"{injected} corrupted on purpose"] if injected else []
@@ -273,7 +273,7 @@ def _report(args, console: Console, study, folder, consumers, live: bool, checke
             console.print(f"[red]{r.node}: {m} {'reply' if m == 1 else 'replies'} did not match the reference answer"
                           + (f" ({'; '.join(why)})" if why else "") + "[/red]")
             rc = 1
-        elif r.summary["engine"] != "event" and r.summary["mismatches"]:
+        elif r.summary["engine"] not in ("event", "paced") and r.summary["mismatches"]:
             console.print(f"[red]{r.node}: {r.summary['mismatches']} replies did not match the reference answer[/red]")
             rc = 1
     for f in study.failures:  # stopped early: a live endpoint's failure (its line is out already), or a signal

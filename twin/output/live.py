@@ -128,6 +128,8 @@ def print_live(study, console) -> None:
                           "changed state mid-run (a thread moved to another core or cache domain, a clock "
                           "changed); its percentiles mix two machines[/yellow]", soft_wrap=True)
     for r in rows:
+        print_pace(r.node, r.summary["live"].get("pace"), console)
+    for r in rows:
         console.print(f"{r.node}: {r.summary['live'].get('endpoint', '')}")
         if r.summary["live"].get("mismatch_rounds"):
             console.print(f"[red]{r.node}: the live device answered wrongly at round(s) "
@@ -141,11 +143,39 @@ def print_live(study, console) -> None:
                   f"timeout in the whole run (longest {hf['longest_stall_ns'] / 1e3:.1f} µs)")
 
 
+def print_pace(node: str, pace: dict | None, console) -> None:
+    """One line on how the live node was paced (:func:`twin.engine.paced.pace_summary`): lateness
+    and the late rounds, named; or why it ran round by round."""
+    if not pace:
+        return
+    if not pace.get("paced"):
+        console.print(f"{node}: round by round (not paced: {pace.get('why')}); the device saw the twin's own "
+                      "gaps where they exceed the simulated ones", soft_wrap=True)
+        return
+    lt, gap = pace.get("lateness") or {}, pace.get("device_gap_error")
+    line = (f"{node}: paced in C ({'closed' if pace['closed'] else 'open'} loop): lateness p50 "
+            f"{lt.get('p50_ns', 0) / 1000:.3f} µs, p99 {lt.get('p99_ns', 0) / 1000:.3f} µs; "
+            f"{pace['rounds_per_s'] or 0:,.0f} rounds/s")
+    if gap:
+        line += (f"; gap seen by the device - simulated: p50 {gap['p50_ns'] / 1000:.3f} µs, "
+                 f"p99 {gap['p99_ns'] / 1000:.3f} µs")
+    console.print(line, soft_wrap=True)
+    if pace["late_rounds"]:
+        named = ", ".join(map(str, pace["late_first"]))
+        more = " ..." if pace["late_rounds"] > len(pace["late_first"]) else ""
+        console.print(f"[yellow]warning: {node}: {pace['late_rounds']:,} round(s) sent more than "
+                      f"{pace['late_threshold_ns'] / 1000:g} µs after their instant (the device saw a longer gap "
+                      f"there): round(s) {named}{more}[/yellow]", soft_wrap=True)
+
+
 def write_live_rounds(study, folder) -> Path | None:
     """Stage ``live_rounds.npz`` in ``folder`` (a :class:`twin.output.files.RunFolder`): per live
     consumer ``<node>.rtt_ps``, ``<node>.service_ns``, ``<node>.t_in_ps``, ``<node>.t_have_ps``,
     ``<node>.idle_ns`` and ``<node>.idle_target_ns`` (the idle time before each round, measured and
-    simulated, ns; the first round's measured one is -1).
+    simulated, ns; the first round's measured one is -1); a paced run (:mod:`twin.engine.paced`) also
+    ``<node>.lateness_ps`` (request sent - its planned instant, ps), ``<node>.planned_ns`` (the planned
+    wall instant, CLOCK_MONOTONIC ns) and ``<node>.device_in_ns`` / ``<node>.device_out_ns`` (the
+    consumer's own clock: request seen landed, reply published; -1 where it has none).
     Returns its path, or None without live consumers (an earlier run's file is then the folder's
     business: its manifest)."""
     arrays = {}
@@ -156,6 +186,10 @@ def write_live_rounds(study, folder) -> Path | None:
             arrays[f"{r.node}.t_have_ps"] = r.result.t_have
             for k in ("service_ns", "idle_ns", "idle_target_ns"):
                 arrays[f"{r.node}.{k}"] = np.asarray(r.result.stats.get(k, []), np.int64)
+            if "lateness_ns" in r.result.stats:  # a paced run (twin.engine.paced): how late each request left
+                arrays[f"{r.node}.lateness_ps"] = np.asarray(r.result.stats["lateness_ns"], np.int64) * 1000
+                for k in ("planned_ns", "device_in_ns", "device_out_ns"):
+                    arrays[f"{r.node}.{k}"] = np.asarray(r.result.stats[k], np.int64)
     if not arrays:
         return None
     return folder.savez(NPZ, arrays)

@@ -163,6 +163,7 @@ def check_nodes(path: Path, sc: Scenario, params) -> None:
             frame_bytes=sc.frame_bytes, function=fn, faults=faults,
             study="mesh" if mesh else "run", stages=2 if c is not None and c.handoff is not None else 1))
         check_node_files(path, i, node)
+        check_pace(path, i, node, faults, sc)
     if sc.faults is not None and sc.faults.host_freeze:
         check_host_freeze(path, sc.faults, params, [n for n in sc.consumers() if not mesh or n.name in pairs])
 
@@ -178,6 +179,26 @@ def check_model(path: Path, i: int, node, function: Function, situation: Situati
     if why == node.entry.cannot_serve(function):
         key, value = "function", function.name  # the function is what cannot be served
     raise ConfigError(path, key, value, f"nodes[{i}] ({node.name}) is model {node.model}: {why}")
+
+
+def check_pace(path: Path, i: int, node, faults: frozenset[str], sc: Scenario) -> None:
+    """``nodes[i].bridge.pace: true`` where the paced loop cannot run the node's flow (what
+    :func:`twin.engine.paced.paced_refusal` refuses that the scenario shows at load: the card
+    path's faults and host freezes, several requests in flight, a program waiting for replies, a
+    mesh): raises :class:`ConfigError` naming the key."""
+    if node.bridge is None or node.bridge.pace is not True:
+        return
+    why = None
+    if faults:
+        why = f"faults.{sorted(faults)[0]} runs on the round-by-round path (the event model)"
+    elif sc.traffic.in_flight > 1:
+        why = f"traffic.in_flight {sc.traffic.in_flight}: the paced loop keeps one request in flight"
+    elif sc.traffic.program is not None:
+        why = "traffic.program waits for replies: the event model runs it"
+    elif sc.flows:
+        why = "a mesh's flows share the timeline: the event model runs them"
+    if why:
+        raise ConfigError(path, f"nodes[{i}].bridge.pace", True, why)
 
 
 def check_node_files(path: Path, i: int, node) -> None:

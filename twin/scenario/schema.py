@@ -32,7 +32,8 @@ Schema (keys; all optional keys show their default)::
               model: sim | code | rtl | live, routes: {function: consumer} (link card in a mesh),
               rtl: {top: NAME, sources: [file.v, ...]},   # rtl only: a user's function core (docs/rtl.md)
               bridge: {backend: shm | cuda | udp, timeout: "1 s", cpu: null, producer_cpu: null,
-                       host: 127.0.0.1, port: 0, device: 0, fault: null | {kind, round}}}]
+                       host: 127.0.0.1, port: 0, device: 0, fault: null | {kind, round},
+                       pace: null | true | false, late: "1 us", spin: "1 ms"}}]   # pace, late, spin: shm
                                                  # bridge: model live only (hw_bridge)
     faults: ... host_freeze: [{at: "50 us", duration: "20 us"}]   # CPU consumers stop; live shm: SIGSTOP
     links:  [{from, to, kind: on_card | aurora | pcie | ethernet | c2c}]   # c2c: NVLink-C2C between the two
@@ -359,7 +360,12 @@ class Bridge(_Strict):
     """How a ``model: live`` consumer is reached (:mod:`hw_bridge`): ``backend`` shm (a consumer
     process over POSIX shared memory), cuda (a persistent kernel on an NVIDIA GPU) or udp (an agent
     serving frames over UDP); ``timeout`` for one reply; ``cpu``/``producer_cpu`` cores to pin (shm);
-    ``host``/``port`` of the UDP agent; ``device`` the GPU ordinal; ``fault`` (shm, tests)."""
+    ``host``/``port`` of the UDP agent; ``device`` the GPU ordinal; ``fault`` (shm, tests);
+    ``pace`` (shm): the flow's rounds at their simulated instants in one C loop (true; the default
+    where the flow allows it: :func:`twin.engine.paced.paced_refusal`) or round by round through
+    the event model (false); ``late`` (paced: a round sent later than this after its instant is
+    counted late and named), ``spin`` (paced: waits shorter than this are spun, longer ones slept
+    until ``spin`` before the instant)."""
 
     backend: Literal["shm", "cuda", "udp"]
     timeout: Duration = duration("1 s")
@@ -369,11 +375,23 @@ class Bridge(_Strict):
     port: int = Field(0, ge=0, le=65535, strict=True)
     device: int = Field(0, ge=0, strict=True)
     fault: LiveFault | None = None
+    pace: bool | None = None
+    late: Duration = duration("1 us")
+    spin: Duration = duration("1 ms")
 
     @model_validator(mode="after")
     def _consistent(self):
         if self.timeout <= 0:
             raise Located(("timeout",), str(self.timeout), "must be > 0")
+        if self.pace and self.backend != "shm":
+            raise Located(("pace",), self.pace, f"the paced C loop runs on the shm backend; {self.backend} runs "
+                          "round by round")
+        for key in ("late", "spin"):  # the paced loop's: would be silently ignored elsewhere
+            if key in self.model_fields_set and (self.backend != "shm" or self.pace is False):
+                raise Located((key,), str(getattr(self, key)), "applies to the paced shm loop only "
+                              f"(backend {self.backend}, pace {self.pace})")
+            if getattr(self, key) < 0:
+                raise Located((key,), str(getattr(self, key)), "must be >= 0")
         if self.fault is not None and self.backend != "shm":
             raise Located(("fault",), self.fault.kind, "live fault injection is for the shm backend")
         for key in ("cpu", "producer_cpu"):
@@ -396,7 +414,8 @@ class Bridge(_Strict):
         from hw_bridge.contract import BridgeSettings
         return BridgeSettings(backend=self.backend, timeout_ns=self.timeout // 1000, cpu=self.cpu,
                               producer_cpu=self.producer_cpu, host=self.host, port=self.port,
-                              fault=(self.fault.kind, self.fault.round) if self.fault else None, device=self.device)
+                              fault=(self.fault.kind, self.fault.round) if self.fault else None, device=self.device,
+                              pace=self.pace, late_ns=self.late // 1000, spin_ns=self.spin // 1000)
 
 
 class RtlBlock(_Strict):

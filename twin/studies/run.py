@@ -10,6 +10,7 @@ from twin.calibration.measured import Measured, load_measured
 from twin.engine.direct import DirectNotApplicable, check_same, run_direct
 from twin.engine.event import run_event
 from twin.engine.hops import FlowStats, Hops
+from twin.engine.paced import paced_refusal, run_paced
 from twin.engine.spec import LoopResult, LoopSpec
 from twin.engine.stop import Interrupted
 from twin.nodes.protocol import keeps_partial
@@ -67,10 +68,19 @@ def run_one(spec: LoopSpec, engine: str, verify_rounds: int,
     """
     def event(s: LoopSpec, p) -> LoopResult:
         try:
-            return run_event(s, p)
+            res = run_event(s, p)
         except Interrupted as e:
             e.outcome = (e.partial, len(e.partial.ok), e.partial.mismatches, "event")
             raise
+        if s.model == "live" and "live" in res.stats:  # why this live flow ran round by round
+            res.stats["live"]["pace"] = {"paced": False, "why": paced_refusal(s) or f"engine {engine} asked for"}
+        return res
+    if spec.model == "live" and engine != "event":
+        why = paced_refusal(spec)
+        if why is None:
+            return _paced(spec, progress)
+        if getattr(spec.bridge, "pace", None):
+            raise ValueError(f"node {spec.name!r}: bridge.pace: true: {why}")
     if engine == "event":
         res = event(spec, progress)
         return res, len(res.ok), res.mismatches, "event"
@@ -89,6 +99,20 @@ def run_one(spec: LoopSpec, engine: str, verify_rounds: int,
     if defer:
         return res, 0, 0, PENDING
     return check_direct(spec, res, verify_rounds)
+
+
+def _paced(spec: LoopSpec, progress) -> tuple[LoopResult, int, int, str]:
+    """A live flow at its pace (:func:`twin.engine.paced.run_paced`): (result, replies checked (every
+    one, byte for byte, in C), mismatches, ``"paced"``); a failure or a stop carries ``outcome``, the
+    same tuple for the rounds kept."""
+    try:
+        res = run_paced(spec, progress)
+    except Exception as e:
+        part = getattr(e, "partial", None)
+        if part is not None:
+            e.outcome = (part, len(part.ok), part.mismatches, "paced")  # type: ignore[attr-defined]
+        raise
+    return res, len(res.ok), res.mismatches, "paced"
 
 
 def check_direct(spec: LoopSpec, res: LoopResult, verify_rounds: int,
