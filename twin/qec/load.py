@@ -119,6 +119,30 @@ def _check_circuit_fits(path: Path, sc: DecodeScenario, circuit) -> None:
                           f"{circuit.num_observables - 1}): this bit would always read 0")
 
 
+def check_shots(ld: LoadedDecode, shots: int) -> int:
+    """``shots`` (e.g. ``twin decode --shots``) for the loaded scenario, checked as the scenario's own
+    ``decode.shots`` is: within the schema's bound, its requests within the simulated horizon (a
+    gaps file's values summed over them: :func:`twin.scenario.load.check_rounds`' rule), and within
+    the rounds a Qblox program that waits for every correction publishes. Returns the requests per
+    placement (shots x requests per shot). Raises :class:`ConfigError` naming ``decode.shots``."""
+    from twin.qec.workload import sample_circuit
+    from twin.scenario.schema import check_listening_rounds
+    d = ld.sc.decode
+    most = next(m.le for m in Decode.model_fields["shots"].metadata if getattr(m, "le", None) is not None)
+    if shots > most:
+        raise ConfigError(ld.path, "decode.shots", shots, f"at most {most:,} shots (the decode study keeps every "
+                          "shot's detection events and corrections in memory)")
+    total = shots * sample_circuit(ld.circuit, 1, per=d.per, window=d.window_tuple()).requests_per_shot
+    from twin.scenario.load import check_traffic_rounds
+    check_traffic_rounds(ld.path, ("traffic",), ld.sc.traffic, total)
+    if ld.sc.qblox is not None:  # a program that waits for every correction runs its own rounds
+        try:
+            check_listening_rounds(ld.sc.qblox, total, ("decode", "shots"))
+        except Located as e:
+            raise ConfigError(ld.path, "decode.shots", shots, e.problem) from None
+    return total
+
+
 def _user_function(path: Path, d: Decode, params, circuit):
     """``decoder: function``: its callable resolved (:func:`resolve_function`), on no FPGA device
     and with a time the cost model can give; None for the other decoders (which take no

@@ -6,6 +6,7 @@ Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -237,30 +238,51 @@ def check_c2c(path: Path, sc: Scenario, params, g) -> None:
 
 def resolve_gaps_file(path: Path, key: str, traffic, rounds: int) -> None:
     """A ``gaps: {distribution: file}`` block: resolve its file relative to the scenario, read it
-    (one duration per line), check ``rounds`` of them stay within the simulated horizon, and keep
-    its absolute path. Raises :class:`ConfigError` naming the key."""
-    from twin.scenario.schema import MAX_HORIZON_PS, read_gaps
+    (one duration per line), check ``rounds`` of them stay within the simulated horizon
+    (:func:`twin.scenario.schema.check_horizon`), and keep its absolute path. Raises
+    :class:`ConfigError` naming the key."""
     g = traffic.gaps
     if g is None or g.distribution != "file":
         return
     f = named_file(path, f"{key}.gaps.file", g.file)
-    try:
-        values = read_gaps(f)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ConfigError(path, f"{key}.gaps.file", g.file, str(e)) from None
-    if rounds * max(values) > MAX_HORIZON_PS:
-        raise ConfigError(path, f"{key}.gaps.file", g.file, f"{rounds:,} requests at these gaps run past the "
-                          "simulated horizon (integer picoseconds); use fewer rounds or shorter gaps")
+    _check_horizon(path, _where(key), traffic, rounds, _gaps_values(path, f"{key}.gaps.file", g.file, f))
     g.file = str(f)
+
+
+def _where(key: str) -> tuple:
+    """``flows[2].traffic`` as the path ``("flows", 2, "traffic")``."""
+    out: list = []
+    for part in key.replace("]", "").split("."):
+        name, _, index = part.partition("[")
+        out += [name] + ([int(index)] if index else [])
+    return tuple(out)
+
+
+def _gaps_values(path: Path, key: str, value: str, f: Path) -> tuple[int, ...]:
+    from twin.scenario.schema import read_gaps
+    try:
+        return read_gaps(f)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError(path, key, value, str(e)) from None
+
+
+def _check_horizon(path: Path, where: tuple, traffic, rounds: int, gaps_ps: Sequence[int] | None = None) -> None:
+    from twin.config import Located
+    from twin.config.errors import _key
+    from twin.scenario.schema import check_horizon
+    try:
+        check_horizon(traffic, rounds, where, gaps_ps)
+    except Located as e:
+        raise ConfigError(path, _key(e.path), e.value, e.problem) from None
 
 
 def check_rounds(loaded: LoadedScenario, rounds: int) -> None:
     """``rounds`` (e.g. ``twin run --rounds``) of the scenario's traffic stay within the simulated
-    horizon, and within the rounds a Qblox program that waits for replies publishes. Raises
-    :class:`ConfigError` naming the key."""
+    horizon (a gaps file's values read again and summed over these rounds), and within the rounds a
+    Qblox program that waits for replies publishes. Raises :class:`ConfigError` naming the key."""
     from twin.config import Located
     from twin.config.errors import _key
-    from twin.scenario.schema import check_horizon, check_listening_rounds
+    from twin.scenario.schema import check_listening_rounds
     sc = loaded.scenario
     if sc.qblox is not None:
         try:
@@ -269,7 +291,16 @@ def check_rounds(loaded: LoadedScenario, rounds: int) -> None:
             raise ConfigError(loaded.path, _key(e.path), e.value, e.problem) from None
     blocks = [(("traffic",), sc.traffic)] + [(("flows", i, "traffic"), f.traffic) for i, f in enumerate(sc.flows)]
     for where, t in blocks:
-        try:
-            check_horizon(t, rounds, where)
-        except Located as e:
-            raise ConfigError(loaded.path, _key(e.path), e.value, e.problem) from None
+        check_traffic_rounds(loaded.path, where, t, rounds)
+
+
+def check_traffic_rounds(path: Path, where: tuple, traffic, rounds: int) -> None:
+    """``rounds`` requests of the ``traffic`` block at ``where`` of the loaded scenario ``path`` stay
+    within the simulated horizon (:func:`twin.scenario.schema.check_horizon`; a gaps file, resolved at
+    load, read again and summed over these rounds). Raises :class:`ConfigError` naming the key."""
+    from twin.config.errors import _key
+    g = traffic.gaps
+    values = None
+    if g is not None and g.distribution == "file":
+        values = _gaps_values(path, _key(where + ("gaps", "file")), g.file, Path(g.file))
+    _check_horizon(path, where, traffic, rounds, values)
