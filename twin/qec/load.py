@@ -16,7 +16,7 @@ from typing import Any
 from twin.calibration.params import ParamSet
 from twin.config import ConfigError, Located
 from twin.qec.hosting import HostingParams, check_mode, load_hosting
-from twin.qec.schema import Decode, DecodeScenario
+from twin.qec.schema import Decode, DecodeScenario, check_shared
 from twin.scenario.compile import is_roce
 
 
@@ -135,6 +135,11 @@ def check_shots(ld: LoadedDecode, shots: int) -> int:
     total = shots * sample_circuit(ld.circuit, 1, per=d.per, window=d.window_tuple()).requests_per_shot
     from twin.scenario.load import check_traffic_rounds
     check_traffic_rounds(ld.path, ("traffic",), ld.sc.traffic, total)
+    for i, pl in enumerate(d.placements):
+        try:
+            check_shared(pl, i, total)
+        except Located as e:
+            raise ConfigError(ld.path, "decode.shots", shots, e.problem) from None
     if ld.sc.qblox is not None:  # a program that waits for every correction runs its own rounds
         try:
             check_listening_rounds(ld.sc.qblox, total, ("decode", "shots"))
