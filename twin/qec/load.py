@@ -485,7 +485,11 @@ def resolve_function(spec: str, path: Path | None = None, reply_bytes: int = 1):
         raise ConfigError(where, "decode.function", spec, "expected 'package.module:callable'")
     if mod.endswith((".so", ".dylib")):
         from twin.qec.decoders.function import c_function
-        lib = (path.parent / mod).resolve() if path is not None else Path(mod).resolve()
+        from twin.config import named_file
+        try:  # an existing regular file (a symlink loop, a FIFO or a folder refused before dlopen sees it)
+            lib = named_file(path if path is not None else Path.cwd() / "<scenario>", "decode.function", mod)
+        except ConfigError as e:
+            raise ConfigError(where, "decode.function", spec, f"the library: {e.problem}") from None
         try:
             return c_function(lib, attr, reply_bytes)
         except (OSError, AttributeError) as e:
