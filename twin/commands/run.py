@@ -110,6 +110,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     from twin.scenario.compile import cosimulated, model_of
     if args.trace and not any(cosimulated(model_of(n)) for n in sc.nodes):
         raise UsageError(f"--trace: scenario {path} has no node with model rtl")
+    if args.trace:  # its files are named by the nodes: before any folder
+        from twin.scenario.compile import check_trace_names
+        check_trace_names(loaded)
     if args.verify_rounds is not None and (sc.flows or args.engine != "auto"):  # it would change nothing
         raise UsageError(f"--verify-rounds {args.verify_rounds}: the event model checks the direct engine's "
                          "rounds in --engine auto on a loop scenario; " + (

@@ -121,6 +121,7 @@ Duration = Annotated[Ps, PlainValidator(duration), PlainSerializer(str, return_t
                      WithJsonSchema({"type": "string", "examples": ["5 us", "28 ns"]})]
 """A duration key of a scenario: written ``"5 us"``, held as integer picoseconds (:class:`Ps`),
 dumped as written. A bad value is refused at load (file, key, value: :class:`twin.config.ConfigError`)."""
+PLAIN_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"  # a name that becomes part of a file's name (no /, no leading .)
 MAX_HORIZON_PS = 2**62  # the simulated time a run may reach (int64 picoseconds, with headroom): ~53 days
 
 
@@ -587,7 +588,7 @@ class ScenarioBase(_Strict):
     written for the other one, :func:`twin.scenario.load.read_scenario`)."""
 
     study: ClassVar[str] = ""
-    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+    name: str = Field(min_length=1, max_length=100, pattern=PLAIN_NAME)
     description: str = ""
     calibration: str
     seed: int = Field(0, ge=0, le=2**64 - 1, strict=True)  # numpy and stim take 64-bit seeds
