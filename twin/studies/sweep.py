@@ -226,7 +226,12 @@ def _run_on_cluster(cluster: str, scenario_path: str, points: list[dict], rounds
     from distributed import Client
     from distributed import as_completed as dask_completed
     done = 0
-    with Client(cluster, timeout="20s") as client:
+    try:
+        client = Client(cluster, timeout="20s")
+    except Exception as e:  # no scheduler there (OSError, TimeoutError), or a server that does not speak Dask
+        raise SweepError(f"--cluster {cluster}: cannot connect to a Dask scheduler there ({type(e).__name__}: "
+                         f"{(str(e).splitlines() or [''])[0][:160]})") from None
+    with client:
         futs = {client.submit(run_point, scenario_path, p, rounds, seed, pure=False,
                               key=f"twin-sweep-{i}-{point_seed(0, p)}"): i
                 for i, p in enumerate(points)}
