@@ -66,15 +66,16 @@ def _written_for(data: object) -> str | None:
     return "decode" if "decode" in data else "run"
 
 
-def read_scenario(path: Path, schema: type[S]) -> tuple[S, Path, Any]:
+def read_scenario(path: Path, schema: type[S], data: Any = None) -> tuple[S, Path, Any]:
     """What loading any scenario shares (``schema``: :class:`Scenario`, or a subclass of
     :class:`~twin.scenario.schema.ScenarioBase` such as ``twin decode``'s): the YAML, refused when it
     is written for the other study (a ``decode`` block and no ``nodes``, or the reverse), validated
     as ``schema``, and the parameter set its ``calibration`` names (:func:`load_calibration`).
-    Returns (scenario, the parameter set's path, the parameter set). Raises :class:`ConfigError`
-    naming file, key and value."""
+    ``data``: the document to read instead of the file's (the file's with a sweep's values set; its
+    file keys still relative to ``path``). Returns (scenario, the parameter set's path, the parameter
+    set). Raises :class:`ConfigError` naming file, key and value."""
     from twin.config import load_yaml
-    data = load_yaml(path)
+    data = load_yaml(path) if data is None else data
     written = _written_for(data)
     if written is not None and written != schema.study:
         key, value, what = _WRITTEN_FOR[written]
@@ -84,13 +85,14 @@ def read_scenario(path: Path, schema: type[S]) -> tuple[S, Path, Any]:
     return sc, cal_path, params
 
 
-def load_scenario(path: str | Path) -> LoadedScenario:
-    """Load a scenario and the parameter set it names; check every device exists there.
+def load_scenario(path: str | Path, data: Any = None) -> LoadedScenario:
+    """Load a scenario and the parameter set it names; check every device exists there. ``data``:
+    a document to load as if the file ``path`` held it (:func:`read_scenario`).
 
     Raises :class:`ConfigError` naming the file, key and value of the first problem.
     """
     path = Path(path)
-    sc, cal_path, params = read_scenario(path, Scenario)
+    sc, cal_path, params = read_scenario(path, Scenario, data)
     check_path(path, sc, params)
     check_nodes(path, sc, params)
     for key, t, n in [("traffic", sc.traffic, sc.rounds)] + [(f"flows[{i}].traffic", f.traffic, f.rounds or sc.rounds)

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from twin.config import ConfigError, load_model, load_yaml
+from twin.config import ConfigError, load_yaml
 from twin.engine.stop import Interrupted, take_stop
 
 
@@ -125,10 +125,10 @@ def load_point(scenario_path: str, point: dict):
     """The scenario with the point's values applied, validated: a :class:`LoadedScenario`.
 
     Raises :class:`SweepError` naming the ``--param`` and value that is not valid."""
-    from twin.scenario import LoadedScenario, Scenario, load_scenario
+    from twin.scenario import LoadedScenario, load_scenario
 
     path = Path(scenario_path)
-    base = load_scenario(path)  # the unswept scenario must load
+    loaded = load_scenario(path)  # the unswept scenario must load
     doc = load_yaml(path)
     if not isinstance(doc, dict):  # load_scenario read it as a mapping just above
         raise SweepError(f"{path}: the scenario is not a mapping")
@@ -136,12 +136,13 @@ def load_point(scenario_path: str, point: dict):
     par_vals = {k[len("params."):]: v for k, v in point.items() if k.startswith("params.")}
     for k, v in sc_vals.items():
         _set(doc, k, v, "scenario")
-    try:
-        sc = load_model(path, Scenario, data=doc)
-    except ConfigError as e:
-        values = ", ".join(f"{k}={v!r}" for k, v in sc_vals.items())
-        raise SweepError(f"--param {values}: {e.key}: {e.problem}") from None
-    params = base.params
+    if sc_vals:  # loaded whole, as twin run loads a file: a swept calibration, measured or gaps file is read
+        try:
+            loaded = load_scenario(path, data=doc)
+        except ConfigError as e:
+            values = ", ".join(f"{k}={v!r}" for k, v in sc_vals.items())
+            raise SweepError(f"--param {values}: {e.key or e.file}: {e.problem}") from None
+    params = loaded.params
     if par_vals:
         for k in par_vals:
             try:
@@ -154,7 +155,7 @@ def load_point(scenario_path: str, point: dict):
             first = e.errors()[0]["msg"] if hasattr(e, "errors") else str(e)
             values = ", ".join(f"params.{k}={v!r}" for k, v in par_vals.items())
             raise SweepError(f"--param {values}: {first}") from None
-    return LoadedScenario(path, sc, params, base.measured_path)
+    return LoadedScenario(path, loaded.scenario, params, loaded.measured_path)
 
 
 def run_point(scenario_path: str, point: dict, rounds: int | None, seed: int | None) -> list[dict]:
