@@ -89,11 +89,33 @@ def parse_param(text: str) -> Axis:
             vals = [int(v) for v in vals]
         else:
             vals = [round(float(v), 12) for v in vals]
-        return Axis(path, tuple(vals))
+        return _distinct(text, Axis(path, tuple(vals)))
     listed = tuple(yaml.safe_load(s.strip()) for s in spec.split(",") if s.strip())
     if not listed:
         raise SweepError(f"--param {text!r}: no values")
-    return Axis(path, listed)
+    return _distinct(text, Axis(path, listed))
+
+
+def _distinct(text: str, axis: Axis) -> Axis:
+    """``axis`` if no value is in it twice (a point run twice adds nothing: 5,000 copies of one value
+    would run 5,000 times for one result); else :class:`SweepError` naming the first repeated value
+    and how often it is given. ``64`` and ``64.0`` are one value."""
+    counts: dict = {}
+    given: dict = {}
+    first = None
+    for v in axis.values:
+        key = (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else
+               json.dumps(v, sort_keys=True, default=str))
+        counts[key] = counts.get(key, 0) + 1
+        given.setdefault(key, v)
+        if counts[key] == 2 and first is None:
+            first = (key, given[key])
+    if first is not None:
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        raise SweepError(f"--param {shown!r}: the value {first[1]!r} is given {counts[first[0]]:,} times "
+                         f"({len(axis.values):,} values, {len(counts):,} distinct): each point runs once; list "
+                         "each value once")
+    return axis
 
 
 def grid(axes: list[Axis]) -> list[dict]:
