@@ -8,6 +8,7 @@ from pathlib import Path
 from twin.commands.common import (
     DEFAULT_DECODE,
     _count,
+    _file_name,
     _nonneg,
     _seed,
     add_figure_format,
@@ -23,7 +24,7 @@ from twin.commands.interrupt import EXIT, interrupted_before_any, interrupted_li
 def register(sub) -> None:
     """Add ``decode`` to the ``twin`` subcommands."""
     d = sub.add_parser("decode", help=f"run a decoder study (default: {DEFAULT_DECODE})")
-    d.add_argument("scenario", nargs="?",
+    d.add_argument("scenario", nargs="?", type=_file_name,
                    help=f"decode scenario YAML, or a bundled one's name (default {DEFAULT_DECODE})")
     d.add_argument("--shots", type=_count, help="shots (default: the scenario's; e.g. 1e5)")
     d.add_argument("--seed", type=_seed, help="seed >= 0 (default: the scenario's)")

@@ -12,6 +12,7 @@ from twin.commands.common import (
     DEFAULT_SCENARIO,
     UsageError,
     _count,
+    _file_name,
     _nonneg,
     _seed,
     _window,
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 def register(sub) -> None:
     """Add ``run`` to the ``twin`` subcommands."""
     r = sub.add_parser("run", help="run a scenario (default: the bundled card_path_64b)")
-    r.add_argument("scenario", nargs="?", help=f"scenario YAML (default {DEFAULT_SCENARIO})")
+    r.add_argument("scenario", nargs="?", type=_file_name, help=f"scenario YAML (default {DEFAULT_SCENARIO})")
     r.add_argument("--rounds", type=_count, help="rounds per consumer (default: the scenario's; e.g. 1e5, 3e6)")
     r.add_argument("--seed", type=_seed, help="seed >= 0 (default: the scenario's)")
     r.add_argument("--out", help="output folder (default runs/<scenario name>)")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from twin.commands.common import (
     UsageError,
     _count,
+    _file_name,
     _seed,
     add_figure_format,
     add_overwrite,
@@ -52,7 +53,7 @@ def _cluster(text: str) -> str:
 def register(sub) -> None:
     """Add the ``sweep`` subcommand to the ``twin`` parser's subparsers."""
     s = sub.add_parser("sweep", help="run a scenario over a grid of parameter values; table and plot of p50/p90/p99")
-    s.add_argument("scenario", help="scenario YAML")
+    s.add_argument("scenario", type=_file_name, help="scenario YAML")
     s.add_argument("--param", action="append", required=True, metavar="PATH=V1,V2,...",
                    help="a swept parameter: scenario key (frame_bytes, traffic.period) or params.<key of the "
                         "parameter set>; values V1,V2,... or a range START:STOP:STEP; repeat for a grid")
@@ -60,7 +61,8 @@ def register(sub) -> None:
     s.add_argument("--seed", type=_seed, help="base seed (default: the scenario's); each point derives its own")
     s.add_argument("--workers", type=_workers, help=f"local worker processes, 1 to {MAX_WORKERS} (default: CPU count; "
                    "never more than there are points)")
-    s.add_argument("--cluster", type=_cluster, metavar="tcp://HOST:PORT", help="run the points on this Dask distributed scheduler")
+    s.add_argument("--cluster", type=_cluster, metavar="tcp://HOST:PORT",
+                   help="run the points on this Dask distributed scheduler")
     s.add_argument("--out", help="output folder (default runs/<scenario name>/sweep)")
     s.add_argument("--measure", choices=("rtt", "loop"), default="rtt",
                    help="what the table and plot show: rtt (card/FPGA-boundary round trip, default) or loop "

@@ -484,8 +484,8 @@ def resolve_function(spec: str, path: Path | None = None, reply_bytes: int = 1):
     if not mod or not attr:
         raise ConfigError(where, "decode.function", spec, "expected 'package.module:callable'")
     if mod.endswith((".so", ".dylib")):
-        from twin.qec.decoders.function import c_function
         from twin.config import named_file
+        from twin.qec.decoders.function import c_function
         try:  # an existing regular file (a symlink loop, a FIFO or a folder refused before dlopen sees it)
             lib = named_file(path if path is not None else Path.cwd() / "<scenario>", "decode.function", mod)
         except ConfigError as e:
