@@ -84,7 +84,7 @@ def available_bytes() -> tuple[int, str] | None:
     the sources in the module's docstring; None when none can be read (not Linux, no psutil)."""
     found = []
     try:
-        import psutil
+        import psutil  # type: ignore[import-untyped]
         found.append((int(psutil.virtual_memory().available), "available memory (psutil)"))
     except ImportError:
         avail = _meminfo("MemAvailable")

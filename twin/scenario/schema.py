@@ -164,8 +164,10 @@ def check_horizon(t: "Traffic", rounds: int, where: tuple, gaps_ps: Sequence[int
     Raises :class:`Located` naming the key that sets the bound, with its numbers."""
     key, bound, how = horizon_bound(t, rounds, gaps_ps)
     if bound > MAX_HORIZON_PS:
-        value = t.gaps.file if key == "gaps.file" else str(t.program.waits.then) if key == "program.waits.then" \
-            else "{...}" if key == "gaps" else str(getattr(t, key))
+        value: object = t
+        for part in key.split("."):  # the key's value as the file wrote it (a duration keeps its text)
+            value = getattr(value, part)
+        value = "{...}" if key == "gaps" else str(value)
         raise Located(where + tuple(key.split(".")), value,
                       f"{how} reach {bound:.3e} ps ({bound / 1e12 / 86400:,.0f} days) of simulated time, past the "
                       f"2^62 ps ({MAX_HORIZON_PS / 1e12 / 86400:.0f} days) the engine's int64 picosecond clock may "
