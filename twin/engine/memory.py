@@ -23,6 +23,9 @@ one loop, ``--engine direct --no-rounds --no-plot``          1e6 -> 3e6         
 about 180-220 MB measured). ``twin run --rounds 1e8`` on the five loops of ``card_path_64b`` peaks
 near 46 GB by these numbers (the estimate says 60 GB).
 
+A decode study's estimate (:func:`decode_bytes`) counts its shots, their detectors and requests, and
+its placements (measured beside its constants).
+
 The memory there is: the least of the system's available memory (``psutil.virtual_memory().available``
 when psutil is installed, else ``MemAvailable`` in ``/proc/meminfo``), what the process's cgroup
 still allows (``memory.max`` less ``memory.current``, cgroup v2), and what its address-space limit
@@ -101,15 +104,36 @@ def available_bytes() -> tuple[int, str] | None:
 
 STREAM_HINT = "stream a loop's rounds in constant memory (twin run --engine direct --no-rounds --no-plot)"
 
+# A decode study keeps every shot's sample (detection events, observables, stim+PyMatching's
+# prediction) and each placement's per-request results until it writes them. Measured as above
+# (twin decode, peak RSS slope, 2026-12-02): decode_rep3 (4 detectors, 1 request a shot, 3
+# placements) 490 B a shot from 1e5 to 3e5 shots; decode_surface_d5 (120 detectors, 1 request a
+# shot, 2 placements) 645 B a shot from 2e4 to 6e4. The estimate below gives 676 and 1,020.
+SHOT_BYTES = 300  # a shot's sample and the study's per-shot records
+REQUEST_BYTES = 120  # a request's results in one placement (as a loop's round)
+DETECTOR_BYTES = 4  # a detector of a shot (its event, the frame bits, the decoders' copies)
 
-def memory_refusal(loops: int, loop_rounds: int, streamed: bool = False, hint: str = STREAM_HINT) -> str | None:
-    """Why a run of ``loops`` loops or flows keeping ``loop_rounds`` rounds in all would not fit in
-    the memory there is (one line with the numbers, ending "ask for fewer rounds, or ``hint``"), or
-    None (it fits, it streams, or the memory cannot be read)."""
-    need = run_bytes(loop_rounds, streamed)
+
+def decode_bytes(shots: int, requests_per_shot: int, placements: int, detectors: int) -> int:
+    """The estimated peak memory (bytes) of a decode study of ``shots`` shots, each of
+    ``requests_per_shot`` requests and ``detectors`` detectors, over ``placements`` placements."""
+    return BASE_BYTES + shots * (SHOT_BYTES + REQUEST_BYTES * requests_per_shot * placements
+                                 + DETECTOR_BYTES * detectors)
+
+
+def memory_refusal(need: int, what: str, hint: str) -> str | None:
+    """Why ``need`` bytes (estimated as ``what`` says, e.g. "5 x 10^8 rounds x 120 B") would not fit
+    in the memory there is (one line with the numbers, ending "ask for fewer ..., or ``hint``"), or
+    None (it fits, or the memory cannot be read)."""
     have = available_bytes()
     if have is None or need <= have[0]:
         return None
-    return (f"{loop_rounds:,} rounds kept over {loops:,} loop(s) x {ROUND_BYTES} B a round (+ {BASE_BYTES / 2**30:.2f} "
-            f"GiB) need about {need / 2**30:,.1f} GiB; {have[0] / 2**30:,.1f} GiB can be allocated ({have[1]}): ask "
-            f"for fewer rounds, or {hint}")
+    return (f"{what} (+ {BASE_BYTES / 2**30:.2f} GiB) need about {need / 2**30:,.1f} GiB; {have[0] / 2**30:,.1f} GiB "
+            f"can be allocated ({have[1]}): {hint}")
+
+
+def run_refusal(loops: int, loop_rounds: int, streamed: bool = False, hint: str = STREAM_HINT) -> str | None:
+    """:func:`memory_refusal` for a run of ``loops`` loops or flows keeping ``loop_rounds`` rounds in
+    all (``streamed``: none kept, never refused)."""
+    return memory_refusal(run_bytes(loop_rounds, streamed), f"{loop_rounds:,} rounds kept over {loops:,} loop(s) x "
+                          f"{ROUND_BYTES} B a round", f"ask for fewer rounds, or {hint}")

@@ -124,7 +124,9 @@ def check_shots(ld: LoadedDecode, shots: int) -> int:
     ``decode.shots`` is: within the schema's bound, its requests within the simulated horizon (a
     gaps file's values summed over them: :func:`twin.scenario.load.check_rounds`' rule), and within
     the rounds a Qblox program that waits for every correction publishes. Returns the requests per
-    placement (shots x requests per shot). Raises :class:`ConfigError` naming ``decode.shots``."""
+    placement (shots x requests per shot). The study's memory is estimated from them
+    (:func:`twin.engine.memory.decode_bytes`) and refused where it cannot be allocated. Raises
+    :class:`ConfigError` naming ``decode.shots``."""
     from twin.qec.workload import sample_circuit
     from twin.scenario.schema import check_listening_rounds
     d = ld.sc.decode
@@ -132,7 +134,15 @@ def check_shots(ld: LoadedDecode, shots: int) -> int:
     if shots > most:
         raise ConfigError(ld.path, "decode.shots", shots, f"at most {most:,} shots (the decode study keeps every "
                           "shot's detection events and corrections in memory)")
-    total = shots * sample_circuit(ld.circuit, 1, per=d.per, window=d.window_tuple()).requests_per_shot
+    circuit = ld.circuit if ld.circuit is not None else decode_circuit(ld.path, d)
+    per_shot = sample_circuit(circuit, 1, per=d.per, window=d.window_tuple()).requests_per_shot
+    total = shots * per_shot
+    from twin.engine.memory import decode_bytes, memory_refusal
+    k, dets = len(d.placements), circuit.num_detectors
+    why = memory_refusal(decode_bytes(shots, per_shot, k, dets), f"{shots:,} shots of {dets:,} detectors and "
+                         f"{per_shot:,} request(s) over {k} placement(s)", "ask for fewer shots")
+    if why:
+        raise ConfigError(ld.path, "decode.shots", shots, why)
     from twin.scenario.load import check_traffic_rounds
     check_traffic_rounds(ld.path, ("traffic",), ld.sc.traffic, total)
     for i, pl in enumerate(d.placements):

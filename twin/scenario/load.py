@@ -301,14 +301,14 @@ def check_memory(loaded: LoadedScenario, rounds: int | None = None, streamed: bo
     else the scenario's) fit in the memory there is (:func:`twin.engine.memory.memory_refusal`);
     ``streamed``: a loop's rounds streamed by the direct engine, kept nowhere. Raises
     :class:`ConfigError` naming ``rounds`` (``--rounds`` when ``rounds`` is not the scenario's)."""
-    from twin.engine.memory import STREAM_HINT, memory_refusal
+    from twin.engine.memory import STREAM_HINT, run_refusal
     sc = loaded.scenario
     if sc.flows:
         loops, kept = len(sc.flows), sum(rounds or f.rounds or sc.rounds for f in sc.flows)
     else:
         loops = len(sc.consumers())
         kept = loops * (rounds or sc.rounds)
-    why = memory_refusal(loops, kept, streamed=streamed and not sc.flows, hint="run the flows as loops of their own "
+    why = run_refusal(loops, kept, streamed=streamed and not sc.flows, hint="run the flows as loops of their own "
                          "(a mesh runs on the event engine, which keeps its rounds)" if sc.flows else STREAM_HINT)
     if why:
         given = rounds is not None and rounds != sc.rounds
