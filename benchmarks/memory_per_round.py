@@ -7,9 +7,11 @@ engine with its per-round file and histograms, and with ``--no-rounds --no-plot`
 kept); the five loops of card_path_64b; the event engine; the two flows of
 mesh_two_controllers_one_gpu (event engine); and the streamed direct run (``--engine direct
 --no-rounds --no-plot``, which keeps none: its slope is about 0). Prints one row per case and the
-ratio estimate / measured (>= 1: the estimate does not undercount).
+ratio estimate / measured (>= 1: the estimate does not undercount). ``--decode``: the decode
+studies instead, bytes per shot of decode_rep3 and decode_surface_d5 against
+:func:`twin.engine.memory.decode_bytes`.
 
-Usage: PYTHONPATH=. python benchmarks/memory_per_round.py
+Usage: PYTHONPATH=. python benchmarks/memory_per_round.py [--decode]
 """
 from __future__ import annotations
 
@@ -49,8 +51,25 @@ def one_loop(folder: Path) -> Path:
     return p
 
 
+def decode_cases(here: Path) -> None:
+    from twin.engine.memory import BASE_BYTES, decode_bytes
+    print(f"{'decode scenario':28s} {'shots':>15s} {'peak MiB':>13s} {'B/shot':>8s} {'estimate/measured':>18s}")
+    for name, dets, placements, (lo, hi) in (("decode_rep3", 4, 3, (10**5, 3 * 10**5)),
+                                             ("decode_surface_d5", 120, 2, (2 * 10**4, 6 * 10**4))):
+        peaks = [peak_rss(["decode", str(SCEN / f"{name}.yaml"), "--shots", str(n), "--quiet", "--overwrite",
+                           "--out", str(here / "d")], here) for n in (lo, hi)]
+        per = (peaks[1] - peaks[0]) / (hi - lo)
+        est = (decode_bytes(1, 1, placements, dets) - BASE_BYTES)
+        print(f"{name:28s} {lo:>7,}->{hi:<7,} {peaks[0] / 2**20:>5.0f}->{peaks[1] / 2**20:<5.0f} {per:>8.0f} "
+              f"{est / per:>18.2f}", flush=True)
+
+
 def main() -> None:
     from twin.engine.memory import ROUND_BYTES
+    if "--decode" in sys.argv[1:]:
+        with tempfile.TemporaryDirectory() as tmp:
+            decode_cases(Path(tmp))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         here = Path(tmp)
         one = str(one_loop(here))

@@ -106,9 +106,10 @@ STREAM_HINT = "stream a loop's rounds in constant memory (twin run --engine dire
 
 # A decode study keeps every shot's sample (detection events, observables, stim+PyMatching's
 # prediction) and each placement's per-request results until it writes them. Measured as above
-# (twin decode, peak RSS slope, 2026-12-02): decode_rep3 (4 detectors, 1 request a shot, 3
-# placements) 490 B a shot from 1e5 to 3e5 shots; decode_surface_d5 (120 detectors, 1 request a
-# shot, 2 placements) 645 B a shot from 2e4 to 6e4. The estimate below gives 676 and 1,020.
+# (twin decode, peak RSS slope, 2026-12-02, benchmarks/memory_per_round.py --decode): decode_rep3
+# (4 detectors, 1 request a shot, 3 placements) 490-551 B a shot from 1e5 to 3e5 shots;
+# decode_surface_d5 (120 detectors, 1 request a shot, 2 placements) 645-661 B a shot from 2e4 to
+# 6e4. The estimate below gives 676 and 1,020.
 SHOT_BYTES = 300  # a shot's sample and the study's per-shot records
 REQUEST_BYTES = 120  # a request's results in one placement (as a loop's round)
 DETECTOR_BYTES = 4  # a detector of a shot (its event, the frame bits, the decoders' copies)
