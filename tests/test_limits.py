@@ -89,6 +89,21 @@ def test_rounds_beyond_a_gaps_file_are_summed_at_load(tmp_path):
     assert "100,000 requests at the file's 2 gaps (repeated)" in msg and "5.000e+19 ps" in msg
 
 
+def test_a_control_sides_own_period_is_held_to_the_clock(tmp_path):
+    """A QCCS triggering every second for 10^7 rounds reaches 10^19 ps (past int64 at round 9.2 x 10^6):
+    the control side's own period counts too, for the scenario's rounds and for --rounds."""
+    from twin.scenario.load import check_rounds
+    doc = base_doc(ROOT / "scenarios" / "zhinst_qccs.yaml")
+    i, qccs = next((i, n) for i, n in enumerate(doc["nodes"]) if n["kind"] == "zhinst_qccs")
+    qccs["params"]["period_ns"] = 10**9
+    p = write(tmp_path, {**doc, "rounds": 10**7})
+    msg = one_line(refused(load_scenario, p), p, f"nodes[{i}].params")
+    assert "10,000,000 rounds x 1 s (the control side's period) reach 1.000e+19 ps (116 days)" in msg
+    loaded = load_scenario(write(tmp_path, {**doc, "rounds": 1000}, "ok.yaml"))
+    check_rounds(loaded, 10**6)  # 11.6 days: fine
+    one_line(refused(check_rounds, loaded, 10**7), loaded.path, f"nodes[{i}].params")
+
+
 # -- memory ----------------------------------------------------------------------------------------
 
 def test_a_run_that_cannot_fit_in_memory_is_refused_and_a_streamed_one_is_not(monkeypatch):

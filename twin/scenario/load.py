@@ -284,13 +284,14 @@ def check_rounds(loaded: LoadedScenario, rounds: int) -> None:
     Qblox program that waits for replies publishes. Raises :class:`ConfigError` naming the key."""
     from twin.config import Located
     from twin.config.errors import _key
-    from twin.scenario.schema import check_listening_rounds
+    from twin.scenario.schema import check_control_horizon, check_listening_rounds
     sc = loaded.scenario
-    if sc.qblox is not None:
-        try:
+    try:
+        if sc.qblox is not None:
             check_listening_rounds(sc.qblox, rounds, ("rounds",))
-        except Located as e:
-            raise ConfigError(loaded.path, _key(e.path), e.value, e.problem) from None
+        check_control_horizon(sc, rounds)
+    except Located as e:
+        raise ConfigError(loaded.path, _key(e.path), e.value, e.problem) from None
     blocks = [(("traffic",), sc.traffic)] + [(("flows", i, "traffic"), f.traffic) for i, f in enumerate(sc.flows)]
     for where, t in blocks:
         check_traffic_rounds(loaded.path, where, t, rounds)

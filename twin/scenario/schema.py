@@ -174,6 +174,29 @@ def check_horizon(t: "Traffic", rounds: int, where: tuple, gaps_ps: Sequence[int
                       "reach with room for the round trips; use fewer rounds or shorter waits")
 
 
+def check_control_horizon(sc: "Scenario", rounds: int) -> None:
+    """A control side that times its rounds itself (a Qblox cluster's programs, a node with its own
+    ``params:`` such as a QCCS's trigger period) keeps ``rounds`` of them within
+    :data:`MAX_HORIZON_PS`: the first instant plus rounds x its period. Raises :class:`Located`
+    naming the control side's key, with the numbers."""
+    ctl = sc.control()
+    own = ctl is not None and ctl.settings is not None
+    if sc.qblox is None and not own:
+        return
+    try:
+        tp = sc.traffic_params(rounds)
+    except ValueError:  # a listening Qblox program asked for more rounds than it runs: check_listening_rounds
+        return
+    span = max(tp.period_ps, tp.gap_ps)
+    bound = tp.offset_ps + rounds * span
+    if bound > MAX_HORIZON_PS:
+        where = ("nodes", sc.nodes.index(ctl), "params") if own and ctl is not None else ("qblox",)
+        raise Located(where, "{...}", f"{rounds:,} rounds x {_seconds(span)} (the control side's period) reach "
+                      f"{bound:.3e} ps ({bound / 1e12 / 86400:,.0f} days) of simulated time, past the 2^62 ps "
+                      f"({MAX_HORIZON_PS / 1e12 / 86400:.0f} days) the engine's int64 picosecond clock may reach with "
+                      "room for the round trips; use fewer rounds or a shorter period")
+
+
 def check_listening_rounds(q: QbloxCluster, rounds: int, where: tuple) -> None:
     """Refuse more rounds than programs that wait for replies publish (they cannot be extended at a
     period: every round takes what its replies make it take). Raises :class:`Located`."""
@@ -634,6 +657,7 @@ class Scenario(ScenarioBase):
         self._check_faults()
         if self.qblox is not None:
             self._check_qblox(self.qblox)
+        check_control_horizon(self, self.rounds)
         if self.faults and self.faults.timeout <= 0:
             raise Located(("faults", "timeout"), str(self.faults.timeout), "must be > 0")
         from twin.runtime.functions import lookup
