@@ -312,14 +312,21 @@ def _port(text: str) -> int:
     return v
 
 
+#: The largest slot: one request is one datagram, and an IPv4 UDP datagram carries at most 65,535 - 20
+#: (IP header) - 8 (UDP header) = 65,507 bytes (RFC 768, RFC 791); the largest multiple of 16 in it.
+MAX_SLOT_BYTES = 65_507 // 16 * 16
+
+
 def _slot_bytes(text: str) -> int:
+    shown = text if len(text) <= 40 else text[:37] + "..."
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: not a whole number") from None
-    if v < 32 or v % 16:
-        raise argparse.ArgumentTypeError(f"{v}: a slot is a multiple of 16 bytes, at least 32 (the runtime library's "
-                                         f"rule)")
+        raise argparse.ArgumentTypeError(f"{shown!r}: not a whole number") from None
+    if v < 32 or v % 16 or v > MAX_SLOT_BYTES:
+        raise argparse.ArgumentTypeError(f"{shown}: a slot is a multiple of 16 bytes, at least 32 (the runtime "
+                                         f"library's rule) and at most {MAX_SLOT_BYTES:,} (one request is one UDP "
+                                         "datagram, at most 65,507 bytes over IPv4)")
     return v
 
 

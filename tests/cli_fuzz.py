@@ -31,7 +31,7 @@ SCENARIOS = [str(SCEN / n) for n in ("card_path_64b.yaml", "mesh_two_controllers
                                      "faults_epyc7282.yaml", "qblox_open_loop.yaml", "backline_roce.yaml")]
 PRIORS = [str(ROOT / "calibrations" / "card_path.yaml"), str(ROOT / "calibrations" / "backline_roce.yaml")]
 WEIRD = ["", " ", "-", "--", "ü", "日本語", "\u202e", "😀", "a" * 300, "../..", "/", ".", "~", "$HOME", "%s", "{}",
-         "-1", "--rounds", "\t", "a\nb"]
+         "-1", "--rounds", "\t", "a\nb", "b" * 100_000]
 # counts: small good ones in odd spellings, and bad ones (a valid 1e8 rounds would run for minutes; a streamed
 # twin run takes up to 1e10, so the large ones are past that)
 NUMBERS = ["1", "2", "0", "-1", "-0", "1.5", "1e400", "-1e400", "nan", "inf", "-inf", "1e11",
@@ -40,7 +40,9 @@ LOO_PRIOR = "loo_small.yaml"  # `validate --leave-one-out` refits a prior once p
 SMALL = {"--rounds": "20", "--shots": "20", "--maxiter": "1", "--popsize": "1", "--workers": "1"}
 PARAMS = ["frame_bytes=64,128", "frame_bytes=64:256:64", "frame_bytes=", "=1", "frame_bytes", "nope=1",
           "params.hosts.epyc7282.pcie.lanes=8,16", "traffic.period=2 us,3 us", "frame_bytes=1:0:1", "frame_bytes=a,b",
-          "frame_bytes=64:1e9:1", "params.=1", "frame_bytes=0", "frame_bytes=-64", "seed=1,2"]
+          "frame_bytes=64:1e9:1", "params.=1", "frame_bytes=0", "frame_bytes=-64", "seed=1,2",
+          "frame_bytes=" + ",".join(["64"] * 5000), "frame_bytes=64,64.0", f"calibration={PRIORS[0]},nope.yaml",
+          "calibration=", "traffic.gaps.file=/dev/zero", "params.card.reply_poll_period_ns=0.0001"]
 WINDOWS = ["1:2", "2", "0:1", "3:2", "1:1e9", ":", "a:b", "1:2:3", "-1:2"]
 
 
@@ -102,7 +104,8 @@ def _values(action: argparse.Action, where: dict) -> st.SearchStrategy[str]:
     if dest == "trace":
         return st.sampled_from(WINDOWS) | weird
     if dest == "cluster":
-        return st.sampled_from(["tcp://127.0.0.1:1", "tcp://", "nope", "tcp://[::1]:x"]) | weird
+        return st.sampled_from(["tcp://127.0.0.1:1", "tcp://", "nope", "tcp://[::1]:x", "bogus", "tls://127.0.0.1:1",
+                                "ucx://a", "inproc://x", "tcp://127.0.0.1:99999"]) | weird
     if dest in ("name", "kind"):
         return st.sampled_from(["card_path_64b", "decode_rep3", "link_card", "consumer", "pcie", "nope",
                                 "../x", "card_path_64b.yaml"]) | weird

@@ -42,10 +42,20 @@ class _Strict(BaseModel):
         values = v.values() if isinstance(v, dict) else (v,)  # a per-consumer table (doorbell_ns) too
         if info.field_name.endswith("_ns") and any(isinstance(x, (int, float)) and x > MAX_PARAM_NS for x in values):
             raise ValueError(f"must be at most {MAX_PARAM_NS:,.0f} ns (1 s, beyond any one hop of the loop)")
+        if info.field_name.endswith("_ns") and _positive_only(cls, info.field_name) and \
+                any(isinstance(x, (int, float)) and 0 < x and _ps(x) == 0 for x in values):
+            raise ValueError("rounds to 0 ps, the engine's resolution (integer picoseconds), where it must be > 0 "
+                             "(a period, clock or latency of no time): at least 0.001 ns")
         if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_PARAM_COUNT:
             raise ValueError(f"must be at most {MAX_PARAM_COUNT:,} (bytes, bits, lanes: no count of a parameter set "
                              "is larger)")
         return v
+
+
+def _positive_only(model: type[BaseModel], name: str) -> bool:
+    """Whether field ``name`` of ``model`` is declared ``> 0`` (``Field(gt=0)``)."""
+    field = model.model_fields.get(name)
+    return field is not None and any(getattr(m, "gt", None) == 0 for m in field.metadata)
 
 
 def _ps(ns: float) -> int:

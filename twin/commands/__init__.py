@@ -118,7 +118,10 @@ def _error(text: str, code: int = 2) -> int:
 
 
 def one_line(text: str) -> str:
-    """``text`` with every non-printable character escaped (``repr`` style); spaces kept."""
-    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+    """``text`` with every non-printable character escaped (``repr`` style); spaces kept; a word
+    (a path, name or value it quotes) longer than a key may be cut as a key is
+    (:func:`twin.config.errors.cut_words`)."""
+    from twin.config.errors import cut_words
+    return cut_words("".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text))
 
 __all__ = ["build_parser", "main", "COMMANDS"]

@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from twin.bundled import is_bundled
-from twin.commands.common import DEFAULT_PRIOR, UsageError, _bundled, _count, add_overwrite, out_error, stamped
+from twin.commands.common import (
+    DEFAULT_PRIOR,
+    UsageError,
+    _bundled,
+    _count,
+    _file_name,
+    add_overwrite,
+    out_error,
+    stamped,
+)
 from twin.output.files import check_file
 
 if TYPE_CHECKING:
@@ -23,16 +32,16 @@ def register(sub) -> None:
     """Add ``calibrate`` to the ``twin`` subcommands."""
     c = sub.add_parser("calibrate", help="fit a prior parameter set to its measurements; `calibrate decoder "
                                          "SCENARIO.yaml`: time a decoder per call and fit its cost")
-    c.add_argument("prior", nargs="*", metavar="prior",
+    c.add_argument("prior", nargs="*", metavar="prior", type=_file_name,
                    help=f"prior parameter set (default {DEFAULT_PRIOR}); with --from-live, "
                         "the scenario the run came from (default: the file the run recorded, "
                         "else scenarios/<its name>.yaml); `decoder SCENARIO.yaml`: time that decode "
                         "scenario's decoder (see the options below)")
-    c.add_argument("--from-live", metavar="RUN", nargs="+",
+    c.add_argument("--from-live", metavar="RUN", nargs="+", type=_file_name,
                    help="fit a consumer model to the live node of `twin run` output folders (results.json + "
                         "live_rounds.npz): shape and service on the first, the service's frame-byte, reply-byte, "
                         "function and idle-gap terms across all (a scenario file among them is SCENARIO)")
-    c.add_argument("--validate", metavar="RUN", nargs="+", default=[],
+    c.add_argument("--validate", metavar="RUN", nargs="+", default=[], type=_file_name,
                    help="with --from-live: held-out live runs the fitted set is checked on (p50/p90/p99 error, "
                         "W1, KS), recorded in the file's fitted.validated_on")
     c.add_argument("--node", help="with --from-live: which live node (default: the first)")

@@ -66,6 +66,15 @@ def _seed(text: str) -> int:
     return value
 
 
+def _file_name(text: str) -> str:
+    """A file or folder named on the command line: not empty nor only spaces (``twin run ""`` would
+    otherwise be the default scenario, or the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"an empty name {text!r}: give a file (or leave the argument out for the "
+                                         "default, where it has one)")
+    return text
+
+
 def scenario_arg(text: str | None, default: str) -> Path:
     """The scenario a command was given (``default``, a bundled file, when none). A path that is not
     here but names a bundled scenario (``card_path_64b``, ``card_path_64b.yaml``, or
@@ -137,5 +146,6 @@ def _window(text: str) -> tuple[int, int]:
 
 __all__ = ["UsageError", "add_overwrite", "add_figure_format", "run_folder", "phase_spinner",
            "check_out_folder", "out_error", "bundled_path", "local_or_bundled", "_bundled", "scenario_arg",
-           "_count", "_run_rounds", "_nonneg", "_seed", "_window", "MAX_ROUNDS", "DEFAULT_SCENARIO", "DEFAULT_PRIOR",
+           "_count", "_run_rounds", "_nonneg", "_seed", "_window", "_file_name", "MAX_ROUNDS", "DEFAULT_SCENARIO",
+           "DEFAULT_PRIOR",
            "stamped", "DEFAULT_FITTED", "DEFAULT_DECODE", "DEFAULT_HOSTING", "DEFAULT_CARD"]

@@ -8,6 +8,7 @@ from pathlib import Path
 from twin.commands.common import (
     DEFAULT_DECODE,
     _count,
+    _file_name,
     _nonneg,
     _seed,
     add_figure_format,
@@ -23,7 +24,7 @@ from twin.commands.interrupt import EXIT, interrupted_before_any, interrupted_li
 def register(sub) -> None:
     """Add ``decode`` to the ``twin`` subcommands."""
     d = sub.add_parser("decode", help=f"run a decoder study (default: {DEFAULT_DECODE})")
-    d.add_argument("scenario", nargs="?",
+    d.add_argument("scenario", nargs="?", type=_file_name,
                    help=f"decode scenario YAML, or a bundled one's name (default {DEFAULT_DECODE})")
     d.add_argument("--shots", type=_count, help="shots (default: the scenario's; e.g. 1e5)")
     d.add_argument("--seed", type=_seed, help="seed >= 0 (default: the scenario's)")
@@ -52,11 +53,12 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
     differs from the direct decode or the card counted a mismatch, or 130 when a SIGINT or SIGTERM
     stopped it (:mod:`twin.commands.interrupt`: the placements so far, the last one's whole shots,
     written with ``"partial": true``)."""
-    from twin.qec.load import load_decode
+    from twin.qec.load import check_shots, load_decode
     from twin.reports.decode import decode_files
 
     path = scenario_arg(args.scenario, DEFAULT_DECODE)
     ld = load_decode(path)
+    total = check_shots(ld, args.shots or ld.sc.decode.shots)  # --shots as the scenario's own, before any folder
     from twin.qec.streaming import slot_bound_warnings
     for line in slot_bound_warnings(ld.path, ld.sc):  # before the study: workers the ring leaves idle
         console.print(f"[yellow]warning: {line}[/yellow]", soft_wrap=True, markup=True, highlight=False)
@@ -64,25 +66,17 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
     seed = ld.sc.seed if args.seed is None else args.seed
     folder = run_folder(args, out, seed).check(decode_files(args.rounds_format, not args.no_plot))
     with interruptible(), folder:  # an error or a second Ctrl-C before the commit leaves the folder as it was
-        return _decode(args, console, ld, folder)
+        return _decode(args, console, ld, folder, total)
 
 
-def _decode(args: argparse.Namespace, console, ld, folder) -> int:
-    """Run the study, print it, write and commit its files in ``folder``; the exit code."""
+def _decode(args: argparse.Namespace, console, ld, folder, total: int) -> int:
+    """Run the study of ``total`` requests per placement, print it, write and commit its files in
+    ``folder``; the exit code."""
     from twin.reports.decode import print_decode, write_decode_outputs
     from twin.studies.decode import run_decode_study
 
     shots = args.shots or ld.sc.decode.shots
     d = ld.sc.decode
-    from twin.qec.workload import sample_circuit
-    total = shots * sample_circuit(ld.circuit, 1, per=d.per, window=d.window_tuple()).requests_per_shot
-    if ld.sc.qblox is not None:  # a program that waits for every correction runs its own rounds
-        from twin.config import ConfigError, Located
-        from twin.scenario.schema import check_listening_rounds
-        try:
-            check_listening_rounds(ld.sc.qblox, total, ("decode", "shots"))
-        except Located as e:
-            raise ConfigError(ld.path, "decode.shots", shots, e.problem) from None
     from twin.output.progress import phase_spinner, progress_bar
     from twin.rtl.build import build_status
     with progress_bar(console, quiet=args.quiet) as bar, build_status(phase_spinner(bar, console, args.quiet)):

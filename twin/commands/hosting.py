@@ -5,7 +5,16 @@ import argparse
 from pathlib import Path
 
 from twin.bundled import is_bundled
-from twin.commands.common import DEFAULT_CARD, DEFAULT_HOSTING, _bundled, _count, _seed, add_overwrite, stamped
+from twin.commands.common import (
+    DEFAULT_CARD,
+    DEFAULT_HOSTING,
+    _bundled,
+    _count,
+    _file_name,
+    _seed,
+    add_overwrite,
+    stamped,
+)
 from twin.output.files import check_file, write_file
 
 
@@ -15,8 +24,8 @@ def register(sub) -> None:
     h.add_argument("--fit", action="store_true", help="refit the costs and write a new file first (default "
                    "calibrations/hosting-YYYYMMDD-HHMM.yaml, UTC; --file names another; an existing one is replaced "
                    "only with --overwrite)")
-    h.add_argument("--file", help=f"hosting parameter file (default {DEFAULT_HOSTING})")
-    h.add_argument("--calibration", help=f"card-path parameter set (default {DEFAULT_CARD})")
+    h.add_argument("--file", type=_file_name, help=f"hosting parameter file (default {DEFAULT_HOSTING})")
+    h.add_argument("--calibration", type=_file_name, help=f"card-path parameter set (default {DEFAULT_CARD})")
     h.add_argument("--rounds", type=_count, default=20_000, help="rounds per model run (default 20000)")
     h.add_argument("--seed", type=_seed, default=1, help="seed (default 1)")
     h.add_argument("--closed-loop", action="store_true",

@@ -13,6 +13,7 @@ from twin.commands.common import (
     MAX_ROUNDS,
     UsageError,
     _count,
+    _file_name,
     _nonneg,
     _run_rounds,
     _seed,
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 def register(sub) -> None:
     """Add ``run`` to the ``twin`` subcommands."""
     r = sub.add_parser("run", help="run a scenario (default: the bundled card_path_64b)")
-    r.add_argument("scenario", nargs="?", help=f"scenario YAML (default {DEFAULT_SCENARIO})")
+    r.add_argument("scenario", nargs="?", type=_file_name, help=f"scenario YAML (default {DEFAULT_SCENARIO})")
     r.add_argument("--rounds", type=_run_rounds, help="rounds per consumer (default: the scenario's; e.g. 1e5, 3e6; "
                                                       f"above {MAX_ROUNDS:.0e} a run that streams: --engine direct "
                                                       "--no-plot)")
@@ -115,6 +116,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     from twin.scenario.compile import cosimulated, model_of
     if args.trace and not any(cosimulated(model_of(n)) for n in sc.nodes):
         raise UsageError(f"--trace: scenario {path} has no node with model rtl")
+    if args.trace:  # its files are named by the nodes: before any folder
+        from twin.scenario.compile import check_trace_names
+        check_trace_names(loaded)
     if args.verify_rounds is not None and (sc.flows or args.engine != "auto"):  # it would change nothing
         raise UsageError(f"--verify-rounds {args.verify_rounds}: the event model checks the direct engine's "
                          "rounds in --engine auto on a loop scenario; " + (

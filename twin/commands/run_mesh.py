@@ -70,9 +70,10 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     sc = loaded.scenario
+    from twin.scenario.load import check_memory, check_rounds
     if args.rounds:
-        from twin.scenario.load import check_rounds
         check_rounds(loaded, args.rounds)
+    check_memory(loaded, args.rounds)
     from twin.output.progress import phase_spinner
     from twin.rtl.build import build_status
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from twin.commands.common import (
     UsageError,
     _count,
+    _file_name,
     _seed,
     add_figure_format,
     add_overwrite,
@@ -32,10 +33,27 @@ def _workers(text: str) -> int:
     return n
 
 
+def _cluster(text: str) -> str:
+    """``--cluster``: a Dask distributed scheduler's address, ``tcp://HOST:PORT`` (a host name or
+    address and a port from 1 to 65535; the one scheme the sweep's client is set up for: TLS needs
+    certificates, UCX a build with it)."""
+    from urllib.parse import urlsplit
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    try:
+        u = urlsplit(text)
+        port = u.port
+    except ValueError:
+        port, u = None, None
+    if u is None or u.scheme != "tcp" or not u.hostname or port is None or not 1 <= port <= 65535 \
+            or u.path or u.query or u.fragment or u.username or u.password:
+        raise argparse.ArgumentTypeError(f"a Dask scheduler's address, tcp://HOST:PORT (port 1 to 65535): {shown!r}")
+    return text
+
+
 def register(sub) -> None:
     """Add the ``sweep`` subcommand to the ``twin`` parser's subparsers."""
     s = sub.add_parser("sweep", help="run a scenario over a grid of parameter values; table and plot of p50/p90/p99")
-    s.add_argument("scenario", help="scenario YAML")
+    s.add_argument("scenario", type=_file_name, help="scenario YAML")
     s.add_argument("--param", action="append", required=True, metavar="PATH=V1,V2,...",
                    help="a swept parameter: scenario key (frame_bytes, traffic.period) or params.<key of the "
                         "parameter set>; values V1,V2,... or a range START:STOP:STEP; repeat for a grid")
@@ -43,7 +61,8 @@ def register(sub) -> None:
     s.add_argument("--seed", type=_seed, help="base seed (default: the scenario's); each point derives its own")
     s.add_argument("--workers", type=_workers, help=f"local worker processes, 1 to {MAX_WORKERS} (default: CPU count; "
                    "never more than there are points)")
-    s.add_argument("--cluster", metavar="tcp://HOST:PORT", help="run the points on this Dask distributed scheduler")
+    s.add_argument("--cluster", type=_cluster, metavar="tcp://HOST:PORT",
+                   help="run the points on this Dask distributed scheduler")
     s.add_argument("--out", help="output folder (default runs/<scenario name>/sweep)")
     s.add_argument("--measure", choices=("rtt", "loop"), default="rtt",
                    help="what the table and plot show: rtt (card/FPGA-boundary round trip, default) or loop "

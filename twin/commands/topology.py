@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from twin.commands.common import UsageError, add_figure_format, add_overwrite, check_out_folder
+from twin.commands.common import UsageError, _file_name, add_figure_format, add_overwrite, check_out_folder
 from twin.output.files import check_file
 
 if TYPE_CHECKING:
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 def register(sub) -> None:
     """Add the ``topology`` subcommand to the ``twin`` parser's subparsers."""
     t = sub.add_parser("topology", help="draw a scenario's topology (and a mesh's routes) to a PNG")
-    t.add_argument("scenario", help="scenario YAML")
+    t.add_argument("scenario", type=_file_name, help="scenario YAML")
     t.add_argument("--out", help="image to write: a .png, .pdf or .svg file, or a folder to write "
                                  "topology.png in (default runs/<scenario name>/topology.png; "
                                  "--figure-format pdf: topology.pdf)")

@@ -10,14 +10,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from twin.commands.common import UsageError, _count, _seed, add_figure_format, add_overwrite, run_folder
+from twin.commands.common import UsageError, _count, _file_name, _seed, add_figure_format, add_overwrite, run_folder
 
 
 def register(sub) -> None:
     """Add ``validate`` to the ``twin`` subcommands."""
     v = sub.add_parser("validate", help="a calibration's predictions against live runs it was not fitted on")
-    v.add_argument("calibration", help="parameter set (e.g. one written by `twin calibrate --from-live`)")
-    v.add_argument("runs", nargs="*", metavar="RUN", help="`twin run` output folders with a live node")
+    v.add_argument("calibration", type=_file_name, help="parameter set (e.g. one written by `twin calibrate --from-live`)")
+    v.add_argument("runs", nargs="*", metavar="RUN", type=_file_name, help="`twin run` output folders with a live node")
     v.add_argument("--leave-one-out", action="store_true",
                    help="instead of runs: refit CAL's prior (CAL, or the prior its fitted.from names) once per fit "
                         "target without it and print each left-out number's prediction error")
@@ -26,7 +26,7 @@ def register(sub) -> None:
     v.add_argument("--popsize", type=_count, help="with --leave-one-out: population multiplier (default: fit.popsize)")
     v.add_argument("--consumer", help="the calibration's consumer that stands for the live node "
                                       "(default <node>_fitted)")
-    v.add_argument("--scenario", help="the scenario the runs came from (default: the file each recorded)")
+    v.add_argument("--scenario", type=_file_name, help="the scenario the runs came from (default: the file each recorded)")
     v.add_argument("--rounds", type=_count, help="predicted rounds per run (default: the run's, at least 20000); "
                                                  "with --leave-one-out: rounds per fit evaluation (default fit.rounds)")
     v.add_argument("--seed", type=_seed, default=7, help="seed of the predictions (default 7)")

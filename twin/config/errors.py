@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime
+import re
 import reprlib
 from pathlib import Path
 
@@ -9,6 +10,20 @@ from twin.picklable import Picklable
 
 SHORT_CHARS = 80  # an offending value is shown in at most this many characters
 SHORT_KEY_CHARS = 160  # and its key (a dotted path, or a name read from a file) in at most this many
+
+
+SHORT_LINE_CHARS = 2000  # a whole error line (a list of the choices there are fits; a pasted file does not)
+
+
+def cut_words(text: str) -> str:
+    """``text`` with every run of non-space characters longer than :data:`SHORT_KEY_CHARS` cut to
+    that many (ending ``...``), and the whole cut to :data:`SHORT_LINE_CHARS`: a name, path or value
+    that a message quotes whole (a library's, or an argument's) is shown as a key is. Linear."""
+    if len(text) <= SHORT_KEY_CHARS:
+        return text
+    words = re.split(r"(\s+)", text)
+    out = "".join(w if len(w) <= SHORT_KEY_CHARS else w[:SHORT_KEY_CHARS - 3] + "..." for w in words)
+    return out if len(out) <= SHORT_LINE_CHARS else out[:SHORT_LINE_CHARS - 3] + "..."
 
 
 class ConfigError(Picklable, ValueError):
@@ -22,7 +37,7 @@ class ConfigError(Picklable, ValueError):
 
     def __init__(self, file: str | Path, key: str | None, value: object, problem: str):
         self.file, self.key, self.value, self.problem = str(file), key, value, problem
-        problem = " ".join(str(problem).split())  # one line, whatever a library's message holds
+        problem = cut_words(" ".join(str(problem).split()))  # one line, whatever a library's message holds
         shown = key if key is None or len(key) <= SHORT_KEY_CHARS else key[:SHORT_KEY_CHARS - 3] + "..."
         super().__init__(f"{file}: {problem}" if key is None else
                          f"{file}: {shown or '(top level)'}: {short(value)}: {problem}")

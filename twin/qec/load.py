@@ -16,7 +16,7 @@ from typing import Any
 from twin.calibration.params import ParamSet
 from twin.config import ConfigError, Located
 from twin.qec.hosting import HostingParams, check_mode, load_hosting
-from twin.qec.schema import Decode, DecodeScenario
+from twin.qec.schema import Decode, DecodeScenario, check_shared
 from twin.scenario.compile import is_roce
 
 
@@ -117,6 +117,45 @@ def _check_circuit_fits(path: Path, sc: DecodeScenario, circuit) -> None:
         raise ConfigError(path, "qblox.feedback.answer_bit", q.feedback.answer_bit,
                           f"the correction has {circuit.num_observables} observable bit(s) (0..."
                           f"{circuit.num_observables - 1}): this bit would always read 0")
+
+
+def check_shots(ld: LoadedDecode, shots: int) -> int:
+    """``shots`` (e.g. ``twin decode --shots``) for the loaded scenario, checked as the scenario's own
+    ``decode.shots`` is: within the schema's bound, its requests within the simulated horizon (a
+    gaps file's values summed over them: :func:`twin.scenario.load.check_rounds`' rule), and within
+    the rounds a Qblox program that waits for every correction publishes. Returns the requests per
+    placement (shots x requests per shot). The study's memory is estimated from them
+    (:func:`twin.engine.memory.decode_bytes`) and refused where it cannot be allocated. Raises
+    :class:`ConfigError` naming ``decode.shots``."""
+    from twin.qec.workload import sample_circuit
+    from twin.scenario.schema import check_listening_rounds
+    d = ld.sc.decode
+    most = next(m.le for m in Decode.model_fields["shots"].metadata if getattr(m, "le", None) is not None)
+    if shots > most:
+        raise ConfigError(ld.path, "decode.shots", shots, f"at most {most:,} shots (the decode study keeps every "
+                          "shot's detection events and corrections in memory)")
+    circuit = ld.circuit if ld.circuit is not None else decode_circuit(ld.path, d)
+    per_shot = sample_circuit(circuit, 1, per=d.per, window=d.window_tuple()).requests_per_shot
+    total = shots * per_shot
+    from twin.engine.memory import decode_bytes, memory_refusal
+    k, dets = len(d.placements), circuit.num_detectors
+    why = memory_refusal(decode_bytes(shots, per_shot, k, dets), f"{shots:,} shots of {dets:,} detectors and "
+                         f"{per_shot:,} request(s) over {k} placement(s)", "ask for fewer shots")
+    if why:
+        raise ConfigError(ld.path, "decode.shots", shots, why)
+    from twin.scenario.load import check_traffic_rounds
+    check_traffic_rounds(ld.path, ("traffic",), ld.sc.traffic, total)
+    for i, pl in enumerate(d.placements):
+        try:
+            check_shared(pl, i, total)
+        except Located as e:
+            raise ConfigError(ld.path, "decode.shots", shots, e.problem) from None
+    if ld.sc.qblox is not None:  # a program that waits for every correction runs its own rounds
+        try:
+            check_listening_rounds(ld.sc.qblox, total, ("decode", "shots"))
+        except Located as e:
+            raise ConfigError(ld.path, "decode.shots", shots, e.problem) from None
+    return total
 
 
 def _user_function(path: Path, d: Decode, params, circuit):
@@ -455,8 +494,12 @@ def resolve_function(spec: str, path: Path | None = None, reply_bytes: int = 1):
     if not mod or not attr:
         raise ConfigError(where, "decode.function", spec, "expected 'package.module:callable'")
     if mod.endswith((".so", ".dylib")):
+        from twin.config import named_file
         from twin.qec.decoders.function import c_function
-        lib = (path.parent / mod).resolve() if path is not None else Path(mod).resolve()
+        try:  # an existing regular file (a symlink loop, a FIFO or a folder refused before dlopen sees it)
+            lib = named_file(path if path is not None else Path.cwd() / "<scenario>", "decode.function", mod)
+        except ConfigError as e:
+            raise ConfigError(where, "decode.function", spec, f"the library: {e.problem}") from None
         try:
             return c_function(lib, attr, reply_bytes)
         except (OSError, AttributeError) as e:

@@ -418,6 +418,15 @@ class Decode(_Strict):
         return len(request_windows(self.rounds + 1, self.window.spec())[0])
 
 
+def check_shared(pl: Placement, i: int, requests: int) -> None:
+    """A stream of ``requests`` shared over placement ``i``'s devices reaches every one of them
+    (request ``j`` goes to ``devices[j mod K]``: more devices than requests would leave some with
+    nothing to decode). Raises :class:`Located` naming the placement's devices."""
+    if pl.shared and len(pl.devices) > requests:
+        raise Located(("decode", "placements", i, "devices"), pl.devices, f"{len(pl.devices)} devices share a "
+                      f"stream of {requests:,} request(s): each needs at least one; give more shots or fewer devices")
+
+
 class DecodeScenario(ScenarioBase):
     """A decoder study (see module docstring): a run scenario's common keys
     (:class:`twin.scenario.schema.ScenarioBase`; a Qblox cluster's programs time the requests)
@@ -454,6 +463,7 @@ class DecodeScenario(ScenarioBase):
             if self.decode.per != "shot":
                 raise Located(where, pl.devices, f"each request goes to one device; a shot's per-{self.decode.per} "
                               "requests build on the earlier ones' state in one decoder (per: shot)")
+            check_shared(pl, i, self.decode.shots)
         return self
 
     @model_validator(mode="after")

@@ -104,8 +104,26 @@ def compile_scenario(loaded: Loaded, rounds: int | None = None, seed: int | None
     of its co-simulated nodes: a user's function core (``rtl:`` block, sources relative to the
     scenario) and ``trace = (path, first, last)``: VCD waveforms of rounds first..last
     (``<path stem>.<node>.vcd`` beside ``path``, per loop)."""
+    if trace is not None:
+        check_trace_names(loaded)
     return scenario_topology(loaded.scenario, loaded.params, rounds, seed,
                              rtl=lambda node: rtl_config(loaded, node, trace))
+
+
+def check_trace_names(loaded: Loaded) -> None:
+    """Tracing (``--trace``) names each waveform file by its loop and node
+    (``waves.<loop>.<node>.vcd``, :mod:`twin.rtl.loop`): every consumer's node name and every
+    co-simulated node's must then be a plain name (letters, digits, ``_ . -``, not starting with a
+    dot), never a path. Raises :class:`twin.config.ConfigError` naming the node."""
+    import re
+
+    from twin.config import ConfigError
+    from twin.scenario.schema import PLAIN_NAME
+    for i, n in enumerate(loaded.scenario.nodes):
+        if (n.kind == "consumer" or cosimulated(model_of(n))) and not re.match(PLAIN_NAME, n.name):
+            raise ConfigError(loaded.path, f"nodes[{i}].name", n.name, "--trace names its waveform files "
+                              "waves.<loop>.<node>.vcd: a traced node's name must be letters, digits, _ . - "
+                              "(not starting with a dot), not a path")
 
 
 def scenario_topology(sc: Scenario, params: ParameterSet, rounds: int | None = None, seed: int | None = None, *,

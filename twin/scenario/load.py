@@ -6,6 +6,7 @@ Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -67,15 +68,16 @@ def _written_for(data: object) -> str | None:
     return "decode" if "decode" in data else "run"
 
 
-def read_scenario(path: Path, schema: type[S]) -> tuple[S, Path, Any]:
+def read_scenario(path: Path, schema: type[S], data: Any = None) -> tuple[S, Path, Any]:
     """What loading any scenario shares (``schema``: :class:`Scenario`, or a subclass of
     :class:`~twin.scenario.schema.ScenarioBase` such as ``twin decode``'s): the YAML, refused when it
     is written for the other study (a ``decode`` block and no ``nodes``, or the reverse), validated
     as ``schema``, and the parameter set its ``calibration`` names (:func:`load_calibration`).
-    Returns (scenario, the parameter set's path, the parameter set). Raises :class:`ConfigError`
-    naming file, key and value."""
+    ``data``: the document to read instead of the file's (the file's with a sweep's values set; its
+    file keys still relative to ``path``). Returns (scenario, the parameter set's path, the parameter
+    set). Raises :class:`ConfigError` naming file, key and value."""
     from twin.config import load_yaml
-    data = load_yaml(path)
+    data = load_yaml(path) if data is None else data
     written = _written_for(data)
     if written is not None and written != schema.study:
         key, value, what = _WRITTEN_FOR[written]
@@ -85,13 +87,14 @@ def read_scenario(path: Path, schema: type[S]) -> tuple[S, Path, Any]:
     return sc, cal_path, params
 
 
-def load_scenario(path: str | Path) -> LoadedScenario:
-    """Load a scenario and the parameter set it names; check every device exists there.
+def load_scenario(path: str | Path, data: Any = None) -> LoadedScenario:
+    """Load a scenario and the parameter set it names; check every device exists there. ``data``:
+    a document to load as if the file ``path`` held it (:func:`read_scenario`).
 
     Raises :class:`ConfigError` naming the file, key and value of the first problem.
     """
     path = Path(path)
-    sc, cal_path, params = read_scenario(path, Scenario)
+    sc, cal_path, params = read_scenario(path, Scenario, data)
     check_path(path, sc, params)
     check_nodes(path, sc, params)
     for key, t, n in [("traffic", sc.traffic, sc.rounds)] + [(f"flows[{i}].traffic", f.traffic, f.rounds or sc.rounds)
@@ -260,39 +263,89 @@ def check_c2c(path: Path, sc: Scenario, params, g) -> None:
 
 def resolve_gaps_file(path: Path, key: str, traffic, rounds: int) -> None:
     """A ``gaps: {distribution: file}`` block: resolve its file relative to the scenario, read it
-    (one duration per line), check ``rounds`` of them stay within the simulated horizon, and keep
-    its absolute path. Raises :class:`ConfigError` naming the key."""
-    from twin.scenario.schema import MAX_HORIZON_PS, read_gaps
+    (one duration per line), check ``rounds`` of them stay within the simulated horizon
+    (:func:`twin.scenario.schema.check_horizon`), and keep its absolute path. Raises
+    :class:`ConfigError` naming the key."""
     g = traffic.gaps
     if g is None or g.distribution != "file":
         return
     f = named_file(path, f"{key}.gaps.file", g.file)
-    try:
-        values = read_gaps(f)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ConfigError(path, f"{key}.gaps.file", g.file, str(e)) from None
-    if rounds * max(values) > MAX_HORIZON_PS:
-        raise ConfigError(path, f"{key}.gaps.file", g.file, f"{rounds:,} requests at these gaps run past the "
-                          "simulated horizon (integer picoseconds); use fewer rounds or shorter gaps")
+    _check_horizon(path, _where(key), traffic, rounds, _gaps_values(path, f"{key}.gaps.file", g.file, f))
     g.file = str(f)
+
+
+def _where(key: str) -> tuple:
+    """``flows[2].traffic`` as the path ``("flows", 2, "traffic")``."""
+    out: list = []
+    for part in key.replace("]", "").split("."):
+        name, _, index = part.partition("[")
+        out += [name] + ([int(index)] if index else [])
+    return tuple(out)
+
+
+def _gaps_values(path: Path, key: str, value: str, f: Path) -> tuple[int, ...]:
+    from twin.scenario.schema import read_gaps
+    try:
+        return read_gaps(f)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError(path, key, value, str(e)) from None
+
+
+def _check_horizon(path: Path, where: tuple, traffic, rounds: int, gaps_ps: Sequence[int] | None = None) -> None:
+    from twin.config import Located
+    from twin.config.errors import _key
+    from twin.scenario.schema import check_horizon
+    try:
+        check_horizon(traffic, rounds, where, gaps_ps)
+    except Located as e:
+        raise ConfigError(path, _key(e.path), e.value, e.problem) from None
 
 
 def check_rounds(loaded: LoadedScenario, rounds: int) -> None:
     """``rounds`` (e.g. ``twin run --rounds``) of the scenario's traffic stay within the simulated
-    horizon, and within the rounds a Qblox program that waits for replies publishes. Raises
-    :class:`ConfigError` naming the key."""
+    horizon (a gaps file's values read again and summed over these rounds), and within the rounds a
+    Qblox program that waits for replies publishes. Raises :class:`ConfigError` naming the key."""
     from twin.config import Located
     from twin.config.errors import _key
-    from twin.scenario.schema import check_horizon, check_listening_rounds
+    from twin.scenario.schema import check_control_horizon, check_listening_rounds
     sc = loaded.scenario
-    if sc.qblox is not None:
-        try:
+    try:
+        if sc.qblox is not None:
             check_listening_rounds(sc.qblox, rounds, ("rounds",))
-        except Located as e:
-            raise ConfigError(loaded.path, _key(e.path), e.value, e.problem) from None
+        check_control_horizon(sc, rounds)
+    except Located as e:
+        raise ConfigError(loaded.path, _key(e.path), e.value, e.problem) from None
     blocks = [(("traffic",), sc.traffic)] + [(("flows", i, "traffic"), f.traffic) for i, f in enumerate(sc.flows)]
     for where, t in blocks:
-        try:
-            check_horizon(t, rounds, where)
-        except Located as e:
-            raise ConfigError(loaded.path, _key(e.path), e.value, e.problem) from None
+        check_traffic_rounds(loaded.path, where, t, rounds)
+
+
+def check_memory(loaded: LoadedScenario, rounds: int | None = None, streamed: bool = False) -> None:
+    """The rounds a run keeps (each loop's, or each mesh flow's: ``rounds`` for every one when given,
+    else the scenario's) fit in the memory there is (:func:`twin.engine.memory.memory_refusal`);
+    ``streamed``: a loop's rounds streamed by the direct engine, kept nowhere. Raises
+    :class:`ConfigError` naming ``rounds`` (``--rounds`` when ``rounds`` is not the scenario's)."""
+    from twin.engine.memory import STREAM_HINT, run_refusal
+    sc = loaded.scenario
+    if sc.flows:
+        loops, kept = len(sc.flows), sum(rounds or f.rounds or sc.rounds for f in sc.flows)
+    else:
+        loops = len(sc.consumers())
+        kept = loops * (rounds or sc.rounds)
+    why = run_refusal(loops, kept, streamed=streamed and not sc.flows, hint="run the flows as loops of their own "
+                         "(a mesh runs on the event engine, which keeps its rounds)" if sc.flows else STREAM_HINT)
+    if why:
+        given = rounds is not None and rounds != sc.rounds
+        raise ConfigError(loaded.path, "--rounds" if given else "rounds", rounds or sc.rounds, why)
+
+
+def check_traffic_rounds(path: Path, where: tuple, traffic, rounds: int) -> None:
+    """``rounds`` requests of the ``traffic`` block at ``where`` of the loaded scenario ``path`` stay
+    within the simulated horizon (:func:`twin.scenario.schema.check_horizon`; a gaps file, resolved at
+    load, read again and summed over these rounds). Raises :class:`ConfigError` naming the key."""
+    from twin.config.errors import _key
+    g = traffic.gaps
+    values = None
+    if g is not None and g.distribution == "file":
+        values = _gaps_values(path, _key(where + ("gaps", "file")), g.file, Path(g.file))
+    _check_horizon(path, where, traffic, rounds, values)

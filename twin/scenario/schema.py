@@ -46,6 +46,7 @@ Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -121,23 +122,80 @@ Duration = Annotated[Ps, PlainValidator(duration), PlainSerializer(str, return_t
                      WithJsonSchema({"type": "string", "examples": ["5 us", "28 ns"]})]
 """A duration key of a scenario: written ``"5 us"``, held as integer picoseconds (:class:`Ps`),
 dumped as written. A bad value is refused at load (file, key, value: :class:`twin.config.ConfigError`)."""
+PLAIN_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"  # a name that becomes part of a file's name (no /, no leading .)
 MAX_HORIZON_PS = 2**62  # the simulated time a run may reach (int64 picoseconds, with headroom): ~53 days
 
 
-def check_horizon(t: "Traffic", rounds: int, where: tuple) -> None:
-    """Refuse traffic whose ``rounds`` requests would run past :data:`MAX_HORIZON_PS` of simulated
-    time (integer picoseconds in int64): rounds x the largest of period, gap and the gaps' scale
-    (twice an exponential mean). Raises :class:`Located` naming the key."""
-    spans = [("period", t.period or 0), ("gap", t.gap)]
+def _seconds(ps: int) -> str:
+    return f"{ps / 1e12:,.6g} s"
+
+
+def horizon_bound(t: "Traffic", rounds: int, gaps_ps: Sequence[int] | None = None) -> tuple[str, int, str]:
+    """A bound on the last instant of ``rounds`` requests of traffic ``t`` before the round trips
+    are added: ``(key, ps, how)``, ``key`` the traffic key that sets it, ``how`` its numbers in words.
+
+    Each request leaves at most the largest of these after the one before it (or after its reply):
+    the open loop's ``period``, the closed loop's ``gap``, a gaps distribution's scale (its ``max``,
+    twice an exponential ``mean``), and a program that waits (``program.waits.then`` after the
+    correction it waits for, which a request ``k`` back sent: ``Waits``). A gaps file
+    (``gaps_ps``, its values repeated when the run is longer) counts exactly: the sum of the first
+    ``rounds`` gaps. What :data:`MAX_HORIZON_PS` leaves of int64 (half of it) is the round trips'."""
+    spans = [("period", int(t.period or 0)), ("gap", int(t.gap))]
     g = t.gaps
-    if g is not None:
+    if g is not None and g.distribution != "file":
         scale = {"fixed": g.value, "uniform": g.max, "exponential": g.mean}.get(g.distribution)
-        spans.append(("gaps", (2 if g.distribution == "exponential" else 1) * (scale or 0)))
+        spans.append(("gaps", (2 if g.distribution == "exponential" else 1) * int(scale or 0)))
+    if t.program is not None:
+        spans.append(("program.waits.then", int(t.program.waits.then)))
     key, span = max(spans, key=lambda kv: kv[1])
-    if rounds * span > MAX_HORIZON_PS:
-        raise Located(where + (key,), str(getattr(t, key)) if key != "gaps" else "{...}",
-                      f"{rounds:,} requests at this spacing run past {MAX_HORIZON_PS / 1e12 / 86400:.0f} days of "
-                      "simulated time (integer picoseconds); use fewer rounds or a shorter spacing")
+    bound, how = rounds * span, f"{rounds:,} requests x {_seconds(span)} ({key})"
+    if g is not None and g.distribution == "file" and gaps_ps:
+        n = len(gaps_ps)
+        whole, rest = divmod(rounds, n)
+        total = whole * sum(gaps_ps) + sum(gaps_ps[:rest])
+        if total > bound:
+            bound, key = total, "gaps.file"
+            how = f"{rounds:,} requests at the file's {n:,} gaps (repeated)"
+    return key, bound, how
+
+
+def check_horizon(t: "Traffic", rounds: int, where: tuple, gaps_ps: Sequence[int] | None = None) -> None:
+    """Refuse traffic whose ``rounds`` requests would run past :data:`MAX_HORIZON_PS` of simulated
+    time (integer picoseconds in int64), by :func:`horizon_bound`; ``gaps_ps``: a gaps file's values.
+    Raises :class:`Located` naming the key that sets the bound, with its numbers."""
+    key, bound, how = horizon_bound(t, rounds, gaps_ps)
+    if bound > MAX_HORIZON_PS:
+        value: object = t
+        for part in key.split("."):  # the key's value as the file wrote it (a duration keeps its text)
+            value = getattr(value, part)
+        value = "{...}" if key == "gaps" else str(value)
+        raise Located(where + tuple(key.split(".")), value,
+                      f"{how} reach {bound:.3e} ps ({bound / 1e12 / 86400:,.0f} days) of simulated time, past the "
+                      f"2^62 ps ({MAX_HORIZON_PS / 1e12 / 86400:.0f} days) the engine's int64 picosecond clock may "
+                      "reach with room for the round trips; use fewer rounds or shorter waits")
+
+
+def check_control_horizon(sc: "Scenario", rounds: int) -> None:
+    """A control side that times its rounds itself (a Qblox cluster's programs, a node with its own
+    ``params:`` such as a QCCS's trigger period) keeps ``rounds`` of them within
+    :data:`MAX_HORIZON_PS`: the first instant plus rounds x its period. Raises :class:`Located`
+    naming the control side's key, with the numbers."""
+    ctl = sc.control()
+    own = ctl is not None and ctl.settings is not None
+    if sc.qblox is None and not own:
+        return
+    try:
+        tp = sc.traffic_params(rounds)
+    except ValueError:  # a listening Qblox program asked for more rounds than it runs: check_listening_rounds
+        return
+    span = max(tp.period_ps, tp.gap_ps)
+    bound = tp.offset_ps + rounds * span
+    if bound > MAX_HORIZON_PS:
+        where = ("nodes", sc.nodes.index(ctl), "params") if own and ctl is not None else ("qblox",)
+        raise Located(where, "{...}", f"{rounds:,} rounds x {_seconds(span)} (the control side's period) reach "
+                      f"{bound:.3e} ps ({bound / 1e12 / 86400:,.0f} days) of simulated time, past the 2^62 ps "
+                      f"({MAX_HORIZON_PS / 1e12 / 86400:.0f} days) the engine's int64 picosecond clock may reach with "
+                      "room for the round trips; use fewer rounds or a shorter period")
 
 
 def check_listening_rounds(q: QbloxCluster, rounds: int, where: tuple) -> None:
@@ -574,7 +632,7 @@ class ScenarioBase(_Strict):
     written for the other one, :func:`twin.scenario.load.read_scenario`)."""
 
     study: ClassVar[str] = ""
-    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+    name: str = Field(min_length=1, max_length=100, pattern=PLAIN_NAME)
     description: str = ""
     calibration: str
     seed: int = Field(0, ge=0, le=2**64 - 1, strict=True)  # numpy and stim take 64-bit seeds
@@ -618,6 +676,7 @@ class Scenario(ScenarioBase):
         self._check_faults()
         if self.qblox is not None:
             self._check_qblox(self.qblox)
+        check_control_horizon(self, self.rounds)
         if self.faults and self.faults.timeout <= 0:
             raise Located(("faults", "timeout"), str(self.faults.timeout), "must be > 0")
         from twin.runtime.functions import lookup

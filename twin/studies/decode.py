@@ -26,7 +26,7 @@ import numpy as np
 from twin.config import ConfigError
 from twin.engine.stop import Interrupted
 from twin.output.summary import Check, Latency, PlacementSummary, flow_summary
-from twin.qec.load import LoadedDecode, build_decoder, decode_circuit, workload_name
+from twin.qec.load import LoadedDecode, build_decoder, check_shots, decode_circuit, workload_name
 from twin.qec.schema import Decode, DecodeScenario, Placement
 from twin.scenario.compile import is_roce
 from twin.units import time_ps
@@ -138,6 +138,8 @@ class _Study:
         from twin.qec.workload import sample_circuit
         self.ld, self.sc, self.d = ld, ld.sc, ld.sc.decode
         self.shots = shots or self.d.shots
+        if shots is not None and shots != self.d.shots:  # the scenario's own were checked at load
+            check_shots(ld, shots)
         self.seed = self.sc.seed if seed is None else seed
         self.progress, self.engine, self.verify_rounds = progress, engine, verify_rounds
         circuit = ld.circuit if ld.circuit is not None else decode_circuit(ld.path, self.d)

@@ -172,8 +172,9 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
     sc = loaded.scenario
     rounds = rounds or sc.rounds
     seed = sc.seed if seed is None else seed
-    from twin.scenario.load import check_rounds
+    from twin.scenario.load import check_memory, check_rounds
     check_rounds(loaded, rounds)
+    check_memory(loaded, rounds, streamed=stream_rounds is not None)
     measured = _measured(loaded)
     for i, node in enumerate(sc.nodes):  # a user's RTL that will not build is the scenario's error
         if node.rtl is not None:

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from twin.config import ConfigError, load_model, load_yaml
+from twin.config import ConfigError, load_yaml
 from twin.engine.stop import Interrupted, take_stop
 
 
@@ -89,11 +89,33 @@ def parse_param(text: str) -> Axis:
             vals = [int(v) for v in vals]
         else:
             vals = [round(float(v), 12) for v in vals]
-        return Axis(path, tuple(vals))
+        return _distinct(text, Axis(path, tuple(vals)))
     listed = tuple(yaml.safe_load(s.strip()) for s in spec.split(",") if s.strip())
     if not listed:
         raise SweepError(f"--param {text!r}: no values")
-    return Axis(path, listed)
+    return _distinct(text, Axis(path, listed))
+
+
+def _distinct(text: str, axis: Axis) -> Axis:
+    """``axis`` if no value is in it twice (a point run twice adds nothing: 5,000 copies of one value
+    would run 5,000 times for one result); else :class:`SweepError` naming the first repeated value
+    and how often it is given. ``64`` and ``64.0`` are one value."""
+    counts: dict = {}
+    given: dict = {}
+    first = None
+    for v in axis.values:
+        key = (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else
+               json.dumps(v, sort_keys=True, default=str))
+        counts[key] = counts.get(key, 0) + 1
+        given.setdefault(key, v)
+        if counts[key] == 2 and first is None:
+            first = (key, given[key])
+    if first is not None:
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        raise SweepError(f"--param {shown!r}: the value {first[1]!r} is given {counts[first[0]]:,} times "
+                         f"({len(axis.values):,} values, {len(counts):,} distinct): each point runs once; list "
+                         "each value once")
+    return axis
 
 
 def grid(axes: list[Axis]) -> list[dict]:
@@ -125,10 +147,10 @@ def load_point(scenario_path: str, point: dict):
     """The scenario with the point's values applied, validated: a :class:`LoadedScenario`.
 
     Raises :class:`SweepError` naming the ``--param`` and value that is not valid."""
-    from twin.scenario import LoadedScenario, Scenario, load_scenario
+    from twin.scenario import LoadedScenario, load_scenario
 
     path = Path(scenario_path)
-    base = load_scenario(path)  # the unswept scenario must load
+    loaded = load_scenario(path)  # the unswept scenario must load
     doc = load_yaml(path)
     if not isinstance(doc, dict):  # load_scenario read it as a mapping just above
         raise SweepError(f"{path}: the scenario is not a mapping")
@@ -136,12 +158,13 @@ def load_point(scenario_path: str, point: dict):
     par_vals = {k[len("params."):]: v for k, v in point.items() if k.startswith("params.")}
     for k, v in sc_vals.items():
         _set(doc, k, v, "scenario")
-    try:
-        sc = load_model(path, Scenario, data=doc)
-    except ConfigError as e:
-        values = ", ".join(f"{k}={v!r}" for k, v in sc_vals.items())
-        raise SweepError(f"--param {values}: {e.key}: {e.problem}") from None
-    params = base.params
+    if sc_vals:  # loaded whole, as twin run loads a file: a swept calibration, measured or gaps file is read
+        try:
+            loaded = load_scenario(path, data=doc)
+        except ConfigError as e:
+            values = ", ".join(f"{k}={v!r}" for k, v in sc_vals.items())
+            raise SweepError(f"--param {values}: {e.key or e.file}: {e.problem}") from None
+    params = loaded.params
     if par_vals:
         for k in par_vals:
             try:
@@ -154,7 +177,7 @@ def load_point(scenario_path: str, point: dict):
             first = e.errors()[0]["msg"] if hasattr(e, "errors") else str(e)
             values = ", ".join(f"params.{k}={v!r}" for k, v in par_vals.items())
             raise SweepError(f"--param {values}: {first}") from None
-    return LoadedScenario(path, sc, params, base.measured_path, base.calibration_path)
+    return LoadedScenario(path, loaded.scenario, params, loaded.measured_path, loaded.calibration_path)
 
 
 def run_point(scenario_path: str, point: dict, rounds: int | None, seed: int | None) -> list[dict]:
@@ -226,7 +249,12 @@ def _run_on_cluster(cluster: str, scenario_path: str, points: list[dict], rounds
     from distributed import Client
     from distributed import as_completed as dask_completed
     done = 0
-    with Client(cluster, timeout="20s") as client:
+    try:
+        client = Client(cluster, timeout="20s")
+    except Exception as e:  # no scheduler there (OSError, TimeoutError), or a server that does not speak Dask
+        raise SweepError(f"--cluster {cluster}: cannot connect to a Dask scheduler there ({type(e).__name__}: "
+                         f"{(str(e).splitlines() or [''])[0][:160]})") from None
+    with client:
         futs = {client.submit(run_point, scenario_path, p, rounds, seed, pure=False,
                               key=f"twin-sweep-{i}-{point_seed(0, p)}"): i
                 for i, p in enumerate(points)}
