@@ -16,7 +16,8 @@ from twin.commands.common import UsageError, _count, _file_name, _seed, add_figu
 def register(sub) -> None:
     """Add ``validate`` to the ``twin`` subcommands."""
     v = sub.add_parser("validate", help="a calibration's predictions against live runs it was not fitted on")
-    v.add_argument("calibration", type=_file_name, help="parameter set (e.g. one written by `twin calibrate --from-live`)")
+    v.add_argument("calibration", type=_file_name,
+                   help="parameter set (e.g. one written by `twin calibrate --from-live`)")
     v.add_argument("runs", nargs="*", metavar="RUN", type=_file_name, help="`twin run` output folders with a live node")
     v.add_argument("--leave-one-out", action="store_true",
                    help="instead of runs: refit CAL's prior (CAL, or the prior its fitted.from names) once per fit "
@@ -26,7 +27,8 @@ def register(sub) -> None:
     v.add_argument("--popsize", type=_count, help="with --leave-one-out: population multiplier (default: fit.popsize)")
     v.add_argument("--consumer", help="the calibration's consumer that stands for the live node "
                                       "(default <node>_fitted)")
-    v.add_argument("--scenario", type=_file_name, help="the scenario the runs came from (default: the file each recorded)")
+    v.add_argument("--scenario", type=_file_name,
+                   help="the scenario the runs came from (default: the file each recorded)")
     v.add_argument("--rounds", type=_count, help="predicted rounds per run (default: the run's, at least 20000); "
                                                  "with --leave-one-out: rounds per fit evaluation (default fit.rounds)")
     v.add_argument("--seed", type=_seed, default=7, help="seed of the predictions (default 7)")

@@ -1,8 +1,8 @@
 """What a run's memory grows with, estimated before it runs, and the memory there is to grow into.
 
 A loop that keeps its rounds (every engine, unless the direct engine streams them:
-:func:`twin.engine.direct.run_direct` with a batch, ``twin run --engine direct --no-rounds --no-plot``
-or ``--chunk-rounds``) holds per round its four instants, its check and its hop instants
+:func:`twin.engine.direct.run_direct` with a batch, ``twin run --engine direct --no-plot`` over 1e6
+rounds or ``--chunk-rounds``, the per-round file written batch by batch) holds per round its four instants, its check and its hop instants
 (:class:`twin.engine.spec.LoopResult`, :class:`twin.engine.hops.Hops`, int64 picoseconds), and a
 study keeps every loop's until its outputs are written (the per-round file, the histograms). The
 whole process's peak was measured (peak RSS, ``ru_maxrss``) against the rounds asked, on a 2-core
@@ -102,7 +102,7 @@ def available_bytes() -> tuple[int, str] | None:
     return min(found) if found else None
 
 
-STREAM_HINT = "stream a loop's rounds in constant memory (twin run --engine direct --no-rounds --no-plot)"
+STREAM_HINT = "stream a loop's rounds in constant memory (twin run --engine direct --no-plot)"
 
 # A decode study keeps every shot's sample (detection events, observables, stim+PyMatching's
 # prediction) and each placement's per-request results until it writes them. Measured as above
