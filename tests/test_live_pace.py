@@ -12,7 +12,7 @@ import yaml
 from hw_bridge.contract import BridgeSettings
 from hw_bridge.paced import PacedFlow, Pacing
 from hw_bridge.shm import ShmEndpoint
-from tests.test_live_shm import run, scenario
+from test_live_shm import run, scenario
 from twin.commands import main
 from twin.engine.paced import _images
 from twin.exchange.encoding import get_encoding
