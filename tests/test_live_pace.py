@@ -8,11 +8,11 @@ import os
 import numpy as np
 import pytest
 import yaml
+from test_live_shm import run, scenario
 
 from hw_bridge.contract import BridgeSettings
 from hw_bridge.paced import PacedFlow, Pacing
 from hw_bridge.shm import ShmEndpoint
-from test_live_shm import run, scenario
 from twin.commands import main
 from twin.engine.paced import _images
 from twin.exchange.encoding import get_encoding
