@@ -288,7 +288,8 @@ class SumsByValue:
         either)."""
         a = np.asarray(keys).ravel()
         m = len(a)
-        idx = self._index(a.astype(np.int64, copy=False)) if m else np.zeros(0, np.intp)
+        # (intp once: np.bincount would convert the table's int32 again for every column)
+        idx = self._index(a.astype(np.int64, copy=False)).astype(np.intp, copy=False) if m else np.zeros(0, np.intp)
         d = len(self.values)
         here = np.bincount(idx, minlength=d)
         self.counts += here
