@@ -5,6 +5,9 @@ decoder call times) is :func:`percentile`: inverted CDF, the value of an actual 
 default linear interpolation would report a time between two rounds, which no round took)."""
 from __future__ import annotations
 
+import operator
+from collections.abc import Iterable
+
 import numpy as np
 
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
@@ -103,7 +106,6 @@ class Counts:
 
     def __init__(self) -> None:
         self.n = 0
-        self.total = 0  # exact (Python int)
         self.lo = 0
         self.dense: np.ndarray | None = None  # counts of lo, lo + 1, ...
         self.values: np.ndarray | None = None  # sparse: distinct values (sorted) and their counts
@@ -121,37 +123,66 @@ class Counts:
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.dense, self.values, self.counts) if a is not None)
 
-    def add(self, samples) -> None:
-        """Count a chunk of integer samples."""
+    @property
+    def total(self) -> int:
+        """The exact sum of every sample counted (Python int), from the counts."""
+        if self.values is not None and self.counts is not None:
+            return sum(map(operator.mul, self.values.tolist(), self.counts.tolist()))
+        if self.dense is None:
+            return 0
+        # sum (lo + i) c_i: i c_i < 2**20 * n fits int64 for n < 2**43 samples
+        return self.lo * self.n + int(np.dot(np.arange(len(self.dense), dtype=np.int64), self.dense))
+
+    def add(self, samples) -> tuple[int, int] | None:
+        """Count a chunk of integer samples; returns its (min, max), None when it has none."""
         a = np.asarray(samples).ravel()
         if not len(a):
-            return
-        self._cum = None
+            return None
         if a.dtype.kind not in "iu":
             raise TypeError(f"counts of integers, got {a.dtype}")
         lo, hi = int(a.min()), int(a.max())
-        self.n += len(a)
-        self.total += int(a.sum(dtype=np.int64))
+        self.add_bounded(a, lo, hi)
+        return lo, hi
+
+    def add_bounded(self, a: np.ndarray | None, lo: int, hi: int, n: int = 0) -> None:
+        """Count the integer samples ``a`` (1-D) whose min and max are ``lo`` and ``hi`` (known to
+        the caller); ``lo == hi``: ``a`` is not read and may be None, ``n`` then giving how many
+        (default ``len(a)``)."""
+        m = len(a) if a is not None else n
+        if not m:
+            return
+        self._cum = None
+        self.n += m
         if self.values is None:
             base = lo if self.dense is None else min(lo, self.lo)
             top = hi if self.dense is None else max(hi, self.lo + len(self.dense) - 1)
             if top - base < DENSE_SPAN:
-                self._add_dense(a, base, top)
+                self._grow(base, top)
+                assert self.dense is not None
+                if lo == hi:  # one value (a stage constant by construction): no pass over the samples
+                    self.dense[lo - self.lo] += m
+                else:  # the chunk's own range only: one pass over its bins, not over all the counts'
+                    c = np.bincount((a - lo).astype(np.intp, copy=False), minlength=hi - lo + 1)
+                    self.dense[lo - self.lo:hi - self.lo + 1] += c
                 return
             self._to_sparse()
-        v, c = np.unique(a, return_counts=True)
+        if lo == hi:
+            v, c = np.array([lo], np.int64), np.array([m], np.int64)
+        elif hi - lo < 2 * DENSE_SPAN:  # counting the chunk's range beats sorting it
+            c = np.bincount((a - lo).astype(np.intp, copy=False))
+            nz = np.flatnonzero(c)
+            v, c = nz.astype(np.int64) + lo, c[nz].astype(np.int64)
+        else:
+            v, c = np.unique(a, return_counts=True)
         self._merge(v.astype(np.int64), c.astype(np.int64))
 
-    def _add_dense(self, a: np.ndarray, base: int, top: int) -> None:
-        """Count ``a`` into the dense counts, grown to ``base .. top`` first when they do not reach."""
+    def _grow(self, base: int, top: int) -> None:
+        """The dense counts grown to ``base .. top`` when they do not reach."""
         if self.dense is None or base < self.lo or top >= self.lo + len(self.dense):
             grown = np.zeros(top - base + 1, np.int64)
             if self.dense is not None:
                 grown[self.lo - base:self.lo - base + len(self.dense)] = self.dense
             self.lo, self.dense = base, grown
-        lo = int(a.min())  # the chunk's own range only: one pass over its bins, not over all the counts'
-        c = np.bincount((a - lo).astype(np.intp, copy=False))
-        self.dense[lo - self.lo:lo - self.lo + len(c)] += c
 
     def _to_sparse(self) -> None:
         d = self.dense if self.dense is not None else np.zeros(0, np.int64)
@@ -204,6 +235,136 @@ class Counts:
         if not self.n:
             raise ValueError("no samples")
         return _summary(self.percentile(list(PERCENTILES.values())), self.mean())
+
+
+EXACT_FLOAT = 1 << 53
+"""Integers below this in magnitude are exact in float64, and so is every sum of them that stays
+below it: :class:`SumsByValue` sums a chunk by :func:`numpy.bincount`'s float64 weights while
+its rows times its largest magnitude stays below it, exactly by integers (:func:`numpy.add.at`)
+otherwise."""
+
+LOOKUP_SPAN = 2 * DENSE_SPAN
+"""The widest range of keys (max - min + 1) whose positions :class:`SumsByValue` looks up in a
+table (int32, 8 MiB at most); a wider one by binary search."""
+
+
+class SumsByValue:
+    """Per distinct value of an integer key (a round's round trip, int ps): how many samples had it
+    and the exact sums of ``k`` integer columns over them (the round's stages, int ps), accumulated
+    chunk by chunk: :attr:`values` (distinct keys ascending, int64, shape (D,)), :attr:`counts` (int64,
+    (D,)), :attr:`sums` (int64, (k, D)). The same, entry for entry, however the samples are cut into
+    chunks. Memory: the distinct keys times (k + 2) int64, not the samples (a round trip on a card
+    clock takes a few hundred values), and a key's position looked up in a table over the keys'
+    range while it is at most :data:`LOOKUP_SPAN` (int32, 8 MiB at most; a wider one by binary
+    search). The sums are int64, exact: OverflowError before a column's total magnitude over every
+    sample could reach 2**63 (ps: 106 days of one stage); within a chunk they are float64
+    :func:`numpy.bincount` sums, exact while the chunk's length times its largest magnitude is
+    below :data:`EXACT_FLOAT` (a chunk of 262,144 rounds: stages up to 34 ms), :func:`numpy.add.at`
+    in int64 otherwise."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.values = np.zeros(0, np.int64)
+        self.counts = np.zeros(0, np.int64)
+        self.sums = np.zeros((k, 0), np.int64)
+        self._mass = [0] * k  # per column, a bound on |its sum| over any key's samples (Python int)
+        self._lut: np.ndarray | None = None  # position of key values[0] + i, or -1; None: too wide
+
+    @property
+    def n(self) -> int:
+        return int(self.counts.sum())
+
+    @property
+    def nbytes(self) -> int:
+        return self.values.nbytes + self.counts.nbytes + self.sums.nbytes
+
+    def add(self, keys, columns: Iterable) -> None:
+        """Count a chunk: ``keys`` (integers, shape (m,)) and ``columns``, ``k`` triples ``(samples,
+        lo, hi)``: a column's integer samples (shape (m,), each key's entry) and their min and max
+        (``lo == hi``: every sample is ``lo``, ``samples`` is not read and may be None), taken one at
+        a time, each summed before the next is asked for (a generator may hand out one buffer again
+        and again). Raises ValueError for a column of another length or another number of them,
+        OverflowError where an int64 sum could overflow (the accumulator is not to be used after
+        either)."""
+        a = np.asarray(keys).ravel()
+        m = len(a)
+        # (intp once: np.bincount would convert the table's int32 again for every column)
+        idx = self._index(a.astype(np.int64, copy=False)).astype(np.intp, copy=False) if m else np.zeros(0, np.intp)
+        d = len(self.values)
+        here = np.bincount(idx, minlength=d)
+        self.counts += here
+        j = -1
+        for j, (col, lo, hi) in enumerate(columns):
+            if j >= self.k or (col is not None and len(col) != m) or (col is None and lo != hi):
+                raise ValueError(f"column {j} ({'none' if col is None else len(col)} samples) for {self.k} "
+                                 f"columns of {m}")
+            if m:
+                self._add_column(j, idx, here, col, lo, hi)
+        if j != self.k - 1:
+            raise ValueError(f"{j + 1} columns for {self.k}")
+
+    def _add_column(self, j: int, idx: np.ndarray, here: np.ndarray, c, lo: int, hi: int) -> None:
+        """Column ``j``'s chunk (samples ``c`` within ``lo .. hi``; their keys at ``idx``, ``here``
+        of each) into its sums."""
+        big = max(-lo, hi)
+        m = len(idx)
+        if lo == hi:  # one value: each key's count times it
+            part = here * lo
+            self._mass[j] += m * big
+        elif m * big < EXACT_FLOAT:  # every partial sum an integer below 2**53: exact
+            part = np.bincount(idx, weights=c, minlength=len(here)).astype(np.int64)
+            self._mass[j] += int(part.sum()) if lo >= 0 else m * big  # |sum| over any key's <= this
+        else:
+            part = np.zeros(len(here), np.int64)
+            np.add.at(part, idx, np.asarray(c, np.int64))
+            self._mass[j] += m * big
+        if self._mass[j] >= 1 << 63:
+            raise OverflowError(f"column {j}'s sum over one key's samples could pass 2**63")
+        self.sums[j] += part
+
+    def _index(self, a: np.ndarray) -> np.ndarray:
+        """Each key's position in :attr:`values` (intp or int32), the chunk's new keys inserted first."""
+        v = self.values
+        lo, hi = int(a.min()), int(a.max())
+        if self._lut is not None and lo >= v[0] and hi <= v[-1]:  # (a table: keys within the range so far)
+            idx = self._lut[a - v[0]]
+            if int(idx.min()) >= 0:
+                return idx
+            new = np.unique(a[idx < 0])
+        elif self._lut is None and len(v):
+            idx = np.searchsorted(v, a)
+            if (v.take(idx, mode="clip") == a).all():
+                return idx
+            new = np.setdiff1d(a, v)
+        else:  # keys beyond the table's range: those and the unseen ones within it
+            out = (a < v[0]) | (a > v[-1]) if len(v) else np.ones(len(a), bool)
+            if self._lut is not None:
+                out |= self._lut[np.clip(a - v[0], 0, len(self._lut) - 1)] < 0
+            new = np.unique(a[out])
+        self._insert(new)
+        if self._lut is not None:
+            return self._lut[a - self.values[0]]
+        return np.searchsorted(self.values, a)
+
+    def _insert(self, new: np.ndarray) -> None:
+        """New keys (sorted, none counted yet) into the table, with zero counts and sums."""
+        at = np.searchsorted(self.values, new)
+        self.values = np.insert(self.values, at, new)
+        self.counts = np.insert(self.counts, at, 0)
+        self.sums = np.insert(self.sums, at, 0, axis=1)
+        span = int(self.values[-1] - self.values[0]) + 1
+        if span > LOOKUP_SPAN:
+            self._lut = None
+            return
+        self._lut = np.full(span, -1, np.int32)
+        self._lut[self.values - self.values[0]] = np.arange(len(self.values), dtype=np.int32)
+
+    def position(self, k: int) -> int:
+        """The index in :attr:`values` of the key at sorted position ``k`` (0-based, in ``[0, n)``)
+        of every sample counted."""
+        if not 0 <= k < self.n:
+            raise ValueError(f"position {k} of {self.n} samples")
+        return int(np.searchsorted(np.cumsum(self.counts), k, side="right"))
 
 
 def histogram_ps(samples_ps: np.ndarray, bin_ps: int = 4000) -> tuple[np.ndarray, np.ndarray]:

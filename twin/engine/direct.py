@@ -65,8 +65,7 @@ the call (their memory is reused for the next batch)."""
 
 
 def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: int = 10_000, *,
-               extra_ps=None, reply_bytes: int | None = None, sink: Sink | None = None,
-               limit: int | None = None) -> LoopResult:
+               extra_ps=None, reply_bytes: int | None = None, sink: Sink | None = None) -> LoopResult:
     """Compute every round of ``spec`` directly; same results as :func:`run_event` for a seed.
 
     For functions other than the echo (:mod:`twin.qec`): ``reply_bytes`` is the length of every
@@ -82,10 +81,7 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     (the per-round ``traffic.gaps`` draws, when the scenario has them, are still one array of 8 B a
     round); the result then holds no rounds (its arrays are empty, ``stats["rounds"]`` the rounds
     computed). The rounds are the same, batch for batch, as an unstreamed run's (the core's state
-    carries over). Needs the compiled core (DirectNotApplicable otherwise) and the echo. ``limit``:
-    compute only the first ``limit`` rounds of the run of ``spec`` (streamed only: a second pass
-    over the rounds a stop kept, or all: such a pass does not look for a stop request, it leaves one
-    pending for what runs next).
+    carries over). Needs the compiled core (DirectNotApplicable otherwise) and the echo.
     """
     if spec.faults.active:
         raise DirectNotApplicable(f"loop {spec.name!r}: fault injection needs the event model")
@@ -127,14 +123,14 @@ def run_direct(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: i
     loop = _choose_loop(spec, clock, extra_ps is not None, sink is not None)
     if sink is not None:
         out = _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, enc.per_piece, phase, body, fence, clock, g,
-                               None, progress, chunk_rounds, sink=sink, limit=limit)
+                               None, progress, chunk_rounds, sink=sink)
     else:
         out = loop(spec, req, rep, req_sizes, rep_sizes, enc.per_piece, phase, body, fence, clock, g, extra_ps,
                    progress, chunk_rounds)
     t_send, t_in, t_have, t_back, hops, stopped, more = out
     m = len(hops.land)  # whole rounds computed (all n, or those before a stop)
     if progress and stopped is None:
-        progress(tr.rounds if limit is None else limit)
+        progress(tr.rounds)
     stats = {"mismatches": 0, "backlog_max": 0, "posted_writes": req.writes + rep.writes, "poll_phase_ps": phase,
              **more}
     res = LoopResult(spec.name, "direct", t_send[:m], t_in[:m], t_have[:m], t_back[:m], np.ones(m, bool), stats, hops)
@@ -177,7 +173,7 @@ def _slot_busy(spec: LoopSpec, i: int) -> DirectNotApplicable:
 
 
 def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body, fence, clock, g, extra_ps,
-                     progress, chunk_rounds, sink: Sink | None = None, limit: int | None = None):
+                     progress, chunk_rounds, sink: Sink | None = None):
     """The rounds of :func:`run_direct` in the compiled core (``twin_direct_run`` in core.c), in
     chunks of ``chunk_rounds`` (progress and a stop request between them), on the same jitter
     blocks (:meth:`JitterStream.array`) and gaps. Returns t_send, t_in, t_have, t_back, the
@@ -188,7 +184,6 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
     lib = native.core()
     tr, c, card, aur = spec.traffic, spec.consumer, spec.card, spec.aurora
     n = tr.rounds
-    upto = n if limit is None else min(n, limit)
     if len(req_sizes) > 4 or len(rep_sizes) > 2:
         raise AssertionError("an encoding of more than 4 request or 2 reply writes")
 
@@ -241,8 +236,8 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
     nr, np_ = len(req_sizes), (1 if per_piece else 2)
     ja, jb = req.jitter, rep.jitter
     done, stopped = 0, None
-    while done < upto:
-        end = min(upto, done + chunk_rounds)
+    while done < n:
+        end = min(n, done + chunk_rounds)
         rj = np.ascontiguousarray(ja.array((end - done) * nr))
         pj = np.ascontiguousarray(jb.array((end - done) * np_))
         if sink is not None:  # round i lands at block column i - done
@@ -256,7 +251,7 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
             sink(done, {k: a[:end - done] for k, a in zip(native.DIRECT_OUTS, outs)})
         done = end
         if done % chunk_rounds == 0:  # between batches, as the Python recurrence looks up
-            stopped = _between_batches(done, n, progress, stoppable=limit is None)
+            stopped = _between_batches(done, n, progress)
             if stopped is not None:
                 break
     req.writes, rep.writes = done * nr, done * np_  # the posted writes each lane planned
@@ -450,11 +445,10 @@ def _in_flight_schedule(tr, clock, gaps: list[int] | None):
     return send, replied, None
 
 
-def _between_batches(done: int, n: int, progress: Progress | None, stoppable: bool = True) -> Interrupted | None:
+def _between_batches(done: int, n: int, progress: Progress | None) -> Interrupted | None:
     """After ``done`` of ``n`` rounds, between batches (both recurrences look up there): the stop
-    to end on when one was requested (:mod:`twin.engine.stop`), else None after ``progress(done)``.
-    Not ``stoppable`` (a streamed run's second pass): a request is left pending."""
-    if stoppable and take_stop():
+    to end on when one was requested (:mod:`twin.engine.stop`), else None after ``progress(done)``."""
+    if take_stop():
         return Interrupted(f"at round {done} of {n}")
     if progress:
         progress(done)

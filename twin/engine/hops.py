@@ -38,12 +38,14 @@ the budget still adds up exactly.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Callable, Generic, TypeVar
 
 import numpy as np
 
-from twin.stats import Counts, percentile, ranks
+from twin.stats import Counts, SumsByValue, percentile, ranks
 
 INSTANTS = ("t_in", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have")
 CSV_COLUMNS = ("t_send", "t_in", "ready", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have",
@@ -158,8 +160,15 @@ def _spans(cols: dict[str, np.ndarray], names: list[str]) -> list[tuple[str, str
     """(stage name, from instant, to instant) of each stage :func:`stage_times` reports: between the
     instants known in every round (``t_in`` and ``t_have`` always), the unknown ones' stages merged."""
     stages = stage_names(tuple(names))
-    known = [n for n in names if n in ("t_in", "t_have") or (cols[n] >= 0).all()]
+    known = [n for n in names if n in ("t_in", "t_have") or not len(cols[n]) or int(cols[n].min()) >= 0]
     return [("+".join(stages[names.index(a):names.index(b)]), a, b) for a, b in zip(known, known[1:])]
+
+
+def _same(x: np.ndarray, y: np.ndarray) -> bool:
+    """Whether ``x`` and ``y`` are one array (the same memory, shape and strides: a column the engine
+    keeps as another, :func:`twin.engine.direct._aliases`), so their difference is 0 without a look."""
+    return x is y or (x.__array_interface__["data"][0] == y.__array_interface__["data"][0]
+                      and x.shape == y.shape and x.strides == y.strides and x.dtype == y.dtype)
 
 
 def stage_times(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> dict[str, np.ndarray]:
@@ -169,56 +178,83 @@ def stage_times(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> dict[str, n
     return {name: cols[b] - cols[a] for name, a, b in _spans(cols, list(hops.instants()))}
 
 
-def round_at(rtt: np.ndarray, k: int, counts: Counts | None = None) -> int:
-    """The round (0-based index) at position ``k`` of the rounds ordered by round trip, ties in round
-    order (a stable sort's), found by selection: the (k - fewer)-th of the rounds whose round trip
-    is the k-th smallest. ``counts``: :class:`twin.stats.Counts` of ``rtt`` when the caller has them."""
-    c = Counts.of(rtt) if counts is None else counts
-    v = int(c.order_statistics([k])[0])
-    return int(np.flatnonzero(rtt == v)[k - c.below(v)])
-
-
-def rounds_from(rtt: np.ndarray, k: int, counts: Counts | None = None) -> np.ndarray:
-    """Mask of the rounds at positions ``k`` .. end of the rounds ordered by round trip (ties in round
-    order, as :func:`round_at`): every round slower than the k-th, and the last of its ties."""
-    c = Counts.of(rtt) if counts is None else counts
-    v = int(c.order_statistics([k])[0])
-    mask = rtt > v
-    mask[np.flatnonzero(rtt == v)[k - c.below(v):]] = True
-    return mask
-
-
 def budget(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> list[dict]:
-    """The latency budget of one flow: per stage its p50 and p99 (ns, inverted CDF), its time in the
-    median round (the p50 round: the round at the p50's position when the rounds are ordered by round
-    trip, ties in round order, so its stages add up to the p50 round trip) and that share of it, and
-    its mean over the slowest 1 % of rounds (those from position ``int(0.99 * (n - 1))`` on: the
-    means add up to their mean round trip). Each stage is computed once, into one buffer; the
-    percentiles, the median round and the slowest rounds by counts or selection, no sort."""
+    """The latency budget of one flow (int64 ps in, one row per stage out, ns): per stage its p50
+    and p99 (inverted CDF), its time in the median round and that share of it, and its mean over
+    the slowest 1 % of rounds (:func:`budget_rows`' definitions). Each stage is computed once, into
+    one buffer; the percentiles by counts or selection, the rest from the stages' sums per
+    round-trip value (:class:`twin.stats.SumsByValue`), no sort: the same rows as a streamed run's
+    (:class:`FlowStats`) of the same rounds."""
     rtt = t_have - t_in
     n = len(rtt)
     if not n:
         return []
-    counts = Counts.of(rtt)
-    mid = round_at(rtt, int(ranks(n, 50)), counts)
-    tail = rounds_from(rtt, int(0.99 * (n - 1)), counts)
-    m = int(np.count_nonzero(tail))
     cols = hops.columns(t_in, t_have)
+    spans = _spans(cols, list(hops.instants()))
+    by_rtt = SumsByValue(len(spans))
     d = np.empty(n, np.int64)
+    pct: list[tuple[int, int]] = []
+
+    def stages():
+        for _, a, b in spans:
+            np.subtract(cols[b], cols[a], out=d)
+            p50, p99 = (int(x) for x in percentile(d, [50, 99]))
+            pct.append((p50, p99))
+            yield d, int(d.min()), int(d.max())
+    by_rtt.add(rtt, stages())
+    return budget_rows([name for name, _, _ in spans], pct, by_rtt)
+
+
+def budget_rows(names: list[str], pct: list[tuple[int, int]], by_rtt: SumsByValue) -> list[dict]:
+    """The budget's rows, one per stage ``names[j]`` (keys ``stage``, ``p50_ns``, ``p99_ns``,
+    ``median_round_ns``, ``share_median_round``, ``p99_rounds_mean_ns``), from each stage's
+    (p50, p99) (int ps, ``pct[j]``) and the rounds' stage sums per round-trip value (``by_rtt``:
+    the round trips as keys, stage j's times as column j, int ps). Of the n rounds:
+
+    - the median round: the mean of the rounds whose round trip is the p50 (inverted CDF, rank
+      ``ranks(n, 50)``), all of its ties: stage j's sum over them over their count. Its stages add
+      up to the p50 exactly; each is reported in integer ps, rounded by largest remainder
+      (each the floor of its mean or one more, the ps left over going to the stages with the
+      largest remainders, ties to the earlier stage) so that the reported stages add up to the p50
+      exactly too. ``share_median_round``: the stage's exact mean over the p50 (rounded to 1e-6).
+    - the slowest 1 %: the ``tail_n = n - int(0.99 * (n - 1))`` rounds from position
+      ``k = int(0.99 * (n - 1))`` on in round-trip order; the rounds tied at that position's value
+      v99 count in proportion: stage j's mean is (S_j[> v99] + S_j[v99] * t / c) / tail_n, with
+      S_j the stage's sums, c the rounds at v99 and t those of them at positions >= k. Exact (its
+      float64 the correctly rounded fraction, to 1e-3 ns), independent of the rounds' order; the
+      stages' means add up to the slowest rounds' mean round trip.
+    """
+    n = by_rtt.n
+    if not n:
+        return []
+    vals, cnt, sums = by_rtt.values, by_rtt.counts, by_rtt.sums
+    i50 = by_rtt.position(int(ranks(n, 50)))
+    v50, c50 = int(vals[i50]), int(cnt[i50])
+    mid = _apportion([int(x) for x in sums[:, i50]], c50, v50)
+    k99 = int(0.99 * (n - 1))
+    i99 = by_rtt.position(k99)
+    c99, tail_n = int(cnt[i99]), n - k99
+    ties = tail_n - (n - int(cnt[:i99 + 1].sum()))  # the rounds at v99 from position k99 on (1 .. c99)
     rows = []
-    for name, a, b in _spans(cols, list(hops.instants())):
-        np.subtract(cols[b], cols[a], out=d)
-        p50, p99 = (int(x) for x in percentile(d, [50, 99]))
-        rows.append(_budget_row(name, p50, p99, int(d[mid]), int(rtt[mid]), int(d[tail].sum(dtype=np.int64)), m))
+    for j, (name, (p50, p99)) in enumerate(zip(names, pct)):
+        tail = Fraction(c99 * int(sums[j, i99 + 1:].sum()) + ties * int(sums[j, i99]), c99 * tail_n)
+        rows.append({"stage": name, "p50_ns": p50 / 1000, "p99_ns": p99 / 1000, "median_round_ns": mid[j] / 1000,
+                     "p99_rounds_mean_ns": round(float(tail) / 1000, 3),
+                     "share_median_round": round(float(Fraction(int(sums[j, i50]), c50 * max(1, v50))), 6)})
     return rows
 
 
-def _budget_row(name: str, p50: int, p99: int, in_mid: int, rtt_mid: int, tail_sum: int, tail_n: int) -> dict:
-    """One stage's row of :func:`budget` from its p50 and p99, its time in the median round (whose
-    round trip is ``rtt_mid``) and its exact sum over the ``tail_n`` slowest rounds (all int ps)."""
-    return {"stage": name, "p50_ns": p50 / 1000, "p99_ns": p99 / 1000, "median_round_ns": in_mid / 1000,
-            "p99_rounds_mean_ns": round(float(np.float64(tail_sum) / tail_n) / 1000, 3),
-            "share_median_round": round(float(in_mid) / max(1, rtt_mid), 6)}
+def _apportion(sums: list[int], count: int, total: int) -> list[int]:
+    """``sums[j] / count`` in integers that add up to ``total`` (= sum(sums) / count, exactly): each
+    the floor or one more, the units left over to the largest remainders (ties to the earlier)."""
+    q, r = zip(*(divmod(s, count) for s in sums)) if sums else ((), ())
+    out = list(q)
+    short = total - sum(out)
+    if not 0 <= short <= len(out) or sum(sums) != total * count:
+        raise AssertionError(f"stages summing to {sum(sums)} over {count} rounds of round trip {total}")
+    for j in sorted(range(len(out)), key=lambda j: -r[j])[:short]:
+        out[j] += 1
+    return out
 
 
 def slowest_round(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> dict | None:
@@ -237,31 +273,36 @@ def slowest_round(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> dict | No
 class FlowStats:
     """A flow's statistics accumulated batch by batch, in memory that does not grow with its rounds:
     the round trip's and the loop's counts (:class:`twin.stats.Counts`: exact percentiles and mean),
-    each stage's counts, the slowest round, the deadline misses, and the budget. Equal, key for key,
-    to :func:`twin.stats.summary_ns`, :func:`budget` and :func:`slowest_round` of all the rounds at once.
-
-    Two passes over the same rounds in the same batches: :meth:`add` every batch (the counts), then
-    :meth:`pick` every batch again (the median round and the slowest 1 % are positions in the
-    round-trip order that only the whole run's counts give: the round at the p50's position, and the
-    stages' sums over the rounds from position ``int(0.99 * (n - 1))``, ties in round order as in
-    :func:`round_at`). Every instant must be known in every round (the direct engine's)."""
+    each stage's counts, the stages' sums per round-trip value (:class:`twin.stats.SumsByValue`:
+    the budget's median round and slowest 1 %, :func:`budget_rows`), the slowest round, the deadline
+    misses. Equal, key for key, to :func:`twin.stats.summary_ns`, :func:`budget` and
+    :func:`slowest_round` of all the rounds at once, however they are cut into batches. One pass:
+    :meth:`add` each batch once. Every instant must be known in every round (the direct engine's)."""
 
     def __init__(self, deadline_ps: int | None = None) -> None:
-        self.rtt, self.loop = Counts(), Counts()
+        self.rtt, self._loop = Counts(), Counts()
+        self._loop_is_rtt = True  # every batch so far had the loop's instants the round trip's (the same arrays)
         self.stages: dict[str, Counts] = {}
+        self.by_rtt: SumsByValue | None = None
         self.spans: list[tuple[str, str, str]] | None = None
         self.deadline_ps, self.misses = deadline_ps, 0
         self.slow: tuple[int, int, dict[str, int]] | None = None  # (rtt, round 0-based, stages)
-        self._second: dict | None = None
 
     @property
     def n(self) -> int:
         return self.rtt.n
 
     @property
+    def loop(self) -> Counts:
+        """The loop's counts (t_back - t_send): the round trip's while every batch had the same
+        instants for both (no Aurora link and the requests entering the card as they leave)."""
+        return self.rtt if self._loop_is_rtt else self._loop
+
+    @property
     def nbytes(self) -> int:
-        """The memory its counts hold (bytes)."""
-        return self.rtt.nbytes + self.loop.nbytes + sum(c.nbytes for c in self.stages.values())
+        """The memory its counts and sums hold (bytes)."""
+        return (self.rtt.nbytes + (0 if self._loop_is_rtt else self._loop.nbytes)
+                + sum(c.nbytes for c in self.stages.values()) + (0 if self.by_rtt is None else self.by_rtt.nbytes))
 
     def _cols(self, t_in, t_have, hops: Hops) -> dict[str, np.ndarray]:
         cols = hops.columns(t_in, t_have)
@@ -269,66 +310,50 @@ class FlowStats:
         if self.spans is None:
             self.spans = spans
             self.stages = {name: Counts() for name, _, _ in spans}
+            self.by_rtt = SumsByValue(len(spans))
         elif spans != self.spans:
             raise ValueError("an instant known in some rounds only: its stages cannot be accumulated")
         return cols
 
     def add(self, first: int, t_send, t_in, t_have, t_back, hops: Hops) -> None:
-        """The first pass over a batch of rounds (``first``: its first round, 0-based; int64 ps)."""
+        """Count a batch of rounds (``first``: its first round, 0-based; int64 ps), each batch once."""
         cols = self._cols(t_in, t_have, hops)
         rtt = t_have - t_in
         if not len(rtt):
             return
-        loop = t_back - t_send
+        same = _same(t_back, t_have) and _same(t_send, t_in)
+        if self._loop_is_rtt and not same:  # from here on counted apart: the batches so far were the round trip's
+            self._loop_is_rtt, self._loop = False, copy.deepcopy(self.rtt)
         self.rtt.add(rtt)
-        self.loop.add(loop)
+        loop = rtt if same else t_back - t_send
+        if not self._loop_is_rtt:
+            self._loop.add(loop)
         if self.deadline_ps is not None:
             self.misses += int(np.count_nonzero(loop > self.deadline_ps))
-        assert self.spans is not None
-        for name, a, b in self.spans:
-            self.stages[name].add(cols[b] - cols[a])
+        assert self.spans is not None and self.by_rtt is not None
+        spans, counts, m = self.spans, self.stages, len(rtt)
+
+        def stages():
+            for name, a, b in spans:
+                if _same(cols[a], cols[b]):  # one instant twice (the direct engine's ready, a per-piece publish)
+                    counts[name].add_bounded(None, 0, 0, m)
+                    yield None, 0, 0
+                    continue
+                d = cols[b] - cols[a]
+                lo, hi = int(d.min()), int(d.max())
+                counts[name].add_bounded(d, lo, hi)
+                yield d, lo, hi
+        self.by_rtt.add(rtt, stages())
         i = int(np.argmax(rtt))
         if self.slow is None or int(rtt[i]) > self.slow[0]:  # the first of the slowest, as np.argmax
             self.slow = (int(rtt[i]), first + i, {name: int(cols[b][i] - cols[a][i]) for name, a, b in self.spans})
 
-    def pick(self, first: int, t_in, t_have, hops: Hops) -> None:
-        """The second pass over the same batch (after every :meth:`add`)."""
-        if self._second is None:
-            n = self.n
-            k50, k99 = int(ranks(n, 50)), int(0.99 * (n - 1))
-            v50, v99 = (int(v) for v in self.rtt.order_statistics([k50, k99]))
-            self._second = {"v50": v50, "need": k50 - self.rtt.below(v50), "seen50": 0, "mid": None,
-                            "v99": v99, "skip": k99 - self.rtt.below(v99), "seen99": 0, "tail_n": n - k99,
-                            "tail": {name: 0 for name in self.stages}}
-        w = self._second
-        cols = self._cols(t_in, t_have, hops)
-        rtt = t_have - t_in
-        if w["mid"] is None:
-            eq = np.flatnonzero(rtt == w["v50"])
-            if w["seen50"] + len(eq) > w["need"]:
-                j = int(eq[w["need"] - w["seen50"]])
-                w["mid"] = {name: int(cols[b][j] - cols[a][j]) for name, a, b in self.spans or ()}
-            w["seen50"] += len(eq)
-        tail = rtt > w["v99"]
-        eq = np.flatnonzero(rtt == w["v99"])
-        tail[eq[max(0, w["skip"] - w["seen99"]):]] = True
-        w["seen99"] += len(eq)
-        for name, a, b in self.spans or ():
-            w["tail"][name] += int((cols[b][tail] - cols[a][tail]).sum(dtype=np.int64))
-
     def budget(self) -> list[dict]:
-        """:func:`budget` of every round (after both passes)."""
-        if not self.n:
+        """:func:`budget` of every round counted."""
+        if not self.n or self.by_rtt is None:
             return []
-        w = self._second
-        if w is None or w["mid"] is None:
-            raise RuntimeError("the budget needs the second pass (pick) over every round")
-        rtt_mid = sum(w["mid"].values())
-        rows = []
-        for name, c in self.stages.items():
-            p50, p99 = (int(x) for x in c.percentile([50, 99]))
-            rows.append(_budget_row(name, p50, p99, w["mid"][name], rtt_mid, w["tail"][name], w["tail_n"]))
-        return rows
+        pct = [(int(p[0]), int(p[1])) for p in (c.percentile([50, 99]) for c in self.stages.values())]
+        return budget_rows(list(self.stages), pct, self.by_rtt)
 
     def slowest_round(self) -> dict | None:
         """:func:`slowest_round` of every round."""

@@ -249,34 +249,25 @@ def stream_one(spec: LoopSpec, batch: int, progress: Callable[[int], None] | Non
                deadline_ps: int | None = None, rows: Callable[..., None] | None = None,
                ) -> tuple[LoopResult, FlowStats, Interrupted | None]:
     """One loop on the direct engine, streamed in batches of ``batch`` rounds
-    (:func:`twin.engine.direct.run_direct`'s ``sink``) into a :class:`twin.engine.hops.FlowStats`:
-    twice, the second pass over the same rounds for the budget's median round and slowest 1 %
-    (``progress`` sees each pass as half the rounds). Returns (the result without its rounds, the
-    statistics, the stop that ended the first pass or None: then both passes cover the rounds done).
-    ``rows(first, t_send, t_in, t_have, t_back, hops)`` sees each batch of the first pass.
-    Raises DirectNotApplicable as the direct engine does (and for what it cannot stream)."""
+    (:func:`twin.engine.direct.run_direct`'s ``sink``) into a :class:`twin.engine.hops.FlowStats`,
+    once: each batch counted as it comes (the budget's median round and slowest 1 % too, from the
+    stages' sums per round-trip value). Returns (the result without its rounds, the statistics, the
+    stop that ended it or None: the statistics are then those of the rounds done, exactly).
+    ``rows(first, t_send, t_in, t_have, t_back, hops)`` sees each batch. Raises DirectNotApplicable
+    as the direct engine does (and for what it cannot stream)."""
     acc = FlowStats(deadline_ps)
 
-    def hops(c: dict) -> Hops:
-        return Hops(**{k: c[k] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")},
-                    ready=c["issue"])  # the direct engine: no round waits for a slot
-
     def count(i: int, c: dict) -> None:
-        h = hops(c)
+        h = Hops(**{k: c[k] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")},
+                 ready=c["issue"])  # the direct engine: no round waits for a slot
         acc.add(i, c["t_send"], c["t_in"], c["t_have"], c["t_back"], h)
         if rows is not None:
             rows(i, c["t_send"], c["t_in"], c["t_have"], c["t_back"], h)
-
-    def pick(i: int, c: dict) -> None:
-        acc.pick(i, c["t_in"], c["t_have"], hops(c))
     stop = None
     try:
-        res = run_direct(spec, progress and (lambda d: progress(d // 2)), batch, sink=count)
+        res = run_direct(spec, progress, batch, sink=count)
     except Interrupted as e:
         stop, res = e, e.partial
-    done = res.stats["rounds"]
-    run_direct(spec, progress and (lambda d: progress(done // 2 + d // 2)) if stop is None else None, batch,
-               sink=pick, limit=done)
     return res, acc, stop
 
 
