@@ -2,8 +2,9 @@
 
 A loop that keeps its rounds (every engine, unless the direct engine streams them:
 :func:`twin.engine.direct.run_direct` with a batch, ``twin run --engine direct --no-plot`` over 1e6
-rounds or ``--chunk-rounds``, the per-round file written batch by batch) holds per round its four instants, its check and its hop instants
-(:class:`twin.engine.spec.LoopResult`, :class:`twin.engine.hops.Hops`, int64 picoseconds), and a
+rounds or ``--chunk-rounds``, the per-round file written batch by batch) holds per round its four
+instants, its check and its hop instants (:class:`twin.engine.spec.LoopResult`,
+:class:`twin.engine.hops.Hops`, int64 picoseconds), and a
 study keeps every loop's until its outputs are written (the per-round file, the histograms). The
 whole process's peak was measured (peak RSS, ``ru_maxrss``) against the rounds asked, on a 2-core
 shared VM on 2026-12-02, the slope between two round counts:
