@@ -94,6 +94,16 @@ def _stream_rounds(args: argparse.Namespace, rounds: int) -> int | None:
     return args.chunk_rounds
 
 
+def _mesh_rounds(args: argparse.Namespace) -> None:
+    """A mesh keeps every round (the event engine): refuse --chunk-rounds and --rounds above the schema's."""
+    if args.chunk_rounds is not None:
+        raise UsageError(f"--chunk-rounds {args.chunk_rounds}: a mesh runs on the event engine, which keeps its "
+                         "rounds; streamed rounds are a loop's on the direct engine")
+    if (args.rounds or 0) > MAX_ROUNDS:
+        raise UsageError(f"--rounds {args.rounds:.0e}: a mesh keeps every round (the event engine): at most "
+                         f"{MAX_ROUNDS:.0e}")
+
+
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     """``twin run``: run a scenario, print the table, write results.json, rounds.parquet (``--format csv``:
     rounds.csv), histograms.png
@@ -126,13 +136,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                              "--engine direct checks no reply" if args.engine == "direct" else
                              "--engine event checks every reply"))
     args.verify_rounds = 10_000 if args.verify_rounds is None else args.verify_rounds
-    if sc.flows and args.chunk_rounds is not None:
-        raise UsageError(f"--chunk-rounds {args.chunk_rounds}: a mesh runs on the event engine, which keeps its "
-                         "rounds; streamed rounds are a loop's on the direct engine")
-    if sc.flows and (args.rounds or 0) > MAX_ROUNDS:
-        raise UsageError(f"--rounds {args.rounds:.0e}: a mesh keeps every round (the event engine): at most "
-                         f"{MAX_ROUNDS:.0e}")
     if sc.flows:  # a mesh: every flow at once (twin.studies.mesh)
+        _mesh_rounds(args)
         from twin.commands.run_mesh import cmd_run_mesh
         return cmd_run_mesh(args, console, loaded)
     rounds = args.rounds or sc.rounds
