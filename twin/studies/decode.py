@@ -203,11 +203,8 @@ class _Study:
         """``run(inject_ps=0)``: placement ``pl``'s run of the workload (:func:`twin.qec.loop.run_decode`),
         ``inject_ps`` added to its decoder's time; its runs share one :class:`twin.qec.cost.CostModel`
         (whose notes they add to)."""
-        from twin.qec.cost import CostModel
-        d = self.d
-        cost = CostModel(how=d.cost.how, scale=d.cost.scale,
-                         fixed_ns=time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None, fit=self.ld.cost_fit,
-                         file=d.cost.file, seed=self.seed)
+        from twin.qec.load import cost_model
+        cost = cost_model(self.ld, pl, self.seed)
         return lambda inject_ps=0: self.run(pl, cost, inject_ps)
 
     def run(self, pl, cost, inject_ps: int = 0):
