@@ -21,7 +21,7 @@ CONDITIONS_VM = ("a shared 2-core VM: other processes ran beside it (load averag
 def per_call(args: argparse.Namespace, console, path: Path) -> int:
     """Measure, write, print. Returns 0; raises UsageError / ConfigError."""
     from twin.qec.load import load_decode
-    ld = load_decode(path)
+    ld = load_decode(path, percall=False)  # it writes the per-call file, it need not find one
     d = ld.sc.decode
     if d.per == "window":
         raise UsageError(f"calibrate decoder {path}: windows are decoded by the sliding-window decoder as they are "

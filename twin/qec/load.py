@@ -42,12 +42,13 @@ def serving_kind(params, dev: str) -> str:
     return kind(params, dev)
 
 
-def load_decode(path: str | Path) -> LoadedDecode:
+def load_decode(path: str | Path, percall: bool = True) -> LoadedDecode:
     """Load a decode scenario: the file, the parameter set and the traffic as any scenario's
     (:func:`twin.scenario.load.read_scenario`), then the decode block against them: the placements'
     devices and hosting modes, the hosting costs, the circuit, the decoder (built here, so one that
-    cannot take the circuit is refused at load), its cost and the feedback plan. Raises
-    :class:`ConfigError` naming file, key and value."""
+    cannot take the circuit is refused at load), its cost and the feedback plan. ``percall``: find
+    the per-call file of ``how: measured`` (``twin calibrate decoder``, which writes it, says False).
+    Raises :class:`ConfigError` naming file, key and value."""
     from twin.scenario.load import read_scenario, resolve_gaps_file
     path = Path(path)
     sc, cal, params = read_scenario(path, DecodeScenario)
@@ -69,7 +70,7 @@ def load_decode(path: str | Path) -> LoadedDecode:
     sinter_inner = resolve_sinter_decoder(d.decoder, path) if d.decoder.startswith("sinter:") else None
     fn = _user_function(path, d, params, circuit)
     fit = _check_cost(path, d, params)
-    percall = _percall(path, d, params, circuit) if d.cost.how == "measured" else None
+    percall = _percall(path, d, params, circuit) if d.cost.how == "measured" and percall else None
     _check_syndrome(path, d, circuit)
     try:  # built once here, so a decoder that cannot take this model is refused at load (e.g. no matching graph)
         decoder = decoder_for(d, circuit, path, sinter_inner=sinter_inner, fn=fn)

@@ -12,24 +12,25 @@ order:
   decoder; the lookup table: its numpy index), timed with ``time.perf_counter_ns`` around the call;
   the timer's own cost (median of 20,000 back-to-back ``perf_counter_ns`` pairs) is subtracted.
 - **native**: right after, the same syndrome repeated ``R`` times is decoded in one call (the
-  binding's per-call work is paid once); its time less the median through-Python time of the
-  requests with the same number of detection events, over ``R - 1``, is the request's native time.
+  binding's per-call work ``O`` is paid once); the request's native time is ``(batch - O) / R``.
+  ``O`` comes from each number of detection events' requests decoded in turn in one batch (least
+  of 5): through Python they cost ``n O + sum(native)``, in the batch ``O + sum(native)``
+  (:func:`_overhead`; preempted calls clipped).
   ``R`` is chosen from a pilot so that ``R - 1`` copies of the native work exceed the binding's
   per-call overhead 20 times (2 <= R <= 1024). Each batch is timed :data:`BATCHES` times and the
   least kept: the decoder's own work on a core nobody else takes (a real-time host's isolated core).
   A syndrome repeated is decoded faster than a new one each call (the branch predictor and the
   decoder's state have seen it), so each number of detection events gets its level from its own
-  requests' syndromes decoded in turn in one batch (least of 5, less one call's median through
-  Python, over n - 1; an event count with fewer than :data:`MIN_LEVEL` requests takes the whole
-  sample's): the request's repeated-syndrome time times (that batch's time per shot / the count's
-  mean repeated-syndrome time). The repeated batches give
-  the spread between syndromes, the batch of distinct syndromes the level.
+  requests' syndromes decoded in turn in that batch (less ``O``, over their number; an event count
+  with fewer than :data:`MIN_LEVEL` requests takes the whole sample's): the request's
+  repeated-syndrome time times (that batch's time per shot / the count's mean repeated-syndrome
+  time). The repeated batches give the spread between syndromes, the batch of distinct ones the level.
   The binding's per-call overhead is measured apart: through-Python minus native, request by request.
 
 What the native tail holds: the syndrome's own spread (events, where they lie); a host interruption
 is spread over a batch's ``R`` copies and mostly dropped by the least of its timings, so the native
-tail leaves out a shared host's preemptions, which the through-Python sample keeps. The batch repeats one syndrome (the branch
-predictor sees it ``R`` times); the file records the level ratios (``native_check``).
+tail leaves out a shared host's preemptions, which the through-Python sample keeps. The file
+records ``O`` and the level ratios (``native_check``).
 
 Drawing (:meth:`PerCall.draw_ns`): a request with ``e`` detection events takes the time of a
 measured call with ``e`` events, picked uniformly (numpy ``default_rng([seed, DRAW_STREAM])``: the
@@ -85,9 +86,12 @@ class Sample:
         return self.python_ns - self.native_ns
 
 
+_clock = time.perf_counter_ns  # the timer (a test puts a virtual clock here)
+
+
 def timer_cost_ns(n: int = 20_000) -> int:
     """Median nanoseconds of two back-to-back ``time.perf_counter_ns`` calls on this host."""
-    pc = time.perf_counter_ns
+    pc = _clock
     t = np.empty(n, np.int64)
     for i in range(n):
         a = pc()
@@ -95,7 +99,8 @@ def timer_cost_ns(n: int = 20_000) -> int:
     return int(np.median(t))
 
 
-def _time(f, x, pc=time.perf_counter_ns) -> int:
+def _time(f, x) -> int:
+    pc = _clock
     t0 = pc()
     f(x)
     return pc() - t0
@@ -143,27 +148,39 @@ def measure(decoder: Decoder, syndromes: np.ndarray, events: np.ndarray, calls: 
     finally:
         if was:
             gc.enable()
-    med = {int(k): float(np.median(py[e == k])) for k in np.unique(e)}
-    rep = np.maximum((batch - np.array([med[int(k)] for k in e])) / (R - 1), 0.0)
+    overhead = _overhead(py, e, level)
+    rep = np.maximum(batch - overhead, 0.0) / R
     native = np.empty(calls, np.float64)
     ratio = {}
-    for k, t in level.items():  # each event count's level: its requests' syndromes in one batch, less one call
+    for k, t in level.items():  # each event count's level: its requests' syndromes in one batch, less O
         sel = e == k
         n = int(sel.sum())
-        ratio[k] = max(t - med[k], 0.0) / (n - 1) / rep[sel].mean() if rep[sel].mean() > 0 and n >= MIN_LEVEL \
-            else None
-    per_shot = max(sum(level.values()) - sum(med.values()), 0.0) / max(calls - len(level), 1)
+        ratio[k] = max(t - overhead, 0.0) / n / rep[sel].mean() if rep[sel].mean() > 0 and n >= MIN_LEVEL else None
+    per_shot = max(sum(level.values()) - overhead * len(level), 0.0) / calls
     whole = per_shot / rep.mean() if rep.mean() > 0 else 1.0
     for k in level:
         sel = e == k
         native[sel] = rep[sel] * (ratio[k] if ratio[k] is not None else whole)
-    check = {"batch_of_the_sample_mean_ns_per_shot": round(float(per_shot), 1),
+    check = {"binding_overhead_ns": round(overhead, 1), "batch_of_the_sample_mean_ns_per_shot": round(float(per_shot), 1),
              "repeated_syndrome_mean_ns": round(float(rep.mean()), 1), "native_mean_ns": round(float(native.mean()), 1),
              "level_ratio_by_events": {k: (round(float(v), 3) if v is not None else None) for k, v in ratio.items()},
              "level_ratio_whole": round(float(whole), 3)}
     if progress:
         progress(calls, calls)
     return Sample(e, py, native, R, timer, check)
+
+
+def _overhead(py: np.ndarray, e: np.ndarray, level: dict) -> float:
+    """The binding's per-call overhead O (ns): an event count's requests through Python cost
+    ``n_k O + sum(native)``, its batch ``O + sum(native)``, so O = (the through-Python sums - the
+    batches) / (calls - event counts); a preempted call (above its count's median + 10 MAD) counts
+    at that bound."""
+    from scipy.stats import median_abs_deviation
+    total = 0.0
+    for k, t in level.items():
+        x = py[e == k].astype(np.float64)
+        total += float(np.minimum(x, np.median(x) + 10 * median_abs_deviation(x)).sum()) - t
+    return max(total / max(len(py) - len(level), 1), 0.0)
 
 
 # -- quantiles, with their uncertainty ---------------------------------------------------------
@@ -329,7 +346,8 @@ def file_name(decoder: str, code: str | None, distance: int | None, rounds: int 
     tail = "" if per == "shot" else f"_per-{per}"
     if circuit is not None:
         return f"{decoder}_circuit-{Path(circuit).stem}-{(sha or '')[:8]}{tail}.yaml"
-    return f"{decoder}_{code}_d{distance}_r{rounds}_p{p:g}_{noise}{tail}.yaml"
+    dist = "" if code and code.startswith("bb") else f"_d{distance}"  # a BB code's distance is its own
+    return f"{decoder}_{code}{dist}_r{rounds}_p{p:g}_{noise}{tail}.yaml"
 
 
 def shipped(wanted: str, decoder: str, code: str | None, distance: int, rounds: int, p: float,
@@ -344,7 +362,7 @@ def shipped(wanted: str, decoder: str, code: str | None, distance: int, rounds: 
         return root / wanted, True
     import math
     import re
-    pat = re.compile(rf"^{re.escape(decoder)}_([a-z0-9]+)_d(\d+)_r(\d+)_p([0-9.e+-]+)_([a-z_]+?)(_per-[a-z]+)?\.yaml$")
+    pat = re.compile(rf"^{re.escape(decoder)}_([a-z0-9]+)(?:_d(\d+))?_r(\d+)_p([0-9.e+-]+)_([a-z_]+?)(_per-[a-z]+)?\.yaml$")
     best = None
     for f in sorted(root.glob(f"{decoder}_*.yaml")):
         m = pat.match(f.name)
@@ -352,7 +370,7 @@ def shipped(wanted: str, decoder: str, code: str | None, distance: int, rounds: 
             key = (2, 0, 0, 0.0, 0.0)
         else:
             c, dd, rr, pp, _, per = m.groups()
-            key = (1 if per else 0, int(c != code), abs(int(dd) - distance), abs(int(rr) - rounds),
+            key = (1 if per else 0, int(c != code), abs(int(dd or distance) - distance), abs(int(rr) - rounds),
                    abs(math.log10(float(pp) / p)) if p > 0 and float(pp) > 0 else 0.0)
         if best is None or key < best[0]:
             best = (key, f)
