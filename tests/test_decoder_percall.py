@@ -179,8 +179,8 @@ def test_measured_refuses_what_it_cannot_use(tmp_path):
               {"decoder": "lookup", "code": "rep", "rounds": 1}),
              ({"how": "measured", "file": CAL}, None, "decode.cost.file", {}),
              (None, None, "decode.cost", {"decoder": "tesseract"}),  # no per-call file of it
-             (None, None, "decode.cost", {"decoder": "function", "function": "examples.rep3_rule:decode",
-                                          "code": "rep", "rounds": 1})]
+             (None, None, "decode.cost.fixed", {"decoder": "function", "function": "examples.rep3_rule:decode",
+                                                "code": "rep", "rounds": 1})]
     for cost, pls, key, extra in cases:
         with pytest.raises(ConfigError) as e:
             load_decode(_scenario(tmp_path, cost, placements=pls, **extra))

@@ -192,9 +192,9 @@ def _user_function(path: Path, d: Decode, params, circuit):
         raise ConfigError(path, "decode.cost.fixed", "<missing>", "a user function has no entry in the cost "
                           "model: give its time (fixed: '50 ns') or use how: host_timed")
     if d.cost.how == "measured" and d.cost.file is None:
-        raise ConfigError(path, "decode.cost", "{how: measured}", "a user function has no shipped per-call "
-                          "measurement: give its time (how: model, fixed: '50 ns'), use how: host_timed, or measure "
-                          "it (twin calibrate decoder SCENARIO) and give decode.cost.file")
+        raise ConfigError(path, "decode.cost.fixed", "<missing>", "a user function has no shipped per-call "
+                          "measurement: give its time (fixed: '50 ns'), use how: host_timed, or measure it (twin "
+                          "calibrate decoder SCENARIO) and give decode.cost.file")
     return fn
 
 

@@ -118,6 +118,13 @@ class Cost(_Strict):
     file: str | None = None
     _d = field_validator("fixed", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
+    @model_validator(mode="before")
+    @classmethod
+    def _fixed_is_model(cls, v):  # a stated time with no how is the cost model's fixed time
+        if isinstance(v, dict) and v.get("fixed") is not None and "how" not in v:
+            return {**v, "how": "model"}
+        return v
+
     @model_validator(mode="after")
     def _applies(self):  # each would be silently ignored under the other ``how``
         if self.how == "model" and "scale" in self.model_fields_set and self.scale != 1.0:
