@@ -34,7 +34,8 @@ def scenarios() -> int:
     from twin.qec.load import load_decode
     from twin.studies.decode import run_decode_study
     bad = 0
-    print("scenario / placement (call)        file p50 x f   decoder-only p50   file p99 x f   decoder-only p99  within")
+    print("scenario / placement (call)        file p50 x f   decoder-only p50   file p99 x f   decoder-only p99  "
+          "within")
     for f in sorted((ROOT / "scenarios").glob("decode_*.yaml")):
         ld = load_decode(f)
         if ld.sc.decode.cost.how != "measured" or ld.percall is None or ld.percall[0] is None:
@@ -72,7 +73,7 @@ def remeasure(calls: int) -> None:
         pc = P.load_percall(f)
         w = pc.doc["workload"]
         if w.get("circuit"):
-            ld = load_decode(ROOT / "scenarios" / Path(w["circuit"]).with_suffix(".yaml").name, percall=False)
+            ld = load_decode(ROOT / "scenarios" / Path(w["circuit"]).with_suffix(".yaml").name, find_percall=False)
             wl = sample_circuit(ld.circuit, max(calls, 20_000), seed=pc.doc["seed"], per=w["per"])
         else:
             wl = sample(w["code"], w["distance"], w["rounds"], w["p"], max(calls, 20_000), seed=pc.doc["seed"],

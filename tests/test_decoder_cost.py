@@ -95,7 +95,8 @@ def _decode_scenario(tmp_path: Path, cost: dict, decoder="matching", **decode) -
 def test_calibrate_decoder_writes_a_file_that_a_decode_scenario_uses(tmp_path, capsys):
     scen = _decode_scenario(tmp_path, {"how": "model"})
     out = tmp_path / "dec.yaml"
-    assert main(["calibrate", "decoder", str(scen), "--fit", "--calls", "300", "--warmup", "10", "--out", str(out)]) == 0
+    assert main(["calibrate", "decoder", str(scen), "--fit", "--calls", "300", "--warmup", "10",
+                 "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "outliers" in printed and f"wrote {out}" in printed
     doc = yaml.safe_load(out.read_text())

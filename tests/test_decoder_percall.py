@@ -147,7 +147,8 @@ def test_calibrate_writes_a_file_that_twin_decode_draws_and_names(tmp_path, caps
 
     runs = {}
     for name, cost, call in (("native", {"file": str(out)}, None), ("again", {"file": str(out)}, None),
-                             ("python", {"file": str(out)}, "python"), ("scaled", {"file": str(out), "scale": 2.0}, None)):
+                             ("python", {"file": str(out)}, "python"),
+                             ("scaled", {"file": str(out), "scale": 2.0}, None)):
         pl = {"device": "epyc7282", "mode": "inline", **({"call": call} if call else {})}
         p = _scenario(tmp_path, cost, placements=[pl])
         d = tmp_path / name

@@ -80,7 +80,7 @@ def _fit_distances(args: argparse.Namespace, console, scenarios: list[str]) -> i
     from twin.stats import percentile
 
     path = Path(scenarios[0])
-    ld = load_decode(path, percall=False)  # this fit stands apart from the per-call files
+    ld = load_decode(path, find_percall=False)  # this fit stands apart from the per-call files
     d = ld.sc.decode
     if d.circuit is not None:
         raise UsageError(f"calibrate decoder {path}: fits a named code's decoder across distances (the scenario's "

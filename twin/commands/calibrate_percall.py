@@ -21,7 +21,7 @@ CONDITIONS_VM = ("a shared 2-core VM: other processes ran beside it (load averag
 def per_call(args: argparse.Namespace, console, path: Path) -> int:
     """Measure, write, print. Returns 0; raises UsageError / ConfigError."""
     from twin.qec.load import load_decode
-    ld = load_decode(path, percall=False)  # it writes the per-call file, it need not find one
+    ld = load_decode(path, find_percall=False)  # it writes the per-call file, it need not find one
     d = ld.sc.decode
     if d.per == "window":
         raise UsageError(f"calibrate decoder {path}: windows are decoded by the sliding-window decoder as they are "
@@ -184,9 +184,10 @@ def _print(console, label: str, doc: dict, shipped: dict | None) -> None:
         tb.add_row(*row)
     tb.print(console)
     n = doc["native_check"]
-    console.print(f"native: the syndrome repeated {doc['native_repeat']} times in one call, less one call, over "
-                  f"{doc['native_repeat'] - 1}; the whole sample in one batch costs {n['batch_of_the_sample_mean_ns_per_shot']:g} "
-                  f"ns a shot (native mean {n['native_mean_ns']:g} ns); timer's own {doc['timer_ns']:g} ns subtracted"
+    console.print(f"native: the syndrome repeated {doc['native_repeat']} times in one call, less the binding's "
+                  f"{n['binding_overhead_ns']:g} ns per call, over {doc['native_repeat']}, levelled by each event "
+                  f"count's distinct syndromes in one batch ({n['batch_of_the_sample_mean_ns_per_shot']:g} ns a shot; "
+                  f"repeated {n['repeated_syndrome_mean_ns']:g} ns); timer's own {doc['timer_ns']:g} ns subtracted"
                   + (f"; vs file: against {shipped['measured_at']}'s {shipped['calls']:,} calls" if shipped else ""))
 
 
@@ -195,5 +196,6 @@ def _write(out: Path, doc: dict) -> None:
 
     from twin.output.files import write_file
     head = (f"# {HEAD_MARK} (twin/qec/percall.py):\n"
-            "# one request per call, warm, timer cost removed; native and through Python; machine, versions, date below.\n")
+            "# one request per call, warm, timer cost removed; native and through Python; machine, versions, "
+            "date below.\n")
     write_file(out, head + yaml.safe_dump(doc, sort_keys=False, width=120))

@@ -180,7 +180,8 @@ class CostModel:
         self.factor = factor * self.scale
         lines = pc.doc["per_event"][self.call]
         self.base_ns, self.per_event_ns = lines["intercept_ns"] * self.factor, lines["slope_ns"] * self.factor
-        what = "this workload" if self.exact else f"another workload (the nearest file; none for this one, {self.wanted})"
+        what = "this workload" if self.exact else \
+            f"another workload (the nearest file; none for this one, {self.wanted})"
         self.notes.append(f"measured per call ({self.call}) on {pc.doc['machine'].get('cpu')} ({pc.doc['host_class']}, "
                           f"{pc.doc['measured_at']}) for {what}: {pc.file}; drawn by detection events (seed "
                           f"{self.seed}); {self.carried}" + (f"; scaled x{self.scale:g}" if self.scale != 1 else ""))

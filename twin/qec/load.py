@@ -42,12 +42,12 @@ def serving_kind(params, dev: str) -> str:
     return kind(params, dev)
 
 
-def load_decode(path: str | Path, percall: bool = True) -> LoadedDecode:
+def load_decode(path: str | Path, find_percall: bool = True) -> LoadedDecode:
     """Load a decode scenario: the file, the parameter set and the traffic as any scenario's
     (:func:`twin.scenario.load.read_scenario`), then the decode block against them: the placements'
     devices and hosting modes, the hosting costs, the circuit, the decoder (built here, so one that
-    cannot take the circuit is refused at load), its cost and the feedback plan. ``percall``: find
-    the per-call file of ``how: measured`` (``twin calibrate decoder``, which writes it, says False).
+    cannot take the circuit is refused at load), its cost and the feedback plan. ``find_percall``:
+    find the per-call file of ``how: measured`` (``twin calibrate decoder``, which writes it, says False).
     Raises :class:`ConfigError` naming file, key and value."""
     from twin.scenario.load import read_scenario, resolve_gaps_file
     path = Path(path)
@@ -70,7 +70,7 @@ def load_decode(path: str | Path, percall: bool = True) -> LoadedDecode:
     sinter_inner = resolve_sinter_decoder(d.decoder, path) if d.decoder.startswith("sinter:") else None
     fn = _user_function(path, d, params, circuit)
     fit = _check_cost(path, d, params)
-    percall = _percall(path, d, params, circuit) if d.cost.how == "measured" and percall else None
+    percall = _percall(path, d, params, circuit) if d.cost.how == "measured" and find_percall else None
     _check_syndrome(path, d, circuit)
     try:  # built once here, so a decoder that cannot take this model is refused at load (e.g. no matching graph)
         decoder = decoder_for(d, circuit, path, sinter_inner=sinter_inner, fn=fn)
@@ -89,7 +89,8 @@ def cost_model(ld: LoadedDecode, pl, seed: int):
     from twin.units import time_ps
     d = ld.sc.decode
     pc, exact, wanted = ld.percall or (None, True, None)
-    return CostModel(how=d.cost.how, scale=d.cost.scale, fixed_ns=time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None,
+    fixed = time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None
+    return CostModel(how=d.cost.how, scale=d.cost.scale, fixed_ns=fixed,
                      fit=ld.cost_fit, file=d.cost.file, seed=seed, percall=pc, exact=exact, wanted=wanted,
                      call=pl.call)
 

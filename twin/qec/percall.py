@@ -161,7 +161,8 @@ def measure(decoder: Decoder, syndromes: np.ndarray, events: np.ndarray, calls: 
     for k in level:
         sel = e == k
         native[sel] = rep[sel] * (ratio[k] if ratio[k] is not None else whole)
-    check = {"binding_overhead_ns": round(overhead, 1), "batch_of_the_sample_mean_ns_per_shot": round(float(per_shot), 1),
+    check = {"binding_overhead_ns": round(overhead, 1),
+             "batch_of_the_sample_mean_ns_per_shot": round(float(per_shot), 1),
              "repeated_syndrome_mean_ns": round(float(rep.mean()), 1), "native_mean_ns": round(float(native.mean()), 1),
              "level_ratio_by_events": {k: (round(float(v), 3) if v is not None else None) for k, v in ratio.items()},
              "level_ratio_whole": round(float(whole), 3)}
@@ -362,7 +363,8 @@ def shipped(wanted: str, decoder: str, code: str | None, distance: int, rounds: 
         return root / wanted, True
     import math
     import re
-    pat = re.compile(rf"^{re.escape(decoder)}_([a-z0-9]+)(?:_d(\d+))?_r(\d+)_p([0-9.e+-]+)_([a-z_]+?)(_per-[a-z]+)?\.yaml$")
+    pat = re.compile(rf"^{re.escape(decoder)}_([a-z0-9]+)(?:_d(\d+))?_r(\d+)_p([0-9.e+-]+)_([a-z_]+?)"
+                     r"(_per-[a-z]+)?\.yaml$")
     best = None
     for f in sorted(root.glob(f"{decoder}_*.yaml")):
         m = pat.match(f.name)
