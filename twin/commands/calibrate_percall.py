@@ -85,7 +85,7 @@ def _one(args, console, ld, dist, calls: int, warmup: int, seed: int, path: Path
     from twin.qec.cost_fit import machine
     load0 = os.getloadavg()
     with progress_bar(console) as bar:
-        task = bar.add_task("decoder calls", total=calls)
+        task = bar.add_task("decoder calls", total=calls * P.PASSES)
         s = P.measure(decoder, decoder.syndromes(frames), events, calls, warmup=warmup, seed=seed,
                       progress=lambda done, total: bar.update(task, completed=done))
     m = machine()

@@ -13,16 +13,20 @@ order:
   the timer's own cost (median of 20,000 back-to-back ``perf_counter_ns`` pairs) is subtracted.
 - **native**: right after, the same syndrome repeated ``R`` times is decoded in one call (the
   binding's per-call work ``O`` is paid once); the request's native time is ``(batch - O) / R``.
-  ``O`` comes from each number of detection events' requests decoded in turn in one batch (least
-  of 5): through Python they cost ``n O + sum(native)``, in the batch ``O + sum(native)``
-  (:func:`_overhead`; preempted calls clipped).
+  ``O`` comes from each number of detection events' requests decoded in turn in chunks of ``R``
+  (each chunk once a pass, the least kept): through Python they cost ``n O + sum(native)``, in ``c``
+  chunks ``c O + sum(native)`` (:func:`_overhead`; preempted calls clipped).
   ``R`` is chosen from a pilot so that ``R - 1`` copies of the native work exceed the binding's
-  per-call overhead 20 times (2 <= R <= 1024). Each batch is timed :data:`BATCHES` times and the
-  least kept: the decoder's own work on a core nobody else takes (a real-time host's isolated core).
+  per-call overhead 20 times (2 <= R <= 1024). The requests are gone through :data:`PASSES` times,
+  spread over the measurement (a busy spell of a shared host falls on one pass, not on all the
+  timings of a request), each request's batch timed once a pass and the least kept: the decoder's
+  own work on a core nobody else takes (a real-time host's isolated core). Each request's call
+  through Python is kept from one pass (request k from pass k mod PASSES).
   A syndrome repeated is decoded faster than a new one each call (the branch predictor and the
   decoder's state have seen it), so each number of detection events gets its level from its own
-  requests' syndromes decoded in turn in that batch (less ``O``, over their number; an event count
-  with fewer than :data:`MIN_LEVEL` requests takes the whole sample's): the request's
+  requests' syndromes decoded in turn in chunks of ``R`` (as long as a repeated batch, so no more
+  often preempted; less ``O`` a chunk, over their number; an event count with fewer than
+  :data:`MIN_LEVEL` requests takes the whole sample's): the request's
   repeated-syndrome time times (that batch's time per shot / the count's mean repeated-syndrome
   time). The repeated batches give the spread between syndromes, the batch of distinct ones the level.
   The binding's per-call overhead is measured apart: through-Python minus native, request by request.
@@ -63,7 +67,7 @@ FOLDER = Path("calibrations") / "measured" / "decoders"
 HOSTS = Path("calibrations") / "decoder_hosts.yaml"
 MAX_REPEAT = 1024
 MIN_LEVEL = 20  # an event count with this many requests gets its own level (module docstring)
-BATCHES = 3  # native: each request's batch timed this many times, the least kept (module docstring)
+PASSES = 3  # passes over the requests: each native batch's least timing kept (module docstring)
 
 
 @dataclass
@@ -119,7 +123,7 @@ def measure(decoder: Decoder, syndromes: np.ndarray, events: np.ndarray, calls: 
             seed: int = 0, progress=None) -> Sample:
     """Time ``calls`` requests of a workload (``syndromes`` uint8 (shots, ceil(D/8)), ``events``
     int (shots,)) through Python and natively (module docstring). ``progress(done, total)`` every
-    500 requests. Raises ValueError for calls < 1 or no shots."""
+    500 requests of each pass. Raises ValueError for calls < 1 or no shots."""
     syn = np.ascontiguousarray(syndromes, np.uint8)
     ev = np.asarray(events, np.int64)
     if calls < 1 or len(syn) == 0 or len(ev) != len(syn):
@@ -132,31 +136,41 @@ def measure(decoder: Decoder, syndromes: np.ndarray, events: np.ndarray, calls: 
         f(rows[i % len(rows)])
     timer = timer_cost_ns()
     R = _repeat(decoder, rows[:200], timer)
-    py = np.empty(calls, np.int64)
-    batch = np.empty(calls, np.int64)
+    py = np.empty((PASSES, calls), np.int64)
+    batch = np.empty((PASSES, calls), np.int64)
+    e = ev[pick]
+    # each event count's requests in chunks of R distinct syndromes: as long as a repeated batch, so a
+    # chunk is preempted no more often than one (a long batch on a busy host always would be)
+    chunks = {int(k): [syn[c] for c in np.array_split(pick[e == k], max(1, int((e == k).sum()) // R))]
+              for k in np.unique(e)}
+    level = {k: np.full(len(v), np.iinfo(np.int64).max) for k, v in chunks.items()}
     was = gc.isenabled()
     gc.disable()
     try:
-        for k, row in enumerate(rows):
-            py[k] = _time(f, row) - timer
-            copies = np.repeat(row, R, axis=0)
-            batch[k] = min(_time(f, copies) for _ in range(BATCHES)) - timer
-            if progress and k % 500 == 499:
-                progress(k + 1, calls)
-        e = ev[pick]
-        level = {int(k): min(_time(f, syn[pick[e == k]]) for _ in range(5)) - timer for k in np.unique(e)}
+        for n in range(PASSES):  # passes spread in time: a busy spell of a shared host falls on one of them
+            for k, row in enumerate(rows):
+                py[n, k] = _time(f, row) - timer
+                batch[n, k] = _time(f, np.repeat(row, R, axis=0)) - timer
+                if progress and k % 500 == 499:
+                    progress(n * calls + k + 1, PASSES * calls)
+            for k, cs in chunks.items():
+                level[k] = np.minimum(level[k], [_time(f, c) - timer for c in cs])
     finally:
         if was:
             gc.enable()
+    py = py[np.arange(calls) % PASSES, np.arange(calls)]  # each request's call through Python from one pass
+    batch = batch.min(axis=0)
     overhead = _overhead(py, e, level)
     rep = np.maximum(batch - overhead, 0.0) / R
     native = np.empty(calls, np.float64)
     ratio = {}
-    for k, t in level.items():  # each event count's level: its requests' syndromes in one batch, less O
+    for k, t in level.items():  # each event count's level: its requests' syndromes in turn, less O a chunk
         sel = e == k
         n = int(sel.sum())
-        ratio[k] = max(t - overhead, 0.0) / n / rep[sel].mean() if rep[sel].mean() > 0 and n >= MIN_LEVEL else None
-    per_shot = max(sum(level.values()) - overhead * len(level), 0.0) / calls
+        lv = max(float(t.sum()) - overhead * len(t), 0.0) / n
+        ratio[k] = lv / rep[sel].mean() if rep[sel].mean() > 0 and n >= MIN_LEVEL else None
+    per_shot = max(sum(float(t.sum()) for t in level.values()) - overhead * sum(len(t) for t in level.values()),
+                   0.0) / calls
     whole = per_shot / rep.mean() if rep.mean() > 0 else 1.0
     for k in level:
         sel = e == k
@@ -167,21 +181,22 @@ def measure(decoder: Decoder, syndromes: np.ndarray, events: np.ndarray, calls: 
              "level_ratio_by_events": {k: (round(float(v), 3) if v is not None else None) for k, v in ratio.items()},
              "level_ratio_whole": round(float(whole), 3)}
     if progress:
-        progress(calls, calls)
+        progress(PASSES * calls, PASSES * calls)
     return Sample(e, py, native, R, timer, check)
 
 
 def _overhead(py: np.ndarray, e: np.ndarray, level: dict) -> float:
     """The binding's per-call overhead O (ns): an event count's requests through Python cost
-    ``n_k O + sum(native)``, its batch ``O + sum(native)``, so O = (the through-Python sums - the
-    batches) / (calls - event counts); a preempted call (above its count's median + 10 MAD) counts
-    at that bound."""
+    ``n_k O + sum(native)``, its chunks ``c_k O + sum(native)``, so O = (the through-Python sums - the
+    chunks) / (calls - chunks); a preempted call (above its count's median + 10 MAD) counts at that
+    bound."""
     from scipy.stats import median_abs_deviation
-    total = 0.0
+    total, n_chunks = 0.0, 0
     for k, t in level.items():
         x = py[e == k].astype(np.float64)
-        total += float(np.minimum(x, np.median(x) + 10 * median_abs_deviation(x)).sum()) - t
-    return max(total / max(len(py) - len(level), 1), 0.0)
+        total += float(np.minimum(x, np.median(x) + 10 * median_abs_deviation(x)).sum()) - float(t.sum())
+        n_chunks += len(t)
+    return max(total / max(len(py) - n_chunks, 1), 0.0)
 
 
 # -- quantiles, with their uncertainty ---------------------------------------------------------

@@ -250,7 +250,7 @@ class _Study:
         out.runs.append(r)
         table = request_table(r)
         label = "+".join(pl.names)
-        out.tables.append((placement_label(label, pl.mode, pl.workers, pl.order, pl.dispatch_used), table))
+        out.tables.append((placement_label(label, pl.mode, pl.workers, pl.order, pl.dispatch_used, pl.call), table))
         feedback = None
         if self.d.feedback is not None and stopped is None:
             feedback, stopped = feedback_points(self.ld, r, run, self.traffic, self.seed)
@@ -435,7 +435,9 @@ def traffic_document(sc: DecodeScenario) -> dict:
 
 
 def placement_label(device: str, mode: str, workers: int = 1, order: str = "in_order",
-                    dispatch: str | None = None) -> str:
-    """A placement's name in the files and plots: ``device:mode``, with ``:xN:order`` for N > 1 workers
-    and ``:dispatch`` for a stream shared over devices (``device`` is then ``a+b``)."""
-    return f"{device}:{mode}" + (f":x{workers}:{order}" if workers > 1 else "") + (f":{dispatch}" if dispatch else "")
+                    dispatch: str | None = None, call: str = "native") -> str:
+    """A placement's name in the files and plots: ``device:mode``, with ``:xN:order`` for N > 1 workers,
+    ``:dispatch`` for a stream shared over devices (``device`` is then ``a+b``) and ``:python`` for a
+    decoder called through its Python binding."""
+    return (f"{device}:{mode}" + (f":x{workers}:{order}" if workers > 1 else "") + (f":{dispatch}" if dispatch else "")
+            + (":python" if call == "python" else ""))
