@@ -11,17 +11,19 @@ order:
   (PyMatching: ``Matching.decode_batch`` of one bit-packed shot; BP+OSD: stimbposd's compiled
   decoder; the lookup table: its numpy index), timed with ``time.perf_counter_ns`` around the call;
   the timer's own cost (median of 20,000 back-to-back ``perf_counter_ns`` pairs) is subtracted.
-- **native**: right after, the same syndrome repeated ``R`` times is decoded in one call (the
-  binding's per-call work ``O`` is paid once); the request's native time is ``(batch - O) / R``.
+- **native**: the same syndrome repeated ``R`` times is decoded in one call (the binding's
+  per-call work ``O`` is paid once); the request's native time is ``(batch - O) / R``.
   ``O`` comes from each number of detection events' requests decoded in turn in chunks of ``R``
   (each chunk once a pass, the least kept): through Python they cost ``n O + sum(native)``, in ``c``
   chunks ``c O + sum(native)`` (:func:`_overhead`; preempted calls clipped).
   ``R`` is chosen from a pilot so that ``R - 1`` copies of the native work exceed the binding's
-  per-call overhead 20 times (2 <= R <= 1024). The requests are gone through :data:`PASSES` times,
+  per-call overhead 20 times (2 <= R <= 8,192, and R copies at most :data:`MAX_BATCH_NS`).
+  The requests are gone through :data:`PASSES` times,
   spread over the measurement (a busy spell of a shared host falls on one pass, not on all the
-  timings of a request), each request's batch timed once a pass and the least kept: the decoder's
-  own work on a core nobody else takes (a real-time host's isolated core). Each request's call
-  through Python is kept from one pass (request k from pass k mod PASSES).
+  timings of a request); a pass times every request's call through Python one after another (as a
+  host's decoding loop makes them), then every request's batch. Each batch keeps its least timing
+  over the passes: the decoder's own work on a core nobody else takes (a real-time host's isolated
+  core); each request's call through Python comes from one pass (request k from pass k mod PASSES).
   A syndrome repeated is decoded faster than a new one each call (the branch predictor and the
   decoder's state have seen it), so each number of detection events gets its level from its own
   requests' syndromes decoded in turn in chunks of ``R`` (as long as a repeated batch, so no more
@@ -65,7 +67,8 @@ QUANTILES = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99.9", 99.9))
 DRAW_STREAM = 0xCA11  # the random stream of the per-call draws, beside the scenario seed
 FOLDER = Path("calibrations") / "measured" / "decoders"
 HOSTS = Path("calibrations") / "decoder_hosts.yaml"
-MAX_REPEAT = 1024
+MAX_REPEAT = 8192  # R copies of a syndrome stay in L2 (a larger batch evicts what the next call needs)
+MAX_BATCH_NS = 500_000  # a repeated batch's length at most (so that it is seldom preempted)
 MIN_LEVEL = 20  # an event count with this many requests gets its own level (module docstring)
 PASSES = 3  # passes over the requests: each native batch's least timing kept (module docstring)
 
@@ -115,8 +118,9 @@ def _repeat(decoder: Decoder, rows: list, timer: int) -> int:
     f = decoder.decode_shots_bit_packed
     one = np.median([_time(f, r) for r in rows]) - timer
     big = np.median([_time(f, np.repeat(r, 64, axis=0)) for r in rows[:50]]) - timer
-    native = max((big - one) / 63, 1.0)
-    return int(np.clip(1 + np.ceil(20 * max(one - native, 0.0) / native), 2, MAX_REPEAT))
+    native = max((big - one) / 63, 0.05)
+    want = 1 + np.ceil(20 * max(one - native, 0.0) / native)
+    return int(np.clip(min(want, MAX_BATCH_NS / native), 2, MAX_REPEAT))
 
 
 def measure(decoder: Decoder, syndromes: np.ndarray, events: np.ndarray, calls: int, *, warmup: int = 1000,
@@ -148,8 +152,9 @@ def measure(decoder: Decoder, syndromes: np.ndarray, events: np.ndarray, calls: 
     gc.disable()
     try:
         for n in range(PASSES):  # passes spread in time: a busy spell of a shared host falls on one of them
-            for k, row in enumerate(rows):
+            for k, row in enumerate(rows):  # one call after another, as a host's decoding loop makes them
                 py[n, k] = _time(f, row) - timer
+            for k, row in enumerate(rows):
                 batch[n, k] = _time(f, np.repeat(row, R, axis=0)) - timer
                 if progress and k % 500 == 499:
                     progress(n * calls + k + 1, PASSES * calls)
