@@ -14,7 +14,7 @@ from twin.studies.decode import DecodeStudy, placement_label
 
 def _label(s: dict) -> str:
     return placement_label(s["device"], s["mode"], s.get("workers", 1), s.get("order", "in_order"),
-                           s.get("dispatch"), s["cost"].get("call", "native"))
+                           s.get("dispatch"), s.get("cost", {}).get("call", "native"))
 
 
 def print_decode(study: DecodeStudy, console) -> None:
@@ -37,7 +37,7 @@ def print_decode(study: DecodeStudy, console) -> None:
         exp = b["expected_growth_per_cycle"]
         tb.add_row(s["device"], s["mode"] + (f" ×{s['workers']} {s['order']}" if "workers" in s else "")
                    + (f" {s['dispatch']}" if "dispatch" in s else "")
-                   + (" via Python" if s["cost"].get("call") == "python" else ""),
+                   + (" via Python" if s.get("cost", {}).get("call") == "python" else ""),
                    f"{s['requests'] - s['identical_corrections']}/{s['card_mismatches']}", *us(s["reaction"]),
                    Num(s["deadline_misses"], ",") if "deadline_misses" in s else None, Num(s["backlog_max"], ","),
                    Num(b["growth_per_cycle"]), None if exp is None else Num(exp))
