@@ -100,7 +100,6 @@ def _one(args, console, ld, dist, calls: int, warmup: int, seed: int, path: Path
 def _document(args, ld, decoder, wd: dict, w, s, m: dict, seed: int, warmup: int, path: Path) -> dict:
     import numpy as np
 
-    from twin.commands.calibrate_decoder import _argv
     from twin.qec import percall as P
     from twin.qec.cost_fit import _line
     ev = s.events
@@ -118,7 +117,7 @@ def _document(args, ld, decoder, wd: dict, w, s, m: dict, seed: int, warmup: int
             "machine": m, "host_class": hc,
             "conditions": CONDITIONS_VM if hc == P.load_hosts().reference.host_class else "as measured (see machine)",
             "measured_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "command": "twin calibrate decoder " + " ".join(shlex.quote(a) for a in _argv(args, [str(path)])),
+            "command": "twin calibrate decoder " + " ".join(shlex.quote(a) for a in _argv(args, path)),
             "seed": seed, "warmup": warmup, "calls": int(len(ev)), "timer_ns": float(s.timer_ns),
             "native_repeat": s.repeat, "native_check": s.native_check,
             "python_ns": P.quantiles(s.python_ns, seed), "native_ns": P.quantiles(s.native_ns, seed),
@@ -148,14 +147,32 @@ def _implementation(decoder) -> str:
     return f"{decoder.kind} decoder {decoder.name} ({type(decoder).__name__}.decode_shots_bit_packed)"
 
 
+def _argv(args: argparse.Namespace, path: Path) -> list[str]:
+    """The command's arguments as given (for the file)."""
+    out = [str(path)]
+    for x in args.distance or []:
+        out += ["--distance", str(x)]
+    for k in ("calls", "warmup", "seed", "out"):
+        v = getattr(args, k, None)
+        if v is not None:
+            out += [f"--{k}", str(v)]
+    return out + (["--overwrite"] if args.overwrite else [])
+
+
 def _writable(target: Path, args) -> Path:
     """Where to write: ``target`` if it is not there, or ``--overwrite`` / ``--out``; else a new
-    stamped name beside it (the shipped file stays, the change against it is printed)."""
-    from twin.commands.calibrate import checked_out
-    from twin.commands.common import stamped
+    stamped name beside it (the shipped file stays, the change against it is printed). Checked
+    before the timing: raises UsageError for a file it may not replace or a folder it cannot make."""
+    from twin.commands.common import out_error, stamped
+    from twin.output.files import check_file
     if target.exists() and not args.overwrite and not args.out:
         target = stamped(target)
-    return checked_out(target, args)
+    check_file(target, args.overwrite, "--out", (HEAD_MARK,))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise out_error("--out", target, e) from None
+    return target
 
 
 def _shipped(target: Path):
