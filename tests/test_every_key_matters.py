@@ -330,16 +330,21 @@ DEC: dict[str, list[Case]] = {
     "decode.function": [C("decode", {"decode.function": "examples.rep3_rule:no_such"}, refused="decode.function"),
                         C("decode", {"decode.function": "examples.rep3_rule:decode"}, refused="decode.function")],
     "decode.cost.how": [C("decode", {"decode.cost.how": "host_timed"}),
+                        C("decode", {"decode.cost.how": "model"}),  # the table, against the measured default
                         C("decode", {"decode.cost.how": "fitted", "decode.cost.file": "DECCOST1"})],
     "decode.cost.scale": [C("decode", {"decode.cost.scale": 3.0}, {"decode.cost.how": "host_timed"}),
                           C("decode", {"decode.cost.scale": 3.0}, FITTED),
-                          C("decode", {"decode.cost.scale": 3.0}, refused="decode.cost.scale")],  # how: model
+                          C("decode", {"decode.cost.scale": 3.0}),  # how: measured (the default)
+                          C("decode", {"decode.cost.scale": 3.0}, {"decode.cost.how": "model"},
+                            refused="decode.cost.scale")],
     "decode.cost.fixed": [C("decode", {"decode.cost.fixed": "700 ns"}),
                           C("decode", {"decode.cost.fixed": "700 ns"}, {"decode.cost.how": "host_timed"},
                             refused="decode.cost.fixed"),
                           C("decode", {"decode.cost.fixed": "700 ns"}, FITTED, refused="decode.cost.fixed")],
     "decode.cost.file": [C("decode", {"decode.cost.file": "DECCOST2"}, FITTED),
-                         C("decode", {"decode.cost.file": "DECCOST1"}, refused="decode.cost.file"),  # how: model
+                         C("decode", {"decode.cost.file": "DECCOST1"}, refused="decode.cost.file"),  # not per call
+                         C("decode", {"decode.cost.file": "DECCOST1"}, {"decode.cost.how": "model"},
+                           refused="decode.cost.file"),
                          C("decode", {"decode.cost.file": "no_such_cost.yaml"}, FITTED, refused="decode.cost.file"),
                          C("decode", {"decode.cost.file": DELETE}, FITTED, refused="decode.cost.file")],
     # a circuit's feedback timed by the loop (issue 14): its stalls become idle noise and logical error
@@ -382,6 +387,9 @@ DEC: dict[str, list[Case]] = {
                                   C("decode", {"decode.placements[0].order": "as_ready"},
                                     refused="decode.placements[0].order")],  # one worker
     "decode.placements[].device": [C("decode", {"decode.placements[0].device": "epyc9755"})],
+    "decode.placements[].call": [C("decode", {"decode.placements[0].call": "python"}),
+                                 C("decode", {"decode.placements[0].call": "python"}, {"decode.cost.fixed": "300 ns"},
+                                   refused="decode.placements[0].call")],
     "decode.placements[].devices": [C("decode", SHARE, SLOW),
                                     C("decode", SHARE, refused="decode.placements[0].devices"),  # closed loop
                                     C("decode", {"decode.placements[0].devices": ["epyc7282", "epyc7282"]}, SLOW,

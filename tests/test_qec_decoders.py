@@ -123,7 +123,7 @@ def test_a_bad_circuit_file_is_refused_in_one_line(tmp_path, text, why):
     ({"code": "bb72", "noise": "circuit", "decoder": "bposd"}, "decode.noise"),
     ({"code": "bb72", "distance": 5, "decoder": "bposd"}, "decode.distance"),
     ({"code": "rep", "noise": "phenomenological"}, "decode.noise"),
-    ({"code": "bb72", "decoder": "bposd"}, "decode.placements[0].device"),  # no cost-model entry for BP+OSD
+    ({"code": "bb72", "decoder": "tesseract"}, "decode.cost"),  # no per-call measurement of Tesseract
 ])
 def test_keys_that_do_not_fit_are_refused(tmp_path, decode, key):
     from twin.qec.load import load_decode

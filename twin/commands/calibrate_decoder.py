@@ -1,7 +1,12 @@
-"""``twin calibrate decoder SCENARIO.yaml``: time a decode scenario's decoder call by call on this
-host, fit overhead + per-event slope + residual quantiles (:mod:`twin.qec.cost_fit`), write the
-calibration file that ``decode.cost: {how: fitted, file: ...}`` reads, and print measured vs fitted
-percentiles per workload."""
+"""``twin calibrate decoder SCENARIO.yaml``: measure a decode scenario's decoder per call on this host.
+
+By default (:mod:`twin.qec.percall`): one request per call, warm, timer cost removed, through
+Python and natively (the binding's per-call overhead measured apart), the tail kept; one file per
+workload (the scenario's, or each ``--distance``), ``calibrations/measured/decoders/<decoder>_<code>_
+d<d>_r<r>_p<p>_<noise>.yaml``, which ``decode.cost.how: measured`` (the default) reads; it prints
+native and through-Python percentiles apart, and beside a file already there, the change against it.
+With ``--fit`` (:mod:`twin.qec.cost_fit`): the across-distance fit of overhead + per-event slope +
+residual quantiles that ``decode.cost: {how: fitted, file: ...}`` reads."""
 from __future__ import annotations
 
 import argparse
@@ -12,7 +17,7 @@ from pathlib import Path
 from twin.commands.common import UsageError, out_error
 
 DEFAULT_FOLDER = Path("calibrations") / "measured" / "decoders"
-DECODER_ONLY = ("distance", "calls", "warmup", "outlier_mads", "seed")  # options of `calibrate decoder` only
+DECODER_ONLY = ("distance", "calls", "warmup", "outlier_mads", "seed", "fit")  # options of `calibrate decoder` only
 NOT_FOR_DECODER = ("from_live", "node", "rounds", "maxiter", "popsize")  # options of the other calibrations
 
 
@@ -28,6 +33,9 @@ def add_options(c) -> None:
     g.add_argument("--outlier-mads", type=float, dest="outlier_mads",
                    help="a call whose residual is above median + K MAD is an outlier (default 10)")
     g.add_argument("--seed", type=int, help="workload and call order (default: the scenario's seed)")
+    g.add_argument("--fit", action="store_true", default=None,
+                   help="fit overhead + per-event slope + residual quantiles across the distances (decode.cost "
+                        "how: fitted) instead of the per-call measurement (how: measured)")
 
 
 def _calls(text: str) -> int:
@@ -46,7 +54,23 @@ def refuse_decoder_options(args: argparse.Namespace) -> None:
 
 
 def cmd_calibrate_decoder(args: argparse.Namespace, console, scenarios: list[str]) -> int:
-    """Time, fit, write, print. Returns 0; raises UsageError / ConfigError for bad input."""
+    """Measure per call (default) or fit across distances (``--fit``). Returns 0; raises
+    UsageError / ConfigError for bad input."""
+    for k in NOT_FOR_DECODER:
+        if getattr(args, k, None) is not None:
+            raise UsageError(f"--{k.replace('_', '-')}: not for `twin calibrate decoder` (it times the decoder)")
+    if len(scenarios) != 1:
+        raise UsageError(f"calibrate decoder: give one decode scenario, got {len(scenarios)}")
+    if args.fit:
+        return _fit_distances(args, console, scenarios)
+    if args.outlier_mads is not None:
+        raise UsageError("--outlier-mads: only with --fit (the per-call measurement keeps every call, the tail too)")
+    from twin.commands.calibrate_percall import per_call
+    return per_call(args, console, Path(scenarios[0]))
+
+
+def _fit_distances(args: argparse.Namespace, console, scenarios: list[str]) -> int:
+    """``--fit``: time, fit, write, print."""
     import numpy as np
 
     from twin.output.progress import progress_bar
@@ -55,13 +79,8 @@ def cmd_calibrate_decoder(args: argparse.Namespace, console, scenarios: list[str
     from twin.qec.workload import sample
     from twin.stats import percentile
 
-    for k in NOT_FOR_DECODER:
-        if getattr(args, k, None) is not None:
-            raise UsageError(f"--{k.replace('_', '-')}: not for `twin calibrate decoder` (it times the decoder)")
-    if len(scenarios) != 1:
-        raise UsageError(f"calibrate decoder: give one decode scenario, got {len(scenarios)}")
     path = Path(scenarios[0])
-    ld = load_decode(path)
+    ld = load_decode(path, find_percall=False)  # this fit stands apart from the per-call files
     d = ld.sc.decode
     if d.circuit is not None:
         raise UsageError(f"calibrate decoder {path}: fits a named code's decoder across distances (the scenario's "
@@ -160,7 +179,7 @@ def _argv(args: argparse.Namespace, scenarios: list[str]) -> list[str]:
         v = getattr(args, k, None)
         if v is not None:
             out += [f"--{k.replace('_', '-')}", str(v)]
-    return out
+    return out + (["--fit"] if getattr(args, "fit", None) else [])
 
 
 def _out(args: argparse.Namespace, d, distances: list[int]) -> Path:

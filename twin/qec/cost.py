@@ -1,8 +1,17 @@
-"""How long a decoder computes on a device: a cost model per device kind, or host timing scaled.
+"""How long a decoder computes on a device: its measured per-call distribution, a cost model per
+device kind, or host timing scaled.
 
-Two ways, stated in every result (``CostModel.describe()``):
+The ways, stated in every result (``CostModel.describe()``):
 
-- ``model`` (default; deterministic): per decoder kind and device kind, a time per request of
+- ``measured`` (default; deterministic for the seed): on a CPU, each request draws a call of the
+  decoder's per-call measurement for the workload (:mod:`twin.qec.percall`: one request per call,
+  warm, timer cost removed), native or through Python as the placement says (``call``), carried
+  from the measuring host class to the placement's CPU by :func:`twin.qec.percall.host_factor` (an
+  assumption, stated), times ``scale``. The file is the one shipped for this workload
+  (``calibrations/measured/decoders/``), else the nearest one of the same decoder (said so in the
+  results), or ``file``. On a GPU or an FPGA no CPU measurement applies: a lookup table costs what
+  ``model`` says there, other decoders are refused as under ``model``.
+- ``model`` (deterministic): per decoder kind and device kind, a time per request of
   ``base + per_event * (detection events in the request)``:
 
   ========  ==========================  ==========================  ==========================
@@ -16,7 +25,8 @@ Two ways, stated in every result (``CostModel.describe()``):
 
   Sources: the matching row is our own measurement of PyMatching 2.4.0 ``decode_batch`` on the
   rotated surface code d=5, 5 rounds (2-core AMD EPYC VM, Python 3.11.7, 2026-11-29: 67 ns with no
-  detection event, about 110-150 ns more per event up to 10 events, p = 1e-3..5e-3). The lookup
+  detection event, about 110-150 ns more per event up to 10 events, p = 1e-3..5e-3): a batch's cost
+  amortised per shot, not what one real-time call pays (``measured`` is that). The lookup
   rows are assumptions (a table of at most 4 MiB held where the consumer reads fastest); the V80's
   28 ns (amd-qblox-exchange-runtime.txt) already holds its exchange logic, the ROM read is added.
 - ``host_timed``: the decoder is timed on this host (``time.perf_counter``, batches grouped by
@@ -33,6 +43,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -70,9 +81,12 @@ class CostError(ValueError):
 class CostModel:
     """Per-request compute time of a decoder on a device.
 
-    how: ``model`` | ``host_timed`` | ``fitted``; scale: host_timed and fitted, device time = host
-    time * scale; fit: the :class:`twin.qec.cost_fit.DecoderFit` of ``fitted`` (``file`` its path,
-    for the results); seed: the residual draws of ``fitted``;
+    how: ``measured`` | ``model`` | ``host_timed`` | ``fitted``; scale: all but model, device time =
+    host time * scale; fit: the :class:`twin.qec.cost_fit.DecoderFit` of ``fitted`` (``file`` its
+    path, for the results); percall: the :class:`twin.qec.percall.PerCall` of ``measured`` (None:
+    no file for this decoder, which a CPU placement refuses), ``exact``: whether it was measured on
+    this workload (else the nearest, ``wanted`` names the file that would be); call: ``native`` |
+    ``python``; seed: the draws of ``measured`` and ``fitted``;
     function_ns: the time of a user function under ``model`` (required for kind ``function``);
     fixed_ns: under ``model``, this time for every request of any decoder (overrides the table).
     After :meth:`per_request_ps`, ``base_ns`` and ``per_event_ns`` hold the numbers used.
@@ -80,6 +94,10 @@ class CostModel:
 
     how: str = "model"
     scale: float = 1.0
+    percall: Any = None
+    exact: bool = True
+    wanted: str | None = None
+    call: str = "native"
     function_ns: float | None = None
     fixed_ns: float | None = None
     fit: DecoderFit | None = None
@@ -88,20 +106,31 @@ class CostModel:
     base_ns: float = 0.0
     per_event_ns: float = 0.0
     notes: list = field(default_factory=list)
+    carried: str | None = None  # measured: how the file's times were carried to this device
+    factor: float = 1.0         # measured: the factor applied (carried x scale)
 
     def __post_init__(self):
-        if self.how not in ("model", "host_timed", "fitted"):
-            raise ValueError(f"cost {self.how!r}: expected 'model', 'host_timed' or 'fitted'")
+        if self.how not in ("measured", "model", "host_timed", "fitted"):
+            raise ValueError(f"cost {self.how!r}: expected 'measured', 'model', 'host_timed' or 'fitted'")
+        if self.call not in ("native", "python"):
+            raise ValueError(f"cost call {self.call!r}: expected 'native' or 'python'")
         if (self.how == "fitted") != (self.fit is not None):
             raise ValueError("cost: how fitted needs a fit, and only it takes one")
         if not self.scale > 0:
             raise ValueError(f"cost scale {self.scale}: must be > 0")
 
     def per_request_ps(self, decoder: Decoder, device_kind: str, frames: np.ndarray, events: np.ndarray,
-                       poll_period_ps: int = 0, clock_ps: int = 4000) -> np.ndarray:
+                       poll_period_ps: int = 0, clock_ps: int = 4000, device: str = "", host: str | None = None
+                       ) -> np.ndarray:
         """Compute time per request, int64 ps (n,), for ``frames`` (uint8 (n, B)) whose syndromes
-        hold ``events`` detection events each (int (n,)). Raises :class:`CostError` when the device
-        kind does not serve this decoder kind under ``model``, or a fit of another decoder kind."""
+        hold ``events`` detection events each (int (n,)), on ``device`` (a consumer name) of ``host``
+        (its host; both for ``measured``'s carrying). Raises :class:`CostError` when the device kind
+        does not serve this decoder kind, a CPU has no per-call measurement of it, or a fit is of
+        another decoder kind."""
+        if self.how == "measured" and device_kind == "cpu":
+            return self._measured(decoder, events, device, host)
+        if self.how == "measured":
+            self.notes.append(f"a {device_kind}: the per-call files are CPU measurements; the cost model's time")
         if self.how == "fitted":
             if self.fit.decoder != decoder.kind:
                 raise CostError(f"decoder {decoder.name!r} ({decoder.kind}): the cost file {self.file} was "
@@ -136,12 +165,44 @@ class CostModel:
             self.base_ns, self.per_event_ns = v
         return _bounded((self.base_ns + self.per_event_ns * np.asarray(events, np.float64)) * 1000)
 
+    def _measured(self, decoder: Decoder, events: np.ndarray, device: str, host: str | None) -> np.ndarray:
+        """``measured`` on a CPU: the per-call draws, carried and scaled (int64 ps)."""
+        from twin.qec.percall import host_factor
+        pc = self.percall
+        if pc is None:
+            raise CostError(f"decoder {decoder.name!r} ({decoder.kind}): no per-call measurement of it "
+                            f"(calibrations/measured/decoders has none); measure it (twin calibrate decoder "
+                            f"SCENARIO) and give decode.cost.file, or give decode.cost {{how: model, fixed: ...}}")
+        if pc.doc["decoder"] != decoder.kind:
+            raise CostError(f"decoder {decoder.name!r} ({decoder.kind}): the per-call file {pc.file} was measured on "
+                            f"a {pc.doc['decoder']} decoder")
+        factor, self.carried = host_factor(device, host, pc.doc["host_class"])
+        self.factor = factor * self.scale
+        lines = pc.doc["per_event"][self.call]
+        self.base_ns, self.per_event_ns = lines["intercept_ns"] * self.factor, lines["slope_ns"] * self.factor
+        what = "this workload" if self.exact else \
+            f"another workload (the nearest file; none for this one, {self.wanted})"
+        self.notes.append(f"measured per call ({self.call}) on {pc.doc['machine'].get('cpu')} ({pc.doc['host_class']}, "
+                          f"{pc.doc['measured_at']}) for {what}: {pc.file}; drawn by detection events (seed "
+                          f"{self.seed}); {self.carried}" + (f"; scaled x{self.scale:g}" if self.scale != 1 else ""))
+        return _bounded(pc.draw_ns(events, self.call, self.seed) * self.factor * 1000)
+
     def describe(self) -> dict:
-        """What was used, for results.json (fitted: also the file and the fit's numbers)."""
+        """What was used, for results.json (fitted: also the file and the fit's numbers; measured on
+        a CPU: the file, where and when it was measured, the call and how it was carried)."""
         doc = {"how": self.how, "scale": self.scale, "base_ns": round(self.base_ns, 3),
                "per_event_ns": round(self.per_event_ns, 3), "notes": list(self.notes)}
         if self.fit is not None:
             doc.update(file=self.file, fit=self.fit.describe())
+        if self.percall is not None and self.carried is not None:
+            src = self.percall.source()
+            q = self.percall.doc[f"{self.call}_ns"]
+            doc.update(call=self.call, source=src, exact_workload=self.exact, carried=self.carried,
+                       factor=round(self.factor, 4),
+                       measured_ns={k: q[k] for k in ("p50", "p90", "p99", "p99.9", "mean")},
+                       measured_ci95_ns=q["ci95"])
+            if not self.exact:
+                doc["wanted_file"] = self.wanted
         return doc
 
 

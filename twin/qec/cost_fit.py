@@ -228,25 +228,31 @@ def fit_calls(events: np.ndarray, ns: np.ndarray, *, k_mad: float = 10.0, min_gr
 # -- the calibration file --------------------------------------------------------------------------
 
 def machine() -> dict:
-    """This host: CPU model (``/proc/cpuinfo``), logical CPUs, hypervisor flag, OS, Python and
-    the versions of the packages a decoder's time depends on."""
+    """This host: CPU model (``/proc/cpuinfo``: name, family and model), logical CPUs, hypervisor
+    flag, OS, Python and the versions of the packages a decoder's time depends on (None: not installed)."""
     from importlib.metadata import PackageNotFoundError, version
     cpu = platform.processor() or platform.machine()
-    hyper = False
+    hyper, fam = False, {}
     try:
         text = Path("/proc/cpuinfo").read_text()
-        cpu = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), cpu)
-        hyper = any(ln.startswith("flags") and " hypervisor" in ln for ln in text.splitlines())
+        lines = text.splitlines()
+        cpu = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), cpu)
+        hyper = any(ln.startswith("flags") and " hypervisor" in ln for ln in lines)
+        for key, name in (("cpu family", "family"), ("model", "model")):
+            v = next((ln.split(":", 1)[1].strip() for ln in lines if ln.split(":")[0].strip() == key), None)
+            if v is not None and v.isdigit():
+                fam[name] = int(v)
     except OSError:
         pass
     pk = {}
-    for name in ("pymatching", "stim", "numpy", "scipy"):
+    for name in ("pymatching", "stim", "numpy", "scipy", "ldpc", "stimbposd", "tesseract-decoder", "relay-bp"):
         try:
             pk[name] = version(name)
         except PackageNotFoundError:
             pk[name] = None
     load = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
-    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "virtual_machine": hyper, "os": platform.platform(),
+    return {"cpu": cpu, **({"cpu_family_model": [fam["family"], fam["model"]]} if len(fam) == 2 else {}),
+            "logical_cpus": os.cpu_count(), "virtual_machine": hyper, "os": platform.platform(),
             "python": platform.python_version(), "packages": pk, "load_average_1_5_15": load}
 
 

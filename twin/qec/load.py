@@ -30,6 +30,7 @@ class LoadedDecode:
     hosting: HostingParams
     hosting_path: Path
     cost_fit: Any = None  # decode.cost.how fitted: its twin.qec.cost_fit.DecoderFit
+    percall: Any = None   # decode.cost.how measured: (twin.qec.percall.PerCall or None, exact, wanted file name)
     circuit: Any = None   # the stim.Circuit the decode block describes (decode_circuit)
     decoder: Any = None   # the decoder built for it at load (decoder_for)
     feedback: Any = None  # decode.feedback: the circuit's twin.qec.feedback.FeedbackPlan
@@ -41,12 +42,13 @@ def serving_kind(params, dev: str) -> str:
     return kind(params, dev)
 
 
-def load_decode(path: str | Path) -> LoadedDecode:
+def load_decode(path: str | Path, find_percall: bool = True) -> LoadedDecode:
     """Load a decode scenario: the file, the parameter set and the traffic as any scenario's
     (:func:`twin.scenario.load.read_scenario`), then the decode block against them: the placements'
     devices and hosting modes, the hosting costs, the circuit, the decoder (built here, so one that
-    cannot take the circuit is refused at load), its cost and the feedback plan. Raises
-    :class:`ConfigError` naming file, key and value."""
+    cannot take the circuit is refused at load), its cost and the feedback plan. ``find_percall``:
+    find the per-call file of ``how: measured`` (``twin calibrate decoder``, which writes it, says False).
+    Raises :class:`ConfigError` naming file, key and value."""
     from twin.scenario.load import read_scenario, resolve_gaps_file
     path = Path(path)
     sc, cal, params = read_scenario(path, DecodeScenario)
@@ -68,6 +70,7 @@ def load_decode(path: str | Path) -> LoadedDecode:
     sinter_inner = resolve_sinter_decoder(d.decoder, path) if d.decoder.startswith("sinter:") else None
     fn = _user_function(path, d, params, circuit)
     fit = _check_cost(path, d, params)
+    percall = _percall(path, d, params, circuit) if d.cost.how == "measured" and find_percall else None
     _check_syndrome(path, d, circuit)
     try:  # built once here, so a decoder that cannot take this model is refused at load (e.g. no matching graph)
         decoder = decoder_for(d, circuit, path, sinter_inner=sinter_inner, fn=fn)
@@ -76,7 +79,58 @@ def load_decode(path: str | Path) -> LoadedDecode:
     except Exception as e:
         raise ConfigError(path, "decode.decoder", d.decoder, f"cannot be built for this circuit: "
                           f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}") from None
-    return LoadedDecode(path, sc, params, hosting, hp_path, fit, circuit, decoder, _feedback_plan(path, d, circuit))
+    return LoadedDecode(path, sc, params, hosting, hp_path, fit, percall, circuit, decoder,
+                        _feedback_plan(path, d, circuit))
+
+
+def cost_model(ld: LoadedDecode, pl, seed: int):
+    """The :class:`twin.qec.cost.CostModel` of placement ``pl`` (its ``call``) under ``decode.cost``."""
+    from twin.qec.cost import CostModel
+    from twin.units import time_ps
+    d = ld.sc.decode
+    pc, exact, wanted = ld.percall or (None, True, None)
+    fixed = time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None
+    return CostModel(how=d.cost.how, scale=d.cost.scale, fixed_ns=fixed,
+                     fit=ld.cost_fit, file=d.cost.file, seed=seed, percall=pc, exact=exact, wanted=wanted,
+                     call=pl.call)
+
+
+def _percall(path: Path, d: Decode, params, circuit):
+    """``how: measured``: (the per-call file, whether it was measured on this workload, the file name
+    this workload's would have): ``decode.cost.file``, else the shipped one for the workload, else
+    the nearest shipped one of the same decoder (:func:`twin.qec.percall.nearest`), else None
+    (refused here when a placement would decode on a CPU, unless a lookup or function decoder
+    that ``fixed`` could time: then the refusal names the way out). Raises :class:`ConfigError`."""
+    import hashlib
+
+    from twin.qec import percall as P
+    sha = hashlib.sha256(str(circuit).encode()).hexdigest() if d.circuit is not None else None
+    wanted = P.file_name(d.decoder, d.code, d.distance, d.rounds, d.p, d.noise_model, d.per, d.circuit, sha)
+    if d.cost.file is not None:
+        from twin.config import named_file
+        f = named_file(path, "decode.cost.file", d.cost.file)
+        try:
+            pc = P.load_percall(f, d.cost.file)
+        except ConfigError as e:
+            raise ConfigError(path, "decode.cost.file", d.cost.file, f"not a per-call file ({e})") from None
+        if pc.doc["decoder"] != d.decoder:
+            raise ConfigError(path, "decode.cost.file", d.cost.file, f"measured on a {pc.doc['decoder']} decoder; "
+                              f"this scenario's decoder is {d.decoder}")
+        return pc, Path(d.cost.file).name == wanted, wanted
+    from twin.qec.schema import cost_timed
+    for i, j, dev, pl in _devices(d):
+        if "call" in pl.model_fields_set and serving_kind(params, dev) != "cpu":
+            raise ConfigError(path, f"decode.placements[{i}].call", pl.call, f"{dev} decodes on a "
+                              f"{serving_kind(params, dev)}; the native and through-Python measurements are a CPU's")
+    found, exact = P.shipped(wanted, d.decoder, d.code, d.distance, d.rounds, d.p)
+    cpus = [(i, j, dev, pl) for i, j, dev, pl in _devices(d) if serving_kind(params, dev) == "cpu"
+            and cost_timed(pl.model)]
+    if found is None and cpus and d.per != "window":
+        i, j, dev, pl = cpus[0]
+        raise ConfigError(path, "decode.cost", "{how: measured}", f"no per-call measurement of decoder {d.decoder} "
+                          f"for a CPU placement ({dev}): {P.FOLDER} has none ({wanted}); measure it (twin calibrate "
+                          "decoder SCENARIO) and give decode.cost.file, or give decode.cost {how: model, fixed: ...}")
+    return (P.load_percall(found, str(P.FOLDER / found.name)) if found else None), exact, wanted
 
 
 def _devices(d: Decode):
@@ -177,6 +231,10 @@ def _user_function(path: Path, d: Decode, params, circuit):
     if d.cost.how == "model" and d.cost.fixed is None:
         raise ConfigError(path, "decode.cost.fixed", "<missing>", "a user function has no entry in the cost "
                           "model: give its time (fixed: '50 ns') or use how: host_timed")
+    if d.cost.how == "measured" and d.cost.file is None:
+        raise ConfigError(path, "decode.cost.fixed", "<missing>", "a user function has no shipped per-call "
+                          "measurement: give its time (fixed: '50 ns'), use how: host_timed, or measure it (twin "
+                          "calibrate decoder SCENARIO) and give decode.cost.file")
     return fn
 
 
@@ -193,11 +251,13 @@ def _check_cost(path: Path, d: Decode, params):
         raise ConfigError(path, "decode.cost", "{...}", f"no placement uses it (the decoder time of model {own}); "
                           f"cost applies to {cost_timed_models('and')} placements")
     fit = _load_cost_fit(path, d) if d.cost.how == "fitted" else None
-    if d.cost.how == "model" and d.cost.fixed is None and d.decoder != "function":
+    if d.cost.how in ("model", "measured") and d.cost.fixed is None and d.decoder != "function":
         from twin.qec.cost import MODEL_NS
         from twin.qec.decoders.registry import kind_of
         for i, j, dev, pl in _devices(d):
             kind = serving_kind(params, dev)
+            if d.cost.how == "measured" and (kind == "cpu" or not cost_timed(pl.model)):
+                continue  # a CPU draws the per-call measurement (_percall); rtl and live time themselves
             if (kind_of(d.decoder), kind) not in MODEL_NS:
                 raise ConfigError(path, pl.device_key(i, j), dev,
                                   f"the cost model has no {d.decoder} decoder on a {kind}: give decode.cost.fixed "

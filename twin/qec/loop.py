@@ -353,7 +353,8 @@ class _DecodeLoop:
             clock_ps = c.poll_period_ps if c.kind == "fpga" else 4000
             dc = self.cost if count == 1 else copy.deepcopy(self.cost)  # each device's own description
             computes.append(dc.per_request_ps(self.decoder, c.kind, self.acc_frames, events,
-                                              poll_period_ps=c.poll_period_ps, clock_ps=clock_ps) + self.inject_ps)
+                                              poll_period_ps=c.poll_period_ps, clock_ps=clock_ps, device=dev,
+                                              host=self.params.consumers[dev].host) + self.inject_ps)
             costs.append(dc)
         return specs, computes, costs
 

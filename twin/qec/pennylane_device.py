@@ -177,9 +177,8 @@ def _from_scenario(path: Path, placement: int, function, compute: str | None) ->
         if compute is not None:
             raise ValueError(f"twin.loop: compute={compute!r} with scenario={path}, whose decode.cost times its "
                              "function: give one of them")
-        fixed = time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None
-        cost = CostModel(how=d.cost.how, scale=d.cost.scale, fixed_ns=fixed, fit=ld.cost_fit, file=d.cost.file,
-                         seed=sc.seed)
+        from twin.qec.load import cost_model
+        cost = cost_model(ld, pl, sc.seed)
     else:
         cost = CostModel(fixed_ns=time_ps(compute or "20 ns") / 1000)
     cfg = LoopConfig(ld.params, ld.hosting, pl.names[0], pl.mode, pl.model,

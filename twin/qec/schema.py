@@ -35,8 +35,10 @@ Schema (keys; optional keys show their default)::
       frame_bytes: null                      # default: the syndrome in whole 16-byte pieces
       decoder: lookup | matching | function | bposd | tesseract | relay_bp | "sinter:pkg.module:Class"
       function: null | "package.module:callable" | "lib.so:symbol" | a registered function name  # decoder: function
-      cost: {how: model | host_timed | fitted, scale: 1.0, fixed: null | "300 ns",
-             file: null | ../calibrations/measured/decoders/X.yaml}   # scale: host_timed, fitted; fixed: model
+      cost: {how: measured | model | host_timed | fitted, scale: 1.0, fixed: null | "300 ns",
+             file: null | ../calibrations/measured/decoders/X.yaml}   # scale: all but model; fixed: model
+                                             # measured (default): the decoder's per-call file for the
+                                             # workload (twin/qec/percall.py), file: another one
       feedback: null | {slack: "0 ns",       # the circuit's classically controlled gates wait for the loop
             idle: {model: t1t2, t1: "100 us", t2: "80 us"} | {model: depolarizing, rate_per_us: 0.001},
             qubits: data | all,              # which qubits idle meanwhile (data: measured at most once)
@@ -46,6 +48,8 @@ Schema (keys; optional keys show their default)::
       placements: [{device: <consumer in calibration>, mode: inline | worker | external_self |
             external_routed | chain, workers: 1,     # N parallel decoders sharing the request queue
             order: in_order | as_ready,              # workers > 1: reply order; one loop per placement
+            call: native | python,                   # cost how measured: the decoder called natively or
+                                                     # through its Python binding (default native)
             devices: null | [A, B, ...],             # instead of device: one open-loop stream over K >= 2
             dispatch: round_robin}]                  # devices, request i to devices[i mod K] (devices only)
 """
@@ -105,30 +109,39 @@ def _consumers(which, last: str) -> str:
 
 
 class Cost(_Strict):
-    """How the decoder's compute time is accounted (:class:`twin.qec.cost.CostModel`): ``model``
-    (the cost table, or ``fixed``), ``host_timed`` (timed now on this host), ``fitted`` (the
-    calibration ``file`` written by ``twin calibrate decoder``, relative to the scenario). ``scale``:
-    the factor from the host's time to the target device's (host_timed and fitted)."""
+    """How the decoder's compute time is accounted (:class:`twin.qec.cost.CostModel`): ``measured``
+    (default: the decoder's per-call measurement for the workload, :mod:`twin.qec.percall`, the
+    shipped file or ``file``, carried to each placement's CPU), ``model`` (the batch-amortised cost
+    table, or ``fixed``), ``host_timed`` (timed now on this host, batched), ``fitted`` (the
+    across-distance fit ``file`` written by ``twin calibrate decoder --fit``); files relative to the
+    scenario. ``scale``: a further factor on the time (all but model)."""
 
-    how: Literal["model", "host_timed", "fitted"] = "model"
+    how: Literal["measured", "model", "host_timed", "fitted"] = "measured"
     scale: float = Field(1.0, ge=1e-3, le=1e3)  # x a host's timing: 1/1000 to 1000
     fixed: str | None = None
     file: str | None = None
     _d = field_validator("fixed", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
+    @model_validator(mode="before")
+    @classmethod
+    def _fixed_is_model(cls, v):  # a stated time with no how is the cost model's fixed time
+        if isinstance(v, dict) and v.get("fixed") is not None and "how" not in v:
+            return {**v, "how": "model"}
+        return v
+
     @model_validator(mode="after")
     def _applies(self):  # each would be silently ignored under the other ``how``
         if self.how == "model" and "scale" in self.model_fields_set and self.scale != 1.0:
-            raise Located(("scale",), self.scale, "applies to how: host_timed or fitted only (it scales a host's "
-                          "timing); under how: model give fixed, or use host_timed or fitted")
+            raise Located(("scale",), self.scale, "applies to how: measured, host_timed or fitted only (it scales "
+                          "a host's timing); under how: model give fixed, or use one of those")
         if self.how != "model" and self.fixed is not None:
             raise Located(("fixed",), self.fixed, f"applies to how: model only ({self.how} times the decoder "
                           "on a host); give one of fixed and how: " + self.how)
         if self.how == "fitted" and self.file is None:
             raise Located(("file",), "<missing>", "how: fitted needs the calibration file (twin calibrate decoder "
-                          "writes one, e.g. ../calibrations/measured/decoders/...yaml)")
-        if self.how != "fitted" and self.file is not None:
-            raise Located(("file",), self.file, f"applies to how: fitted only (how is {self.how})")
+                          "--fit writes one, e.g. ../calibrations/measured/decoders/...yaml)")
+        if self.how not in ("fitted", "measured") and self.file is not None:
+            raise Located(("file",), self.file, f"applies to how: measured or fitted only (how is {self.how})")
         return self
 
 
@@ -147,6 +160,7 @@ class Placement(_Strict):
     bridge: Bridge | None = None
     workers: int = Field(1, ge=1, le=1024, strict=True)
     order: Literal["in_order", "as_ready"] = "in_order"
+    call: Literal["native", "python"] = "native"
 
     @model_validator(mode="after")
     def _devices(self):
@@ -348,6 +362,20 @@ class Decode(_Strict):
     interval: Literal["wilson", "clopper_pearson"] = "wilson"
     confidence: float = Field(0.95, gt=0, lt=1)
     placements: list[Placement] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _call(self):  # a placement's call picks one of the measured file's two distributions, nothing else
+        for i, pl in enumerate(self.placements):
+            if "call" not in pl.model_fields_set:
+                continue
+            if self.cost.how != "measured":
+                raise Located(("placements", i, "call"), pl.call, f"picks the native or through-Python per-call "
+                              f"measurement of cost how: measured (how is {self.cost.how})")
+            if not cost_timed(pl.model):
+                raise Located(("placements", i, "call"), pl.call, f"a {pl.model} placement times its decoder itself "
+                              f"({_supports(pl.model, 'decoder_time')}); call applies to "
+                              f"{cost_timed_models('and')} placements")
+        return self
 
     @model_validator(mode="after")
     def _distinct(self):  # a placement given twice would run the same study twice (devices: [a, a] is two a's)

@@ -14,7 +14,7 @@ from twin.studies.decode import DecodeStudy, placement_label
 
 def _label(s: dict) -> str:
     return placement_label(s["device"], s["mode"], s.get("workers", 1), s.get("order", "in_order"),
-                           s.get("dispatch"))
+                           s.get("dispatch"), s.get("cost", {}).get("call", "native"))
 
 
 def print_decode(study: DecodeStudy, console) -> None:
@@ -36,7 +36,8 @@ def print_decode(study: DecodeStudy, console) -> None:
         b = s["stream"]["backlog"]
         exp = b["expected_growth_per_cycle"]
         tb.add_row(s["device"], s["mode"] + (f" ×{s['workers']} {s['order']}" if "workers" in s else "")
-                   + (f" {s['dispatch']}" if "dispatch" in s else ""),
+                   + (f" {s['dispatch']}" if "dispatch" in s else "")
+                   + (" via Python" if s.get("cost", {}).get("call") == "python" else ""),
                    f"{s['requests'] - s['identical_corrections']}/{s['card_mismatches']}", *us(s["reaction"]),
                    Num(s["deadline_misses"], ",") if "deadline_misses" in s else None, Num(s["backlog_max"], ","),
                    Num(b["growth_per_cycle"]), None if exp is None else Num(exp))
@@ -91,10 +92,21 @@ def print_decode(study: DecodeStudy, console) -> None:
         drawn = " + a residual drawn from the fit's quantiles" if c["how"] == "fitted" else ""
         compute = (f"compute {c['how']} {c['base_ns']:g} ns + {c['per_event_ns']:g} ns per detection event{drawn} "
                    f"(mean {s['compute_ns_mean']:g} ns)") if "base_ns" in c else f"compute: {c['how']}"
+        if "source" in c:  # measured per call: which distribution, from where
+            compute = measured_line(c, s["compute_ns_mean"])
         console.print(f"{_label(s)}: {compute}; decoding in the loop "
                       f"{tp['loop_decode_requests_per_s']:,.0f} requests/s, direct "
                       f"{tp['direct_decode_requests_per_s']:,.0f} requests/s (this machine); engine {s['engine']}, "
                       f"{s['replies_checked']:,} replies checked byte for byte by the card")
+
+
+def measured_line(c: dict, mean_ns: float) -> str:
+    """The cost a ``measured`` placement used, in words: the call, the file, machine, date, how carried."""
+    src, m = c["source"], c["measured_ns"]
+    return (f"compute measured per call ({c['call']}): {src['file']}, {src['machine']} ({src['host_class']}), "
+            f"{src['measured_at']}, {src['calls']:,} calls (p50 {m['p50'] / 1000:.3f} µs, p99 {m['p99'] / 1000:.3f} µs "
+            f"there){'' if c['exact_workload'] else ', another workload (no file for this one)'}; "
+            f"x{c['factor']:.3f} ({c['carried']}) (mean here {mean_ns:g} ns)")
 
 
 def print_feedback(doc: dict, console) -> None:

@@ -204,11 +204,8 @@ class _Study:
         """``run(inject_ps=0)``: placement ``pl``'s run of the workload (:func:`twin.qec.loop.run_decode`),
         ``inject_ps`` added to its decoder's time; its runs share one :class:`twin.qec.cost.CostModel`
         (whose notes they add to)."""
-        from twin.qec.cost import CostModel
-        d = self.d
-        cost = CostModel(how=d.cost.how, scale=d.cost.scale,
-                         fixed_ns=time_ps(d.cost.fixed) / 1000 if d.cost.fixed else None, fit=self.ld.cost_fit,
-                         file=d.cost.file, seed=self.seed)
+        from twin.qec.load import cost_model
+        cost = cost_model(self.ld, pl, self.seed)
         return lambda inject_ps=0: self.run(pl, cost, inject_ps)
 
     def run(self, pl, cost, inject_ps: int = 0):
@@ -254,7 +251,7 @@ class _Study:
         out.runs.append(r)
         table = request_table(r)
         label = "+".join(pl.names)
-        out.tables.append((placement_label(label, pl.mode, pl.workers, pl.order, pl.dispatch_used), table))
+        out.tables.append((placement_label(label, pl.mode, pl.workers, pl.order, pl.dispatch_used, pl.call), table))
         feedback = None
         if self.d.feedback is not None and stopped is None:
             feedback, stopped = feedback_points(self.ld, r, run, self.traffic, self.seed)
@@ -447,7 +444,9 @@ def traffic_document(sc: DecodeScenario) -> dict:
 
 
 def placement_label(device: str, mode: str, workers: int = 1, order: str = "in_order",
-                    dispatch: str | None = None) -> str:
-    """A placement's name in the files and plots: ``device:mode``, with ``:xN:order`` for N > 1 workers
-    and ``:dispatch`` for a stream shared over devices (``device`` is then ``a+b``)."""
-    return f"{device}:{mode}" + (f":x{workers}:{order}" if workers > 1 else "") + (f":{dispatch}" if dispatch else "")
+                    dispatch: str | None = None, call: str = "native") -> str:
+    """A placement's name in the files and plots: ``device:mode``, with ``:xN:order`` for N > 1 workers,
+    ``:dispatch`` for a stream shared over devices (``device`` is then ``a+b``) and ``:python`` for a
+    decoder called through its Python binding."""
+    return (f"{device}:{mode}" + (f":x{workers}:{order}" if workers > 1 else "") + (f":{dispatch}" if dispatch else "")
+            + (":python" if call == "python" else ""))

@@ -81,6 +81,11 @@ class Decoder:
                                 f"({len(d)}, {self.reply_bytes}): one row of ceil(K/8) bytes per shot")
         return out
 
+    def syndromes(self, frames: np.ndarray) -> np.ndarray:
+        """The syndrome rows :meth:`decode_frames` gives the decoder: uint8 (n, ceil(D/8)) cut from
+        frames uint8 (n, frame_bytes), bits at and above D cleared. Raises ValueError for short frames."""
+        return self._syndromes(frames)
+
     def _syndromes(self, frames: np.ndarray) -> np.ndarray:
         f = np.ascontiguousarray(frames, dtype=np.uint8)
         if f.ndim != 2 or f.shape[1] < self.syndrome_bytes:
