@@ -150,14 +150,14 @@ def test_decode_shots_above_the_schemas_bound_are_refused(tmp_path):
 
 
 def test_decode_shots_that_cannot_fit_in_memory_are_refused(monkeypatch):
-    """10^7 shots of the surface code (120 detectors) on two placements keep about 10 GiB: refused
+    """10^7 shots of the surface code (120 detectors) on three placements keep about 11 GiB: refused
     naming the numbers where 2 GiB can be allocated; 10^4 shots fit."""
     import twin.engine.memory as memory
     from twin.qec.load import check_shots, load_decode
     monkeypatch.setattr(memory, "available_bytes", lambda: (2 * 2**30, "a test's 2 GiB"))
     ld = load_decode(ROOT / "scenarios" / "decode_surface_d5.yaml")
     msg = one_line(refused(check_shots, ld, 10**7), ld.path, "decode.shots")
-    assert "10,000,000 shots of 120 detectors and 1 request(s) over 2 placement(s)" in msg and "2.0 GiB" in msg
+    assert "10,000,000 shots of 120 detectors and 1 request(s) over 3 placement(s)" in msg and "2.0 GiB" in msg
     assert check_shots(ld, 10**4) == 10**4
 
 
