@@ -55,8 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     from contextlib import nullcontext
 
     from twin.commands.interrupt import stops_at_once
+    from twin.config.trust import allow, announcing
+    allow(getattr(args, "allow_code", None) or [])
     try:  # run, decode and sweep stop at a round boundary instead (their own handlers: interruptible)
-        with nullcontext() if getattr(args, "stops_at_a_round", False) else stops_at_once():
+        with nullcontext() if getattr(args, "stops_at_a_round", False) else stops_at_once(), announcing():
             return args.handler(args, console)
     except (UsageError, OutputError) as e:  # OutputError: cannot write PATH: reason (the previous file is intact)
         return _error(str(e))

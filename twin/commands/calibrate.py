@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from twin.bundled import is_bundled
-from twin.commands.common import DEFAULT_PRIOR, UsageError, _bundled, _count, add_overwrite, out_error, stamped
+from twin.commands.common import (
+    DEFAULT_PRIOR,
+    UsageError,
+    _bundled,
+    _count,
+    add_allow_code,
+    add_overwrite,
+    out_error,
+    stamped,
+)
 from twin.output.files import check_file
 
 if TYPE_CHECKING:
@@ -49,6 +58,7 @@ def register(sub) -> None:
     add_overwrite(c, "an existing file at --out (a fit never replaces a calibration file unless told to)")
     from twin.commands.calibrate_decoder import add_options
     add_options(c)
+    add_allow_code(c)
     c.set_defaults(handler=cmd_calibrate)
 
 

@@ -10,6 +10,7 @@ from twin.commands.common import (
     _count,
     _nonneg,
     _seed,
+    add_allow_code,
     add_figure_format,
     add_overwrite,
     add_table,
@@ -44,6 +45,7 @@ def register(sub) -> None:
     add_table(d)
     add_figure_format(d, "latency_vs_round, backlog_vs_time, ler_vs_latency")
     add_overwrite(d)
+    add_allow_code(d)
     d.set_defaults(handler=cmd_decode, stops_at_a_round=True)  # its own signal handlers (interruptible)
 
 

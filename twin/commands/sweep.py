@@ -11,6 +11,7 @@ from twin.commands.common import (
     UsageError,
     _count,
     _seed,
+    add_allow_code,
     add_figure_format,
     add_overwrite,
     check_out_folder,
@@ -51,6 +52,7 @@ def register(sub) -> None:
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     add_figure_format(s, "sweep")
     add_overwrite(s)
+    add_allow_code(s)
     s.set_defaults(handler=cmd_sweep, stops_at_a_round=True)  # its own signal handlers (interruptible)
 
 

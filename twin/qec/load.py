@@ -9,12 +9,13 @@ loads through here too.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from twin.calibration.params import ParamSet
 from twin.config import ConfigError, Located
+from twin.config.trust import is_allowed, own_file
 from twin.qec.hosting import HostingParams, check_mode, load_hosting
 from twin.qec.schema import Decode, DecodeScenario
 from twin.scenario.compile import is_roce
@@ -33,6 +34,7 @@ class LoadedDecode:
     circuit: Any = None   # the stim.Circuit the decode block describes (decode_circuit)
     decoder: Any = None   # the decoder built for it at load (decoder_for)
     feedback: Any = None  # decode.feedback: the circuit's twin.qec.feedback.FeedbackPlan
+    code: list = field(default_factory=list)  # what code outside the twin it names (twin.config.trust.named_code)
 
 
 def serving_kind(params, dev: str) -> str:
@@ -51,6 +53,9 @@ def load_decode(path: str | Path) -> LoadedDecode:
     path = Path(path)
     sc, cal, params = read_scenario(path, DecodeScenario)
     d = sc.decode
+    from twin.config.trust import announce, named_code
+    code = named_code({"decode": {"decoder": d.decoder, "function": d.function}}, path)
+    announce(path, code)  # before any of it is imported
     if is_roce(params) and sc.control != "on_card":
         raise ConfigError(path, "control", sc.control, "a RoCE parameter set's controller is the FPGA itself "
                           "(its ERNIC sends the requests): control: on_card")
@@ -76,7 +81,8 @@ def load_decode(path: str | Path) -> LoadedDecode:
     except Exception as e:
         raise ConfigError(path, "decode.decoder", d.decoder, f"cannot be built for this circuit: "
                           f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}") from None
-    return LoadedDecode(path, sc, params, hosting, hp_path, fit, circuit, decoder, _feedback_plan(path, d, circuit))
+    return LoadedDecode(path, sc, params, hosting, hp_path, fit, circuit, decoder, _feedback_plan(path, d, circuit),
+                        code)
 
 
 def _devices(d: Decode):
@@ -343,9 +349,15 @@ def resolve_sinter_decoder(spec: str, path: Path | None):
     ``decode.decoder``: no such module or class, or an object that is not a sinter decoder."""
     where = path or "<scenario>"
     mod, _, cls = spec[len("sinter:"):].partition(":")
+    _check_own_module(where, spec, mod, path, "decode.decoder", "a sinter class is instantiated and run here")
     try:
         module, _root = _import_from(mod, function_roots(path))
-        obj = getattr(module, cls)()
+        made = getattr(module, cls)
+        if not isinstance(made, type):  # a function would be called here with no arguments (sinter:os:abort)
+            raise ConfigError(where, "decode.decoder", spec, f"{mod}:{cls} is a {type(made).__name__}, not a class")
+        obj = made()
+    except ConfigError:
+        raise
     except Exception as e:
         raise ConfigError(where, "decode.decoder", spec, f"cannot make the sinter decoder: {type(e).__name__}: "
                           f"{(str(e).splitlines() or [''])[0][:160]}") from None
@@ -432,6 +444,45 @@ def _import_from(mod: str, roots: list[Path]):
         raise ImportError(f"no module {mod!r} in {where} or on the import path") from None
 
 
+ALLOW_HINT = "if you trust it, allow it with --allow-code {name} (or TWIN_ALLOW_CODE={name})"
+
+
+def module_file(mod: str, path: Path | None) -> Path | str | None:
+    """Where ``mod`` would be imported from, without running it: its file in the first of
+    :func:`function_roots` that holds one, else the ordinary import path's (the top-level package's
+    file for a dotted name, which :func:`importlib.util.find_spec` finds without importing; a
+    built-in or frozen module in words), else None."""
+    import importlib.util
+    for root in function_roots(path):
+        f = _module_file(root, mod)
+        if f is not None:
+            return f
+    try:
+        spec = importlib.util.find_spec(mod.split(".")[0])
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.origin in (None, "built-in", "frozen") or not Path(spec.origin).is_absolute():
+        return f"{spec.origin or 'namespace package'} module {spec.name}"  # the interpreter's own: not the user's
+    return Path(spec.origin)
+
+
+def _check_own_module(where, spec: str, mod: str, path: Path | None, key: str = "decode.function",
+                      why: str = "a decoder function is called with bytes the scenario shapes") -> None:
+    """``decode.function``'s module ``mod`` is the user's own (:func:`twin.config.trust.own_file`:
+    under one of :func:`function_roots`, not the standard library or an installed package) or
+    allowed by the user (``--allow-code``, ``$TWIN_ALLOW_CODE``); checked before it is imported. A
+    module that is nowhere is left to the import's own error. Raises :class:`ConfigError` naming
+    ``key`` (``decode.function``, or ``decode.decoder`` for a sinter class), saying ``why`` it matters."""
+    f = module_file(mod, path)
+    if f is None or is_allowed(mod) or (isinstance(f, Path) and own_file(f, function_roots(path))):
+        return
+    raise ConfigError(where, key, spec, f"module {mod} ({f}) is not one of your own (the scenario's folder or the "
+                      f"current directory; not the standard library or an installed package), and {why}: "
+                      f"{ALLOW_HINT.format(name=mod)}")
+
+
 def resolve_function(spec: str, path: Path | None = None, reply_bytes: int = 1):
     """The callable named by ``spec``: ``package.module:callable``, ``lib.so:symbol`` (a C function
     in a shared library, relative to the scenario's folder; :func:`twin.qec.decoders.function.c_function`,
@@ -457,11 +508,16 @@ def resolve_function(spec: str, path: Path | None = None, reply_bytes: int = 1):
     if mod.endswith((".so", ".dylib")):
         from twin.qec.decoders.function import c_function
         lib = (path.parent / mod).resolve() if path is not None else Path(mod).resolve()
+        if not own_file(lib, [Path.cwd()] + ([path.parent] if path is not None else [])) and not is_allowed(mod):
+            raise ConfigError(where, "decode.function", spec, f"the C library {lib} is not one of your own files (the "
+                              f"scenario's folder or the current directory) and a decoder runs in this process: "
+                              f"{ALLOW_HINT.format(name=Path(mod).name)}")
         try:
             return c_function(lib, attr, reply_bytes)
         except (OSError, AttributeError) as e:
             raise ConfigError(where, "decode.function", spec, f"cannot load the C function: "
                               f"{(str(e).splitlines() or [''])[0][:160]}") from None
+    _check_own_module(where, spec, mod, path)
     try:
         module, _root = _import_from(mod, function_roots(path))
     except ImportError as e:

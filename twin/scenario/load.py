@@ -21,13 +21,17 @@ if TYPE_CHECKING:
 
 
 class LoadedScenario:
-    """A validated scenario with its parameter set loaded and paths resolved."""
+    """A validated scenario with its parameter set loaded and paths resolved; ``code``: what code
+    outside the twin it names (:func:`twin.config.trust.named_code`: a user's Verilog that reaches
+    the host), for the command to announce."""
 
-    def __init__(self, path: Path, scenario: Scenario, params: ParamSet, measured_path: Path | None):
+    def __init__(self, path: Path, scenario: Scenario, params: ParamSet, measured_path: Path | None,
+                 code: list | None = None):
         self.path = path
         self.scenario = scenario
         self.params = params
         self.measured_path = measured_path
+        self.code = code or []
 
 
 def check_not_a_scenario(path: Path, key: str, value: str, target: Path) -> None:
@@ -90,6 +94,9 @@ def load_scenario(path: str | Path) -> LoadedScenario:
     """
     path = Path(path)
     sc, cal_path, params = read_scenario(path, Scenario)
+    from twin.config.trust import announce, named_code
+    code = named_code({"nodes": [{"rtl": {"sources": n.rtl.sources}} if n.rtl else {} for n in sc.nodes]}, path)
+    announce(path, code)  # before any of it is built
     check_path(path, sc, params)
     check_nodes(path, sc, params)
     for key, t, n in [("traffic", sc.traffic, sc.rounds)] + [(f"flows[{i}].traffic", f.traffic, f.rounds or sc.rounds)
@@ -98,7 +105,7 @@ def load_scenario(path: str | Path) -> LoadedScenario:
     measured_path = None
     if sc.measured is not None:
         measured_path = named_file(path, "measured", sc.measured)
-    return LoadedScenario(path, sc, params, measured_path)
+    return LoadedScenario(path, sc, params, measured_path, code)
 
 
 def _faults_on(sc: Scenario) -> frozenset[str]:

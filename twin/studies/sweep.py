@@ -154,7 +154,7 @@ def load_point(scenario_path: str, point: dict):
             first = e.errors()[0]["msg"] if hasattr(e, "errors") else str(e)
             values = ", ".join(f"params.{k}={v!r}" for k, v in par_vals.items())
             raise SweepError(f"--param {values}: {first}") from None
-    return LoadedScenario(path, sc, params, base.measured_path)
+    return LoadedScenario(path, sc, params, base.measured_path, base.code)
 
 
 def run_point(scenario_path: str, point: dict, rounds: int | None, seed: int | None) -> list[dict]:
