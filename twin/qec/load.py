@@ -61,9 +61,10 @@ def load_decode(path: str | Path) -> LoadedDecode:
                           "(its ERNIC sends the requests): control: on_card")
     resolve_gaps_file(path, "traffic", sc.traffic, d.shots * d.requests_per_shot())
     _check_devices(path, sc, params, cal)
-    from twin.config import named_file
+    from twin.config import named_file, named_input
     hp_path = named_file(path, "hosting", sc.hosting)
-    hosting, _ = load_hosting(hp_path)
+    with named_input(path, hp_path):  # its errors show none of its content
+        hosting, _ = load_hosting(hp_path)
     from twin.qec.decoders.registry import unavailable
     why = unavailable(d.decoder)
     if why:
@@ -245,42 +246,54 @@ def decode_circuit(path: Path, d: Decode):
     the scenario's folder) or the named code's memory experiment. Raises ConfigError naming the key:
     a file that is missing, does not parse, or has no detectors or no observables; a noise model the
     code is not built with; a distance the code does not have; stim's own limits (rounds)."""
+    if d.circuit is not None:
+        from twin.config import named_file, named_input
+        f = named_file(path, "decode.circuit", d.circuit)
+        with named_input(path, f):  # what an error quotes of the file is taken out of it
+            return _file_circuit(path, d, f)
+    return _code_circuit(path, d)
+
+
+def _file_circuit(path: Path, d: Decode, f: Path):
+    """:func:`decode_circuit` of a ``decode.circuit`` file ``f``: measured from its text, then parsed."""
     import stim
 
-    from twin.qec.codes import memory_circuit
-    if d.circuit is not None:
-        from twin.config import named_file, read_input_text
-        f = named_file(path, "decode.circuit", d.circuit)
-        try:
-            text = read_input_text(f)  # a regular file of at most 16 MiB of UTF-8
-        except ConfigError as e:
-            raise ConfigError(path, "decode.circuit", d.circuit, e.problem) from None
-        from twin.qec.circuit_text import CircuitTextError, check_counts, measure_circuit_text
-        try:
-            counts = measure_circuit_text(text)  # before stim parses it: nesting, counts, lookbacks
-        except CircuitTextError as e:
-            raise ConfigError(path, "decode.circuit", d.circuit, str(e)) from None
-        try:
-            c = stim.Circuit(text)
-        except Exception as e:  # stim raises ValueError with the offending line
-            raise ConfigError(path, "decode.circuit", d.circuit, f"stim cannot parse it: "
-                              f"{(str(e).strip().splitlines() or [''])[0][:160]}") from None
-        if c.num_detectors == 0 or c.num_observables == 0:
-            raise ConfigError(path, "decode.circuit", d.circuit, f"{c.num_detectors} detectors and "
-                              f"{c.num_observables} observables; a decode study needs at least one of each")
-        check_circuit_size(path, d, c)  # before stim unrolls it: a nested REPEAT can ask for 10^18 of anything
-        try:
-            check_counts(counts)
-        except CircuitTextError as e:
-            raise ConfigError(path, "decode.circuit", d.circuit, str(e)) from None
-        try:
-            dem = c.detector_error_model(decompose_errors=False, approximate_disjoint_errors=True)
-        except ValueError as e:  # e.g. a non-deterministic detector or observable
-            raise ConfigError(path, "decode.circuit", d.circuit, f"stim has no detector error model for it: "
-                              f"{(str(e).strip().splitlines() or [''])[0][:160]}") from None
-        _check_certain_errors(path, d, dem)
-        return c
+    from twin.config import read_input_text
+    try:
+        text = read_input_text(f)  # a regular file of at most 16 MiB of UTF-8
+    except ConfigError as e:
+        raise ConfigError(path, "decode.circuit", d.circuit, e.problem) from None
+    from twin.qec.circuit_text import CircuitTextError, check_counts, measure_circuit_text
+    try:
+        counts = measure_circuit_text(text)  # before stim parses it: nesting, counts, lookbacks
+    except CircuitTextError as e:
+        raise ConfigError(path, "decode.circuit", d.circuit, str(e)) from None
+    try:
+        c = stim.Circuit(text)
+    except Exception as e:  # stim raises ValueError with the offending line
+        raise ConfigError(path, "decode.circuit", d.circuit, f"stim cannot parse it: "
+                          f"{(str(e).strip().splitlines() or [''])[0][:160]}") from None
+    if c.num_detectors == 0 or c.num_observables == 0:
+        raise ConfigError(path, "decode.circuit", d.circuit, f"{c.num_detectors} detectors and "
+                          f"{c.num_observables} observables; a decode study needs at least one of each")
+    check_circuit_size(path, d, c)  # before stim unrolls it: a nested REPEAT can ask for 10^18 of anything
+    try:
+        check_counts(counts)
+    except CircuitTextError as e:
+        raise ConfigError(path, "decode.circuit", d.circuit, str(e)) from None
+    try:
+        dem = c.detector_error_model(decompose_errors=False, approximate_disjoint_errors=True)
+    except ValueError as e:  # e.g. a non-deterministic detector or observable
+        raise ConfigError(path, "decode.circuit", d.circuit, f"stim has no detector error model for it: "
+                          f"{(str(e).strip().splitlines() or [''])[0][:160]}") from None
+    _check_certain_errors(path, d, dem)
+    return c
+
+
+def _code_circuit(path: Path, d: Decode):
+    """:func:`decode_circuit` of a named code's memory experiment."""
     from twin.qec.bb import BB_CODES
+    from twin.qec.codes import memory_circuit
     noise = d.noise_model
     if d.code is None or noise is None:  # the schema asks for a code without a circuit file (Decode._source)
         raise ConfigError(path, "decode.code", "<missing>", "give either code (a named code) or circuit (a .stim file)")
@@ -370,13 +383,14 @@ def resolve_sinter_decoder(spec: str, path: Path | None):
 def _load_cost_fit(path: Path, d: Decode):
     """The decoder-cost calibration of ``decode.cost.file`` (relative to the scenario), checked to be
     of the scenario's decoder kind; raises ConfigError naming ``decode.cost.file``."""
-    from twin.config import named_file
+    from twin.config import named_file, named_input
     from twin.qec.cost_fit import load_fit
     if d.cost.file is None:  # the schema asks for it under how: fitted (Cost._applies)
         raise ConfigError(path, "decode.cost.file", "<missing>", "how: fitted needs the calibration file")
     f = named_file(path, "decode.cost.file", d.cost.file)
     try:
-        fit = load_fit(f)
+        with named_input(path, f):  # none of its content in the message
+            fit = load_fit(f)
     except ConfigError as e:
         raise ConfigError(path, "decode.cost.file", d.cost.file, f"not a decoder-cost file ({e})") from None
     if fit.decoder != d.decoder:

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from twin.calibration.params import ParamSet
-from twin.config import ConfigError, load_model, named_file
+from twin.config import ConfigError, load_model, named_file, named_input
+from twin.config.errors import scrub
 from twin.nodes.models import Situation
 from twin.scenario.schema import Faults, Scenario, ScenarioBase
 
@@ -50,8 +51,9 @@ def load_calibration(path: Path, value: str):
     :class:`ConfigError` naming file, key and value for a missing file or a scenario named instead."""
     from twin.calibration.roce import load_any_params
     cal_path = named_file(path, "calibration", value)
-    check_not_a_scenario(path, "calibration", value, cal_path)
-    return cal_path, load_any_params(cal_path)
+    with named_input(path, cal_path):  # its errors show none of its content
+        check_not_a_scenario(path, "calibration", value, cal_path)
+        return cal_path, load_any_params(cal_path)
 
 
 # a file written for the other study: (the key that tells it, the value shown, what it is)
@@ -252,9 +254,13 @@ def resolve_gaps_file(path: Path, key: str, traffic, rounds: int) -> None:
         return
     f = named_file(path, f"{key}.gaps.file", g.file)
     try:
-        values = read_gaps(f)
+        with named_input(path, f):
+            values = read_gaps(f)
     except (ValueError, UnicodeDecodeError) as e:
-        raise ConfigError(path, f"{key}.gaps.file", g.file, str(e)) from None
+        if isinstance(e, ConfigError):
+            raise
+        from twin.config.load import _text_or_empty
+        raise ConfigError(path, f"{key}.gaps.file", g.file, scrub(str(e), _text_or_empty(f))) from None
     if rounds * max(values) > MAX_HORIZON_PS:
         raise ConfigError(path, f"{key}.gaps.file", g.file, f"{rounds:,} requests at these gaps run past the "
                           "simulated horizon (integer picoseconds); use fewer rounds or shorter gaps")
