@@ -70,10 +70,11 @@ def describe(value: object) -> str:
 _QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
 
 
-def scrub(problem: str, text: str, value: str = "") -> str:
+def scrub(problem: str, text: str, value: str = "", keep: tuple[str, ...] = ()) -> str:
     """``problem`` with what it quotes of ``text`` (a file's content) or of ``value`` replaced by ``'…'``
     (a quoted piece, or a piece of one cut short with ``...``, of 3 or more characters found in either),
-    and ``value`` itself where it stands unquoted (when 4 or more characters long)."""
+    and ``value`` itself where it stands unquoted (when 4 or more characters long); a quoted piece in
+    ``keep`` (a name the user gave elsewhere) stays."""
     flat = " ".join(text.split())
     val = " ".join(value.split())
 
@@ -83,6 +84,8 @@ def scrub(problem: str, text: str, value: str = "") -> str:
 
     def sub(m: re.Match) -> str:
         inner = m.group(0)[1:-1]
+        if inner in keep:
+            return m.group(0)
         pieces = [p for p in inner.split("...") if p]
         return "'…'" if any(found(p) for p in pieces) or (inner and inner in val) else m.group(0)
     out = _QUOTED.sub(sub, " ".join(str(problem).split()))

@@ -82,11 +82,11 @@ def named_input(scenario: str | Path, target: str | Path):
 def _hide(e: ConfigError, scenario: str | Path, target: str | Path) -> ConfigError:
     if getattr(e, "value_hidden", False):
         return e
-    text = _text_or_empty(target)
+    text = text_or_empty(target)
     if _same_file(e.file, scenario):
         out = ConfigError(e.file, e.key, e.value, scrub(e.problem, text))
     else:
-        out = e.hidden(text if _same_file(e.file, target) else _text_or_empty(e.file))
+        out = e.hidden(text if _same_file(e.file, target) else text_or_empty(e.file))
     out.value_hidden = True  # type: ignore[attr-defined]
     return out
 
@@ -98,7 +98,7 @@ def _same_file(a: str | Path, b: str | Path) -> bool:
         return str(a) == str(b)
 
 
-def _text_or_empty(path: str | Path) -> str:
+def text_or_empty(path: str | Path) -> str:
     """The text of ``path`` (bounded, :func:`read_input_text`), or "" if it cannot be read."""
     try:
         return read_input_text(path)

@@ -259,8 +259,8 @@ def resolve_gaps_file(path: Path, key: str, traffic, rounds: int) -> None:
     except (ValueError, UnicodeDecodeError) as e:
         if isinstance(e, ConfigError):
             raise
-        from twin.config.load import _text_or_empty
-        raise ConfigError(path, f"{key}.gaps.file", g.file, scrub(str(e), _text_or_empty(f))) from None
+        from twin.config.load import text_or_empty
+        raise ConfigError(path, f"{key}.gaps.file", g.file, scrub(str(e), text_or_empty(f))) from None
     if rounds * max(values) > MAX_HORIZON_PS:
         raise ConfigError(path, f"{key}.gaps.file", g.file, f"{rounds:,} requests at these gaps run past the "
                           "simulated horizon (integer picoseconds); use fewer rounds or shorter gaps")
