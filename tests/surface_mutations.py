@@ -293,7 +293,9 @@ def attempt_gaps(case: tuple, folder: Path, seconds: float = 20) -> Outcome:
     from twin.config import ConfigError
     lines, mode, rounds, run, raw = case
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "gaps.txt").write_bytes("".join((text + "\n") * n for text, n in lines).encode() + raw)
+    # at most ~20 MB of lines (past the 16 MiB bound the reader refuses; more would spend the harness's memory)
+    (folder / "gaps.txt").write_bytes("".join((text + "\n") * min(n, 1 + 20_000_000 // (len(text) + 1))
+                                              for text, n in lines).encode() + raw)
     doc = base_doc(GAP_BASE)
     doc["rounds"] = rounds
     doc["traffic"] = {"mode": mode, "gaps": {"distribution": "file", "file": "gaps.txt"}}

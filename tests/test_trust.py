@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from test_hostile_inputs import live_run  # noqa: F401, F811 (a fixture)
 
 from twin.config import ConfigError
 from twin.config.trust import announcing
@@ -64,6 +63,14 @@ def run_doc(tmp_path: Path, name: str = "run", **changes) -> Path:
 
 def one_line(msg: str, file, key: str) -> None:
     assert "\n" not in msg and msg.startswith(f"{file}: {key}: "), msg
+
+
+@pytest.fixture(scope="module")
+def live_run(tmp_path_factory):
+    """One synthetic live run folder (tests/test_validate.py builds it), copied per case."""
+    from test_validate import synthetic_run, truth_set
+    base = tmp_path_factory.mktemp("live")
+    return synthetic_run(base, "run", truth_set(base), rounds=400)
 
 
 # -- 1. outputs named from inputs stay in their folder -------------------------------------------------
@@ -325,7 +332,7 @@ def test_a_file_the_user_names_on_the_command_line_is_still_quoted(tmp_path, cap
     assert "ten-ns-please" not in str(e.value) and "card.engine_land_ns: <a string of 13 characters>" in str(e.value)
 
 
-def test_a_run_folder_recording_a_readable_file_as_its_scenario_prints_none_of_it(live_run, tmp_path, capsys):  # noqa: F811
+def test_a_run_folder_recording_a_readable_file_as_its_scenario_prints_none_of_it(live_run, tmp_path, capsys):
     from test_hostile_inputs import copy_run, results_of
 
     from twin.commands import main
@@ -351,3 +358,29 @@ def test_hidden_values_are_described_not_shown():
         "unknown time unit '…' in '…' (use ps, ns)"
     assert scrub("Input should be 'a' or 'b'", "zzz: 1", "zzz") == "Input should be 'a' or 'b'"
     assert np.all([scrub(f"got '{SECRET[:10]}...{SECRET[-5:]}'", SECRET) == "got '…'"])
+
+
+# -- found by benchmarks/hostile_inputs.py ------------------------------------------------------------
+@pytest.mark.parametrize("key, value", [("encoding", "/tmp/x"), ("function", "../../x"), ("name", "/tmp/x")])
+def test_a_run_folder_consumer_the_fit_cannot_replay_is_refused_by_key(live_run, tmp_path, capsys, key, value):
+    """A live consumer's encoding, function or device that the fit would use was read unchecked (a
+    pydantic ValidationError, a KeyError from the function registry or the parameter set)."""
+    from test_hostile_inputs import copy_run, results_of
+
+    from twin.commands import main
+    run = copy_run(live_run, tmp_path)
+    doc = results_of(run)
+    doc["consumers"][0][key] = value
+    (run / "results.json").write_text(json.dumps(doc))
+    assert main(["calibrate", "--from-live", str(run), "--rounds", "200", "--maxiter", "1", "--popsize", "2",
+                 "--out", str(tmp_path / "fit.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"twin: error: {run / 'results.json'}: "), err
+    assert repr(value) in err and key in err, err
+
+
+def test_an_allowance_that_is_not_a_name_is_one_line(capsys):
+    from twin.commands import main
+    assert main(["decode", "--allow-code", "a\x00b", "--shots", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("twin: error: --allow-code 'a\\x00b': "), err

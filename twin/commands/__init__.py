@@ -56,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from twin.commands.interrupt import stops_at_once
     from twin.config.trust import allow, announcing
-    allow(getattr(args, "allow_code", None) or [])
+    try:
+        allow(getattr(args, "allow_code", None) or [])
+    except ValueError as e:
+        return _error(str(e))
     try:  # run, decode and sweep stop at a round boundary instead (their own handlers: interruptible)
         with nullcontext() if getattr(args, "stops_at_a_round", False) else stops_at_once(), announcing():
             return args.handler(args, console)

@@ -55,6 +55,10 @@ def allow(names: list[str] | tuple[str, ...]) -> None:
     environment variable is set too, so a worker process the study starts allows them as well."""
     if not any(names):
         return
+    for n in names:
+        if not n.isprintable() or "," in n or len(n) > 200:
+            raise ValueError(f"--allow-code {n!r}: expected a module, package or library name (printable, no comma, "
+                             "at most 200 characters)")
     _ALLOWED.update(n for n in names if n)
     os.environ[ENV] = ",".join(sorted(allowed()))
 

@@ -234,6 +234,9 @@ def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = No
     loaded = load_run_scenario(ref, given=scenario is not None)
     sc, base = loaded.scenario, loaded.params
     device, node_name = ref.summary["name"], ref.summary["node"]
+    if device not in base.consumers:  # the run folder names the device; the scenario's parameter set must hold it
+        raise ConfigError(ref.path / "results.json", "consumers.name", device, f"not a consumer of the scenario's "
+                          f"parameter set {base.name!r} (have: {', '.join(base.consumers)})")
     cname = f"{node_name}_fitted"
     make = partial(_live_set, base, device, node_name, ref.encoding)
     notes = [f"{r.path}: {r.stalls.count:,} stalled round(s) of {len(r.rtt_ps):,} left out (service > "
