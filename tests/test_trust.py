@@ -384,3 +384,22 @@ def test_an_allowance_that_is_not_a_name_is_one_line(capsys):
     assert main(["decode", "--allow-code", "a\x00b", "--shots", "5"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("twin: error: --allow-code 'a\\x00b': "), err
+
+
+def test_a_lookup_decoder_on_a_long_circuit_is_refused_before_stim_models_it(tmp_path):
+    """A REPEAT of a syndrome round past a lookup table's 20 detectors: stim's detector error model
+    of 100,000 rounds took minutes before the table's limit was asked (found as a hang)."""
+    from scenario_mutations import limit
+
+    from twin.qec.load import load_decode
+    text = ("R 0 1 2\nREPEAT 100000 {\n    X_ERROR(0.01) 0 2\n    CX 0 1 2 1\n    MR 1\n    DETECTOR rec[-1]\n}\n"
+            "M 0\nOBSERVABLE_INCLUDE(0) rec[-1]\n")
+    (tmp_path / "long.stim").write_text(text)
+    p = decode_doc(tmp_path, {"decoder": "lookup", "code": None, "distance": None, "p": None, "circuit": "long.stim"})
+    doc = yaml.safe_load(p.read_text())
+    doc["decode"] = {k: v for k, v in doc["decode"].items() if v is not None}
+    p.write_text(yaml.safe_dump(doc))
+    with limit(20), pytest.raises(ConfigError) as e:
+        load_decode(p)
+    one_line(str(e.value), p, "decode.decoder")
+    assert "100000 detectors; a lookup table holds at most 20" in str(e.value)

@@ -281,6 +281,10 @@ def _file_circuit(path: Path, d: Decode, f: Path):
         check_counts(counts)
     except CircuitTextError as e:
         raise ConfigError(path, "decode.circuit", d.circuit, str(e)) from None
+    from twin.qec.lookup import MAX_DETECTORS
+    if d.decoder == "lookup" and c.num_detectors > MAX_DETECTORS:  # said before stim builds a model for minutes
+        raise ConfigError(path, "decode.decoder", d.decoder, f"{c.num_detectors} detectors; a lookup table holds "
+                          f"at most {MAX_DETECTORS} (use matching)")
     try:
         dem = c.detector_error_model(decompose_errors=False, approximate_disjoint_errors=True)
     except ValueError as e:  # e.g. a non-deterministic detector or observable
