@@ -28,7 +28,6 @@ class ConfigError(Picklable, ValueError):
         super().__init__(f"{file}: {problem}" if key is None else
                          f"{file}: {shown or '(top level)'}: {short(value)}: {problem}")
 
-
     def hidden(self, text: str = "") -> ConfigError:
         """This error with none of its file's content (the file is one another file names: a
         scenario may name any readable file, and its error must not print it): the value described

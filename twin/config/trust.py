@@ -44,7 +44,7 @@ _SINK: ContextVar[tuple | None] = ContextVar("twin_code_announcements", default=
 @dataclass(frozen=True)
 class CodeRef:
     """One piece of code a scenario names: its ``key`` (``decode.function``), and ``what`` it is in
-    words (``module examples.rep3_rule (/x/examples/rep3_rule.py)``)."""
+    words (``module examples.rep3_rule``, ``C library libmine.so``)."""
 
     key: str
     what: str
@@ -52,7 +52,8 @@ class CodeRef:
 
 def allow(names: list[str] | tuple[str, ...]) -> None:
     """Allow the modules or libraries ``names`` (``--allow-code``) for the rest of this process; the
-    environment variable is set too, so a worker process the study starts allows them as well."""
+    environment variable is set too, so a worker process the study starts allows them as well.
+    Raises ValueError for a name that is not printable, holds a comma or is over 200 characters."""
     if not any(names):
         return
     for n in names:
@@ -85,19 +86,6 @@ def _system_dirs() -> list[Path]:
         if p:
             out.append(Path(p).resolve())
     return out
-
-
-def twin_package() -> Path:
-    """The folder of the ``twin`` package (its own modules are not announced)."""
-    return Path(__file__).resolve().parents[1]
-
-
-def is_twin_code(file: str | Path) -> bool:
-    """Whether ``file`` is one of the twin package's own modules."""
-    try:
-        return Path(file).resolve().is_relative_to(twin_package())
-    except (OSError, ValueError):
-        return False
 
 
 def own_file(file: str | Path, roots: list[Path]) -> bool:
