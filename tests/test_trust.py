@@ -191,6 +191,28 @@ def test_each_route_to_code_is_announced_with_its_key(tmp_path, monkeypatch):
     assert announced(load_scenario, tmp_path / "rtl2.yaml") == []
 
 
+def test_twin_sweep_and_run_announce_verilog_that_reaches_the_host(tmp_path, monkeypatch, capsys):
+    """The announcement comes at load, before any Verilog is built (a bad --param ends the sweep there)."""
+    from twin.commands import main
+    monkeypatch.chdir(tmp_path)
+    v = (ROOT / "tests/rtl_user/user_invert.v").read_text()
+    (tmp_path / "sys.v").write_text(v.replace("always @(posedge clk) begin",
+                                              'initial $system("id");\n    always @(posedge clk) begin', 1))
+    doc = yaml.safe_load((ROOT / "tests/rtl_user/scenario.yaml").read_text())
+    doc["calibration"] = str(CAL)
+    doc["nodes"][2]["rtl"]["sources"] = ["sys.v"]
+    (tmp_path / "rtl.yaml").write_text(yaml.safe_dump(doc))
+    assert main(["sweep", "rtl.yaml", "--param", "no_such_key=1,2"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == ("twin: note: scenario rtl.yaml runs code: Verilog sys.v with $system (key "
+                      "nodes[2].rtl.sources[0]); a scenario is a program: run only those you trust "
+                      "(docs/scenarios.md, Trust)"), err
+    assert len(err) == 2 and err[1].startswith("twin: error: "), err
+    assert main(["run", "rtl.yaml", "--rounds", "10", "--trace", "1:20"]) == 2  # refused after the load
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "runs code: Verilog sys.v with $system" in err[0], err
+
+
 def test_verilog_host_tasks_are_found_through_includes(tmp_path):
     from twin.config.trust import named_code
     (tmp_path / "inc.vh").write_text('initial begin fd = $fopen("/etc/x", "w"); end\n'
