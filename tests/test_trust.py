@@ -125,8 +125,12 @@ def test_a_scenario_naming_no_code_is_not_announced():
 
 
 def test_twin_decode_and_scenarios_copy_announce_on_stderr(tmp_path, monkeypatch, capsys):
+    import sys
+
     from twin.commands import main
     monkeypatch.chdir(tmp_path)
+    for name in [m for m in sys.modules if m == "examples" or m.startswith("examples.")]:
+        monkeypatch.delitem(sys.modules, name)  # the copy's own examples/ is imported (an earlier test's is put back)
     assert main(["scenarios", "copy", "decode_rep3_user"]) == 0
     err = capsys.readouterr().err.splitlines()
     assert err == [line for line in err if "runs code: module examples.rep3_rule (key decode.function)" in line]

@@ -126,8 +126,9 @@ class _Consumer(BaseModel):
         from twin.runtime.functions import lookup
         try:
             lookup(v)
-        except KeyError as e:
-            raise ValueError(str(e).strip("'\"")) from None
+        except KeyError:
+            raise ValueError("not a registered function (the fit replays the run's function: echo, invert, "
+                             "xor_fold, sum32, ...; `twin components` lists them)") from None
         return v
 
     @model_validator(mode="after")
