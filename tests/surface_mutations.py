@@ -266,3 +266,50 @@ def attempt_run(base: Path, case: tuple, folder: Path, seconds: float = 20) -> O
     if npz_edit:
         _npz_edit(run / "live_rounds.npz", npz_edit)
     return _attempt(lambda: load_run(run), ConfigError, (f"{run}",), seconds)
+
+
+# -- gaps files (traffic.gaps: {distribution: file}) ----------------------------------------------------
+GAP_LINES = ["1 us", "0 ns", "0", "-1 ns", "1e400 ns", "1e-400 ns", "nan ns", "inf us", "٣ ns", "３ ns", "1_000 ns",
+             "999999999999999 s", "1001 s", "1000 s", "1 parsec", " " * 64_000, "#", "# only a comment", "\x00",
+             "1 us # c", "1us", "1 µs", "1 μs", "0x10 ns", "1e3 ns", "\ufeff1 us", "1 us 2 us", "", "1" * 5000 + " ns",
+             "4 ns", "0.001 ps", "1 ps", "-0 ns", "+5 ns", "5 NS", "\u202e5 ns"]
+GAP_BASE = ROOT / "scenarios" / "card_path_64b.yaml"
+
+
+def gaps_cases():
+    """([(line, times)], traffic mode, rounds, whether to run the accepted ones, raw bytes appended)."""
+    line = st.tuples(st.sampled_from(GAP_LINES), st.sampled_from([1, 3, 1000, 100_000]))
+    return st.tuples(st.lists(line, min_size=0, max_size=5), st.sampled_from(["open_loop", "closed_loop"]),
+                     st.sampled_from([50, 10**6, 10**8, 10**12]), st.booleans(),
+                     st.sampled_from([b"", b"\xff\xfe", b"\x00" * 10, b"\xe2\x82"]))
+
+
+def attempt_gaps(case: tuple, folder: Path, seconds: float = 20) -> Outcome:
+    """Load (and, for an accepted one with the flag, run 50 rounds of) ``card_path_64b`` whose traffic
+    draws its gaps from the mutant file (``case``: :func:`gaps_cases`)."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from twin.config import ConfigError
+    lines, mode, rounds, run, raw = case
+    folder.mkdir(parents=True, exist_ok=True)
+    # at most ~20 MB of lines (past the 16 MiB bound the reader refuses; more would spend the harness's memory)
+    (folder / "gaps.txt").write_bytes("".join((text + "\n") * min(n, 1 + 20_000_000 // (len(text) + 1))
+                                              for text, n in lines).encode() + raw)
+    doc = base_doc(GAP_BASE)
+    doc["rounds"] = rounds
+    doc["traffic"] = {"mode": mode, "gaps": {"distribution": "file", "file": "gaps.txt"}}
+    path = folder / "s.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+    def call():
+        from twin.scenario import load_scenario
+        load_scenario(path)
+        if run:
+            from twin.commands import main
+            with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+                code = main(["run", str(path), "--rounds", "50", "--no-plot", "--no-csv", "--quiet",
+                             "--out", str(folder / "out")])
+            if code not in (0, 1, 2):
+                raise RuntimeError(f"twin run exited {code}")
+    return _attempt(call, ConfigError, (f"{path}: ", f"{folder / 'gaps.txt'}: "), seconds, hang="load: ")

@@ -124,6 +124,9 @@ def test_scenarios_copy_refuses_to_overwrite(tmp_path, monkeypatch, capsys):
 def test_scenarios_copy_into_a_folder_brings_the_user_decoder_along(tmp_path, capsys):
     dest = tmp_path / "mine"
     assert main(["scenarios", "copy", "decode_rep3_user.yaml", f"{dest}/"]) == 0
+    err = capsys.readouterr().err  # the copy says the scenario runs code (a scenario is a program)
+    assert err.startswith(f"twin: note: scenario {dest / 'decode_rep3_user.yaml'} runs code: module examples.rep3_rule "
+                          "(key decode.function)") and err.count("\n") == 1, err
     doc = yaml.safe_load((dest / "decode_rep3_user.yaml").read_text())
     assert doc["hosting"] == "bundled:calibrations/hosting.yaml"
     assert (dest / "examples" / "rep3_rule.py").read_bytes() == (ROOT / "examples" / "rep3_rule.py").read_bytes()

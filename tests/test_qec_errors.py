@@ -61,7 +61,8 @@ def bad(tmp_path):
 def test_failing_decoder_is_one_line_exit_2(bad, capsys, fn, problem):
     p = scenario(bad, f"qec_err_dec:{fn}")
     assert main(["decode", str(p), "--shots", "200", "--quiet", "--out", str(bad / "out")]) == 2
-    err = capsys.readouterr().err.strip()
+    note, err = capsys.readouterr().err.strip().split("\n", 1)  # the scenario names code: a line says so first
+    assert note.startswith(f"twin: note: scenario {p} runs code: module qec_err_dec (key decode.function)")
     assert "\n" not in err and "Traceback" not in err
     import re
     assert re.match(rf"twin: error: {re.escape(str(p))}: decode\.function: 'qec_err_dec:{fn}': {problem}", err), err

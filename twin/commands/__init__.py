@@ -55,8 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     from contextlib import nullcontext
 
     from twin.commands.interrupt import stops_at_once
+    from twin.config.trust import allow, announcing
+    try:
+        allow(getattr(args, "allow_code", None) or [])
+    except ValueError as e:
+        return _error(str(e))
     try:  # run, decode and sweep stop at a round boundary instead (their own handlers: interruptible)
-        with nullcontext() if getattr(args, "stops_at_a_round", False) else stops_at_once():
+        with nullcontext() if getattr(args, "stops_at_a_round", False) else stops_at_once(), announcing():
             return args.handler(args, console)
     except (UsageError, OutputError) as e:  # OutputError: cannot write PATH: reason (the previous file is intact)
         return _error(str(e))

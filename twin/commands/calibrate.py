@@ -18,6 +18,7 @@ from twin.commands.common import (
     _bundled,
     _count,
     _file_name,
+    add_allow_code,
     add_overwrite,
     out_error,
     stamped,
@@ -58,6 +59,7 @@ def register(sub) -> None:
     add_overwrite(c, "an existing file at --out (a fit never replaces a calibration file unless told to)")
     from twin.commands.calibrate_decoder import add_options
     add_options(c)
+    add_allow_code(c)
     c.set_defaults(handler=cmd_calibrate)
 
 

@@ -183,7 +183,9 @@ def _argv(args: argparse.Namespace, scenarios: list[str]) -> list[str]:
 
 
 def _out(args: argparse.Namespace, d, distances: list[int]) -> Path:
-    name = f"{d.decoder}_{d.code}_" + "_".join(f"d{x}" for x in distances) + f"_p{d.p:g}.yaml"
+    import re
+    decoder = re.sub(r"[^A-Za-z0-9_.-]", "_", d.decoder).lstrip(".")  # the scenario's text: a name, never a path
+    name = f"{decoder}_{d.code}_" + "_".join(f"d{x}" for x in distances) + f"_p{d.p:g}.yaml"
     out = Path(args.out) if args.out else DEFAULT_FOLDER / name
     from twin.output.files import check_file
     check_file(out, args.overwrite, "--out", (HEAD_MARK,))  # before the timing, not after it

@@ -114,6 +114,17 @@ def add_overwrite(parser: argparse.ArgumentParser, what: str = "an earlier run's
                         "to write over anything already there")
 
 
+def add_allow_code(parser: argparse.ArgumentParser) -> None:
+    """Add ``--allow-code NAME`` (repeatable) to a command that loads scenarios: a module (or package)
+    or C library a scenario's ``decode.function`` or sinter class may name although it is not one of
+    the user's own files (:mod:`twin.config.trust`; ``$TWIN_ALLOW_CODE`` does the same)."""
+    parser.add_argument("--allow-code", action="append", metavar="NAME", dest="allow_code", default=[],
+                        help="let the scenario's decode.function or sinter class come from module (or package, or C "
+                             "library) NAME although it is not under the scenario's folder or the current directory "
+                             "(e.g. an installed package); repeatable; also $TWIN_ALLOW_CODE=NAME[,NAME]. A scenario "
+                             "is a program: docs/scenarios.md, Trust")
+
+
 def add_figure_format(parser: argparse.ArgumentParser, names: str, default: str | None = "png") -> None:
     """Add ``--figure-format png|pdf|svg`` to a command that draws figures (``names``: its figures'
     stems, for the help): :data:`twin.output.figure.FORMATS`, read by :func:`run_folder`. ``default``

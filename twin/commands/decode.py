@@ -11,6 +11,7 @@ from twin.commands.common import (
     _file_name,
     _nonneg,
     _seed,
+    add_allow_code,
     add_figure_format,
     add_overwrite,
     add_table,
@@ -45,6 +46,7 @@ def register(sub) -> None:
     add_table(d)
     add_figure_format(d, "latency_vs_round, backlog_vs_time, ler_vs_latency")
     add_overwrite(d)
+    add_allow_code(d)
     d.set_defaults(handler=cmd_decode, stops_at_a_round=True)  # its own signal handlers (interruptible)
 
 

@@ -18,6 +18,7 @@ from twin.commands.common import (
     _run_rounds,
     _seed,
     _window,
+    add_allow_code,
     add_figure_format,
     add_overwrite,
     add_table,
@@ -69,6 +70,7 @@ def register(sub) -> None:
     add_table(r)
     add_figure_format(r, "histograms")
     add_overwrite(r)
+    add_allow_code(r)
     r.set_defaults(handler=cmd_run, stops_at_a_round=True)  # its own signal handlers (interruptible)
 
 

@@ -173,6 +173,8 @@ def cmd_copy(args: argparse.Namespace, console: Console) -> int:
     for f, target in along:
         write_file(target, f.read_bytes())
     kind = "decode" if "decode" in doc else "run"
+    from twin.config.trust import announce, named_code
+    announce(dest, named_code(doc, dest))  # what the copy will run, as `twin run`/`decode` will say it
     console.print(f"wrote {dest}" + "".join(f", {t}" for _, t in along)
                   + f" (its calibration files are the bundled ones, named bundled:...); run it: twin {kind} {dest}")
     return 0

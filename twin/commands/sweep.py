@@ -12,6 +12,7 @@ from twin.commands.common import (
     _count,
     _file_name,
     _seed,
+    add_allow_code,
     add_figure_format,
     add_overwrite,
     check_out_folder,
@@ -70,6 +71,7 @@ def register(sub) -> None:
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     add_figure_format(s, "sweep")
     add_overwrite(s)
+    add_allow_code(s)
     s.set_defaults(handler=cmd_sweep, stops_at_a_round=True)  # its own signal handlers (interruptible)
 
 

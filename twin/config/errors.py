@@ -42,6 +42,68 @@ class ConfigError(Picklable, ValueError):
         super().__init__(f"{file}: {problem}" if key is None else
                          f"{file}: {shown or '(top level)'}: {short(value)}: {problem}")
 
+    def hidden(self, text: str = "") -> ConfigError:
+        """This error with none of its file's content (the file is one another file names: a
+        scenario may name any readable file, and its error must not print it): the value described
+        by kind and size (:func:`describe`), the problem with what it quotes of ``text`` (the file's
+        text) or of the value taken out (:func:`scrub`), the key kept (cut to :data:`SHORT_CHARS`)."""
+        raw = self.value if isinstance(self.value, str) else ""
+        key = self.key if self.key is None or len(self.key) <= SHORT_CHARS else self.key[:SHORT_CHARS - 3] + "..."
+        keep = self.value is None or (isinstance(self.value, str) and self.value == "<missing>")
+        e = ConfigError(self.file, key, self.value if keep else Described(describe(self.value)),
+                        scrub(self.problem, text, raw))
+        e.value = self.value  # for code that asks; str(e) never shows it
+        return e
+
+
+class Described(str):
+    """A value's description standing where the value would be shown (printed as is, unquoted)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def describe(value: object) -> str:
+    """What ``value`` is, without any of it: ``<a string of 31 characters>``, ``<a mapping of 2 keys>``,
+    ``<a number>``; ``<missing>`` stays."""
+    if isinstance(value, Described) or value == "<missing>" or value is None:
+        return "<missing>" if value == "<missing>" else ("<null>" if value is None else str(value))
+    for kind, word, unit in ((str, "a string", "character"), (bytes, "bytes", "byte"), (dict, "a mapping", "key"),
+                             ((list, tuple), "a list", "item")):
+        if isinstance(value, kind):
+            n = len(value)  # type: ignore[arg-type]
+            return f"<{word} of {n:,} {unit}{'' if n == 1 else 's'}>"
+    if isinstance(value, bool):
+        return "<a boolean>"
+    if isinstance(value, (int, float)):
+        return "<a number>"
+    return f"<a {type(value).__name__}>"
+
+
+_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
+
+
+def scrub(problem: str, text: str, value: str = "", keep: tuple[str, ...] = ()) -> str:
+    """``problem`` with what it quotes of ``text`` (a file's content) or of ``value`` replaced by ``'…'``
+    (a quoted piece, or a piece of one cut short with ``...``, of 3 or more characters found in either),
+    and ``value`` itself where it stands unquoted (when 4 or more characters long); a quoted piece in
+    ``keep`` (a name the user gave elsewhere) stays."""
+    flat = " ".join(text.split())
+    val = " ".join(value.split())
+
+    def found(piece: str) -> bool:
+        piece = " ".join(piece.split())
+        return len(piece) >= 3 and (piece in flat or piece in val)
+
+    def sub(m: re.Match) -> str:
+        inner = m.group(0)[1:-1]
+        if inner in keep:
+            return m.group(0)
+        pieces = [p for p in inner.split("...") if p]
+        return "'…'" if any(found(p) for p in pieces) or (inner and inner in val) else m.group(0)
+    out = _QUOTED.sub(sub, " ".join(str(problem).split()))
+    return out.replace(val, "…") if len(val) >= 4 else out
+
 
 class Located(Picklable, ValueError):
     """Raised inside a validator to point at a key below the model being validated.

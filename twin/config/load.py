@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import os
 import stat
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from twin.config.errors import ConfigError, Located, _dig, _key
+from twin.config.errors import ConfigError, Located, _dig, _key, scrub
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -64,6 +65,45 @@ def read_input_text(path: str | Path) -> str:
 
 
 BUNDLED = "bundled:"  # a value naming a file the twin ships, by its path in the bundle (twin.bundled)
+
+
+@contextmanager
+def named_input(scenario: str | Path, target: str | Path):
+    """Read ``target``, a file that ``scenario`` names, inside: an error on any file but ``scenario``
+    comes out with none of that file's content (:meth:`ConfigError.hidden`: a scenario may name any
+    readable file, a key file or a password file, and the error must not print it), and one on
+    ``scenario`` itself with what its problem quotes of ``target`` taken out."""
+    try:
+        yield
+    except ConfigError as e:
+        raise _hide(e, scenario, target) from None
+
+
+def _hide(e: ConfigError, scenario: str | Path, target: str | Path) -> ConfigError:
+    if getattr(e, "value_hidden", False):
+        return e
+    text = text_or_empty(target)
+    if _same_file(e.file, scenario):
+        out = ConfigError(e.file, e.key, e.value, scrub(e.problem, text))
+    else:
+        out = e.hidden(text if _same_file(e.file, target) else text_or_empty(e.file))
+    out.value_hidden = True  # type: ignore[attr-defined]
+    return out
+
+
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except (OSError, ValueError, RuntimeError):
+        return str(a) == str(b)
+
+
+def text_or_empty(path: str | Path) -> str:
+    """The text of ``path`` (bounded, :func:`read_input_text`), or "" if it cannot be read."""
+    try:
+        return read_input_text(path)
+    except (ConfigError, OSError, ValueError, RuntimeError):
+        return ""
 
 
 def named_file(scenario: str | Path, key: str, value: str) -> Path:

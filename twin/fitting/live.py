@@ -94,6 +94,18 @@ def _default_name(run: LiveRun) -> str:
     return f"{run.doc['scenario']}_{run.summary['node']}_fitted"
 
 
+def load_run_scenario(run: LiveRun, given: bool = False):
+    """The scenario ``run`` came from, loaded (:func:`twin.scenario.load_scenario`). Unless the user
+    named it (``given``), its path is one the run folder recorded, so an error on it or a file it names
+    shows none of their content (:func:`twin.config.named_input`: a shared run folder may record any
+    readable file)."""
+    if given:
+        return load_scenario(run.scenario)
+    from twin.config import named_input
+    with named_input(run.path / "results.json", run.scenario):
+        return load_scenario(run.scenario)
+
+
 def simulate_run(ps: ParamSet, consumer: str, run: LiveRun, rounds: int, seed: int):
     """The direct engine's loop result for ``consumer`` of ``ps`` standing where ``run``'s live node
     stood: the run's scenario (slots, traffic and its gaps, control), frame bytes, function and
@@ -101,7 +113,7 @@ def simulate_run(ps: ParamSet, consumer: str, run: LiveRun, rounds: int, seed: i
     from dataclasses import replace
 
     from twin.runtime.functions import lookup
-    sc = load_scenario(run.scenario).scenario
+    sc = load_run_scenario(run).scenario
     traffic = replace(sc.traffic_params(rounds), frame_bytes=run.frame_bytes)
     fid = lookup(run.function).id
     spec = flow_spec(ps, consumer, traffic, seed, slots=sc.slots, encoding=run.encoding,
@@ -219,9 +231,12 @@ def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = No
     runs = [load_run(p, scenario, node) for p in paths]
     held = [load_run(Path(p), scenario, node) for p in validate]
     ref = runs[0]
-    loaded = load_scenario(ref.scenario)
+    loaded = load_run_scenario(ref, given=scenario is not None)
     sc, base = loaded.scenario, loaded.params
     device, node_name = ref.summary["name"], ref.summary["node"]
+    if device not in base.consumers:  # the run folder names the device; the scenario's parameter set must hold it
+        raise ConfigError(ref.path / "results.json", "consumers.name", device, f"not a consumer of the scenario's "
+                          f"parameter set {base.name!r} (have: {', '.join(base.consumers)})")
     cname = f"{node_name}_fitted"
     make = partial(_live_set, base, device, node_name, ref.encoding)
     notes = [f"{r.path}: {r.stalls.count:,} stalled round(s) of {len(r.rtt_ps):,} left out (service > "

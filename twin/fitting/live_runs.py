@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from twin.config import ConfigError, Located
 from twin.devices.isolation import Stalls, find_live_stalls
@@ -116,9 +116,20 @@ class _Consumer(BaseModel):
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
     node: str | None = Field(None, min_length=1)
     name: str | None = None
-    encoding: str | None = None
+    encoding: Literal["classic", "per_piece"] | None = None  # what a consumer's exchange is written in
     function: str = "echo"
     live: _Live | None = None
+
+    @field_validator("function")
+    @classmethod
+    def _registered(cls, v: str) -> str:  # the fit replays it: a registered function, by name or id
+        from twin.runtime.functions import lookup
+        try:
+            lookup(v)
+        except KeyError:
+            raise ValueError("not a registered function (the fit replays the run's function: echo, invert, "
+                             "xor_fold, sum32, ...; `twin components` lists them)") from None
+        return v
 
     @model_validator(mode="after")
     def _live_keys(self):

@@ -9,12 +9,13 @@ loads through here too.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from twin.calibration.params import ParamSet
 from twin.config import ConfigError, Located
+from twin.config.trust import is_allowed, own_file
 from twin.qec.hosting import HostingParams, check_mode, load_hosting
 from twin.qec.schema import Decode, DecodeScenario, check_shared
 from twin.scenario.compile import is_roce
@@ -34,6 +35,7 @@ class LoadedDecode:
     circuit: Any = None   # the stim.Circuit the decode block describes (decode_circuit)
     decoder: Any = None   # the decoder built for it at load (decoder_for)
     feedback: Any = None  # decode.feedback: the circuit's twin.qec.feedback.FeedbackPlan
+    code: list = field(default_factory=list)  # what code outside the twin it names (twin.config.trust.named_code)
 
 
 def serving_kind(params, dev: str) -> str:
@@ -53,14 +55,18 @@ def load_decode(path: str | Path, find_percall: bool = True) -> LoadedDecode:
     path = Path(path)
     sc, cal, params = read_scenario(path, DecodeScenario)
     d = sc.decode
+    from twin.config.trust import announce, named_code
+    code = named_code({"decode": {"decoder": d.decoder, "function": d.function}}, path)
+    announce(path, code)  # before any of it is imported
     if is_roce(params) and sc.control != "on_card":
         raise ConfigError(path, "control", sc.control, "a RoCE parameter set's controller is the FPGA itself "
                           "(its ERNIC sends the requests): control: on_card")
     resolve_gaps_file(path, "traffic", sc.traffic, d.shots * d.requests_per_shot())
     _check_devices(path, sc, params, cal)
-    from twin.config import named_file
+    from twin.config import named_file, named_input
     hp_path = named_file(path, "hosting", sc.hosting)
-    hosting, _ = load_hosting(hp_path)
+    with named_input(path, hp_path):  # its errors show none of its content
+        hosting, _ = load_hosting(hp_path)
     from twin.qec.decoders.registry import unavailable
     why = unavailable(d.decoder)
     if why:
@@ -80,7 +86,7 @@ def load_decode(path: str | Path, find_percall: bool = True) -> LoadedDecode:
         raise ConfigError(path, "decode.decoder", d.decoder, f"cannot be built for this circuit: "
                           f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}") from None
     return LoadedDecode(path, sc, params, hosting, hp_path, fit, percall, circuit, decoder,
-                        _feedback_plan(path, d, circuit))
+                        _feedback_plan(path, d, circuit), code)
 
 
 def cost_model(ld: LoadedDecode, pl, seed: int):
@@ -338,42 +344,58 @@ def decode_circuit(path: Path, d: Decode):
     the scenario's folder) or the named code's memory experiment. Raises ConfigError naming the key:
     a file that is missing, does not parse, or has no detectors or no observables; a noise model the
     code is not built with; a distance the code does not have; stim's own limits (rounds)."""
+    if d.circuit is not None:
+        from twin.config import named_file, named_input
+        f = named_file(path, "decode.circuit", d.circuit)
+        with named_input(path, f):  # what an error quotes of the file is taken out of it
+            return _file_circuit(path, d, f)
+    return _code_circuit(path, d)
+
+
+def _file_circuit(path: Path, d: Decode, f: Path):
+    """:func:`decode_circuit` of a ``decode.circuit`` file ``f``: measured from its text, then parsed."""
     import stim
 
-    from twin.qec.codes import memory_circuit
-    if d.circuit is not None:
-        from twin.config import named_file, read_input_text
-        f = named_file(path, "decode.circuit", d.circuit)
-        try:
-            text = read_input_text(f)  # a regular file of at most 16 MiB of UTF-8
-        except ConfigError as e:
-            raise ConfigError(path, "decode.circuit", d.circuit, e.problem) from None
-        from twin.qec.circuit_text import CircuitTextError, check_counts, measure_circuit_text
-        try:
-            counts = measure_circuit_text(text)  # before stim parses it: nesting, counts, lookbacks
-        except CircuitTextError as e:
-            raise ConfigError(path, "decode.circuit", d.circuit, str(e)) from None
-        try:
-            c = stim.Circuit(text)
-        except Exception as e:  # stim raises ValueError with the offending line
-            raise ConfigError(path, "decode.circuit", d.circuit, f"stim cannot parse it: "
-                              f"{(str(e).strip().splitlines() or [''])[0][:160]}") from None
-        if c.num_detectors == 0 or c.num_observables == 0:
-            raise ConfigError(path, "decode.circuit", d.circuit, f"{c.num_detectors} detectors and "
-                              f"{c.num_observables} observables; a decode study needs at least one of each")
-        check_circuit_size(path, d, c)  # before stim unrolls it: a nested REPEAT can ask for 10^18 of anything
-        try:
-            check_counts(counts)
-        except CircuitTextError as e:
-            raise ConfigError(path, "decode.circuit", d.circuit, str(e)) from None
-        try:
-            dem = c.detector_error_model(decompose_errors=False, approximate_disjoint_errors=True)
-        except ValueError as e:  # e.g. a non-deterministic detector or observable
-            raise ConfigError(path, "decode.circuit", d.circuit, f"stim has no detector error model for it: "
-                              f"{(str(e).strip().splitlines() or [''])[0][:160]}") from None
-        _check_certain_errors(path, d, dem)
-        return c
+    from twin.config import read_input_text
+    try:
+        text = read_input_text(f)  # a regular file of at most 16 MiB of UTF-8
+    except ConfigError as e:
+        raise ConfigError(path, "decode.circuit", d.circuit, e.problem) from None
+    from twin.qec.circuit_text import CircuitTextError, check_counts, measure_circuit_text
+    try:
+        counts = measure_circuit_text(text)  # before stim parses it: nesting, counts, lookbacks
+    except CircuitTextError as e:
+        raise ConfigError(path, "decode.circuit", d.circuit, str(e)) from None
+    try:
+        c = stim.Circuit(text)
+    except Exception as e:  # stim raises ValueError with the offending line
+        raise ConfigError(path, "decode.circuit", d.circuit, f"stim cannot parse it: "
+                          f"{(str(e).strip().splitlines() or [''])[0][:160]}") from None
+    if c.num_detectors == 0 or c.num_observables == 0:
+        raise ConfigError(path, "decode.circuit", d.circuit, f"{c.num_detectors} detectors and "
+                          f"{c.num_observables} observables; a decode study needs at least one of each")
+    check_circuit_size(path, d, c)  # before stim unrolls it: a nested REPEAT can ask for 10^18 of anything
+    try:
+        check_counts(counts)
+    except CircuitTextError as e:
+        raise ConfigError(path, "decode.circuit", d.circuit, str(e)) from None
+    from twin.qec.lookup import MAX_DETECTORS
+    if d.decoder == "lookup" and c.num_detectors > MAX_DETECTORS:  # said before stim builds a model for minutes
+        raise ConfigError(path, "decode.decoder", d.decoder, f"{c.num_detectors} detectors; a lookup table holds "
+                          f"at most {MAX_DETECTORS} (use matching)")
+    try:
+        dem = c.detector_error_model(decompose_errors=False, approximate_disjoint_errors=True)
+    except ValueError as e:  # e.g. a non-deterministic detector or observable
+        raise ConfigError(path, "decode.circuit", d.circuit, f"stim has no detector error model for it: "
+                          f"{(str(e).strip().splitlines() or [''])[0][:160]}") from None
+    _check_certain_errors(path, d, dem)
+    return c
+
+
+def _code_circuit(path: Path, d: Decode):
+    """:func:`decode_circuit` of a named code's memory experiment."""
     from twin.qec.bb import BB_CODES
+    from twin.qec.codes import memory_circuit
     noise = d.noise_model
     if d.code is None or noise is None:  # the schema asks for a code without a circuit file (Decode._source)
         raise ConfigError(path, "decode.code", "<missing>", "give either code (a named code) or circuit (a .stim file)")
@@ -442,9 +464,15 @@ def resolve_sinter_decoder(spec: str, path: Path | None):
     ``decode.decoder``: no such module or class, or an object that is not a sinter decoder."""
     where = path or "<scenario>"
     mod, _, cls = spec[len("sinter:"):].partition(":")
+    _check_own_module(where, spec, mod, path, "decode.decoder", "a sinter class is instantiated and run here")
     try:
         module, _root = _import_from(mod, function_roots(path))
-        obj = getattr(module, cls)()
+        made = getattr(module, cls)
+        if not isinstance(made, type):  # a function would be called here with no arguments (sinter:os:abort)
+            raise ConfigError(where, "decode.decoder", spec, f"{mod}:{cls} is a {type(made).__name__}, not a class")
+        obj = made()
+    except ConfigError:
+        raise
     except Exception as e:
         raise ConfigError(where, "decode.decoder", spec, f"cannot make the sinter decoder: {type(e).__name__}: "
                           f"{(str(e).splitlines() or [''])[0][:160]}") from None
@@ -457,13 +485,14 @@ def resolve_sinter_decoder(spec: str, path: Path | None):
 def _load_cost_fit(path: Path, d: Decode):
     """The decoder-cost calibration of ``decode.cost.file`` (relative to the scenario), checked to be
     of the scenario's decoder kind; raises ConfigError naming ``decode.cost.file``."""
-    from twin.config import named_file
+    from twin.config import named_file, named_input
     from twin.qec.cost_fit import load_fit
     if d.cost.file is None:  # the schema asks for it under how: fitted (Cost._applies)
         raise ConfigError(path, "decode.cost.file", "<missing>", "how: fitted needs the calibration file")
     f = named_file(path, "decode.cost.file", d.cost.file)
     try:
-        fit = load_fit(f)
+        with named_input(path, f):  # none of its content in the message
+            fit = load_fit(f)
     except ConfigError as e:
         raise ConfigError(path, "decode.cost.file", d.cost.file, f"not a decoder-cost file ({e})") from None
     if fit.decoder != d.decoder:
@@ -531,6 +560,45 @@ def _import_from(mod: str, roots: list[Path]):
         raise ImportError(f"no module {mod!r} in {where} or on the import path") from None
 
 
+ALLOW_HINT = "if you trust it, allow it with --allow-code {name} (or TWIN_ALLOW_CODE={name})"
+
+
+def module_file(mod: str, path: Path | None) -> Path | str | None:
+    """Where ``mod`` would be imported from, without running it: its file in the first of
+    :func:`function_roots` that holds one, else the ordinary import path's (the top-level package's
+    file for a dotted name, which :func:`importlib.util.find_spec` finds without importing; a
+    built-in or frozen module in words), else None."""
+    import importlib.util
+    for root in function_roots(path):
+        f = _module_file(root, mod)
+        if f is not None:
+            return f
+    try:
+        spec = importlib.util.find_spec(mod.split(".")[0])
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.origin in (None, "built-in", "frozen") or not Path(spec.origin).is_absolute():
+        return f"{spec.origin or 'namespace package'} module {spec.name}"  # the interpreter's own: not the user's
+    return Path(spec.origin)
+
+
+def _check_own_module(where, spec: str, mod: str, path: Path | None, key: str = "decode.function",
+                      why: str = "a decoder function is called with bytes the scenario shapes") -> None:
+    """``decode.function``'s module ``mod`` is the user's own (:func:`twin.config.trust.own_file`:
+    under one of :func:`function_roots`, not the standard library or an installed package) or
+    allowed by the user (``--allow-code``, ``$TWIN_ALLOW_CODE``); checked before it is imported. A
+    module that is nowhere is left to the import's own error. Raises :class:`ConfigError` naming
+    ``key`` (``decode.function``, or ``decode.decoder`` for a sinter class), saying ``why`` it matters."""
+    f = module_file(mod, path)
+    if f is None or is_allowed(mod) or (isinstance(f, Path) and own_file(f, function_roots(path))):
+        return
+    raise ConfigError(where, key, spec, f"module {mod} ({f}) is not one of your own (the scenario's folder or the "
+                      f"current directory; not the standard library or an installed package), and {why}: "
+                      f"{ALLOW_HINT.format(name=mod)}")
+
+
 def resolve_function(spec: str, path: Path | None = None, reply_bytes: int = 1):
     """The callable named by ``spec``: ``package.module:callable``, ``lib.so:symbol`` (a C function
     in a shared library, relative to the scenario's folder; :func:`twin.qec.decoders.function.c_function`,
@@ -560,11 +628,17 @@ def resolve_function(spec: str, path: Path | None = None, reply_bytes: int = 1):
             lib = named_file(path if path is not None else Path.cwd() / "<scenario>", "decode.function", mod)
         except ConfigError as e:
             raise ConfigError(where, "decode.function", spec, f"the library: {e.problem}") from None
+        lib = Path(lib).resolve()
+        if not own_file(lib, [Path.cwd()] + ([path.parent] if path is not None else [])) and not is_allowed(mod):
+            raise ConfigError(where, "decode.function", spec, f"the C library {lib} is not one of your own files (the "
+                              f"scenario's folder or the current directory) and a decoder runs in this process: "
+                              f"{ALLOW_HINT.format(name=Path(mod).name)}")
         try:
             return c_function(lib, attr, reply_bytes)
         except (OSError, AttributeError) as e:
             raise ConfigError(where, "decode.function", spec, f"cannot load the C function: "
                               f"{(str(e).splitlines() or [''])[0][:160]}") from None
+    _check_own_module(where, spec, mod, path)
     try:
         module, _root = _import_from(mod, function_roots(path))
     except ImportError as e:

@@ -114,6 +114,10 @@ def build_user_block(scenario: Path, index: int, top: str, sources: list[str]) -
         first = e.first_error or "no %Error line"
         key, value = (("top", top) if re.search(rf"module\W+{re.escape(top)}\b|'{re.escape(top)}'", first)
                       else ("sources", sources))
+        from twin.config.errors import scrub
+        from twin.config.load import text_or_empty
+        # none of the sources' text in the line but the top's name: a scenario may name any readable file as a source
+        first = scrub(first, "\n".join(text_or_empty(scenario.parent / s) for s in sources), keep=(top,))
         raise ConfigError(scenario, f"nodes[{index}].rtl.{key}", value,
                           f"Verilator rejected the user's function core with the twin's V80 logic: {first}; "
                           f"log: {e.log}") from None

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from twin.calibration.params import ParamSet
-from twin.config import ConfigError, load_model, named_file
+from twin.config import ConfigError, load_model, named_file, named_input
+from twin.config.errors import scrub
 from twin.nodes.models import Situation
 from twin.scenario.schema import Faults, Scenario, ScenarioBase
 
@@ -22,15 +23,18 @@ if TYPE_CHECKING:
 
 
 class LoadedScenario:
-    """A validated scenario with its parameter set loaded and paths resolved."""
+    """A validated scenario with its parameter set loaded and paths resolved; ``code``: what code
+    outside the twin it names (:func:`twin.config.trust.named_code`: a user's Verilog that reaches
+    the host), for the command to announce."""
 
     def __init__(self, path: Path, scenario: Scenario, params: ParamSet, measured_path: Path | None,
-                 calibration_path: Path | None = None):
+                 calibration_path: Path | None = None, code: list | None = None):
         self.path = path
         self.calibration_path = calibration_path  # the parameter set's file (its fit targets: twin.calibration.targets)
         self.scenario = scenario
         self.params = params
         self.measured_path = measured_path
+        self.code = code or []
 
 
 def check_not_a_scenario(path: Path, key: str, value: str, target: Path) -> None:
@@ -49,8 +53,9 @@ def load_calibration(path: Path, value: str):
     :class:`ConfigError` naming file, key and value for a missing file or a scenario named instead."""
     from twin.calibration.roce import load_any_params
     cal_path = named_file(path, "calibration", value)
-    check_not_a_scenario(path, "calibration", value, cal_path)
-    return cal_path, load_any_params(cal_path)
+    with named_input(path, cal_path):  # its errors show none of its content
+        check_not_a_scenario(path, "calibration", value, cal_path)
+        return cal_path, load_any_params(cal_path)
 
 
 # a file written for the other study: (the key that tells it, the value shown, what it is)
@@ -95,6 +100,9 @@ def load_scenario(path: str | Path, data: Any = None) -> LoadedScenario:
     """
     path = Path(path)
     sc, cal_path, params = read_scenario(path, Scenario, data)
+    from twin.config.trust import announce, named_code
+    code = named_code({"nodes": [{"rtl": {"sources": n.rtl.sources}} if n.rtl else {} for n in sc.nodes]}, path)
+    announce(path, code)  # before any of it is built
     check_path(path, sc, params)
     check_nodes(path, sc, params)
     for key, t, n in [("traffic", sc.traffic, sc.rounds)] + [(f"flows[{i}].traffic", f.traffic, f.rounds or sc.rounds)
@@ -103,7 +111,7 @@ def load_scenario(path: str | Path, data: Any = None) -> LoadedScenario:
     measured_path = None
     if sc.measured is not None:
         measured_path = named_file(path, "measured", sc.measured)
-    return LoadedScenario(path, sc, params, measured_path, cal_path)
+    return LoadedScenario(path, sc, params, measured_path, cal_path, code)
 
 
 def _faults_on(sc: Scenario) -> frozenset[str]:
@@ -284,11 +292,16 @@ def _where(key: str) -> tuple:
 
 
 def _gaps_values(path: Path, key: str, value: str, f: Path) -> tuple[int, ...]:
+    """The gaps file ``f``'s values; its errors name the scenario's key and never quote the file."""
     from twin.scenario.schema import read_gaps
     try:
-        return read_gaps(f)
+        with named_input(path, f):
+            return read_gaps(f)
     except (ValueError, UnicodeDecodeError) as e:
-        raise ConfigError(path, key, value, str(e)) from None
+        if isinstance(e, ConfigError):
+            raise
+        from twin.config.load import text_or_empty
+        raise ConfigError(path, key, value, scrub(str(e), text_or_empty(f))) from None
 
 
 def _check_horizon(path: Path, where: tuple, traffic, rounds: int, gaps_ps: Sequence[int] | None = None) -> None:

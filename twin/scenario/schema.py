@@ -414,6 +414,11 @@ class LiveFault(_Strict):
     round: int = Field(ge=1, strict=True)
 
 
+# a name that stands in a file or folder name the twin writes (a scenario's runs/<name>/, a node's
+# waves.<loop>.<node>.vcd): letters, digits, _ . -, not starting with a dot (never a path)
+PLAIN_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
+
+
 class Bridge(_Strict):
     """How a ``model: live`` consumer is reached (:mod:`hw_bridge`): ``backend`` shm (a consumer
     process over POSIX shared memory), cuda (a persistent kernel on an NVIDIA GPU) or udp (an agent
@@ -503,7 +508,9 @@ class Node(_Strict):
     live`` its ``bridge``, and for a kind that declares its own parameters (``settings``) its
     ``params:`` block, validated against the kind's declaration (an unknown key is refused)."""
 
-    name: str = Field(min_length=1)
+    # a plain name: it stands in file names the twin writes (``--trace``: waves.<loop>.<node>.vcd), so
+    # no path separator, no leading dot, printable ASCII (:data:`PLAIN_NAME`)
+    name: str = Field(min_length=1, max_length=100, pattern=PLAIN_NAME)
     kind: str
     device: str | None = None
     model: str = "sim"

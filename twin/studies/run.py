@@ -216,7 +216,9 @@ def _measured(loaded: LoadedScenario):
     if not loaded.measured_path:
         return None
     from twin.calibration.roce import load_roce_measured
-    return (load_roce_measured if is_roce(loaded.params) else load_measured)(loaded.measured_path)
+    from twin.config import named_input
+    with named_input(loaded.path, loaded.measured_path):  # its errors show none of its content
+        return (load_roce_measured if is_roce(loaded.params) else load_measured)(loaded.measured_path)
 
 
 def _run_loop(spec: LoopSpec, node, engine: str, verify_rounds: int, progress: Progress | None,

@@ -177,7 +177,8 @@ def load_point(scenario_path: str, point: dict):
             first = e.errors()[0]["msg"] if hasattr(e, "errors") else str(e)
             values = ", ".join(f"params.{k}={v!r}" for k, v in par_vals.items())
             raise SweepError(f"--param {values}: {first}") from None
-    return LoadedScenario(path, loaded.scenario, params, loaded.measured_path, loaded.calibration_path)
+    return LoadedScenario(path, loaded.scenario, params, loaded.measured_path, loaded.calibration_path,
+                          loaded.code)
 
 
 def run_point(scenario_path: str, point: dict, rounds: int | None, seed: int | None) -> list[dict]:
