@@ -11,7 +11,7 @@ from twin.engine.direct import DirectNotApplicable, check_same, run_direct
 from twin.engine.event import run_event
 from twin.engine.hops import FlowStats, Hops
 from twin.engine.spec import LoopResult, LoopSpec
-from twin.engine.stop import Interrupted
+from twin.engine.stop import Interrupted, take_stop
 from twin.nodes.protocol import keeps_partial
 from twin.output.summary import Check, FlowSummary, FlowTiming, Rounds, flow_summary, rounds_of
 from twin.scenario import LoadedScenario
@@ -196,7 +196,9 @@ def _run_loop(spec: LoopSpec, node, engine: str, verify_rounds: int, progress: P
     """Run one loop (:func:`run_one`). Returns ``(outcome, failure)``: outcome the tuple of
     :func:`run_one` (after a failure, of its whole rounds so far) or None when it stopped before its
     first round; failure the live endpoint's failure or the stop (:class:`Interrupted`), with its
-    ``node`` set, or None. ``stopped(node, exception, rounds completed)`` is called at once."""
+    ``node`` set, or None; ``failure.stop_requested``: a stop was asked for (a signal) before the loop
+    ended, taken here when a failure came first (a live endpoint waiting out its timeout when the
+    signal came). ``stopped(node, exception, rounds completed)`` is called at once."""
     cb = (lambda n, name=node.name: progress(name, n)) if progress else None
     try:
         return run_one(spec, engine, verify_rounds, cb, defer=defer), None
@@ -207,6 +209,10 @@ def _run_loop(spec: LoopSpec, node, engine: str, verify_rounds: int, progress: P
             raise
         failure: Any = e  # an Interrupted or a LiveFailure: both carry ``partial``; the study names the node
         failure.node = node.name
+        # a stop asked for while a live endpoint waited out its timeout (the wait is in C: the signal's
+        # handler ran after it) is taken here, so the summaries and the live node's simulated side-by-side
+        # run to their end and the rounds are saved; the failure says it came with a stop
+        failure.stop_requested = isinstance(e, Interrupted) or take_stop()
         kept = getattr(failure, "outcome", None) or (
             None if failure.partial is None
             else (failure.partial, len(failure.partial.ok), failure.partial.mismatches, "event"))
