@@ -62,9 +62,10 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
         console.print(f"[yellow]warning: {line}[/yellow]", soft_wrap=True, markup=True, highlight=False)
     out = check_out_folder(args.out or Path("runs") / ld.sc.name)  # before the study, not after
     seed = ld.sc.seed if args.seed is None else args.seed
-    folder = run_folder(args, out, seed).check(decode_files(args.rounds_format, not args.no_plot))
-    with interruptible(), folder:  # an error or a second Ctrl-C before the commit leaves the folder as it was
-        return _decode(args, console, ld, folder)
+    with interruptible():  # before the folder's lock: a signal from then on stops the study, as its line says
+        folder = run_folder(args, out, seed).check(decode_files(args.rounds_format, not args.no_plot))
+        with folder:  # an error or a second Ctrl-C before the commit leaves the folder as it was
+            return _decode(args, console, ld, folder)
 
 
 def _decode(args: argparse.Namespace, console, ld, folder) -> int:

@@ -11,7 +11,7 @@ from twin.engine.direct import DirectNotApplicable, check_same, run_direct
 from twin.engine.event import run_event
 from twin.engine.hops import FlowStats, Hops
 from twin.engine.spec import LoopResult, LoopSpec
-from twin.engine.stop import Interrupted, take_stop
+from twin.engine.stop import Interrupted, deferred, take_stop
 from twin.nodes.protocol import keeps_partial
 from twin.output.summary import Check, FlowSummary, FlowTiming, Rounds, flow_summary, rounds_of
 from twin.scenario import LoadedScenario
@@ -172,8 +172,9 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
         res, checked, mism, used = kept
         if used == PENDING:
             pending.append((len(study.runs), node, flow.spec))
-        study.runs.append(ConsumerRun(node.name, flow.spec.name, res,
-                                      _summary(ctx, node, flow.spec, res, checked, mism, used, failure, acc)))
+        with deferred():  # the loop has ended: its summary (a live node's side-by-side is a loop) runs to its end
+            record = _summary(ctx, node, flow.spec, res, checked, mism, used, failure, acc)
+        study.runs.append(ConsumerRun(node.name, flow.spec.name, res, record))
         if failure is not None:
             study.failures.append(failure)
             return study
@@ -287,8 +288,10 @@ def _check_deferred(ctx: "_Context", study: StudyResult, pending: list, checking
             res, checked, mism, used = e.outcome
             if stopped:
                 stopped(node.name, e, len(res.t_in))
-            runs[i:] = [ConsumerRun(node.name, runs[i].device, res, _summary(ctx, node, spec, res, checked, mism, used,
-                                                                          e))] if len(res.t_in) else []
+            with deferred():
+                kept = [ConsumerRun(node.name, runs[i].device, res, _summary(ctx, node, spec, res, checked, mism, used,
+                                                                             e))] if len(res.t_in) else []
+            runs[i:] = kept
             study.failures.append(e)
             return
         runs[i] = replace(runs[i], record=replace(runs[i].record, check=_check(res, checked, mism, used)))
