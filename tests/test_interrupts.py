@@ -25,7 +25,7 @@ from twin.scenario.compile import flow_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 LINE = re.compile(r"twin: interrupted at (?:round|request) ([\d,]+) of ([\d,]+); the ([\d,]+) (?:round|request)s so "
-                  r"far are saved in (.+) \(partial\)")
+                  r"far are saved in (.+?) \(partial\)(?:: (.+))?")  # decode, several placements: each one's requests
 # a scenario of several consumers: the stopped node, then what each consumer has in the folder
 LINE_OF_NODE = re.compile(r"twin: interrupted at round ([\d,]+) of ([\d,]+) of node '([^']+)'; the rounds so far are "
                           r"saved in (.+) \(partial\): (.+?)(?:; not saved: (.+))?")
@@ -117,6 +117,12 @@ def _partial(err: str, out: Path, names: list[str] | None = None) -> tuple[int, 
     else:
         done, requested = _num(m.group(1)), _num(m.group(2))
         assert m.group(3) == m.group(1) and Path(m.group(4)) == out
+        if m.group(5):  # a decode study of several placements: each one's requests in the folder
+            each = m.group(5).split("; not saved: ")[0]
+            got = [re.fullmatch(r"'[^']+' ([\d,]+) requests( \(whole\))?", x) for x in each.split(", ")]
+            assert all(got) and len(got) == len(doc["placements"]), lines[0]
+            assert [_num(x.group(1)) for x in got] == [pl["requests"] for pl in doc["placements"]], lines[0]
+            assert [bool(x.group(2)) for x in got] == [not pl.get("shots_requested") for pl in doc["placements"]]
     assert 0 < done < requested
     assert doc["partial"] is True
     return done, requested, doc
@@ -601,3 +607,7 @@ def test_twin_decode_stopped_in_a_later_placements_windowed_decode_keeps_the_pla
     (s,) = doc["placements"]
     assert doc["partial"] is True and s["shots"] == 400 and s.get("shots_requested") is None
     assert s["requests"] == 400 * doc["workload"]["window"]["windows_per_shot"]
+    n = s["requests"]
+    assert err.strip().splitlines() == [
+        f"twin: interrupted at request {n:,} of {2 * n:,}; the {n:,} requests so far are saved in {out} (partial): "
+        f"'epyc7282:inline' {n:,} requests (whole); not saved: 'epyc7282:inline:x2:in_order'"]

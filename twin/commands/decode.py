@@ -115,8 +115,22 @@ def _decode(args: argparse.Namespace, console, ld, folder) -> int:
                           f"differ from the direct decode, {s['card_mismatches']} card mismatches[/red]")
             rc = 1
     if study.interrupted:
-        print(interrupted_line(sum(s["requests"] for s in study.document["placements"]), requested, folder.out,
-                               "request"),
-              file=sys.stderr)
+        print(_stopped_line(study, d.placements, requested, folder.out), file=sys.stderr)
         return EXIT
     return rc
+
+
+def _stopped_line(study, placements, requested: int, out) -> str:
+    """The line of a study a signal stopped (:func:`twin.usage.interrupted_line`, requests of every
+    placement); with several placements, the requests each has in the folder (the ones before the
+    stopped one whole) and the placements not saved."""
+    from twin.studies.decode import placement_label
+    kept = study.document["placements"]
+    line = interrupted_line(sum(s["requests"] for s in kept), requested, out, "request")
+    if len(placements) == 1:
+        return line
+    labels = [placement_label("+".join(pl.names), pl.mode, pl.workers, pl.order, pl.dispatch_used)
+              for pl in placements]
+    line += ": " + ", ".join(f"{lab!r} {s['requests']:,} requests" + ("" if s.get("shots_requested") else " (whole)")
+                             for lab, s in zip(labels, kept))
+    return line + ("; not saved: " + ", ".join(repr(x) for x in labels[len(kept):]) if len(kept) < len(labels) else "")
