@@ -3,9 +3,10 @@
 1. A stop during a live failure, ``--repeat`` times (tests/live_stop.py: a real ``twin run`` of a live
    shm consumer; after 2,000 requests served the consumer is SIGSTOPped (hang) or SIGKILLed (die),
    then SIGINT or SIGTERM reaches the twin inside its 2 s wait for the next reply). Prints each
-   repetition (the rounds saved, the round the line names, seconds from the signal to the twin's
-   exit) and the count of repetitions whose completed rounds were saved, as a live failure's partial
-   run, with both lines right; exits 1 unless every one passed.
+   repetition (the rounds saved, the round the line names, seconds from the signal to the live
+   verdict, the end of the wait, and to the twin's exit, the files written) and the count of
+   repetitions whose completed rounds were saved, as a live failure's partial run, with both lines
+   right; exits 1 unless every one passed.
 2. ``--decode``: a windowed decode (scenarios/decode_stream_window.yaml, ``--shots 20000 --no-plot``)
    stopped by SIGINT while its first placement's direct windowed decode (160,000 windows) runs, three
    times: seconds from the signal to the stop's line and to the exit. With ``--before CHECKOUT`` the
@@ -44,7 +45,8 @@ def live(repeat: int) -> bool:
             o = stop_during_live_failure(Path(d), how, sig)
         ok += o.ok
         print(f"  {i + 1:2d}: {how:4s} {signal.Signals(sig).name:7s} "
-              + (f"saved {o.done:,} rounds, the line names round {o.failed_at:,}; signal -> exit {o.wait_s:.2f} s"
+              + (f"saved {o.done:,} rounds, the line names round {o.failed_at:,}; signal -> verdict "
+                 f"{o.verdict_s:.2f} s (timeout 2 s), -> exit {o.wait_s:.2f} s"
                  if o.ok else f"FAILED ({o.why}): exit {o.returncode}\n{o.stderr}"), flush=True)
     print(f"stop during a live failure: {ok}/{repeat} saved the completed rounds")
     return ok == repeat

@@ -80,13 +80,15 @@ def served(twin_pid: int) -> int:
 @dataclass
 class Outcome:
     """One repetition: ``ok`` and, when not, ``why``; ``done`` the rounds saved, ``failed_at`` the
-    round the line names, ``wait_s`` signal -> the stop's line (the twin's timeout bounds it)."""
+    round the line names, ``verdict_s`` signal -> the live verdict (the end of the wait: the bridge's
+    timeout bounds it), ``wait_s`` signal -> exit (the files written)."""
 
     ok: bool
     why: str = ""
     done: int = 0
     failed_at: int = 0
     wait_s: float = 0.0
+    verdict_s: float = 0.0
     returncode: int | None = None
     stderr: str = ""
 
@@ -114,13 +116,17 @@ def stop_during_live_failure(folder: Path, how: str = "hang", sig: int = signal.
         time.sleep(delay_s)  # the twin waits for the reply that will not come
         p.send_signal(sig)
         t = time.monotonic()
+        first = p.stderr.readline()  # the verdict: the wait has ended
+        verdict_s = time.monotonic() - t
         _, err = p.communicate(timeout=limit_s)
         wait_s = time.monotonic() - t
     finally:
         if p.poll() is None:
             p.kill()
             p.communicate()
-    return _judge(p.returncode, err, out, how, wait_s)
+    o = _judge(p.returncode, first + err, out, how, wait_s)
+    o.verdict_s = verdict_s
+    return o
 
 
 def _judge(rc: int, err: str, out: Path, how: str, wait_s: float) -> Outcome:
