@@ -50,11 +50,12 @@ def test_local_file_first_then_bundled(tmp_path, monkeypatch):
 
 
 def test_no_library_module_imports_the_commands():
-    """Commands import libraries, never the reverse (twin/cli.py is the commands' own shim)."""
+    """Commands import libraries, never the reverse (twin/cli.py is the commands' own shim; twin/launch.py
+    and twin/__main__.py are the program, which starts them)."""
     offenders = []
     for f in [*(ROOT / "twin").rglob("*.py"), *(ROOT / "hw_bridge").rglob("*.py")]:
         rel = f.relative_to(ROOT).as_posix()
-        if rel.startswith("twin/commands/") or rel in ("twin/cli.py", "twin/__main__.py"):
+        if rel.startswith("twin/commands/") or rel in ("twin/cli.py", "twin/__main__.py", "twin/launch.py"):
             continue
         for line in f.read_text().splitlines():
             s = line.strip()

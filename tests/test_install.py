@@ -38,7 +38,7 @@ def test_wheel_installs_and_runs_from_another_folder(tmp_path):
     for f in ("twin/_bundled/scenarios/card_path_64b.yaml", "twin/_bundled/calibrations/fitted/card_path.yaml",
               "twin/_bundled/calibrations/measured/card_path_64b.yaml", "twin/_bundled/calibrations/hosting.yaml",
               "twin/_bundled/rtl/qrt_v80.v", "twin/_bundled/rtl/qrt_contract.vh",
-              "twin/_bundled/examples/rep3_rule.py", "twin/commands/__init__.py", "twin/__main__.py"):
+              "twin/_bundled/examples/rep3_rule.py", "twin/commands/__init__.py", "twin/__main__.py", "twin/launch.py"):
         assert f in names, f
     for top in ("scenarios", "calibrations", "rtl"):  # every file of the bundled folders the wheel means to carry
         for f in (ROOT / top).rglob("*"):

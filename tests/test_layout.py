@@ -13,7 +13,7 @@ package; ``importlib.import_module("a.b")`` and ``__import__("a.b")`` with a lit
 - ``hw_bridge`` takes from ``twin`` only ``twin.exchange`` and ``twin.runtime`` (it is the live
   endpoint library, below the engine and the studies);
 - the commands (``twin.cli``, ``twin.commands``) are imported by no library module: only by
-  ``twin/commands/``, ``twin/cli.py`` and ``twin/__main__.py``.
+  ``twin/commands/``, ``twin/cli.py``, ``twin/__main__.py`` and ``twin/launch.py`` (the program).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("twin", "hw_bridge")
 HW_BRIDGE_MAY_USE = ("twin.exchange", "twin.runtime")
 COMMANDS = ("twin.cli", "twin.commands")
-COMMAND_FILES = ("twin/cli.py", "twin/__main__.py")
+COMMAND_FILES = ("twin/cli.py", "twin/__main__.py", "twin/launch.py")
 
 
 @dataclass(frozen=True)

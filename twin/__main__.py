@@ -1,6 +1,7 @@
-"""``python -m twin``: the ``twin`` command (:func:`twin.commands.main`)."""
+"""``python -m twin``: the ``twin`` command (:func:`twin.launch.main`: SIGINT and SIGTERM handled from
+its first instruction, then :func:`twin.commands.main`)."""
 import sys
 
-from twin.commands import main
+from twin.launch import main
 
 sys.exit(main())

@@ -66,9 +66,10 @@ def cmd_decode(args: argparse.Namespace, console) -> int:
         console.print(f"[yellow]warning: {line}[/yellow]", soft_wrap=True, markup=True, highlight=False)
     out = check_out_folder(args.out or Path("runs") / ld.sc.name)  # before the study, not after
     seed = ld.sc.seed if args.seed is None else args.seed
-    folder = run_folder(args, out, seed).check(decode_files(args.rounds_format, not args.no_plot))
-    with interruptible(), folder:  # an error or a second Ctrl-C before the commit leaves the folder as it was
-        return _decode(args, console, ld, folder, total)
+    with interruptible():  # before the folder's lock: a signal from then on stops the study, as its line says
+        folder = run_folder(args, out, seed).check(decode_files(args.rounds_format, not args.no_plot))
+        with folder:  # an error or a second Ctrl-C before the commit leaves the folder as it was
+            return _decode(args, console, ld, folder, total)
 
 
 def _decode(args: argparse.Namespace, console, ld, folder, total: int) -> int:
@@ -110,8 +111,22 @@ def _decode(args: argparse.Namespace, console, ld, folder, total: int) -> int:
                           f"differ from the direct decode, {s['card_mismatches']} card mismatches[/red]")
             rc = 1
     if study.interrupted:
-        print(interrupted_line(sum(s["requests"] for s in study.document["placements"]), requested, folder.out,
-                               "request"),
-              file=sys.stderr)
+        print(_stopped_line(study, d.placements, requested, folder.out), file=sys.stderr)
         return EXIT
     return rc
+
+
+def _stopped_line(study, placements, requested: int, out) -> str:
+    """The line of a study a signal stopped (:func:`twin.usage.interrupted_line`, requests of every
+    placement); with several placements, the requests each has in the folder (the ones before the
+    stopped one whole) and the placements not saved."""
+    from twin.studies.decode import placement_label
+    kept = study.document["placements"]
+    line = interrupted_line(sum(s["requests"] for s in kept), requested, out, "request")
+    if len(placements) == 1:
+        return line
+    labels = [placement_label("+".join(pl.names), pl.mode, pl.workers, pl.order, pl.dispatch_used)
+              for pl in placements]
+    line += ": " + ", ".join(f"{lab!r} {s['requests']:,} requests" + ("" if s.get("shots_requested") else " (whole)")
+                             for lab, s in zip(labels, kept))
+    return line + ("; not saved: " + ", ".join(repr(x) for x in labels[len(kept):]) if len(kept) < len(labels) else "")

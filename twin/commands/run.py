@@ -288,12 +288,37 @@ def _report(args, console: Console, study, folder, consumers, live: bool, checke
             console.print(f"[red]{r.node}: {r.summary['mismatches']} replies did not match the reference answer[/red]")
             rc = 1
     for f in study.failures:  # stopped early: a live endpoint's failure (its line is out already), or a signal
-        if isinstance(f, Interrupted):
-            done = next((r.summary["rounds"] for r in study.runs if r.node == getattr(f, "node", None)), 0)
-            print(interrupted_line(done, study.rounds, out), file=sys.stderr)
+        if getattr(f, "stop_requested", isinstance(f, Interrupted)):
+            print(stopped_line(study, f, [n.name for n in consumers], out), file=sys.stderr)
             return EXIT
         rc = 3
     return rc
+
+
+def stopped_line(study, f, names: list[str], out: Path) -> str:
+    """The one line of a run a signal stopped (``f``: the :class:`Interrupted`, or the live endpoint's
+    failure that ended the loop while the stop waited for it: its own line is out already), after the
+    files are written: the stopped loop's round (and node), and, with several consumers (``names``, in
+    run order), the rounds each has in the folder: the loops before it whole, the stopped one cut, the
+    ones after it not saved."""
+    from twin.engine.stop import Interrupted
+    node = getattr(f, "node", None)
+    kept = {r.node: r.summary["rounds"] for r in study.runs}
+    done = kept.get(node, 0)
+    if not isinstance(f, Interrupted):
+        head = (f"twin: interrupted while node {node!r} waited for its reply to round {f.round:,} of "
+                f"{study.rounds:,} (live {f.backend} {f.kind})")
+        saved = f"the {done:,} rounds completed are saved in {out} (partial)"
+    elif len(names) == 1:
+        return interrupted_line(done, study.rounds, out)
+    else:
+        head = f"twin: interrupted at round {done:,} of {study.rounds:,} of node {node!r}"
+        saved = f"the rounds so far are saved in {out} (partial)"
+    if len(names) == 1:
+        return f"{head}; {saved}"
+    each = ", ".join(f"{n!r} {kept[n]:,} rounds" + ("" if n == node else " (whole)") for n in names if n in kept)
+    missing = [repr(n) for n in names if n not in kept]
+    return f"{head}; {saved}: {each}" + ("; not saved: " + ", ".join(missing) if missing else "")
 
 
 def _status(console: Console, args, text: str):

@@ -5,11 +5,13 @@ The engines never look at signals. A signal handler (``twin.commands.interrupt``
 engine every ``chunk_rounds`` rounds, the event engine every :data:`CHECK_REPLIES` replies: no
 check inside a round's arithmetic) and, when it says yes, raise :class:`Interrupted` carrying the
 whole rounds computed so far. Taking the request clears it, so what runs after the stop (the
-summaries, a ``live`` node's simulated side-by-side) runs to its end.
+summaries, a ``live`` node's simulated side-by-side) runs to its end; a stop asked for during that
+work waits (:func:`deferred`).
 """
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from twin.picklable import Picklable
@@ -22,6 +24,7 @@ CHECK_REPLIES = 256
 rounds of a loop, well under a second even for a Verilated (``rtl``) node."""
 
 _requested = threading.Event()
+_deferred = [0]  # depth of the deferred() blocks under way
 
 
 def request_stop() -> None:
@@ -30,16 +33,30 @@ def request_stop() -> None:
 
 
 def stop_requested() -> bool:
-    """Whether a stop was asked for and no engine has taken it yet."""
-    return _requested.is_set()
+    """Whether a stop was asked for and no engine has taken it yet (False inside :func:`deferred`)."""
+    return _requested.is_set() and not _deferred[0]
 
 
 def take_stop() -> bool:
-    """True (and the request cleared) when a stop was asked for; False otherwise."""
-    if _requested.is_set():
+    """True (and the request cleared) when a stop was asked for; False otherwise, and inside
+    :func:`deferred`."""
+    if _requested.is_set() and not _deferred[0]:
         _requested.clear()
         return True
     return False
+
+
+@contextmanager
+def deferred():
+    """A block whose engines run to their end: inside it no engine sees a stop request (one made
+    before or during it stays, for the next check after it). For the work that follows the rounds
+    kept, which a stop must not cut: a study's summaries of a loop already ended (a live node's
+    simulated side-by-side runs a loop of its own)."""
+    _deferred[0] += 1
+    try:
+        yield
+    finally:
+        _deferred[0] -= 1
 
 
 def clear_stop() -> None:
@@ -71,4 +88,4 @@ class Interrupted(Picklable, RuntimeError):
         super().__init__(f"interrupted{' ' + where if where else ''}")
 
 
-__all__ = ["CHECK_REPLIES", "Interrupted", "request_stop", "stop_requested", "take_stop", "clear_stop"]
+__all__ = ["CHECK_REPLIES", "Interrupted", "request_stop", "stop_requested", "take_stop", "clear_stop", "deferred"]

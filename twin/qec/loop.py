@@ -44,7 +44,7 @@ from twin.devices.generator import Gaps, TrafficParams
 from twin.engine.direct import DirectNotApplicable, EngineDisagreement, check_same, run_direct
 from twin.engine.event import run_topology
 from twin.engine.spec import LoopResult
-from twin.engine.stop import Interrupted
+from twin.engine.stop import Interrupted, stop_requested, take_stop
 from twin.engine.topology import FlowWorkload, Topology
 from twin.exchange import contract as C
 from twin.qec.cost import CostModel
@@ -120,12 +120,24 @@ def window_server(stream, n_detectors: int, reply_bytes: int):
     return serve
 
 
+WINDOW_STOP_CHECK = 256
+"""The direct windowed decode looks for a stop request every this many windows (tens of µs each in
+Python: a few ms between looks)."""
+
+
 def window_direct(decoder, workload: Workload) -> np.ndarray:
     """The direct windowed decode of every request from stim's boolean events, uint8 (requests,
-    reply_bytes): the correction committed after each window (:class:`twin.qec.window.WindowStream`)."""
+    reply_bytes): the correction committed after each window (:class:`twin.qec.window.WindowStream`).
+    A window at a time in Python (seconds for 1e5 windows): every :data:`WINDOW_STOP_CHECK` windows
+    it looks for a stop request (:mod:`twin.engine.stop`) and raises :class:`Interrupted` (``partial``
+    None: no request of the loop has run) when there is one."""
     stream = decoder.stream()
     rows = workload.request_detectors()
-    obs = np.stack([stream.step(r) for r in rows]) if len(rows) else np.zeros((0, workload.n_observables), bool)
+    obs = np.zeros((len(rows), workload.n_observables), bool)
+    for i, r in enumerate(rows):
+        if i % WINDOW_STOP_CHECK == 0 and stop_requested() and take_stop():
+            raise Interrupted(f"in the direct windowed decode, after {i:,} of {len(rows):,} windows")
+        obs[i] = stream.step(r)
     return np.packbits(obs, axis=1, bitorder=C.SYNDROME_NUMPY_BITORDER)
 
 

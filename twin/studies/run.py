@@ -12,7 +12,7 @@ from twin.engine.event import run_event
 from twin.engine.hops import FlowStats, Hops
 from twin.engine.paced import paced_refusal, run_paced
 from twin.engine.spec import LoopResult, LoopSpec
-from twin.engine.stop import Interrupted
+from twin.engine.stop import Interrupted, deferred, take_stop
 from twin.nodes.protocol import keeps_partial
 from twin.output.summary import Check, FlowSummary, FlowTiming, Rounds, flow_summary, rounds_of
 from twin.scenario import LoadedScenario
@@ -200,8 +200,9 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
         res, checked, mism, used = kept
         if used == PENDING:
             pending.append((len(study.runs), node, flow.spec))
-        study.runs.append(ConsumerRun(node.name, flow.spec.name, res,
-                                      _summary(ctx, node, flow.spec, res, checked, mism, used, failure, acc)))
+        with deferred():  # the loop has ended: its summary (a live node's side-by-side is a loop) runs to its end
+            record = _summary(ctx, node, flow.spec, res, checked, mism, used, failure, acc)
+        study.runs.append(ConsumerRun(node.name, flow.spec.name, res, record))
         if failure is not None:
             study.failures.append(failure)
             return study
@@ -226,7 +227,9 @@ def _run_loop(spec: LoopSpec, node, engine: str, verify_rounds: int, progress: P
     """Run one loop (:func:`run_one`). Returns ``(outcome, failure)``: outcome the tuple of
     :func:`run_one` (after a failure, of its whole rounds so far) or None when it stopped before its
     first round; failure the live endpoint's failure or the stop (:class:`Interrupted`), with its
-    ``node`` set, or None. ``stopped(node, exception, rounds completed)`` is called at once."""
+    ``node`` set, or None; ``failure.stop_requested``: a stop was asked for (a signal) before the loop
+    ended, taken here when a failure came first (a live endpoint waiting out its timeout when the
+    signal came). ``stopped(node, exception, rounds completed)`` is called at once."""
     cb = (lambda n, name=node.name: progress(name, n)) if progress else None
     try:
         return run_one(spec, engine, verify_rounds, cb, defer=defer), None
@@ -237,6 +240,10 @@ def _run_loop(spec: LoopSpec, node, engine: str, verify_rounds: int, progress: P
             raise
         failure: Any = e  # an Interrupted or a LiveFailure: both carry ``partial``; the study names the node
         failure.node = node.name
+        # a stop asked for while a live endpoint waited out its timeout (the wait is in C: the signal's
+        # handler ran after it) is taken here, so the summaries and the live node's simulated side-by-side
+        # run to their end and the rounds are saved; the failure says it came with a stop
+        failure.stop_requested = isinstance(e, Interrupted) or take_stop()
         kept = getattr(failure, "outcome", None) or (
             None if failure.partial is None
             else (failure.partial, len(failure.partial.ok), failure.partial.mismatches, "event"))
@@ -310,8 +317,10 @@ def _check_deferred(ctx: "_Context", study: StudyResult, pending: list, checking
             res, checked, mism, used = e.outcome
             if stopped:
                 stopped(node.name, e, len(res.t_in))
-            runs[i:] = [ConsumerRun(node.name, runs[i].device, res, _summary(ctx, node, spec, res, checked, mism, used,
-                                                                          e))] if len(res.t_in) else []
+            with deferred():
+                kept = [ConsumerRun(node.name, runs[i].device, res, _summary(ctx, node, spec, res, checked, mism, used,
+                                                                             e))] if len(res.t_in) else []
+            runs[i:] = kept
             study.failures.append(e)
             return
         runs[i] = replace(runs[i], record=replace(runs[i].record, check=_check(res, checked, mism, used)))
