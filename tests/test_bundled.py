@@ -158,13 +158,15 @@ def test_every_bundled_scenario_copies_to_a_file_that_loads_elsewhere(name, tmp_
             assert doc[key].startswith("bundled:") and (ROOT / doc[key][8:]).is_file(), (key, doc[key])
     if "decode" in doc:
         from twin.qec.load import load_decode
-        before = set(sys.modules)
+        def ours(mod: str) -> bool:
+            return mod == "examples" or mod.startswith("examples.")
+        saved = {m: sys.modules.pop(m) for m in list(sys.modules) if ours(m)}  # an earlier test's, from the checkout
         try:
             load_decode(tmp_path / f"{name}.yaml")  # imports a copied decoder (examples.rep3_rule) from tmp_path
         finally:
-            for mod in set(sys.modules) - before:  # ... which later tests must not find already imported
-                if mod == "examples" or mod.startswith("examples."):
-                    del sys.modules[mod]
+            for mod in [m for m in sys.modules if ours(m)]:  # ... which later tests must not find already imported
+                del sys.modules[mod]
+            sys.modules.update(saved)
     else:
         from twin.scenario import load_scenario
         load_scenario(tmp_path / f"{name}.yaml")
