@@ -538,13 +538,13 @@ def test_the_direct_windowed_decode_stops_at_once(monkeypatch):
     placement) ends it within WINDOW_STOP_CHECK windows. Before, it decoded every window first."""
     from twin.qec import loop
     from twin.qec.load import load_decode
-    from twin.qec.window import SlidingWindowDecoder, WindowStream
+    from twin.qec.window import WindowStream, window_decoder
     from twin.qec.workload import sample_circuit
     ld = load_decode(ROOT / "scenarios" / "decode_stream_window.yaml")
     d = ld.sc.decode
     w = sample_circuit(ld.circuit if ld.circuit is not None else _circuit(ld), 400, seed=1, per=d.per,
                        window=d.window_tuple())
-    dec = SlidingWindowDecoder(w.circuit, *w.window)
+    dec = window_decoder(w.circuit, w.window)
     full = loop.window_direct(dec, w)
     steps = []
     real = WindowStream.step
