@@ -611,3 +611,27 @@ def test_twin_decode_stopped_in_a_later_placements_windowed_decode_keeps_the_pla
     assert err.strip().splitlines() == [
         f"twin: interrupted at request {n:,} of {2 * n:,}; the {n:,} requests so far are saved in {out} (partial): "
         f"'epyc7282:inline' {n:,} requests (whole); not saved: 'epyc7282:inline:x2:in_order'"]
+
+
+def test_loops_whose_check_a_stop_cancelled_say_they_ran_direct_unchecked(capsys):
+    """A stop while the third loop's direct engine runs (the first two waiting for the event model's
+    deferred check): the whole loops are kept as the direct engine's, unchecked (engine direct, 0
+    replies checked), never as the internal pending mark."""
+    from twin.scenario import load_scenario
+    from twin.studies.run import PENDING, run_study
+    seen: dict[str, int] = {}
+
+    def progress(name, done):
+        seen[name] = done
+        if len(seen) == 3:
+            request_stop()
+    try:
+        study = run_study(load_scenario(ROOT / "scenarios" / "card_path_64b.yaml"), rounds=200_000,
+                          progress=progress, first=lambda so_far: None)
+    finally:
+        clear_stop()
+    assert study.failures and isinstance(study.failures[0], Interrupted)
+    engines = [r.summary["engine"] for r in study.runs]
+    assert len(engines) == 3 and PENDING not in engines and engines[:2] == ["direct", "direct"]
+    assert all(r.summary["replies_checked"] == 0 for r in study.runs[:2])
+    assert [r.summary["rounds"] for r in study.runs[:2]] == [200_000, 200_000]

@@ -205,6 +205,7 @@ def run_study(loaded: LoadedScenario, rounds: int | None = None, seed: int | Non
         study.runs.append(ConsumerRun(node.name, flow.spec.name, res, record))
         if failure is not None:
             study.failures.append(failure)
+            _unchecked(study, pending)
             return study
     if pending and first is not None:  # (pending: deferred, which a first callback asks for)
         first(replace(study, runs=list(study.runs), failures=[]))
@@ -297,6 +298,14 @@ def _stream_loop(spec: LoopSpec, node, batch: int, progress: Progress | None,
         if not acc.n:
             return None, stop, acc
     return (res, 0, 0, "direct"), stop, acc
+
+
+def _unchecked(study: StudyResult, pending: list) -> None:
+    """A study that ends before the event model's deferred check: the ``pending`` loops ran on the
+    direct engine alone, unchecked (engine ``direct``, 0 replies checked), in ``study`` in place."""
+    for i, _, _ in pending:
+        r = study.runs[i]
+        study.runs[i] = replace(r, record=replace(r.record, check=_check(r.result, 0, 0, "direct")))
 
 
 def _check_deferred(ctx: "_Context", study: StudyResult, pending: list, checking: Progress | None,
