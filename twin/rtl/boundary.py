@@ -51,3 +51,32 @@ class SlotWrites:
         if done:
             del self.open[slot]
         return seq, first, done
+
+
+class WriteHops:
+    """The hops an RTL node's posted writes give (:class:`SlotWrites` of its queue), recorded into the
+    flow's :class:`twin.engine.hops.Hops` recorder (``hops``; None: nothing recorded): the message's
+    first write issued into instant ``first``, the write that completes it issued into ``published``
+    (None: not recorded) and landed into ``landed``. The RTL card: ``issue``, -, ``land``; the RTL
+    consumer: ``reply``, ``publish``, ``rland``."""
+
+    def __init__(self, encoding: Encoding, slots: int, slot_bytes: int, first: str, published: str | None,
+                 landed: str):
+        self.writes = SlotWrites(encoding, slots, slot_bytes)
+        self.first, self.published, self.landed = first, published, landed
+        self.hops = None
+
+    def mark(self, addr: int, data: bytes, now: int, land: int) -> None:
+        """A write of ``data`` at ``addr`` issued at ``now`` that lands at ``land`` (ps)."""
+        if self.hops is None:
+            return
+        w = self.writes.see(addr, data)
+        if w is None or w[0] > len(self.hops.issue):
+            return
+        i = w[0] - 1
+        if w[1]:
+            getattr(self.hops, self.first)[i] = now
+        if w[2]:
+            if self.published is not None:
+                getattr(self.hops, self.published)[i] = now
+            getattr(self.hops, self.landed)[i] = land

@@ -30,11 +30,8 @@ from twin.exchange.encoding import HEADER, Encoding
 from twin.kernel import Kernel, MemoryRegion, PostedWritePath
 from twin.kernel.sim import Infinity
 from twin.nodes.protocol import CardStats, ConsumerStats, RtlCounters
-from twin.rtl.boundary import SlotWrites
+from twin.rtl.boundary import WriteHops
 from twin.rtl.build import RtlError
-
-if TYPE_CHECKING:
-    from twin.engine.hops import Hops
 
 MAX_BATCH = 1 << 20  # cycles per call when nothing else is pending
 WATCHDOG_CYCLES = 1 << 22  # busy this long (16.8 ms at 250 MHz) with no output and no idle: a hung node
@@ -253,8 +250,7 @@ class RtlConsumer(RtlNode):
         self.enc = encoding
         self.reply = reply
         self.lib.qrt_reset(self.h, slots, slot_bytes, encoding.value, 0, answer_cycles, 0)
-        self.hops: Hops | None = None  # the flow's recorder: the reply's first write, its publishing one, landed
-        self._writes = SlotWrites(encoding, slots, slot_bytes)
+        self.writes = WriteHops(encoding, slots, slot_bytes, "reply", "publish", "rland")  # .hops: the flow's
 
     @property
     def polls(self) -> int:
@@ -275,15 +271,7 @@ class RtlConsumer(RtlNode):
         return ConsumerStats(self.polls, self.served, rtl=self.counters())
 
     def _write(self, addr: int, data: bytes) -> None:
-        land = self.reply.write(addr, data)
-        w = self._writes.see(addr, data) if self.hops is not None else None
-        if w is not None and w[0] <= len(self.hops.reply):
-            i = w[0] - 1
-            if w[1]:
-                self.hops.reply[i] = self.kernel.now
-            if w[2]:
-                self.hops.publish[i] = self.kernel.now
-                self.hops.rland[i] = land
+        self.writes.mark(addr, data, self.kernel.now, self.reply.write(addr, data))
 
 
 class RtlLinkCard(RtlNode):
@@ -328,8 +316,7 @@ class RtlLinkCard(RtlNode):
         self.backlog_max = 0
         self.reply_timeouts = 0
         self.kept_replies: list[bytes] | None = None  # a list: every reply payload, by sequence number
-        self.hops: Hops | None = None  # the flow's recorder: a request's first write issued, its last landed
-        self._writes = SlotWrites(encoding, slots, slot_bytes)
+        self.writes = WriteHops(encoding, slots, slot_bytes, "issue", None, "land")  # .hops: the flow's recorder
 
     @property
     def polls(self) -> int:
@@ -373,14 +360,7 @@ class RtlLinkCard(RtlNode):
         self.wake()
 
     def _write(self, addr: int, data: bytes) -> None:
-        land = self.requests.write(addr, data)
-        w = self._writes.see(addr, data) if self.hops is not None else None
-        if w is not None and w[0] <= len(self.hops.issue):
-            i = w[0] - 1
-            if w[1]:
-                self.hops.issue[i] = self.kernel.now
-            if w[2]:
-                self.hops.land[i] = land
+        self.writes.mark(addr, data, self.kernel.now, self.requests.write(addr, data))
 
     def _reply(self, data: bytes) -> None:
         seq, function, length, flags, _ = HEADER.unpack_from(data, 0)

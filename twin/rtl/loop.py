@@ -83,7 +83,7 @@ def build_card_endpoint(ctx):
                     ctx.on_reply, config_of(ctx.spec))
     if ctx.workload.keep_replies:  # the replies' bytes as the RTL sends them on (a listening control program)
         card.kept_replies = []
-    card.hops = ctx.hops
+    card.writes.hops = ctx.hops
     return card
 
 
@@ -92,5 +92,5 @@ def build_consumer_endpoint(ctx):
     _no_faults(ctx)
     con = rtl_consumer(ctx.spec, ctx.kernel, ctx.enc, ctx.req_region, ctx.rep_path, ctx.slot_bytes, ctx.phase_ps,
                        config_of(ctx.spec))
-    con.hops = ctx.hops
+    con.writes.hops = ctx.hops
     return con
