@@ -120,6 +120,22 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_and_a_streamed_one_is_not(mo
     check_memory(loaded, 10**6)  # 0.8 GiB: fits
 
 
+def test_twin_run_refuses_memory_before_any_progress_bar_or_folder(monkeypatch, tmp_path, capsys):
+    """``twin run --rounds 9e7`` that cannot fit is refused before the progress bars are made and
+    before its run folder exists (the study's own check came after the bars were drawn)."""
+    import twin.engine.memory as memory
+    import twin.output.progress as progress
+    from twin.cli import main
+    monkeypatch.setattr(memory, "available_bytes", lambda: (8 * 2**30, "a test's 8 GiB"))
+    made = []
+    monkeypatch.setattr(progress, "progress_bar", lambda *a, **k: made.append(a) or pytest.fail("a bar was made"))
+    out = tmp_path / "run"
+    rc = main(["run", str(ROOT / "scenarios" / "card_path_64b.yaml"), "--rounds", "9e7", "--no-plot",
+               "--out", str(out)])
+    assert rc != 0 and not made and not out.exists()
+    assert "8.0 GiB" in capsys.readouterr().err
+
+
 def test_the_memory_there_is_reads_the_address_space_limit(tmp_path):
     """Under ``ulimit -v``, what can be allocated is what the limit leaves above the process, and
     twin run refuses 10^7 rounds of five loops in one line instead of running into a MemoryError."""

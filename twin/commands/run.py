@@ -147,6 +147,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if rounds > MAX_ROUNDS and stream is None:
         raise UsageError(f"--rounds {rounds:.0e}: above {MAX_ROUNDS:.0e} rounds a run must stream them (--engine "
                          "direct --no-plot, no --trace): the event model and the histograms keep every round")
+    from twin.scenario.load import check_memory, check_rounds
+    check_rounds(loaded, rounds)  # before any folder or progress bar (the study checks them again)
+    check_memory(loaded, rounds, streamed=stream is not None)
     out = check_out_folder(args.out or Path("runs") / sc.name)  # before the run, not after
     consumers = sc.consumers()
     if args.trace and args.trace[1] > rounds:
