@@ -482,6 +482,9 @@ def test_the_ctrl_c_line_says_what_each_consumer_has_in_the_folder(tmp_path, cap
     assert "of node 'epyc7282'" in err and "'v80' 50,000 rounds (whole)" in err
     assert "not saved: 'mi210', 'epyc9755', 'mi355x'" in err
     assert [c["node"] for c in doc["consumers"]] == CARD_PATH_CONSUMERS[:2] and 0 < done < requested == 50_000
+    from twin.output.files import read_manifest
+    reason = read_manifest(out)["partial_reason"]  # said once, with the node (was "interrupted (interrupted ...)")
+    assert reason.count("interrupted") == 1 and reason.endswith("(node 'epyc7282')"), reason
 
 
 # -- a signal before a command handles its own: one line, exit 130, from the program's first instruction ---

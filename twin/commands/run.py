@@ -266,7 +266,7 @@ def _report(args, console: Console, study, folder, consumers, live: bool, checke
         with _status(console, args, f"drawing {folder.figure_name('histograms.png')}"):
             plot_histograms(study, folder)
     for f in study.failures:
-        folder.mark_partial(f"interrupted ({f})" if isinstance(f, Interrupted)
+        folder.mark_partial(f"{f}{'' if f.node is None else f' (node {f.node!r})'}" if isinstance(f, Interrupted)
                             else f"node {getattr(f, 'node', '?')!r}: {f}")
     written = folder.commit()
     for r in study.runs:
