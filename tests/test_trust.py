@@ -243,6 +243,18 @@ def test_a_function_outside_the_users_own_files_is_refused_at_load(tmp_path, mon
     assert "is not one of your own" in str(e.value)
 
 
+def test_a_refused_function_is_one_line_with_no_note_that_it_runs(tmp_path, monkeypatch, capsys):
+    """``twin decode`` of a scenario naming ``os:system`` prints the refusal alone: the note "runs code:
+    module os" came first, though the module is refused and never runs."""
+    from twin.commands import main
+    monkeypatch.delenv("TWIN_ALLOW_CODE", raising=False)
+    monkeypatch.setattr("twin.config.trust._ALLOWED", set())
+    p = decode_doc(tmp_path, {"decoder": "function", "function": "os:system", "cost": {"fixed": "50 ns"}})
+    assert main(["decode", str(p), "--shots", "20", "--quiet", "--no-plot", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "note" not in err and len(err.strip().splitlines()) == 1 and "'os:system'" in err, err
+
+
 def test_the_user_allows_a_module_by_flag_or_environment_never_by_the_scenario(tmp_path, monkeypatch, capsys):
     from twin.commands import main
     from twin.qec.load import load_decode

@@ -57,6 +57,7 @@ def load_decode(path: str | Path, find_percall: bool = True) -> LoadedDecode:
     d = sc.decode
     from twin.config.trust import announce, named_code
     code = named_code({"decode": {"decoder": d.decoder, "function": d.function}}, path)
+    _check_named_modules(path, d.function, d.decoder)  # a refused module is never announced as run
     announce(path, code)  # before any of it is imported
     if is_roce(params) and sc.control != "on_card":
         raise ConfigError(path, "control", sc.control, "a RoCE parameter set's controller is the FPGA itself "
@@ -582,6 +583,21 @@ def module_file(mod: str, path: Path | None) -> Path | str | None:
     if spec.origin in (None, "built-in", "frozen") or not Path(spec.origin).is_absolute():
         return f"{spec.origin or 'namespace package'} module {spec.name}"  # the interpreter's own: not the user's
     return Path(spec.origin)
+
+
+def _check_named_modules(path: Path, function, decoder) -> None:
+    """The trust checks of the modules ``decode.function`` and a ``sinter:`` decoder name
+    (:func:`_check_own_module`), before :func:`twin.config.trust.announce` says the scenario runs
+    them: a refused module is one line, not a note that it runs followed by the refusal. The twin's
+    own modules, a C library (checked where it is loaded) and a registered name pass here."""
+    if isinstance(function, str) and ":" in function:
+        mod = function.rpartition(":")[0]
+        if mod and not mod.endswith((".so", ".dylib")) and not (mod == "twin" or mod.startswith("twin.")):
+            _check_own_module(path, function, mod, path)
+    if isinstance(decoder, str) and decoder.startswith("sinter:"):
+        mod = decoder[len("sinter:"):].partition(":")[0]
+        if mod and not (mod == "twin" or mod.startswith("twin.")):
+            _check_own_module(path, decoder, mod, path, "decode.decoder", "a sinter class is instantiated and run here")
 
 
 def _check_own_module(where, spec: str, mod: str, path: Path | None, key: str = "decode.function",
