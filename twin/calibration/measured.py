@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from twin.config import Located, load_model
+from twin.config.strict import Strict
 from twin.units import UnitError, time_ps
 
 
@@ -17,10 +18,9 @@ def _quantity(v: str) -> str:
     return v
 
 
-class MeasuredRow(BaseModel):
+class MeasuredRow(Strict):
     """One measured configuration: percentiles of the round trip as quantity strings."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     platform: str
     device: str
     p50: str
@@ -51,10 +51,9 @@ class MeasuredRow(BaseModel):
         return time_ps(self.p90)
 
 
-class Setup(BaseModel):
+class Setup(Strict):
     """How the measurement was taken (boundary, frame size, traffic, rounds, clock, bin, function)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     boundary: str
     frame_bytes: int = Field(gt=0)
     traffic: str
@@ -64,10 +63,9 @@ class Setup(BaseModel):
     function: str
 
 
-class Measured(BaseModel):
+class Measured(Strict):
     """A measurement file (``calibrations/measured/*.yaml``)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     source: str
     setup: Setup
     consumers: dict[str, MeasuredRow]

@@ -11,9 +11,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from twin.config import Located, load_model
+from twin.config.strict import Strict
 from twin.devices.consumer import ConsumerParams
 from twin.devices.cpu import cpu_core
 from twin.devices.fpga import fpga_logic
@@ -31,8 +32,7 @@ MAX_PARAM_NS = 1e9  # 1 s: the most any one latency, period, jitter or cost of a
 MAX_PARAM_COUNT = 10**9  # the most any integer of a parameter set (bytes, bits, lanes) may be
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class _Strict(Strict):
 
     @field_validator("*")
     @classmethod

@@ -45,9 +45,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from twin.config import Located
+from twin.config.strict import Strict
 from twin.devices.generator import MAX_DRIFT_PPB_PER_S, MAX_PPM, TrafficGenerator, TrafficParams
 from twin.devices.q1asm import Q1AsmError, Sequencer, Triggers, run_cluster
 from twin.units import PS_PER_NS
@@ -64,16 +65,15 @@ TRIGGER_SPACING_NS = 252
 TRIGGER_GRID_NS = 28
 
 
-class QbloxSequencer(BaseModel):
+class QbloxSequencer(Strict):
     """One Q1 sequencer: its name, Q1ASM program and acquisitions per round."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: str = Field(min_length=1)
     program: str = Field(min_length=1)
     measurements_per_round: int = Field(gt=0)
 
 
-class QbloxFeedback(BaseModel):
+class QbloxFeedback(Strict):
     """How a reply reaches the cluster's programs over the trigger network (module docstring).
 
     ``answer_bit``: which bit of the reply is the decoder's answer (bit ``i`` is bit ``i % 8`` of
@@ -84,7 +84,6 @@ class QbloxFeedback(BaseModel):
     212 ns, 252 ns, 28 ns).
     """
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     answer_bit: int = Field(0, ge=0, le=8 * 65_536 - 1)
     answer_address: int = Field(1, ge=1, le=15)
     ready_address: int = Field(2, ge=1, le=15)
@@ -100,10 +99,9 @@ class QbloxFeedback(BaseModel):
         return self
 
 
-class QbloxCluster(BaseModel):
+class QbloxCluster(Strict):
     """A Qblox Cluster control system (see module docstring for every parameter)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     device: str = "Qblox Cluster"
     sequencers: list[QbloxSequencer] = Field(min_length=1)
     result_latency_ns: float = Field(0.0, ge=0, le=1e6)  # ns; 1 ms bounds any real path

@@ -69,9 +69,10 @@ from importlib.metadata import version
 from typing import TYPE_CHECKING, Callable, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from twin.config import Located
+from twin.config.strict import Strict
 from twin.devices.generator import MAX_PPM, TrafficParams, payload_for
 from twin.kernel import Clock, Kernel
 from twin.nodes.declare import NodeKind, P, Port, Stat, param_fields
@@ -86,10 +87,9 @@ TRIGGER_GRID_NS = 100  # the PQSC's holdoff: "a minimum value and a granularity 
 MIN_SAMPLES = 20  # zhinst.timing_models: "samples_until_integration_complete must be at least 20"
 
 
-class QccsParams(BaseModel):
+class QccsParams(Strict):
     """A QCCS control system (a scenario node's ``params:``; module docstring for each)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     samples: int = Field(ge=MIN_SAMPLES, le=2**24, strict=True)
     period_ns: int = Field(ge=TRIGGER_GRID_NS, le=10**9, strict=True)
     generator: Literal["SHFSG", "HDAWG", "SHFQC"] = "SHFSG"

@@ -14,9 +14,10 @@ import textwrap
 from pathlib import Path
 from typing import Annotated, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from twin.config import Located, load_model
+from twin.config.strict import Strict
 
 HERE = Path(__file__).resolve().parent
 SPEC = HERE / "core_interface.yaml"
@@ -26,8 +27,7 @@ _PREFIX = r"^[A-Z][A-Z0-9]*$"
 Name = Annotated[str, Field(pattern=_NAME)]
 
 
-class _S(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+_S = Strict
 
 
 class Table(_S):

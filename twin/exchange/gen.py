@@ -11,10 +11,11 @@ import textwrap
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from twin.bundled import bundled_path
 from twin.config import Located, load_model
+from twin.config.strict import Strict
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SPEC = ROOT / "twin" / "exchange" / "contract.yaml"
@@ -27,8 +28,7 @@ SIZES = {"u8": 1, "u16": 2, "u32": 4, "u64": 8}
 C_TYPES = {"u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t"}
 
 
-class _S(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+_S = Strict
 
 
 class Field_(_S):

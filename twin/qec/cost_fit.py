@@ -44,8 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from twin.config.strict import Strict
 from twin.qec.decoders import Decoder
 from twin.stats import percentile
 
@@ -256,8 +257,7 @@ def machine() -> dict:
             "python": platform.python_version(), "packages": pk, "load_average_1_5_15": load}
 
 
-class _Workload(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class _Workload(Strict):
     label: str
     code: str
     distance: int
@@ -270,8 +270,7 @@ class _Workload(BaseModel):
     measured_ns: dict
 
 
-class _Outliers(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class _Outliers(Strict):
     rule: str
     k_mad: float = Field(gt=0)
     threshold_ns: float
@@ -280,8 +279,7 @@ class _Outliers(BaseModel):
     max_ns: float | None = None
 
 
-class _Residual(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class _Residual(Strict):
     levels: list[float] = Field(min_length=2)
     ns: list[float] = Field(min_length=2)
 
@@ -298,8 +296,7 @@ class _Residual(BaseModel):
         return self
 
 
-class _Fit(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class _Fit(Strict):
     method: str
     overhead_ns: float
     per_event_ns: float
@@ -307,11 +304,10 @@ class _Fit(BaseModel):
     groups: dict[int, list[float]]
 
 
-class DecoderCostFile(BaseModel):
+class DecoderCostFile(Strict):
     """A decoder-cost calibration file (``calibrations/measured/decoders/*.yaml``, schema
     ``twin.decoder_cost/1``), written by ``twin calibrate decoder``."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     schema_: str = Field(alias="schema", pattern=r"^twin\.decoder_cost/1$")
     description: str = ""
     decoder: str

@@ -56,8 +56,9 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from twin.config.strict import Strict
 from twin.devices.consumer import HostingPart, PollingConsumer, ServingThread
 from twin.kernel import JitterStream
 
@@ -266,8 +267,7 @@ def check_mode(mode: str, kind: str, name: str = "consumer") -> None:
 
 # -- the fitted parameters ------------------------------------------------------------------------
 
-class _Fitted(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class _Fitted(Strict):
     general_path_ns: float = Field(ge=0)
     worker_handoff_ns: float = Field(ge=0)
     omp_self_ns: float = Field(ge=0)
@@ -278,8 +278,7 @@ class _Fitted(BaseModel):
     rearm_mean_ns: float = Field(ge=0)
 
 
-class _HostingFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class _HostingFile(Strict):
     description: str = ""
     consumer: str
     calibration: str

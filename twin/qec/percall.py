@@ -57,8 +57,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from twin.config.strict import StrictByName
 from twin.qec.decoders import Decoder
 
 SCHEMA = "twin.decoder_percall/1"
@@ -249,8 +250,7 @@ def decode_sample(doc: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return ev, py, nat
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, populate_by_name=True)
+_Strict = StrictByName
 
 
 class _Workload(_Strict):

@@ -57,17 +57,16 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from twin.config import Located
+from twin.config.strict import StrictByName
 from twin.nodes.models import COST_MODEL, model_for, models_for
 from twin.qec.hosting import MODES
 from twin.scenario import Bridge, _duration
 from twin.scenario.schema import ScenarioBase
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
+_Strict = StrictByName
 
 
 CONSUMER_MODELS = tuple(m.name for m in models_for("consumer"))  # what may stand for a placement's device

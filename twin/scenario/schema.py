@@ -53,7 +53,6 @@ from typing import Annotated, Any, ClassVar, Literal
 import networkx as nx  # noqa: F401  (graph() returns one)
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     PlainSerializer,
     PlainValidator,
@@ -66,15 +65,14 @@ from pydantic import (
 )
 
 from twin.config import Located, short
+from twin.config.strict import StrictByName
 from twin.devices.generator import MAX_PPM, Gaps, TrafficParams, Waits
 from twin.devices.qblox import QbloxCluster
 from twin.faults import FaultPlan
 from twin.nodes.models import MODELS as MODELS_AVAILABLE
 from twin.units import Ps, UnitError, duration_text_ps
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)  # numbers finite
+_Strict = StrictByName
 
 
 def _duration(v: object) -> object:

@@ -1,0 +1,24 @@
+"""The strict base of every input-file model: an unknown key or a non-finite number is an error.
+
+Every pydantic model read from a user's file (a scenario, a calibration, a measured set, a
+per-call decoder file, a generated table) derives from :class:`Strict` (or :class:`StrictByName`,
+which also takes a field by its Python name where the file's key is an alias), so a misspelt key
+is refused at load (``extra="forbid"``) and ``.inf``/``.nan`` never reach the engine
+(``allow_inf_nan=False``): the one-line error names file, key and value
+(:class:`twin.config.ConfigError`)."""
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Strict(BaseModel):
+    """A model that refuses unknown keys and non-finite numbers."""
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class StrictByName(Strict):
+    """:class:`Strict`, and a field may be given by its Python name as well as its alias."""
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, populate_by_name=True)
+
+
+__all__ = ["Strict", "StrictByName"]
