@@ -72,7 +72,7 @@ def test_scenarios_lists_every_bundled_one_with_kind_and_description(capsys):
     for f in (ROOT / "scenarios").glob("*.yaml"):
         doc = yaml.safe_load(f.read_text())
         line = rows[f.stem]
-        assert line.split()[1] == ("decode" if "decode" in doc else "run"), line
+        assert line.split()[1] == ("machine" if "machine" in doc else "decode" if "decode" in doc else "run"), line
         assert " ".join(doc["description"].split()) in line
     assert main(["scenarios", "list"]) == 0
     assert capsys.readouterr().out == out
@@ -167,6 +167,9 @@ def test_every_bundled_scenario_copies_to_a_file_that_loads_elsewhere(name, tmp_
             for mod in [m for m in sys.modules if ours(m)]:  # ... which later tests must not find already imported
                 del sys.modules[mod]
             sys.modules.update(saved)
+    elif "machine" in doc:
+        from twin.machine.study import load_machine
+        load_machine(tmp_path / f"{name}.yaml")
     else:
         from twin.scenario import load_scenario
         load_scenario(tmp_path / f"{name}.yaml")

@@ -18,12 +18,24 @@ import signal
 import sys
 
 from twin import __version__
-from twin.commands import calibrate, components, decode, gen, hosting, run, scenarios, sweep, topology, validate
+from twin.commands import (
+    calibrate,
+    components,
+    decode,
+    gen,
+    hosting,
+    machine,
+    run,
+    scenarios,
+    sweep,
+    topology,
+    validate,
+)
 from twin.commands.common import UsageError
 from twin.output.files import OutputError
 
 # `twin --help` order
-COMMANDS = (run, calibrate, validate, gen, decode, hosting, topology, sweep, scenarios, components)
+COMMANDS = (run, calibrate, validate, gen, decode, machine, hosting, topology, sweep, scenarios, components)
 
 
 class _Parser(argparse.ArgumentParser):

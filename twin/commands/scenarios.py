@@ -45,8 +45,13 @@ def register(sub) -> None:
                                            "write NAME.yaml in (default ./NAME.yaml)")
 
 
+def scenario_kind(doc: dict) -> str:
+    """A scenario's study: ``machine`` (a ``machine:`` section), ``decode`` (``decode:``), else ``run``."""
+    return "machine" if "machine" in doc else "decode" if "decode" in doc else "run"
+
+
 def describe(path: Path) -> tuple[str, str, str]:
-    """(name, kind ``run`` or ``decode``, one-line description) of a scenario file."""
+    """(name, kind ``run``, ``decode`` or ``machine``, one-line description) of a scenario file."""
     import yaml
 
     try:
@@ -55,7 +60,7 @@ def describe(path: Path) -> tuple[str, str, str]:
         return path.stem, "?", f"(cannot read it: {' '.join(str(e).split())[:80]})"
     if not isinstance(doc, dict):
         return path.stem, "?", "(not a mapping)"
-    kind = "decode" if "decode" in doc else "run"
+    kind = scenario_kind(doc)
     return path.stem, kind, " ".join(str(doc.get("description") or "").split())
 
 
@@ -66,11 +71,12 @@ def cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
         return cmd_copy(args, console)
     rows = [describe(p) for p in scenario_files()]
     width = max((len(n) for n, _, _ in rows), default=4)
-    print(f"{'name':<{width}}  {'kind':<6}  description")
+    print(f"{'name':<{width}}  {'kind':<7}  description")
     for name, kind, text in rows:
-        print(f"{name:<{width}}  {kind:<6}  {text}")
+        print(f"{name:<{width}}  {kind:<7}  {text}")
     print(f"\n{len(rows)} scenarios in {bundled_path('scenarios')}. Copy one here to edit: "
-          "`twin scenarios copy NAME [DEST]`, then `twin run NAME.yaml` (kind decode: `twin decode NAME.yaml`).")
+          "`twin scenarios copy NAME [DEST]`, then `twin run NAME.yaml` (kind decode: `twin decode NAME.yaml`, "
+          "machine: `twin machine NAME.yaml`).")
     return 0
 
 
@@ -172,7 +178,7 @@ def cmd_copy(args: argparse.Namespace, console: Console) -> int:
     write_file(dest, new)  # each whole or not at all (twin.output.files)
     for f, target in along:
         write_file(target, f.read_bytes())
-    kind = "decode" if "decode" in doc else "run"
+    kind = scenario_kind(doc)
     from twin.config.trust import announce, named_code
     announce(dest, named_code(doc, dest))  # what the copy will run, as `twin run`/`decode` will say it
     console.print(f"wrote {dest}" + "".join(f", {t}" for _, t in along)
