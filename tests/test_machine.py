@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def base(**over) -> dict:
     """A small machine: P patches in a row, one node of K decoders, fixed cost, streaming C=1 B=0."""
-    m = {"cycle": "1 us", "cycles": 1500, "distance": 3, "p": 0.001, "layout": {"rows": 1, "cols": 10},
+    m = {"cycle": "1 us", "cycles": 1500, "distance": 3, "layout": {"rows": 1, "cols": 10},
          "window": {"kind": "streaming", "commit": 1, "buffer": 0},
          "decoder": {"cost": {"fixed": "5 us"}},
          "links": {"syndrome": {"kind": "aurora", "latency": "0 ns"},
@@ -120,7 +120,7 @@ def test_placement_across_nodes_pays_the_fabric(tmp_path):
 def test_an_ensemble_cuts_the_tail_of_a_measured_cost(tmp_path):
     """Jobs whose time is drawn from the measured per-call file: each sent to two decoders, the first
     answer wins, so the latency's p99 drops (and the work grows: the cancelled copies ran too)."""
-    doc = base(layout={"rows": 1, "cols": 2}, distance=5, decoder={"cost": {"how": "measured"}})
+    doc = base(layout={"rows": 1, "cols": 2}, distance=5, p=0.001, decoder={"cost": {"how": "measured"}})
     doc["machine"]["pools"][0]["nodes"][0]["decoders"] = 8
     _, single = run(tmp_path, doc)
     _, ens = run(tmp_path, with_pool(doc, ensemble={"size": 2}))
@@ -152,11 +152,22 @@ def test_t_gates_wait_for_their_correction(tmp_path):
 
 def test_the_same_seed_gives_the_same_bytes_and_another_seed_another_run(tmp_path):
     doc = base(layout={"rows": 2, "cols": 3}, distance=5, program={"t_rate": 0.2, "merge_rate": 0.3},
-               window={"kind": "streaming", "commit": 5, "buffer": 5}, decoder={"cost": {"how": "measured"}})
+               window={"kind": "streaming", "commit": 5, "buffer": 5}, p=0.001, decoder={"cost": {"how": "measured"}})
     a = json.dumps(run(tmp_path, doc)[1], sort_keys=True)
     b = json.dumps(run(tmp_path, doc)[1], sort_keys=True)
     c = json.dumps(run(tmp_path, doc, seed=4)[1], sort_keys=True)
     assert a == b and a != c
+
+
+def test_the_stalls_cost_logical_error_decoded_for_real(tmp_path):
+    """ler: a slow decoder makes T gates stall; the decoded sample of a step with the p99 stall (more
+    rounds streamed) has more logical errors than a bare step (d=3, p=0.01: enough errors to tell)."""
+    doc = base(layout={"rows": 1, "cols": 2}, p=0.01, program={"t_rate": 0.5}, decoder={"cost": {"fixed": "3 us"}},
+               window={"kind": "streaming", "commit": 3, "buffer": 3}, ler={"shots": 4000})
+    _, res = run(tmp_path, doc)
+    rows = {r["case"]: r for r in res["ler"]}
+    assert rows["step"]["rounds"] == 3 and rows["T step+p99 stall"]["rounds"] > 10
+    assert rows["T step+p99 stall"]["errors"] > 2 * rows["step"]["errors"] > 0, rows
 
 
 # -- every key matters, or is refused in one line -------------------------------------------------------
@@ -179,9 +190,19 @@ def test_every_machine_key_changes_the_results(tmp_path, key, value):
     assert json.dumps(a, sort_keys=True) != json.dumps(b, sort_keys=True)
 
 
+def test_p_and_ler_change_the_results(tmp_path):
+    doc = base(layout={"rows": 1, "cols": 2}, p=0.01, ler={"shots": 1000}, program={"t_rate": 0.3},
+               decoder={"cost": {"fixed": "2 us"}})
+    _, a = run(tmp_path, doc)
+    for key, value in (("p", 0.02), ("ler", {"shots": 500})):
+        other = copy.deepcopy(doc)
+        other["machine"][key] = value
+        assert run(tmp_path, other)[1]["ler"] != a["ler"], key
+
+
 @pytest.mark.parametrize("pool", [{"policy": "least_loaded"}, {"queue": 4}, {"ensemble": {"size": 2}}])
 def test_every_pool_key_changes_the_results(tmp_path, pool):
-    doc = base(decoder={"cost": {"how": "measured"}}, distance=3)
+    doc = base(decoder={"cost": {"how": "measured"}}, distance=3, p=0.001)
     _, a = run(tmp_path, doc)
     _, b = run(tmp_path, with_pool(doc, **pool))
     assert json.dumps(a["pools"], sort_keys=True) != json.dumps(b["pools"], sort_keys=True)
@@ -191,7 +212,9 @@ REFUSED = [
     (("pools", 0, "ensemble"), with_pool(base(), policy="edf", ensemble={"size": 2}), "edf's shared queue"),
     (("window", "buffer"), base(window={"kind": "parallel", "commit": 2, "buffer": 0}), "need seams"),
     (("program", "merge_rate"), base(program={"t_rate": 0.7, "merge_rate": 0.5}), "add to at most 1"),
-    (("ler",), base(ler={"shots": 10}), "idle"),
+    (("ler", "shots"), base(p=0.001, ler={"shots": 0}), "greater than or equal to 1"),
+    (("p",), base(p=0.001), "changes nothing"),
+    (("p",), base(ler={"shots": 10}), "give p"),
     (("distance",), base(distance=4), "odd"),
     (("pools", 0, "colour"), with_pool(base(), colour="red"), "unknown key"),
     (("decoder", "cost", "call"), base(decoder={"cost": {"fixed": "1 us", "call": "python"}}), "how: measured"),

@@ -15,7 +15,7 @@ from twin.commands.common import (
 )
 from twin.usage import UsageError
 
-DEFAULT_MACHINE = "machine_100q"
+DEFAULT_MACHINE = "scenarios/machine_100q.yaml"
 
 
 def _counts(text: str) -> list[int]:
@@ -62,7 +62,9 @@ def cmd_machine(args: argparse.Namespace, console) -> int:
             raise UsageError(str(e)) from None
     out = check_out_folder(args.out or Path("runs") / lm.sc.name)
     seed = lm.sc.seed if args.seed is None else args.seed
-    folder = run_folder(args, out, seed).check(MACHINE_FILES if not args.no_plot else MACHINE_FILES[:1])
+    names = [MACHINE_FILES[0], *([] if args.no_plot else [MACHINE_FILES[1]]),
+             *(["stats.csv"] if lm.sc.machine.ler is not None else [])]
+    folder = run_folder(args, out, seed).check(names)
     with folder, progress_bar(console, quiet=args.quiet) as bar:
         task = bar.add_task("machine", total=None)
         model, doc = run_machine(lm, cycles=args.cycles, seed=args.seed,
@@ -80,6 +82,10 @@ def cmd_machine(args: argparse.Namespace, console) -> int:
         bar.stop()
         print_machine(doc, console, sweep)
         folder.write_json("results.json", doc, default=float)
+        if lm.sc.machine.ler is not None:  # the decoded sample in sinter's CSV: `sinter plot --in stats.csv`
+            import sinter
+            folder.write("stats.csv", sinter.CSV_HEADER + "\n" + "".join(t.to_csv_line() + "\n"
+                                                                         for t in model.ler_stats))
         if not args.no_plot:
             folder.savefig("machine.png", machine_figure(model, doc, sweep))
         paths = folder.commit()

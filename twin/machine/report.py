@@ -35,6 +35,10 @@ def print_machine(doc: dict, console, sweep: list[dict] | None = None) -> None:
                   f"{p['held_jobs']:,}", f"{(p['wait'] or {}).get('p99_ns', 0):,.0f}",
                   f"{(p['latency'] or {}).get('p99_ns', 0):,.0f}", f"{p.get('deadline_missed', '-')}")
     console.print(t)
+    for r in doc.get("ler") or []:
+        lo, hi = r["ci"]
+        console.print(f"decoded for real: {r['case']} ({r['rounds']} rounds, {r['shots']:,} shots): LER per step "
+                      f"{r['ler']:.3e} [{lo:.2e}, {hi:.2e}] (wilson, 95%)", highlight=False)
     if sweep:
         s = Table(title="logical clock against the decoder count (every pool at K)")
         for col in ("decoders", "ns per logical step", "slowdown", "T reaction p99 ns", "growth/cycle",

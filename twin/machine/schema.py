@@ -9,7 +9,7 @@ A scenario file::
       cycles: 2000              # how long the run lasts, in cycles
       code: surface
       distance: 7
-      p: 0.001                  # the circuit noise of the decoded sample (ler:) and the cost file's choice
+      p: 0.001                  # circuit noise: picks the per-call file (how: measured), the decoded sample (ler:)
       layout: {rows: 10, cols: 10}
       program: {t_rate: 0.1, merge_rate: 0.2}       # per patch per logical step (d cycles)
       window: {kind: streaming, commit: 7, buffer: 7}
@@ -27,8 +27,7 @@ A scenario file::
           nodes:
             - {name: host0, device: epyc9755, decoders: 8}
             - {name: host1, device: epyc9755, decoders: 8}
-      idle: {model: t1t2, t1: 100 us, t2: 100 us}  # the stalls' idle noise (ler:)
-      ler: {shots: 2000}        # decode a logical step for real, with and without the stalls
+      ler: {shots: 2000}        # decode a logical step for real, with and without the stalls' rounds
 
 Every key changes the outcome or is refused at load in one line naming file, key and value
 (:class:`twin.config.ConfigError`).
@@ -41,7 +40,6 @@ from pydantic import Field, field_validator, model_validator
 
 from twin.config.errors import Located
 from twin.config.strict import Strict
-from twin.qec.schema import Idle
 from twin.scenario.schema import PLAIN_NAME, Duration
 
 MAX_PATCHES = 20_000
@@ -188,8 +186,8 @@ class Pool(Strict):
 
 
 class LerSample(Strict):
-    """Decode ``shots`` of one logical step (a memory experiment of ``d`` rounds) for real, with and
-    without the run's stalls as idle noise (needs ``idle``)."""
+    """Decode ``shots`` of one logical step (a memory experiment of ``d`` rounds) for real, and of
+    the step with the run's stalls (a stalled patch keeps streaming rounds: :mod:`twin.machine.ler`)."""
     shots: int = Field(ge=1, le=10_000_000)
 
 
@@ -199,7 +197,7 @@ class Machine(Strict):
     cycles: int = Field(ge=1, le=MAX_CYCLES)
     code: Literal["surface"] = "surface"
     distance: int = Field(ge=3, le=51)
-    p: float = Field(gt=0, lt=0.5)
+    p: float | None = Field(None, gt=0, lt=0.5)
     layout: Layout
     program: Program = Field(default_factory=Program)
     window: Window
@@ -207,7 +205,6 @@ class Machine(Strict):
     decoder: Decoder = Field(default_factory=Decoder)
     links: Links
     pools: list[Pool] = Field(min_length=1, max_length=1000)
-    idle: Idle | None = None
     ler: LerSample | None = None
 
     @field_validator("distance")
@@ -221,10 +218,14 @@ class Machine(Strict):
     def _machine(self):
         if int(self.cycle) <= 0:
             raise Located(("cycle",), self.cycle, "a QEC cycle must be > 0")
-        if self.ler is not None and self.idle is None:
-            raise Located(("ler",), "{...}", "the stalls' idle noise needs idle: {model: ...}")
-        n = self.layout.rows * self.layout.cols
-        self._check_pools(n)
+        uses_p = self.ler is not None or self.decoder.cost.how == "measured"
+        if self.p is None and uses_p:
+            raise Located(("p",), "<missing>", "the circuit noise picks the per-call file (cost how: measured) and "
+                          "makes the decoded sample (ler): give p, e.g. 0.001")
+        if self.p is not None and not uses_p:
+            raise Located(("p",), self.p, "picks the per-call file and makes the decoded sample: with cost fixed and "
+                          "no ler it changes nothing")
+        self._check_pools(self.patches)
         return self
 
     def _check_pools(self, n: int) -> None:

@@ -66,7 +66,11 @@ def run_machine(lm: LoadedMachine, *, cycles: int | None = None, seed: int | Non
     nodes = [SimpleNamespace(name=n, device=dev) for p in pools for n, dev, _ in p[2]]
     cost = job_cost(m, lm.path, nodes, seed)
     model = MachineModel(m, cost, pools, seed, progress).run()
-    return model, document(sc, m, seed, model, pools)
+    doc = document(sc, m, seed, model, pools)
+    if m.ler is not None:
+        from twin.machine.ler import step_ler
+        doc["ler"], model.ler_stats = step_ler(m, model, m.ler.shots, seed)
+    return model, doc
 
 
 def document(sc: MachineScenario, m, seed: int, model: MachineModel, pools) -> dict:
