@@ -74,14 +74,14 @@ def job_cost(machine, path: Path, nodes: list, seed: int) -> JobCost:
     from twin.config import ConfigError, named_file
     from twin.qec.percall import file_name, host_factor, load_percall, shipped
     if c.file is not None:
-        f = named_file(path, "machine.decoder.cost.file", c.file)
+        f: Path | None = named_file(path, "machine.decoder.cost.file", c.file)
         exact = True
     else:
         want = file_name(machine.decoder.name, machine.code, machine.distance, machine.distance, machine.p, "circuit")
         f, exact = shipped(want, machine.decoder.name, machine.code, machine.distance, machine.distance, machine.p)
-        if f is None:
-            raise ConfigError(path, "machine.decoder.cost", "{how: measured}", f"no per-call file of decoder "
-                              f"{machine.decoder.name} is shipped: give cost: {{fixed: ...}} or file:")
+    if f is None:
+        raise ConfigError(path, "machine.decoder.cost", "{how: measured}", f"no per-call file of decoder "
+                          f"{machine.decoder.name} is shipped: give cost: {{fixed: ...}} or file:")
     pc = load_percall(f)
     wl = pc.doc["workload"]
     factors, hows = [], {}

@@ -132,6 +132,7 @@ class MachineModel:
         self.tick_times: list[int] = []
         self.fabric_bytes = 0
         self.fabric_transfers = 0
+        self.ler_stats: list = []  # the decoded sample's sinter rows (twin.machine.ler), set by the study
 
     # -- set-up -----------------------------------------------------------------------------------------
     def _lane(self, kind: str, name: str) -> Lane:

@@ -139,8 +139,8 @@ def _pool(model: MachineModel, i: int, spec, span_ps: int) -> dict:
            "wait": summary_ns((start - arrive)[done]) if done.any() else None,
            "latency": summary_ns((end - arrive)[done]) if done.any() else None}
     if (deadline >= 0).any():
-        out["deadline_met"] = int(((end <= deadline) & done).sum())
-        out["deadline_missed"] = int(len(ids) - out["deadline_met"])
+        met = int(((end <= deadline) & done).sum())
+        out["deadline_met"], out["deadline_missed"] = met, int(len(ids)) - met
     return out
 
 
