@@ -170,6 +170,17 @@ def test_the_stalls_cost_logical_error_decoded_for_real(tmp_path):
     assert rows["T step+p99 stall"]["errors"] > 2 * rows["step"]["errors"] > 0, rows
 
 
+def test_the_cost_check_times_real_decodes_of_a_job(tmp_path):
+    """check: a d=5 streaming window (C=B=5: 10 rounds, 240 detectors) decoded for real per call here,
+    beside the model's draw (the d=5 file's 120-detector calls scaled x2): both positive, same order."""
+    doc = base(layout={"rows": 1, "cols": 2}, distance=5, p=0.001, decoder={"cost": {"how": "measured"}},
+               window={"kind": "streaming", "commit": 5, "buffer": 5}, check={"calls": 300})
+    _, res = run(tmp_path, doc)
+    c = res["check"]
+    assert c["job"] == {"kind": "streaming window", "rounds": 10, "detectors": 240} and c["calls"] == 300
+    assert c["measured_here"]["p50_ns"] > 0 and 0.1 < c["model_over_measured_p50"] < 10, c
+
+
 # -- every key matters, or is refused in one line -------------------------------------------------------
 MUTATIONS = [
     ("cycle", "2 us"), ("cycles", 1200), ("distance", 5), ("layout", {"rows": 2, "cols": 5}),
@@ -214,6 +225,7 @@ REFUSED = [
     (("program", "merge_rate"), base(program={"t_rate": 0.7, "merge_rate": 0.5}), "add to at most 1"),
     (("ler", "shots"), base(p=0.001, ler={"shots": 0}), "greater than or equal to 1"),
     (("p",), base(p=0.001), "changes nothing"),
+    (("check",), base(check={"calls": 500}), "with cost fixed there is none"),
     (("p",), base(ler={"shots": 10}), "give p"),
     (("distance",), base(distance=4), "odd"),
     (("pools", 0, "colour"), with_pool(base(), colour="red"), "unknown key"),

@@ -35,6 +35,12 @@ def print_machine(doc: dict, console, sweep: list[dict] | None = None) -> None:
                   f"{p['held_jobs']:,}", f"{(p['wait'] or {}).get('p99_ns', 0):,.0f}",
                   f"{(p['latency'] or {}).get('p99_ns', 0):,.0f}", f"{p.get('deadline_missed', '-')}")
     console.print(t)
+    c = doc.get("check")
+    if c:
+        console.print(f"cost checked here: {c['calls']:,} {c['call']} decodes of a {c['job']['kind']} "
+                      f"({c['job']['detectors']:,} detectors): p50 {c['measured_here']['p50_ns']:,} ns, p99 "
+                      f"{c['measured_here']['p99_ns']:,} ns; the model draws p50 {c['model']['p50_ns']:,} ns, p99 "
+                      f"{c['model']['p99_ns']:,} ns (x{c['model_over_measured_p50']} at p50)", highlight=False)
     for r in doc.get("ler") or []:
         lo, hi = r["ci"]
         console.print(f"decoded for real: {r['case']} ({r['rounds']} rounds, {r['shots']:,} shots): LER per step "

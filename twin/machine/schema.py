@@ -28,6 +28,7 @@ A scenario file::
             - {name: host0, device: epyc9755, decoders: 8}
             - {name: host1, device: epyc9755, decoders: 8}
       ler: {shots: 2000}        # decode a logical step for real, with and without the stalls' rounds
+      check: {calls: 5000}      # time real decodes of a job-sized window here against the cost's draw
 
 Every key changes the outcome or is refused at load in one line naming file, key and value
 (:class:`twin.config.ConfigError`).
@@ -191,6 +192,12 @@ class LerSample(Strict):
     shots: int = Field(ge=1, le=10_000_000)
 
 
+class CostCheck(Strict):
+    """Time ``calls`` real decodes of a job-sized memory experiment here and print them beside the
+    model's draw (:mod:`twin.machine.check`; needs ``cost how: measured``)."""
+    calls: int = Field(ge=100, le=1_000_000)
+
+
 class Machine(Strict):
     """The ``machine:`` section (module docstring)."""
     cycle: Duration
@@ -206,6 +213,7 @@ class Machine(Strict):
     links: Links
     pools: list[Pool] = Field(min_length=1, max_length=1000)
     ler: LerSample | None = None
+    check: CostCheck | None = None
 
     @field_validator("distance")
     @classmethod
@@ -218,6 +226,8 @@ class Machine(Strict):
     def _machine(self):
         if int(self.cycle) <= 0:
             raise Located(("cycle",), self.cycle, "a QEC cycle must be > 0")
+        if self.check is not None and self.decoder.cost.how != "measured":
+            raise Located(("check",), "{...}", "checks the measured cost's draw: with cost fixed there is none")
         uses_p = self.ler is not None or self.decoder.cost.how == "measured"
         if self.p is None and uses_p:
             raise Located(("p",), "<missing>", "the circuit noise picks the per-call file (cost how: measured) and "

@@ -67,6 +67,9 @@ def run_machine(lm: LoadedMachine, *, cycles: int | None = None, seed: int | Non
     cost = job_cost(m, lm.path, nodes, seed)
     model = MachineModel(m, cost, pools, seed, progress).run()
     doc = document(sc, m, seed, model, pools)
+    if m.check is not None:
+        from twin.machine.check import cost_check
+        doc["check"] = cost_check(m, cost, m.check.calls, seed)
     if m.ler is not None:
         from twin.machine.ler import step_ler
         doc["ler"], model.ler_stats = step_ler(m, model, m.ler.shots, seed)
