@@ -228,6 +228,7 @@ REFUSED = [
     (("check",), base(check={"calls": 500}), "with cost fixed there is none"),
     (("p",), base(ler={"shots": 10}), "give p"),
     (("distance",), base(distance=4), "odd"),
+    (("code",), base(code="steane"), "rotated surface codes"),
     (("pools", 0, "colour"), with_pool(base(), colour="red"), "unknown key"),
     (("decoder", "cost", "call"), base(decoder={"cost": {"fixed": "1 us", "call": "python"}}), "how: measured"),
 ]

@@ -202,7 +202,7 @@ class Machine(Strict):
     """The ``machine:`` section (module docstring)."""
     cycle: Duration
     cycles: int = Field(ge=1, le=MAX_CYCLES)
-    code: Literal["surface"] = "surface"
+    code: str = "surface"
     distance: int = Field(ge=3, le=51)
     p: float | None = Field(None, gt=0, lt=0.5)
     layout: Layout
@@ -214,6 +214,15 @@ class Machine(Strict):
     pools: list[Pool] = Field(min_length=1, max_length=1000)
     ler: LerSample | None = None
     check: CostCheck | None = None
+
+    @field_validator("code")
+    @classmethod
+    def _code(cls, c: str) -> str:
+        if c != "surface":
+            raise ValueError(f"{c[:40]!r}: a machine's patches are rotated surface codes (its windows, seams and "
+                             "merges are cut by the patch's rows, columns and rounds; other codes of the registry "
+                             "decode in twin decode)")
+        return c
 
     @field_validator("distance")
     @classmethod
