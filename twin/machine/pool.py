@@ -35,7 +35,7 @@ class Pool:
         self.node_of = nodes
         self.k = len(nodes)
         self.queue, self.copies = queue, ensemble
-        self.idle = list(range(self.k))[::-1]  # free decoders, the lowest index last (popped first)
+        self.idle = list(range(self.k))  # free decoders: a heap (lowest index first), lazily pruned
         self.idle_set = set(self.idle)
         self.outstanding = [0] * self.k
         self.fifo: list[deque] = [deque() for _ in range(self.k)]
@@ -98,17 +98,19 @@ class Pool:
     def idle_decoders_for(self, decoder: int | None) -> list[int]:
         """The idle decoders that could take a job just queued for ``decoder`` (None: any)."""
         if decoder is None:
-            return [self.idle[-1]] if self.idle else []
+            idle, free = self.idle, self.idle_set
+            while idle and idle[0] not in free:
+                heapq.heappop(idle)
+            return idle[:1]
         return [decoder] if decoder in self.idle_set else []
 
     def mark_busy(self, decoder: int) -> None:
-        self.idle_set.discard(decoder)
-        self.idle.remove(decoder)
+        self.idle_set.discard(decoder)  # its heap entry goes when it reaches the top
 
     def mark_idle(self, decoder: int) -> None:
-        self.idle_set.add(decoder)
-        self.idle.append(decoder)
-        self.idle.sort(reverse=True)
+        if decoder not in self.idle_set:
+            self.idle_set.add(decoder)
+            heapq.heappush(self.idle, decoder)
 
     def started_job(self) -> None:
         """A job's first copy started: a place in the pool is free."""

@@ -82,6 +82,8 @@ def document(sc: MachineScenario, m, seed: int, model: MachineModel, pools) -> d
     span_ps = m.cycles * T
     steps = model.steps
     mean_steps = float(steps.mean()) if steps.size else 0.0
+    cols = {k: np.asarray(getattr(model.jobs, k), np.int64) for k in ("pool", "start", "end", "arrive", "deadline",
+                                                                     "work")}
     doc = {
         "schema": SCHEMA, "scenario": sc.name, "seed": seed,
         "patches": m.patches, "code": m.code, "distance": m.distance, "p": m.p,
@@ -91,7 +93,7 @@ def document(sc: MachineScenario, m, seed: int, model: MachineModel, pools) -> d
         "t_gates": _t_gates(model),
         "merges": {"count": model.merge_count, "sync_wait_rounds": model.sync_wait_rounds},
         "commit_latency": summary_ns(np.asarray(model.commit_latency, np.int64)) if model.commit_latency else None,
-        "pools": [_pool(model, i, pools[i], span_ps) for i in range(len(model.pools))],
+        "pools": [_pool(model, i, pools[i], span_ps, cols) for i in range(len(model.pools))],
         "fabric": {"transfers": model.fabric_transfers, "bytes": model.fabric_bytes,
                    "busy_ns": sum(lane.busy_ps for lane in model.fabric.values()) / 1000},
         "cost": model.cost.source,
@@ -116,15 +118,11 @@ def _t_gates(model: MachineModel) -> dict:
             "stall_rounds_max": int(st.max()) if st.size else 0}
 
 
-def _pool(model: MachineModel, i: int, spec, span_ps: int) -> dict:
+def _pool(model: MachineModel, i: int, spec, span_ps: int, cols: dict) -> dict:
     p = model.pools[i]
-    jobs = model.jobs
-    ids = np.flatnonzero(np.asarray(jobs.pool, np.int64) == i)
-    start = np.asarray(jobs.start, np.int64)[ids]
-    end = np.asarray(jobs.end, np.int64)[ids]
-    arrive = np.asarray(jobs.arrive, np.int64)[ids]
-    deadline = np.asarray(jobs.deadline, np.int64)[ids]
-    work = int(np.asarray(jobs.work, np.int64)[ids].sum())
+    ids = np.flatnonzero(cols["pool"] == i)
+    start, end, arrive, deadline = (cols[k][ids] for k in ("start", "end", "arrive", "deadline"))
+    work = int(cols["work"][ids].sum())
     done = end >= 0
     bl = np.asarray(model.backlog[i], np.float64)
     growth = _growth(bl, np.asarray(model.tick_times, np.float64), model.T)
