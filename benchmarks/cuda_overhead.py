@@ -9,6 +9,9 @@ sequence word, compare), timed with CLOCK_MONOTONIC around each round. Variants:
 - ``bridge``: hw_bridge's kernel (c/hb_cuda_kernel.cu: a classic echo answered from the warp's burst
   of the slot, with qrt_dispatch_one's checks and qrt_complete's header), queues in pinned, mapped host
   memory, as ``twin run`` drives it live;
+- ``bridge paced``: the same kernel driven by the paced loop ``twin run`` uses for a live node
+  (``hb_paced``, :class:`hw_bridge.paced.PacedFlow`), back to back (issue 26: within 5 % of the warp
+  ping-pong at p50);
 - ``bridge via qrt_dispatch_one``: the same kernel built with -DHB_NO_ECHO_PATH: every request
   through the library on the on-chip copy (the dispatch table, as other functions go);
 - ``pingpong acquire 1 lane`` / ``volatile 1 lane`` / ``acquire 32 lanes``: benchmarks/cuda_pingpong.cu,
@@ -79,6 +82,30 @@ def bridge(total: int, payload: int, enc, slot_bytes: int, defines: tuple[str, .
     return t1 - t0
 
 
+def paced(total: int, payload: int, enc, slot_bytes: int) -> np.ndarray:
+    """Round trips (ns) of the bridge driven as ``twin run`` drives a live cuda node at its pace
+    (:class:`hw_bridge.paced.PacedFlow`, ``hb_paced``: each request at its simulated instant, here
+    back to back: a closed loop with no gap after each reply), ``total`` rounds, no Python between
+    the rounds of one call: sent -> reply seen."""
+    from hw_bridge.paced import PacedFlow, Pacing
+    ep = CudaEndpoint(BridgeSettings("cuda", timeout_ns=2_000_000_000))
+    ep.open(slot_bytes, SLOTS, "classic")
+    try:
+        img, ln, exp, eln = frames(total, 1, payload, enc, slot_bytes)
+        flow = PacedFlow(ep, np.zeros(total, np.int64), True, Pacing(chunk=total, call_s=60.0))
+        while flow.done < total:
+            d = flow.done
+            flow.step(img[d:], ln[d:], exp[d:], eln[d:])
+        if flow.bad.any():
+            raise SystemExit(f"paced: {int(flow.bad.sum())} wrong replies")
+        late = flow.lateness_ns()
+    finally:
+        ep.close()
+    print(f"# paced: lateness p50 {np.percentile(late, 50):.0f} ns, p99 {np.percentile(late, 99):.0f} ns, "
+          f"{flow.late_rounds} rounds late (> {flow.pacing.late_ns} ns)", file=sys.stderr)
+    return flow.seen - flow.sent
+
+
 def pingpong(cubin: Path, total: int, payload: int, enc, slot_bytes: int, lanes: int, acquire: int) -> np.ndarray:
     """Round trips (ns) of the minimal kernel on mapped host queues laid out as the bridge's."""
     import cupy
@@ -140,6 +167,7 @@ def main(argv=None) -> int:
     total = a.warmup + a.rounds
     variants = {
         "bridge": lambda: bridge(total, a.payload, enc, slot_bytes),
+        "bridge paced (twin run's live path)": lambda: paced(total, a.payload, enc, slot_bytes),
         "bridge via qrt_dispatch_one": lambda: bridge(total, a.payload, enc, slot_bytes, ("HB_NO_ECHO_PATH",)),
         "pingpong acquire 1 lane": lambda: pingpong(cubin, total, a.payload, enc, slot_bytes, 1, 1),
         "pingpong volatile 1 lane": lambda: pingpong(cubin, total, a.payload, enc, slot_bytes, 1, 0),
@@ -154,7 +182,7 @@ def main(argv=None) -> int:
     print(f"# cuda overhead: {name}, host {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.2f}, "
           f"{time.strftime('%Y-%m-%d')}; {a.repeats} x {a.rounds:,} rounds each, {a.payload} B payload, classic")
-    print_pooled(pooled, "pingpong acquire 32 lanes", ("variant", 28), ("/ warp pingpong", 16),
+    print_pooled(pooled, "pingpong acquire 32 lanes", ("variant", 36), ("/ warp pingpong", 16),
                  lambda p50, base: f"{p50 / base:>16.3f}")
     return 0
 

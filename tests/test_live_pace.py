@@ -4,6 +4,7 @@ own clock are recorded; late rounds are counted and named. Timing bounds are gen
 2-core machine): the speed targets are benchmarks/live_pace.py's."""
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +17,8 @@ from hw_bridge.shm import ShmEndpoint
 from twin.commands import main
 from twin.engine.paced import _images
 from twin.exchange.encoding import get_encoding
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # producer and consumer on cores of their own where this process has two: both spin, and on one core
 # they would take turns a scheduler slice at a time
@@ -165,3 +168,28 @@ def test_pace_true_where_the_paced_loop_cannot_run_is_one_error(tmp_path, capsys
     assert main(["run", str(p), "--out", str(out), "--quiet", "--no-plot", "--rounds", "50"]) == 0
     pace = json.loads((out / "results.json").read_text())["consumers"][0]["live"]["pace"]
     assert pace["paced"] is False and "host_freeze" in pace["why"]
+
+
+def test_a_live_cuda_flow_runs_on_the_paced_loop_and_udp_stays_round_by_round():
+    """The cuda backend's producer side is the same C loop as shm's: its flows are paced (no Python
+    between rounds); the UDP agent's are not (each round is a datagram through Python)."""
+    from twin.engine.paced import paced_refusal
+    from twin.scenario import load_scenario
+    from twin.scenario.compile import compile_scenario
+    loaded = load_scenario(ROOT / "scenarios" / "live_gpu_cuda.yaml")
+    spec = compile_scenario(loaded, 100).flows[0].spec
+    assert spec.bridge.backend == "cuda" and paced_refusal(spec) is None
+    from dataclasses import replace
+    udp = replace(spec, bridge=replace(spec.bridge, backend="udp"))
+    assert "round by round" in (paced_refusal(udp) or "")
+
+
+@pytest.mark.skipif(not __import__("hw_bridge.cuda", fromlist=["gpu_available"]).gpu_available()[0],
+                    reason="no NVIDIA GPU, CuPy or nvcc here")
+def test_twin_run_paces_a_live_cuda_kernel(tmp_path):
+    out = tmp_path / "o"
+    assert main(["run", str(ROOT / "scenarios" / "live_gpu_cuda.yaml"), "--rounds", "2000", "--out", str(out),
+                 "--quiet", "--no-plot"]) == 0
+    c = json.loads((out / "results.json").read_text())["consumers"][0]
+    assert c["engine"] == "paced" and c["live"]["backend"] == "cuda" and c["live"]["pace"]["paced"] is True
+    assert c["mismatches"] == 0

@@ -40,6 +40,10 @@ Progress = Callable[[int], None]
 LATE_NAMED = 20  # the late rounds a summary names (the first ones)
 
 
+PACED_BACKENDS = ("shm", "cuda")
+"""The backends whose producer side is the C loop (:class:`hw_bridge.producer.CProducerEndpoint`)."""
+
+
 def paced_refusal(spec: LoopSpec) -> str | None:
     """Why the paced loop does not run live flow ``spec`` (then the round-by-round path does), or
     None. ``bridge.pace: false`` asks for the round-by-round path."""
@@ -50,8 +54,8 @@ def paced_refusal(spec: LoopSpec) -> str | None:
         return "not a live consumer"
     if b.pace is False:
         return "bridge.pace is false"
-    if b.backend != "shm":
-        return f"the {b.backend} backend runs round by round (the paced C loop runs on the shm backend)"
+    if b.backend not in PACED_BACKENDS:
+        return f"the {b.backend} backend runs round by round (the paced C loop runs on shm and cuda)"
     if spec.faults.host_freezes:
         return "faults.host_freeze stops the consumer process between rounds: the round-by-round path does that"
     if spec.faults.active:
@@ -75,12 +79,11 @@ def run_paced(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
     hung or refused consumer) and :class:`Interrupted`, both with ``partial``: the whole rounds so far."""
     from hw_bridge.endpoint import BridgeSettings
     from hw_bridge.paced import PacedFlow, Pacing
-    from hw_bridge.shm import ShmEndpoint
     from twin.devices.isolation import check_isolation
 
     b = spec.bridge
-    if not isinstance(b, BridgeSettings) or b.backend != "shm":
-        raise ValueError(f"loop {spec.name!r}: the paced loop needs shm bridge settings")
+    if not isinstance(b, BridgeSettings) or b.backend not in PACED_BACKENDS:
+        raise ValueError(f"loop {spec.name!r}: the paced loop needs shm or cuda bridge settings")
     sim = _simulated(spec)
     h = _hops(sim)
     closed = spec.traffic.mode == "closed_loop"
@@ -91,12 +94,11 @@ def run_paced(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
     else:
         at[:] = h.land - h.land[0]
     pins = [x for x in (b.cpu, b.producer_cpu) if x is not None]
-    isolation = check_isolation(pins, cpu_consumer=True)
+    isolation = check_isolation(pins, cpu_consumer=b.backend == "shm")
     c = spec.consumer
     enc = get_encoding(c.encoding)
     slot_bytes = spec.slot_bytes or _slot_bytes(enc, spec.traffic.frame_bytes)
-    ep = ShmEndpoint(b)
-    ep.open(slot_bytes, spec.slots, enc.name, stamps=True)
+    ep = _endpoint(b, slot_bytes, spec.slots, enc.name)
     desc = ep.describe()
     flow = PacedFlow(ep, at, closed, Pacing(spin_ns=b.spin_ns, late_ns=b.late_ns, chunk=chunk_rounds))
     frames = _Frames(spec, enc, slot_bytes)
@@ -122,6 +124,20 @@ def run_paced(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
             failure.partial = res  # type: ignore[attr-defined]
         raise failure
     return res
+
+
+def _endpoint(b, slot_bytes: int, slots: int, encoding: str):
+    """The opened endpoint of bridge settings ``b``: the shm consumer stamping its rounds on its own
+    clock, or the cuda persistent kernel (no stamps: the device's clock is not the host's)."""
+    if b.backend == "shm":
+        from hw_bridge.shm import ShmEndpoint
+        shm = ShmEndpoint(b)
+        shm.open(slot_bytes, slots, encoding, stamps=True)
+        return shm
+    from hw_bridge.cuda import CudaEndpoint
+    gpu = CudaEndpoint(b)
+    gpu.open(slot_bytes, slots, encoding)
+    return gpu
 
 
 def _simulated(spec: LoopSpec) -> LoopResult:
@@ -237,7 +253,7 @@ def _result(spec: LoopSpec, sim: LoopResult, flow, ep_stats: dict, desc: str, is
     ok = flow.bad[:m] == 0
     idle = np.full(m, -1, np.int64)
     idle[1:] = sent[1:] - seen[:-1]
-    live = {"backend": "shm", "endpoint": desc, "rounds": m, "frozen_at_rounds": [],
+    live = {"backend": getattr(spec.bridge, "backend", "shm"), "endpoint": desc, "rounds": m, "frozen_at_rounds": [],
             "isolation": isolation, "pace": pace_summary(flow), "endpoint_stats": ep_stats}
     stats = {**sim.stats, "mismatches": int((~ok).sum()), "live": live,
              "service_ns": seen - sent, "idle_ns": idle,
