@@ -45,8 +45,10 @@ BUILD_ID, LIB_SOURCES = _runtime_sources()
 CORE_C = "twin/engine/c/core.c"  # the engine's compiled core (twin/engine/native.py loads it with ctypes)
 CORE_H = "twin/engine/c/core_interface.h"  # its index tables, generated (twin/engine/gen_core.py, `twin gen`)
 CORE_FN = f"{C_DIR}/qrt_functions.c"  # the runtime's C functions, linked into the core (its consumer runs them)
-# = twin.engine.native.build_id(): the hash of native.SOURCES, core.c, the header, then the runtime's functions
-CORE_ID = hashlib.sha256(b"".join((HERE / p).read_bytes() for p in (CORE_C, CORE_H, CORE_FN))).hexdigest()[:16]
+# = twin.engine.native.build_id(): the hash of native.SOURCES, core.c, the header, the runtime's functions, their tables
+CORE_LOOKUP = f"{C_DIR}/qrt_lookup.h"  # the lookup decoders' tables qrt_functions.c reads (twin/qec/gen_lookup.py)
+CORE_ID = hashlib.sha256(b"".join((HERE / p).read_bytes()
+                                  for p in (CORE_C, CORE_H, CORE_FN, CORE_LOOKUP))).hexdigest()[:16]
 
 # the top-level folders a wheel carries as twin._bundled.<folder>; pyproject.toml's [tool.setuptools.package-dir]
 # maps each onto its folder and [tool.setuptools.package-data] names the files (it overrides package_data here)
@@ -84,13 +86,13 @@ setup(
             "twin.runtime._qrt",
             sources=[*LIB_SOURCES, f"{C_DIR}/_qrt_module.c"],
             include_dirs=[C_DIR],
-            depends=[f"{C_DIR}/qrt.h", f"{C_DIR}/qrt_contract.h"],
+            depends=[f"{C_DIR}/qrt.h", f"{C_DIR}/qrt_contract.h", f"{C_DIR}/qrt_lookup.h"],
             define_macros=[("QRT_BUILD_ID", f'"{BUILD_ID}"')],
         ),
         Extension(
             "twin.engine._core",
             sources=[CORE_C, CORE_FN],
-            depends=[CORE_H],
+            depends=[CORE_H, CORE_LOOKUP],
             define_macros=[("TWIN_CORE_BUILD_ID", f'"{CORE_ID}"'), ("TWIN_CORE_PYMODULE", "1")],
         ),
     ],

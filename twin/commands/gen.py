@@ -1,7 +1,7 @@
 """``twin gen [--check]``: generate the files written from one source each: the C header, the
 Python dtypes and the Verilog include from ``twin/exchange/contract.yaml`` (:mod:`twin.exchange.gen`),
-and the compiled core's C header and Python tables from ``twin/engine/core_interface.yaml``
-(:mod:`twin.engine.gen_core`).
+the compiled core's C header and Python tables from ``twin/engine/core_interface.yaml``
+(:mod:`twin.engine.gen_core`), and the lookup decoders' C tables (:mod:`twin.qec.gen_lookup`).
 
 The generated files are part of the source checkout: outside one (an installed wheel, whose files lie
 in site-packages) ``twin gen`` refuses to write, with one line; ``--check`` reads only and runs anywhere."""
@@ -27,7 +27,8 @@ def _generators():
     """Each generator module (``generate()``, ``stale()``, ``OUTPUTS``), in the order they are written."""
     from twin.engine import gen_core
     from twin.exchange import gen
-    return (gen, gen_core)
+    from twin.qec import gen_lookup
+    return (gen, gen_core, gen_lookup)
 
 
 def cmd_gen(args: argparse.Namespace, console: Console) -> int:

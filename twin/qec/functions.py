@@ -3,7 +3,9 @@
 Ids from the contract's functions list (``C.FUNCTION_DECODE_*``: 16, 17, 18); syndrome bytes in,
 correction bytes out, laid out by the contract's syndrome section. ``decode_rep3`` and
 ``decode_steane7`` are the lookup tables of :data:`twin.qec.lookup.STANDARD` (model ``code`` serves
-them compiled by numba, :mod:`twin.qec.native`); ``decode_surface5`` is PyMatching
+them compiled by numba, :mod:`twin.qec.native`; their C, ``qrt_fn_decode_*`` in
+twin/runtime/c/qrt_functions.c on the generated tables of :mod:`twin.qec.gen_lookup`, runs in the
+compiled core, the runtime library and the cuda kernel); ``decode_surface5`` is PyMatching
 (:func:`twin.qec.decoders.standard_matching`), Python only.
 
 Registration happens when this module is imported: by ``import twin.qec`` (the package imports it)
@@ -50,10 +52,10 @@ def _matching_fn(name: str) -> Callable[[bytes], bytes]:
 
 
 DECODERS = (
-    Function(C.FUNCTION_DECODE_REP3, "decode_rep3", _table_fn("rep3"), None,
+    Function(C.FUNCTION_DECODE_REP3, "decode_rep3", _table_fn("rep3"), "qrt_fn_decode_rep3",
              "repetition-3 lookup decoder, 4 detectors -> 1 byte", _table_native("rep3"), C.syndrome_bytes(4),
              _table_rom("rep3")),
-    Function(C.FUNCTION_DECODE_STEANE7, "decode_steane7", _table_fn("steane7"), None,
+    Function(C.FUNCTION_DECODE_STEANE7, "decode_steane7", _table_fn("steane7"), "qrt_fn_decode_steane7",
              "Steane-7 lookup decoder, 6 detectors -> 1 byte", _table_native("steane7"), C.syndrome_bytes(6),
              _table_rom("steane7")),
     Function(C.FUNCTION_DECODE_SURFACE5, "decode_surface5", _matching_fn("surface5"), None,

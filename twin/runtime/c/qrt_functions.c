@@ -33,3 +33,30 @@ QRT_FN_EXPORT int32_t qrt_fn_sum32(const uint8_t *in, uint32_t n, uint8_t *out, 
     out[0] = (uint8_t)s; out[1] = (uint8_t)(s >> 8); out[2] = (uint8_t)(s >> 16); out[3] = (uint8_t)(s >> 24);
     return 4;
 }
+
+/* The lookup decoders (twin/qec/lookup.py decode_payload): the syndrome's ceil(D/8) bytes little-endian,
+ * bits at and above D ignored, the table's entry as ceil(K/8) bytes little-endian; a payload shorter
+ * than the syndrome is an error (the Python twin raises ValueError). */
+#include "qrt_lookup.h"
+
+#if defined(__CUDACC__)
+__device__
+#endif
+static inline int32_t qrt__lookup(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t cap, const uint32_t *table,
+                                  uint32_t detectors, uint32_t reply_bytes) {
+    const uint32_t nb = (detectors + 7u) / 8u;
+    if (n < nb || cap < reply_bytes) return -1;
+    uint32_t s = 0;
+    for (uint32_t i = 0; i < nb; i++) s |= (uint32_t)in[i] << (8u * i);
+    const uint32_t v = table[s & ((1u << detectors) - 1u)];
+    for (uint32_t i = 0; i < reply_bytes; i++) out[i] = (uint8_t)(v >> (8u * i));
+    return (int32_t)reply_bytes;
+}
+
+QRT_FN_EXPORT int32_t qrt_fn_decode_rep3(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t cap) {
+    return qrt__lookup(in, n, out, cap, QRT_REP3_TABLE, QRT_REP3_DETECTORS, QRT_REP3_REPLY_BYTES);
+}
+
+QRT_FN_EXPORT int32_t qrt_fn_decode_steane7(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t cap) {
+    return qrt__lookup(in, n, out, cap, QRT_STEANE7_TABLE, QRT_STEANE7_DETECTORS, QRT_STEANE7_REPLY_BYTES);
+}
