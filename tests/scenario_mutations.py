@@ -311,7 +311,13 @@ class Outcome:
 
 def is_decode(path: Path) -> bool:
     """The bundled scenario at ``path`` is a ``twin decode`` one."""
-    return "decode" in yaml.safe_load(path.read_text(encoding="utf-8"))
+    return study_of(path) == "decode"
+
+
+def study_of(path: Path) -> str:
+    """The command of the bundled scenario at ``path``: ``machine``, ``decode`` or ``run``."""
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return "machine" if "machine" in doc else "decode" if "decode" in doc else "run"
 
 
 def runnable_here(loaded) -> bool:
@@ -359,13 +365,17 @@ def _attempt(bundled: Path, files: dict[str, bytes], folder: Path, run: bool = F
     path = folder / bundled.name
     for name, data in files.items():
         (folder / (name or bundled.name)).write_bytes(data)
-    decode = is_decode(bundled)
+    study = study_of(bundled)
+    decode = study == "decode"
     t0 = time.perf_counter()
     try:
         with limit(LOAD_LIMIT_S):
             if decode:
                 from twin.qec.load import load_decode
                 loaded = load_decode(path)
+            elif study == "machine":
+                from twin.machine.study import load_machine
+                loaded = load_machine(path)
             else:
                 from twin.scenario import load_scenario
                 loaded = load_scenario(path)
@@ -386,6 +396,7 @@ def _attempt(bundled: Path, files: dict[str, bytes], folder: Path, run: bool = F
     from twin.commands import main
     out = folder / "out"
     argv = (["decode", str(path), "--shots", str(rounds)] if decode else
+            ["machine", str(path), "--cycles", str(max(rounds, 30)), "--no-plot"] if study == "machine" else
             ["run", str(path), "--rounds", str(rounds), "--no-plot", "--no-csv"]) + ["--quiet", "--out", str(out)]
     err = io.StringIO()
     try:
