@@ -229,6 +229,8 @@ REFUSED = [
     (("p",), base(ler={"shots": 10}), "give p"),
     (("distance",), base(distance=4), "odd"),
     (("code",), base(code="steane"), "rotated surface codes"),
+    (("cycles",), base(cycles=2, distance=3), "at least 3 cycles"),
+    (("deadline",), base(deadline="0 ns"), "must be > 0"),
     (("pools", 0, "colour"), with_pool(base(), colour="red"), "unknown key"),
     (("decoder", "cost", "call"), base(decoder={"cost": {"fixed": "1 us", "call": "python"}}), "how: measured"),
 ]
@@ -258,6 +260,13 @@ def test_two_pools_must_share_the_patches_out(tmp_path):
 
 
 # -- the command ---------------------------------------------------------------------------------------
+def test_cycles_too_short_for_a_window_are_refused_on_the_command_line(tmp_path, capsys):
+    from twin.commands import main
+    assert main(["machine", "machine_100q", "--cycles", "5", "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--cycles 5" in err and "at least 14 cycles" in err, err
+
+
 def test_twin_machine_writes_results_and_the_figure(tmp_path, capsys):
     from twin.commands import main
     out = tmp_path / "out"

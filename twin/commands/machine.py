@@ -54,6 +54,9 @@ def cmd_machine(args: argparse.Namespace, console) -> int:
     from twin.machine.study import load_machine, pool_specs, run_machine, sweep_decoders
     from twin.output.progress import progress_bar
     lm = load_machine(scenario_arg(args.scenario, DEFAULT_MACHINE))
+    short = None if args.cycles is None else lm.sc.machine.too_short(args.cycles)
+    if short:
+        raise UsageError(f"--cycles {args.cycles}: {short}")
     if args.decoders:
         try:
             for k in args.decoders:

@@ -235,6 +235,11 @@ class Machine(Strict):
     def _machine(self):
         if int(self.cycle) <= 0:
             raise Located(("cycle",), self.cycle, "a QEC cycle must be > 0")
+        if self.deadline is not None and int(self.deadline) <= 0:
+            raise Located(("deadline",), self.deadline, "a job's deadline must be > 0 (leave it out for none)")
+        why = self.too_short(self.cycles)
+        if why:
+            raise Located(("cycles",), self.cycles, why)
         if self.check is not None and self.decoder.cost.how != "measured":
             raise Located(("check",), "{...}", "checks the measured cost's draw: with cost fixed there is none")
         uses_p = self.ler is not None or self.decoder.cost.how == "measured"
@@ -273,6 +278,16 @@ class Machine(Strict):
     @property
     def patches(self) -> int:
         return self.layout.rows * self.layout.cols
+
+    def too_short(self, cycles: int) -> str | None:
+        """Why a run of ``cycles`` cycles shows nothing (None when it is long enough): it must reach the
+        first window's last round (commit + buffer, streaming and A windows alike) and one logical step."""
+        first = self.window.commit + self.window.buffer
+        need = max(first, self.distance)
+        if cycles >= need:
+            return None
+        return (f"the run must reach the first window's last round ({first}: commit + buffer) and one logical step "
+                f"({self.distance} rounds): at least {need} cycles")
 
 
 class MachineScenario(Strict):
