@@ -1,8 +1,9 @@
 """A decoder pool: K decoders on nodes, a scheduling policy, back-pressure, ensembles.
 
-The pool takes jobs as their data arrives (:meth:`Pool.accept`), holds them while they wait for
-the boundaries they depend on, and hands each *eligible* job to a decoder (:meth:`Pool.eligible`,
-:meth:`Pool.take`). Policies:
+The pool places each job when its data arrives (:meth:`Pool.assign`: its decoders, or none under
+EDF), queues it once the jobs it depends on are done (:meth:`Pool.eligible`) and gives a free
+decoder its next job (:meth:`Pool.next_for`); :class:`twin.machine.engine.MachineModel` drives it.
+Policies:
 
 - ``static``: a patch's jobs always go to the same decoder (patch index within the pool, modulo K;
   a spatial seam to its lower patch's decoder); each decoder serves its own jobs in the order they
