@@ -23,8 +23,8 @@ class NativeAnswer:
     build, with the extra installed) is installed in the endpoint's dispatch table (id 0, the echo,
     is the library's own); a function written in Python only is installed as a callback
     (:func:`twin.runtime.callback.callback_address`: the library calls its Python back, an exception
-    it raises other than ValueError is raised here as it was). Raises RuntimeError if the poller saw a request the library does not
-    find (the two disagree on the contract), and QrtError from the library. Statistics:
+    it raises other than ValueError is raised here as it was). Raises RuntimeError if the poller saw
+    a request the library does not find (the two disagree on the contract), and QrtError from the library. Statistics:
     ``native_served``.
     """
 
@@ -37,7 +37,7 @@ class NativeAnswer:
                 self.endpoint.register(f.id, c_function_address(f.c_symbol))
             elif f.id and f.native is not None and numba_available():  # a numba build (the extra); without
                 self.endpoint.register(f.id, f.native())              # numba the loader refuses such functions
-            elif 0 < f.id < MAX_FUNCTIONS and f.native is None:  # Python only: the library calls it back (twin.runtime.callback)
+            elif 0 < f.id < MAX_FUNCTIONS and f.native is None:  # Python only: called back (twin.runtime.callback)
                 self.endpoint.register(f.id, callback_address(f))
         self.native_served = 0
 
