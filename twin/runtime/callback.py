@@ -17,6 +17,7 @@ error the simpy reference stops with. A reply longer than ``out_cap`` returns -2
 from __future__ import annotations
 
 import ctypes
+from typing import Any
 
 from twin.runtime.functions import Function
 
@@ -24,7 +25,7 @@ QRT_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.c_uint8), ctypes
                           ctypes.POINTER(ctypes.c_uint8), ctypes.c_uint32)
 """qrt.h's ``qrt_fn`` (and core.c's ``core_fn_t``) as a ctypes function type."""
 
-_CALLBACKS: dict[int, object] = {}  # function id -> its ctypes callback (kept alive: C holds its address)
+_CALLBACKS: dict[int, Any] = {}  # function id -> its ctypes callback (kept alive: C holds its address)
 _PENDING: list[BaseException] = []  # exceptions a callback kept for raise_pending
 
 
@@ -54,7 +55,7 @@ def callback_address(fn: Function) -> int:
     cb = _CALLBACKS.get(fn.id)
     if cb is None or getattr(cb, "_twin_fn", None) is not fn:
         cb = _wrap(fn)
-        cb._twin_fn = fn  # type: ignore[attr-defined]  # a re-registered id gets a new callback
+        cb._twin_fn = fn  # a re-registered id gets a new callback
         _CALLBACKS[fn.id] = cb
     return int(ctypes.cast(cb, ctypes.c_void_p).value or 0)
 
