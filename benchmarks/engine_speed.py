@@ -328,7 +328,8 @@ TWIN_LOGGED = ("import logging, sys; logging.basicConfig(level=logging.INFO, for
 
 def twin_run_cpu(tree: Path, scenario: Path, out: Path, prelude: str = "") -> tuple[float, str]:
     """(CPU seconds, user + system, of one ``twin run SCENARIO --quiet --no-plot --no-rounds`` process of
-    checkout ``tree``, after ``prelude`` (Python run first: a user function's registration); the engine: "simpy reference" when it noted a fall-back to it, else "compiled")."""
+    checkout ``tree``, after ``prelude`` (Python run first: a registration); the engine: "simpy reference"
+    when it noted a fall-back to it, else "compiled")."""
     import resource
     cmd = [sys.executable, "-c", prelude + TWIN_LOGGED, "run", str(scenario), "--out", str(out), "--overwrite",
            "--quiet", "--no-plot", "--no-rounds"]
