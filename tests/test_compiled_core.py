@@ -470,8 +470,8 @@ DROP = FaultPlan(drop_rounds=frozenset({3}), timeout_ps=20_000_000)
 
 @pytest.mark.parametrize("kw, why", [
     (dict(faults=DROP, traffic=TrafficParams("open_loop", 50, 64, period_ps=4_000_000)), "need closed-loop"),
-    (dict(model="code"), "the consumer is model code"),
-    (dict(function=18), "function decode_surface5 has no C code in the runtime library"),
+    (dict(model="rtl"), "the consumer is model rtl"),
+    (dict(function=999), "function 999 is not registered"),
 ])
 def test_what_the_core_does_not_compute_is_refused_with_its_reason(kw, why):
     assert why in compiled.refusal(Topology.single(_spec(**kw)))

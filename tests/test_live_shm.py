@@ -243,9 +243,9 @@ def test_consumer_does_not_outlive_a_killed_twin(tmp_path):
 
 @pytest.mark.parametrize("model,function,bridge", [
     ("live", "decode_rep3", SHM), ("live", "decode_surface5", SHM), ("live", "decode_steane7", {"backend": "cuda"}),
-    ("live", "decode_rep3", {"backend": "udp", "port": 47000}), ("code", "decode_surface5", None)])
+    ("live", "decode_rep3", {"backend": "udp", "port": 47000})])
 def test_function_without_c_code_is_refused_at_load(tmp_path, model, function, bridge):
-    # a live consumer serves only the runtime library's C functions; model code those or a numba build
+    # a live consumer serves only the runtime library's C functions (model code also Python ones, called back)
     p = scenario(tmp_path, model=model, function=function, bridge=bridge)
     with pytest.raises(ConfigError) as e:
         load_scenario(p)
@@ -254,7 +254,8 @@ def test_function_without_c_code_is_refused_at_load(tmp_path, model, function, b
     assert "nodes[2]" in line and "invert" in line
 
 
-@pytest.mark.parametrize("model,function", [("code", "decode_rep3"), ("live", "sum32"), ("live", "echo")])
+@pytest.mark.parametrize("model,function", [("code", "decode_rep3"), ("code", "decode_surface5"), ("live", "sum32"),
+                                            ("live", "echo")])
 def test_function_with_c_or_native_build_loads(tmp_path, model, function):
     load_scenario(scenario(tmp_path, model=model, function=function, bridge=SHM if model == "live" else None))
 

@@ -10,8 +10,9 @@ model, exactly as for ``sim``; only the behaviour changes.
 from __future__ import annotations
 
 from twin.devices.consumer import PollingConsumer, make_endpoint
+from twin.runtime.callback import callback_address, raise_pending
 from twin.runtime.functions import REGISTRY, numba_available
-from twin.runtime.native import NativeEndpoint, c_function_address
+from twin.runtime.native import MAX_FUNCTIONS, NativeEndpoint, c_function_address
 
 
 class NativeAnswer:
@@ -20,8 +21,10 @@ class NativeAnswer:
     The library works in place on consumer ``c``'s request region and writes replies into its own
     window onto the reply queue. Every registered function with a C implementation (or a numba
     build, with the extra installed) is installed in the endpoint's dispatch table (id 0, the echo,
-    is the library's own). Raises RuntimeError if the poller saw a request the library does not
-    find (the two disagree on the contract), and QrtError from the library. Statistics:
+    is the library's own); a function written in Python only is installed as a callback
+    (:func:`twin.runtime.callback.callback_address`: the library calls its Python back, an exception
+    it raises other than ValueError is raised here as it was). Raises RuntimeError if the poller saw
+    a request the library does not find (the two disagree on the contract), and QrtError from the library. Statistics:
     ``native_served``.
     """
 
@@ -34,6 +37,8 @@ class NativeAnswer:
                 self.endpoint.register(f.id, c_function_address(f.c_symbol))
             elif f.id and f.native is not None and numba_available():  # a numba build (the extra); without
                 self.endpoint.register(f.id, f.native())              # numba the loader refuses such functions
+            elif 0 < f.id < MAX_FUNCTIONS and f.native is None:  # Python only: called back (twin.runtime.callback)
+                self.endpoint.register(f.id, callback_address(f))
         self.native_served = 0
 
     def install(self, function_id: int, address: int) -> None:
@@ -42,7 +47,9 @@ class NativeAnswer:
 
     def answer(self, c: PollingConsumer, seq: int, base: int) -> list[tuple[int, bytes]]:
         """Let the C library claim, run and complete the request; return the reply's writes."""
-        if not self.endpoint.dispatch_one():
+        served = self.endpoint.dispatch_one()
+        raise_pending()  # an exception a Python function raised inside the library's call, as it was raised
+        if not served:
             raise RuntimeError(f"{self.name}: the poller saw request {seq} complete but the C runtime did not")
         self.native_served += 1
         h = self.enc.header(self.window, base)

@@ -13,7 +13,9 @@ hops, statistics (events, polls, posted writes, lanes, threads, slot waits) equa
 Coverage (:func:`refusal` says why anything else stays on the simpy reference): consumers and link
 cards of model ``sim`` (a registry entry with ``compiled`` in ``supports["engines"]``), the echo
 (function 0) and the runtime library's C functions (twin/runtime/c/qrt_functions.c, linked into the
-core: the code the ``code`` model runs; the card's reference the same C on the payload sent), the
+core: the code the ``code`` model runs; the card's reference the same C on the payload sent), a
+function written in Python only, called back from the core at the consumer's service and the card's
+check (:mod:`twin.runtime.callback`; an exception it raises is raised as the reference raises it), the
 faults of :mod:`twin.faults` (a dropped frame with any number in flight), the default workload
 (payloads :func:`payload_for`, the function's reference, in-order replies, no kept replies), no
 share of a stream, clocks without drift, any wire (PCIe, RoCE, Aurora), one or many flows sharing
@@ -46,6 +48,7 @@ from twin.engine.stop import CHECK_REPLIES, Interrupted, stop_requested, take_st
 from twin.engine.topology import FlowWorkload, Topology
 from twin.exchange.encoding import get_encoding
 from twin.kernel import JitterStream
+from twin.runtime.callback import callback_address, clear_pending, raise_pending
 from twin.runtime.functions import lookup
 
 __all__ = ["run", "refusal", "CoreUnavailable", "note_fallback"]
@@ -111,10 +114,14 @@ def _function(spec) -> tuple[int, int]:
     if spec.function == 0:
         return 0, frame
     f = lookup(spec.function)
-    assert f.c_symbol is not None  # features.refusal refuses a function without C code
-    rep_len = len(f.python(bytes(frame)))
+    try:
+        rep_len = len(f.python(bytes(frame)))
+    except ValueError as e:  # it refuses a frame of zeros: the reference answers function_failed
+        raise CoreUnavailable(f"function {f.name} fails on a frame of zeros ({e})") from None
     if get_encoding(spec.consumer.encoding).slot_bytes(rep_len) > slot_bytes_of(spec):
         raise CoreUnavailable(f"function {f.name}'s {rep_len}-byte reply does not fit its slot (status bad_length)")
+    if f.c_symbol is None:  # written in Python: called back through the runtime's function signature
+        return callback_address(f), rep_len
     return native.function_address(f.c_symbol), rep_len
 
 
@@ -148,6 +155,7 @@ def run(topo: Topology, progress=None, chunk_rounds: int = 10_000) -> list[LoopR
         phases.setdefault(fl.consumer, phase)
         clocks.setdefault(fl.generator, gen_phase)
     worlds: list[_World] = []
+    clear_pending()
     try:
         for index in components(topo) if SPLIT else [tuple(range(len(topo.flows)))]:
             worlds.append(_World(lib, topo, index, draws, phases, clocks))
@@ -253,6 +261,7 @@ class _World:
         if got == -3:
             raise MemoryError("the compiled core could not grow a link card's backlog")
         if got == -2:
+            raise_pending()  # a Python function's exception, raised as the reference raises it
             off = np.zeros(2, np.int64)
             self.lib.twin_event_off(self.h, native.ptr(off))
             spec = self.topo.flows[self.index[int(off[0])]].spec

@@ -87,15 +87,16 @@ def fault_refusals(spec) -> list[str]:
 def function_refusals(spec) -> list[str]:
     """Why the compiled event core does not run the function of ``spec`` (one reason, or none). It runs
     the echo and every function of the runtime library with C code (:func:`twin.runtime.functions.has_c_code`:
-    twin/runtime/c/qrt_functions.c, linked into the core) on a frame it accepts; a function written in
-    Python only (a user's, a QEC decoder's table) is the simpy reference's."""
+    twin/runtime/c/qrt_functions.c, linked into the core) on a frame it accepts, and a function written in
+    Python only (a user's, a QEC decoder's) called back from the core through the runtime's function
+    signature (:mod:`twin.runtime.callback`) at the consumer's service and the card's check of each reply.
+    Refused, with the physical reason: an unregistered id (no node can answer it) and a frame shorter
+    than the function's input (it fails; the reference answers ``function_failed``)."""
     if spec.function == 0:
         return []
     fn = REGISTRY.get(spec.function)
     if fn is None:
         return [f"function {spec.function} is not registered"]
-    if not fn.c_symbol:
-        return [f"function {fn.name} has no C code in the runtime library (its Python runs on the simpy reference)"]
     if spec.traffic.frame_bytes < fn.min_payload:
         return [f"function {fn.name} fails on a {spec.traffic.frame_bytes}-byte frame (the simpy reference's)"]
     return []

@@ -8,8 +8,8 @@ exchange engine, not a RoCE controller; FPGA logic hosts its function inline.
 those it must have; ``cosim``: co-simulated RTL (it takes a loop's RTL options and ``--trace``);
 ``real_device``: a real device's times (a run sets model sim's beside them). ``supports["engines"]``:
 ``direct`` (the direct engine computes it), ``event`` (the simpy reference hosts it), ``compiled`` (the
-compiled core, twin/engine/c/core.c, stands for it: the sim consumer and link card; what else the core
-computes, twin/engine/features.py says).
+compiled core, twin/engine/c/core.c, stands for it: the sim and code consumers and the sim link card; what
+else the core computes, twin/engine/features.py says).
 
 A consumer's ``supports["decoder_time"]``: where the time its decoder takes comes from,
 :data:`COST_MODEL` (``twin.qec.cost``: sim, code) or its own (rtl: the Verilog's cycles; live:
@@ -39,18 +39,22 @@ def _one_stage(s: Situation, what: str) -> str | None:
 
 
 def _code_function(fn) -> str | None:
-    """Model ``code`` runs the runtime library's C functions, and a function with a numba build
-    (``native``) when numba is installed."""
-    from twin.runtime.functions import c_served, has_c_code, numba_available
+    """Model ``code`` runs the runtime library's C functions, a function with a numba build
+    (``native``) when numba is installed, and a function written in Python only (no C, no numba
+    build) called back from the library's dispatch table (:mod:`twin.runtime.callback`)."""
+    from twin.runtime.functions import has_c_code, numba_available
+    from twin.runtime.native import MAX_FUNCTIONS
     if has_c_code(fn):
         return None
-    if fn.native is not None:
-        if not numba_available():
-            return (f"function {fn.name} runs under model code as a numba build, and numba is not installed "
-                    "(pip install 'twin[numba]'); or use model sim")
+    if fn.native is None:
+        if fn.id >= MAX_FUNCTIONS:
+            return (f"function {fn.name} (id {fn.id}) is Python only, and the runtime library's dispatch table "
+                    f"holds ids 1..{MAX_FUNCTIONS - 1}; use model sim")
         return None
-    return (f"function {fn.name} has neither a C implementation nor a native (numba) build for model code "
-            f"to run (C: {', '.join(c_served())}); use model sim")
+    if not numba_available():
+        return (f"function {fn.name} runs under model code as a numba build, and numba is not installed "
+                "(pip install 'twin[numba]'); or use model sim")
+    return None
 
 
 def _live_function(fn) -> str | None:
@@ -139,8 +143,8 @@ register(Model("consumer", "sim", "behavioural CPU core / GPU persistent kernel 
                _sim_consumer))
 register(Model("consumer", "code", "the C runtime library (qrt.h) serving the twin's bytes; timing as sim",
                "twin.devices.code:build_endpoint",
-               {**SUPPORT_ALL, "functions": "functions with C code or a numba build",
-                "faults": ["corrupt_piece", "drop_frame", "stall", "host_freeze"], "engines": ["event"],
+               {**SUPPORT_ALL, "functions": "functions with C code, a numba build, or Python only (called back)",
+                "faults": ["corrupt_piece", "drop_frame", "stall", "host_freeze"], "engines": ["event", "compiled"],
                 "hosting": ["inline", "worker", "external_self", "external_routed", "chain"],
                 "decoder_time": COST_MODEL, "workers": "any"}, _code, _code_function))
 register(Model("consumer", "rtl", "the V80 exchange logic in Verilog (rtl/qrt_v80.v), Verilated, cycle by cycle",
