@@ -242,10 +242,11 @@ def test_consumer_does_not_outlive_a_killed_twin(tmp_path):
 
 
 @pytest.mark.parametrize("model,function,bridge", [
-    ("live", "decode_rep3", SHM), ("live", "decode_surface5", SHM), ("live", "decode_steane7", {"backend": "cuda"}),
-    ("live", "decode_rep3", {"backend": "udp", "port": 47000})])
+    ("live", "decode_surface5", SHM), ("live", "decode_surface5", {"backend": "cuda"}),
+    ("live", "decode_surface5", {"backend": "udp", "port": 47000})])
 def test_function_without_c_code_is_refused_at_load(tmp_path, model, function, bridge):
-    # a live consumer serves only the runtime library's C functions (model code also Python ones, called back)
+    # a live consumer serves only the runtime library's C functions (model code also Python ones, called back);
+    # the lookup decoders have C (twin/runtime/c/qrt_functions.c), PyMatching's surface decoder has not
     p = scenario(tmp_path, model=model, function=function, bridge=bridge)
     with pytest.raises(ConfigError) as e:
         load_scenario(p)
@@ -255,7 +256,7 @@ def test_function_without_c_code_is_refused_at_load(tmp_path, model, function, b
 
 
 @pytest.mark.parametrize("model,function", [("code", "decode_rep3"), ("code", "decode_surface5"), ("live", "sum32"),
-                                            ("live", "echo")])
+                                            ("live", "echo"), ("live", "decode_rep3"), ("live", "decode_steane7")])
 def test_function_with_c_or_native_build_loads(tmp_path, model, function):
     load_scenario(scenario(tmp_path, model=model, function=function, bridge=SHM if model == "live" else None))
 
