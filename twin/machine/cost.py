@@ -72,17 +72,19 @@ def job_cost(machine, path: Path, nodes: list, seed: int) -> JobCost:
     if c.how == "fixed":
         return JobCost(seed, fixed_ps=int(c.fixed), source={"how": "fixed", "fixed": str(c.fixed)})
     from twin.config import ConfigError, named_file
-    from twin.qec.percall import file_name, host_factor, load_percall, shipped
+    from twin.qec.percall import FOLDER, file_name, host_factor, load_percall, shipped
     if c.file is not None:
         f: Path | None = named_file(path, "machine.decoder.cost.file", c.file)
-        exact = True
+        exact, shown = True, c.file
     else:
         want = file_name(machine.decoder.name, machine.code, machine.distance, machine.distance, machine.p, "circuit")
         f, exact = shipped(want, machine.decoder.name, machine.code, machine.distance, machine.distance, machine.p)
     if f is None:
         raise ConfigError(path, "machine.decoder.cost", "{how: measured}", f"no per-call file of decoder "
                           f"{machine.decoder.name} is shipped: give cost: {{fixed: ...}} or file:")
-    pc = load_percall(f)
+    if c.file is None:
+        shown = str(FOLDER / f.name)  # as twin decode names a shipped file: the same on every install
+    pc = load_percall(f, shown)
     wl = pc.doc["workload"]
     factors, hows = [], {}
     for n in nodes:
