@@ -103,10 +103,21 @@ def test_decode(tmp_path, model, capsys):
     assert pl["card_mismatches"] == 0 and pl["identical_corrections"] == 400 and pl["replies_checked"] == 400
 
 
+def test_decode_on_the_live_consumer_runs_the_lookup_decoder_s_c(tmp_path, capsys):
+    """The live shm consumer is a C process serving the runtime library's C functions, the lookup
+    decoders' tables (qrt_lookup.h) included: its corrections are the twin's, byte for byte."""
+    rc, _, out = run_cli(tmp_path, decode_doc("live"), "decode")
+    assert rc == 0, capsys.readouterr()
+    pl = json.loads((out / "results.json").read_text())["placements"][0]
+    assert pl["model"] == "live" and pl["card_mismatches"] == 0
+    assert pl["identical_corrections"] == 400 and pl["replies_checked"] == 400
+
+
 def test_decode_refuses_a_decoder_the_live_consumer_does_not_have(tmp_path, capsys):
-    """The live shm consumer is a C process serving the runtime library's C functions; the lookup
-    decoders exist in Python, numba and Verilog, not in its C build."""
-    rc, p, _ = run_cli(tmp_path, decode_doc("live"), "decode")
+    """PyMatching has no C in the runtime library: a live placement of it is refused at load."""
+    doc = decode_doc("live")
+    doc["decode"].update({"code": "surface", "distance": 3, "decoder": "matching"})
+    rc, p, _ = run_cli(tmp_path, doc, "decode")
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1
     assert "decode.placements[0].model: 'live'" in err[0] and "has no C implementation" in err[0], err

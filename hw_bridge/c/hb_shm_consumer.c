@@ -40,6 +40,8 @@
 int32_t qrt_fn_invert(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t cap);
 int32_t qrt_fn_xor_fold(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t cap);
 int32_t qrt_fn_sum32(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t cap);
+int32_t qrt_fn_decode_rep3(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t cap);
+int32_t qrt_fn_decode_steane7(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t cap);
 
 #define HB_MAGIC 0x51425348u /* "HSBQ" */
 #define HB_CONTROL_BYTES 4096u
@@ -165,6 +167,10 @@ int main(int argc, char **argv)
         rc = qrt_register(&ep, 2, qrt_fn_xor_fold);
     if (rc == QRT_OK)
         rc = qrt_register(&ep, 3, qrt_fn_sum32);
+    if (rc == QRT_OK) /* the lookup decoders (ids of twin/qec/functions.py, tables of qrt_lookup.h) */
+        rc = qrt_register(&ep, 16, qrt_fn_decode_rep3);
+    if (rc == QRT_OK)
+        rc = qrt_register(&ep, 17, qrt_fn_decode_steane7);
     ctl->pid = (uint32_t)getpid();
     if (rc != QRT_OK) {
         ctl->error = rc;
