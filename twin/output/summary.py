@@ -361,7 +361,9 @@ class PlacementSummary:
     reaction), its :class:`FlowTiming` (deadline misses without ``deadline_ns``: the document has
     it), the decoder's own time, each device's part of a shared stream, the LER-vs-latency points
     (``feedback``), the card's queue depth, the wall-clock ``throughput`` (printed, not written),
-    the requests that waited for a re-arm (``chain``), and after a stop what was asked."""
+    the requests that waited for a re-arm (``chain``), after a stop what was asked, and a paced
+    live placement's ``live`` block (measured beside the same placement simulated:
+    :func:`twin.qec.live_pace.live_block`)."""
 
     device: str
     mode: str
@@ -388,6 +390,7 @@ class PlacementSummary:
     feedback: list[Json] | None = None
     waited_for_rearm: int | None = None
     requested: tuple[int, int] | None = None
+    live: Json | None = None
 
     def to_json(self) -> Json:
         t, c = self.timing, self.check
@@ -416,4 +419,6 @@ class PlacementSummary:
             s["waited_for_rearm"] = self.waited_for_rearm
         if self.requested is not None:
             s["shots_requested"], s["requests_requested"] = self.requested
+        if self.live is not None:
+            s["live"] = self.live
         return s
