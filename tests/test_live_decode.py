@@ -60,12 +60,14 @@ def decode(tmp_path, capsys, sc: Path):
 
 @pytest.mark.parametrize("code", [("rep", 3, 1), ("steane", 3, 2)])
 def test_live_decoder_at_1us_gives_the_direct_decodes_corrections(tmp_path, capsys, code):
-    """The acceptance: 0 corrections differing from the direct decode on a 1 µs stream; the live block holds the measured stream beside the simulated one
-    over the same requests, with deadline misses counted on both and the late requests counted."""
+    """The acceptance: 0 corrections differing from the direct decode on a 1 µs stream; the live
+    block holds the measured stream beside the simulated one over the same requests, with deadline
+    misses counted on both and the late requests counted."""
     rc, err, doc, out = decode(tmp_path, capsys, scenario(tmp_path, decoder_code=code))
     assert rc == 0, err
     s = doc["placements"][0]
-    assert s["model"] == "live" and s["engine"] == "paced" and s["function"]["name"] == ("decode_rep3" if code[0] == "rep" else "decode_steane7")
+    assert s["model"] == "live" and s["engine"] == "paced"
+    assert s["function"]["name"] == ("decode_rep3" if code[0] == "rep" else "decode_steane7")
     assert s["requests"] == 4000 and s["identical_corrections"] == 4000 and s["card_mismatches"] == 0
     assert s["replies_checked"] == 4000
     lv = s["live"]
