@@ -10,7 +10,8 @@ published (the consumer's clock) while requests waited for it (request k landed 
 was published), what it serves back to back; the requests sent more than 1 µs after their instant
 (late); the measured and the simulated deadline misses, backlog max and reaction p50 / p99 of the
 same placement; the stalls: gaps of more than 1 ms between two consecutive replies (the consumer or
-the producer held off its core) and the longest. The load average before and after each repeat is
+the producer held off its core), the longest, and their sum against the wall time from the first
+reply to the last. The load average before and after each repeat is
 printed with the machine.
 
 Usage: PYTHONPATH=. python benchmarks/live_decode.py [--shots 100000] [--repeats 3]
@@ -56,6 +57,8 @@ def one(shots: int) -> dict:
             "reaction": (m["reaction"]["p50_ns"], m["reaction"]["p99_ns"], sim["reaction"]["p50_ns"],
                          sim["reaction"]["p99_ns"]),
             "stalls": int((allg > 1_000_000).sum()), "longest_ms": float(allg.max()) / 1e6 if len(allg) else 0.0,
+            "stalled_s": float(allg[allg > 1_000_000].sum()) / 1e9,
+            "wall_s": float(dout.max() - dout[dout > 0].min()) / 1e9,
             "endpoint": lv["endpoint"]}
 
 
@@ -67,8 +70,9 @@ def main() -> None:
     print(f"# {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, Python {platform.python_version()}")
     print("| repeat | load before / after | requests | differ / mism. | live req/s | drain/s (queued) | late > 1 µs "
-          "| misses live / sim | backlog live / sim | reaction p50 / p99 live | sim | stalls > 1 ms (longest) |")
-    print("|---|---|---:|---|---:|---|---:|---|---|---|---|---|")
+          "| misses live / sim | backlog live / sim | reaction p50 / p99 live | sim | stalls > 1 ms (longest) "
+          "| stalled / wall s |")
+    print("|---|---|---:|---|---:|---|---:|---|---|---|---|---|---|")
     for i in range(a.repeats):
         x = one(a.shots)
         rx = x["reaction"]
@@ -77,7 +81,7 @@ def main() -> None:
               f"{x['mismatches']} | {x['rps']:,.0f} | {drain} | {x['late']:,} | {x['misses'][0]:,} / "
               f"{x['misses'][1]:,} | {x['backlog'][0]:,} / {x['backlog'][1]:,} | {rx[0] / 1e3:,.3f} / "
               f"{rx[1] / 1e3:,.3f} µs | {rx[2] / 1e3:.3f} / {rx[3] / 1e3:.3f} µs | {x['stalls']} "
-              f"({x['longest_ms']:.1f} ms) |", flush=True)
+              f"({x['longest_ms']:.1f} ms) | {x['stalled_s']:.3f} / {x['wall_s']:.3f} |", flush=True)
     print(f"endpoint: {x['endpoint']}")
 
 
