@@ -332,7 +332,8 @@ def _stream_result(spec: LoopSpec, sim: LoopResult, flow, ep_stats: dict, desc: 
     wrote it (a late round waited for a free slot of the live ring, its window, or for the producer's
     core: that wait is its slot wait, ``stats["slot_wait_ps"]``); the device starts it when it
     saw it landed and ends it when it published its reply (its own clock, where it stamps; else
-    landed and seen); the reply is published when the producer saw it, and the simulated reply
+    landed and seen: ``seen`` is the landing, the device's notice and its queue behind the requests
+    before it being ``start - seen``); the reply is published when the producer saw it, and the simulated reply
     path carries it back (``t_have``, ``t_back``)."""
     m = flow.done
     h = _hops(sim)
@@ -348,7 +349,7 @@ def _stream_result(spec: LoopSpec, sim: LoopResult, flow, ep_stats: dict, desc: 
     wait = np.maximum(0, flow.sent[:m] - flow.planned[:m]) * 1000
     issue = land - (h.land[:m] - h.issue[:m])
     after = pub - h.publish[:m]
-    hops = Hops(issue=issue, land=land, seen=start, start=start, reply=end, publish=pub, rland=h.rland[:m] + after,
+    hops = Hops(issue=issue, land=land, seen=land, start=start, reply=end, publish=pub, rland=h.rland[:m] + after,
                 ready=issue - wait)
     stats = _live_stats(spec, sim, flow, ep_stats, desc, isolation)
     stats["slot_wait_ps"] = wait

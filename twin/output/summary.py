@@ -316,7 +316,9 @@ class MeshFlowSummary:
     """One flow of a mesh (results.json ``flows[]``): its index, route (``source`` generator, ``via``
     card, ``to`` consumer, the ``route``'s nodes), ``function``, the scenario's ``traffic`` block,
     ``rounds`` completed (after a stop ``rounds_requested``), the card's ``mismatches``, the
-    queueing ``wait`` and its :class:`FlowTiming` (``loop`` always)."""
+    queueing ``wait`` and its :class:`FlowTiming` (``loop`` always); a live flow the paced loop ran,
+    ``engine: paced`` and ``live`` (backend, endpoint, pace, the simulated flow's round trip and
+    loop over the same rounds, error: :mod:`twin.studies.mesh_live`)."""
 
     flow: int
     source: str
@@ -330,6 +332,7 @@ class MeshFlowSummary:
     wait: Wait
     timing: FlowTiming
     rounds_requested: int | None = None
+    live: Json | None = None
 
     def to_json(self) -> Json:
         t = self.timing
@@ -347,6 +350,8 @@ class MeshFlowSummary:
         s |= t.faults_json() | t.program_json() | t.deadline_json()
         if self.rounds_requested is not None:
             s["rounds_requested"] = self.rounds_requested
+        if self.live is not None:
+            s["engine"], s["live"] = "paced", self.live
         return s
 
 
