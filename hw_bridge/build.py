@@ -76,7 +76,7 @@ def producer_library() -> ctypes.CDLL:
                               ("hb_wait", ci, [P, u32, u32, u32, i64, P, P, P]),
                               ("hb_exchange", ci, [P, P, u32, u32, P, u32, i64, P, P, P, i64]),
                               ("hb_batch", i64, [P, P, u32, u32, u32, P, P, P, P, u32, i64, i64, P, P, P, P]),
-                              ("hb_paced", i64, [P] * 16),
+                              ("hb_paced", i64, [P] * 17),
                               ("hb_stamp_geometry", ctypes.c_int32, [])):
             f = getattr(lib, fn)
             f.restype, f.argtypes = res, args

@@ -29,7 +29,7 @@ from hw_bridge.endpoint import LiveFailure
 
 # the state words of hb_paced (hb_producer.c's enum, in order)
 _WORDS = ("n", "done", "closed", "epoch", "last_seen", "timeout", "spin", "late", "late_rounds", "chunk", "status",
-          "slot_bytes", "slots", "encoding", "stride", "until")
+          "slot_bytes", "slots", "encoding", "stride", "until", "sent", "avail", "window")
 W = {k: i for i, k in enumerate(_WORDS)}
 OK, TIMEOUT, STOPPED = 0, 1, 2
 
@@ -46,13 +46,20 @@ class Pacing:
     call_s: float = 0.05
 
 
+STAMPS = 160  # the consumer's stamp ring (hb_shm_consumer.c HB_STAMPS): at most this many in flight
+
+
 class PacedFlow:
     """One live flow of ``n`` rounds paced by ``at_ps`` on ``endpoint`` (a
     :class:`hw_bridge.producer.CProducerEndpoint`, opened, at its first round); see the module
-    docstring. ``closed``: closed loop (else open). Raises ValueError for a plan that is not one
-    non-negative int64 per round (open loop: non-decreasing from 0)."""
+    docstring. ``closed``: closed loop (else open). ``window``: an open loop's requests in flight at
+    most (1: each request waits for the reply to the one before; more: a request is written at its
+    instant while fewer than ``window`` await their replies, as a control system streams into the
+    ring, at most the endpoint's slots). Raises ValueError for a plan that is not one non-negative
+    int64 per round (open loop: non-decreasing from 0), or a window that is not 1 for a closed loop,
+    or above the slots or :data:`STAMPS`."""
 
-    def __init__(self, endpoint, at_ps: np.ndarray, closed: bool, pacing: Pacing = Pacing()):
+    def __init__(self, endpoint, at_ps: np.ndarray, closed: bool, pacing: Pacing = Pacing(), window: int = 1):
         at = np.ascontiguousarray(at_ps, np.int64)
         n = len(at)
         if at.ndim != 1 or (n and at.min() < 0):
@@ -61,12 +68,17 @@ class PacedFlow:
             raise ValueError("an open loop's at_ps start at 0 and never go back")
         if endpoint.rounds:
             raise ValueError("a paced flow starts on a fresh session (round 1, slot 0)")
+        if window < 1 or (closed and window > 1) or window > min(endpoint.slots, STAMPS):
+            raise ValueError(f"window {window}: 1 for a closed loop; for an open loop 1 to "
+                             f"min(slots {endpoint.slots}, {STAMPS})")
+        self.window = window
         self.ep, self.n, self.at_ps, self.closed, self.pacing = endpoint, n, at, closed, pacing
         self.st = np.zeros(len(_WORDS), np.int64)
         st = self.st
         st[W["n"]], st[W["closed"]], st[W["timeout"]] = n, int(closed), endpoint.settings.timeout_ns
         st[W["spin"]], st[W["late"]], st[W["chunk"]] = pacing.spin_ns, pacing.late_ns, pacing.chunk
         st[W["slot_bytes"]], st[W["slots"]], st[W["encoding"]] = endpoint.slot_bytes, endpoint.slots, endpoint._enc
+        st[W["window"]] = window
         self.planned, self.sent, self.seen = (np.zeros(n, np.int64) for _ in range(3))
         self.dev_in, self.dev_out = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
         self.bad = np.zeros(n, np.uint8)
@@ -78,23 +90,41 @@ class PacedFlow:
         return int(self.st[W["done"]])
 
     @property
+    def sent_rounds(self) -> int:
+        """Requests written (``done`` plus those in flight)."""
+        return int(self.st[W["sent"]]) if self.window > 1 else self.done
+
+    @property
     def late_rounds(self) -> int:
         """Rounds sent more than ``pacing.late_ns`` after their instant."""
         return int(self.st[W["late_rounds"]])
 
-    def step(self, images: np.ndarray, lengths: np.ndarray, expect: np.ndarray, expect_len: np.ndarray) -> int:
+    def step(self, images: np.ndarray, lengths: np.ndarray, expect: np.ndarray, expect_len: np.ndarray,
+             replies: np.ndarray | None = None) -> int:
         """Run rounds ``done ..`` (at most ``len(images)``, ``pacing.chunk`` and ``pacing.call_s`` of
         wall time): ``images`` / ``expect`` (m, stride) uint8 request and expected reply slot images
         of those rounds (sequence numbers done + 1 ..), ``lengths`` / ``expect_len`` (m,) their byte
-        counts. Returns the rounds this call completed; raises :class:`LiveFailure` (``dead`` or
-        ``hung``: the endpoint's) when a reply did not come within the timeout."""
+        counts. With a window, requests may still be in flight when it returns (``sent`` > ``done``):
+        the next call is given the images from ``done`` on as always (those in flight are not written
+        again) and goes on with them; sends stop at the last image given. ``replies`` (None, or a
+        C-contiguous (m, stride) uint8 array): row k gets the reply slot's bytes of round done + k as
+        the producer saw them (the device's own answer). Returns
+        the rounds this call completed; raises :class:`LiveFailure` (``dead`` or ``hung``: the
+        endpoint's) when a reply did not come within the timeout, ValueError for a ``replies`` of
+        another shape."""
         ep, st, lib = self.ep, self.st, self.ep._lib
         images = np.ascontiguousarray(images, np.uint8)
         expect = np.ascontiguousarray(expect, np.uint8)
         lengths = np.ascontiguousarray(lengths, np.uint32)
         expect_len = np.ascontiguousarray(expect_len, np.uint32)
+        if replies is not None and (replies.dtype != np.uint8 or replies.shape[1:] != images.shape[1:]
+                                    or len(replies) < min(len(images), self.pacing.chunk)
+                                    or not replies.flags["C_CONTIGUOUS"]):
+            raise ValueError(f"replies must be C-contiguous uint8 ({len(images)}, {images.shape[1]}), "
+                             f"not {replies.dtype} {replies.shape}")
         st[W["stride"]] = images.shape[1]
         st[W["chunk"]] = min(self.pacing.chunk, len(images))
+        st[W["avail"]] = len(images)
         st[W["until"]] = lib.hb_now_ns() + int(self.pacing.call_s * 1e9)
         before = self.done
         stop = getattr(ep, "_stop", None)
@@ -102,7 +132,8 @@ class PacedFlow:
                          expect.ctypes.data, expect_len.ctypes.data, self.at_ps.ctypes.data, self.planned.ctypes.data,
                          self.sent.ctypes.data, self.seen.ctypes.data, self.dev_in.ctypes.data,
                          self.dev_out.ctypes.data, self.bad.ctypes.data,
-                         None if stop is None else ctypes.addressof(stop))
+                         None if stop is None else ctypes.addressof(stop),
+                         None if replies is None else replies.ctypes.data)
         done = self.done
         ep._t0.extend(self.sent[before:done].tolist())
         ep._t1.extend(self.seen[before:done].tolist())

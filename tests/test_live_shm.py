@@ -71,6 +71,17 @@ def test_live_run_checks_every_reply(tmp_path, capsys, encoding, function):
         assert len(z["live.rtt_ps"]) == rounds and (z["live.service_ns"] > 0).all()
 
 
+@pytest.mark.parametrize("function", ["decode_rep3", "decode_steane7"])
+def test_live_consumer_serves_the_lookup_decoders(tmp_path, capsys, function):
+    """The shm consumer's dispatch table holds the lookup decoders' C (qrt_functions.c): every reply of
+    a live decode_rep3 / decode_steane7 flow is the reference answer (before, the consumer answered
+    each with 'unknown function' and every round was a mismatch)."""
+    rc, err, doc, _ = run(tmp_path, capsys, rounds=3000, function=function, bridge=SHM)
+    assert rc == 0, err
+    s = doc["consumers"][0]
+    assert s["engine"] == "paced" and s["replies_checked"] == 3000 and s["mismatches"] == 0
+
+
 def test_killing_the_consumer_ends_the_run_with_the_rounds_so_far(tmp_path, capsys):
     me = os.getpid()
     killed = []

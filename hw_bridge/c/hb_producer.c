@@ -158,7 +158,9 @@ HB_API int64_t hb_batch(uint8_t *req_base, uint8_t *rep_base, uint32_t slot_byte
        from its stamp block when `stamps` is not NULL, else left as they are; -1 when the
        consumer's stamp for the round did not come).
    Images and expected replies are indexed from round st[HB_P_DONE] (the first of this call),
-   stride bytes apart. A round sent more than late ns after its planned instant is late
+   stride bytes apart; `replies` (may be NULL) gets, at the same index, the reply slot's bytes as
+   the producer saw them complete (header + payload, or whole pieces; at most stride bytes), so a
+   caller can keep the device's own answers (a decoder's corrections) beside the check. A round sent more than late ns after its planned instant is late
    (st[HB_P_LATE_ROUNDS] counts them; a scenario's threshold).
 
    It returns to its caller after st[HB_P_CHUNK] rounds, after a round that ends past
@@ -185,6 +187,9 @@ enum {
     HB_P_ENCODING,
     HB_P_STRIDE,
     HB_P_UNTIL,       /* also return once a round ends after this wall instant (ns; 0: none) */
+    HB_P_SENT,        /* in/out (window > 1): requests written (done <= sent <= done + window) */
+    HB_P_AVAIL,       /* rows of images / expect given from round st[HB_P_DONE] (window > 1: sends stop there) */
+    HB_P_WINDOW,      /* requests in flight at most (open loop; <= slots, <= HB_STAMPS); 0 or 1: one */
     HB_P_WORDS
 };
 
@@ -231,7 +236,7 @@ static int64_t hb_paced_rounds(uint8_t *req_base, uint8_t *rep_base, const uint8
                                const uint8_t *images, const uint32_t *lengths, const uint8_t *expect,
                                const uint32_t *expect_len, const int64_t *at_ps, int64_t *planned_ns,
                                int64_t *sent_ns, int64_t *seen_ns, int64_t *dev_in_ns, int64_t *dev_out_ns,
-                               uint8_t *bad, const volatile uint32_t *stop)
+                               uint8_t *bad, const volatile uint32_t *stop, uint8_t *replies)
 {
     int64_t n = st[HB_P_N], first = st[HB_P_DONE], i, end;
     uint32_t slot_bytes = (uint32_t)st[HB_P_SLOT_BYTES], slots = (uint32_t)st[HB_P_SLOTS];
@@ -283,6 +288,8 @@ static int64_t hb_paced_rounds(uint8_t *req_base, uint8_t *rep_base, const uint8
         if (t0 - plan > late)
             ++st[HB_P_LATE_ROUNDS];
         bad[i] = got != expect_len[k] || memcmp(rep_base + off, expect + k * stride, got) != 0;
+        if (replies)
+            memcpy(replies + k * stride, rep_base + off, got < stride ? got : stride);
         /* the previous round's stamp is certainly written (the consumer stamps a round before it
            serves the next); the flow's last round's waits for it a little */
         if (stamps && i > 0)
@@ -300,19 +307,165 @@ static int64_t hb_paced_rounds(uint8_t *req_base, uint8_t *rep_base, const uint8
     return end - first;
 }
 
+/* Non-blocking: reply `seq` complete in `slot`? 1 (its byte count in *nbytes), 0 not yet, -1 bad argument. */
+static int hb_peek_reply(uint8_t *slot, uint32_t slot_bytes, uint32_t encoding, uint32_t seq, uint32_t *nbytes)
+{
+    qrt_queue q;
+    qrt_msg m;
+    int r;
+    if (qrt_queue_init(&q, slot, slot_bytes, 1, encoding) != QRT_OK)
+        return -1;
+    r = qrt_peek(&q, 0, seq, &m);
+    if (r == 1)
+        *nbytes = encoding == QRT_ENCODING_CLASSIC ? QRT_HEADER_BYTES + m.length
+                                                   : QRT_PIECE_BYTES * (1u + (m.length + 11u) / 12u);
+    return r < 0 ? -1 : r;
+}
+
+/* The per-round record arrays of a paced flow (the arguments of hb_paced after st). */
+typedef struct hb_rec {
+    const uint8_t *images;
+    const uint32_t *lengths;
+    const uint8_t *expect;
+    const uint32_t *expect_len;
+    const int64_t *at_ps;
+    int64_t *planned_ns, *sent_ns, *seen_ns, *dev_in_ns, *dev_out_ns;
+    uint8_t *bad, *replies;
+} hb_rec;
+
+/* Round j's reply (seq) seen complete at t1 with got bytes: record, check, copy, stamps. */
+static void hb_window_reply(const hb_rec *r, const uint8_t *rep, const uint8_t *stamps, int64_t *st, int64_t j,
+                            int64_t first, uint32_t seq, int64_t t1, uint32_t got)
+{
+    size_t k = (size_t)(j - first), stride = (size_t)st[HB_P_STRIDE];
+    r->seen_ns[j] = t1;
+    r->bad[j] = got != r->expect_len[k] || memcmp(rep, r->expect + k * stride, got) != 0;
+    if (r->replies)
+        memcpy(r->replies + k * stride, rep, got < stride ? got : stride);
+    /* the consumer stamps a round before it looks at the next: j - 1's is written once j's reply is out */
+    if (stamps && j > 0)
+        hb_take_stamp(stamps, seq - 1u, 0, &r->dev_in_ns[j - 1], &r->dev_out_ns[j - 1]);
+    if (stamps && j == st[HB_P_N] - 1)
+        hb_take_stamp(stamps, seq, 10000000ll, &r->dev_in_ns[j], &r->dev_out_ns[j]);
+    st[HB_P_DONE] = j + 1;
+}
+
+/* Round i's request written at its planned instant (or at once when that has passed). */
+static int hb_window_send(const hb_rec *r, uint8_t *req, int64_t *st, int64_t i, int64_t first, int64_t plan)
+{
+    size_t k = (size_t)(i - first);
+    int64_t t0;
+    do
+        t0 = hb_now_ns();
+    while (t0 < plan);
+    if (hb_deliver(req, r->images + k * (size_t)st[HB_P_STRIDE], r->lengths[k], (uint32_t)st[HB_P_ENCODING]) != 0)
+        return -1;
+    r->planned_ns[i] = plan;
+    r->sent_ns[i] = t0;
+    if (t0 - plan > st[HB_P_LATE])
+        ++st[HB_P_LATE_ROUNDS];
+    st[HB_P_SENT] = i + 1;
+    return 0;
+}
+
+/* An open loop with up to `window` requests in flight (the stream's own pace: a request is
+   written at its instant whatever the replies, as long as a slot is free; a request whose instant
+   passes while `window` are in flight waits for the oldest reply, late). The producer spins,
+   polling the oldest reply between sends; with none in flight it sleeps as hb_paced_rounds. Sends
+   stop at round first + st[HB_P_AVAIL] (the images given); the call returns after st[HB_P_CHUNK]
+   replies, past st[HB_P_UNTIL], on a stop, or on a timeout (the oldest reply not seen within
+   timeout of its request), with requests possibly still in flight (st[HB_P_SENT] > st[HB_P_DONE]:
+   the next call, given images from st[HB_P_DONE] on, goes on with them). */
+static int64_t hb_paced_window(uint8_t *req_base, uint8_t *rep_base, const uint8_t *stamps, int64_t *st,
+                               const hb_rec *r, const volatile uint32_t *stop)
+{
+    int64_t n = st[HB_P_N], first = st[HB_P_DONE], w = st[HB_P_WINDOW];
+    int64_t chunk_end = first + st[HB_P_CHUNK] < n ? first + st[HB_P_CHUNK] : n;
+    int64_t send_end = first + st[HB_P_AVAIL] < n ? first + st[HB_P_AVAIL] : n;
+    uint32_t slot_bytes = (uint32_t)st[HB_P_SLOT_BYTES], slots = (uint32_t)st[HB_P_SLOTS];
+    uint32_t enc = (uint32_t)st[HB_P_ENCODING];
+    size_t stride = (size_t)st[HB_P_STRIDE];
+    if (st[HB_P_CLOSED] || w > (int64_t)slots || w > (int64_t)HB_STAMPS || st[HB_P_SENT] < first ||
+        st[HB_P_SENT] - first > w || st[HB_P_AVAIL] < st[HB_P_SENT] - first) {
+        st[HB_P_STATUS] = -1;
+        return -1;
+    }
+    while (st[HB_P_DONE] < chunk_end) {
+        int64_t done = st[HB_P_DONE], i = st[HB_P_SENT], now, plan = 0;
+        int can = i < send_end && i - done < w;
+        if (can) {
+            int64_t at = (r->at_ps[i] + 500) / 1000;
+            if (i == 0 && st[HB_P_EPOCH] == 0)
+                st[HB_P_EPOCH] = hb_now_ns() - at;
+            plan = st[HB_P_EPOCH] + at;
+        }
+        if (done == i) { /* none in flight: wait for the instant as one request at a time does */
+            if (!can)
+                break;
+            now = hb_now_ns();
+            if (plan - now > st[HB_P_SPIN])
+                hb_sleep_until(plan - st[HB_P_SPIN]);
+            if (hb_window_send(r, req_base + (size_t)(i % slots) * slot_bytes, st, i, first, plan) != 0)
+                goto bad;
+            continue;
+        }
+        {
+            size_t off = (size_t)(done % slots) * slot_bytes;
+            uint32_t seq, got = 0;
+            int pr;
+            memcpy(&seq, r->images + (size_t)(done - first) * stride, 4);
+            pr = hb_peek_reply(rep_base + off, slot_bytes, enc, seq, &got);
+            if (pr < 0)
+                goto bad;
+            now = hb_now_ns();
+            if (pr == 1 && now <= r->sent_ns[done] + st[HB_P_TIMEOUT]) {
+                hb_window_reply(r, rep_base + off, stamps, st, done, first, seq, now, got);
+                if (st[HB_P_UNTIL] && now > st[HB_P_UNTIL])
+                    break;
+                continue;
+            }
+            if (pr == 1 || now > r->sent_ns[done] + st[HB_P_TIMEOUT]) {
+                st[HB_P_STATUS] = 1;
+                return st[HB_P_DONE] - first;
+            }
+            if (stop && *stop) {
+                st[HB_P_STATUS] = 2;
+                return st[HB_P_DONE] - first;
+            }
+            if (can && now >= plan &&
+                hb_window_send(r, req_base + (size_t)(i % slots) * slot_bytes, st, i, first, plan) != 0)
+                goto bad;
+        }
+    }
+    if (stop && *stop)
+        st[HB_P_STATUS] = 2;
+    return st[HB_P_DONE] - first;
+bad:
+    st[HB_P_STATUS] = -1;
+    return -1;
+}
+
 /* The thread's timer slack is 1 ns during the call (the kernel's default, 50 us, would let a
    clock_nanosleep end up to that late), restored after. */
 HB_API int64_t hb_paced(uint8_t *req_base, uint8_t *rep_base, const uint8_t *stamps, int64_t *st,
                         const uint8_t *images, const uint32_t *lengths, const uint8_t *expect,
                         const uint32_t *expect_len, const int64_t *at_ps, int64_t *planned_ns, int64_t *sent_ns,
                         int64_t *seen_ns, int64_t *dev_in_ns, int64_t *dev_out_ns, uint8_t *bad,
-                        const volatile uint32_t *stop)
+                        const volatile uint32_t *stop, uint8_t *replies)
 {
     int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
     int64_t r;
     prctl(PR_SET_TIMERSLACK, 1ul, 0, 0, 0);
-    r = hb_paced_rounds(req_base, rep_base, stamps, st, images, lengths, expect, expect_len, at_ps, planned_ns,
-                        sent_ns, seen_ns, dev_in_ns, dev_out_ns, bad, stop);
+    if (st[HB_P_WINDOW] > 1) {
+        hb_rec rec = {images, lengths, expect, expect_len, at_ps, planned_ns, sent_ns, seen_ns, dev_in_ns,
+                      dev_out_ns, bad, replies};
+        st[HB_P_STATUS] = 0;
+        r = st[HB_P_SLOTS] < 1 || st[HB_P_SLOT_BYTES] < 1 || st[HB_P_STRIDE] < QRT_PIECE_BYTES || st[HB_P_CHUNK] < 1
+                ? (st[HB_P_STATUS] = -1, -1)
+                : hb_paced_window(req_base, rep_base, stamps, st, &rec, stop);
+    } else
+        r = hb_paced_rounds(req_base, rep_base, stamps, st, images, lengths, expect, expect_len, at_ps, planned_ns,
+                            sent_ns, seen_ns, dev_in_ns, dev_out_ns, bad, stop, replies);
     if (slack > 0)
         prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
     return r;

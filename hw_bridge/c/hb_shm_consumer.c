@@ -1,7 +1,8 @@
 /* hb_shm_consumer.c: a live consumer over POSIX shared memory, running the device runtime
    library (qrt.h) exactly as a CPU core serves the exchange layer: a loop on qrt_dispatch_one
    over the request queue, replies into the reply queue, dispatch table filled with the C
-   functions of twin/runtime/c/qrt_functions.c.
+   functions of twin/runtime/c/qrt_functions.c (invert 1, xor_fold 2, sum32 3, and the lookup
+   decoders decode_rep3 16, decode_steane7 17, as the cuda kernel's).
 
    Usage: hb_shm_consumer SHM_NAME SLOT_BYTES SLOTS ENCODING(0|1) CPU(-1 = no pinning)
                           [FAULT KIND ROUND]
@@ -167,10 +168,10 @@ int main(int argc, char **argv)
         rc = qrt_register(&ep, 2, qrt_fn_xor_fold);
     if (rc == QRT_OK)
         rc = qrt_register(&ep, 3, qrt_fn_sum32);
-    if (rc == QRT_OK) /* the lookup decoders (ids of twin/qec/functions.py, tables of qrt_lookup.h) */
-        rc = qrt_register(&ep, 16, qrt_fn_decode_rep3);
     if (rc == QRT_OK)
-        rc = qrt_register(&ep, 17, qrt_fn_decode_steane7);
+        rc = qrt_register(&ep, QRT_FUNCTION_DECODE_REP3, qrt_fn_decode_rep3);
+    if (rc == QRT_OK)
+        rc = qrt_register(&ep, QRT_FUNCTION_DECODE_STEANE7, qrt_fn_decode_steane7);
     ctl->pid = (uint32_t)getpid();
     if (rc != QRT_OK) {
         ctl->error = rc;

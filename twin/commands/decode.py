@@ -52,7 +52,8 @@ def register(sub) -> None:
 
 def cmd_decode(args: argparse.Namespace, console) -> int:
     """Run a decode scenario: table, results.json and plots. Returns 0, or 1 when a loop correction
-    differs from the direct decode or the card counted a mismatch, or 130 when a SIGINT or SIGTERM
+    differs from the direct decode or the card counted a mismatch, 3 when a live endpoint died, hung
+    or could not start (its whole shots so far written, ``"partial": true``), or 130 when a SIGINT or SIGTERM
     stopped it (:mod:`twin.commands.interrupt`: the placements so far, the last one's whole shots,
     written with ``"partial": true``)."""
     from twin.qec.load import check_shots, load_decode
@@ -90,11 +91,14 @@ def _decode(args: argparse.Namespace, console, ld, folder, total: int) -> int:
                 tasks[name] = bar.add_task(name, total=total)
             bar.update(tasks[name], completed=done)
         study = run_decode_study(ld, shots=shots, seed=args.seed, progress=progress, engine=args.engine,
-                               verify_rounds=args.verify_rounds)
+                                 verify_rounds=args.verify_rounds,
+                                 failed=lambda label, e, done: _failed(label, e, done, total, folder.out))
     requested = total * len(d.placements)  # requests: each placement's stream
     if study.interrupted and not study.document["placements"]:
         print(interrupted_before_any(requested, "request"), file=sys.stderr)
         return EXIT
+    if study.failure is not None and not study.document["placements"]:
+        return 3  # its line is out already (no whole shot to keep)
     print_decode(study, console)
     from contextlib import nullcontext
     what = f"requests.{args.rounds_format}" + ("" if args.no_plot else " and the figures")
@@ -102,6 +106,8 @@ def _decode(args: argparse.Namespace, console, ld, folder, total: int) -> int:
         write_decode_outputs(study, folder, args.rounds_format, not args.no_plot)  # seconds for 1e5+ requests
     if study.interrupted:
         folder.mark_partial("interrupted: the placements so far, the last one's whole shots")
+    if study.failure is not None:
+        folder.mark_partial(f"placement {study.failure.placement!r}: {study.failure}")
     paths = folder.commit()
     console.print("wrote " + ", ".join(str(p) for p in paths) + f" ({folder.out / 'manifest.json'} lists them)")
     rc = 0
@@ -113,7 +119,16 @@ def _decode(args: argparse.Namespace, console, ld, folder, total: int) -> int:
     if study.interrupted:
         print(_stopped_line(study, d.placements, requested, folder.out), file=sys.stderr)
         return EXIT
-    return rc
+    return 3 if study.failure is not None else rc
+
+
+def _failed(label: str, e: Exception, done: int, total: int, out) -> None:
+    """A live endpoint's failure, on stderr the moment the study catches it (before the summaries and
+    files: the study ends within the endpoint's timeout): the placement, the request it waited for, what
+    happened, and what is saved."""
+    print(f"twin: error: placement {label!r}: {e} (request {getattr(e, 'round', done + 1):,} of {total:,}); "
+          + (f"{done:,} requests completed, the whole shots among them being saved in {out}" if done
+             else "no request completed"), file=sys.stderr, flush=True)
 
 
 def _stopped_line(study, placements, requested: int, out) -> str:

@@ -79,21 +79,19 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=args.quiet) as bar, build_status(phase_spinner(bar, console, args.quiet)):
         task = bar.add_task("replies (all flows)", total=None)
-        from twin.scenario.compile import rtl_config
-        stopped = None
-        try:
-            res = run_mesh(sc, loaded.params, rounds=args.rounds, seed=seed,
-                           progress=lambda d, t: bar.update(task, completed=d, total=t),
-                           rtl_config=lambda node: rtl_config(loaded, node, None))
-        except Interrupted as e:  # every flow's whole rounds so far (at least one each)
-            stopped, res = e, e.partial
+        res, stopped, failed = _run(args, loaded, seed, lambda d, t: bar.update(task, completed=d, total=t),
+                                    folder.out)
+    if res is None:  # the live device failed before its first round (its line is out): nothing to save
+        return 3
     requested = None
-    if stopped is not None:  # the rounds each flow completed ("rounds") and was asked for
+    if stopped is not None or failed is not None:  # the rounds each flow completed ("rounds") and was asked for
         requested = {r.flow: (args.rounds or sc.flows[r.flow].rounds or sc.rounds) for r in res.routes}
     doc = mesh_document(loaded, res, seed, requested)
     if stopped is not None:
         doc["partial"] = True
         folder.mark_partial("interrupted: every flow's whole rounds so far")
+    if failed is not None:
+        _mark_failed(doc, failed, res, folder)
     folder.write_json("results.json", doc)
     from twin.output.table import Grid, Num
     tb = Grid(f"{sc.name}: mesh, {len(res.flows)} flows, seed {seed} (µs)",
@@ -109,9 +107,14 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
     print_budget_table([(f"flow {f['flow']}", f) for f in doc["flows"]], console, "flow")
     from twin.output.program import print_program_table
     print_program_table([(f"flow {f['flow']}", f) for f in doc["flows"]], console, "flow")
+    live_nodes = {f["to"] for f in doc["flows"] if "live" in f}
     for name, c in doc["consumers"].items():
-        util = "n/a (model rtl: its own logic)" if c["utilisation"] is None else f"{100 * c['utilisation']:.1f} %"
+        own = "a live device: measured, not modelled" if name in live_nodes else "model rtl: its own logic"
+        util = f"n/a ({own})" if c["utilisation"] is None else f"{100 * c['utilisation']:.1f} %"
         console.print(f"{name}: served {c['served']:,}, utilisation {util}")
+    for f in doc["flows"]:
+        if "live" in f:
+            print_live_flow(f, console)
     print_fault_and_deadline_lines([(f"flow {f['flow']}", f) for f in doc["flows"]], console, str(loaded.path),
                                    sc.faults.timeout if sc.faults else None)
     if not args.no_csv:
@@ -125,7 +128,64 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
         print(interrupted_line(sum(f["rounds"] for f in doc["flows"]),
                                sum(f["rounds_requested"] for f in doc["flows"]), folder.out), file=sys.stderr)
         return INTERRUPTED_EXIT
+    if failed is not None:
+        return 3
     return 1 if any(f["mismatches"] != k for f, k in zip(doc["flows"], injected)) else 0
+
+
+def _run(args, loaded, seed: int, progress, out):
+    """The mesh run: ``(result, stop, live failure)``, the result after a stop or a paced live flow's
+    failure (its device died or hung) being every flow's rounds so far (the simulated ones whole)."""
+    from twin.scenario.compile import rtl_config
+    try:
+        return run_mesh(loaded.scenario, loaded.params, rounds=args.rounds, seed=seed, progress=progress,
+                        rtl_config=lambda node: rtl_config(loaded, node, None)), None, None
+    except Interrupted as e:  # every flow's whole rounds so far (at least one each)
+        return e.partial, e, None
+    except Exception as e:
+        if not getattr(e, "keeps_partial", False) or not hasattr(e, "flow"):
+            raise
+        _live_failed(e, e.partial, out)  # type: ignore[attr-defined]
+        return e.partial, None, e  # type: ignore[attr-defined]
+
+
+def _mark_failed(doc: dict, e, res: MeshResult, folder) -> None:
+    """A paced live flow's failure in the document (partial; its ``live.error``) and the manifest."""
+    k = e.flow
+    doc["partial"] = True
+    doc["flows"][k]["live"]["error"] = {"kind": e.kind, "round": e.round, "detail": e.detail}
+    folder.mark_partial(f"flow {k} ({res.routes[k].consumer}): {e}")
+
+
+def _live_failed(e, res: MeshResult, out) -> None:
+    """A paced live flow's failure, on stderr the moment it is caught (before the summaries and files):
+    the flow, its node, the round it waited for, what happened, and what is saved."""
+    k = e.flow
+    if res is None:
+        print(f"twin: error: flow {k}: {e}; no round of it completed, nothing saved", file=sys.stderr, flush=True)
+        return
+    done = len(res.flows[k].t_in)
+    print(f"twin: error: flow {k} (node {res.routes[k].consumer!r}): {e}; {done:,} rounds completed, the other "
+          f"flows whole, being saved in {out}", file=sys.stderr, flush=True)
+
+
+def print_live_flow(f: dict, console) -> None:
+    """A paced live flow of a mesh: its measured round trip and loop beside the simulated flow's over
+    the same rounds, the pace (live rounds per wall-second, lateness) and the late rounds named."""
+    lv, p = f["live"], f["live"]["pace"]
+    sim = lv["simulated"]
+    late = p["lateness"] or {}
+    rate = "n/a" if p["rounds_per_s"] is None else f"{p['rounds_per_s']:,.0f}"
+    us = lambda d: f"{d['p50_ns'] / 1000:.3f} / {d['p99_ns'] / 1000:.3f} µs"  # noqa: E731
+    console.print(f"flow {f['flow']} ({f['to']}, live {lv['backend']}, paced): round trip p50 / p99 {us(f['rtt'])} "
+                  f"measured, {us(sim['rtt'])} simulated; loop {us(f['loop'])} measured, {us(sim['loop'])} "
+                  f"simulated; {rate} live rounds per wall-second, lateness p50 {late.get('p50_ns', 0):,.0f} ns, "
+                  f"p99 {late.get('p99_ns', 0):,.0f} ns", soft_wrap=True)
+    if p["late_rounds"]:
+        console.print(f"[yellow]warning: flow {f['flow']}: {p['late_rounds']:,} rounds sent more than "
+                      f"{p['late_threshold_ns']:,} ns after their instant (every slot awaited its reply, or the "
+                      f"machine preempted the producer); first: {', '.join(map(str, p['late_first']))}[/yellow]",
+                      soft_wrap=True)
 
 
 MESH_ROUND_COLUMNS = ("flow", "round", "rtt_ps", "loop_ps", "wait_ps", *(f"{c}_ps" for c in CSV_COLUMNS))

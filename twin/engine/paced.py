@@ -40,6 +40,7 @@ Progress = Callable[[int], None]
 LATE_NAMED = 20  # the late rounds a summary names (the first ones)
 
 
+BLOCK_BYTES = 64 << 20  # a windowed flow's slot images in one block up to this (each of requests, replies)
 PACED_BACKENDS = ("shm", "cuda")
 """The backends whose producer side is the C loop (:class:`hw_bridge.producer.CProducerEndpoint`)."""
 
@@ -69,14 +70,26 @@ def paced_refusal(spec: LoopSpec) -> str | None:
     return None
 
 
-def run_paced(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: int = 16_384) -> LoopResult:
+def run_paced(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: int = 16_384, *,
+              frames=None, sim: LoopResult | None = None, stream: bool = False,
+              keep_replies: bool = False, window: int = 1) -> LoopResult:
     """Run live flow ``spec`` (:func:`paced_refusal` None) at its pace; the result's engine is
     ``paced``. Per-round statistics besides the round-by-round path's (``service_ns``, ``idle_ns``,
     ``idle_target_ns``): ``lateness_ns``, ``planned_ns``, ``device_in_ns`` / ``device_out_ns`` (the
     consumer's own clock; -1 where it has none) and ``stats["live"]["pace"]`` (:func:`pace_summary`).
     ``progress(n)`` and a stop request (:mod:`twin.engine.stop`) between calls of at most
     ``chunk_rounds`` rounds (and 50 ms). Raises :class:`hw_bridge.contract.LiveFailure` (a dead,
-    hung or refused consumer) and :class:`Interrupted`, both with ``partial``: the whole rounds so far."""
+    hung or refused consumer) and :class:`Interrupted`, both with ``partial``: the whole rounds so far.
+
+    frames: what the control side sends, an object with ``block(first, m)`` -> (request images,
+    lengths, expected reply images, lengths) of rounds first .. first + m - 1 as :class:`_Frames`
+    (default: the flow's own payloads and its function's reference answers). sim: the simulated
+    side (default: the flow with the node's sim model, :func:`_simulated`). stream: an open-loop
+    stream's view (:func:`_stream_result`: requests planned at their unqueued landing, the control
+    side's send instants kept, a late round's wait counted as a wait for the one slot in flight).
+    keep_replies: ``stats["replies"]``, each completed round's reply payload as the device wrote it.
+    window: an open loop's requests in flight at most (:class:`hw_bridge.paced.PacedFlow`; 1: each
+    waits for the reply to the one before)."""
     from hw_bridge.endpoint import BridgeSettings
     from hw_bridge.paced import PacedFlow, Pacing
     from twin.devices.isolation import check_isolation
@@ -84,46 +97,102 @@ def run_paced(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
     b = spec.bridge
     if not isinstance(b, BridgeSettings) or b.backend not in PACED_BACKENDS:
         raise ValueError(f"loop {spec.name!r}: the paced loop needs shm or cuda bridge settings")
-    sim = _simulated(spec)
-    h = _hops(sim)
+    sim = sim if sim is not None else _simulated(spec)
     closed = spec.traffic.mode == "closed_loop"
-    n = len(sim.t_send)
-    at = np.zeros(n, np.int64)
-    if closed:
-        at[1:] = h.land[1:] - h.publish[:-1]
-    else:
-        at[:] = h.land - h.land[0]
+    stream = stream and not closed
+    at = _plan(sim, closed, stream)
     pins = [x for x in (b.cpu, b.producer_cpu) if x is not None]
     isolation = check_isolation(pins, cpu_consumer=b.backend == "shm")
-    c = spec.consumer
-    enc = get_encoding(c.encoding)
+    enc = get_encoding(spec.consumer.encoding)
     slot_bytes = spec.slot_bytes or _slot_bytes(enc, spec.traffic.frame_bytes)
     ep = _endpoint(b, slot_bytes, spec.slots, enc.name)
     desc = ep.describe()
-    flow = PacedFlow(ep, at, closed, Pacing(spin_ns=b.spin_ns, late_ns=b.late_ns, chunk=chunk_rounds))
-    frames = _Frames(spec, enc, slot_bytes)
-    failure: BaseException | None = None
+    try:
+        flow = PacedFlow(ep, at, closed, Pacing(spin_ns=b.spin_ns, late_ns=b.late_ns, chunk=chunk_rounds),
+                         window=1 if closed else window)
+    except ValueError:
+        ep.close()
+        raise
+    replies: list[bytes] | None = [] if keep_replies else None
+    failure = _drive(flow, frames if frames is not None else _Frames(spec, enc, slot_bytes), chunk_rounds,
+                     progress, replies, enc)
+    stats = ep.close()
+    res = (_stream_result if stream else _result)(spec, sim, flow, stats, desc, isolation)
+    if replies is not None:
+        res.stats["replies"] = replies[:flow.done]
+    if failure is not None:
+        if hasattr(failure, "keeps_partial") or isinstance(failure, Interrupted):
+            failure.partial = res
+        raise failure
+    return res
+
+
+def _plan(sim: LoopResult, closed: bool, stream: bool) -> np.ndarray:
+    """The paced plan (ps, one per round) of simulated flow ``sim``: closed loop the time from
+    the device's previous reply to the request landed; open loop the landing instant after round
+    0's; ``stream``: the landing the request would have had without waiting for a free slot (the
+    simulated card's slot wait taken off: the live flow's own waits are its own), never earlier
+    than the one before."""
+    h = _hops(sim)
+    at = np.zeros(len(sim.t_send), np.int64)
+    if closed:
+        at[1:] = h.land[1:] - h.publish[:-1]
+        return at
+    land = np.asarray(h.land, np.int64)
+    if stream:
+        w = sim.stats.get("slot_wait_ps")
+        if w is not None and len(w) >= len(land):
+            land = land - np.asarray(w, np.int64)[:len(land)]
+        land = np.maximum.accumulate(land)
+    return land - land[0] if len(land) else at
+
+
+def _drive(flow, frames, chunk_rounds: int, progress: Progress | None, replies: list[bytes] | None, enc):
+    """Run ``flow`` to its end in blocks of ``chunk_rounds`` (``frames.block``; a windowed flow in one
+    block where it fits, :data:`BLOCK_BYTES`), with progress and stop requests between C calls;
+    ``replies`` (a list, or None) gets each completed round's reply payload (taken once the flow
+    ended: nothing but the C loop runs while it goes). Returns the exception that ended it early (a
+    live failure or a stop), or None."""
+    n = flow.n
+    # a window's requests stay in flight across calls, not across blocks: one block where it fits
+    block = n if flow.window > 1 and n * flow.ep.slot_bytes <= BLOCK_BYTES else chunk_rounds
+    kept: list[tuple[np.ndarray, int]] = []  # each block's reply images and its first round
     try:
         while flow.done < n:
             first = flow.done
-            m = min(chunk_rounds, n - first)
+            m = min(block, n - first)
             img, ln, exp, eln = frames.block(first, m)
+            rep = None if replies is None else np.zeros_like(img)
+            if rep is not None:
+                kept.append((rep, first))
             while flow.done < first + m:
                 d = flow.done - first
-                flow.step(img[d:], ln[d:], exp[d:], eln[d:])
+                flow.step(img[d:], ln[d:], exp[d:], eln[d:], None if rep is None else rep[d:])
                 if flow.done < n and take_stop():
                     raise Interrupted(f"at round {flow.done} of {n}")
-            if progress:
-                progress(flow.done)
+                if progress and (flow.done == first + m or block > chunk_rounds):
+                    progress(flow.done)
     except BaseException as e:  # a live failure or a stop: the rounds so far are kept
-        failure = e
-    stats = ep.close()
-    res = _result(spec, sim, flow, stats, desc, isolation)
-    if failure is not None:
-        if hasattr(failure, "keeps_partial") or isinstance(failure, Interrupted):
-            failure.partial = res  # type: ignore[attr-defined]
-        raise failure
-    return res
+        return e
+    finally:
+        for rep, first in kept:
+            if replies is not None:
+                replies.extend(_payloads(enc, rep[:max(0, min(len(rep), flow.done - first))]))
+    return None
+
+
+def _payloads(enc, rep: np.ndarray) -> list[bytes]:
+    """The payloads of reply slot images ``rep`` (m, stride) in the contract's encoding: classic
+    replies of one length sliced at once, the rest one by one (:meth:`Encoding.payload`)."""
+    if not len(rep):
+        return []
+    if not enc.per_piece:
+        ln = rep[:, 6].astype(np.int64) | rep[:, 7].astype(np.int64) << 8
+        k = int(ln[0])
+        if (ln == k).all() and 16 + k <= rep.shape[1]:
+            flat = np.ascontiguousarray(rep[:, 16:16 + k]).tobytes()
+            return [flat[i:i + k] for i in range(0, len(flat), k)] if k else [b""] * len(rep)
+    return [enc.payload(bytearray(r.tobytes()), 0) for r in rep]
 
 
 def _endpoint(b, slot_bytes: int, slots: int, encoding: str):
@@ -250,19 +319,71 @@ def _result(spec: LoopSpec, sim: LoopResult, flow, ep_stats: dict, desc: str, is
     after = pub - h.publish[:m]
     hops = Hops(issue=t_send + (h.issue[:m] - sim.t_send[:m]), land=land, seen=land, start=pub, reply=pub,
                 publish=pub, rland=h.rland[:m] + after)
-    ok = flow.bad[:m] == 0
+    return LoopResult(spec.name, "paced", t_send, sim.t_in[:m] - sim.t_send[:m] + t_send,
+                      sim.t_have[:m] - h.publish[:m] + pub, sim.t_back[:m] - h.publish[:m] + pub,
+                      flow.bad[:m] == 0, _live_stats(spec, sim, flow, ep_stats, desc, isolation), hops)
+
+
+def _stream_result(spec: LoopSpec, sim: LoopResult, flow, ep_stats: dict, desc: str, isolation) -> LoopResult:
+    """An open-loop stream's live result over its completed rounds. Wall instants map to simulated
+    time by round 0's plan: ``w -> L0 + (w - planned[0])``, L0 the simulated unqueued landing of
+    round 0 (:func:`_plan`). The control side sends at its own instants (the simulated ``t_send``,
+    ``t_in``: the stream's arrivals, whatever the device did); the request lands when the producer
+    wrote it (a late round waited for a free slot of the live ring, its window, or for the producer's
+    core: that wait is its slot wait, ``stats["slot_wait_ps"]``); the device starts it when it
+    saw it landed and ends it when it published its reply (its own clock, where it stamps; else
+    landed and seen: ``seen`` is the landing, the device's notice and its queue behind the requests
+    before it being ``start - seen``); the reply is published when the producer saw it, and the simulated reply
+    path carries it back (``t_have``, ``t_back``)."""
+    m = flow.done
+    h = _hops(sim)
+    land0 = int(_plan_origin(sim))
+    base = int(flow.planned[0]) if m else 0
+
+    def wall(ns: np.ndarray) -> np.ndarray:
+        return land0 + (ns - base) * 1000
+    land, pub = wall(flow.sent[:m]), wall(flow.seen[:m])
+    din, dout = flow.dev_in[:m], flow.dev_out[:m]
+    start = np.clip(np.where(din >= 0, wall(din), land), land, pub)
+    end = np.clip(np.where(dout >= 0, wall(dout), pub), start, pub)
+    wait = np.maximum(0, flow.sent[:m] - flow.planned[:m]) * 1000
+    issue = land - (h.land[:m] - h.issue[:m])
+    after = pub - h.publish[:m]
+    hops = Hops(issue=issue, land=land, seen=land, start=start, reply=end, publish=pub, rland=h.rland[:m] + after,
+                ready=issue - wait)
+    stats = _live_stats(spec, sim, flow, ep_stats, desc, isolation)
+    stats["slot_wait_ps"] = wait
+    return LoopResult(spec.name, "paced", sim.t_send[:m].copy(), sim.t_in[:m].copy(), sim.t_have[:m] + after,
+                      sim.t_back[:m] + after, flow.bad[:m] == 0, stats, hops)
+
+
+def _plan_origin(sim: LoopResult) -> int:
+    """Round 0's simulated unqueued landing (ps): the instant the stream plan starts from."""
+    h = _hops(sim)
+    if not len(h.land):
+        return 0
+    w = sim.stats.get("slot_wait_ps")
+    return int(h.land[0]) - (int(w[0]) if w is not None and len(w) else 0)
+
+
+def _live_stats(spec: LoopSpec, sim: LoopResult, flow, ep_stats: dict, desc: str, isolation) -> dict:
+    """A live flow's statistics over its completed rounds: the simulated side's (its reply digest
+    left out), the card's mismatches (replies that differ from the reference), ``live`` (backend,
+    endpoint, rounds, isolation, :func:`pace_summary`, the endpoint's own) and the per-round arrays."""
+    m = flow.done
+    sent, seen = flow.sent[:m], flow.seen[:m]
     idle = np.full(m, -1, np.int64)
     idle[1:] = sent[1:] - seen[:-1]
     live = {"backend": getattr(spec.bridge, "backend", "shm"), "endpoint": desc, "rounds": m, "frozen_at_rounds": [],
             "isolation": isolation, "pace": pace_summary(flow), "endpoint_stats": ep_stats}
-    stats = {**sim.stats, "mismatches": int((~ok).sum()), "live": live,
+    stats = {**sim.stats, "mismatches": int(flow.bad[:m].astype(bool).sum()), "live": live,
              "service_ns": seen - sent, "idle_ns": idle,
              "idle_target_ns": _idle_target(flow),
              "lateness_ns": flow.lateness_ns(), "planned_ns": flow.planned[:m].copy(),
              "device_in_ns": flow.dev_in[:m].copy(), "device_out_ns": flow.dev_out[:m].copy()}
     stats.pop("reply_digest", None)  # the simulated replies' digest, not the live ones'
-    return LoopResult(spec.name, "paced", t_send, sim.t_in[:m] - sim.t_send[:m] + t_send,
-                      sim.t_have[:m] - h.publish[:m] + pub, sim.t_back[:m] - h.publish[:m] + pub, ok, stats, hops)
+    stats.pop("replies", None)  # the simulated replies, not the live ones
+    return stats
 
 
 def _idle_target(flow) -> np.ndarray:

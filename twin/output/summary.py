@@ -316,7 +316,9 @@ class MeshFlowSummary:
     """One flow of a mesh (results.json ``flows[]``): its index, route (``source`` generator, ``via``
     card, ``to`` consumer, the ``route``'s nodes), ``function``, the scenario's ``traffic`` block,
     ``rounds`` completed (after a stop ``rounds_requested``), the card's ``mismatches``, the
-    queueing ``wait`` and its :class:`FlowTiming` (``loop`` always)."""
+    queueing ``wait`` and its :class:`FlowTiming` (``loop`` always); a live flow the paced loop ran,
+    ``engine: paced`` and ``live`` (backend, endpoint, pace, the simulated flow's round trip and
+    loop over the same rounds, error: :mod:`twin.studies.mesh_live`)."""
 
     flow: int
     source: str
@@ -330,6 +332,7 @@ class MeshFlowSummary:
     wait: Wait
     timing: FlowTiming
     rounds_requested: int | None = None
+    live: Json | None = None
 
     def to_json(self) -> Json:
         t = self.timing
@@ -347,6 +350,8 @@ class MeshFlowSummary:
         s |= t.faults_json() | t.program_json() | t.deadline_json()
         if self.rounds_requested is not None:
             s["rounds_requested"] = self.rounds_requested
+        if self.live is not None:
+            s["engine"], s["live"] = "paced", self.live
         return s
 
 
@@ -361,7 +366,9 @@ class PlacementSummary:
     reaction), its :class:`FlowTiming` (deadline misses without ``deadline_ns``: the document has
     it), the decoder's own time, each device's part of a shared stream, the LER-vs-latency points
     (``feedback``), the card's queue depth, the wall-clock ``throughput`` (printed, not written),
-    the requests that waited for a re-arm (``chain``), and after a stop what was asked."""
+    the requests that waited for a re-arm (``chain``), after a stop what was asked, and a paced
+    live placement's ``live`` block (measured beside the same placement simulated:
+    :func:`twin.qec.live_pace.live_block`)."""
 
     device: str
     mode: str
@@ -388,6 +395,7 @@ class PlacementSummary:
     feedback: list[Json] | None = None
     waited_for_rearm: int | None = None
     requested: tuple[int, int] | None = None
+    live: Json | None = None
 
     def to_json(self) -> Json:
         t, c = self.timing, self.check
@@ -416,4 +424,6 @@ class PlacementSummary:
             s["waited_for_rearm"] = self.waited_for_rearm
         if self.requested is not None:
             s["shots_requested"], s["requests_requested"] = self.requested
+        if self.live is not None:
+            s["live"] = self.live
         return s

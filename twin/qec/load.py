@@ -64,6 +64,7 @@ def load_decode(path: str | Path, find_percall: bool = True) -> LoadedDecode:
                           "(its ERNIC sends the requests): control: on_card")
     resolve_gaps_file(path, "traffic", sc.traffic, d.shots * d.requests_per_shot())
     _check_devices(path, sc, params, cal)
+    _check_pace(path, sc)
     from twin.config import named_file, named_input
     hp_path = named_file(path, "hosting", sc.hosting)
     with named_input(path, hp_path):  # its errors show none of its content
@@ -88,6 +89,25 @@ def load_decode(path: str | Path, find_percall: bool = True) -> LoadedDecode:
                           f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}") from None
     return LoadedDecode(path, sc, params, hosting, hp_path, fit, percall, circuit, decoder,
                         _feedback_plan(path, d, circuit), code)
+
+
+def _check_pace(path: Path, sc: DecodeScenario) -> None:
+    """``decode.placements[i].bridge.pace: true`` where the paced loop cannot run the placement's
+    stream (what :func:`twin.qec.live_pace.paced_applies` refuses that the scenario shows at load):
+    raises :class:`ConfigError` naming the key."""
+    t, d = sc.traffic, sc.decode
+    why = None
+    if t.mode == "closed_loop" and t.in_flight > 1:
+        why = f"traffic.in_flight {t.in_flight}: the paced loop keeps one request in flight"
+    elif t.program is not None:
+        why = "traffic.program waits for replies: the event model runs it"
+    elif d.feedback is not None:
+        why = "decode.feedback: the circuit's gates wait for the loop's replies: the event model runs them"
+    elif sc.qblox is not None and sc.qblox.listens():
+        why = "the Qblox cluster's program waits for the replies: the event model runs it"
+    for i, pl in enumerate(d.placements):
+        if why and pl.bridge is not None and pl.bridge.pace is True:
+            raise ConfigError(path, f"decode.placements[{i}].bridge.pace", True, why)
 
 
 def cost_model(ld: LoadedDecode, pl, seed: int):

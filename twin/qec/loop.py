@@ -468,6 +468,12 @@ class _DecodeLoop:
         """The stream through the engines, cut to whole shots after a stop; the :class:`DecodeRun`
         (raised as the stop's ``partial`` after a stop)."""
         out = self._direct() if self._direct_applies() else None
+        simulated = None
+        if out is None and self.model == "live":
+            from twin.qec.live_pace import paced_applies, run_paced_decode
+            if paced_applies(self) is None:  # the same placement simulated first: its paths place the device
+                simulated = self.simulated()
+                out = run_paced_decode(self, simulated)
         if out is None:
             out = self.event_run(self.specs, self.progress)
             out.checked, out.served_wall = self.n, self.spent[0]
@@ -483,6 +489,8 @@ class _DecodeLoop:
             out.res.stats["mismatches"] = out.res.mismatches
             out.checked = min(out.checked, k)
         extra = self._extra(out, compute)
+        if simulated is not None:
+            extra["simulated"] = simulated
         if self.count > 1:  # each request's compute time, from its device's flow
             compute = np.asarray(self.computes[0]).copy()
             for k in range(1, self.count):
@@ -494,6 +502,16 @@ class _DecodeLoop:
             out.stopped.partial = run
             raise out.stopped
         return run
+
+    def simulated(self) -> DecodeRun:
+        """This placement with model ``sim`` on the same device (the same workload, decoder, cost
+        model, traffic and seed; engine ``auto``, no progress): the prediction a live placement is
+        held against."""
+        sim = copy.copy(self)
+        sim.model, sim.bridge, sim.engine, sim.progress, sim.rtl = "sim", None, "auto", None, None
+        sim.specs = [replace(s, model="sim", bridge=None) for s in self.specs]
+        sim.spent = [0.0]
+        return sim.run()
 
     def _direct_applies(self) -> bool:
         """``engine: auto`` for inline hosting (or the OpenMP region routing itself), one worker, one

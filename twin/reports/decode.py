@@ -35,7 +35,8 @@ def print_decode(study: DecodeStudy, console) -> None:
     for s in doc["placements"]:
         b = s["stream"]["backlog"]
         exp = b["expected_growth_per_cycle"]
-        tb.add_row(s["device"], s["mode"] + (f" ×{s['workers']} {s['order']}" if "workers" in s else "")
+        tb.add_row(s["device"], s["mode"] + (f" {s['model']}" if "model" in s else "")
+                   + (f" ×{s['workers']} {s['order']}" if "workers" in s else "")
                    + (f" {s['dispatch']}" if "dispatch" in s else "")
                    + (" via Python" if s.get("cost", {}).get("call") == "python" else ""),
                    f"{s['requests'] - s['identical_corrections']}/{s['card_mismatches']}", *us(s["reaction"]),
@@ -54,6 +55,9 @@ def print_decode(study: DecodeStudy, console) -> None:
                   "from the direct decode / replies the card found wrong; backlog: "
                   "requests sent and not yet started by a decoder (max); growth: backlog per QEC cycle, ρ-growth "
                   "the expected max(0, 1 - 1/ρ) x arrivals per cycle with ρ = S / (K N T_a), K devices of N decoders")
+    for s in doc["placements"]:
+        if "live" in s:
+            print_live(_label(s), s["live"], doc.get("deadline_ns"), console)
     from twin.output.program import print_program_table
     print_program_table([(_label(s), s) for s in doc["placements"]], console, "placement")
     from twin.output.table import interval
@@ -98,6 +102,39 @@ def print_decode(study: DecodeStudy, console) -> None:
                       f"{tp['loop_decode_requests_per_s']:,.0f} requests/s, direct "
                       f"{tp['direct_decode_requests_per_s']:,.0f} requests/s (this machine); engine {s['engine']}, "
                       f"{s['replies_checked']:,} replies checked byte for byte by the card")
+
+
+def print_live(label: str, lv: dict, deadline_ns: float | None, console) -> None:
+    """A paced live placement beside its simulated prediction: per side the requests, reaction
+    time, deadline misses, backlog, its growth, rho and throughput per cycle; then the pace (late
+    rounds counted and the first named, lateness, live rounds per wall-second) and the failure, if any."""
+    from twin.output.table import Grid, Num
+    tb = Grid(f"{label} live ({lv['endpoint']}) against the same placement simulated",
+              ["", "requests", "p50 µs", "p99 µs", "misses", "backlog", "growth", "ρ", "thr./cycle"], keys=1)
+    for name in ("measured", "simulated"):
+        x = lv[name]
+        r = x["reaction"]
+        tb.add_row(name, Num(x["requests"], ","), Num(r["p50_ns"] / 1000), Num(r["p99_ns"] / 1000),
+                   None if x["deadline_misses"] is None else Num(x["deadline_misses"], ","),
+                   Num(x["backlog"]["max"], ","), Num(x["backlog"]["growth_per_cycle"]),
+                   None if x["rho"] is None else Num(x["rho"]),
+                   None if x["throughput_per_cycle"] is None else Num(x["throughput_per_cycle"]))
+    tb.print(console)
+    p = lv["pace"]
+    late = p["lateness"] or {}
+    rate = "n/a" if p["rounds_per_s"] is None else f"{p['rounds_per_s']:,.0f}"
+    console.print(f"{label}: paced, {rate} live requests per wall-second; lateness p50 {late.get('p50_ns', 0):,.0f} "
+                  f"ns, p99 {late.get('p99_ns', 0):,.0f} ns; misses over "
+                  f"{'no deadline' if deadline_ns is None else f'{deadline_ns:g} ns'}", soft_wrap=True)
+    if p["late_rounds"]:
+        first = ", ".join(str(i) for i in p["late_first"])
+        console.print(f"[yellow]warning: {label}: {p['late_rounds']:,} requests sent more than "
+                      f"{p['late_threshold_ns']:,} ns after their instant (the twin could not send them in time: "
+                      f"the one in flight had not come back, or the machine preempted it); first: {first}[/yellow]",
+                      soft_wrap=True)
+    e = lv.get("error")
+    if e:
+        console.print(f"[red]{label}: live {e['kind']} at request {e['round']:,}: {e['detail']}[/red]", soft_wrap=True)
 
 
 def measured_line(c: dict, mean_ns: float) -> str:

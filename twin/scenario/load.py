@@ -195,19 +195,25 @@ def check_model(path: Path, i: int, node, function: Function, situation: Situati
 def check_pace(path: Path, i: int, node, faults: frozenset[str], sc: Scenario) -> None:
     """``nodes[i].bridge.pace: true`` where the paced loop cannot run the node's flow (what
     :func:`twin.engine.paced.paced_refusal` refuses that the scenario shows at load: the card
-    path's faults and host freezes, several requests in flight, a program waiting for replies, a
-    mesh): raises :class:`ConfigError` naming the key."""
+    path's faults and host freezes, several requests in flight in a closed loop, a program waiting
+    for replies; in a mesh, of the live node's own flow, or more than one live node): raises
+    :class:`ConfigError` naming the key."""
     if node.bridge is None or node.bridge.pace is not True:
         return
-    why = None
-    if faults:
+    why, traffic, key = None, sc.traffic, "traffic"
+    if sc.flows:  # a mesh: the live node's own flow (one queue pair), simulated around it (twin.studies.mesh_live)
+        live = [n.name for n in sc.nodes if n.kind == "consumer" and n.model == "live"]
+        flow = next((r.flow for r in sc.graph().graph["routes"] if r.consumer == node.name), None)
+        if len(live) > 1:
+            why = f"{len(live)} live nodes in a mesh: the paced loop drives one live device at a time"
+        elif flow is not None:
+            traffic, key = sc.flows[flow].traffic, f"flows[{flow}].traffic"
+    if why is None and faults:
         why = f"faults.{sorted(faults)[0]} runs on the round-by-round path (the event model)"
-    elif sc.traffic.in_flight > 1:
-        why = f"traffic.in_flight {sc.traffic.in_flight}: the paced loop keeps one request in flight"
-    elif sc.traffic.program is not None:
-        why = "traffic.program waits for replies: the event model runs it"
-    elif sc.flows:
-        why = "a mesh's flows share the timeline: the event model runs them"
+    elif why is None and traffic.in_flight > 1:
+        why = f"{key}.in_flight {traffic.in_flight}: the paced loop keeps one request in flight"
+    elif why is None and traffic.program is not None:
+        why = f"{key}.program waits for replies: the event model runs it"
     if why:
         raise ConfigError(path, f"nodes[{i}].bridge.pace", True, why)
 

@@ -88,24 +88,35 @@ class DecodeStudy:
     tables: list | None = None
     backlogs: list | None = None
     interrupted: bool = False  # stopped by a signal: the document is partial (twin.engine.stop)
+    failure: Exception | None = None  # a live endpoint's failure that ended it (node and round named; partial)
 
 
 def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | None = None, progress=None,
-                     engine: str = "auto", verify_rounds: int = 10_000) -> DecodeStudy:
+                     engine: str = "auto", verify_rounds: int = 10_000, failed=None) -> DecodeStudy:
     """Run every placement; returns a :class:`DecodeStudy` (the results document, the per-request
     runs, the queue depths). ``engine`` and ``verify_rounds``: see :func:`twin.qec.loop.run_decode`.
     Raises :class:`ConfigError` for a placement whose model cannot stand there or a user decoder
     that fails. Asked to stop (:mod:`twin.engine.stop`), it ends after the placement running then,
     keeping its whole shots so far (``shots`` completed, ``shots_requested``; no placement entry if
-    none completed); the study is ``interrupted`` and its document ``"partial": true``."""
+    none completed); the study is ``interrupted`` and its document ``"partial": true``. A live
+    endpoint that dies, hangs or cannot start (:class:`hw_bridge.contract.LiveFailure`) ends the
+    study the same way (its whole shots so far kept, the placement's ``live.error``): the study's
+    ``failure`` is it, with ``placement`` (its label) set, and ``failed(label, failure, requests
+    completed)`` is called the moment it is caught, before any summary."""
     st = _Study(ld, shots, seed, progress, engine, verify_rounds)
     doc = st.document()
     st.check_models()
     out = _Kept(doc)
-    stopped = None
+    stopped: Any = None
+    failure: Any = None
     for pl in ld.sc.decode.placements:
         run = st.runner(pl)
         r, stopped = st.run_placement(run)
+        if stopped is not None and not isinstance(stopped, Interrupted):  # a live endpoint's failure
+            failure = stopped
+            failure.placement = placement_label("+".join(pl.names), pl.mode)
+            if failed:
+                failed(failure.placement, failure, 0 if r is None else len(r.result.t_in))
         if stopped is not None:
             doc["partial"] = True
             if r is None or not r.workload.shots:  # not one whole shot: nothing of this placement to keep
@@ -114,7 +125,8 @@ def run_decode_study(ld: LoadedDecode, shots: int | None = None, seed: int | Non
         if stopped is not None:
             break
     st.finish(doc, out.runs, stopped)
-    return DecodeStudy(doc, out.runs, out.queues, out.tables, out.backlogs, interrupted="partial" in doc)
+    return DecodeStudy(doc, out.runs, out.queues, out.tables, out.backlogs,
+                       interrupted="partial" in doc and failure is None, failure=failure)
 
 
 @dataclass
@@ -222,7 +234,7 @@ class _Study:
                           bridge=pl.bridge.settings() if pl.bridge else None, workers=pl.workers, order=pl.order,
                           inject_ps=inject_ps)
 
-    def run_placement(self, run) -> tuple[Any, Interrupted | None]:
+    def run_placement(self, run) -> tuple[Any, Any]:
         """``(run(), None)`` (``run``: :meth:`runner`), or after a stop request ``(the partial run or
         None, the stop)``. A user decoder's or the cost model's failure is the :class:`ConfigError`
         naming its key."""
@@ -240,6 +252,10 @@ class _Study:
             raise ConfigError(self.ld.path, "decode.cost", d.cost.how, str(e)) from None
         except Interrupted as e:
             return e.partial, e
+        except Exception as e:  # a live endpoint failed (dead, hung, refused): its whole shots so far
+            if not getattr(e, "keeps_partial", False):
+                raise
+            return getattr(e, "partial", None), e
 
     def keep(self, out: _Kept, pl, r, run, stopped: Interrupted | None) -> Interrupted | None:
         """Add placement ``pl``'s run ``r`` to ``out``: its summary in the document, its request
@@ -259,7 +275,7 @@ class _Study:
                 out.document["partial"] = True
         tq = np.linspace(int(res.t_in.min()), int(res.t_have.max()), 200).astype(np.int64)
         w = self.w
-        s = self.summary(pl, r, table, feedback=feedback,
+        s = self.summary(pl, r, table, stopped, feedback=feedback,
                          queue_depth_max=int(queue_depth(res, np.sort(res.t_in)).max()),
                          throughput={"loop_decode_requests_per_s": w.requests / r.decode_wall_s if r.decode_wall_s
                                      else None,
@@ -279,7 +295,7 @@ class _Study:
         t = self.traffic
         return t.period_ps if t.mode == "open_loop" and t.period_ps else None
 
-    def summary(self, pl, r, table, **kept: Any) -> PlacementSummary:
+    def summary(self, pl, r, table, stopped=None, **kept: Any) -> PlacementSummary:
         """Placement ``pl``'s entry in results.json from its run ``r`` and request table: the
         corrections against the direct decode, the logical errors and rates (timing-aware with a
         deadline), the cost, the stream, the round trip and the timing blocks (its common part by
@@ -316,7 +332,17 @@ class _Study:
             stream=stream_summary(table, self.cycle_ps(), pl.workers, len(pl.names), self.sc.slots), timing=timing,
             decoder_only=Latency.of(r.compute_ps) if timed else None,
             per_device=device_summaries(r, table, self.cycle_ps(), pl.workers, self.sc.slots) if pl.shared else None,
-            **kept)
+            live=self.live(r, stopped), **kept)
+
+    def live(self, r, stopped) -> dict | None:
+        """A paced live placement's ``live`` block (:func:`twin.qec.live_pace.live_block`: measured beside the
+        same placement simulated), or None for any other placement."""
+        if "simulated" not in r.extra:
+            return None
+        from twin.qec.live_pace import live_block
+        failure = stopped if stopped is not None and not isinstance(stopped, Interrupted) else None
+        return live_block(r, self.cycle_ps(), self.deadline_ps, "loop" if self.sc.control == "aurora" else "rtt",
+                          self.sc.slots, failure)
 
     def finish(self, doc: dict, runs: list, stopped: Interrupted | None) -> None:
         """After the placements: stopped, PyMatching on the shots the last placement kept; windows,

@@ -92,15 +92,34 @@ def run_mesh(sc, params: ParamSet, rounds: int | None = None, seed: int | None =
     ``progress(done, total)`` is called every 10,000 replies. Raises RuntimeError when the event
     queue runs dry with requests outstanding (cannot happen for a valid mesh). Asked to stop
     (:mod:`twin.engine.stop`) it raises :class:`Interrupted` whose ``partial`` is the
-    :class:`MeshResult` of every flow's whole rounds so far."""
+    :class:`MeshResult` of every flow's whole rounds so far. A live node the paced loop drives
+    (:mod:`twin.studies.mesh_live`): the mesh simulated with its sim model first, then its flow on the
+    device; its failure (:class:`hw_bridge.contract.LiveFailure`) or a stop then is raised with
+    ``flow`` (its index) and ``partial`` the :class:`MeshResult` with its rounds so far (None before
+    its first)."""
+    from twin.studies.mesh_live import paced_live_flow, run_live_flow, simulated_topology
     topo = mesh_topology(sc, params, rounds, seed, service_ns, rtl_config)
     total = sum(f.spec.traffic.rounds for f in topo.flows)
+    k = paced_live_flow(topo)
+    n_live = 0 if k is None else topo.flows[k].spec.traffic.rounds
     try:
-        results = run_topology(topo, (lambda d: progress(d, total)) if progress else None)
+        results = run_topology(topo if k is None else simulated_topology(topo, k),
+                               (lambda d: progress(d, total + n_live)) if progress else None)
     except Interrupted as e:
         if e.results is not None:  # the event engine's per-flow results (it sets them when it stops)
             e.partial = _mesh_result(sc, topo, e.results)
         raise
+    if k is not None:  # the live node's flow on its device, at the pace of its simulated run
+        try:
+            results[k] = run_live_flow(topo, k, results, (lambda d: progress(total + d, total + n_live))
+                                       if progress else None)
+        except Exception as e:  # a live failure or a stop: the other flows whole, the live one's rounds so far
+            part = getattr(e, "partial", None)
+            e.flow = k  # type: ignore[attr-defined]
+            if part is not None:  # (None: a failure before its first round)
+                results[k] = part
+                e.partial = _mesh_result(sc, topo, results) if len(part.t_in) else None  # type: ignore[attr-defined]
+            raise
     return _mesh_result(sc, topo, results)
 
 
@@ -121,12 +140,15 @@ def _mesh_result(sc, topo: Topology, results: list[LoopResult]) -> MeshResult:
     body_ps = {f.consumer: f.spec.consumer.pre_service_ps(get_encoding(f.spec.consumer.encoding),
                                                           f.spec.traffic.frame_bytes) + f.spec.consumer.service_ps
                for f in topo.flows}  # the thread's time per request from having it to the reply: read + body
+    live = {f.consumer for f, res in zip(topo.flows, results) if res.engine == "paced"}
     stats = {"events": results[0].stats["events"],
              "links": {name: {"writes": ln["writes"], "bytes": ln["bytes"],
                               "utilisation": round(ln["busy_ps"] / end, 6)} for name, ln in shared["lanes"].items()},
              "consumers": {name: {"served": served[name],
                                   # an RTL consumer's thread is its own Verilog: its busy time is not the twin's
-                                  "utilisation": round(t["busy_ps"] / end, 6) if t["served"] else None,
+                                  # a paced live device's: measured, its simulated stand-in's would mislead
+                                  "utilisation": round(t["busy_ps"] / end, 6) if t["served"] and name not in live
+                                  else None,
                                   "service_ns": body_ps[name] / 1000}
                            for name, t in shared["threads"].items()}}
     return MeshResult(routes, flows, stats)
@@ -147,5 +169,14 @@ def flow_summaries(sc, res: MeshResult, requested: dict[int, int] | None = None)
         out.append(MeshFlowSummary(
             flow=r.flow, source=r.generator, via=r.card, to=r.consumer, function=r.function, route=tuple(r.nodes),
             traffic=sc.flows[r.flow].traffic.model_dump(), rounds=int(len(ft.t_in)), mismatches=int((~ft.ok).sum()),
-            wait=Wait.of(ft.wait_ps), timing=timing, rounds_requested=None if requested is None else requested[r.flow]))
+            wait=Wait.of(ft.wait_ps), timing=timing, rounds_requested=None if requested is None else requested[r.flow],
+            live=_live_record(ft) if ft.engine == "paced" else None))
     return out
+
+
+def _live_record(ft: FlowTimes) -> dict:
+    """A paced live flow's ``live`` block: backend, endpoint, isolation, pace, the simulated flow
+    beside it, the endpoint's own statistics, and ``error`` (set by the caller after a failure)."""
+    lv = ft.stats["live"]
+    return {k: lv.get(k) for k in ("backend", "endpoint", "isolation", "pace", "simulated", "endpoint_stats")} | \
+        {"error": lv.get("error")}
