@@ -26,6 +26,14 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 SCHEMA = "twin.mesh-results/1"
+PART_LOST_EXIT = 3
+"""Exit code of a partitioned mesh run that lost a part (as a run whose live endpoint failed): the other
+parts' rounds are saved, partial."""
+
+
+def _parted(args: argparse.Namespace) -> bool:
+    """Whether the run is partitioned across processes (``--processes`` or ``--cluster``)."""
+    return getattr(args, "processes", None) is not None or getattr(args, "cluster", None) is not None
 
 
 def mesh_document(loaded, res: MeshResult, seed: int, requested: dict[int, int] | None = None) -> dict:
@@ -76,24 +84,38 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
     check_memory(loaded, args.rounds)
     from twin.output.progress import phase_spinner
     from twin.rtl.build import build_status
+    parted = None
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=args.quiet) as bar, build_status(phase_spinner(bar, console, args.quiet)):
         task = bar.add_task("replies (all flows)", total=None)
         from twin.scenario.compile import rtl_config
         stopped = None
-        try:
-            res = run_mesh(sc, loaded.params, rounds=args.rounds, seed=seed,
-                           progress=lambda d, t: bar.update(task, completed=d, total=t),
-                           rtl_config=lambda node: rtl_config(loaded, node, None))
-        except Interrupted as e:  # every flow's whole rounds so far (at least one each)
-            stopped, res = e, e.partial
+        progress = lambda d, t: bar.update(task, completed=d, total=t)  # noqa: E731
+        if _parted(args):
+            from twin.commands.run_parts import run_parted
+            parted = run_parted(args, console, loaded, seed, progress, lambda text: bar.update(task, description=text),
+                                folder.out)
+            res, stopped = parted.result, (Interrupted("parts") if parted.stopped else None)
+        else:
+            try:
+                res = run_mesh(sc, loaded.params, rounds=args.rounds, seed=seed, progress=progress,
+                               rtl_config=lambda node: rtl_config(loaded, node, None))
+            except Interrupted as e:  # every flow's whole rounds so far (at least one each)
+                stopped, res = e, e.partial
     requested = None
-    if stopped is not None:  # the rounds each flow completed ("rounds") and was asked for
+    lost = bool(parted and parted.lost)
+    if stopped is not None or lost:  # the rounds each flow completed ("rounds") and was asked for
         requested = {r.flow: (args.rounds or sc.flows[r.flow].rounds or sc.rounds) for r in res.routes}
     doc = mesh_document(loaded, res, seed, requested)
-    if stopped is not None:
+    if stopped is not None or lost:
         doc["partial"] = True
-        folder.mark_partial("interrupted: every flow's whole rounds so far")
+    if lost:
+        from twin.commands.run_parts import lost_document, lost_reason
+        doc["parts_lost"] = lost_document(parted)
+        folder.mark_partial(lost_reason(parted))
+    elif stopped is not None:
+        folder.mark_partial("interrupted: every flow's whole rounds so far" +
+                            (" (each part cut at its own instant)" if parted and not parted.here else ""))
     folder.write_json("results.json", doc)
     from twin.output.table import Grid, Num
     tb = Grid(f"{sc.name}: mesh, {len(res.flows)} flows, seed {seed} (µs)",
@@ -118,8 +140,13 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
         write_mesh_rounds(res, folder, getattr(args, "rounds_format", "parquet"))
     if not args.no_plot:
         _plot(res, folder, doc["flows"])
+    if parted is not None:
+        from twin.commands.run_parts import print_measured
+        print_measured(parted, console)
     written = folder.commit()
     console.print("wrote " + ", ".join(map(str, written)) + f" ({folder.out / 'manifest.json'} lists them)")
+    if lost:
+        return PART_LOST_EXIT
     injected = [f.get("faults", {}).get("injected", {}).get("corrupt_piece", 0) for f in doc["flows"]]
     if stopped is not None:  # rounds: replies of all flows together
         print(interrupted_line(sum(f["rounds"] for f in doc["flows"]),
