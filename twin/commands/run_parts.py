@@ -59,7 +59,7 @@ def print_measured(pm: PartedMesh, console: Console) -> None:
     """:func:`measured_lines` on ``console`` (nothing for a run in this process)."""
     if not pm.here:
         for line in measured_lines(pm):
-            console.print(line, highlight=False)
+            console.print(line, highlight=False, soft_wrap=True)
 
 
 def lost_reason(pm: PartedMesh) -> str:
@@ -142,14 +142,16 @@ def run_parted(args: argparse.Namespace, console: Console, loaded, seed: int, pr
 
     def placed(parts: list[Part], comps) -> None:
         for line in placement_lines(parts, comps, flag):
-            console.print(line, highlight=False)
+            console.print(line, highlight=False, soft_wrap=True)
         describe(f"replies (all flows, {len(parts)} part{'s' * (len(parts) > 1)})")
     from twin.commands.run import PART_TIMEOUT_S
     try:
         pm = run_mesh_parts(loaded.scenario, loaded.params, n, _client_of(args, console, args.quiet),
                             rounds=args.rounds, seed=seed, progress=progress, placed=placed,
                             timeout_s=args.part_timeout or PART_TIMEOUT_S,
-                            rtl_config=lambda node: rtl_config(loaded, node, None), on_lost=_end_local_worker)
+                            rtl_config=lambda node: rtl_config(loaded, node, None), on_lost=_end_local_worker,
+                            on_start=lambda r: console.print(f"part {r.part.index}: running on {r.worker} (host {r.host}, "
+                                                             f"pid {r.pid})", highlight=False, soft_wrap=True))
     except PartsLost as e:
         parts = {p.index: p for p in e.parts}
         raise UsageError("every part was lost, nothing saved: " + "; ".join(

@@ -43,8 +43,9 @@ def topic(token: str) -> str:
     return f"twin-parts-{token}"
 
 
-def stop_parts(token: str) -> None:
-    """In a worker process (``Client.run``): the parts of run ``token`` stop at their next check."""
+async def stop_parts(token: str) -> None:
+    """In a worker process (``Client.run``, on its event loop; a coroutine, so the parent need not wait
+    for a worker that no longer answers): the parts of run ``token`` stop at their next check."""
     _STOPS.add(token)
 
 
@@ -174,11 +175,13 @@ class PartRun:
 
 def run_parts(client, topo: Topology, parts: list[Part], progress: Callable[[int], None] | None = None,
               timeout_s: float = 20.0, reference: bool = False,
-              on_lost: Callable[[PartRun], None] | None = None) -> list[PartRun]:
+              on_lost: Callable[[PartRun], None] | None = None,
+              on_start: Callable[[PartRun], None] | None = None) -> list[PartRun]:
     """Run ``parts`` of ``topo`` as tasks on ``client``'s cluster (see the module docstring); returns
     one :class:`PartRun` per part, each with ``results`` or ``lost``. ``progress(done)``: the
     replies of all parts so far, every :data:`POLL_S`. ``on_lost(run)``: called once for a part
-    found lost while others run (the caller may end its process). A stop asked for in this process
+    found lost while others run (the caller may end its process); ``on_start(run)``: once a part's
+    first heartbeat names its worker (``worker``, ``host``, ``pid``). A stop asked for in this process
     (:func:`twin.engine.stop.request_stop`) stops every part; so does a lost part. Parts that do
     not answer a stop within ``timeout_s`` are lost too."""
     token = uuid.uuid4().hex
@@ -196,21 +199,29 @@ def run_parts(client, topo: Topology, parts: list[Part], progress: Callable[[int
             fut = client.submit(run_part, part_topology(topo, p.flows), token, p.index, reference, pure=False,
                                 key=f"twin-part-{p.index}-{token}")
             runs.append(PartRun(p, fut))
-        _follow(client, token, runs, lock, progress, timeout_s, on_lost)
+        _follow(client, token, runs, lock, progress, timeout_s, on_lost, on_start)
     finally:
         client.unsubscribe_topic(topic(token))
     return runs
 
 
-def _follow(client, token: str, runs: list[PartRun], lock, progress, timeout_s: float, on_lost) -> None:
+def _follow(client, token: str, runs: list[PartRun], lock, progress, timeout_s: float, on_lost,
+            on_start) -> None:
     """Look at the parts every :data:`POLL_S` until each has an outcome (see :func:`run_parts`). The
     lock guards what the heartbeats write (the client's event loop thread); a result is fetched
     outside it (the fetch needs that thread)."""
     pending = list(runs)
+    unheard = list(runs)
     stopping: float | None = None
     while pending:
         time.sleep(POLL_S)
         now = time.monotonic()
+        with lock:
+            heard = [r for r in unheard if r.worker is not None]
+        for r in heard:
+            unheard.remove(r)
+            if on_start:
+                on_start(r)
         for r in list(pending):
             if r.future.done():
                 r.collect()
@@ -232,7 +243,16 @@ def _follow(client, token: str, runs: list[PartRun], lock, progress, timeout_s: 
             progress(done)
         if pending and stopping is None and (any(r.lost for r in runs) or take_stop()):
             stopping = now
-            client.run(stop_parts, token, wait=False)  # every worker: a part may not have started yet
+            _send_stop(client, token)
+
+
+def _send_stop(client, token: str) -> None:
+    """Stop run ``token``'s parts on every worker (a part may not have started yet); a worker that
+    is gone or does not answer is left out (its part is lost or times out)."""
+    try:
+        client.run(stop_parts, token, wait=False, on_error="ignore")
+    except Exception:  # the scheduler lost a worker while it broadcast (CommClosedError, OSError)
+        pass
 
 
 __all__ = ["HEARTBEAT_S", "PartRun", "run_part", "run_parts", "stop_parts", "topic"]

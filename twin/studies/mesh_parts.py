@@ -66,12 +66,13 @@ def assemble(sc, topo: Topology, outcomes: list[tuple[tuple[int, ...], list[Loop
 def run_mesh_parts(sc, params: ParamSet, n: int, client_of: Callable, rounds: int | None = None,
                    seed: int | None = None, progress: Callable[[int, int], None] | None = None,
                    placed: Callable[[list[Part], list[tuple[int, ...]]], None] | None = None,
-                   timeout_s: float = 20.0, rtl_config=None, on_lost=None) -> PartedMesh:
+                   timeout_s: float = 20.0, rtl_config=None, on_lost=None, on_start=None) -> PartedMesh:
     """Run mesh scenario ``sc`` in at most ``n`` parts. ``client_of(parts)``: a context manager
     giving the Dask client to run them on (called only for two parts or more). ``placed(parts,
     components)`` is called before anything runs; ``progress(done, total)`` as replies come back;
     ``timeout_s``: how long a silent part is waited for (:func:`twin.engine.parts.run_parts`);
-    ``on_lost(run)``: a part found lost. One part runs here (:func:`twin.engine.event.run_topology`)."""
+    ``on_lost(run)`` / ``on_start(run)``: a part found lost / heard from first
+    (:func:`twin.engine.parts.run_parts`). One part runs here (:func:`twin.engine.event.run_topology`)."""
     topo = mesh_topology(sc, params, rounds, seed, rtl_config=rtl_config)
     comps = components(topo)
     parts = place(topo, n, comps)
@@ -85,7 +86,7 @@ def run_mesh_parts(sc, params: ParamSet, n: int, client_of: Callable, rounds: in
     reference = not event.COMPILED or compiled.refusal(topo) is not None  # the whole topology's engine, per part
     with client_of(parts) as client:
         runs = run_parts(client, topo, parts, (lambda d: progress(d, total)) if progress else None, timeout_s,
-                         reference, on_lost)
+                         reference, on_lost, on_start)
     outcomes = [(r.part.flows, r.results) for r in runs if r.results]
     lost = {r.part.index: r.lost for r in runs if r.lost is not None}
     if not outcomes:
