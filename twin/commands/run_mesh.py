@@ -109,7 +109,7 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
     doc = mesh_document(loaded, res, seed, requested)
     if stopped is not None or lost:
         doc["partial"] = True
-    if lost:
+    if parted is not None and lost:
         from twin.commands.run_parts import lost_document, lost_reason
         doc["parts_lost"] = lost_document(parted)
         folder.mark_partial(lost_reason(parted))

@@ -40,6 +40,11 @@ def placement_lines(parts: list[Part], comps: list[tuple[int, ...]], flag: str) 
             "of the events" for p in parts]
 
 
+def started_line(run) -> str:
+    """``part K: running on WORKER (host H, pid P)``: a part's first heartbeat (:class:`twin.engine.parts.PartRun`)."""
+    return f"part {run.part.index}: running on {run.worker} (host {run.host}, pid {run.pid})"
+
+
 def measured_lines(pm: PartedMesh) -> list[str]:
     """After the run, one line a part: its engine's CPU seconds and share of all parts' (measured)
     beside the predicted share; a lost part says so."""
@@ -150,8 +155,7 @@ def run_parted(args: argparse.Namespace, console: Console, loaded, seed: int, pr
                             rounds=args.rounds, seed=seed, progress=progress, placed=placed,
                             timeout_s=args.part_timeout or PART_TIMEOUT_S,
                             rtl_config=lambda node: rtl_config(loaded, node, None), on_lost=_end_local_worker,
-                            on_start=lambda r: console.print(f"part {r.part.index}: running on {r.worker} (host {r.host}, "
-                                                             f"pid {r.pid})", highlight=False, soft_wrap=True))
+                            on_start=lambda r: console.print(started_line(r), highlight=False, soft_wrap=True))
     except PartsLost as e:
         parts = {p.index: p for p in e.parts}
         raise UsageError("every part was lost, nothing saved: " + "; ".join(

@@ -100,6 +100,7 @@ def run_part(topo: Topology, token: str, index: int, reference: bool) -> dict:
     beat.start()
     cpu = time.thread_time()
     stopped = False
+    results: list[LoopResult] | None
     try:
         with _reference(reference):
             try:
