@@ -15,6 +15,10 @@ run (:meth:`twin.engine.spec.LoopSpec.draws`, the node's first flow's), which th
 the whole topology. The same holds for a consumer node's poll phase (its flows share its thread
 anyway).
 
+A run across processes (:mod:`twin.engine.parts`) groups the components into parts balanced by
+expected events (:func:`place`) and runs each part's topology (:func:`part_topology`) apart, with the
+phases drawn over the whole (:func:`whole_draws`) shipped in it.
+
 Covers the sharing of the built-in nodes (the compiled core's, :mod:`twin.engine.compiled`); a
 two-stage consumer's own lanes (:mod:`twin.devices.handoff`) are not named here, and the compiled
 core refuses it.
