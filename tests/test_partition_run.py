@@ -50,7 +50,8 @@ def mesh_doc(rounds: int = 2000, frame_bytes: int = 64) -> dict:
              {"from": "g1", "via": "ca", "function": "xor_fold", "traffic": {**gaps, "ppm": -3}},
              {"from": "g0", "via": "cb", "function": "invert", "traffic": {**period, "ppm": 5}},
              {"from": "g1", "via": "cb", "function": "xor_fold", "traffic": {**period, "ppm": -3}},
-             {"from": "g2", "via": "cc", "function": "echo", "traffic": {"mode": "closed_loop", "clock": "independent"}},
+             {"from": "g2", "via": "cc", "function": "echo",
+              "traffic": {"mode": "closed_loop", "clock": "independent"}},
              {"from": "g2", "via": "cd", "function": "invert", "traffic": {**gaps, "ppm": 11}}]
     return {"name": "parts_shared_cards", "calibration": str(FITTED), "seed": 11, "rounds": rounds,
             "frame_bytes": frame_bytes, "nodes": nodes, "links": links, "flows": flows}
@@ -120,7 +121,8 @@ def test_the_files_are_byte_identical_for_1_2_and_4_processes(mesh_file, tmp_pat
     assert main(["run", str(mesh_file), "--out", str(tmp_path / "one"), "--quiet", "--no-plot"]) == 0
     assert main(["run", str(mesh_file), "--processes", "1", "--out", str(tmp_path / "p1"), "--quiet",
                  "--no-plot"]) == 0
-    assert "--processes 1: one part: 4 components, one part asked for; it runs in this process" in capsys.readouterr().out
+    one = "--processes 1: one part: 4 components, one part asked for; it runs in this process"
+    assert one in capsys.readouterr().out
     for n in (2, 4):
         r = _twin(["run", str(mesh_file), "--processes", str(n), "--out", str(tmp_path / f"p{n}"), "--quiet",
                    "--no-plot"])
@@ -185,8 +187,8 @@ def test_a_killed_worker_ends_the_run_naming_its_part_and_the_others_are_saved_p
     lines = err.splitlines()
     assert len(lines) == 1, err
     m = re.fullmatch(r"twin: error: part 1 \(components 1, 3; flows 2-3, 5\) lost: its worker process died "
-                     r"\(tcp://127\.0\.0\.1:\d+\); the other parts' ([\d,]+) rounds are being saved in (.+) \(partial\)",
-                     lines[0])
+                     r"\(tcp://127\.0\.0\.1:\d+\); the other parts' ([\d,]+) rounds are being saved in (.+) "
+                     r"\(partial\)", lines[0])
     assert m and Path(m.group(2)) == out, lines[0]
     assert int(m.group(1).replace(",", "")) == sum(r for r, _ in _flows_saved(out).values())
     saved = _flows_saved(out)
