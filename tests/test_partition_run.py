@@ -116,6 +116,30 @@ def test_placement_is_largest_first_onto_the_least_loaded_part():
     assert [p.events for p in place(topo, 4, comps)] == [2000] * 4  # type: ignore[arg-type]
 
 
+def test_two_timelines_in_two_threads_of_one_process_keep_their_bytes(tmp_path):
+    """The compiled core runs with the GIL released: two parts in one worker process's threads each run
+    a timeline at once. Its scratch (the payload, reply and reference of a step) is per thread; shared,
+    the replies of one were checked against the other's and thousands of rounds mismatched."""
+    import threading
+
+    from twin.engine.event import run_topology
+    from twin.scenario import load_scenario
+    from twin.studies.mesh import mesh_topology
+    p = tmp_path / "wide.yaml"
+    p.write_text(yaml.safe_dump(mesh_doc(3000, 4096), sort_keys=False))
+    ld = load_scenario(p)
+    topo = mesh_topology(ld.scenario, ld.params)
+    ref = run_topology(topo)
+    got: dict = {}
+    threads = [threading.Thread(target=lambda k=k: got.update({k: run_topology(topo)})) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [sum(r.mismatches for r in got[k]) for k in range(2)] == [0, 0]
+    assert all(a.stats["reply_digest"] == b.stats["reply_digest"] for k in range(2) for a, b in zip(got[k], ref))
+
+
 # -- the same bytes -------------------------------------------------------------------------------------------
 def test_the_files_are_byte_identical_for_1_2_and_4_processes(mesh_file, tmp_path, capsys):
     assert main(["run", str(mesh_file), "--out", str(tmp_path / "one"), "--quiet", "--no-plot"]) == 0
@@ -251,3 +275,18 @@ def test_refusals_are_one_line(mesh_file, tmp_path, capsys, monkeypatch):
     assert _refused(capsys, ["run", str(mesh_file), "--processes", "2", *out]) == (
         "twin: error: --processes 2: needs Dask distributed, not installed here (pip install 'twin[cluster]')")
     assert not (tmp_path / "o").exists()
+
+
+def test_cluster_runs_the_parts_on_an_existing_schedulers_workers(mesh_file, tmp_path, capsys):
+    """``--cluster``: the same bytes, one part per worker of the scheduler (two workers, here in this
+    process's threads: the scheduler's own, as `dask scheduler` / `dask worker` would be)."""
+    import distributed
+    assert main(["run", str(mesh_file), "--out", str(tmp_path / "one"), "--quiet", "--no-plot"]) == 0
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp",
+                                  host="127.0.0.1", dashboard_address=None) as cluster:
+        assert main(["run", str(mesh_file), "--cluster", cluster.scheduler_address, "--out", str(tmp_path / "c"),
+                     "--quiet", "--no-plot"]) == 0
+    out = capsys.readouterr().out
+    assert len(re.findall(r"^part \d \(components .* predicted", out, re.M)) == 2
+    for name in ("results.json", "rounds.parquet"):
+        assert (tmp_path / "c" / name).read_bytes() == (tmp_path / "one" / name).read_bytes(), name

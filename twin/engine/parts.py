@@ -36,6 +36,10 @@ POLL_S = 0.05
 """Seconds between the parent's looks at the parts."""
 
 _STOPS: set[str] = set()  # in a worker process: the runs asked to stop (tokens)
+_ONE_AT_A_TIME = threading.Lock()
+"""Parts in one worker process (a worker of several threads, or several workers in one process) run one
+after another: the engines keep per-process state (the stop request, a Python function's pending
+exception in the compiled core's callbacks). A waiting part keeps beating."""
 
 
 def topic(token: str) -> str:
@@ -102,7 +106,8 @@ def run_part(topo: Topology, token: str, index: int, reference: bool) -> dict:
     stopped = False
     results: list[LoopResult] | None
     try:
-        with _reference(reference):
+        with _ONE_AT_A_TIME, _reference(reference):
+            cpu = time.thread_time()  # from its turn
             try:
                 results = run_topology_of(topo, beat.update)
             except Interrupted as e:
