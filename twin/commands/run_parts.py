@@ -130,8 +130,8 @@ def _cluster_notes(client, n: int, console: Console) -> None:
     if len(workers) < n:
         console.print(f"note: {n} parts on {len(workers)} workers: parts wait for a free worker", highlight=False)
     elif threads > len(workers):
-        console.print("note: workers with several threads run parts in one process side by side, sharing its "
-                      "interpreter; start them with `dask worker --nthreads 1`", highlight=False)
+        console.print("note: parts in one worker process run one after another, so a worker's extra threads add "
+                      "nothing; start them with `dask worker --nthreads 1`", highlight=False)
 
 
 def run_parted(args: argparse.Namespace, console: Console, loaded, seed: int, progress, describe, out: Path
