@@ -103,6 +103,8 @@ def _values(action: argparse.Action, where: dict) -> st.SearchStrategy[str]:
         return st.sampled_from(PARAMS) | weird
     if dest == "trace":
         return st.sampled_from(WINDOWS) | weird
+    if dest == "processes":  # above one part a local cluster starts (seconds): one process, or refused values
+        return st.sampled_from(["1", "0", "-3", "257", "1e1", "x"]) | weird
     if dest == "cluster":
         return st.sampled_from(["tcp://127.0.0.1:1", "tcp://", "nope", "tcp://[::1]:x", "bogus", "tls://127.0.0.1:1",
                                 "ucx://a", "inproc://x", "tcp://127.0.0.1:99999"]) | weird

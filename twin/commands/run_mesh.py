@@ -26,6 +26,14 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 SCHEMA = "twin.mesh-results/1"
+PART_LOST_EXIT = 3
+"""Exit code of a partitioned mesh run that lost a part (as a run whose live endpoint failed): the other
+parts' rounds are saved, partial."""
+
+
+def _parted(args: argparse.Namespace) -> bool:
+    """Whether the run is partitioned across processes (``--processes`` or ``--cluster``)."""
+    return getattr(args, "processes", None) is not None or getattr(args, "cluster", None) is not None
 
 
 def mesh_document(loaded, res: MeshResult, seed: int, requested: dict[int, int] | None = None) -> dict:
@@ -76,22 +84,26 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
     check_memory(loaded, args.rounds)
     from twin.output.progress import phase_spinner
     from twin.rtl.build import build_status
+    parted = None
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=args.quiet) as bar, build_status(phase_spinner(bar, console, args.quiet)):
         task = bar.add_task("replies (all flows)", total=None)
-        res, stopped, failed = _run(args, loaded, seed, lambda d, t: bar.update(task, completed=d, total=t),
-                                    folder.out)
+        progress = lambda d, t: bar.update(task, completed=d, total=t)  # noqa: E731
+        if _parted(args):  # a live node is refused there (its session is this process's)
+            from twin.commands.run_parts import run_parted
+            parted = run_parted(args, console, loaded, seed, progress, lambda text: bar.update(task, description=text),
+                                folder.out)
+            res, stopped, failed = parted.result, (Interrupted("parts") if parted.stopped else None), None
+        else:
+            res, stopped, failed = _run(args, loaded, seed, progress, folder.out)
     if res is None:  # the live device failed before its first round (its line is out): nothing to save
         return 3
     requested = None
-    if stopped is not None or failed is not None:  # the rounds each flow completed ("rounds") and was asked for
+    lost = bool(parted and parted.lost)
+    if stopped is not None or failed is not None or lost:  # each flow's rounds done and asked for
         requested = {r.flow: (args.rounds or sc.flows[r.flow].rounds or sc.rounds) for r in res.routes}
     doc = mesh_document(loaded, res, seed, requested)
-    if stopped is not None:
-        doc["partial"] = True
-        folder.mark_partial("interrupted: every flow's whole rounds so far")
-    if failed is not None:
-        _mark_failed(doc, failed, res, folder)
+    _mark_partial(doc, folder, res, parted, stopped, failed)
     folder.write_json("results.json", doc)
     from twin.output.table import Grid, Num
     tb = Grid(f"{sc.name}: mesh, {len(res.flows)} flows, seed {seed} (µs)",
@@ -121,8 +133,36 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
         write_mesh_rounds(res, folder, getattr(args, "rounds_format", "parquet"))
     if not args.no_plot:
         _plot(res, folder, doc["flows"])
+    if parted is not None:
+        from twin.commands.run_parts import print_measured
+        print_measured(parted, console)
     written = folder.commit()
     console.print("wrote " + ", ".join(map(str, written)) + f" ({folder.out / 'manifest.json'} lists them)")
+    return _exit_code(doc, folder, lost, stopped, failed)
+
+
+def _mark_partial(doc: dict, folder, res: MeshResult, parted, stopped, failed) -> None:
+    """A run cut short in the document and the manifest: a stop (each flow's whole rounds so far), a lost
+    part (its flows missing, ``parts_lost``) or a paced live flow's failure (its ``live.error``)."""
+    lost = bool(parted and parted.lost)
+    if stopped is not None or lost:
+        doc["partial"] = True
+    if lost:
+        from twin.commands.run_parts import lost_document, lost_reason
+        doc["parts_lost"] = lost_document(parted)
+        folder.mark_partial(lost_reason(parted))
+    elif stopped is not None:
+        folder.mark_partial("interrupted: every flow's whole rounds so far" +
+                            (" (each part cut at its own instant)" if parted and not parted.here else ""))
+    if failed is not None:
+        _mark_failed(doc, failed, res, folder)
+
+
+def _exit_code(doc: dict, folder, lost: bool, stopped, failed) -> int:
+    """3 for a lost part or a failed live flow, INTERRUPTED_EXIT after a stop (its line printed), 1 for
+    mismatches beyond the injected corruptions, else 0."""
+    if lost:
+        return PART_LOST_EXIT
     injected = [f.get("faults", {}).get("injected", {}).get("corrupt_piece", 0) for f in doc["flows"]]
     if stopped is not None:  # rounds: replies of all flows together
         print(interrupted_line(sum(f["rounds"] for f in doc["flows"]),

@@ -149,8 +149,10 @@ def run(topo: Topology, progress=None, chunk_rounds: int = 10_000) -> list[LoopR
         raise CoreUnavailable(f"the compiled core writes {lib.twin_event_columns()} columns a round, "
                               f"twin/engine/compiled.py reads {len(FLOW_OUTS)}: rebuild twin")
     draws = [fl.spec.draws() for fl in topo.flows]
-    phases: dict = {}  # one poll grid per consumer node, one oscillator per control system: the first flow's
-    clocks: dict = {}
+    # one poll grid per consumer node, one oscillator per control system: the first flow's (or the whole
+    # topology's, for a part of it: Topology.phases / clocks)
+    phases: dict = dict(topo.phases)
+    clocks: dict = dict(topo.clocks)
     for fl, (phase, gen_phase, _) in zip(topo.flows, draws):
         phases.setdefault(fl.consumer, phase)
         clocks.setdefault(fl.generator, gen_phase)

@@ -385,7 +385,7 @@ def run_topology(topo: Topology, progress: Progress | None = None, chunk_rounds:
     if fast is not None:
         return fast
     k = Kernel(topo.seed)
-    shared = _Shared()
+    shared = _Shared(phases=dict(topo.phases), clocks=dict(topo.clocks))  # a part's: drawn over the whole
     runs: list[_FlowRun] = []
     try:
         for flow in topo.flows:

@@ -15,11 +15,17 @@ run (:meth:`twin.engine.spec.LoopSpec.draws`, the node's first flow's), which th
 the whole topology. The same holds for a consumer node's poll phase (its flows share its thread
 anyway).
 
+A run across processes (:mod:`twin.engine.parts`) groups the components into parts balanced by
+expected events (:func:`place`) and runs each part's topology (:func:`part_topology`) apart, with the
+phases drawn over the whole (:func:`whole_draws`) shipped in it.
+
 Covers the sharing of the built-in nodes (the compiled core's, :mod:`twin.engine.compiled`); a
 two-stage consumer's own lanes (:mod:`twin.devices.handoff`) are not named here, and the compiled
 core refuses it.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from twin.engine.topology import Flow, Topology
 
@@ -58,3 +64,78 @@ def components(topo: Topology) -> list[tuple[int, ...]]:
         g.add_edges_from((("flow", i), ("resource", key)) for key in shared_resources(fl))
     comps = [tuple(sorted(n[1] for n in c if n[0] == "flow")) for c in nx.connected_components(g)]
     return sorted(comps)
+
+
+def whole_draws(topo: Topology) -> tuple[dict[str, int], dict[str, int]]:
+    """The constants the engines draw over the whole of ``topo``: per consumer node its poll phase
+    and per generator node its oscillator's start phase (ps), each its first flow's
+    (:meth:`twin.engine.spec.LoopSpec.draws`), as :func:`twin.engine.event.run_topology` and the
+    compiled core take them; a topology's own ``phases`` / ``clocks`` first."""
+    phases, clocks = dict(topo.phases), dict(topo.clocks)
+    for fl in topo.flows:
+        phase, gen_phase, _ = fl.spec.draws()
+        phases.setdefault(fl.consumer, phase)
+        clocks.setdefault(fl.generator, gen_phase)
+    return phases, clocks
+
+
+def part_topology(topo: Topology, flows: tuple[int, ...]) -> Topology:
+    """The topology of flows ``flows`` of ``topo`` (indices, ascending: whole components of
+    :func:`components`), with the poll phases and oscillator phases of ``topo`` drawn over the whole
+    (:func:`whole_draws`: a generator whose flows fall in two parts keeps one oscillator). Its
+    flows' results equal theirs in ``topo``. ValueError for indices not ascending or out of range."""
+    if list(flows) != sorted(set(flows)) or any(not 0 <= i < len(topo.flows) for i in flows):
+        raise ValueError(f"topology {topo.name!r}: part flows must be ascending indices below "
+                         f"{len(topo.flows)}, got {flows}")
+    phases, clocks = whole_draws(topo)
+    sub = tuple(topo.flows[i] for i in flows)
+    return Topology(topo.name, topo.seed, sub, {f.consumer: phases[f.consumer] for f in sub},
+                    {f.generator: clocks[f.generator] for f in sub})
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a placement (:func:`place`): ``index`` (0-based), its ``components`` (indices
+    into :func:`components`' list, ascending), their ``flows`` (ascending) and ``events``, the
+    expected events (its flows' rounds summed: each round is a fixed number of events)."""
+
+    index: int
+    components: tuple[int, ...]
+    flows: tuple[int, ...]
+    events: int
+
+
+def component_events(topo: Topology, comps: list[tuple[int, ...]]) -> list[int]:
+    """Each component's expected events: the rounds of its flows summed (flows x rounds)."""
+    return [sum(topo.flows[i].spec.traffic.rounds for i in c) for c in comps]
+
+
+def place(topo: Topology, n: int, comps: list[tuple[int, ...]] | None = None) -> list[Part]:
+    """``topo``'s components (:func:`components`, or ``comps``) grouped into at most ``n`` parts
+    balanced by expected events (:func:`component_events`): largest first (ties: the lower
+    component), each onto the part with the least events so far (ties: the lower part). Parts
+    without a component are left out (``n`` above the components: one part each). ValueError for
+    ``n`` < 1."""
+    if n < 1:
+        raise ValueError(f"a placement needs at least one part, got {n}")
+    comps = components(topo) if comps is None else comps
+    events = component_events(topo, comps)
+    loads = [0] * min(n, len(comps))
+    members: list[list[int]] = [[] for _ in loads]
+    for c in sorted(range(len(comps)), key=lambda c: (-events[c], c)):
+        p = min(range(len(loads)), key=lambda p: (loads[p], p))
+        loads[p] += events[c]
+        members[p].append(c)
+    return [Part(p, tuple(sorted(m)), tuple(sorted(i for c in m for i in comps[c])), loads[p])
+            for p, m in enumerate(members)]
+
+
+def ranges(ids: tuple[int, ...] | list[int]) -> str:
+    """Ascending integers as runs: ``(0, 1, 2, 5, 7, 8)`` -> ``"0-2, 5, 7-8"``."""
+    runs: list[list[int]] = []
+    for i in ids:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)

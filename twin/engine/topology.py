@@ -65,11 +65,18 @@ class Flow:
 
 @dataclass(frozen=True)
 class Topology:
-    """Flows to run together on one event timeline, with one seed."""
+    """Flows to run together on one event timeline, with one seed.
+
+    ``phases`` (consumer node -> poll phase, ps) and ``clocks`` (generator node -> its oscillator's
+    start phase, ps): constants drawn for a larger topology this one is a part of
+    (:func:`twin.engine.partition.part_topology`); the engines take a node's from here and draw
+    only the others (a node's first flow's :meth:`LoopSpec.draws`). Empty: all drawn here."""
 
     name: str
     seed: int
     flows: tuple[Flow, ...]
+    phases: dict[str, int] = field(default_factory=dict)
+    clocks: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def single(cls, spec: LoopSpec, workload: FlowWorkload = FlowWorkload()) -> "Topology":

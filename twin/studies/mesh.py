@@ -123,9 +123,12 @@ def run_mesh(sc, params: ParamSet, rounds: int | None = None, seed: int | None =
     return _mesh_result(sc, topo, results)
 
 
-def _mesh_result(sc, topo: Topology, results: list[LoopResult]) -> MeshResult:
-    """The :class:`MeshResult` of the event engine's per-flow results."""
+def _mesh_result(sc, topo: Topology, results: list[LoopResult], index: tuple[int, ...] | None = None) -> MeshResult:
+    """The :class:`MeshResult` of the event engine's per-flow results (``index``: the scenario's
+    flows they are, when ``topo`` holds only those: a partitioned run that lost a part)."""
     routes = sc.graph().graph["routes"]
+    if index is not None:
+        routes = [routes[i] for i in index]
     flows = []
     for res in results:
         stats = {k: v for k, v in res.stats.items() if k not in ("shared", "events")}

@@ -1229,7 +1229,9 @@ void *twin_event_new(int64_t nflows, const int64_t *fp, const int64_t *fo, int64
 int64_t twin_event_run(void *h, int64_t target)
 {
     world_t *w = h;
-    static uint8_t scratch[3 * SCRATCH];
+    /* one per thread: the core runs with the GIL released, and two threads may each run a timeline (two parts
+       of a partitioned mesh in one Dask worker process) */
+    static _Thread_local uint8_t scratch[3 * SCRATCH];
     while (w->counter < target) {
         if (w->hn == 0)
             return -1;

@@ -1,0 +1,90 @@
+"""The Dask distributed cluster a partitioned run (:mod:`twin.engine.parts`) runs its parts on: a local
+one of N worker processes (:func:`local_client`) or an existing scheduler (:func:`connect`).
+
+A local cluster's worker processes leave the terminal's signals to this process: they start with
+SIGINT and SIGTERM blocked (the mask a child inherits) and, once up, move into their own process
+group (:func:`dask_setup`, the workers' Dask preload) before taking signals again, so a Ctrl-C at the
+terminal (sent to the whole foreground group) reaches this process only, which stops the parts at
+a round boundary (:func:`twin.engine.parts.run_parts`). Its scheduler gives up on a task whose worker
+died at the first death (``allowed-failures`` 0: a killed worker ends its part at once, Dask's
+``KilledWorker``, instead of rerunning the part from its first round elsewhere).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from contextlib import contextmanager
+from typing import Iterator
+
+HELD = {signal.SIGINT, signal.SIGTERM}
+
+
+class ClusterError(RuntimeError):
+    """No cluster to run on (one line: the address or option and why)."""
+
+
+def available() -> str | None:
+    """Why a partitioned run cannot start here (Dask distributed not installed), or None."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        return "needs Dask distributed, not installed here (pip install 'twin[cluster]')"
+    return None
+
+
+def dask_setup(worker) -> None:
+    """The preload of a local cluster's worker (Dask calls it as the worker starts, on its event loop
+    in the process's main thread): its own process group, then SIGINT and SIGTERM taken again (held
+    since the process started, :func:`local_client`)."""
+    try:
+        os.setpgid(0, 0)
+    except OSError:  # already a group leader
+        pass
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
+
+
+@contextmanager
+def local_client(n: int) -> Iterator:
+    """A :class:`distributed.Client` on a new :class:`distributed.LocalCluster` of ``n`` worker
+    processes of one thread each (127.0.0.1, TCP, no dashboard, no memory limit: a part keeps its
+    rounds as one process does), closed after the block. ClusterError when Dask is not installed."""
+    why = available()
+    if why:
+        raise ClusterError(f"--processes {n}: {why}")
+    import dask
+    from distributed import Client, LocalCluster
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)  # inherited by the loop thread and its children
+    try:
+        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                   protocol="tcp", dashboard_address=None, silence_logs=logging.CRITICAL,
+                                   memory_limit=0, preload=[__name__])
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    try:
+        with Client(cluster) as client:
+            yield client
+    finally:
+        cluster.close()
+
+
+@contextmanager
+def connect(address: str) -> Iterator:
+    """A :class:`distributed.Client` of the scheduler at ``address`` (``tcp://HOST:PORT``), closed
+    after the block. ClusterError (one line) when Dask is not installed or nothing there answers as
+    a Dask scheduler within 20 s."""
+    why = available()
+    if why:
+        raise ClusterError(f"--cluster {address}: {why}")
+    from distributed import Client
+    try:
+        client = Client(address, timeout="20s")
+    except Exception as e:  # no scheduler there (OSError, TimeoutError), or a server that does not speak Dask
+        raise ClusterError(f"--cluster {address}: cannot connect to a Dask scheduler there ({type(e).__name__}: "
+                           f"{(str(e).splitlines() or [''])[0][:160]})") from None
+    with client:
+        yield client
+
+
+__all__ = ["ClusterError", "available", "local_client", "connect", "dask_setup"]
