@@ -14,7 +14,7 @@ with ``--note`` added under the machine line).
 Sweeps (``--sweep``):
 
 - ``duty``: back to back (closed loop, no gap), then open loop at 10 us, 100 us, 1 ms and 10 ms
-  periods, then exponential (Poisson) gaps of mean 100 us and 1 ms; ``--rounds`` each, the 10 ms
+  periods, then exponential (Poisson) gaps of mean 10 us, 100 us and 1 ms; ``--rounds`` each, the 10 ms
   and 1 ms-mean points at most ``--rounds-slow``;
 - ``duty_closed``: the same in closed loop, the gap counted from each reply (``gap``, or
   exponential ``gaps``), so a slow or stalled round cannot queue the next ones (a loaded machine);
@@ -70,7 +70,8 @@ def points(sweep: str, rounds: int, slow: int) -> list[tuple[str, dict, int, int
         for label, period, n in (("period_10us", "10 us", rounds), ("period_100us", "100 us", rounds),
                                  ("period_1ms", "1 ms", rounds), ("period_10ms", "10 ms", min(rounds, slow))):
             out.append((label, {"mode": "open_loop", "clock": "card", "period": period}, n, 64, "echo"))
-        for label, mean, n in (("exp_100us", "100 us", rounds), ("exp_1ms", "1 ms", min(rounds, 5 * slow))):
+        for label, mean, n in (("exp_10us", "10 us", rounds), ("exp_100us", "100 us", rounds),
+                               ("exp_1ms", "1 ms", min(rounds, 5 * slow))):
             out.append((label, {"mode": "open_loop", "clock": "card",
                                 "gaps": {"distribution": "exponential", "mean": mean}}, n, 64, "echo"))
         return out

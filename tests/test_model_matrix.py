@@ -72,9 +72,11 @@ def test_mesh(tmp_path, model, capsys):
     assert [f["mismatches"] for f in doc["flows"]] == [0, 0]
     assert [f["rounds"] for f in doc["flows"]] == [200, 200]
     assert doc["flows"][0]["to"] == "x"
-    # every model's consumer reports the replies it served; an RTL one has no utilisation of the twin's
+    # every model's consumer reports the replies it served; an RTL one has no utilisation of the twin's,
+    # nor a live one (its flow ran on the paced loop: measured, not modelled)
     assert doc["consumers"]["x"]["served"] == 200
-    assert (doc["consumers"]["x"]["utilisation"] is None) == (model == "rtl")
+    assert (doc["consumers"]["x"]["utilisation"] is None) == (model in ("rtl", "live"))
+    assert (doc["flows"][0].get("engine") == "paced") == (model == "live")
 
 
 @pytest.mark.parametrize("model, why", [("rtl", "polls one request queue"), ("live", "serving one request queue")])
