@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 def register(sub) -> None:
     """Add ``run`` to the ``twin`` subcommands."""
+    from twin.engine.cluster import PART_TIMEOUT_S
     r = sub.add_parser("run", help="run a scenario (default: the bundled card_path_64b)")
     r.add_argument("scenario", nargs="?", type=_file_name, help=f"scenario YAML (default {DEFAULT_SCENARIO})")
     r.add_argument("--rounds", type=_run_rounds, help="rounds per consumer (default: the scenario's; e.g. 1e5, 3e6; "
@@ -83,8 +84,6 @@ def register(sub) -> None:
     r.set_defaults(handler=cmd_run, stops_at_a_round=True)  # its own signal handlers (interruptible)
 
 
-PART_TIMEOUT_S = 20.0
-"""Seconds a part of a partitioned mesh run may stay silent before it counts as lost (default)."""
 
 
 def _processes(text: str) -> int:

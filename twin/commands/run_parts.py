@@ -149,7 +149,7 @@ def run_parted(args: argparse.Namespace, console: Console, loaded, seed: int, pr
         for line in placement_lines(parts, comps, flag):
             console.print(line, highlight=False, soft_wrap=True)
         describe(f"replies (all flows, {len(parts)} part{'s' * (len(parts) > 1)})")
-    from twin.commands.run import PART_TIMEOUT_S
+    from twin.engine.cluster import PART_TIMEOUT_S
     try:
         pm = run_mesh_parts(loaded.scenario, loaded.params, n, _client_of(args, console, args.quiet),
                             rounds=args.rounds, seed=seed, progress=progress, placed=placed,

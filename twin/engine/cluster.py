@@ -17,6 +17,10 @@ import signal
 from contextlib import contextmanager
 from typing import Iterator
 
+PART_TIMEOUT_S = 20.0
+"""Seconds a part of a partitioned run may stay silent (no heartbeat, no answer to a stop) before it
+counts as lost (the default of ``--part-timeout``)."""
+
 HELD = {signal.SIGINT, signal.SIGTERM}
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from hw_bridge.paced import STAMPS
 from twin.engine.paced import _images, _slot_bytes, paced_refusal, run_paced
 from twin.exchange.encoding import get_encoding
+from twin.qec.outcome import Outcome, reply_rows
 
 
 def paced_applies(loop) -> str | None:
@@ -66,10 +67,9 @@ class DecodeFrames:
 def run_paced_decode(loop, simulated):
     """Placement ``loop`` (live, :func:`paced_applies` None) at its pace, with ``simulated`` (the
     same placement's :class:`twin.qec.loop.DecodeRun` under model sim) as its simulated side.
-    Returns the :class:`twin.qec.loop._Outcome` (engine ``paced``; the live replies as the
+    Returns the :class:`twin.qec.outcome.Outcome` (engine ``paced``; the live replies as the
     corrections, every one checked against the direct decode in C); a live failure or a stop is the
     outcome's ``stopped``, its result the whole rounds so far."""
-    from twin.qec.loop import _Outcome, _rows
     spec = loop.specs[0]
     enc = get_encoding(spec.consumer.encoding)
     stride = spec.slot_bytes or _slot_bytes(enc, spec.traffic.frame_bytes)
@@ -88,7 +88,7 @@ def run_paced_decode(loop, simulated):
     replies = res.stats.pop("replies")
     rb = loop.decoder.reply_bytes
     rows = [r[:rb].ljust(rb, b"\0") for r in replies]  # a wrong-length reply differs (the card counted it)
-    out = _Outcome(res, _rows(rows, rb), [], stopped=stopped, used="paced")  # type: ignore[arg-type]
+    out = Outcome(res, reply_rows(rows, rb), [], stopped=stopped, used="paced")  # type: ignore[arg-type]
     out.checked = len(res.t_in)
     return out
 

@@ -50,6 +50,7 @@ from twin.exchange import contract as C
 from twin.qec.cost import CostModel
 from twin.qec.decoders import Decoder, LookupDecoder, MatchingDecoder, direct_corrections
 from twin.qec.hosting import HostingMode, HostingParams
+from twin.qec.outcome import Outcome, reply_rows
 from twin.qec.workload import Workload, logical_errors
 from twin.runtime.functions import REGISTRY, Function, register
 
@@ -289,32 +290,6 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
                        order=order, inject_ps=inject_ps).run()
 
 
-def _rows(replies: list[bytes], reply_bytes: int) -> np.ndarray:
-    """Replies as uint8 (len(replies), reply_bytes)."""
-    if not replies:
-        return np.zeros((0, reply_bytes), np.uint8)
-    return np.frombuffer(b"".join(replies), np.uint8).reshape(len(replies), reply_bytes)
-
-
-@dataclass
-class _Outcome:
-    """What the engines gave for the stream: ``res`` (the :class:`LoopResult`), ``corr`` the replies
-    (uint8 (requests, reply_bytes)), ``made`` the hosted consumers the event model built (flow
-    order; their statistics), ``flow`` each request's flow (a stream over several devices),
-    ``stopped`` the stop request that ended it, ``used`` the engines (``event``, ``direct``,
-    ``direct+event``), ``checked`` the replies the card checked, ``served_wall`` the wall seconds
-    the consumer spent decoding."""
-
-    res: LoopResult
-    corr: np.ndarray
-    made: list
-    flow: np.ndarray | None = None
-    stopped: Interrupted | None = None
-    used: str = "event"
-    checked: int = 0
-    served_wall: float = 0.0
-
-
 class _DecodeLoop:
     """One :func:`run_decode`: its flows (one spec and per-request compute time per device), the
     consumer's answers and the direct decode, the engine runs (the event model; or the direct engine
@@ -419,7 +394,7 @@ class _DecodeLoop:
             return self.replies.serve, self.direct_one
         return accumulate(self.replies.serve, g), accumulate(self.direct_one, g)
 
-    def event_run(self, run_specs, prog) -> _Outcome:
+    def event_run(self, run_specs, prog) -> Outcome:
         """The event model over ``run_specs`` (one flow, or a stream shared over several devices,
         :mod:`twin.engine.share`), with progress ``prog``; a stop keeps the requests so far."""
         made = []  # the hosting parts built (in flow order), for their statistics
@@ -462,7 +437,7 @@ class _DecodeLoop:
                 stopped, results = e, stream_prefix(e.results)
             res, flow = merge(results, "+".join(self.devices))
         kept = res.stats.pop("replies")
-        return _Outcome(res, _rows(kept, self.decoder.reply_bytes), made, flow, stopped)  # RTL times itself
+        return Outcome(res, reply_rows(kept, self.decoder.reply_bytes), made, flow, stopped)  # RTL times itself
 
     def run(self) -> DecodeRun:
         """The stream through the engines, cut to whole shots after a stop; the :class:`DecodeRun`
@@ -520,7 +495,7 @@ class _DecodeLoop:
         return self.engine == "auto" and self.mode in ("inline", "external_self") and self.workers == 1 and \
             self.count == 1 and direct_computes("consumer", self.model)
 
-    def _direct(self) -> _Outcome | None:
+    def _direct(self) -> Outcome | None:
         """The direct engine with the per-request compute time for every request, replies from the
         consumer's batch, checked by the event model over the first ``verify_rounds`` requests
         (:meth:`_check_by_event`); None when requests queue for slots (only the event model is
@@ -535,10 +510,10 @@ class _DecodeLoop:
         except Interrupted as e:  # the direct engine's requests so far, none checked
             serve, _ = self.fresh()
             m = len(e.partial.t_in)
-            return _Outcome(e.partial, _rows([serve(k) for k in self.keys[:m]], rb), [], stopped=e, used="direct",
+            return Outcome(e.partial, reply_rows([serve(k) for k in self.keys[:m]], rb), [], stopped=e, used="direct",
                             served_wall=self.spent[0])
         serve, _ = self.fresh()
-        out = _Outcome(res, _rows([serve(k) for k in self.keys], rb), [], used="direct", served_wall=self.spent[0])
+        out = Outcome(res, reply_rows([serve(k) for k in self.keys], rb), [], used="direct", served_wall=self.spent[0])
         out.checked = max(0, min(self.verify_rounds, self.n))
         if out.checked:  # --verify-rounds 0: the direct engine alone, no reply checked by the card (as in twin run)
             self._check_by_event(out)
@@ -546,7 +521,7 @@ class _DecodeLoop:
             res.stats.update(mismatches=0, backlog_max=0)
         return out
 
-    def _check_by_event(self, out: _Outcome) -> None:
+    def _check_by_event(self, out: Outcome) -> None:
         """The event model over the first ``out.checked`` requests: its timestamps, hops and replies
         must be the direct engine's (:class:`twin.engine.direct.EngineDisagreement` otherwise)."""
         ev = self.event_run([replace(self.specs[0], traffic=replace(self.traffic, rounds=out.checked))], None)
@@ -559,7 +534,7 @@ class _DecodeLoop:
         out.res.ok[:out.checked] = ev.res.ok
         out.used = "direct+event"
 
-    def _extra(self, out: _Outcome, compute: np.ndarray) -> dict:
+    def _extra(self, out: Outcome, compute: np.ndarray) -> dict:
         """:attr:`DecodeRun.extra`: the engine, the replies checked, the batch's statistics, and the
         hosted consumers' per-request statistics (or, checked by the event model, the inline body's)."""
         res, made, m = out.res, out.made, len(out.res.t_in)
@@ -609,7 +584,7 @@ class _DecodeLoop:
         return self.cost.describe()
 
 
-def _per_request(out: _Outcome, attr: str) -> np.ndarray:
+def _per_request(out: Outcome, attr: str) -> np.ndarray:
     """A hosted consumer statistic per request, in stream order (the first ``len(out.res.t_in)``)."""
     m = len(out.res.t_in)
     parts = [np.array(getattr(c, attr), np.int64) for c in out.made]
