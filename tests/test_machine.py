@@ -219,6 +219,13 @@ def test_every_pool_key_changes_the_results(tmp_path, pool):
     assert json.dumps(a["pools"], sort_keys=True) != json.dumps(b["pools"], sort_keys=True)
 
 
+def node(**over) -> dict:
+    """:func:`base` with its one node's keys replaced."""
+    d = base()
+    d["machine"]["pools"][0]["nodes"][0].update(over)
+    return d
+
+
 REFUSED = [
     (("pools", 0, "ensemble"), with_pool(base(), policy="edf", ensemble={"size": 2}), "edf's shared queue"),
     (("window", "buffer"), base(window={"kind": "parallel", "commit": 2, "buffer": 0}), "need seams"),
@@ -233,6 +240,15 @@ REFUSED = [
     (("deadline",), base(deadline="0 ns"), "must be > 0"),
     (("pools", 0, "colour"), with_pool(base(), colour="red"), "unknown key"),
     (("decoder", "cost", "call"), base(decoder={"cost": {"fixed": "1 us", "call": "python"}}), "how: measured"),
+    # a value of another type is refused, not coerced (issue 27's hostile-input check)
+    (("pools", 0, "nodes", 0, "decoders"), node(decoders="24"), "valid integer"),
+    (("pools", 0, "nodes", 0, "decoders"), node(decoders=True), "valid integer"),
+    (("program", "t_rate"), base(program={"t_rate": "0.1"}), "valid number"),
+    (("program", "t_rate"), base(program={"t_rate": True}), "valid number"),
+    (("layout", "rows"), base(layout={"rows": 1.0, "cols": 10}), "valid integer"),
+    (("ler", "shots"), base(p=0.001, ler={"shots": True}), "valid integer"),
+    (("cycles",), base(cycles=True), "valid integer"),
+    (("pools", 0, "nodes", 0, "device"), node(device="nosuchcpu"), "one of epyc7282, epyc9755"),
 ]
 
 
@@ -277,3 +293,21 @@ def test_twin_machine_writes_results_and_the_figure(tmp_path, capsys):
     assert (out / "machine.png").stat().st_size > 10_000
     text = capsys.readouterr().out
     assert "logical clock" in text and "decoder pools" in text
+
+
+def refused(tmp_path: Path, capsys, args: list[str], *parts: str) -> str:
+    """``twin machine ARGS`` exits 2 with exactly one stderr line holding each of ``parts``, no traceback."""
+    from twin.commands import main
+    assert main(["machine", *args, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert all(p in err for p in parts), (parts, err)
+    return err
+
+
+@pytest.mark.parametrize("key,value,shown", [("decoders", "24", "'24'"), ("device", "nosuchcpu", "'nosuchcpu'")])
+def test_a_node_of_another_type_or_an_unknown_device_is_refused_by_the_command(tmp_path, capsys, key, value, shown):
+    p = write(tmp_path, node(**{key: value}))
+    refused(tmp_path, capsys, [str(p), "--out", str(tmp_path / "o")], str(p), f"machine.pools[0].nodes[0].{key}",
+            shown)
+    assert not (tmp_path / "o").exists()
