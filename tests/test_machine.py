@@ -311,3 +311,22 @@ def test_a_node_of_another_type_or_an_unknown_device_is_refused_by_the_command(t
     refused(tmp_path, capsys, [str(p), "--out", str(tmp_path / "o")], str(p), f"machine.pools[0].nodes[0].{key}",
             shown)
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("text", ["TOPSECRET-4242 is the key\n", "TOPSECRET: 4242\n", "schema: TOPSECRET\nx: [1\n"])
+def test_a_bad_cost_file_is_refused_naming_the_scenario_key_without_its_content(tmp_path, capsys, text):
+    """decoder.cost.file naming a file that is not a per-call file (any readable file: a key, a
+    password file): one line naming the scenario, machine.decoder.cost.file and the file, none of its text."""
+    (tmp_path / "secret.txt").write_text(text)
+    p = write(tmp_path, base(p=0.001, decoder={"cost": {"how": "measured", "file": "secret.txt"}}))
+    err = refused(tmp_path, capsys, [str(p), "--out", str(tmp_path / "o")], str(p), "machine.decoder.cost.file",
+                  "'secret.txt'")
+    assert "TOPSECRET" not in err and "4242" not in err, err
+
+
+def test_a_cost_file_of_another_decoder_is_refused(tmp_path, capsys):
+    import shutil
+    shutil.copy(ROOT / "calibrations/measured/decoders/lookup_rep_d3_r1_p0.001_circuit.yaml", tmp_path / "l.yaml")
+    p = write(tmp_path, base(p=0.001, decoder={"cost": {"how": "measured", "file": "l.yaml"}}))
+    refused(tmp_path, capsys, [str(p), "--out", str(tmp_path / "o")], str(p), "machine.decoder.cost.file",
+            "measured on a lookup decoder")
