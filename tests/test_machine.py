@@ -330,3 +330,19 @@ def test_a_cost_file_of_another_decoder_is_refused(tmp_path, capsys):
     p = write(tmp_path, base(p=0.001, decoder={"cost": {"how": "measured", "file": "l.yaml"}}))
     refused(tmp_path, capsys, [str(p), "--out", str(tmp_path / "o")], str(p), "machine.decoder.cost.file",
             "measured on a lookup decoder")
+
+
+def test_overwrite_removes_the_earlier_runs_figure_it_does_not_write_again(tmp_path, capsys):
+    """--overwrite --no-plot, or another --figure-format: the earlier machine.png goes (it would not match
+    the new results) and the next run may overwrite the folder again."""
+    from twin.commands import main
+    p, out = write(tmp_path, base(cycles=40)), tmp_path / "o"
+    args = ["machine", str(p), "--out", str(out), "--quiet"]
+    assert main(args) == 0 and (out / "machine.png").exists()
+    assert main([*args, "--overwrite", "--no-plot"]) == 0
+    assert not (out / "machine.png").exists()
+    assert "machine.png" not in json.loads((out / "manifest.json").read_text())["files"]
+    assert main([*args, "--overwrite"]) == 0 and (out / "machine.png").exists()
+    assert main([*args, "--overwrite", "--figure-format", "svg"]) == 0
+    assert (out / "machine.svg").exists() and not (out / "machine.png").exists()
+    assert main([*args, "--overwrite"]) == 0, capsys.readouterr().err
