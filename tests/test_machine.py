@@ -346,3 +346,18 @@ def test_overwrite_removes_the_earlier_runs_figure_it_does_not_write_again(tmp_p
     assert main([*args, "--overwrite", "--figure-format", "svg"]) == 0
     assert (out / "machine.svg").exists() and not (out / "machine.png").exists()
     assert main([*args, "--overwrite"]) == 0, capsys.readouterr().err
+
+
+def test_a_run_too_short_for_the_backlog_fit_says_so(tmp_path, capsys):
+    """Three ticks (C=1, B=0, 3 cycles): the second half's slope cannot be told; results.json says null, the
+    table "too short to tell" (never 0.000); four ticks give a number."""
+    from twin.commands import main
+    p, out = write(tmp_path, base(cycles=3)), tmp_path / "o"
+    assert main(["machine", str(p), "--out", str(out), "--quiet", "--no-plot", "--decoders", "2,4"]) == 0
+    doc = json.loads((out / "results.json").read_text())
+    pool = doc["pools"][0]
+    assert pool["backlog_growth_per_cycle"] is None and pool["growth_per_arrival"] is None
+    assert all(r["backlog_growth_per_cycle"] is None for r in doc["sweep"])
+    assert "too short to tell" in capsys.readouterr().out
+    _, res = run(tmp_path, base(cycles=4))
+    assert res["pools"][0]["backlog_growth_per_cycle"] is not None

@@ -31,7 +31,7 @@ def print_machine(doc: dict, console, sweep: list[dict] | None = None) -> None:
         t.add_column(col, justify="left" if col in ("pool", "policy") else "right")
     for p in doc["pools"]:
         t.add_row(p["name"], p["policy"], f"{p['decoders']:,}", f"{p['decoders_needed']:,}", f"{p['jobs']:,}",
-                  f"{p['busy_fraction']:.1%}", f"{p['backlog_max']:,}", f"{p['backlog_growth_per_cycle']:.3f}",
+                  f"{p['busy_fraction']:.1%}", f"{p['backlog_max']:,}", _growth(p['backlog_growth_per_cycle']),
                   f"{p['held_jobs']:,}", f"{(p['wait'] or {}).get('p99_ns', 0):,.0f}",
                   f"{(p['latency'] or {}).get('p99_ns', 0):,.0f}", f"{p.get('deadline_missed', '-')}")
     console.print(t)
@@ -52,9 +52,14 @@ def print_machine(doc: dict, console, sweep: list[dict] | None = None) -> None:
             s.add_column(col, justify="right")
         for r in sweep:
             s.add_row(f"{r['decoders']:,}", f"{r['effective_step_ns']}", f"{r['slowdown']}",
-                      f"{r['t_reaction_p99_ns'] or '-'}", f"{r['backlog_growth_per_cycle']:.3f}",
+                      f"{r['t_reaction_p99_ns'] or '-'}", _growth(r['backlog_growth_per_cycle']),
                       f"{r['deadline_missed']:,}")
         console.print(s)
+
+
+def _growth(g: float | None) -> str:
+    """A growth per cycle as printed: ``0.123``, or "too short to tell" (None: fewer ticks than a fit needs)."""
+    return "too short to tell" if g is None else f"{g:.3f}"
 
 
 def machine_figure(model, doc: dict, sweep: list[dict] | None = None):
