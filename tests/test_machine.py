@@ -361,3 +361,65 @@ def test_a_run_too_short_for_the_backlog_fit_says_so(tmp_path, capsys):
     assert "too short to tell" in capsys.readouterr().out
     _, res = run(tmp_path, base(cycles=4))
     assert res["pools"][0]["backlog_growth_per_cycle"] is not None
+
+
+# -- memory: estimated before the run, refused in one line ---------------------------------------------
+def _no_run(monkeypatch):
+    """The model's run, the check and the decoded sample fail the test if reached (a refusal comes first)."""
+    from twin.machine import check, engine, ler
+
+    def reached(*a, **k):
+        raise AssertionError("ran: not refused")
+    monkeypatch.setattr(engine.MachineModel, "run", reached)
+    monkeypatch.setattr(check, "cost_check", reached)
+    monkeypatch.setattr(ler, "step_ler", reached)
+
+
+def _memory(monkeypatch, mib: int):
+    from twin.engine import memory
+    monkeypatch.setattr(memory, "available_bytes", lambda: (mib * 2**20, f"a test's {mib} MiB"))
+
+
+def test_cycles_beyond_the_scenarios_bound_are_refused(tmp_path, capsys, monkeypatch):
+    _no_run(monkeypatch)
+    refused(tmp_path, capsys, ["machine_100q", "--cycles", "10000001", "--out", str(tmp_path / "o")],
+            "machine_100q.yaml", "--cycles: 10000001", "10,000,000")
+
+
+@pytest.mark.parametrize("cli", [[], ["--cycles", "1400"], ["--decoders", "2"]])
+def test_a_run_whose_jobs_do_not_fit_is_refused_before_it_runs(tmp_path, capsys, monkeypatch, cli):
+    """10,000 patches x 1,500 ticks: 15 million jobs, about 15 GB estimated, 1 GiB there."""
+    _no_run(monkeypatch)
+    _memory(monkeypatch, 1024)
+    p = write(tmp_path, base(layout={"rows": 100, "cols": 100}))
+    key = "--cycles: 1400" if cli[:1] == ["--cycles"] else "machine.cycles: 1500"
+    err = refused(tmp_path, capsys, [str(p), "--out", str(tmp_path / "o"), *cli], str(p), key, "decode jobs",
+                  "a test's 1024 MiB")
+    assert ("the machine's and a sweep point's" in err) == ("--decoders" in cli), err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_check_or_a_decoded_sample_that_does_not_fit_is_refused_before_the_run(tmp_path, capsys, monkeypatch):
+    _no_run(monkeypatch)
+    _memory(monkeypatch, 456)
+    p = write(tmp_path, base(p=0.001, distance=5, window={"kind": "streaming", "commit": 5, "buffer": 5},
+                             decoder={"cost": {"how": "measured"}}, check={"calls": 1_000_000}), "c.yaml")
+    refused(tmp_path, capsys, [str(p), "--out", str(tmp_path / "o")], str(p), "machine.check.calls: 1000000",
+            "ask for fewer calls")
+    p = write(tmp_path, base(p=0.001, distance=5, ler={"shots": 10_000_000}), "l.yaml")
+    refused(tmp_path, capsys, [str(p), "--out", str(tmp_path / "o")], str(p), "machine.ler.shots: 10000000",
+            "ask for fewer shots")
+
+
+def test_a_decoded_sample_the_stalls_make_too_big_is_refused_before_it_is_drawn(tmp_path, capsys, monkeypatch):
+    """A slow decoder makes the T gates stall (the p99 case > 10 rounds, as in the LER test above): a
+    million shots of d = 3 fit for one step (3 rounds, ~72 MB) but not for the stalled one (~0.3 GB)."""
+    from twin.machine import ler
+    monkeypatch.setattr(ler, "step_ler", lambda *a, **k: (_ for _ in ()).throw(AssertionError("drawn")))
+    _memory(monkeypatch, 456)
+    p = write(tmp_path, base(layout={"rows": 1, "cols": 2}, p=0.01, program={"t_rate": 0.5},
+                             decoder={"cost": {"fixed": "3 us"}}, window={"kind": "streaming", "commit": 3,
+                                                                         "buffer": 3}, ler={"shots": 1_000_000}))
+    err = refused(tmp_path, capsys, [str(p), "--out", str(tmp_path / "o"), "--no-plot"], str(p),
+                  "machine.ler.shots: 1000000", "ask for fewer shots")
+    assert "(3 rounds)" not in err, err

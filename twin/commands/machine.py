@@ -51,12 +51,13 @@ def cmd_machine(args: argparse.Namespace, console) -> int:
     from pathlib import Path
 
     from twin.machine.report import MACHINE_FILES, machine_figure, print_machine
-    from twin.machine.study import load_machine, pool_specs, run_machine, sweep_decoders
+    from twin.machine.study import check_run, load_machine, pool_specs, run_machine, sweep_decoders
     from twin.output.progress import progress_bar
     lm = load_machine(scenario_arg(args.scenario, DEFAULT_MACHINE))
     short = None if args.cycles is None else lm.sc.machine.too_short(args.cycles)
     if short:
         raise UsageError(f"--cycles {args.cycles}: {short}")
+    check_run(lm, args.cycles, sweeping=bool(args.decoders))  # the cycles' bound, the memory the run needs
     if args.decoders:
         try:
             for k in args.decoders:

@@ -53,11 +53,29 @@ def pool_specs(m, decoders: int | None = None) -> list[tuple]:
     return out
 
 
+def check_run(lm: LoadedMachine, cycles: int | None = None, sweeping: bool = False) -> None:
+    """Before a run of ``lm`` (``cycles`` overriding the scenario's; ``sweeping``: with ``--decoders``): the
+    cycles within the scenario's bound (:data:`twin.machine.schema.MAX_CYCLES`) and the run's estimated
+    memory within what there is (:func:`twin.machine.memory.run_refusal`). Raises
+    :class:`twin.config.ConfigError` naming the file, the key (``--cycles`` for cycles given) and its value."""
+    from twin.config import ConfigError
+    from twin.machine.memory import run_refusal
+    from twin.machine.schema import MAX_CYCLES
+    m = lm.sc.machine
+    if cycles is not None and not 1 <= cycles <= MAX_CYCLES:
+        raise ConfigError(lm.path, "--cycles", cycles, f"from 1 to {MAX_CYCLES:,} cycles (machine.cycles' bound)")
+    why = run_refusal(m if cycles is None else m.model_copy(update={"cycles": cycles}), cycles or m.cycles, sweeping)
+    if why:
+        key, value, line = why
+        raise ConfigError(lm.path, "--cycles" if key == "machine.cycles" and cycles is not None else key, value, line)
+
+
 def run_machine(lm: LoadedMachine, *, cycles: int | None = None, seed: int | None = None,
                 decoders: int | None = None, progress=None) -> tuple[MachineModel, dict]:
     """Run machine scenario ``lm`` (``cycles``, ``seed``, ``decoders`` override the scenario's);
     returns the model after its run and the results document."""
     from twin.machine.cost import job_cost
+    check_run(lm, cycles)
     sc = lm.sc
     m = sc.machine if cycles is None else sc.machine.model_copy(update={"cycles": cycles})
     seed = sc.seed if seed is None else seed
@@ -71,9 +89,20 @@ def run_machine(lm: LoadedMachine, *, cycles: int | None = None, seed: int | Non
         from twin.machine.check import cost_check
         doc["check"] = cost_check(m, cost, m.check.calls, seed)
     if m.ler is not None:
-        from twin.machine.ler import step_ler
+        from twin.machine.ler import stall_cases, step_ler
+        _check_ler(lm, m, max(r for _, r in stall_cases(model)))
         doc["ler"], model.ler_stats = step_ler(m, model, m.ler.shots, seed)
     return model, doc
+
+
+def _check_ler(lm: LoadedMachine, m, rounds: int) -> None:
+    """The ``ler:`` sample's largest case (``rounds``, the stalls now known) fits in the memory there is
+    (:func:`twin.machine.memory.ler_refusal`); raises :class:`twin.config.ConfigError` naming machine.ler.shots."""
+    from twin.config import ConfigError
+    from twin.machine.memory import ler_refusal
+    why = ler_refusal(m, rounds)
+    if why:
+        raise ConfigError(lm.path, why[0], why[1], why[2])
 
 
 def document(sc: MachineScenario, m, seed: int, model: MachineModel, pools) -> dict:
