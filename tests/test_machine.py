@@ -423,3 +423,18 @@ def test_a_decoded_sample_the_stalls_make_too_big_is_refused_before_it_is_drawn(
     err = refused(tmp_path, capsys, [str(p), "--out", str(tmp_path / "o"), "--no-plot"], str(p),
                   "machine.ler.shots: 1000000", "ask for fewer shots")
     assert "(3 rounds)" not in err, err
+
+
+def test_the_printout_says_what_the_cost_is_and_separates_thousands(tmp_path, capsys):
+    """A fixed cost is not called measured; counts over 999 (the deadlines missed) carry separators;
+    --no-plot's help names the figure whatever its format."""
+    from twin.commands import build_parser, main
+    doc = base(deadline="1 us", decoder={"cost": {"fixed": "5 us"}})
+    assert main(["machine", str(write(tmp_path, doc)), "--out", str(tmp_path / "o"), "--quiet", "--no-plot"]) == 0
+    out = capsys.readouterr().out
+    missed = json.loads((tmp_path / "o" / "results.json").read_text())["pools"][0]["deadline_missed"]
+    assert missed > 1000 and f"{missed:,}" in out, (missed, out)
+    assert "fixed decoder cost" in out and "measured decoder cost" not in out, out
+    sub = next(a for a in build_parser()._subparsers._group_actions[0].choices.items() if a[0] == "machine")[1]
+    text = " ".join(sub.format_help().split())
+    assert "machine.pdf / machine.svg" in text, text

@@ -39,7 +39,8 @@ def register(sub) -> None:
     d.add_argument("--decoders", type=_counts, help="also run every pool at each of these decoder counts "
                    "(e.g. 4,8,16): the logical clock against the decoder count")
     d.add_argument("--out", help="output folder (default runs/<scenario name>)")
-    d.add_argument("--no-plot", action="store_true", help="do not write machine.png")
+    d.add_argument("--no-plot", action="store_true", help="do not write the machine figure (machine.png, or "
+                   "machine.pdf / machine.svg with --figure-format)")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
     add_figure_format(d, "machine")
     add_overwrite(d)
