@@ -1,5 +1,5 @@
 """The machine study at utility scale: a whole ``twin machine`` process on the 1,000-logical-qubit
-scenario (scenarios/machine_1000q_d15.yaml: d = 15, 10^4 cycles, ten pools of 128 decoders), its
+scenario (scenarios/machine_1000q_d15.yaml: d = 15, 10^4 cycles, ten pools of 192 decoders), its
 CPU seconds (user + sys of the child, start-up included: ``os.wait4``) and peak RSS against issue
 27's targets (<= 10 minutes whole process on this 2-core machine, <= 4 GB), in one run; then the
 jobs per CPU-second the model handled and the machine figures it printed.

@@ -219,6 +219,13 @@ def test_every_pool_key_changes_the_results(tmp_path, pool):
     assert json.dumps(a["pools"], sort_keys=True) != json.dumps(b["pools"], sort_keys=True)
 
 
+def node(**over) -> dict:
+    """:func:`base` with its one node's keys replaced."""
+    d = base()
+    d["machine"]["pools"][0]["nodes"][0].update(over)
+    return d
+
+
 REFUSED = [
     (("pools", 0, "ensemble"), with_pool(base(), policy="edf", ensemble={"size": 2}), "edf's shared queue"),
     (("window", "buffer"), base(window={"kind": "parallel", "commit": 2, "buffer": 0}), "need seams"),
@@ -233,6 +240,15 @@ REFUSED = [
     (("deadline",), base(deadline="0 ns"), "must be > 0"),
     (("pools", 0, "colour"), with_pool(base(), colour="red"), "unknown key"),
     (("decoder", "cost", "call"), base(decoder={"cost": {"fixed": "1 us", "call": "python"}}), "how: measured"),
+    # a value of another type is refused, not coerced (issue 27's hostile-input check)
+    (("pools", 0, "nodes", 0, "decoders"), node(decoders="24"), "valid integer"),
+    (("pools", 0, "nodes", 0, "decoders"), node(decoders=True), "valid integer"),
+    (("program", "t_rate"), base(program={"t_rate": "0.1"}), "valid number"),
+    (("program", "t_rate"), base(program={"t_rate": True}), "valid number"),
+    (("layout", "rows"), base(layout={"rows": 1.0, "cols": 10}), "valid integer"),
+    (("ler", "shots"), base(p=0.001, ler={"shots": True}), "valid integer"),
+    (("cycles",), base(cycles=True), "valid integer"),
+    (("pools", 0, "nodes", 0, "device"), node(device="nosuchcpu"), "one of epyc7282, epyc9755"),
 ]
 
 
@@ -277,3 +293,148 @@ def test_twin_machine_writes_results_and_the_figure(tmp_path, capsys):
     assert (out / "machine.png").stat().st_size > 10_000
     text = capsys.readouterr().out
     assert "logical clock" in text and "decoder pools" in text
+
+
+def refused(tmp_path: Path, capsys, args: list[str], *parts: str) -> str:
+    """``twin machine ARGS`` exits 2 with exactly one stderr line holding each of ``parts``, no traceback."""
+    from twin.commands import main
+    assert main(["machine", *args, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert all(p in err for p in parts), (parts, err)
+    return err
+
+
+@pytest.mark.parametrize("key,value,shown", [("decoders", "24", "'24'"), ("device", "nosuchcpu", "'nosuchcpu'")])
+def test_a_node_of_another_type_or_an_unknown_device_is_refused_by_the_command(tmp_path, capsys, key, value, shown):
+    p = write(tmp_path, node(**{key: value}))
+    refused(tmp_path, capsys, [str(p), "--out", str(tmp_path / "o")], str(p), f"machine.pools[0].nodes[0].{key}",
+            shown)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("text", ["TOPSECRET-4242 is the key\n", "TOPSECRET: 4242\n", "schema: TOPSECRET\nx: [1\n"])
+def test_a_bad_cost_file_is_refused_naming_the_scenario_key_without_its_content(tmp_path, capsys, text):
+    """decoder.cost.file naming a file that is not a per-call file (any readable file: a key, a
+    password file): one line naming the scenario, machine.decoder.cost.file and the file, none of its text."""
+    (tmp_path / "secret.txt").write_text(text)
+    p = write(tmp_path, base(p=0.001, decoder={"cost": {"how": "measured", "file": "secret.txt"}}))
+    err = refused(tmp_path, capsys, [str(p), "--out", str(tmp_path / "o")], str(p), "machine.decoder.cost.file",
+                  "'secret.txt'")
+    assert "TOPSECRET" not in err and "4242" not in err, err
+
+
+def test_a_cost_file_of_another_decoder_is_refused(tmp_path, capsys):
+    import shutil
+    shutil.copy(ROOT / "calibrations/measured/decoders/lookup_rep_d3_r1_p0.001_circuit.yaml", tmp_path / "l.yaml")
+    p = write(tmp_path, base(p=0.001, decoder={"cost": {"how": "measured", "file": "l.yaml"}}))
+    refused(tmp_path, capsys, [str(p), "--out", str(tmp_path / "o")], str(p), "machine.decoder.cost.file",
+            "measured on a lookup decoder")
+
+
+def test_overwrite_removes_the_earlier_runs_figure_it_does_not_write_again(tmp_path, capsys):
+    """--overwrite --no-plot, or another --figure-format: the earlier machine.png goes (it would not match
+    the new results) and the next run may overwrite the folder again."""
+    from twin.commands import main
+    p, out = write(tmp_path, base(cycles=40)), tmp_path / "o"
+    args = ["machine", str(p), "--out", str(out), "--quiet"]
+    assert main(args) == 0 and (out / "machine.png").exists()
+    assert main([*args, "--overwrite", "--no-plot"]) == 0
+    assert not (out / "machine.png").exists()
+    assert "machine.png" not in json.loads((out / "manifest.json").read_text())["files"]
+    assert main([*args, "--overwrite"]) == 0 and (out / "machine.png").exists()
+    assert main([*args, "--overwrite", "--figure-format", "svg"]) == 0
+    assert (out / "machine.svg").exists() and not (out / "machine.png").exists()
+    assert main([*args, "--overwrite"]) == 0, capsys.readouterr().err
+
+
+def test_a_run_too_short_for_the_backlog_fit_says_so(tmp_path, capsys):
+    """Three ticks (C=1, B=0, 3 cycles): the second half's slope cannot be told; results.json says null, the
+    table "too short to tell" (never 0.000); four ticks give a number."""
+    from twin.commands import main
+    p, out = write(tmp_path, base(cycles=3)), tmp_path / "o"
+    assert main(["machine", str(p), "--out", str(out), "--quiet", "--no-plot", "--decoders", "2,4"]) == 0
+    doc = json.loads((out / "results.json").read_text())
+    pool = doc["pools"][0]
+    assert pool["backlog_growth_per_cycle"] is None and pool["growth_per_arrival"] is None
+    assert all(r["backlog_growth_per_cycle"] is None for r in doc["sweep"])
+    assert "too short to tell" in capsys.readouterr().out
+    _, res = run(tmp_path, base(cycles=4))
+    assert res["pools"][0]["backlog_growth_per_cycle"] is not None
+
+
+# -- memory: estimated before the run, refused in one line ---------------------------------------------
+def _no_run(monkeypatch):
+    """The model's run, the check and the decoded sample fail the test if reached (a refusal comes first)."""
+    from twin.machine import check, engine, ler
+
+    def reached(*a, **k):
+        raise AssertionError("ran: not refused")
+    monkeypatch.setattr(engine.MachineModel, "run", reached)
+    monkeypatch.setattr(check, "cost_check", reached)
+    monkeypatch.setattr(ler, "step_ler", reached)
+
+
+def _memory(monkeypatch, mib: int):
+    from twin.engine import memory
+    monkeypatch.setattr(memory, "available_bytes", lambda: (mib * 2**20, f"a test's {mib} MiB"))
+
+
+def test_cycles_beyond_the_scenarios_bound_are_refused(tmp_path, capsys, monkeypatch):
+    _no_run(monkeypatch)
+    refused(tmp_path, capsys, ["machine_100q", "--cycles", "10000001", "--out", str(tmp_path / "o")],
+            "machine_100q.yaml", "--cycles: 10000001", "10,000,000")
+
+
+@pytest.mark.parametrize("cli", [[], ["--cycles", "1400"], ["--decoders", "2"]])
+def test_a_run_whose_jobs_do_not_fit_is_refused_before_it_runs(tmp_path, capsys, monkeypatch, cli):
+    """10,000 patches x 1,500 ticks: 15 million jobs, about 15 GB estimated, 1 GiB there."""
+    _no_run(monkeypatch)
+    _memory(monkeypatch, 1024)
+    p = write(tmp_path, base(layout={"rows": 100, "cols": 100}))
+    key = "--cycles: 1400" if cli[:1] == ["--cycles"] else "machine.cycles: 1500"
+    err = refused(tmp_path, capsys, [str(p), "--out", str(tmp_path / "o"), *cli], str(p), key, "decode jobs",
+                  "a test's 1024 MiB")
+    assert ("the machine's and a sweep point's" in err) == ("--decoders" in cli), err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_check_or_a_decoded_sample_that_does_not_fit_is_refused_before_the_run(tmp_path, capsys, monkeypatch):
+    _no_run(monkeypatch)
+    _memory(monkeypatch, 456)
+    p = write(tmp_path, base(p=0.001, distance=5, window={"kind": "streaming", "commit": 5, "buffer": 5},
+                             decoder={"cost": {"how": "measured"}}, check={"calls": 1_000_000}), "c.yaml")
+    refused(tmp_path, capsys, [str(p), "--out", str(tmp_path / "o")], str(p), "machine.check.calls: 1000000",
+            "ask for fewer calls")
+    p = write(tmp_path, base(p=0.001, distance=5, ler={"shots": 10_000_000}), "l.yaml")
+    refused(tmp_path, capsys, [str(p), "--out", str(tmp_path / "o")], str(p), "machine.ler.shots: 10000000",
+            "ask for fewer shots")
+
+
+def test_a_decoded_sample_the_stalls_make_too_big_is_refused_before_it_is_drawn(tmp_path, capsys, monkeypatch):
+    """A slow decoder makes the T gates stall (the p99 case > 10 rounds, as in the LER test above): a
+    million shots of d = 3 fit for one step (3 rounds, ~72 MB) but not for the stalled one (~0.3 GB)."""
+    from twin.machine import ler
+    monkeypatch.setattr(ler, "step_ler", lambda *a, **k: (_ for _ in ()).throw(AssertionError("drawn")))
+    _memory(monkeypatch, 456)
+    p = write(tmp_path, base(layout={"rows": 1, "cols": 2}, p=0.01, program={"t_rate": 0.5},
+                             decoder={"cost": {"fixed": "3 us"}}, window={"kind": "streaming", "commit": 3,
+                                                                         "buffer": 3}, ler={"shots": 1_000_000}))
+    err = refused(tmp_path, capsys, [str(p), "--out", str(tmp_path / "o"), "--no-plot"], str(p),
+                  "machine.ler.shots: 1000000", "ask for fewer shots")
+    assert "(3 rounds)" not in err, err
+
+
+def test_the_printout_says_what_the_cost_is_and_separates_thousands(tmp_path, capsys):
+    """A fixed cost is not called measured; counts over 999 (the deadlines missed) carry separators;
+    --no-plot's help names the figure whatever its format."""
+    from twin.commands import build_parser, main
+    doc = base(deadline="1 us", decoder={"cost": {"fixed": "5 us"}})
+    assert main(["machine", str(write(tmp_path, doc)), "--out", str(tmp_path / "o"), "--quiet", "--no-plot"]) == 0
+    out = capsys.readouterr().out
+    missed = json.loads((tmp_path / "o" / "results.json").read_text())["pools"][0]["deadline_missed"]
+    assert missed > 1000 and f"{missed:,}" in out, (missed, out)
+    assert "fixed decoder cost" in out and "measured decoder cost" not in out, out
+    sub = next(a for a in build_parser()._subparsers._group_actions[0].choices.items() if a[0] == "machine")[1]
+    text = " ".join(sub.format_help().split())
+    assert "machine.pdf / machine.svg" in text, text

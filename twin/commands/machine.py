@@ -39,7 +39,8 @@ def register(sub) -> None:
     d.add_argument("--decoders", type=_counts, help="also run every pool at each of these decoder counts "
                    "(e.g. 4,8,16): the logical clock against the decoder count")
     d.add_argument("--out", help="output folder (default runs/<scenario name>)")
-    d.add_argument("--no-plot", action="store_true", help="do not write machine.png")
+    d.add_argument("--no-plot", action="store_true", help="do not write the machine figure (machine.png, or "
+                   "machine.pdf / machine.svg with --figure-format)")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
     add_figure_format(d, "machine")
     add_overwrite(d)
@@ -51,12 +52,13 @@ def cmd_machine(args: argparse.Namespace, console) -> int:
     from pathlib import Path
 
     from twin.machine.report import MACHINE_FILES, machine_figure, print_machine
-    from twin.machine.study import load_machine, pool_specs, run_machine, sweep_decoders
+    from twin.machine.study import check_run, load_machine, pool_specs, run_machine, sweep_decoders
     from twin.output.progress import progress_bar
     lm = load_machine(scenario_arg(args.scenario, DEFAULT_MACHINE))
     short = None if args.cycles is None else lm.sc.machine.too_short(args.cycles)
     if short:
         raise UsageError(f"--cycles {args.cycles}: {short}")
+    check_run(lm, args.cycles, sweeping=bool(args.decoders))  # the cycles' bound, the memory the run needs
     if args.decoders:
         try:
             for k in args.decoders:

@@ -67,7 +67,7 @@ def job_cost(machine, path: Path, nodes: list, seed: int) -> JobCost:
     """The :class:`JobCost` of ``machine`` (:class:`twin.machine.schema.Machine`) read from scenario
     ``path``, for ``nodes`` (the pools' :class:`twin.machine.schema.Node`\\ s in engine order).
     Raises :class:`twin.config.ConfigError` naming ``machine.decoder.cost.file`` for a file that is
-    not there or not a per-call file."""
+    not there or not a per-call file (one line, none of the file's content)."""
     c = machine.decoder.cost
     if c.how == "fixed":
         return JobCost(seed, fixed_ps=int(c.fixed), source={"how": "fixed", "fixed": str(c.fixed)})
@@ -84,7 +84,18 @@ def job_cost(machine, path: Path, nodes: list, seed: int) -> JobCost:
                           f"{machine.decoder.name} is shipped: give cost: {{fixed: ...}} or file:")
     if c.file is None:
         shown = str(FOLDER / f.name)  # as twin decode names a shipped file: the same on every install
-    pc = load_percall(f, shown)
+    if c.file is None:
+        pc = load_percall(f, shown)
+    else:  # a file the scenario names: its errors name the scenario's key, none of the file's content
+        from twin.config import named_input
+        try:
+            with named_input(path, f):
+                pc = load_percall(f, shown)
+        except ConfigError as e:
+            raise ConfigError(path, "machine.decoder.cost.file", c.file, f"not a per-call file ({e})") from None
+        if pc.doc["decoder"] != machine.decoder.name:
+            raise ConfigError(path, "machine.decoder.cost.file", c.file, f"measured on a {pc.doc['decoder']} "
+                              f"decoder; this machine's decoder is {machine.decoder.name}")
     wl = pc.doc["workload"]
     factors, hows = [], {}
     for n in nodes:

@@ -56,4 +56,5 @@ def step_ler(m, model, shots: int, seed: int) -> tuple[list[dict], list]:
                                         sort_keys=True).encode()).hexdigest()
         stats.append(sinter.TaskStats(strong_id=sid, decoder="pymatching", json_metadata=meta, shots=shots,
                                       errors=errors, discards=0, seconds=seconds))
+        del det, obs, matching  # one case's sample and graph at a time (twin.machine.memory estimates one)
     return rows, stats

@@ -21,19 +21,22 @@ def print_machine(doc: dict, console, sweep: list[dict] | None = None) -> None:
                   f"{doc['cycles']:,} cycles of {doc['cycle_ns']:g} ns, window {doc['window']['kind']} "
                   f"C={doc['window']['commit']} B={doc['window']['buffer']}", highlight=False)
     rx = tg["reaction"] or {}
-    console.print(f"logical clock: {lc['effective_step_ns']} ns per logical step (ideal {lc['ideal_step_ns']:g} ns, "
-                  f"x{lc['slowdown']}); T gates {tg['count']:,}: reaction p50 {rx.get('p50_ns', '-')} ns, p99 "
-                  f"{rx.get('p99_ns', '-')} ns, mean stall {tg['stall_rounds_mean']} rounds; merges "
+    console.print(f"logical clock: {_count(lc['effective_step_ns'])} ns per logical step (ideal "
+                  f"{lc['ideal_step_ns']:,g} ns, x{lc['slowdown']}); T gates {tg['count']:,}: reaction p50 "
+                  f"{_count(rx.get('p50_ns'))} ns, p99 {_count(rx.get('p99_ns'))} ns, mean stall "
+                  f"{tg['stall_rounds_mean']} rounds; merges "
                   f"{doc['merges']['count']:,}", highlight=False)
-    t = Table(title="decoder pools (prediction: measured decoder cost, modelled links)")
+    how = (doc.get("cost") or {}).get("how")
+    t = Table(title="decoder pools (prediction: " + ("fixed decoder cost" if how == "fixed" else
+                                                     "measured decoder cost") + ", modelled links)")
     for col in ("pool", "policy", "decoders", "needed", "jobs", "busy", "backlog max", "growth/cycle",
                 "held", "wait p99 ns", "latency p99 ns", "deadline missed"):
         t.add_column(col, justify="left" if col in ("pool", "policy") else "right")
     for p in doc["pools"]:
         t.add_row(p["name"], p["policy"], f"{p['decoders']:,}", f"{p['decoders_needed']:,}", f"{p['jobs']:,}",
-                  f"{p['busy_fraction']:.1%}", f"{p['backlog_max']:,}", f"{p['backlog_growth_per_cycle']:.3f}",
+                  f"{p['busy_fraction']:.1%}", f"{p['backlog_max']:,}", _growth(p['backlog_growth_per_cycle']),
                   f"{p['held_jobs']:,}", f"{(p['wait'] or {}).get('p99_ns', 0):,.0f}",
-                  f"{(p['latency'] or {}).get('p99_ns', 0):,.0f}", f"{p.get('deadline_missed', '-')}")
+                  f"{(p['latency'] or {}).get('p99_ns', 0):,.0f}", _count(p.get('deadline_missed')))
     console.print(t)
     c = doc.get("check")
     if c:
@@ -51,10 +54,20 @@ def print_machine(doc: dict, console, sweep: list[dict] | None = None) -> None:
                     "deadline missed"):
             s.add_column(col, justify="right")
         for r in sweep:
-            s.add_row(f"{r['decoders']:,}", f"{r['effective_step_ns']}", f"{r['slowdown']}",
-                      f"{r['t_reaction_p99_ns'] or '-'}", f"{r['backlog_growth_per_cycle']:.3f}",
+            s.add_row(f"{r['decoders']:,}", _count(r['effective_step_ns']), f"{r['slowdown']}",
+                      _count(r['t_reaction_p99_ns']), _growth(r['backlog_growth_per_cycle']),
                       f"{r['deadline_missed']:,}")
         console.print(s)
+
+
+def _count(n: float | None) -> str:
+    """A count or a figure as printed: with thousands separators, "-" for none."""
+    return "-" if n is None else f"{n:,}"
+
+
+def _growth(g: float | None) -> str:
+    """A growth per cycle as printed: ``0.123``, or "too short to tell" (None: fewer ticks than a fit needs)."""
+    return "too short to tell" if g is None else f"{g:.3f}"
 
 
 def machine_figure(model, doc: dict, sweep: list[dict] | None = None):

@@ -31,16 +31,18 @@ A scenario file::
       check: {calls: 5000}      # time real decodes of a job-sized window here against the cost's draw
 
 Every key changes the outcome or is refused at load in one line naming file, key and value
-(:class:`twin.config.ConfigError`).
+(:class:`twin.config.ConfigError`); every value is of its key's type (:class:`twin.config.strict.StrictTyped`:
+``decoders: "24"``, ``rows: 10.0`` or ``shots: true`` are refused, not read as numbers).
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from twin.config.errors import Located
-from twin.config.strict import Strict
+from twin.config.strict import StrictTyped as Strict
 from twin.scenario.schema import PLAIN_NAME, Duration
 
 MAX_PATCHES = 20_000
@@ -149,6 +151,23 @@ class Node(Strict):
     device: str = Field(pattern=PLAIN_NAME, max_length=64)
     decoders: int = Field(ge=1, le=100_000)
 
+    @field_validator("device")
+    @classmethod
+    def _device(cls, dev: str) -> str:
+        known = known_devices()
+        if dev not in known:
+            raise ValueError(f"not a device of a host class in calibrations/decoder_hosts.yaml (its per-call time "
+                             f"could not be carried to it): one of {', '.join(known)}")
+        return dev
+
+
+@lru_cache(maxsize=1)
+def known_devices() -> tuple[str, ...]:
+    """The devices a node may name: those the host classes of calibrations/decoder_hosts.yaml list
+    (:func:`twin.qec.percall.load_hosts`), sorted."""
+    from twin.qec.percall import load_hosts
+    return tuple(sorted({d for c in load_hosts().classes.values() for d in c.devices}))
+
 
 class Ensemble(Strict):
     """Each job sent to ``size`` decoders at once: the first answer wins, the other copies are
@@ -164,7 +183,7 @@ class Pool(Strict):
     policy: Literal["static", "least_loaded", "edf"] = "least_loaded"
     queue: int | None = Field(None, ge=1, le=10**9)
     ensemble: Ensemble | None = None
-    patches: tuple[int, int] | None = None
+    patches: list[int] | None = Field(None, min_length=2, max_length=2)
     nodes: list[Node] = Field(min_length=1, max_length=10_000)
 
     @model_validator(mode="after")

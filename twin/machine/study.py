@@ -53,11 +53,29 @@ def pool_specs(m, decoders: int | None = None) -> list[tuple]:
     return out
 
 
+def check_run(lm: LoadedMachine, cycles: int | None = None, sweeping: bool = False) -> None:
+    """Before a run of ``lm`` (``cycles`` overriding the scenario's; ``sweeping``: with ``--decoders``): the
+    cycles within the scenario's bound (:data:`twin.machine.schema.MAX_CYCLES`) and the run's estimated
+    memory within what there is (:func:`twin.machine.memory.run_refusal`). Raises
+    :class:`twin.config.ConfigError` naming the file, the key (``--cycles`` for cycles given) and its value."""
+    from twin.config import ConfigError
+    from twin.machine.memory import run_refusal
+    from twin.machine.schema import MAX_CYCLES
+    m = lm.sc.machine
+    if cycles is not None and not 1 <= cycles <= MAX_CYCLES:
+        raise ConfigError(lm.path, "--cycles", cycles, f"from 1 to {MAX_CYCLES:,} cycles (machine.cycles' bound)")
+    why = run_refusal(m if cycles is None else m.model_copy(update={"cycles": cycles}), cycles or m.cycles, sweeping)
+    if why:
+        key, value, line = why
+        raise ConfigError(lm.path, "--cycles" if key == "machine.cycles" and cycles is not None else key, value, line)
+
+
 def run_machine(lm: LoadedMachine, *, cycles: int | None = None, seed: int | None = None,
                 decoders: int | None = None, progress=None) -> tuple[MachineModel, dict]:
     """Run machine scenario ``lm`` (``cycles``, ``seed``, ``decoders`` override the scenario's);
     returns the model after its run and the results document."""
     from twin.machine.cost import job_cost
+    check_run(lm, cycles)
     sc = lm.sc
     m = sc.machine if cycles is None else sc.machine.model_copy(update={"cycles": cycles})
     seed = sc.seed if seed is None else seed
@@ -71,9 +89,20 @@ def run_machine(lm: LoadedMachine, *, cycles: int | None = None, seed: int | Non
         from twin.machine.check import cost_check
         doc["check"] = cost_check(m, cost, m.check.calls, seed)
     if m.ler is not None:
-        from twin.machine.ler import step_ler
+        from twin.machine.ler import stall_cases, step_ler
+        _check_ler(lm, m, max(r for _, r in stall_cases(model)))
         doc["ler"], model.ler_stats = step_ler(m, model, m.ler.shots, seed)
     return model, doc
+
+
+def _check_ler(lm: LoadedMachine, m, rounds: int) -> None:
+    """The ``ler:`` sample's largest case (``rounds``, the stalls now known) fits in the memory there is
+    (:func:`twin.machine.memory.ler_refusal`); raises :class:`twin.config.ConfigError` naming machine.ler.shots."""
+    from twin.config import ConfigError
+    from twin.machine.memory import ler_refusal
+    why = ler_refusal(m, rounds)
+    if why:
+        raise ConfigError(lm.path, why[0], why[1], why[2])
 
 
 def document(sc: MachineScenario, m, seed: int, model: MachineModel, pools) -> dict:
@@ -133,8 +162,9 @@ def _pool(model: MachineModel, i: int, spec, span_ps: int, cols: dict) -> dict:
            "jobs": int(len(ids)), "done": int(done.sum()),
            "busy_fraction": round(sum(p.busy_ps) / (p.k * max(1, int(end.max(initial=0)))), 4),
            "backlog_max": int(bl.max(initial=0)), "backlog_end": int(bl[-1]) if bl.size else 0,
-           "backlog_growth_per_cycle": round(growth, 4),
-           "growth_per_arrival": round(growth / arrivals_per_cycle, 4) if arrivals_per_cycle else 0.0,
+           "backlog_growth_per_cycle": None if growth is None else round(growth, 4),
+           "growth_per_arrival": None if growth is None else
+           round(growth / arrivals_per_cycle, 4) if arrivals_per_cycle else 0.0,
            "held_jobs": p.held_jobs, "held_ns": p.held_ps / 1000,
            "decoders_needed": math.ceil(work / span_ps) if span_ps else 0,
            "wait": summary_ns((start - arrive)[done]) if done.any() else None,
@@ -145,15 +175,31 @@ def _pool(model: MachineModel, i: int, spec, span_ps: int, cols: dict) -> dict:
     return out
 
 
-def _growth(backlog: np.ndarray, t: np.ndarray, cycle: int) -> float:
+MIN_GROWTH_TICKS = 4
+"""The ticks a run needs for its backlog's growth: a slope over the second half's :data:`MIN_GROWTH_TICKS` // 2
+or more ticks; a shorter run's growth is None (results.json null, printed "too short to tell")."""
+
+
+def _growth(backlog: np.ndarray, t: np.ndarray, cycle: int) -> float | None:
     """The backlog's growth in jobs per cycle: the least-squares slope over the run's second half
-    (the first half holds the start-up), 0 for fewer than 4 ticks."""
+    (the first half holds the start-up), clipped at 0; None for fewer than :data:`MIN_GROWTH_TICKS`
+    ticks (it cannot be told)."""
     n = len(backlog)
-    if n < 4:
-        return 0.0
+    if n < MIN_GROWTH_TICKS:
+        return None
     h = n // 2
     slope = np.polyfit(t[h:] / cycle, backlog[h:], 1)[0]
     return float(max(0.0, slope))
+
+
+def _summed(values) -> float | None:
+    """The sum of ``values``, None if one is None (a growth too short to tell)."""
+    out = 0.0
+    for v in values:
+        if v is None:
+            return None
+        out += v
+    return out
 
 
 def _by_kind(model: MachineModel) -> dict:
@@ -172,6 +218,6 @@ def sweep_decoders(lm: LoadedMachine, counts: list[int], *, cycles=None, seed=No
         rows.append({"decoders": k, "effective_step_ns": doc["logical_clock"]["effective_step_ns"],
                      "slowdown": doc["logical_clock"]["slowdown"],
                      "t_reaction_p99_ns": (doc["t_gates"]["reaction"] or {}).get("p99_ns"),
-                     "backlog_growth_per_cycle": sum(p["backlog_growth_per_cycle"] for p in pools),
+                     "backlog_growth_per_cycle": _summed(p["backlog_growth_per_cycle"] for p in pools),
                      "deadline_missed": sum(p.get("deadline_missed", 0) for p in pools)})
     return rows

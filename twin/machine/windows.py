@@ -54,11 +54,11 @@ class Geometry:
             w * self.period + self.commit + self.buffer
 
     def ticks(self) -> int:
-        """The ticks whose windows are ready within the stream: ``tick_round(w) <= cycles``."""
-        n = 0
-        while self.tick_round(n) <= self.cycles:
-            n += 1
-        return n
+        """The ticks whose windows are ready within the stream: ``tick_round(w) <= cycles`` (closed form:
+        ``(cycles - B) // C`` streaming, ``cycles // (C + B)`` parallel, at least 0)."""
+        if self.kind == "streaming":
+            return max(0, (self.cycles - self.buffer) // self.commit)
+        return self.cycles // self.period
 
     def time_jobs(self, w: int) -> list[tuple[int, int, int, int]]:
         """Tick ``w``'s time jobs of one patch: (kind, index, commit_lo, commit_hi) rounds."""

@@ -286,7 +286,7 @@ def read_manifest(folder: str | Path) -> dict | None:
 
 OUTPUT_NAME = re.compile(
     r"(results|sweep|validate)\.json|(rounds|requests)\.(parquet|csv)|(stats|queue_depth|ler_vs_latency|sweep)\.csv"
-    r"|live_rounds\.npz|(histograms|latency_vs_round|backlog_vs_time|ler_vs_latency|sweep|validate)\.(png|pdf|svg)"
+    r"|live_rounds\.npz|(histograms|latency_vs_round|backlog_vs_time|ler_vs_latency|sweep|validate|machine)\.(png|pdf|svg)"
     r"|waves(\.[A-Za-z0-9_.-]+)?\.vcd")
 """The names of the files a twin command writes into a run folder (the per-round file in either format,
 a figure in any of ``--figure-format``'s, the RTL harness's waveforms)."""
