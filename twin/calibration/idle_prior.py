@@ -40,6 +40,7 @@ from twin.devices.service import IdleCost
 from twin.units import PS_PER_NS
 
 PRIORS_FILE = "calibrations/priors/idle.yaml"
+PRIOR_MECHANISM = "class idle prior (docs/calibration.md, Idle priors)"  # the IdleCost a prior attaches
 _GAP = re.compile(r"^(back_to_back|(gap|period|exp)_(\d+(?:\.\d+)?)(ns|us|ms|s))$")
 _UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
@@ -83,7 +84,7 @@ class ClassPrior(Strict):
     def costs(self) -> tuple[IdleCost, ...]:
         """The table as one :class:`IdleCost` (integer ps)."""
         pts = tuple((max(1, round(g * PS_PER_NS)), max(0, round(c * PS_PER_NS))) for g, c in self.table)
-        return (IdleCost("class idle prior (docs/calibration.md, Idle priors)", "table", points=pts),)
+        return (IdleCost(PRIOR_MECHANISM, "table", points=pts),)
 
     def at_ns(self, gap_ns: float) -> float:
         """The prior's cost (ns) after ``gap_ns`` of idling."""
@@ -265,3 +266,13 @@ def may_idle_past(traffic, zero_below_ns: float) -> bool:
     back-to-back loop keeps the compiled core and the decode study's hosting modes."""
     asked = traffic.period_ps if traffic.mode == "open_loop" else traffic.gap_ps
     return traffic.gaps is not None or asked >= zero_below_ns * PS_PER_NS / 2
+
+
+def without_prior(params):
+    """``params`` (:class:`twin.devices.consumer.ConsumerParams`) without an idle cost that is only its
+    class's prior (the decode study keeps a constant body per request: its decoder's measured per-call
+    cost is the service); an idle of the set's own is kept (and refused where it cannot apply)."""
+    from dataclasses import replace
+    if params.idle and all(m.mechanism == PRIOR_MECHANISM for m in params.idle):
+        return replace(params, idle=())
+    return params
