@@ -288,7 +288,7 @@ class ConsumerModel(_Strict):
     service_per_frame_byte_ns: float = Field(0.0, ge=0)
     service_per_reply_byte_ns: float = Field(0.0, ge=0)
     function_ns: dict[str, float] = {}
-    idle: list[IdleModel] = []
+    idle: list[IdleModel] | None = None  # None: the class's idle prior (uses_idle_prior); []: none
     service_modes: list[ModeModel] = []
     idle_mix: list[tuple[float, float]] = []
 
@@ -340,6 +340,12 @@ class ConsumerModel(_Strict):
                               f"memory: the NIC or card writes it on the {other} path")
         return self
 
+    @property
+    def uses_idle_prior(self) -> bool:
+        """Whether the consumer takes its class's idle prior (:mod:`twin.calibration.idle_prior`): a cpu
+        or gpu whose entry sets no ``idle`` (an explicit ``idle: []`` is none) and no ``idle_mix``."""
+        return self.kind in ("cpu", "gpu") and self.idle is None and not self.idle_mix
+
     def service_total_ns(self, frame_bytes: int = 0, reply: int = 0, function: str = "echo") -> float:
         """The constant service time (ns) for one request: ``service_ns`` plus the per-byte and
         per-function terms."""
@@ -380,7 +386,7 @@ class ConsumerModel(_Strict):
             p = cpu_core(period, _ps(cost), _ps(svc), enc, None if read is None else _ps(read),
                          _ps(self.piece_check_ns), _ps(self.fence_ns))
         p = replace(p, preprocess_ps_per_measurement=pre)
-        idle = tuple(m.cost() for m in self.idle)
+        idle = tuple(m.cost() for m in self.idle or ())
         modes = tuple(m.mode() for m in self.service_modes)
         mix = tuple((max(1, _ps(g)), float(f)) for g, f in self.idle_mix)
         return replace(p, idle=idle, modes=modes, idle_mix=mix) if idle or modes else p
@@ -515,7 +521,7 @@ class ParamSet(_DottedParams):
         c = self.consumers[consumer]
         host = self.hosts[c.host]
         link = host.link(c.path)
-        cp, handoff = placed_consumer(self, consumer, encoding, traffic.frame_bytes, function)
+        cp, handoff = placed_consumer(self, consumer, encoding, traffic.frame_bytes, function, traffic)
         return LoopSpec(name=consumer, card=self.card.params(), consumer=cp, handoff=handoff, traffic=traffic,
                         request_link=link, reply_link=link,
                         jitter_ps=int(round(host.path(c.path).jitter_ns * PS_PER_NS)),
@@ -556,14 +562,29 @@ def serving_kind(ps, consumer: str) -> str:
     return ps.consumers[c.handoff.to].kind if c.handoff is not None else c.kind
 
 
-def placed_consumer(ps, consumer: str, encoding: str | None = None, frame_bytes: int = 0, function: int = 0):
+def with_idle_prior(params: ConsumerParams, c: ConsumerModel, traffic) -> ConsumerParams:
+    """``params`` with its class's idle prior where consumer ``c`` takes one
+    (:attr:`ConsumerModel.uses_idle_prior`) and ``traffic`` can leave it idle past the prior's zero
+    (:func:`twin.calibration.idle_prior.may_idle_past`); else ``params`` unchanged."""
+    if traffic is None or not c.uses_idle_prior:
+        return params
+    from twin.calibration.idle_prior import class_idle, may_idle_past
+    prior = class_idle(c.kind)
+    if prior is None or not may_idle_past(traffic, prior.zero_below_ns):
+        return params
+    return replace(params, idle=prior.costs())
+
+
+def placed_consumer(ps, consumer: str, encoding: str | None = None, frame_bytes: int = 0, function: int = 0,
+                    traffic=None):
     """Consumer ``consumer`` of parameter set ``ps`` as the engine takes it: its
-    :class:`ConsumerParams` (its poll placed: a ``c2c`` poll costs the host's coherence miss) and
-    its second stage (:class:`twin.devices.handoff.HandoffSpec`, or None). Raises KeyError."""
+    :class:`ConsumerParams` (its poll placed: a ``c2c`` poll costs the host's coherence miss; with
+    ``traffic``, its class's idle prior where it takes one: :func:`with_idle_prior`) and its second
+    stage (:class:`twin.devices.handoff.HandoffSpec`, or None). Raises KeyError."""
     from twin.devices.handoff import HandoffSpec
     c = ps.consumers[consumer]
     host = ps.hosts[c.host]
-    params = c.params(encoding, frame_bytes, function, c2c=host.c2c)
+    params = with_idle_prior(c.params(encoding, frame_bytes, function, c2c=host.c2c), c, traffic)
     h = c.handoff
     if h is None:
         return params, None

@@ -163,7 +163,7 @@ class RoceParamSet(_DottedParams):
         from twin.exchange.encoding import get_encoding
         req, rep, card = roce_paths(self, consumer, switch_hops)
         c = self.consumers[consumer]
-        cp, handoff = placed_consumer(self, consumer, encoding, traffic.frame_bytes, function)
+        cp, handoff = placed_consumer(self, consumer, encoding, traffic.frame_bytes, function, traffic)
         need = get_encoding(cp.encoding).slot_bytes(traffic.frame_bytes)
         host = self.hosts[c.host]
         return LoopSpec(name=consumer, card=card, consumer=cp, handoff=handoff, traffic=traffic,

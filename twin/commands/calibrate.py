@@ -7,6 +7,7 @@ scenario's decoder per call and fits its cost (:mod:`twin.commands.calibrate_dec
 from __future__ import annotations
 
 import argparse
+import json
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,6 +47,13 @@ def register(sub) -> None:
                    help="with --from-live: held-out live runs the fitted set is checked on (p50/p90/p99 error, "
                         "W1, KS), recorded in the file's fitted.validated_on")
     c.add_argument("--node", help="with --from-live: which live node (default: the first)")
+    c.add_argument("--idle-priors", metavar="SPEC", type=_file_name,
+                   help="fit the idle priors per device class from the live folders SPEC names "
+                        "(calibrations/priors/idle_fit.yaml) and write them (default: idle.yaml beside SPEC)")
+    c.add_argument("--idle-prior", metavar="PRIORS", type=_file_name,
+                   help="with --from-live (back-to-back runs only): the stand-in's idle cost is its class's prior "
+                        "from PRIORS (calibrations/priors/idle.yaml), re-based at the idle gap the runs had, instead "
+                        "of a table fitted to longer-gap runs")
     c.add_argument("--shape", choices=("service", "poll"), default="service",
                    help="with --from-live: the stand-in's distribution: service (default; the first run's measured "
                         "service as a quantile table behind a consumer that notices at once, as the live node did) "
@@ -108,6 +116,10 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     if len(positional) > 1:
         raise UsageError(f"calibrate: one prior parameter set, got {len(positional)} ({' '.join(positional)})")
     args.prior = positional[0] if positional else None
+    if args.idle_priors:
+        return cmd_idle_priors(args, console)
+    if args.idle_prior and not args.from_live:
+        raise UsageError("--idle-prior PRIORS: only with --from-live (use --idle-priors SPEC to fit them)")
     if args.from_live:
         return cmd_calibrate_live(args, console)
     prior_path = Path(args.prior) if args.prior else _bundled(DEFAULT_PRIOR)
@@ -184,9 +196,11 @@ def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
     with fit_progress(console) as progress:
         fit = calibrate_from_live(runs, scenario=scenario, node=args.node, rounds=args.rounds or 20_000,
                                   maxiter=args.maxiter or 30, popsize=args.popsize or 8, log=console.print,
-                                  validate=args.validate, progress=progress, shape=args.shape)
+                                  validate=args.validate, progress=progress, shape=args.shape,
+                                  idle_prior=args.idle_prior)
     write_fitted(fit, out, runs, "twin calibrate --from-live " + " ".join(map(str, runs))
-                 + (" --validate " + " ".join(args.validate) if args.validate else ""))
+                 + (" --validate " + " ".join(args.validate) if args.validate else "")
+                 + (f" --idle-prior {args.idle_prior}" if args.idle_prior else ""))
     from twin.fitting.report import comparison_table
     comparison_table([(r.label, c, role) for r, c, role in fit.checks],
                      f"{fit.consumer}: live (measured, stalled rounds left out) vs fitted model "
@@ -196,6 +210,36 @@ def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
     for n in fit.notes:
         console.print(f"  note: {n}")
     console.print(f"{fit.evaluations} model evaluations; wrote {out} (consumer {fit.consumer})")
+    return 0
+
+
+def cmd_idle_priors(args: argparse.Namespace, console: Console) -> int:
+    """``twin calibrate --idle-priors SPEC``: fit the idle prior of each device class SPEC names
+    (:func:`twin.calibration.idle_prior.fit_priors`), write them and print each class's points,
+    fixed gaps as ``fit`` and random gaps as ``held out``."""
+    import yaml
+
+    from twin.calibration.idle_prior import fit_priors
+    from twin.output.files import write_file
+    spec = Path(args.idle_priors)
+    if args.prior or args.validate:
+        raise UsageError("--idle-priors SPEC: no PRIOR and no --validate (the spec names its sources)")
+    out = checked_out(Path(args.out) if args.out else spec.parent / "idle.yaml", args)
+    cmd = f"twin calibrate --idle-priors {spec}" + (f" --out {args.out}" if args.out else "")
+    priors = fit_priors(spec, cmd)
+    doc = json.loads(json.dumps(priors.model_dump(), default=float))
+    write_file(out, "# Written by `twin calibrate --idle-priors`; do not edit by hand.\n"
+               + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=110))
+    for kind, c in priors.classes.items():
+        console.print(f"{kind}: idle cost table (gap ns, cost ns) {c.table}", soft_wrap=True)
+        for role, rows in (("fit", c.points), ("held out", c.held_out)):
+            for r in rows:
+                spread = "" if r["spread_ns"] is None else f", spread across sources {r['spread_ns']:.1f} ns"
+                console.print(f"  {role:8s} {r['point']:13s} gap {r['gap_ns'] / 1e3:10.3f} µs  cost "
+                              f"{r['cost_ns']:+8.1f} ns ({len(r['per_source'])} source(s){spread})")
+        for n in c.notes:
+            console.print(f"  note: {n}", soft_wrap=True)
+    console.print(f"wrote {out}")
     return 0
 
 

@@ -215,7 +215,7 @@ def _idle_mix(table: list[dict], floor: float, runs: list[LiveRun], gaps: list[f
 def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = None, node: str | None = None,
                         rounds: int = 20_000, rounds_check: int = 100_000, maxiter: int = 30, popsize: int = 8,
                         fit_seed: int = 1, log=print, validate: list | tuple = (),
-                        progress=None, shape: str = "service") -> LiveFit:
+                        progress=None, shape: str = "service", idle_prior: str | Path | None = None) -> LiveFit:
     """Fit the live node of ``run`` (a folder, or a list of folders: module docstring) and check the
     fitted set on every run and on each ``validate`` folder (held out: not fitted). ``scenario``:
     the scenario file the runs came from (default: the one each recorded, :func:`run_scenario`).
@@ -223,8 +223,10 @@ def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = No
     each generation. ``shape``: "service" (default: the first run's measured service distribution
     as a quantile table, :func:`twin.calibration.distribution.service_table`, behind a consumer that
     notices at once, as the live node did) or "poll" (poll period, service and jitter by
-    differential evolution on W1). Raises ConfigError for a folder that is not a live run, ValueError
-    for another shape."""
+    differential evolution on W1). ``idle_prior``: a priors file (:mod:`twin.calibration.idle_prior`):
+    the runs must all be back to back and the stand-in's idle cost is its class's prior re-based at
+    their median measured idle gap (:meth:`ClassPrior.rebased`). Raises ConfigError for a folder that
+    is not a live run, ValueError for another shape or a longer-gap run with ``idle_prior``."""
     if shape not in ("service", "poll"):
         raise ValueError(f"shape {shape!r}: expected service or poll")
     paths = [Path(r) for r in (run if isinstance(run, (list, tuple)) else [run])]
@@ -263,7 +265,10 @@ def calibrate_from_live(run: str | Path | list, scenario: str | Path | None = No
     extra.update(_service_terms([runs[i] for i in short], [service[i] for i in short], notes))
     values["service_ns"] = extra["service_ns"]
     fitted = make(values, f"{sc.name}_{node_name}_fitted", extra)
-    _idle_terms(extra, fitted.consumers[cname], runs, short, service, gaps, table_floor, notes)
+    if idle_prior is not None:
+        _prior_terms(extra, Path(idle_prior), base.consumers[device].kind, runs, short, gaps, notes)
+    else:
+        _idle_terms(extra, fitted.consumers[cname], runs, short, service, gaps, table_floor, notes)
     modes = extra_modes(measured) if "service_modes" not in extra else []
     if modes:
         extra["service_modes"] = modes
@@ -375,6 +380,26 @@ def _idle_terms(extra: dict, c, runs: list[LiveRun], short: list[int], service: 
     extra["idle"] = [{"mechanism": "idle gap (cache refill, clock and power-state exit, scheduling together)",
                       "table": table, "source": "fitted: " + ", ".join(str(runs[i].path) for _, i in long_)}]
     notes.append(f"idle cost table (gap ns, cost ns): {table}")
+
+
+def _prior_terms(extra: dict, path: Path, kind: str, runs: list[LiveRun], short: list[int], gaps: list[float],
+                 notes: list[str]) -> None:
+    """The stand-in's ``idle``: class ``kind``'s prior from ``path`` re-based at the back-to-back runs'
+    median idle gap (ns). Raises ValueError when a run is not back to back (its gap would be fitted
+    on) or the file has no prior for ``kind``."""
+    from twin.calibration.idle_prior import IdlePriors
+    from twin.config import load_model
+    if len(short) != len(runs):
+        raise ValueError("--idle-prior: every --from-live run must be back to back (the prior is fitted on other "
+                         f"gaps); {', '.join(str(runs[i].path) for i in range(len(runs)) if i not in short)} is not")
+    prior = load_model(path, IdlePriors).classes.get(kind)  # type: ignore[call-overload]
+    if prior is None:
+        raise ValueError(f"--idle-prior {path}: no prior for class {kind!r}")
+    g0 = float(np.median([gaps[i] for i in short]))
+    table = prior.rebased(g0)
+    extra["idle"] = [{"mechanism": f"{kind} class idle prior re-based at {g0 / 1e3:.1f} µs", "table": table,
+                      "source": f"prior: {path} (classes.{kind}; not fitted to these runs)"}]
+    notes.append(f"idle: the {kind} class prior of {path}, re-based at the runs' idle gap {g0 / 1e3:.1f} µs: {table}")
 
 
 def _free_parameters(table_shape: bool, ref: LiveRun, values: dict, extra: dict, modes: list,

@@ -325,6 +325,7 @@ class _DecodeLoop:
         """One flow per device (:func:`twin.scenario.compile.flow_spec`, named by
         :func:`twin.engine.share.flow_names`; a shared stream's traffic dealt out): the specs, each
         device's per-request compute time (int64 ps, the injected latency added) and its cost model."""
+        from twin.calibration.idle_prior import without_prior
         from twin.engine.share import flow_names, share_traffic
         from twin.scenario.compile import flow_spec
         w, count = self.workload, self.count
@@ -335,7 +336,8 @@ class _DecodeLoop:
             spec = flow_spec(self.params, dev, tr, self.seed, slots=self.slots, encoding=self.encoding,
                              external_control=self.external_control, function=self.fn.id, model=self.model,
                              rtl=self.rtl, bridge=self.bridge)
-            specs.append(replace(spec, name=name))
+            spec = replace(spec, name=name, consumer=without_prior(spec.consumer))  # docs/calibration.md, Idle priors
+            specs.append(spec)
             c = spec.consumer if spec.handoff is None else spec.handoff.stage  # the device that runs the decoder
             clock_ps = c.poll_period_ps if c.kind == "fpga" else 4000
             dc = self.cost if count == 1 else copy.deepcopy(self.cost)  # each device's own description
