@@ -54,7 +54,6 @@ def cmd_machine(args: argparse.Namespace, console) -> int:
     from pathlib import Path
 
     from twin.commands import machine_parts as mp
-
     from twin.machine.report import MACHINE_FILES, machine_figure, print_machine
     from twin.machine.study import load_machine, pool_specs, run_machine, sweep_decoders
     from twin.output.progress import progress_bar
@@ -77,9 +76,10 @@ def cmd_machine(args: argparse.Namespace, console) -> int:
     with folder, progress_bar(console, quiet=args.quiet) as bar:
         task = bar.add_task("machine", total=None)
         kept: list = []
-        prog = lambda done, n: bar.update(task, completed=done, total=n)  # noqa: E731
-        model, doc = run_machine(lm, cycles=args.cycles, seed=args.seed, progress=prog, parted=mp.runner(
-            args, console, lambda text: bar.update(task, description=text), prog, out, kept) if mp.parted(args) else None)
+        step = lambda done, n: bar.update(task, completed=done, total=n)  # noqa: E731
+        parted = mp.runner(args, console, lambda text: bar.update(task, description=text), step, out, kept) \
+            if mp.parted(args) else None
+        model, doc = run_machine(lm, cycles=args.cycles, seed=args.seed, progress=step, parted=parted)
         sweep = None
         if args.decoders:
             tasks: dict = {}

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from twin.engine.partition import Part, part_topology
+from twin.engine.spec import LoopResult
 from twin.engine.stop import Interrupted, clear_stop, request_stop, take_stop
 from twin.engine.topology import Topology
 
@@ -108,12 +109,19 @@ def _mesh_work(arg: tuple[Topology, bool], progress: Callable[[int], None]) -> t
     """A mesh part's work for :func:`run_task`: its topology on the one-process engine."""
     topo, reference = arg
     stopped = False
+    results: list[LoopResult] | None
     with _reference(reference):
         try:
             results = run_topology_of(topo, progress)
         except Interrupted as e:
             results, stopped = e.results, True
     return results, sum(len(r.t_in) for r in results or []), stopped
+
+
+def run_topology_of(topo: Topology, progress: Callable[[int], None]) -> list[LoopResult]:
+    """The one-process engine on ``topo`` (:func:`twin.engine.event.run_topology`)."""
+    from twin.engine.event import run_topology
+    return run_topology(topo, progress)
 
 
 def run_task(work: Callable[[Any, Callable[[int], None]], tuple[Any, int, bool]], arg: Any, token: str,

@@ -35,7 +35,7 @@ from typing import Any, Callable
 import numpy as np
 
 from twin.engine.partition import balance
-from twin.machine.windows import A, B, STREAM
+from twin.machine.windows import STREAM, A, B
 
 COLUMNS = ("kind", "start", "end", "arrive", "deadline", "work")
 
