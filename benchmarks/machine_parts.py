@@ -62,7 +62,8 @@ def independent_copy(path: Path, folder: Path) -> Path:
 def table(label: str, scenario: Path, counts: list[int], cycles: int | None, tmp: Path) -> list[str]:
     """The markdown rows of one machine at each process count."""
     rows = [f"**{label}** (`{scenario.name}`{f', --cycles {cycles}' if cycles else ''})", "",
-            "| processes | parts | wall s | CPU s (all processes) | speed-up | efficiency | results.json as 1 process |",
+            "| processes | parts | wall s | CPU s (all processes) | speed-up | efficiency "
+            "| results.json as 1 process |",
             "|---:|---:|---:|---:|---:|---:|---|"]
     base: tuple[float, str] | None = None
     for n in counts:
