@@ -42,18 +42,23 @@ def register(sub) -> None:
     d.add_argument("--no-plot", action="store_true", help="do not write the machine figure (machine.png, or "
                    "machine.pdf / machine.svg with --figure-format)")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
+    from twin.commands.machine_parts import add_parted_options
+    add_parted_options(d)
     add_figure_format(d, "machine")
     add_overwrite(d)
     d.set_defaults(handler=cmd_machine)
 
 
 def cmd_machine(args: argparse.Namespace, console) -> int:
-    """Run a machine scenario: its table, results.json and machine.png. Returns 0."""
+    """Run a machine scenario: its table, results.json and machine.png. Returns 0, or 3 when a part of
+    a partitioned run (``--processes`` / ``--cluster``) was lost (the others' pools saved, partial)."""
     from pathlib import Path
 
+    from twin.commands import machine_parts as mp
     from twin.machine.report import MACHINE_FILES, machine_figure, print_machine
     from twin.machine.study import check_run, load_machine, pool_specs, run_machine, sweep_decoders
     from twin.output.progress import progress_bar
+    mp.check_options(args)
     lm = load_machine(scenario_arg(args.scenario, DEFAULT_MACHINE))
     short = None if args.cycles is None else lm.sc.machine.too_short(args.cycles)
     if short:
@@ -72,8 +77,11 @@ def cmd_machine(args: argparse.Namespace, console) -> int:
     folder = run_folder(args, out, seed).check(names)
     with folder, progress_bar(console, quiet=args.quiet) as bar:
         task = bar.add_task("machine", total=None)
-        model, doc = run_machine(lm, cycles=args.cycles, seed=args.seed,
-                                 progress=lambda done, n: bar.update(task, completed=done, total=n))
+        kept: list = []
+        step = lambda done, n: bar.update(task, completed=done, total=n)  # noqa: E731
+        parted = mp.runner(args, console, lambda text: bar.update(task, description=text), step, out, kept) \
+            if mp.parted(args) else None
+        model, doc = run_machine(lm, cycles=args.cycles, seed=args.seed, progress=step, parted=parted)
         sweep = None
         if args.decoders:
             tasks: dict = {}
@@ -86,6 +94,7 @@ def cmd_machine(args: argparse.Namespace, console) -> int:
             doc["sweep"] = sweep
         bar.stop()
         print_machine(doc, console, sweep)
+        code = mp.finish(kept, doc, folder, console)
         folder.write_json("results.json", doc, default=float)
         if lm.sc.machine.ler is not None:  # the decoded sample in sinter's CSV: `sinter plot --in stats.csv`
             import sinter
@@ -95,4 +104,4 @@ def cmd_machine(args: argparse.Namespace, console) -> int:
             folder.savefig("machine.png", machine_figure(model, doc, sweep))
         paths = folder.commit()
     console.print("wrote " + ", ".join(str(p) for p in paths), highlight=False)
-    return 0
+    return code

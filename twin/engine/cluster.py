@@ -52,7 +52,9 @@ def dask_setup(worker) -> None:
 def local_client(n: int) -> Iterator:
     """A :class:`distributed.Client` on a new :class:`distributed.LocalCluster` of ``n`` worker
     processes of one thread each (127.0.0.1, TCP, no dashboard, no memory limit: a part keeps its
-    rounds as one process does), closed after the block. ClusterError when Dask is not installed."""
+    rounds as one process does; the scheduler's HTTP server, which starts without a dashboard too, on
+    a free port, not Dask's default 8787, which another cluster on the host may hold), closed after
+    the block. ClusterError when Dask is not installed."""
     why = available()
     if why:
         raise ClusterError(f"--processes {n}: {why}")
@@ -63,7 +65,8 @@ def local_client(n: int) -> Iterator:
         with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
                                    protocol="tcp", dashboard_address=None, silence_logs=logging.CRITICAL,
-                                   memory_limit=0, preload=[__name__])
+                                   memory_limit=0, preload=[__name__],
+                                   scheduler_kwargs={"dashboard_address": ":0"})
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
     try:

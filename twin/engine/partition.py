@@ -116,18 +116,27 @@ def place(topo: Topology, n: int, comps: list[tuple[int, ...]] | None = None) ->
     component), each onto the part with the least events so far (ties: the lower part). Parts
     without a component are left out (``n`` above the components: one part each). ValueError for
     ``n`` < 1."""
-    if n < 1:
-        raise ValueError(f"a placement needs at least one part, got {n}")
     comps = components(topo) if comps is None else comps
     events = component_events(topo, comps)
-    loads = [0] * min(n, len(comps))
-    members: list[list[int]] = [[] for _ in loads]
-    for c in sorted(range(len(comps)), key=lambda c: (-events[c], c)):
-        p = min(range(len(loads)), key=lambda p: (loads[p], p))
-        loads[p] += events[c]
-        members[p].append(c)
-    return [Part(p, tuple(sorted(m)), tuple(sorted(i for c in m for i in comps[c])), loads[p])
+    loads, members = balance(events, n)
+    return [Part(p, tuple(m), tuple(sorted(i for c in m for i in comps[c])), loads[p])
             for p, m in enumerate(members)]
+
+
+def balance(weights: list[int], n: int) -> tuple[list[int], list[list[int]]]:
+    """Items of ``weights`` (expected work each, any unit) grouped into at most ``n`` bins: largest
+    first (ties: the lower item), each into the bin of least work so far (ties: the lower bin).
+    Returns the bins' work and their items (ascending); ``min(n, len(weights))`` bins. ValueError
+    for ``n`` < 1."""
+    if n < 1:
+        raise ValueError(f"a placement needs at least one part, got {n}")
+    loads = [0] * min(n, len(weights))
+    members: list[list[int]] = [[] for _ in loads]
+    for c in sorted(range(len(weights)), key=lambda c: (-weights[c], c)):
+        p = min(range(len(loads)), key=lambda p: (loads[p], p))
+        loads[p] += weights[c]
+        members[p].append(c)
+    return loads, [sorted(m) for m in members]
 
 
 def ranges(ids: tuple[int, ...] | list[int]) -> str:

@@ -1,6 +1,9 @@
 """The parts of a topology (:func:`twin.engine.partition.place`) as Dask distributed tasks, one task a
 part, with no synchronisation between them: parts share no lane, bridge, serving thread or stream.
 
+Any part's work (a mesh's topology, a machine's pools: :mod:`twin.machine.parts`) runs as one task
+of :func:`run_task` (:func:`run_tasks`), which gives it the heartbeat and the stop below.
+
 Worker side, :func:`run_part`: the part's topology (:func:`twin.engine.partition.part_topology`: the
 whole topology's poll and oscillator phases shipped with it, drawn in the parent) runs on
 :func:`twin.engine.event.run_topology`, the one-process code path (the compiled core where the whole
@@ -97,31 +100,49 @@ class _Beat(threading.Thread):
 def run_part(topo: Topology, token: str, index: int, reference: bool) -> dict:
     """A Dask task: run part ``index`` of run ``token`` (``topo``: its topology) on the one-process
     engine (``reference``: the simpy reference, as the whole topology would). Returns ``results``
-    (one :class:`LoopResult` per flow, ``topo``'s order), ``cpu_s`` (this thread's CPU seconds) and
-    ``stopped`` (asked to stop: every flow's whole rounds so far)."""
-    from distributed import get_worker
-    beat = _Beat(get_worker(), token, index)
-    beat.start()
-    cpu = time.thread_time()
+    (one :class:`LoopResult` per flow, ``topo``'s order), ``done`` (their replies), ``cpu_s`` (this
+    thread's CPU seconds) and ``stopped`` (asked to stop: every flow's whole rounds so far)."""
+    return run_task(_mesh_work, (topo, reference), token, index)
+
+
+def _mesh_work(arg: tuple[Topology, bool], progress: Callable[[int], None]) -> tuple[Any, int, bool]:
+    """A mesh part's work for :func:`run_task`: its topology on the one-process engine."""
+    topo, reference = arg
     stopped = False
     results: list[LoopResult] | None
-    try:
-        with _ONE_AT_A_TIME, _reference(reference):
-            cpu = time.thread_time()  # from its turn
-            try:
-                results = run_topology_of(topo, beat.update)
-            except Interrupted as e:
-                results, stopped = e.results, True
-    finally:
-        beat.finish()
-        clear_stop()
-    return {"results": results, "cpu_s": time.thread_time() - cpu, "stopped": stopped}
+    with _reference(reference):
+        try:
+            results = run_topology_of(topo, progress)
+        except Interrupted as e:
+            results, stopped = e.results, True
+    return results, sum(len(r.t_in) for r in results or []), stopped
 
 
 def run_topology_of(topo: Topology, progress: Callable[[int], None]) -> list[LoopResult]:
     """The one-process engine on ``topo`` (:func:`twin.engine.event.run_topology`)."""
     from twin.engine.event import run_topology
     return run_topology(topo, progress)
+
+
+def run_task(work: Callable[[Any, Callable[[int], None]], tuple[Any, int, bool]], arg: Any, token: str,
+             index: int) -> dict:
+    """A Dask task: part ``index`` of run ``token``, ``work(arg, progress)`` on this worker with a
+    heartbeat (:class:`_Beat`: ``progress(done)`` sets what it reports; a stop sent to the run
+    becomes the engines' stop request, :mod:`twin.engine.stop`). ``work`` returns (results, done,
+    stopped); the task returns them as ``results``, ``done``, ``stopped`` with ``cpu_s`` (this
+    thread's CPU seconds from the part's turn: parts in one process run one after another)."""
+    from distributed import get_worker
+    beat = _Beat(get_worker(), token, index)
+    beat.start()
+    cpu = time.thread_time()
+    try:
+        with _ONE_AT_A_TIME:
+            cpu = time.thread_time()  # from its turn
+            results, done, stopped = work(arg, beat.update)
+    finally:
+        beat.finish()
+        clear_stop()
+    return {"results": results, "done": done, "cpu_s": time.thread_time() - cpu, "stopped": stopped}
 
 
 @dataclass
@@ -131,7 +152,7 @@ class PartRun:
     and at the end ``results`` (per flow, the part's order), ``cpu_s``, ``stopped``, or ``lost``
     (why it gave nothing: one phrase)."""
 
-    part: Part
+    part: Any
     future: Any
     worker: str | None = None
     pid: int | None = None
@@ -139,7 +160,7 @@ class PartRun:
     done: int = 0
     beat: float | None = None
     moved: str | None = None
-    results: list[LoopResult] | None = None
+    results: Any = None
     cpu_s: float = 0.0
     stopped: bool = False
     lost: str | None = None
@@ -158,7 +179,7 @@ class PartRun:
         if self.future.status == "finished":
             out = self.future.result()
             self.results, self.cpu_s, self.stopped = out["results"], out["cpu_s"], out["stopped"]
-            self.done = sum(len(r.t_in) for r in self.results)
+            self.done = int(out["done"])
             return
         if self.future.status == "cancelled":
             self.lost = "its task was cancelled"
@@ -190,6 +211,17 @@ def run_parts(client, topo: Topology, parts: list[Part], progress: Callable[[int
     first heartbeat names its worker (``worker``, ``host``, ``pid``). A stop asked for in this process
     (:func:`twin.engine.stop.request_stop`) stops every part; so does a lost part. Parts that do
     not answer a stop within ``timeout_s`` are lost too."""
+    work = [(p, _mesh_work, (part_topology(topo, p.flows), reference)) for p in parts]
+    return run_tasks(client, work, progress, timeout_s, on_lost, on_start)
+
+
+def run_tasks(client, work: list[tuple[Any, Callable, Any]], progress: Callable[[int], None] | None = None,
+              timeout_s: float = 20.0, on_lost: Callable[[PartRun], None] | None = None,
+              on_start: Callable[[PartRun], None] | None = None) -> list[PartRun]:
+    """Run parts as Dask tasks of :func:`run_task`, followed as :func:`run_parts` describes: ``work``
+    per part (its part, index ``i`` of the list as ``part.index``; its work function; its argument,
+    shipped to the worker). Returns one :class:`PartRun` per part. ``progress(done)``: the parts'
+    ``done`` summed (what each work function reports)."""
     token = uuid.uuid4().hex
     lock = threading.Lock()
     runs: list[PartRun] = []
@@ -201,10 +233,9 @@ def run_parts(client, topo: Topology, parts: list[Part], progress: Callable[[int
 
     client.subscribe_topic(topic(token), heard)
     try:
-        for p in parts:
-            fut = client.submit(run_part, part_topology(topo, p.flows), token, p.index, reference, pure=False,
-                                key=f"twin-part-{p.index}-{token}")
-            runs.append(PartRun(p, fut))
+        for i, (part, fn, arg) in enumerate(work):
+            fut = client.submit(run_task, fn, arg, token, i, pure=False, key=f"twin-part-{i}-{token}")
+            runs.append(PartRun(part, fut))
         _follow(client, token, runs, lock, progress, timeout_s, on_lost, on_start)
     finally:
         client.unsubscribe_topic(topic(token))
@@ -261,4 +292,4 @@ def _send_stop(client, token: str) -> None:
         pass
 
 
-__all__ = ["HEARTBEAT_S", "PartRun", "run_part", "run_parts", "stop_parts", "topic"]
+__all__ = ["HEARTBEAT_S", "PartRun", "run_part", "run_parts", "run_task", "run_tasks", "stop_parts", "topic"]

@@ -12,7 +12,10 @@ correcting a million errors per core second with minimum-weight matching", Quant
 single-thread performance (:func:`twin.qec.percall.host_factor`, itself an assumption, said so in
 the results). ``how: fixed``: every job takes ``fixed`` (a queueing study's S).
 
-Times in integer picoseconds; draws deterministic for the run's seed, in the order the engine asks.
+Times in integer picoseconds; draws deterministic for the run's seed and the pool: each pool draws
+from its own stream (:meth:`JobCost.for_pool`, named by the pool), in the order its jobs start, so a
+pool's draws do not depend on the other pools' (nor on which process runs them,
+:mod:`twin.machine.parts`).
 """
 from __future__ import annotations
 
@@ -39,9 +42,17 @@ class JobCost:
         self.file_detectors = max(1, int(file_detectors))
         self.factors = factors or []
         self.source = source or {}
+        self.seed = seed
         self._rng = stream_rng(seed, "machine.cost")
         self._u: list[float] = []
         self._i = 0
+
+    def for_pool(self, name: str) -> "JobCost":
+        """The same costs drawn from pool ``name``'s own stream (``machine.cost.<name>`` of the seed)."""
+        out = JobCost(self.seed, self.fixed_ps, None, self.file_detectors, self.factors, self.source)
+        out.sample = self.sample
+        out._rng = stream_rng(self.seed, f"machine.cost.{name}")
+        return out
 
     def draw(self, node: int, detectors: int) -> int:
         """One job's decoding time (ps) on node ``node`` for ``detectors`` detectors (>= 1 ps)."""

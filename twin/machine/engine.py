@@ -20,6 +20,14 @@ The program (:mod:`twin.machine.program`) runs on the control side: a patch's op
 correction of the gate's last round is back (the stall: the patch streams idle rounds); a merge
 starts when both patches reach it. Events at one instant are handled in the order they were
 scheduled (a sequence number), so the same seed gives the same run, byte for byte.
+
+A model may run a subset of the patches (``patches``: those of some pools, :mod:`twin.machine.parts`):
+its ticks make jobs for those only and its program runs those only. Run alone, a set of pools that no
+merge couples to the others (no patch of theirs merges with one of another's) makes the same jobs at
+the same instants as the whole machine: every job, lane, decoder and cost stream it touches is its
+own, and its events keep their relative order (each handler schedules its own events in the same
+order). A stop request (:func:`twin.engine.stop.take_stop`) is looked for at every tick: the run
+then ends there (``stopped``), its jobs in flight left unfinished.
 """
 from __future__ import annotations
 
@@ -102,13 +110,15 @@ class MachineModel:
     :class:`twin.machine.cost.JobCost`; ``pools``: per pool (name, policy, [(node name, device,
     decoders)], (first, end), queue, ensemble size)."""
 
-    def __init__(self, m, cost, pools, seed: int, progress=None):
+    def __init__(self, m, cost, pools, seed: int, progress=None, patches: list[int] | None = None):
         self.T, self.N, self.d = int(m.cycle), m.cycles, m.distance
         self.geo = Geometry(m.distance, m.window.kind, m.window.commit, m.window.buffer, m.cycles)
         self.layout = Layout(m.layout.rows, m.layout.cols)
         self.program = Program(self.layout, m.program.t_rate, m.program.merge_rate, seed)
         self.deadline = None if m.deadline is None else int(m.deadline)
         self.cost, self.seed, self.progress = cost, seed, progress
+        self.mine = list(range(self.layout.patches)) if patches is None else sorted(patches)
+        self.stopped = False
         self.local = int(m.links.local)
         self._wires = {k: (make_wire(getattr(m.links, k)), getattr(m.links, k).jitter) for k in
                        ("syndrome", "correction", "fabric")}
@@ -145,6 +155,7 @@ class MachineModel:
         self.patch_pool = np.zeros(self.layout.patches, np.int64)
         self.decoder_ids: list[tuple[int, int]] = []  # global decoder -> (pool, decoder)
         self.gid: list[list[int]] = []
+        self.draws: list = []  # per pool its cost stream
         for pi, (name, policy, nodes, span, queue, ens) in enumerate(pools):
             lo, hi = span
             self.patch_pool[lo:hi] = pi
@@ -154,6 +165,7 @@ class MachineModel:
                 self.node_names.append(nname)
             self.pools.append(Pool(name, policy, owner, lo, queue, ens))
             self.gid.append([len(self.decoder_ids) + i for i in range(len(owner))])
+            self.draws.append(self.cost.for_pool(name))
             self.decoder_ids += [(pi, i) for i in range(len(owner))]
         self.running: list = [None] * len(self.decoder_ids)  # global decoder -> (job, token, take, decode start)
         self.syndrome = [self._lane("syndrome", f"syndrome.{p.name}") for p in self.pools]
@@ -167,8 +179,9 @@ class MachineModel:
     # -- the run ----------------------------------------------------------------------------------------
     def run(self) -> "MachineModel":
         """Run the whole stream and drain the jobs in flight; returns self."""
+        from twin.engine.stop import take_stop
         self.ticks = self.geo.ticks()
-        for a in range(self.layout.patches):
+        for a in self.mine:
             self._advance(a, 0, 0)
         if self.ticks:
             self._push(self.geo.tick_round(0) * self.T, TICK, 0)
@@ -179,6 +192,9 @@ class MachineModel:
                 self._done(t, a, b)
             elif kind == ARRIVE:
                 self._arrive(t, a)
+            elif take_stop():
+                self.stopped = True
+                break
             else:
                 self._tick(t, a)
         return self
@@ -189,13 +205,13 @@ class MachineModel:
         spans = geo.time_jobs(w)
         earliest = min(lo for _, _, lo, _ in spans)
         made: dict = {}
-        for a in range(self.layout.patches):
+        for a in self.mine:
             for kind, idx, lo, hi in spans:
                 made[(a, kind)] = self._time_job(t, a, kind, idx, hi, made.get((a, A)))
             if geo.kind == "parallel":
                 self.prev_a[a] = made[(a, A)]
         seams = []
-        for a in range(self.layout.patches):
+        for a in self.mine:
             ms = self.merges[a]
             while ms and ms[0][0] + self.d <= earliest:
                 ms.pop(0)  # merges wholly before this tick's commits
@@ -319,7 +335,7 @@ class MachineModel:
             land = self._boundary(t, jobs.node[dj], node, self._boundary_bytes(j, dj))
             if land > begin:
                 begin = land
-        end = begin + self.cost.draw(node, jobs.det[j])
+        end = begin + self.draws[pi].draw(node, jobs.det[j])
         g = self.gid[pi][dec]
         self.seq += 1
         self.running[g] = (j, self.seq, t, begin)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from twin.machine.engine import MachineModel
+from twin.machine.parts import MachineRun
 from twin.machine.schema import MachineScenario
 from twin.machine.windows import KIND_NAMES
 from twin.stats import summary_ns
@@ -71,10 +71,14 @@ def check_run(lm: LoadedMachine, cycles: int | None = None, sweeping: bool = Fal
 
 
 def run_machine(lm: LoadedMachine, *, cycles: int | None = None, seed: int | None = None,
-                decoders: int | None = None, progress=None) -> tuple[MachineModel, dict]:
+                decoders: int | None = None, progress=None, parted=None) -> tuple[MachineRun, dict]:
     """Run machine scenario ``lm`` (``cycles``, ``seed``, ``decoders`` override the scenario's);
-    returns the model after its run and the results document."""
+    returns the run (:class:`twin.machine.parts.MachineRun`, as the model reads) and the results
+    document. ``parted(m, cost, pools, seed)``: runs the machine instead of this process and returns
+    its :class:`twin.machine.parts.PartedMachine` (``twin machine --processes``); the document is
+    the same for any number of parts (:mod:`twin.machine.parts`)."""
     from twin.machine.cost import job_cost
+    from twin.machine.parts import run_machine_parts
     check_run(lm, cycles)
     sc = lm.sc
     m = sc.machine if cycles is None else sc.machine.model_copy(update={"cycles": cycles})
@@ -83,7 +87,10 @@ def run_machine(lm: LoadedMachine, *, cycles: int | None = None, seed: int | Non
     from types import SimpleNamespace
     nodes = [SimpleNamespace(name=n, device=dev) for p in pools for n, dev, _ in p[2]]
     cost = job_cost(m, lm.path, nodes, seed)
-    model = MachineModel(m, cost, pools, seed, progress).run()
+    if parted is None:
+        model = run_machine_parts(m, cost, pools, seed, 1, progress=progress).run
+    else:
+        model = parted(m, cost, pools, seed).run
     doc = document(sc, m, seed, model, pools)
     if m.check is not None:
         from twin.machine.check import cost_check
@@ -105,7 +112,7 @@ def _check_ler(lm: LoadedMachine, m, rounds: int) -> None:
         raise ConfigError(lm.path, why[0], why[1], why[2])
 
 
-def document(sc: MachineScenario, m, seed: int, model: MachineModel, pools) -> dict:
+def document(sc: MachineScenario, m, seed: int, model: MachineRun, pools) -> dict:
     """The results document of a finished run (docs/results.md, "twin machine")."""
     T = model.T
     span_ps = m.cycles * T
@@ -122,16 +129,16 @@ def document(sc: MachineScenario, m, seed: int, model: MachineModel, pools) -> d
         "t_gates": _t_gates(model),
         "merges": {"count": model.merge_count, "sync_wait_rounds": model.sync_wait_rounds},
         "commit_latency": summary_ns(np.asarray(model.commit_latency, np.int64)) if model.commit_latency else None,
-        "pools": [_pool(model, i, pools[i], span_ps, cols) for i in range(len(model.pools))],
+        "pools": [_pool(model, i, pools[k], span_ps, cols) for i, k in enumerate(model.pool_index)],
         "fabric": {"transfers": model.fabric_transfers, "bytes": model.fabric_bytes,
-                   "busy_ns": sum(lane.busy_ps for lane in model.fabric.values()) / 1000},
+                   "busy_ns": model.fabric_busy_ps / 1000},
         "cost": model.cost.source,
         "jobs_by_kind": _by_kind(model),
     }
     return doc
 
 
-def _clock(model: MachineModel, mean_steps: float, span_ps: int) -> dict:
+def _clock(model: MachineRun, mean_steps: float, span_ps: int) -> dict:
     ideal = model.d * model.T
     eff = span_ps / mean_steps if mean_steps else None
     return {"steps_completed_mean": round(mean_steps, 3), "ideal_step_ns": ideal / 1000,
@@ -139,7 +146,7 @@ def _clock(model: MachineModel, mean_steps: float, span_ps: int) -> dict:
             "slowdown": None if eff is None else round(eff / ideal, 4)}
 
 
-def _t_gates(model: MachineModel) -> dict:
+def _t_gates(model: MachineRun) -> dict:
     r = np.asarray(model.t_reaction, np.int64)
     st = np.asarray(model.t_stall, np.int64)
     return {"count": int(r.size), "reaction": summary_ns(r) if r.size else None,
@@ -147,7 +154,7 @@ def _t_gates(model: MachineModel) -> dict:
             "stall_rounds_max": int(st.max()) if st.size else 0}
 
 
-def _pool(model: MachineModel, i: int, spec, span_ps: int, cols: dict) -> dict:
+def _pool(model: MachineRun, i: int, spec, span_ps: int, cols: dict) -> dict:
     p = model.pools[i]
     ids = np.flatnonzero(cols["pool"] == i)
     start, end, arrive, deadline = (cols[k][ids] for k in ("start", "end", "arrive", "deadline"))
@@ -202,7 +209,7 @@ def _summed(values) -> float | None:
     return out
 
 
-def _by_kind(model: MachineModel) -> dict:
+def _by_kind(model: MachineRun) -> dict:
     k = np.asarray(model.jobs.kind, np.int64)
     return {KIND_NAMES[i]: int((k == i).sum()) for i in range(len(KIND_NAMES)) if (k == i).any()}
 
