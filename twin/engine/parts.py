@@ -94,28 +94,38 @@ class _Beat(threading.Thread):
         self.join()
 
 
-def run_part(topo: Topology, token: str, index: int, reference: bool) -> dict:
+def run_part(topo: Topology, token: str, index: int, reference: bool,
+             finish: Callable[[list[LoopResult]], list] | None = None) -> dict:
     """A Dask task: run part ``index`` of run ``token`` (``topo``: its topology) on the one-process
     engine (``reference``: the simpy reference, as the whole topology would). Returns ``results``
-    (one :class:`LoopResult` per flow, ``topo``'s order), ``cpu_s`` (this thread's CPU seconds) and
-    ``stopped`` (asked to stop: every flow's whole rounds so far)."""
+    (one :class:`LoopResult` per flow, ``topo``'s order; with ``finish``, a picklable function of
+    them, what it makes of them: what the parent needs, shipped instead of every round), ``done``
+    (the flows' rounds completed), ``cpu_s`` (this thread's CPU seconds), ``wall_s`` (seconds from
+    its turn to its end, ``finish`` included), ``finish_s`` (``finish``'s seconds) and ``stopped``
+    (asked to stop: every flow's whole rounds so far)."""
     from distributed import get_worker
     beat = _Beat(get_worker(), token, index)
     beat.start()
-    cpu = time.thread_time()
+    cpu, wall, finish_s = time.thread_time(), time.perf_counter(), 0.0
     stopped = False
     results: list[LoopResult] | None
+    out: list | None
     try:
         with _ONE_AT_A_TIME, _reference(reference):
-            cpu = time.thread_time()  # from its turn
+            cpu, wall = time.thread_time(), time.perf_counter()  # from its turn
             try:
                 results = run_topology_of(topo, beat.update)
             except Interrupted as e:
                 results, stopped = e.results, True
+            t = time.perf_counter()
+            out = finish(results) if finish is not None and results is not None else results
+            finish_s = time.perf_counter() - t
     finally:
         beat.finish()
         clear_stop()
-    return {"results": results, "cpu_s": time.thread_time() - cpu, "stopped": stopped}
+    done = sum(len(r.t_in) for r in results or ())
+    return {"results": out, "done": done, "cpu_s": time.thread_time() - cpu, "wall_s": time.perf_counter() - wall,
+            "finish_s": finish_s, "stopped": stopped}
 
 
 def run_topology_of(topo: Topology, progress: Callable[[int], None]) -> list[LoopResult]:
@@ -128,8 +138,9 @@ def run_topology_of(topo: Topology, progress: Callable[[int], None]) -> list[Loo
 class PartRun:
     """One part under way and its outcome: the ``part``, its Dask ``future``, what its heartbeats
     said (``worker``, ``pid``, ``host``, ``done`` replies, ``beat`` the last one's monotonic instant),
-    and at the end ``results`` (per flow, the part's order), ``cpu_s``, ``stopped``, or ``lost``
-    (why it gave nothing: one phrase)."""
+    and at the end ``results`` (per flow, the part's order: :class:`LoopResult`, or what the run's
+    ``finish`` made of them), ``cpu_s``, ``wall_s``, ``finish_s`` (:func:`run_part`'s), ``stopped``,
+    or ``lost`` (why it gave nothing: one phrase)."""
 
     part: Part
     future: Any
@@ -139,8 +150,10 @@ class PartRun:
     done: int = 0
     beat: float | None = None
     moved: str | None = None
-    results: list[LoopResult] | None = None
+    results: list | None = None
     cpu_s: float = 0.0
+    wall_s: float = 0.0
+    finish_s: float = 0.0
     stopped: bool = False
     lost: str | None = None
 
@@ -158,7 +171,7 @@ class PartRun:
         if self.future.status == "finished":
             out = self.future.result()
             self.results, self.cpu_s, self.stopped = out["results"], out["cpu_s"], out["stopped"]
-            self.done = sum(len(r.t_in) for r in self.results)
+            self.wall_s, self.finish_s, self.done = out["wall_s"], out["finish_s"], out["done"]
             return
         if self.future.status == "cancelled":
             self.lost = "its task was cancelled"
@@ -182,9 +195,11 @@ class PartRun:
 def run_parts(client, topo: Topology, parts: list[Part], progress: Callable[[int], None] | None = None,
               timeout_s: float = 20.0, reference: bool = False,
               on_lost: Callable[[PartRun], None] | None = None,
-              on_start: Callable[[PartRun], None] | None = None) -> list[PartRun]:
+              on_start: Callable[[PartRun], None] | None = None,
+              finish: Callable[[list[LoopResult]], list] | None = None) -> list[PartRun]:
     """Run ``parts`` of ``topo`` as tasks on ``client``'s cluster (see the module docstring); returns
-    one :class:`PartRun` per part, each with ``results`` or ``lost``. ``progress(done)``: the
+    one :class:`PartRun` per part, each with ``results`` (``finish``: :func:`run_part`'s) or
+    ``lost``. ``progress(done)``: the
     replies of all parts so far, every :data:`POLL_S`. ``on_lost(run)``: called once for a part
     found lost while others run (the caller may end its process); ``on_start(run)``: once a part's
     first heartbeat names its worker (``worker``, ``host``, ``pid``). A stop asked for in this process
@@ -202,7 +217,7 @@ def run_parts(client, topo: Topology, parts: list[Part], progress: Callable[[int
     client.subscribe_topic(topic(token), heard)
     try:
         for p in parts:
-            fut = client.submit(run_part, part_topology(topo, p.flows), token, p.index, reference, pure=False,
+            fut = client.submit(run_part, part_topology(topo, p.flows), token, p.index, reference, finish, pure=False,
                                 key=f"twin-part-{p.index}-{token}")
             runs.append(PartRun(p, fut))
         _follow(client, token, runs, lock, progress, timeout_s, on_lost, on_start)

@@ -1,0 +1,82 @@
+"""A mesh flow's rounds reduced to what its results.json entry needs of them, where they are made.
+
+A partitioned mesh run (:mod:`twin.studies.mesh_parts`) that writes no per-round file and no
+histograms needs of a flow's rounds only its entry's statistics: its :class:`FlowTiming` (round
+trip, loop, budget, slowest round, faults, program, deadline misses: :func:`twin.studies.mesh.flow_timing`,
+the one code path a one-process run takes, on the same rounds), its queueing :class:`Wait`, the
+rounds, the card's mismatches and the last reply's instant. A flow lies whole in one part (parts are
+whole components), so each part reduces its flows to those (:func:`reduce_flows`, on the part's
+worker) and ships them, a few kB a flow, instead of every round's instants (157 B a round: 140 MB for
+1.28 M rounds); the parent builds the same results.json from them.
+
+Why not the mergeable accumulators (:class:`twin.engine.hops.FlowStats`): a stage's times (a PCIe
+write's wire and landing, a poll's phase) are not quantised, so its counts take one distinct value a
+round and weigh 16 B a round, more than its column of the rounds (8 B); measured on the six-flow mesh
+of tests/test_partition_run.py, 2,000 rounds a flow: 162 kB a flow as FlowStats, 210 kB as rounds.
+
+What needs every round in the parent is named by :func:`rounds_needed` (the caller then ships the
+rounds): the per-round file and the histograms.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from twin.engine.spec import LoopResult
+from twin.output.summary import FlowTiming, Wait
+
+
+@dataclass(frozen=True)
+class FlowReduced:
+    """One flow's rounds reduced (:func:`reduce_flow`): ``result`` its :class:`LoopResult` with no
+    rounds (zero-length arrays and hops; the engine's ``stats`` kept but its per-round arrays, the
+    slot waits already in the hops), ``timing`` its :class:`FlowTiming`, ``wait`` its queueing at its
+    consumer, ``rounds`` completed, ``mismatches`` (the card's), ``t_back_max`` the last reply's
+    return (int ps; 0 without rounds)."""
+
+    result: LoopResult
+    timing: FlowTiming
+    wait: Wait
+    rounds: int
+    mismatches: int
+    t_back_max: int
+
+
+def bare(res: LoopResult) -> LoopResult:
+    """``res`` without its rounds: zero-length arrays and hops, the stats but their per-round arrays."""
+    empty = res.head(0)
+    stats = {k: v for k, v in empty.stats.items() if not isinstance(v, np.ndarray)}
+    return replace(empty, stats=stats, hops=None if res.hops is None else res.hops.head(0).frozen(),
+                   **{k: getattr(empty, k).copy() for k in ("t_send", "t_in", "t_have", "t_back", "ok")})
+
+
+def reduce_flow(res: LoopResult, deadline_ps: int | None, faults=None, plan=None) -> FlowReduced:
+    """``res`` (a mesh flow's result: its hops recorded, at least one round) reduced to its
+    statistics; ``deadline_ps`` (int ps or None), ``faults`` (the scenario's ``faults`` block) and
+    ``plan`` (its :class:`twin.faults.FaultPlan`) as the scenario's (:func:`twin.studies.mesh.flow_timing`)."""
+    from twin.studies.mesh import FlowTimes, flow_timing
+    ft = FlowTimes(res.name, res.engine, res.t_send, res.t_in, res.t_have, res.t_back, res.ok, res.stats, res.hops)
+    n = int(len(res.t_in))
+    return FlowReduced(bare(res), flow_timing(ft, deadline_ps, faults, plan), Wait.of(ft.wait_ps), n,
+                       res.mismatches, int(res.t_back.max()) if n else 0)
+
+
+def reduce_flows(results: list[LoopResult], deadline_ps: int | None, faults=None) -> list[FlowReduced]:
+    """:func:`reduce_flow` of each of ``results`` (a part's flows, in order), the fault plan drawn
+    once from ``faults`` (as the one-process run draws it)."""
+    plan = faults.plan() if faults else None
+    return [reduce_flow(r, deadline_ps, faults, plan) for r in results]
+
+
+def rounds_needed(rounds_file: bool, plot: bool) -> str | None:
+    """Why a mesh run must ship every round to the parent (one phrase), or None: a per-round file
+    (``rounds_file``) or histograms (``plot``) asked for."""
+    if rounds_file:
+        return "the per-round file writes every round"
+    if plot:
+        return "the histograms draw every round"
+    return None
+
+
+__all__ = ["FlowReduced", "bare", "reduce_flow", "reduce_flows", "rounds_needed"]
