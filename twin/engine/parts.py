@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from twin.engine.partition import Part, part_topology
+from twin.engine.partition import Part, part_topology, whole_draws
 from twin.engine.spec import LoopResult
 from twin.engine.stop import Interrupted, clear_stop, request_stop, take_stop
 from twin.engine.topology import Topology
@@ -215,10 +215,11 @@ def run_parts(client, topo: Topology, parts: list[Part], progress: Callable[[int
             runs[msg["part"]].heard(msg)
 
     client.subscribe_topic(topic(token), heard)
+    draws = whole_draws(topo)  # once (a draw a flow), not once a part
     try:
         for p in parts:
-            fut = client.submit(run_part, part_topology(topo, p.flows), token, p.index, reference, finish, pure=False,
-                                key=f"twin-part-{p.index}-{token}")
+            fut = client.submit(run_part, part_topology(topo, p.flows, draws), token, p.index, reference, finish,
+                                pure=False, key=f"twin-part-{p.index}-{token}")
             runs.append(PartRun(p, fut))
         _follow(client, token, runs, lock, progress, timeout_s, on_lost, on_start)
     finally:
