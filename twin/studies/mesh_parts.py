@@ -72,8 +72,8 @@ def assemble(sc, topo: Topology, outcomes: list[tuple[tuple[int, ...], list]]
         threads.setdefault(fl.consumer, shared["threads"][fl.consumer])
     whole = {"lanes": lanes, "threads": threads}
     events = sum(int(part[0].stats["events"]) for _, part in outcomes)
-    results = [replace(res, stats={**res.stats, "shared": whole, "events": events})
-               for res in (by_flow[i][0] for i in kept)]
+    results = [by_flow[i][0] for i in kept]  # the whole's counters on the first (all _mesh_result reads of them)
+    results[0] = replace(results[0], stats={**results[0].stats, "shared": whole, "events": events})
     sub = replace(topo, flows=tuple(topo.flows[i] for i in kept))
     return _mesh_result(sc, sub, results, None if len(kept) == len(topo.flows) else kept,
                         [reduced[i] for i in kept] if reduced else None), kept

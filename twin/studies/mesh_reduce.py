@@ -19,36 +19,40 @@ rounds): the per-round file and the histograms.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
+from twin.engine.hops import Hops
 from twin.engine.spec import LoopResult
 from twin.output.summary import FlowTiming, Wait
+
+EMPTY = np.zeros(0, np.int64)
+"""The one zero-length instant column every reduced flow's result shares (read only: no round)."""
+NONE_OK = np.zeros(0, bool)
 
 
 @dataclass(frozen=True)
 class FlowReduced:
-    """One flow's rounds reduced (:func:`reduce_flow`): ``result`` its :class:`LoopResult` with no
-    rounds (zero-length arrays and hops; the engine's ``stats`` kept but its per-round arrays, the
-    slot waits already in the hops), ``timing`` its :class:`FlowTiming`, ``wait`` its queueing at its
-    consumer, ``rounds`` completed, ``mismatches`` (the card's), ``t_back_max`` the last reply's
-    return (int ps; 0 without rounds)."""
+    """One flow's rounds reduced (:func:`reduce_flow`): the flow's ``name``, ``engine`` and engine
+    ``stats`` (but their per-round arrays: the slot waits, already in the hops), ``timing`` its
+    :class:`FlowTiming`, ``wait`` its queueing at its consumer, ``rounds`` completed, ``mismatches``
+    (the card's), ``t_back_max`` the last reply's return (int ps; 0 without rounds)."""
 
-    result: LoopResult
+    name: str
+    engine: str
+    stats: dict
     timing: FlowTiming
     wait: Wait
     rounds: int
     mismatches: int
     t_back_max: int
 
-
-def bare(res: LoopResult) -> LoopResult:
-    """``res`` without its rounds: zero-length arrays and hops, the stats but their per-round arrays."""
-    empty = res.head(0)
-    stats = {k: v for k, v in empty.stats.items() if not isinstance(v, np.ndarray)}
-    return replace(empty, stats=stats, hops=None if res.hops is None else res.hops.head(0).frozen(),
-                   **{k: getattr(empty, k).copy() for k in ("t_send", "t_in", "t_have", "t_back", "ok")})
+    @property
+    def result(self) -> LoopResult:
+        """Its :class:`LoopResult` with no rounds (zero-length columns and hops) and its stats."""
+        hops = Hops(EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, EMPTY)
+        return LoopResult(self.name, self.engine, EMPTY, EMPTY, EMPTY, EMPTY, NONE_OK, dict(self.stats), hops)
 
 
 def reduce_flow(res: LoopResult, deadline_ps: int | None, faults=None, plan=None) -> FlowReduced:
@@ -58,7 +62,8 @@ def reduce_flow(res: LoopResult, deadline_ps: int | None, faults=None, plan=None
     from twin.studies.mesh import FlowTimes, flow_timing
     ft = FlowTimes(res.name, res.engine, res.t_send, res.t_in, res.t_have, res.t_back, res.ok, res.stats, res.hops)
     n = int(len(res.t_in))
-    return FlowReduced(bare(res), flow_timing(ft, deadline_ps, faults, plan), Wait.of(ft.wait_ps), n,
+    stats = {k: v for k, v in res.stats.items() if not isinstance(v, np.ndarray)}
+    return FlowReduced(res.name, res.engine, stats, flow_timing(ft, deadline_ps, faults, plan), Wait.of(ft.wait_ps), n,
                        res.mismatches, int(res.t_back.max()) if n else 0)
 
 
@@ -79,4 +84,4 @@ def rounds_needed(rounds_file: bool, plot: bool) -> str | None:
     return None
 
 
-__all__ = ["FlowReduced", "bare", "reduce_flow", "reduce_flows", "rounds_needed"]
+__all__ = ["FlowReduced", "reduce_flow", "reduce_flows", "rounds_needed"]
