@@ -134,9 +134,10 @@ def _mesh_result(sc, topo: Topology, results: list[LoopResult], index: tuple[int
     """The :class:`MeshResult` of the event engine's per-flow results (``index``: the scenario's
     flows they are, when ``topo`` holds only those: a partitioned run that lost a part; ``reduced``:
     per flow its rounds' statistics, ``results`` then holding no rounds)."""
-    routes = sc.graph().graph["routes"]
-    if index is not None:
-        routes = [routes[i] for i in index]
+    # each flow's route as the scenario's graph gives it (twin.scenario.graph's: generator -> card ->
+    # consumer), read off the compiled flows rather than building the graph again (0.4 s at 10,000 nodes)
+    routes = [Route(i, fl.generator, fl.card, fl.consumer, sc.flows[i].function, (fl.generator, fl.card, fl.consumer))
+              for i, fl in zip(range(len(topo.flows)) if index is None else index, topo.flows)]
     flows = []
     for res in results:
         stats = {k: v for k, v in res.stats.items() if k not in ("shared", "events")}
