@@ -207,7 +207,7 @@ def test_the_parts_statistics_are_a_fraction_of_their_rounds_and_give_the_same_d
         from contextlib import nullcontext
         for keep in (False, True):
             pm = run_mesh_parts(ld.scenario, ld.params, 2, lambda parts: nullcontext(client), keep_rounds=keep)
-            assert (pm.result.reduced is None) == keep
+            assert pm.result.reduced is not None  # the statistics computed in the parts, rounds kept or not
             assert all(len(ft.t_in) == (2000 if keep else 0) for ft in pm.result.flows)
             assert json.dumps(mesh_document(ld, pm.result, ld.scenario.seed)) == ref, keep
             assert len(pm.wall_s) == 2 and all(0 <= f <= w for f, w in zip(pm.finish_s, pm.wall_s))

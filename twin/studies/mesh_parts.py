@@ -8,11 +8,11 @@ shared lanes' and threads' counters in the order one timeline makes them, so tha
 :class:`twin.studies.mesh.MeshResult` (and the files written from it) equals the one-process run's for
 any number of parts. One part (one component, or ``--processes 1``) runs in this process.
 
-What a part ships back: with a per-round file or histograms, every round of its flows (157 B a round,
-pickled: on the compiled core shipping them costs more than running them); without
-(``--no-rounds --no-plot``), its flows' results.json statistics only (:mod:`twin.studies.mesh_reduce`:
-a few kB a flow, computed on the part's worker by the one-process code), from which the parent builds
-the same results.json.
+What a part ships back: its flows' results.json statistics (:mod:`twin.studies.mesh_reduce`: a few kB
+a flow, computed on the part's worker by the one-process code), from which the parent builds the same
+results.json; with a per-round file or histograms every round of its flows too (157 B a round,
+pickled: on the compiled core shipping them costs more than running them), without
+(``--no-rounds --no-plot``) nothing more.
 """
 from __future__ import annotations
 
@@ -89,10 +89,10 @@ def run_mesh_parts(sc, params: ParamSet, n: int, client_of: Callable, rounds: in
     components)`` is called before anything runs; ``progress(done, total)`` as replies come back;
     ``timeout_s``: how long a silent part is waited for (:func:`twin.engine.parts.run_parts`);
     ``on_lost(run)`` / ``on_start(run)``: a part found lost / heard from first
-    (:func:`twin.engine.parts.run_parts`). ``keep_rounds`` False (no per-round file, no histograms):
-    each part ships its flows' results.json statistics instead of their rounds
-    (:func:`twin.studies.mesh_reduce.reduce_flows`; the result's ``reduced``, its flows holding no
-    rounds). One part runs here
+    (:func:`twin.engine.parts.run_parts`). Each part computes its flows' results.json statistics
+    (:func:`twin.studies.mesh_reduce.reduce_flows`: the result's ``reduced``) and ships them, with
+    their rounds only where ``keep_rounds`` (a per-round file, histograms; else the result's flows hold
+    no rounds). One part runs here
     (:func:`twin.engine.event.run_topology`, every round kept)."""
     topo = mesh_topology(sc, params, rounds, seed, rtl_config=rtl_config)
     comps = components(topo)
@@ -106,7 +106,7 @@ def run_mesh_parts(sc, params: ParamSet, n: int, client_of: Callable, rounds: in
     from twin.engine.parts import run_parts
     reference = not event.COMPILED or compiled.refusal(topo) is not None  # the whole topology's engine, per part
     from twin.studies.mesh_reduce import reduce_flows
-    finish = None if keep_rounds else partial(reduce_flows, deadline_ps=sc.deadline, faults=sc.faults)
+    finish = partial(reduce_flows, deadline_ps=sc.deadline, faults=sc.faults, keep=keep_rounds)
     with client_of(parts) as client:
         runs = run_parts(client, topo, parts, (lambda d: progress(d, total)) if progress else None, timeout_s,
                          reference, on_lost, on_start, finish)

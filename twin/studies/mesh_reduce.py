@@ -14,8 +14,8 @@ write's wire and landing, a poll's phase) are not quantised, so its counts take 
 round and weigh 16 B a round, more than its column of the rounds (8 B); measured on the six-flow mesh
 of tests/test_partition_run.py, 2,000 rounds a flow: 162 kB a flow as FlowStats, 210 kB as rounds.
 
-What needs every round in the parent is named by :func:`rounds_needed` (the caller then ships the
-rounds): the per-round file and the histograms.
+What needs every round in the parent is named by :func:`rounds_needed`: the per-round file and the
+histograms. Then each flow's rounds travel too (``keep``), its statistics still computed in its part.
 """
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ class FlowReduced:
     """One flow's rounds reduced (:func:`reduce_flow`): the flow's ``name``, ``engine`` and engine
     ``stats`` (but their per-round arrays: the slot waits, already in the hops), ``timing`` its
     :class:`FlowTiming`, ``wait`` its queueing at its consumer, ``rounds`` completed, ``mismatches``
-    (the card's), ``t_back_max`` the last reply's return (int ps; 0 without rounds)."""
+    (the card's), ``t_back_max`` the last reply's return (int ps; 0 without rounds); ``kept`` its
+    rounds where the run keeps them (a per-round file, histograms), else None."""
 
     name: str
     engine: str
@@ -47,31 +48,36 @@ class FlowReduced:
     rounds: int
     mismatches: int
     t_back_max: int
+    kept: LoopResult | None = None
 
     @property
     def result(self) -> LoopResult:
-        """Its :class:`LoopResult` with no rounds (zero-length columns and hops) and its stats."""
+        """Its :class:`LoopResult`: ``kept``, or one with no rounds (zero-length columns and hops) and its stats."""
+        if self.kept is not None:
+            return self.kept
         hops = Hops(EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, EMPTY)
         return LoopResult(self.name, self.engine, EMPTY, EMPTY, EMPTY, EMPTY, NONE_OK, dict(self.stats), hops)
 
 
-def reduce_flow(res: LoopResult, deadline_ps: int | None, faults=None, plan=None) -> FlowReduced:
+def reduce_flow(res: LoopResult, deadline_ps: int | None, faults=None, plan=None, keep: bool = False) -> FlowReduced:
     """``res`` (a mesh flow's result: its hops recorded, at least one round) reduced to its
     statistics; ``deadline_ps`` (int ps or None), ``faults`` (the scenario's ``faults`` block) and
-    ``plan`` (its :class:`twin.faults.FaultPlan`) as the scenario's (:func:`twin.studies.mesh.flow_timing`)."""
+    ``plan`` (its :class:`twin.faults.FaultPlan`) as the scenario's (:func:`twin.studies.mesh.flow_timing`);
+    ``keep``: its rounds kept too (``kept``)."""
     from twin.studies.mesh import FlowTimes, flow_timing
     ft = FlowTimes(res.name, res.engine, res.t_send, res.t_in, res.t_have, res.t_back, res.ok, res.stats, res.hops)
     n = int(len(res.t_in))
     stats = {k: v for k, v in res.stats.items() if not isinstance(v, np.ndarray)}
     return FlowReduced(res.name, res.engine, stats, flow_timing(ft, deadline_ps, faults, plan), Wait.of(ft.wait_ps), n,
-                       res.mismatches, int(res.t_back.max()) if n else 0)
+                       res.mismatches, int(res.t_back.max()) if n else 0, res if keep else None)
 
 
-def reduce_flows(results: list[LoopResult], deadline_ps: int | None, faults=None) -> list[FlowReduced]:
+def reduce_flows(results: list[LoopResult], deadline_ps: int | None, faults=None, keep: bool = False
+                 ) -> list[FlowReduced]:
     """:func:`reduce_flow` of each of ``results`` (a part's flows, in order), the fault plan drawn
-    once from ``faults`` (as the one-process run draws it)."""
+    once from ``faults`` (as the one-process run draws it); ``keep``: their rounds kept too."""
     plan = faults.plan() if faults else None
-    return [reduce_flow(r, deadline_ps, faults, plan) for r in results]
+    return [reduce_flow(r, deadline_ps, faults, plan, keep) for r in results]
 
 
 def rounds_needed(rounds_file: bool, plot: bool) -> str | None:
