@@ -178,8 +178,8 @@ def table(ld, ns: list[int], repeats: int, keep: bool, engine: str) -> list[str]
     say(f"point 1/{len(ns)}: 1 process ({total:,} rounds) ...")
     best1, cpu1, doc1 = one_process(ld, repeats)
     rows = ["| engine | rounds | processes | parts | wall s | rounds/s | speed-up | efficiency | "
-            "CPU s (parts: all / slowest) | overhead s | slowest part s | reduce s | balance predicted / measured | "
-            "cluster start-up s |",
+            "CPU s (parts: all / slowest) | overhead s | slowest part s | statistics s (most in a part) | "
+            "balance predicted / measured | cluster start-up s |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
             f"| {engine} | {total:,} | 1 | 1 | {best1:.3f} | {total / best1:,.0f} | 1.00 | 1.00 | {cpu1:.2f} "
             "| | | | | |"]
