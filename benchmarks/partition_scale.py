@@ -196,6 +196,18 @@ def table(ld, ns: list[int], repeats: int, keep: bool, engine: str) -> list[str]
     return rows
 
 
+def _core_or_why() -> str:
+    """``compiled core``, or why the runs fall back to the simpy reference (the core not built here:
+    ``python setup.py build_ext --inplace``), said at once on stderr."""
+    from twin.engine.native import CoreUnavailable, core
+    try:
+        core()
+    except CoreUnavailable as e:
+        say(f"warning: the compiled core is not available ({e}); the runs use the simpy reference")
+        return "simpy reference (no compiled core)"
+    return "compiled core"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=288, help="nodes of the mesh, at least (default 288: 128 "
@@ -214,7 +226,7 @@ def main() -> None:
     if args.reference:
         E.COMPILED = False  # this process's run; the parts follow it (run_mesh_parts asks event.COMPILED)
     rounds = args.rounds or (1000 if args.reference else 10_000)
-    engine = "simpy reference" if args.reference else "compiled core"
+    engine = "simpy reference" if args.reference else _core_or_why()
     from twin.scenario import load_scenario
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "mesh.yaml"
