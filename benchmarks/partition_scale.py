@@ -1,32 +1,48 @@
 """A mesh partitioned across processes (``twin run MESH --processes N``): Dask's own costs, then the
-speed-up and efficiency from 1 to N processes, printed as ratios measured in one run.
+speed-up and efficiency from 1 to N processes on a mesh of ``--nodes`` nodes, printed as a markdown
+table measured in one run.
 
 Dask's costs, on a local cluster of N worker processes (one thread each, TCP on 127.0.0.1, as
 ``--processes`` starts it, :func:`twin.engine.cluster.local_client`):
 - the per-task dispatch round trip: ``client.submit`` of a no-op task and its ``result()``, one at a
   time (200, after 20 to warm up): median and p90;
 - an all-reduce-like gather: one task pinned to each worker returning 8 bytes (or 1 MiB), the client
-  gathering all N and summing them (what the parent does with the parts' results, the smallest and a
-  part-sized payload): median of 30.
+  gathering all N and summing them (what the parent does with the parts' results): median of 30.
 
-The speed-up: the 256-node mesh of benchmarks/engine_speed.py (:func:`engine_speed.mesh_scenario`:
-128 controllers on their own clocks, 32 link cards each shared by 4 of them, each flow to its own EPYC
-7282 core, open loop with Poisson gaps; 32 independent components of 4 flows), ``--rounds`` a flow,
-run in one process (:func:`twin.studies.mesh.run_mesh`) and in N parts on a cluster started before
-the clock starts (:func:`twin.studies.mesh_parts.run_mesh_parts`: placement, shipping the parts,
-running them, fetching every round's records, assembling), the best of ``--repeats``; each parted
-results.json checked byte-identical to the one process's first. Speed-up = one-process wall time /
-N-part wall time, efficiency = speed-up / N; the cluster's start-up is printed apart (a ``twin run
---processes N`` pays it once a run). ``--reference``: every part on the simpy reference (the engine
-where a round costs ~50x more: Python-defined nodes). The machine's cores bound N (default: 1 to
-``os.cpu_count()``).
+The mesh (:func:`mesh_doc`, the function mesh of benchmarks/engine_speed.py grown to ``--nodes``):
+controllers on their own clocks (ppm spread over -20 .. +20), each behind an Aurora cable into a link
+card shared by 4 of them, each flow to its own EPYC 7282 core over PCIe, open loop with Poisson gaps
+(mean 2 us), ``--rounds`` a flow (default 10^4); nodes = controllers + cards + cores (9 a card), the
+smallest such mesh of at least ``--nodes``. Each card and its 4 flows is one independent component
+(:func:`twin.engine.partition.components`): the parts share nothing, so they run with no
+synchronisation at all and the only costs beside the engine are dispatch (placing, shipping each part's
+topology), the parts' results coming back, and the parent assembling them.
 
-Usage: python benchmarks/partition_scale.py [--processes 1,2] [--rounds 10000] [--reference] [--repeats 3]
+Each point is a run as ``twin run MESH --no-rounds --no-plot`` makes it, timed from the topology to
+the results.json document (:func:`twin.commands.run_mesh.mesh_document`): one process
+(:func:`twin.studies.mesh.run_mesh`, every round kept, the document from the rounds) or N parts on a
+cluster started before the clock (:func:`twin.studies.mesh_parts.run_mesh_parts`; each part ships its
+flows' statistics, :mod:`twin.studies.mesh_reduce`; ``--keep-rounds``: every round, as with a
+per-round file), best of ``--repeats``; each parted document checked byte-identical to the one
+process's. Columns: speed-up = one-process wall / N-part wall; efficiency = speed-up / N; overhead =
+N-part wall - the slowest part's wall on its worker (dispatch, shipping back, assembling: what the
+parts do not run in parallel); CPU s: one process's CPU seconds, or the parts' engine and reduction
+CPU seconds summed and the largest part's (on a loaded machine a part's wall exceeds its CPU time);
+balance = the largest part over the mean part, predicted (expected events: rounds) and measured (the
+parts' engine CPU seconds). The cluster's start-up is printed apart (a ``twin run --processes N``
+pays it once a run). ``--reference``: the simpy reference engine.
+
+Memory: one process keeps every round (about 160 B a round: 7 GB for the 10,000-node mesh at 10^4
+rounds a flow); the parts keep theirs only until reduced.
+
+Usage (from the repository root): PYTHONPATH=. python benchmarks/partition_scale.py [--nodes 10000]
+[--processes 1,2,4,8,16] [--rounds 10000] [--repeats 1] [--keep-rounds] [--reference] [--no-dask-costs]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -41,6 +57,12 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
+PER_CARD = 4
+
+
+def say(text: str) -> None:
+    """A progress line (stderr, at once): the table on stdout stays whole."""
+    print(text, file=sys.stderr, flush=True)
 
 
 def _noop(x: int) -> int:
@@ -51,9 +73,10 @@ def _payload(nbytes: int) -> np.ndarray:
     return np.ones(nbytes // 8, np.int64)
 
 
-def dask_costs(n: int) -> None:
-    """Dispatch round trip and all-reduce-like gather on a local cluster of ``n`` workers."""
+def dask_costs(n: int) -> list[str]:
+    """Markdown rows: cluster start-up, dispatch round trip and all-reduce-like gather on ``n`` workers."""
     from twin.engine.cluster import local_client
+    say(f"dask costs on {n} local workers ...")
     t = time.perf_counter()
     with local_client(n) as client:
         start = time.perf_counter() - t
@@ -66,8 +89,9 @@ def dask_costs(n: int) -> None:
             client.submit(_noop, i, pure=False).result()
             rtt.append(time.perf_counter() - t)
         rtt.sort()
-        print(f"dask, {n} workers: cluster start-up {start:.2f} s; per-task dispatch round trip (submit + result, "
-              f"one at a time, 200) median {1e3 * statistics.median(rtt):.2f} ms, p90 {1e3 * rtt[179]:.2f} ms")
+        rows = [f"| Dask, {n} local workers | |", "|---|---:|", f"| cluster start-up | {start:.2f} s |",
+                "| per-task dispatch round trip (submit + result, one at a time), median / p90 of 200 | "
+                f"{1e3 * statistics.median(rtt):.2f} / {1e3 * rtt[179]:.2f} ms |"]
         for nbytes in (8, 1 << 20):
             times = []
             for _ in range(30):
@@ -76,8 +100,28 @@ def dask_costs(n: int) -> None:
                 total = sum(int(a.sum()) for a in client.gather(futs))
                 times.append(time.perf_counter() - t)
                 assert total == len(workers) * (nbytes // 8)
-            print(f"dask, {n} workers: all-reduce-like gather (one task a worker returns {nbytes:,} B, the client "
-                  f"gathers and sums all {n}) median {1e3 * statistics.median(times):.2f} ms of 30")
+            rows.append(f"| all-reduce-like gather, {nbytes:,} B a worker ({n} tasks, gathered and summed), median "
+                        f"of 30 | {1e3 * statistics.median(times):.2f} ms |")
+    return rows
+
+
+def shape(nodes: int) -> tuple[int, int]:
+    """(controllers, cards) of the smallest mesh of :data:`PER_CARD` flows a card with at least
+    ``nodes`` nodes (controllers + cards + cores)."""
+    cards = max(1, math.ceil(nodes / (2 * PER_CARD + 1)))
+    return PER_CARD * cards, cards
+
+
+def mesh_doc(nodes: int, rounds: int) -> dict:
+    """The mesh scenario document of the module docstring (:func:`engine_speed.mesh_scenario`'s
+    layout and traffic)."""
+    from engine_speed import mesh_scenario
+    controllers, cards = shape(nodes)
+    doc = mesh_scenario(rounds, controllers=controllers, cards=cards)
+    doc["name"] = f"mesh{controllers + cards + controllers}_shared_cards"
+    doc["description"] = (f"{controllers} controllers, {cards} link cards shared by {PER_CARD}, {controllers} "
+                          "EPYC 7282 cores (benchmarks/partition_scale.py)")
+    return doc
 
 
 def _document(ld, res) -> str:
@@ -85,70 +129,124 @@ def _document(ld, res) -> str:
     return json.dumps(mesh_document(ld, res, ld.scenario.seed), sort_keys=False)
 
 
-def speedup(ns: list[int], rounds: int, repeats: int) -> None:
-    """One process against N parts on the 256-node mesh (see the module docstring)."""
-    from engine_speed import mesh_scenario
-
-    from twin.engine.cluster import local_client
-    from twin.scenario import load_scenario
+def one_process(ld, repeats: int) -> tuple[float, float, str]:
+    """Best wall time of the one-process run and its document, its CPU seconds, and that document."""
     from twin.studies.mesh import run_mesh
-    from twin.studies.mesh_parts import run_mesh_parts
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "mesh256.yaml"
-        path.write_text(yaml.safe_dump(mesh_scenario(rounds, cards=32), sort_keys=False))
-        ld = load_scenario(path)
-        total = rounds * len(ld.scenario.flows)
-        best1, doc1 = float("inf"), ""
-        for _ in range(repeats):
-            t = time.perf_counter()
-            res = run_mesh(ld.scenario, ld.params)
-            best1 = min(best1, time.perf_counter() - t)
-            doc1 = doc1 or _document(ld, res)
+    best, cpu, doc = float("inf"), 0.0, ""
+    for k in range(repeats):
+        t, c = time.perf_counter(), time.process_time()
+        res = run_mesh(ld.scenario, ld.params)
+        text = _document(ld, res)
+        if time.perf_counter() - t < best:
+            best, cpu = time.perf_counter() - t, time.process_time() - c
+        doc = doc or text
         del res
-        print(f"mesh: 128 controllers, 32 link cards (32 independent components of 4 flows), {total:,} rounds; "
-              f"best of {repeats}, wall time")
-        print(f"{'processes':>9s} {'wall s':>8s} {'rounds/s':>11s} {'speed-up':>9s} {'efficiency':>10s} "
-              f"{'start-up s':>10s}  parts' CPU shares (measured / predicted)")
-        print(f"{1:9d} {best1:8.3f} {total / best1:11,.0f} {1.0:9.2f} {1.0:10.2f} {0.0:10.2f}  one process")
-        for n in (x for x in ns if x > 1):
+        say(f"  1 process, run {k + 1}/{repeats}: {best:.2f} s best so far")
+    return best, cpu, doc
+
+
+def parted(ld, n: int, repeats: int, keep: bool, doc1: str) -> dict:
+    """The best of ``repeats`` N-part runs on a local cluster of ``n`` workers (see the module docstring)."""
+    from twin.engine.cluster import local_client
+    from twin.studies.mesh_parts import run_mesh_parts
+    t = time.perf_counter()
+    with local_client(n) as client:
+        start = time.perf_counter() - t
+        best: dict = {"wall": float("inf")}
+        for k in range(repeats):
             t = time.perf_counter()
-            with local_client(n) as client:
-                start = time.perf_counter() - t
-                best = float("inf")
-                for _ in range(repeats):
-                    t = time.perf_counter()
-                    pm = run_mesh_parts(ld.scenario, ld.params, n, lambda parts: nullcontext(client))
-                    best = min(best, time.perf_counter() - t)
-                    if _document(ld, pm.result) != doc1:
-                        raise SystemExit(f"{n} processes: results.json differs from one process's")
-                    cpu = sum(pm.cpu_s) or 1.0
-                    shares = ", ".join(f"{100 * c / cpu:.0f}/{100 * p.events / sum(q.events for q in pm.parts):.0f} %"
-                                       for c, p in zip(pm.cpu_s, pm.parts))
-                    del pm
-            s = best1 / best
-            print(f"{n:9d} {best:8.3f} {total / best:11,.0f} {s:9.2f} {s / n:10.2f} {start:10.2f}  {shares}")
-        print("results.json byte-identical to one process's for every N: yes")
+            pm = run_mesh_parts(ld.scenario, ld.params, n, lambda parts: nullcontext(client), keep_rounds=keep)
+            text = _document(ld, pm.result)
+            wall = time.perf_counter() - t
+            if text != doc1:
+                raise SystemExit(f"{n} processes: results.json differs from one process's")
+            if wall < best["wall"]:
+                events = [p.events for p in pm.parts]
+                best = {"wall": wall, "start": start, "parts": len(pm.parts), "slowest": max(pm.wall_s),
+                        "finish": max(pm.finish_s), "predicted": max(events) / statistics.mean(events),
+                        "cpu": sum(pm.cpu_s), "cpu_max": max(pm.cpu_s),
+                        "measured": max(pm.cpu_s) / statistics.mean(pm.cpu_s)}
+            del pm
+            say(f"  {n} processes, run {k + 1}/{repeats}: {wall:.2f} s")
+    return best
+
+
+def table(ld, ns: list[int], repeats: int, keep: bool, engine: str) -> list[str]:
+    """The markdown table of one process against N parts (see the module docstring)."""
+    flows = len(ld.scenario.flows)
+    total = sum(f.rounds or ld.scenario.rounds for f in ld.scenario.flows)
+    say(f"point 1/{len(ns)}: 1 process ({total:,} rounds) ...")
+    best1, cpu1, doc1 = one_process(ld, repeats)
+    rows = ["| engine | rounds | processes | parts | wall s | rounds/s | speed-up | efficiency | "
+            "CPU s (parts: all / slowest) | overhead s | slowest part s | statistics s (most in a part) | "
+            "balance predicted / measured | cluster start-up s |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+            f"| {engine} | {total:,} | 1 | 1 | {best1:.3f} | {total / best1:,.0f} | 1.00 | 1.00 | {cpu1:.2f} "
+            "| | | | | |"]
+    say(f"  1 process: {best1:.2f} s ({flows:,} flows)")
+    for k, n in enumerate((x for x in ns if x > 1), start=2):
+        say(f"point {k}/{len(ns)}: {n} processes ...")
+        b = parted(ld, n, repeats, keep, doc1)
+        s = best1 / b["wall"]
+        rows.append(f"| {engine} | {total:,} | {n} | {b['parts']} | {b['wall']:.3f} | {total / b['wall']:,.0f} | "
+                    f"{s:.2f} | {s / n:.2f} | {b['cpu']:.2f} / {b['cpu_max']:.2f} | {b['wall'] - b['slowest']:.3f} | "
+                    f"{b['slowest']:.3f} | "
+                    f"{b['finish']:.3f} | {b['predicted']:.3f} / {b['measured']:.3f} | {b['start']:.2f} |")
+        say(f"  {n} processes: {b['wall']:.2f} s, speed-up {s:.2f}, efficiency {s / n:.2f}")
+    return rows
+
+
+def _core_or_why() -> str:
+    """``compiled core``, or why the runs fall back to the simpy reference (the core not built here:
+    ``python setup.py build_ext --inplace``), said at once on stderr."""
+    from twin.engine.native import CoreUnavailable, core
+    try:
+        core()
+    except CoreUnavailable as e:
+        say(f"warning: the compiled core is not available ({e}); the runs use the simpy reference")
+        return "simpy reference (no compiled core)"
+    return "compiled core"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nodes", type=int, default=288, help="nodes of the mesh, at least (default 288: 128 "
+                    "controllers, 32 cards, 128 cores; the acceptance's: 10000)")
     ap.add_argument("--processes", default=",".join(str(i) for i in range(1, (os.cpu_count() or 1) + 1)),
                     help="comma-separated process counts (default 1 .. the CPU count)")
     ap.add_argument("--rounds", type=int, default=None, help="rounds a flow (default 10000; 1000 with --reference)")
-    ap.add_argument("--reference", action="store_true", help="the parts on the simpy reference")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=1, help="runs a point, the best kept (default 1)")
+    ap.add_argument("--keep-rounds", action="store_true", help="the parts ship every round (as with a per-round "
+                    "file or histograms) instead of their flows' statistics")
+    ap.add_argument("--reference", action="store_true", help="the simpy reference engine")
+    ap.add_argument("--no-dask-costs", action="store_true", help="skip the dispatch and gather measurements")
     args = ap.parse_args()
-    ns = sorted({int(x) for x in args.processes.split(",")})
+    ns = sorted({int(x) for x in args.processes.split(",")} | {1})
     import twin.engine.event as E
     if args.reference:
         E.COMPILED = False  # this process's run; the parts follow it (run_mesh_parts asks event.COMPILED)
     rounds = args.rounds or (1000 if args.reference else 10_000)
+    engine = "simpy reference" if args.reference else _core_or_why()
+    from twin.scenario import load_scenario
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "mesh.yaml"
+        doc = mesh_doc(args.nodes, rounds)
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        say(f"loading the mesh: {len(doc['nodes']):,} nodes, {len(doc['flows']):,} flows ...")
+        ld = load_scenario(path)
+        costs = [] if args.no_dask_costs else dask_costs(max(ns))
+        rows = table(ld, ns, args.repeats, args.keep_rounds, engine)
+    controllers, cards = shape(args.nodes)
     print(f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs, python "
-          f"{platform.python_version()}; engine: {'simpy reference' if args.reference else 'compiled core'}; "
-          f"{time.strftime('%Y-%m-%d')}")
-    dask_costs(max(ns))
-    speedup(ns, rounds, args.repeats)
-    print(f"load average (1 min) at the end: {os.getloadavg()[0]:.2f}")
+          f"{platform.python_version()}; {time.strftime('%Y-%m-%d %H:%M %Z')}; load average (1 min) at the end "
+          f"{os.getloadavg()[0]:.2f}")
+    print(f"mesh: {len(doc['nodes']):,} nodes ({controllers:,} controllers, {cards:,} link cards each shared by "
+          f"{PER_CARD}, {controllers:,} cores; {cards:,} independent components), {rounds:,} rounds a flow; parts "
+          f"ship {'every round' if args.keep_rounds else 'their flows statistics'}; best of {args.repeats}; "
+          "results.json byte-identical to one process's for every N: yes")
+    print()
+    for line in costs + ([""] if costs else []) + rows:
+        print(line)
 
 
 if __name__ == "__main__":

@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 from twin.bundled import bundled_path
-from twin.calibration.idle_prior import ClassSpec, bundled_priors, fit_class, gap_of
+from twin.calibration.idle_prior import ClassSpec, bundled_priors, gap_of
 from twin.calibration.params import ParamSet, load_params
 from twin.config import ConfigError
 from twin.devices.generator import TrafficParams
 from twin.engine.direct import run_direct
+from twin.fitting.idle_priors import fit_class
 
 PERIOD_PS = 1_000_000_000  # 1 ms
 

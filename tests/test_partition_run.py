@@ -161,6 +161,58 @@ def test_the_files_are_byte_identical_for_1_2_and_4_processes(mesh_file, tmp_pat
             assert (tmp_path / f"p{n}" / name).read_bytes() == one, (name, n)
 
 
+def test_without_per_round_files_the_parts_ship_statistics_and_results_json_is_the_same(tmp_path):
+    """``--no-rounds --no-plot``: each part ships its flows' statistics (counts and sums), not their
+    rounds; results.json byte for byte the one process's, with a deadline's misses counted and a host
+    freeze's report (per round, computed on the part's worker)."""
+    doc = mesh_doc()
+    doc["deadline"] = "2.5 us"
+    doc["faults"] = {"host_freeze": [{"at": "2 ms", "duration": "50 us"}], "timeout": "20 us"}
+    p = tmp_path / "deadline.yaml"
+    p.write_text(yaml.safe_dump(doc, sort_keys=False))
+    quiet = ["--quiet", "--no-plot", "--no-rounds"]
+    assert main(["run", str(p), "--out", str(tmp_path / "one"), *quiet]) == 0
+    one = (tmp_path / "one" / "results.json").read_bytes()
+    flows = json.loads(one)["flows"]
+    assert all("deadline_misses" in f for f in flows) and 0 < sum(f["deadline_misses"] for f in flows)
+    assert all("host_freeze" in f for f in flows), flows[0].keys()
+    for n in (1, 2, 4):
+        r = _twin(["run", str(p), "--processes", str(n), "--out", str(tmp_path / f"p{n}"), *quiet])
+        assert r.returncode == 0, r.stderr
+        assert (tmp_path / f"p{n}" / "results.json").read_bytes() == one, n
+        assert not (tmp_path / f"p{n}" / "rounds.parquet").exists()
+
+
+def test_the_parts_statistics_are_a_fraction_of_their_rounds_and_give_the_same_document(mesh_file):
+    """What a part ships (:func:`twin.studies.mesh_reduce.reduce_flows`) pickles to a small fraction of
+    its rounds and builds the document a run keeping every round builds."""
+    import pickle
+
+    import distributed
+
+    from twin.commands.run_mesh import mesh_document
+    from twin.scenario import load_scenario
+    from twin.studies.mesh import run_mesh
+    from twin.studies.mesh_parts import run_mesh_parts
+    from twin.studies.mesh_reduce import reduce_flows
+    ld = load_scenario(mesh_file)
+    whole = run_mesh(ld.scenario, ld.params)
+    shipped = reduce_flows(whole.flows, ld.scenario.deadline, ld.scenario.faults)
+    rounds_b = len(pickle.dumps(whole.flows, protocol=5))
+    assert len(pickle.dumps(shipped, protocol=5)) < rounds_b / 50, rounds_b
+    assert [r.rounds for r in shipped] == [2000] * 6 and all(len(r.result.t_in) == 0 for r in shipped)
+    ref = json.dumps(mesh_document(ld, whole, ld.scenario.seed))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as c, \
+            distributed.Client(c) as client:
+        from contextlib import nullcontext
+        for keep in (False, True):
+            pm = run_mesh_parts(ld.scenario, ld.params, 2, lambda parts: nullcontext(client), keep_rounds=keep)
+            assert pm.result.reduced is not None  # the statistics computed in the parts, rounds kept or not
+            assert all(len(ft.t_in) == (2000 if keep else 0) for ft in pm.result.flows)
+            assert json.dumps(mesh_document(ld, pm.result, ld.scenario.seed)) == ref, keep
+            assert len(pm.wall_s) == 2 and all(0 <= f <= w for f, w in zip(pm.finish_s, pm.wall_s))
+
+
 def test_a_mesh_of_one_component_runs_in_one_part_and_says_so(tmp_path, capsys):
     sc = ROOT / "scenarios" / "mesh_two_controllers_one_gpu.yaml"
     assert main(["run", str(sc), "--rounds", "500", "--processes", "2", "--out", str(tmp_path / "a"), "--quiet",

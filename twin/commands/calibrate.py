@@ -215,11 +215,11 @@ def cmd_calibrate_live(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_idle_priors(args: argparse.Namespace, console: Console) -> int:
     """``twin calibrate --idle-priors SPEC``: fit the idle prior of each device class SPEC names
-    (:func:`twin.calibration.idle_prior.fit_priors`), write them and print each class's points,
+    (:func:`twin.fitting.idle_priors.fit_priors`), write them and print each class's points,
     fixed gaps as ``fit`` and random gaps as ``held out``."""
     import yaml
 
-    from twin.calibration.idle_prior import fit_priors
+    from twin.fitting.idle_priors import fit_priors
     from twin.output.files import write_file
     spec = Path(args.idle_priors)
     if args.prior or args.validate:

@@ -118,8 +118,8 @@ def runner(args: argparse.Namespace, console: Console, describe: Callable[[str],
     the local cluster or the scheduler (:func:`twin.commands.run_parts._client_of`), the placement
     printed first; the :class:`twin.machine.parts.PartedMachine` appended to ``kept``; a lost part's
     line on stderr as soon as the run ends. Raises UsageError for no cluster or every part lost."""
-    from twin.engine.cluster import PART_TIMEOUT_S
     from twin.commands.run_parts import _client_of, _cluster_size, _end_local_worker, started_line
+    from twin.engine.cluster import PART_TIMEOUT_S
     from twin.machine.parts import PartsLost, run_machine_parts
     flag = _flag(args)
 

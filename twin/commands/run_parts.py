@@ -141,6 +141,7 @@ def run_parted(args: argparse.Namespace, console: Console, loaded, seed: int, pr
     Raises UsageError for a live node, no cluster, or every part lost."""
     from twin.scenario.compile import rtl_config
     from twin.studies.mesh_parts import PartsLost, run_mesh_parts
+    from twin.studies.mesh_reduce import rounds_needed
     flag = _flag(args)
     _refuse_live(loaded, flag)
     n = args.processes if args.processes is not None else _cluster_size(args)
@@ -155,14 +156,16 @@ def run_parted(args: argparse.Namespace, console: Console, loaded, seed: int, pr
                             rounds=args.rounds, seed=seed, progress=progress, placed=placed,
                             timeout_s=args.part_timeout or PART_TIMEOUT_S,
                             rtl_config=lambda node: rtl_config(loaded, node, None), on_lost=_end_local_worker,
-                            on_start=lambda r: console.print(started_line(r), highlight=False, soft_wrap=True))
+                            on_start=lambda r: console.print(started_line(r), highlight=False, soft_wrap=True),
+                            keep_rounds=rounds_needed(not args.no_csv, not args.no_plot) is not None)
     except PartsLost as e:
         parts = {p.index: p for p in e.parts}
         raise UsageError("every part was lost, nothing saved: " + "; ".join(
             f"{part_label(parts[k])}: {why}" for k, why in e.lost.items())) from None
     if pm.lost:
         parts = {p.index: p for p in pm.parts}
-        done = sum(len(ft.t_in) for ft in pm.result.flows)
+        done = sum(len(ft.t_in) for ft in pm.result.flows) if pm.result.reduced is None else \
+            sum(r.rounds for r in pm.result.reduced)
         lost = "; ".join(f"{part_label(parts[k])} lost: {why}" for k, why in pm.lost.items())
         print(f"twin: error: {lost}; the other parts' {done:,} rounds are being saved in {out} (partial)",
               file=sys.stderr, flush=True)

@@ -79,15 +79,17 @@ def whole_draws(topo: Topology) -> tuple[dict[str, int], dict[str, int]]:
     return phases, clocks
 
 
-def part_topology(topo: Topology, flows: tuple[int, ...]) -> Topology:
+def part_topology(topo: Topology, flows: tuple[int, ...],
+                  draws: tuple[dict[str, int], dict[str, int]] | None = None) -> Topology:
     """The topology of flows ``flows`` of ``topo`` (indices, ascending: whole components of
     :func:`components`), with the poll phases and oscillator phases of ``topo`` drawn over the whole
-    (:func:`whole_draws`: a generator whose flows fall in two parts keeps one oscillator). Its
-    flows' results equal theirs in ``topo``. ValueError for indices not ascending or out of range."""
+    (:func:`whole_draws`, or ``draws``, its result given: a generator whose flows fall in two parts
+    keeps one oscillator). Its flows' results equal theirs in ``topo``. ValueError for indices not
+    ascending or out of range."""
     if list(flows) != sorted(set(flows)) or any(not 0 <= i < len(topo.flows) for i in flows):
         raise ValueError(f"topology {topo.name!r}: part flows must be ascending indices below "
                          f"{len(topo.flows)}, got {flows}")
-    phases, clocks = whole_draws(topo)
+    phases, clocks = whole_draws(topo) if draws is None else draws
     sub = tuple(topo.flows[i] for i in flows)
     return Topology(topo.name, topo.seed, sub, {f.consumer: phases[f.consumer] for f in sub},
                     {f.generator: clocks[f.generator] for f in sub})

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from twin.engine.partition import Part, part_topology
+from twin.engine.partition import Part, part_topology, whole_draws
 from twin.engine.spec import LoopResult
 from twin.engine.stop import Interrupted, clear_stop, request_stop, take_stop
 from twin.engine.topology import Topology
@@ -97,17 +97,23 @@ class _Beat(threading.Thread):
         self.join()
 
 
-def run_part(topo: Topology, token: str, index: int, reference: bool) -> dict:
+def run_part(topo: Topology, token: str, index: int, reference: bool,
+             finish: Callable[[list[LoopResult]], list] | None = None) -> dict:
     """A Dask task: run part ``index`` of run ``token`` (``topo``: its topology) on the one-process
     engine (``reference``: the simpy reference, as the whole topology would). Returns ``results``
-    (one :class:`LoopResult` per flow, ``topo``'s order), ``done`` (their replies), ``cpu_s`` (this
-    thread's CPU seconds) and ``stopped`` (asked to stop: every flow's whole rounds so far)."""
-    return run_task(_mesh_work, (topo, reference), token, index)
+    (one :class:`LoopResult` per flow, ``topo``'s order; with ``finish``, a picklable function of
+    them, what it makes of them: what the parent needs, shipped instead of every round), ``done``
+    (the flows' rounds completed), ``cpu_s`` (this thread's CPU seconds), ``wall_s`` (seconds from
+    its turn to its end, ``finish`` included), ``finish_s`` (``finish``'s seconds) and ``stopped``
+    (asked to stop: every flow's whole rounds so far)."""
+    return run_task(_mesh_work, (topo, reference, finish), token, index)
 
 
-def _mesh_work(arg: tuple[Topology, bool], progress: Callable[[int], None]) -> tuple[Any, int, bool]:
-    """A mesh part's work for :func:`run_task`: its topology on the one-process engine."""
-    topo, reference = arg
+def _mesh_work(arg: tuple[Topology, bool, Callable | None],
+               progress: Callable[[int], None]) -> tuple[Any, int, bool, dict]:
+    """A mesh part's work for :func:`run_task`: its topology on the one-process engine, then
+    ``finish`` of its results (when given), timed (``finish_s``)."""
+    topo, reference, finish = arg
     stopped = False
     results: list[LoopResult] | None
     with _reference(reference):
@@ -115,7 +121,9 @@ def _mesh_work(arg: tuple[Topology, bool], progress: Callable[[int], None]) -> t
             results = run_topology_of(topo, progress)
         except Interrupted as e:
             results, stopped = e.results, True
-    return results, sum(len(r.t_in) for r in results or []), stopped
+    t = time.perf_counter()
+    out = finish(results) if finish is not None and results is not None else results
+    return out, sum(len(r.t_in) for r in results or []), stopped, {"finish_s": time.perf_counter() - t}
 
 
 def run_topology_of(topo: Topology, progress: Callable[[int], None]) -> list[LoopResult]:
@@ -124,33 +132,36 @@ def run_topology_of(topo: Topology, progress: Callable[[int], None]) -> list[Loo
     return run_topology(topo, progress)
 
 
-def run_task(work: Callable[[Any, Callable[[int], None]], tuple[Any, int, bool]], arg: Any, token: str,
-             index: int) -> dict:
+def run_task(work: Callable[[Any, Callable[[int], None]], tuple], arg: Any, token: str, index: int) -> dict:
     """A Dask task: part ``index`` of run ``token``, ``work(arg, progress)`` on this worker with a
     heartbeat (:class:`_Beat`: ``progress(done)`` sets what it reports; a stop sent to the run
     becomes the engines' stop request, :mod:`twin.engine.stop`). ``work`` returns (results, done,
-    stopped); the task returns them as ``results``, ``done``, ``stopped`` with ``cpu_s`` (this
-    thread's CPU seconds from the part's turn: parts in one process run one after another)."""
+    stopped) or (results, done, stopped, extra): the task returns them as ``results``, ``done``,
+    ``stopped`` (and ``extra``'s keys) with ``cpu_s`` (this thread's CPU seconds from the part's turn:
+    parts in one process run one after another) and ``wall_s`` (seconds from its turn to its end)."""
     from distributed import get_worker
     beat = _Beat(get_worker(), token, index)
     beat.start()
-    cpu = time.thread_time()
+    cpu, wall = time.thread_time(), time.perf_counter()
     try:
         with _ONE_AT_A_TIME:
-            cpu = time.thread_time()  # from its turn
-            results, done, stopped = work(arg, beat.update)
+            cpu, wall = time.thread_time(), time.perf_counter()  # from its turn
+            got = work(arg, beat.update)
     finally:
         beat.finish()
         clear_stop()
-    return {"results": results, "done": done, "cpu_s": time.thread_time() - cpu, "stopped": stopped}
+    results, done, stopped = got[:3]
+    return {"results": results, "done": done, "cpu_s": time.thread_time() - cpu,
+            "wall_s": time.perf_counter() - wall, "stopped": stopped, **(got[3] if len(got) > 3 else {})}
 
 
 @dataclass
 class PartRun:
     """One part under way and its outcome: the ``part``, its Dask ``future``, what its heartbeats
     said (``worker``, ``pid``, ``host``, ``done`` replies, ``beat`` the last one's monotonic instant),
-    and at the end ``results`` (per flow, the part's order), ``cpu_s``, ``stopped``, or ``lost``
-    (why it gave nothing: one phrase)."""
+    and at the end ``results`` (per flow, the part's order: :class:`LoopResult`, or what the run's
+    ``finish`` made of them), ``cpu_s``, ``wall_s``, ``finish_s`` (:func:`run_part`'s), ``stopped``,
+    or ``lost`` (why it gave nothing: one phrase)."""
 
     part: Any
     future: Any
@@ -162,6 +173,8 @@ class PartRun:
     moved: str | None = None
     results: Any = None
     cpu_s: float = 0.0
+    wall_s: float = 0.0
+    finish_s: float = 0.0
     stopped: bool = False
     lost: str | None = None
 
@@ -179,7 +192,7 @@ class PartRun:
         if self.future.status == "finished":
             out = self.future.result()
             self.results, self.cpu_s, self.stopped = out["results"], out["cpu_s"], out["stopped"]
-            self.done = int(out["done"])
+            self.wall_s, self.finish_s, self.done = out["wall_s"], out.get("finish_s", 0.0), int(out["done"])
             return
         if self.future.status == "cancelled":
             self.lost = "its task was cancelled"
@@ -203,15 +216,18 @@ class PartRun:
 def run_parts(client, topo: Topology, parts: list[Part], progress: Callable[[int], None] | None = None,
               timeout_s: float = 20.0, reference: bool = False,
               on_lost: Callable[[PartRun], None] | None = None,
-              on_start: Callable[[PartRun], None] | None = None) -> list[PartRun]:
+              on_start: Callable[[PartRun], None] | None = None,
+              finish: Callable[[list[LoopResult]], list] | None = None) -> list[PartRun]:
     """Run ``parts`` of ``topo`` as tasks on ``client``'s cluster (see the module docstring); returns
-    one :class:`PartRun` per part, each with ``results`` or ``lost``. ``progress(done)``: the
+    one :class:`PartRun` per part, each with ``results`` (``finish``: :func:`run_part`'s) or
+    ``lost``. ``progress(done)``: the
     replies of all parts so far, every :data:`POLL_S`. ``on_lost(run)``: called once for a part
     found lost while others run (the caller may end its process); ``on_start(run)``: once a part's
     first heartbeat names its worker (``worker``, ``host``, ``pid``). A stop asked for in this process
     (:func:`twin.engine.stop.request_stop`) stops every part; so does a lost part. Parts that do
     not answer a stop within ``timeout_s`` are lost too."""
-    work = [(p, _mesh_work, (part_topology(topo, p.flows), reference)) for p in parts]
+    draws = whole_draws(topo)  # once (a draw a flow), not once a part
+    work = [(p, _mesh_work, (part_topology(topo, p.flows, draws), reference, finish)) for p in parts]
     return run_tasks(client, work, progress, timeout_s, on_lost, on_start)
 
 

@@ -109,11 +109,13 @@ def mesh_graph(sc, g: nx.Graph) -> nx.Graph:
                 raise Located(("nodes", i, "routes", fname), fname, str(e).strip("'\"")) from None
             if target not in g or g.nodes[target]["node"].kind != "consumer":
                 raise Located(("nodes", i, "routes", fname), target, "not a consumer node")
-    g.graph["routes"] = [_route(sc, g, fi) for fi in range(len(sc.flows))]
+    pcie = nx.Graph((a, b) for a, b, k in g.edges(data="kind") if k == "pcie")  # once: a route per flow reads it
+    g.graph["routes"] = [_route(sc, g, fi, pcie) for fi in range(len(sc.flows))]
     return g
 
 
-def _route(sc, g: nx.Graph, fi: int) -> Route:
+def _route(sc, g: nx.Graph, fi: int, pcie: nx.Graph) -> Route:
+    """Flow ``fi``'s route over ``g`` (``pcie``: its PCIe links alone)."""
     from twin.runtime.functions import lookup
 
     f = sc.flows[fi]
@@ -140,7 +142,6 @@ def _route(sc, g: nx.Graph, fi: int) -> Route:
         raise Located(where + ("function",), f.function, f"link card {card!r} has no route for it "
                       f"(routes: {', '.join(routes) or 'none'})")
     consumer = routes[f.function]
-    pcie = nx.Graph((a, b) for a, b, k in g.edges(data="kind") if k == "pcie")
     if card not in pcie or consumer not in pcie or not nx.has_path(pcie, card, consumer):
         raise Located(where + ("function",), f.function, f"link card {card!r} routes it to {consumer!r}, "
                       "which it does not reach over pcie")

@@ -16,56 +16,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-import numpy as np
-
 from twin.calibration.params import ParamSet
 from twin.engine.event import run_topology
-from twin.engine.hops import Hops
 from twin.engine.spec import LoopResult
 from twin.engine.stop import Interrupted
 from twin.engine.topology import Topology
-from twin.output.summary import MeshFlowSummary, Wait, flow_summary
+from twin.output.summary import MeshFlowSummary, Wait
 from twin.scenario.compile import scenario_topology
 from twin.scenario.graph import Route
+from twin.studies.mesh_reduce import FlowReduced, FlowTimes, flow_timing
 from twin.units import PS_PER_NS
-
-
-class FlowTimes(LoopResult):
-    """One flow's per-request results (a :class:`LoopResult`: int64 ps per request, in order, the
-    card's ``ok``, ``stats``, ``hops``), with the shared consumer's view: ``t_seen`` (the first poll
-    after the request landed, its answer had: when an idle thread would have taken it) and ``t_start``
-    (when the consumer's thread took it)."""
-
-    @property
-    def flow_hops(self) -> Hops[np.ndarray]:
-        """The flow's hops: the event engine records them for every flow of a mesh (RuntimeError if not)."""
-        if self.hops is None:
-            raise RuntimeError(f"mesh flow {self.name!r}: the engine recorded no hops")
-        return self.hops
-
-    @property
-    def t_seen(self) -> np.ndarray:
-        """The idle-thread poll that saw each request (hop ``seen``)."""
-        return self.flow_hops.seen
-
-    @property
-    def t_start(self) -> np.ndarray:
-        """When the consumer's thread took each request (hop ``start``)."""
-        return self.flow_hops.start
-
-    @property
-    def wait_ps(self) -> np.ndarray:
-        """Queueing delay at the shared consumer per request (its thread busy with other requests)."""
-        return self.t_start - self.t_seen
 
 
 @dataclass
 class MeshResult:
-    """Every flow's times, its route, and the shared resources' statistics."""
+    """Every flow's times, its route, and the shared resources' statistics. ``reduced``: per flow its
+    rounds reduced to their statistics (:class:`twin.studies.mesh_reduce.FlowReduced`, a partitioned
+    run that keeps no round), ``flows`` then holding no rounds; None: ``flows`` hold every round."""
 
     routes: list[Route]
     flows: list[FlowTimes]
     stats: dict = field(default_factory=dict)
+    reduced: list[FlowReduced] | None = None
 
 
 def mesh_topology(sc, params: ParamSet, rounds: int | None = None, seed: int | None = None,
@@ -123,22 +95,27 @@ def run_mesh(sc, params: ParamSet, rounds: int | None = None, seed: int | None =
     return _mesh_result(sc, topo, results)
 
 
-def _mesh_result(sc, topo: Topology, results: list[LoopResult], index: tuple[int, ...] | None = None) -> MeshResult:
+def _mesh_result(sc, topo: Topology, results: list[LoopResult], index: tuple[int, ...] | None = None,
+                 reduced: list[FlowReduced] | None = None) -> MeshResult:
     """The :class:`MeshResult` of the event engine's per-flow results (``index``: the scenario's
-    flows they are, when ``topo`` holds only those: a partitioned run that lost a part)."""
-    routes = sc.graph().graph["routes"]
-    if index is not None:
-        routes = [routes[i] for i in index]
+    flows they are, when ``topo`` holds only those: a partitioned run that lost a part; ``reduced``:
+    per flow its rounds' statistics, ``results`` then holding no rounds)."""
+    # each flow's route as the scenario's graph gives it (twin.scenario.graph's: generator -> card ->
+    # consumer), read off the compiled flows rather than building the graph again (0.4 s at 10,000 nodes)
+    entries = sc.flows  # (once: a model's field read costs)
+    routes = [Route(i, fl.generator, fl.card, fl.consumer, entries[i].function, (fl.generator, fl.card, fl.consumer))
+              for i, fl in zip(range(len(topo.flows)) if index is None else index, topo.flows)]
     flows = []
     for res in results:
         stats = {k: v for k, v in res.stats.items() if k not in ("shared", "events")}
         flows.append(FlowTimes(res.name, res.engine, res.t_send, res.t_in, res.t_have, res.t_back, res.ok, stats,
                                res.hops))
     shared = results[0].stats["shared"]
-    end = max(int(ft.t_back.max()) for ft in flows) or 1
+    done = [len(ft.t_in) for ft in flows] if reduced is None else [r.rounds for r in reduced]
+    end = (max(int(ft.t_back.max()) for ft in flows) if reduced is None else max(r.t_back_max for r in reduced)) or 1
     served: dict[str, int] = {}
-    for f, ft in zip(topo.flows, flows):  # replies the card had from each consumer, whatever its model
-        served[f.consumer] = served.get(f.consumer, 0) + len(ft.t_in)
+    for f, n in zip(topo.flows, done):  # replies the card had from each consumer, whatever its model
+        served[f.consumer] = served.get(f.consumer, 0) + n
     from twin.exchange.encoding import get_encoding
     body_ps = {f.consumer: f.spec.consumer.pre_service_ps(get_encoding(f.spec.consumer.encoding),
                                                           f.spec.traffic.frame_bytes) + f.spec.consumer.service_ps
@@ -154,7 +131,7 @@ def _mesh_result(sc, topo: Topology, results: list[LoopResult], index: tuple[int
                                   else None,
                                   "service_ns": body_ps[name] / 1000}
                            for name, t in shared["threads"].items()}}
-    return MeshResult(routes, flows, stats)
+    return MeshResult(routes, flows, stats, reduced)
 
 
 def flow_summaries(sc, res: MeshResult, requested: dict[int, int] | None = None) -> list[MeshFlowSummary]:
@@ -164,15 +141,17 @@ def flow_summaries(sc, res: MeshResult, requested: dict[int, int] | None = None)
     rounds each flow (by index) was asked for."""
     out = []
     plan = sc.faults.plan() if sc.faults else None
-    for r, ft in zip(res.routes, res.flows):
+    reduced: list[FlowReduced | None] = [None] * len(res.flows) if res.reduced is None else list(res.reduced)
+    for r, ft, red in zip(res.routes, res.flows, reduced):
         if ft.hops is None:  # the event engine records them for every flow of a mesh
             raise RuntimeError(f"mesh flow {r.flow}: the engine recorded no hops")
-        timing = flow_summary(ft, loop=True, deadline_ps=sc.deadline, faults=sc.faults, plan=plan,
-                              mismatch_rounds=False)
+        timing, rounds, mismatches, wait = (
+            (flow_timing(ft, sc.deadline, sc.faults, plan), int(len(ft.t_in)), int((~ft.ok).sum()), Wait.of(ft.wait_ps))
+            if red is None else (red.timing, red.rounds, red.mismatches, red.wait))
         out.append(MeshFlowSummary(
             flow=r.flow, source=r.generator, via=r.card, to=r.consumer, function=r.function, route=tuple(r.nodes),
-            traffic=sc.flows[r.flow].traffic.model_dump(), rounds=int(len(ft.t_in)), mismatches=int((~ft.ok).sum()),
-            wait=Wait.of(ft.wait_ps), timing=timing, rounds_requested=None if requested is None else requested[r.flow],
+            traffic=sc.flows[r.flow].traffic.model_dump(), rounds=rounds, mismatches=mismatches, wait=wait,
+            timing=timing, rounds_requested=None if requested is None else requested[r.flow],
             live=_live_record(ft) if ft.engine == "paced" else None))
     return out
 
