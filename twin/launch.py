@@ -9,11 +9,18 @@ traceback from inside an import, no silent SIGTERM death. The commands restore t
 they end. A signal the parent set to be ignored (``nohup``, a background job of a shell without job
 control) stays ignored.
 
-This module imports only the standard library's ``os``, ``signal`` and ``sys`` (a library user who
-imports :mod:`twin` gets no handler: only :func:`main` installs it).
+When the command returns, :func:`main` freezes the garbage collector's objects (:func:`gc.freeze`):
+the process ends next, and the interpreter's collections at exit would otherwise walk every object
+the imports made (0.08-0.13 CPU-s of a short ``twin run`` on a 2-core VM, 2026-12-03); objects are
+still freed, files flushed and ``atexit`` handlers run as before. A program that runs commands
+in-process and carries on calls :func:`twin.commands.main` instead.
+
+This module imports only the standard library's ``gc``, ``os``, ``signal`` and ``sys`` (a library
+user who imports :mod:`twin` gets no handler: only :func:`main` installs it).
 """
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -44,10 +51,14 @@ def install() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The ``twin`` program: :func:`install`, then :func:`twin.commands.main` (its exit status)."""
+    """The ``twin`` program: :func:`install`, then :func:`twin.commands.main` (its exit status); the
+    collector's objects frozen after it (module docstring: the process ends next)."""
     install()
-    from twin.commands import main as run
-    return run(argv)
+    try:
+        from twin.commands import main as run
+        return run(argv)
+    finally:
+        gc.freeze()
 
 
 if __name__ == "__main__":
