@@ -64,10 +64,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from twin.commands.interrupt import stops_at_once
     from twin.config.trust import allow, announcing
+    from twin.launch import started
     try:
         allow(getattr(args, "allow_code", None) or [])
     except ValueError as e:
         return _error(str(e))
+    if not getattr(args, "starts_itself", False):  # twin run ends its start-up itself, once its scenario is loaded
+        started()
     try:  # run, decode and sweep stop at a round boundary instead (their own handlers: interruptible)
         with nullcontext() if getattr(args, "stops_at_a_round", False) else stops_at_once(), announcing():
             return args.handler(args, console)
