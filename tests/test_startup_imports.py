@@ -1,7 +1,7 @@
 """``twin run`` of the default scenario imports only what it needs: no graph library, figure
 library, QEC sampler, quantum framework or cluster library, and no other command's module (each
 costs start-up time a short run feels: issue 25's whole-process targets); the collector is off while
-the program starts and on for the run (twin.launch)."""
+the program starts and on for the run (twin.startup)."""
 from __future__ import annotations
 
 import json
@@ -57,7 +57,7 @@ def test_twin_run_direct_streamed_imports_no_heavy_library(tmp_path):
 
 
 def test_the_start_up_runs_without_the_collector_and_the_run_with_it(tmp_path):
-    """twin run (the program, twin.launch.main): the collector is off while the program starts, on
+    """twin run (the program, twin.launch.main; twin.startup): the collector is off while the program starts, on
     again once the scenario is loaded, the start-up's objects frozen out of its collections."""
     last = _child("run", "--engine", "event", "--rounds", "2000", "--no-rounds", "--no-plot", "--quiet",
                   "--out", str(tmp_path / "o"))

@@ -9,26 +9,21 @@ traceback from inside an import, no silent SIGTERM death. The commands restore t
 they end. A signal the parent set to be ignored (``nohup``, a background job of a shell without job
 control) stays ignored.
 
-The cyclic garbage collector is off while the program starts (:func:`main` turns it off first): the
-imports and the scenario's loading make some 50,000 long-lived objects, and the collections they
-would trigger walk them again and again (about 0.09 CPU-s of a short ``twin run``, 2026-12-03, on a
-2-core VM). :func:`started` ends the start-up: the objects made so far are frozen (:func:`gc.freeze`,
-kept out of every later collection: the documented disable, freeze, enable sequence) and the
-collector is on again; :func:`twin.commands.main` calls it before a command runs, ``twin run`` once
-its scenario is loaded. When the command returns, the objects are frozen again: the process ends
-next, and the exit's collections would otherwise walk them all (0.08-0.13 CPU-s); objects are still
-freed, files flushed and ``atexit`` handlers run as before. Only :func:`main` touches the collector:
-a program that runs the commands in-process (:func:`twin.commands.main`) keeps its own settings.
+The cyclic garbage collector is off while the program starts (:mod:`twin.startup`: :func:`main`
+turns it off first, the commands on again once their start-up is done, every object frozen before
+the exit).
 
-This module imports only the standard library's ``gc``, ``os``, ``signal`` and ``sys`` (a library
-user who imports :mod:`twin` gets no handler: only :func:`main` installs it).
+This module imports only the standard library's ``os``, ``signal`` and ``sys``, and
+:mod:`twin.startup` (``gc`` alone) (a library user who imports :mod:`twin` gets no handler: only
+:func:`main` installs it).
 """
 from __future__ import annotations
 
-import gc
 import os
 import signal
 import sys
+
+from twin import startup
 
 EXIT = 130
 """Exit status after a signal: 128 + SIGINT, as :data:`twin.usage.INTERRUPTED_EXIT` (also for SIGTERM)."""
@@ -55,34 +50,17 @@ def install() -> None:
             signal.signal(s, _starting)
 
 
-_collector_off = False  # main turned the collector off for the start-up, until started()
-
-
-def started() -> None:
-    """The start-up is over: freeze the objects made so far and turn the cyclic collector on again,
-    where :func:`main` turned it off (else nothing)."""
-    global _collector_off
-    if _collector_off:
-        _collector_off = False
-        gc.freeze()
-        gc.enable()
-
-
 def main(argv: list[str] | None = None) -> int:
     """The ``twin`` program: :func:`install` and the collector off for the start-up, then
     :func:`twin.commands.main` (its exit status); the collector's objects frozen after it (module
     docstring: the process ends next)."""
-    global _collector_off
     install()
-    if gc.isenabled():
-        gc.disable()
-        _collector_off = True
+    startup.begin()
     try:
         from twin.commands import main as run
         return run(argv)
     finally:
-        started()
-        gc.freeze()
+        startup.ending()
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from twin.commands.interrupt import stops_at_once
     from twin.config.trust import allow, announcing
-    from twin.launch import started
+    from twin.startup import started
     try:
         allow(getattr(args, "allow_code", None) or [])
     except ValueError as e:

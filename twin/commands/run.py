@@ -81,7 +81,7 @@ def register(sub) -> None:
     add_overwrite(r)
     add_allow_code(r)
     r.set_defaults(handler=cmd_run, stops_at_a_round=True,  # its own signal handlers (interruptible)
-                   starts_itself=True)  # it ends its start-up itself (twin.launch.started)
+                   starts_itself=True)  # it ends its start-up itself (twin.startup.started)
 
 
 PART_TIMEOUT_S = 20.0
@@ -185,8 +185,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     try:
         loaded = load_scenario(path)
     finally:
-        from twin.launch import started
-        started()  # the start-up's objects frozen, the collector on for the run (twin.launch)
+        from twin.startup import started
+        started()  # the start-up's objects frozen, the collector on for the run (twin.startup)
     sc = loaded.scenario
     from twin.scenario.compile import cosimulated, model_of
     if args.trace and not any(cosimulated(model_of(n)) for n in sc.nodes):
