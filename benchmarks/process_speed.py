@@ -16,7 +16,8 @@ CPU-second of both and the ratio end-to-end / engine (of rounds per CPU-second: 
 the process costs nothing; issue 25 asks >= 0.7).
 
 ``--before CHECKOUT`` runs the same processes with ``PYTHONPATH=CHECKOUT`` too (a checkout of main,
-its compiled extensions in place), so before and after come from one run on one machine.
+its compiled extensions in place), so before and after come from one run on one machine. The load
+average is printed at the start and after each case.
 
 Usage: PYTHONPATH=. python benchmarks/process_speed.py [--long] [--before CHECKOUT] [--repeat N]
 """
@@ -110,12 +111,19 @@ def main() -> None:
     ap.add_argument("--before", type=Path, help="a checkout to run the same processes from (e.g. main)")
     ap.add_argument("--repeat", type=int, default=2, help="runs of each, the best kept (default 2)")
     args = ap.parse_args()
-    print(f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}")
+    print(f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+          f"load average {_load()} at the start")
     names = ["direct", "event"]
     for name in names + (["long"] if args.long else []):
         if args.before is not None and name != "long":  # main keeps every round: 1e8 rounds need 16 GB there
             show("before", case(name, args.before.resolve(), args.repeat))
         show("after", case(name, ROOT, args.repeat))
+        print(f"         load average {_load()}", flush=True)
+
+
+def _load() -> str:
+    """The machine's 1, 5 and 15 minute load averages (a shared machine's other work inflates CPU seconds)."""
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":

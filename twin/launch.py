@@ -9,14 +9,21 @@ traceback from inside an import, no silent SIGTERM death. The commands restore t
 they end. A signal the parent set to be ignored (``nohup``, a background job of a shell without job
 control) stays ignored.
 
-This module imports only the standard library's ``os``, ``signal`` and ``sys`` (a library user who
-imports :mod:`twin` gets no handler: only :func:`main` installs it).
+The cyclic garbage collector is off while the program starts (:mod:`twin.startup`: :func:`main`
+turns it off first, the commands on again once their start-up is done, every object frozen before
+the exit).
+
+This module imports only the standard library's ``os``, ``signal`` and ``sys``, and
+:mod:`twin.startup` (``gc`` alone) (a library user who imports :mod:`twin` gets no handler: only
+:func:`main` installs it).
 """
 from __future__ import annotations
 
 import os
 import signal
 import sys
+
+from twin import startup
 
 EXIT = 130
 """Exit status after a signal: 128 + SIGINT, as :data:`twin.usage.INTERRUPTED_EXIT` (also for SIGTERM)."""
@@ -44,10 +51,16 @@ def install() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The ``twin`` program: :func:`install`, then :func:`twin.commands.main` (its exit status)."""
+    """The ``twin`` program: :func:`install` and the collector off for the start-up, then
+    :func:`twin.commands.main` (its exit status); the collector's objects frozen after it (module
+    docstring: the process ends next)."""
     install()
-    from twin.commands import main as run
-    return run(argv)
+    startup.begin()
+    try:
+        from twin.commands import main as run
+        return run(argv)
+    finally:
+        startup.ending()
 
 
 if __name__ == "__main__":

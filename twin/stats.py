@@ -330,7 +330,7 @@ class SumsByValue:
             idx = self._lut[a - v[0]]
             if int(idx.min()) >= 0:
                 return idx
-            new = np.unique(a[idx < 0])
+            new = distinct(a[idx < 0])
         elif self._lut is None and len(v):
             idx = np.searchsorted(v, a)
             if (v.take(idx, mode="clip") == a).all():
@@ -340,7 +340,7 @@ class SumsByValue:
             out = (a < v[0]) | (a > v[-1]) if len(v) else np.ones(len(a), bool)
             if self._lut is not None:
                 out |= self._lut[np.clip(a - v[0], 0, len(self._lut) - 1)] < 0
-            new = np.unique(a[out])
+            new = distinct(a[out])
         self._insert(new)
         if self._lut is not None:
             return self._lut[a - self.values[0]]
@@ -365,6 +365,18 @@ class SumsByValue:
         if not 0 <= k < self.n:
             raise ValueError(f"position {k} of {self.n} samples")
         return int(np.searchsorted(np.cumsum(self.counts), k, side="right"))
+
+
+def distinct(a: np.ndarray) -> np.ndarray:
+    """The distinct values of the integer array ``a`` (1-D), ascending: :func:`numpy.unique`'s result
+    (same values, int64), by one count per value where their range is at most :data:`LOOKUP_SPAN`
+    and at most 4 values a sample (a pass, no sort: a round trip's 200,000 keys in 1 ms, not 7)."""
+    if len(a):
+        lo, hi = int(a.min()), int(a.max())
+        if hi - lo < min(LOOKUP_SPAN, 4 * len(a)):
+            return np.flatnonzero(np.bincount((a - lo).astype(np.intp, copy=False), minlength=hi - lo + 1)) \
+                .astype(np.int64) + lo
+    return np.unique(a).astype(np.int64, copy=False)
 
 
 def histogram_ps(samples_ps: np.ndarray, bin_ps: int = 4000) -> tuple[np.ndarray, np.ndarray]:

@@ -12,30 +12,19 @@ the library; the library never imports the commands (what library code needs of 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import select
 import signal
 import sys
 
 from twin import __version__
-from twin.commands import (
-    calibrate,
-    components,
-    decode,
-    gen,
-    hosting,
-    machine,
-    run,
-    scenarios,
-    sweep,
-    topology,
-    validate,
-)
 from twin.commands.common import UsageError
 from twin.output.files import OutputError
 
-# `twin --help` order
-COMMANDS = (run, calibrate, validate, gen, decode, machine, hosting, topology, sweep, scenarios, components)
+COMMANDS = ("run", "calibrate", "validate", "gen", "decode", "machine", "hosting", "topology", "sweep", "scenarios",
+            "components")
+"""The commands in ``twin --help`` order, each the module ``twin.commands.<name>`` with ``register(sub)``."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,13 +35,20 @@ class _Parser(argparse.ArgumentParser):
         super().error(one_line(message))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser for ``twin``."""
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser for ``twin``. Every command's own parser, or, when ``argv`` (the arguments
+    to be parsed) starts with a command's name, only that command's (its module alone imported; the
+    others stand as bare names, which is all a parse of that command reads of them: their order
+    and names make the usage line)."""
     p = _Parser(prog="twin", description="Digital twin of the real-time QEC loop.")
     p.add_argument("--version", action="version", version=f"twin {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
-        command.register(sub)
+    only = argv[0] if argv and argv[0] in COMMANDS else None
+    for name in COMMANDS:
+        if only is None or name == only:
+            importlib.import_module(f"twin.commands.{name}").register(sub)
+        else:
+            sub.add_parser(name)
     return p
 
 
@@ -60,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (2 for bad input, with one line on stderr; 130 after Ctrl-C,
     one line)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     args.argv = ["twin", *argv]  # recorded in a run folder's manifest.json
     from twin.output.table import make_console
     console = make_console(getattr(args, "table", "text"))  # piped: COLUMNS, else 120 wide; tables fold, never cut
@@ -68,10 +64,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from twin.commands.interrupt import stops_at_once
     from twin.config.trust import allow, announcing
+    from twin.startup import started
     try:
         allow(getattr(args, "allow_code", None) or [])
     except ValueError as e:
         return _error(str(e))
+    if not getattr(args, "starts_itself", False):  # twin run ends its start-up itself, once its scenario is loaded
+        started()
     try:  # run, decode and sweep stop at a round boundary instead (their own handlers: interruptible)
         with nullcontext() if getattr(args, "stops_at_a_round", False) else stops_at_once(), announcing():
             return args.handler(args, console)

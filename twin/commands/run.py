@@ -81,7 +81,8 @@ def register(sub) -> None:
     add_figure_format(r, "histograms")
     add_overwrite(r)
     add_allow_code(r)
-    r.set_defaults(handler=cmd_run, stops_at_a_round=True)  # its own signal handlers (interruptible)
+    r.set_defaults(handler=cmd_run, stops_at_a_round=True,  # its own signal handlers (interruptible)
+                   starts_itself=True)  # it ends its start-up itself (twin.startup.started)
 
 
 
@@ -180,7 +181,11 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     from twin.studies.run import PENDING, run_study
 
     path = scenario_arg(args.scenario, DEFAULT_SCENARIO)
-    loaded = load_scenario(path)
+    try:
+        loaded = load_scenario(path)
+    finally:
+        from twin.startup import started
+        started()  # the start-up's objects frozen, the collector on for the run (twin.startup)
     sc = loaded.scenario
     from twin.scenario.compile import cosimulated, model_of
     if args.trace and not any(cosimulated(model_of(n)) for n in sc.nodes):

@@ -27,8 +27,9 @@ near 46 GB by these numbers (the estimate says 60 GB).
 A decode study's estimate (:func:`decode_bytes`) counts its shots, their detectors and requests, and
 its placements (measured beside its constants).
 
-The memory there is: the least of the system's available memory (``psutil.virtual_memory().available``
-when psutil is installed, else ``MemAvailable`` in ``/proc/meminfo``), what the process's cgroup
+The memory there is: the least of the system's available memory (``MemAvailable`` in ``/proc/meminfo``,
+the number psutil reports on Linux, read without importing it; else ``psutil.virtual_memory().available``
+when psutil is installed), what the process's cgroup
 still allows (``memory.max`` less ``memory.current``, cgroup v2), and what its address-space limit
 (``RLIMIT_AS``, ``ulimit -v``) leaves above its current size (``VmSize`` in ``/proc/self/status``).
 """
@@ -87,13 +88,15 @@ def available_bytes() -> tuple[int, str] | None:
     """The memory a run may still allocate: ``(bytes, where that number comes from)``, the least of
     the sources in the module's docstring; None when none can be read (not Linux, no psutil)."""
     found = []
-    try:
-        import psutil  # type: ignore[import-untyped]
-        found.append((int(psutil.virtual_memory().available), "available memory (psutil)"))
-    except ImportError:
-        avail = _meminfo("MemAvailable")
-        if avail is not None:
-            found.append((avail, "MemAvailable in /proc/meminfo"))
+    avail = _meminfo("MemAvailable")  # psutil's available memory on Linux is this number; read without it
+    if avail is not None:
+        found.append((avail, "MemAvailable in /proc/meminfo"))
+    else:
+        try:
+            import psutil  # type: ignore[import-untyped]
+            found.append((int(psutil.virtual_memory().available), "available memory (psutil)"))
+        except ImportError:
+            pass
     cg = _cgroup_left()
     if cg is not None:
         found.append((cg, "the cgroup's memory.max less memory.current"))

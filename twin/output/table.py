@@ -120,16 +120,27 @@ class Grid:
 
     def folded(self, width: int, console: Console) -> list:
         """The rich tables that show this one in ``width`` columns: the key columns with as many
-        of the others as fit, then the key columns with the next ones, ... (module docstring)."""
+        of the others as fit, then the key columns with the next ones, ... (module docstring). A
+        table of these columns is as wide as its columns' one-column tables together
+        (:meth:`_widths`), so each column is measured once."""
+        single = self._widths(console)
         groups: list[list[int]] = []
         cur = list(range(self.keys))
         for i in range(self.keys, len(self.columns)):
-            if len(cur) > self.keys and _natural_width(self._rich(cur + [i]), console) > width:
+            if len(cur) > self.keys and sum(single[j] for j in cur + [i]) > width:
                 groups.append(cur)
                 cur = list(range(self.keys))
             cur.append(i)
         groups.append(cur)
         return [self._rich(g) for g in groups]
+
+    def _widths(self, console: Console) -> list[int]:
+        """Each column's natural width as a table of that column alone (:func:`_natural_width`).
+        With this box (an edge of one character each side, one between columns) and padding (one
+        space right of each cell but the last column's, collapsed), a table of several columns is
+        the sum of theirs: each adds its cells' width and two characters
+        (tests/test_table_fold.py holds it to rich's own measure)."""
+        return [_natural_width(self._rich([i]), console) for i in range(len(self.columns))]
 
     def _rich(self, cols: list[int]):
         """The rich table of columns ``cols`` (its title printed above it, :meth:`print`)."""

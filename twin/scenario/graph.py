@@ -8,15 +8,85 @@ link card next to it (``via`` when there are several) and is routed by the card 
 function id (the card's ``routes``: function name -> consumer node), over pcie. Two flows whose
 routes share an edge share that link direction (its wire serialises both); two flows routed to one
 consumer share its serving thread.
+A loop scenario is checked on :class:`Topology` (its nodes and links in plain dicts: networkx is
+imported only where a route must be searched, a consumer reached over ethernet, or a graph is
+asked for); :func:`scenario_graph` builds the same checks on a networkx graph.
 Pure: no I/O.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-
-import networkx as nx
+from typing import TYPE_CHECKING, Union
 
 from twin.config import Located
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+
+class _Edges:
+    """``topology.edges[a, b]``: the attributes of the edge between ``a`` and ``b`` (KeyError if none)."""
+
+    def __init__(self, adj: dict[str, dict[str, dict]]) -> None:
+        self._adj = adj
+
+    def __getitem__(self, ab: tuple[str, str]) -> dict:
+        a, b = ab
+        return self._adj[a][b]
+
+
+class Topology:
+    """An undirected graph in plain dicts with the part of :class:`networkx.Graph`'s interface the
+    topology's checks read: ``name in t``, :meth:`add_node` (name, attributes), ``t.nodes[name]``
+    (its attributes), :meth:`add_edge`, :meth:`has_edge`, ``t.edges[a, b]`` (its attributes),
+    :meth:`neighbors` (in the order the edges were added), ``t.graph`` (a dict). A node is added
+    once, an edge between two nodes once (the checks refuse a second). :meth:`networkx` gives the
+    networkx graph of the same nodes and edges, added in the same order."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, dict] = {}
+        self.graph: dict = {}
+        self._adj: dict[str, dict[str, dict]] = {}
+        self._added: list[tuple[str, str, dict]] = []  # the edges in the order they were added
+        self.edges = _Edges(self._adj)
+        self._nx: nx.Graph | None = None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.nodes
+
+    def add_node(self, name: str, **attrs) -> None:
+        self.nodes[name] = attrs
+        self._adj[name] = {}
+        self._nx = None
+
+    def add_edge(self, a: str, b: str, **attrs) -> None:
+        self._adj[a][b] = self._adj[b][a] = attrs
+        self._added.append((a, b, attrs))
+        self._nx = None
+
+    def has_edge(self, a: str, b: str) -> bool:
+        return a in self._adj and b in self._adj[a]
+
+    def neighbors(self, name: str) -> Iterator[str]:
+        return iter(self._adj[name])
+
+    def networkx(self) -> nx.Graph:
+        """The same graph as networkx's (kept until the next node or edge)."""
+        if self._nx is None:
+            import networkx as nx
+            g = nx.Graph()
+            for name, attrs in self.nodes.items():
+                g.add_node(name, **attrs)
+            for a, b, attrs in self._added:
+                g.add_edge(a, b, **attrs)
+            g.graph.update(self.graph)
+            self._nx = g
+        return self._nx
+
+
+Graph = Union[Topology, "nx.Graph"]
+"""What the checks read: a :class:`Topology` or a networkx graph."""
 
 _LINK_ENDS = {"pcie": ({"link_card", "consumer"}, {"nic", "consumer"}),
               "on_card": ({"generator", "link_card"},), "aurora": ({"generator", "link_card"},),
@@ -24,7 +94,7 @@ _LINK_ENDS = {"pcie": ({"link_card", "consumer"}, {"nic", "consumer"}),
               "c2c": ({"consumer"},)}
 
 
-def check_link_ends(g: nx.Graph, link, j: int) -> None:
+def check_link_ends(g: Graph, link, j: int) -> None:
     """Raise :class:`Located` when ``link`` (the scenario's ``links[j]``, a
     :class:`twin.scenario.schema.Link`) joins node kinds its kind cannot join."""
     ends = {g.nodes[link.a]["node"].place, g.nodes[link.b]["node"].place}
@@ -35,7 +105,7 @@ def check_link_ends(g: nx.Graph, link, j: int) -> None:
         raise Located(("links", j, "kind"), link.kind, f"a {link.kind} link joins {text}, not {link.a} and {link.b}")
 
 
-def add_links(sc, g: nx.Graph, mesh: bool) -> None:
+def add_links(sc, g: Graph, mesh: bool) -> None:
     """Add the scenario's links to ``g`` (its nodes already there) as edges carrying their kind and
     index. Raises :class:`Located` for an end that is no node, a second link between two nodes, a
     link joining kinds it cannot join, and in a mesh an ethernet link (the RoCE wire is modelled end
@@ -54,8 +124,12 @@ def add_links(sc, g: nx.Graph, mesh: bool) -> None:
         g.add_edge(link.a, link.b, kind=link.kind, index=j)
 
 
-def roce_route(g: nx.Graph, card: str, consumer: str) -> list[str] | None:
-    """The route link card -> (switch)* -> nic -> consumer over ethernet then pcie, or ``None``."""
+def roce_route(g: Graph, card: str, consumer: str) -> list[str] | None:
+    """The route link card -> (switch)* -> nic -> consumer over ethernet then pcie, or ``None``
+    (networkx's shortest path; a :class:`Topology` is searched as its networkx graph)."""
+    import networkx as nx
+    if isinstance(g, Topology):
+        g = g.networkx()
     sub = nx.Graph((a, b) for a, b, k in g.edges(data="kind") if k == "ethernet")
     for nic in g.neighbors(consumer):
         if g.nodes[nic]["node"].kind != "nic" or g.edges[nic, consumer]["kind"] != "pcie":
@@ -109,6 +183,7 @@ def mesh_graph(sc, g: nx.Graph) -> nx.Graph:
                 raise Located(("nodes", i, "routes", fname), fname, str(e).strip("'\"")) from None
             if target not in g or g.nodes[target]["node"].kind != "consumer":
                 raise Located(("nodes", i, "routes", fname), target, "not a consumer node")
+    import networkx as nx
     pcie = nx.Graph((a, b) for a, b, k in g.edges(data="kind") if k == "pcie")  # once: a route per flow reads it
     g.graph["routes"] = [_route(sc, g, fi, pcie) for fi in range(len(sc.flows))]
     return g
@@ -116,6 +191,8 @@ def mesh_graph(sc, g: nx.Graph) -> nx.Graph:
 
 def _route(sc, g: nx.Graph, fi: int, pcie: nx.Graph) -> Route:
     """Flow ``fi``'s route over ``g`` (``pcie``: its PCIe links alone)."""
+    import networkx as nx
+
     from twin.runtime.functions import lookup
 
     f = sc.flows[fi]
@@ -159,7 +236,21 @@ def scenario_graph(sc) -> nx.Graph:
     ``Node``, edges their kind. Without flows: one generator and one link card; each consumer on
     pcie from the card, or reached over ethernet (RoCE). With flows: a mesh (:func:`mesh_graph`,
     routes in ``graph["routes"]``). Raises :class:`Located` naming the key of the first problem."""
-    g = nx.Graph()
+    import networkx as nx
+    return _checked(sc, nx.Graph())
+
+
+def check_topology(sc) -> Graph:
+    """:func:`scenario_graph`'s checks, the same errors in the same order; a loop scenario's on a
+    :class:`Topology` (networkx imported only for a consumer reached over ethernet), a mesh's on
+    the networkx graph (its routes searched). Returns that graph."""
+    if sc.flows:
+        return scenario_graph(sc)
+    return _checked(sc, Topology())
+
+
+def _checked(sc, g):
+    """``g`` (empty) filled with ``sc``'s nodes and links and checked (:func:`scenario_graph`)."""
     for i, n in enumerate(sc.nodes):
         if n.name in g:
             raise Located(("nodes", i, "name"), n.name, "node name used twice")

@@ -149,7 +149,7 @@ def check_nodes(path: Path, sc: Scenario, params) -> None:
     (asked of the model registry); a user RTL block's files exist and declare its top; a udp
     bridge's host resolves; a host freeze has a host thread to stop. Raises :class:`ConfigError`
     naming file, key and value."""
-    g = sc.graph()
+    g = sc.topology()  # a loop's without networkx (twin.scenario.graph.Topology)
     mesh = bool(sc.flows)
     pairs: dict[str, int] = {}  # a mesh: the queue pairs of each card and consumer a flow passes
     fn_of: dict[str, str] = {}  # ... and the function of its first flow

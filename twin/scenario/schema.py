@@ -48,9 +48,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-import networkx as nx  # noqa: F401  (graph() returns one)
 from pydantic import (
     BaseModel,
     Field,
@@ -71,6 +70,11 @@ from twin.devices.qblox import QbloxCluster
 from twin.faults import FaultPlan
 from twin.nodes.models import MODELS as MODELS_AVAILABLE
 from twin.units import Ps, UnitError, duration_text_ps
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from twin.scenario.graph import Graph
 
 _Strict = StrictByName
 
@@ -675,7 +679,7 @@ class Scenario(ScenarioBase):
     def _topology(self):
         """The whole scenario's checks, in this order: the topology graph, the traffic's horizon, a
         mesh's per-flow keys, the faults, a Qblox cluster, the function's payload."""
-        self.graph()  # raises ValueError on a bad topology
+        self.topology()  # raises ValueError on a bad topology
         check_horizon(self.traffic, self.rounds, ("traffic",))
         self._check_mesh_keys()
         self._check_faults()
@@ -771,13 +775,26 @@ class Scenario(ScenarioBase):
         from twin.scenario.graph import scenario_graph
         return scenario_graph(self)
 
+    def topology(self) -> Graph:
+        """The topology checked as :meth:`graph` checks it (the same errors), without networkx for
+        a loop whose consumers hang off the card: a :class:`twin.scenario.graph.Topology` for a
+        loop scenario (nodes, edges and their kinds as the graph's), the networkx graph for a mesh
+        (:func:`twin.scenario.graph.check_topology`)."""
+        from twin.scenario.graph import check_topology
+        return check_topology(self)
+
+    def _link_kind(self, a: str, b: str) -> str | None:
+        """The kind of the link between nodes ``a`` and ``b`` (either way round), None if none: the
+        kind of the graph's edge (:meth:`graph`: one edge per link, a second link refused)."""
+        return next((link.kind for link in self.links if {link.a, link.b} == {a, b}), None)
+
     def roce_hops(self, consumer: str) -> int | None:
         """Switches on the RoCE route from the link card (the FPGA's ERNIC) to ``consumer``, or
         ``None`` when the consumer is on the card path (pcie from the link card)."""
-        g = self.graph()
         card = next(n.name for n in self.nodes if n.kind == "link_card")
-        if g.has_edge(card, consumer):
+        if self._link_kind(card, consumer) is not None:
             return None
+        g = self.graph()
         from twin.scenario.graph import roce_route
         route = roce_route(g, card, consumer)
         return None if route is None else sum(1 for v in route if g.nodes[v]["node"].kind == "switch")
@@ -799,10 +816,12 @@ class Scenario(ScenarioBase):
 
     def external_control(self) -> bool:
         """True when the generator reaches the card over Aurora (a control system across a cable)."""
-        g = self.graph()
         gen = next(n.name for n in self.nodes if n.place == "generator")
         card = next(n.name for n in self.nodes if n.kind == "link_card")
-        return g.edges[gen, card]["kind"] == "aurora"
+        kind = self._link_kind(gen, card)
+        if kind is None:
+            raise KeyError((gen, card))  # as the graph's edges[gen, card]
+        return kind == "aurora"
 
     def traffic_params(self, rounds: int | None = None, gaps_file: Path | None = None) -> TrafficParams:
         """The traffic in ps for the devices; ``rounds`` overrides the scenario's. A control node
