@@ -10,7 +10,7 @@ stages (enqueue, wake, decode, hand-back; ns). A scenario's consumer uses the fi
 
 Usage (from the repository root, no network):
   PYTHONPATH=. python benchmarks/host_runtime.py --out calibrations/measured/host_runtime/NAME.yaml
-      [--func rep3|steane7] [--requests 5000] [--gaps-us 0 10 100 1000] [--wake spin block]
+      [--func rep3|steane7] [--requests 5000] [--spin-requests N] [--gaps-us 0 10 100 1000] [--wake spin block]
       [--cores P D W] [--conditions TEXT] [--overwrite]
 ``--cores``: pin the producer, dispatcher and worker threads (spin needs three free cores to mean
 anything: on fewer, its spinning threads share cores and its wake-up is the scheduler's time slice).
@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="measured file to write (YAML)")
     ap.add_argument("--func", choices=tuple(FUNCS), default="rep3")
     ap.add_argument("--requests", type=int, default=5000, help="timed requests per point (default 5000)")
+    ap.add_argument("--spin-requests", type=int, help="timed requests per spin point (default --requests: on a "
+                    "machine with fewer than three free cores each spin request waits for a time slice)")
     ap.add_argument("--warmup", type=int, default=500, help="untimed requests first, per point (default 500)")
     ap.add_argument("--gaps-us", type=float, nargs="+", default=[g / 1000 for g in DEFAULT_GAPS_NS])
     ap.add_argument("--wake", choices=WAKES, nargs="+", default=list(WAKES))
@@ -50,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     doc = measure(a.func, tuple(a.wake), tuple(int(round(g * 1000)) for g in a.gaps_us), a.requests,
                   warmup=a.warmup, seed=a.seed, cores=tuple(a.cores) if a.cores else None, conditions=a.conditions,
+                  requests={"spin": a.spin_requests} if a.spin_requests else None,
                   progress=lambda s: print(f"  {s}", file=sys.stderr, flush=True))
     doc["command"] = "PYTHONPATH=. python benchmarks/host_runtime.py " + " ".join(argv or sys.argv[1:])
     out.parent.mkdir(parents=True, exist_ok=True)
