@@ -10,5 +10,7 @@
 - the live consumer inside the twin's event model is :mod:`twin.devices.live` (it opens these endpoints).
 - :mod:`twin.output.live`: measured beside simulated; ``twin calibrate --from-live``
   is :mod:`twin.fitting.live`; :mod:`hw_bridge.build`: the C parts, built and cached on first use;
-  :mod:`hw_bridge.producer`: the C producer side of a round, shared by ``shm`` and ``cuda``.
+  :mod:`hw_bridge.producer`: the C producer side of a round, shared by ``shm`` and ``cuda``;
+  :mod:`hw_bridge.host_runtime`: a dispatcher-queue-worker decoding host timed live per stage
+  (``benchmarks/host_runtime.py``; the model is :mod:`twin.devices.host_runtime`).
 """

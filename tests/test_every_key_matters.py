@@ -92,6 +92,7 @@ class Case:
 
 
 C = Case
+HOST_RT = "bundled:calibrations/measured/host_runtime/vm2core_rep3.yaml"  # a measured host runtime (both wakes)
 OPEN = {"traffic.mode": "open_loop", "traffic.period": "3 us"}
 INDEP = {**OPEN, "traffic.clock": "independent"}
 GAPS = {"traffic.gaps": {"distribution": "uniform", "min": "1 us", "max": "3 us"}}
@@ -283,6 +284,13 @@ RUN: dict[str, list[Case]] = {
     "nodes[].rtl.top": [C("rtl", {"nodes[2].rtl.top": "user_inv"}, refused="nodes[2].rtl.top")],
     "nodes[].rtl.sources": [C("rtl", {"nodes[2].rtl.sources": ["no_such.v"]}, refused="nodes[2].rtl.sources")],
     **_prefixed("nodes[].bridge.", bridge_cases("live", "nodes[2].bridge")),
+    "nodes[].host_runtime.file": [C("loop", {"nodes[2].host_runtime": {"file": HOST_RT, "wake": "block"}}),
+                                  C("loop", {"nodes[2].host_runtime": {"file": "no_such.yaml", "wake": "block"}},
+                                    refused="nodes[2].host_runtime.file")],
+    "nodes[].host_runtime.wake": [C("loop", {"nodes[2].host_runtime.wake": "spin"},
+                                    {"nodes[2].host_runtime": {"file": HOST_RT, "wake": "block"}}),
+                                  C("loop", {"nodes[1].host_runtime": {"file": HOST_RT, "wake": "block"}},
+                                    refused="nodes[1].host_runtime")],
     "links[].from": [C("loop", {"links[1].from": "nowhere"}, refused="links[1].from")],
     "links[].to": [C("loop", {"links[1].to": "nowhere"}, refused="links[1].to")],
     "links[].kind": [C("loop", {"links[0].kind": "aurora"}),

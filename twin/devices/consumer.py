@@ -4,6 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
+from twin.devices.host_runtime import INNER as HOST_INNER
+from twin.devices.host_runtime import STREAM as HOST_STREAM
+from twin.devices.host_runtime import HostRuntime
 from twin.devices.service import IdleCost, ServiceMode, idle_ps, mix_fraction, mode_draws, mode_extra_ps, mode_picks
 from twin.exchange.contract import STATUS
 from twin.exchange.encoding import Encoding, slot_offset
@@ -37,6 +40,9 @@ class ConsumerParams:
         time as a function of the idle gap before each request; default none.
     modes: extra modes of the service time (:class:`twin.devices.service.ServiceMode`); default none.
     idle_mix: (gap_ps, fraction) points: how far each mode moves to its long-idle block after a gap.
+    host_runtime: a dispatcher-queue-worker host between taking the request and the reply
+        (:class:`twin.devices.host_runtime.HostRuntime`: enqueue, wake and hand-back per round,
+        measured); default none.
     """
 
     kind: str
@@ -52,6 +58,7 @@ class ConsumerParams:
     idle: tuple[IdleCost, ...] = ()
     modes: tuple[ServiceMode, ...] = ()
     idle_mix: tuple[tuple[int, float], ...] = ()
+    host_runtime: HostRuntime | None = None
 
     def __post_init__(self):
         if self.kind not in ("cpu", "gpu", "fpga"):
@@ -230,7 +237,9 @@ class HostingPart:
     def serve(self, seq: int, base: int, at: int) -> None:
         """Serve request ``seq`` (slot at ``base``), taken by the thread at ``at`` (ps, >= now)."""
         c = self.c
-        t = at + c.p.pre_service_ps(c.enc, c.frame_bytes) + c.p.service_ps + c.extra_ps(seq, at)
+        t = at + c.host_before_ps(seq, at) + c.p.pre_service_ps(c.enc, c.frame_bytes) + c.p.service_ps \
+            + c.extra_ps(seq, at)
+        t += c.host_after_ps(seq, t)
         writes = c.answer(seq, base)
         if c.tamper:
             writes = c.tamper(seq, writes)
@@ -299,6 +308,8 @@ class PollingConsumer(NoTrace):
         self.served = 0
         self.seen_ps = 0  # the request being taken: the poll an idle thread would have seen it with (ps)
         self.service_draws = None  # per round: (mode, uniform draw) of the service modes (make_endpoint sets it)
+        self.host_draws = None  # per round: the host runtime's uniform draw (make_endpoint sets it)
+        self._host: tuple[int, int, int] = (0, 0, 0)  # the request being served: its host runtime stages (ps)
         self.answerer = answer if answer is not None else FunctionAnswer(functions)
         self.hosting = (hosting or HostingPart)(self)
 
@@ -366,6 +377,30 @@ class PollingConsumer(NoTrace):
             else None
         return self.p.round_extra_ps(pick, at - self.p.poll_cost_ps - self.thread.free)
 
+    def host_before_ps(self, seq: int, at: int) -> int:
+        """Request ``seq``'s host runtime time before its service (ps: enqueue + wake; 0 without a
+        host runtime), drawn for the idle gap :meth:`extra_ps` uses; records ``hr_enqueued`` and
+        ``hr_awake`` in the hops. Call before :meth:`host_after_ps`."""
+        hr = self.p.host_runtime
+        if hr is None:
+            return 0
+        assert self.host_draws is not None, "make_endpoint draws the host runtime's rounds"
+        self._host = hr.stages_ps(float(self.host_draws[seq - 1]), at - self.p.poll_cost_ps - self.thread.free)
+        enq, wake, _ = self._host
+        if self.hops is not None and self.hops.inner is not None:
+            self.hops.inner[HOST_INNER[0]][seq - 1] = at + enq
+            self.hops.inner[HOST_INNER[1]][seq - 1] = at + enq + wake
+        return enq + wake
+
+    def host_after_ps(self, seq: int, decoded: int) -> int:
+        """Request ``seq``'s hand-back (ps; 0 without a host runtime), its service done at
+        ``decoded`` (recorded as ``hr_decoded``)."""
+        if self.p.host_runtime is None:
+            return 0
+        if self.hops is not None and self.hops.inner is not None:
+            self.hops.inner[HOST_INNER[2]][seq - 1] = decoded
+        return self._host[2]
+
     def _reply_at(self, seq: int, t: int, base: int, writes, fence: int) -> None:
         """Post the reply's writes from ``t``: per-piece one burst; classic the data, then after the
         release ``fence`` (ps) the ready word. The reply uses its request's slot index (both
@@ -415,6 +450,11 @@ def make_endpoint(ctx, *, poll=None, hosting=None, answer=None) -> PollingConsum
                          ctx.hops, poll=poll, hosting=hosting or wl.hosting, answer=answer)
     if spec.consumer.modes:
         ep.service_draws = spec.consumer.mode_picks(spec.seed, spec.stream("consumer.modes"), spec.traffic.rounds)
+    hr = spec.consumer.host_runtime
+    if hr is not None:
+        ep.host_draws = hr.draws(spec.seed, spec.stream(HOST_STREAM), spec.traffic.rounds)
+        if ctx.hops is not None:
+            ctx.hops.inner = {name: [-1] * len(ctx.hops.land) for name in HOST_INNER}
     return ep
 
 

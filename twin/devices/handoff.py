@@ -149,6 +149,9 @@ def build_staged(ctx) -> StagedConsumer:
     if spec.faults.active:
         raise ValueError(f"loop {spec.name!r}: fault injection acts on one-stage consumers; this one hands its "
                          f"requests to {ho.to}")
+    if spec.consumer.host_runtime is not None:
+        raise ValueError(f"loop {spec.name!r}: a host runtime (dispatcher, queue, worker) runs in one device; this "
+                         f"consumer hands its requests to {ho.to}")
     k = ctx.kernel
     region = MemoryRegion(f"{ho.to}.{spec.name}.handoff_queue", ho.to, spec.slots * ctx.slot_bytes)
     lane = ctx.lane(ctx.name, ho.to, ho.wire, spec.stream(f"handoff.{ho.link}"), ho.jitter_ps)

@@ -19,6 +19,8 @@ from typing import Callable
 
 import numpy as np
 
+from twin.devices.host_runtime import INNER as HOST_INNER
+from twin.devices.host_runtime import STREAM as HOST_STREAM
 from twin.engine import features, native
 from twin.engine.hops import Hops
 from twin.engine.spec import LoopResult, LoopSpec
@@ -47,6 +49,12 @@ def check_same(direct: LoopResult, event: LoopResult, n: int) -> None:
     pairs = [(f, getattr(direct, f)[:n], getattr(event, f)[:n]) for f in ("t_send", "t_in", "t_have", "t_back")]
     pairs += [(f"hop {f}", getattr(direct.hops, f)[:n], getattr(event.hops, f)[:n])
               for f in ("issue", "land", "seen", "start", "reply", "publish", "rland")]
+    di = (direct.hops.inner if direct.hops is not None else None) or {}
+    ei = (event.hops.inner if event.hops is not None else None) or {}
+    if set(di) != set(ei):
+        raise EngineDisagreement(f"loop {direct.name!r}: engines record different inner instants: direct "
+                                 f"{sorted(di)}, event {sorted(ei)}")
+    pairs += [(f"hop {f}", np.asarray(di[f])[:n], np.asarray(ei[f])[:n]) for f in di]
     for f, a, b in pairs:
         if not np.array_equal(a, b):
             i = int(np.argmax(a != b))
@@ -294,8 +302,10 @@ def _rounds_python(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body,
     tr, c, card = spec.traffic, spec.consumer, spec.card
     frame = tr.frame_bytes
     P, cost = c.poll_period_ps, c.poll_cost_ps
-    varies = c.varies  # idle cost and service modes (twin.devices.service), as PollingConsumer.extra_ps
-    picks = c.mode_picks(spec.seed, spec.stream("consumer.modes"), tr.rounds) if c.modes else None
+    hr = c.host_runtime  # a dispatcher-queue-worker host (twin.devices.host_runtime)
+    varies = c.varies or hr is not None
+    host: list[tuple[int, int, int]] = []
+    round_extra = _round_extra(spec, host) if varies else None
     extras: list[int] = []
     cP = card.reply_poll_period_ps
     read = card.reply_read_ps
@@ -340,8 +350,8 @@ def _rounds_python(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body,
             land = req_plan(t_issue, s)
         t = land if land > t_free_c else t_free_c
         t2 = phase + -((phase - t) // P) * P + cost + body
-        if varies:  # the gap: the thread free at t_free_c, the poll that takes the request at t2 - cost - body
-            x = c.round_extra_ps(picks[i] if picks is not None else None, t2 - cost - body - t_free_c)
+        if round_extra is not None:  # the gap: the thread free at t_free_c, the poll taking it at t2 - cost - body
+            x = round_extra(i, t2 - cost - body - t_free_c)
             extras.append(x)
             t2 += x
         if extra_ps is not None:
@@ -382,8 +392,40 @@ def _rounds_python(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, body,
         extra_ps = ex if extra_ps is None else ex + np.asarray(extra_ps, np.int64)[:m]
     hops = _hops(np.asarray(issues, np.int64), np.asarray(lands, np.int64), np.asarray(replies, np.int64),
                  np.asarray(rlands, np.int64), phase, P, cost, body, fence if not per_piece else 0, extra_ps)
+    if hr is not None:
+        hops.inner = host_instants(hops.start, hops.reply, np.asarray(host, np.int64).reshape(-1, 3)[:m])
     stats = {} if nominal is None else {"program": _program_stats(t_send[:m], nominal[:m], tr)}
     return t_send[:m], t_in[:m], t_have[:m], t_back[:m], hops, stopped, stats
+
+
+def _round_extra(spec, host: list[tuple[int, int, int]]) -> Callable[[int, int], int]:
+    """``extra(i, gap)``: round ``i``'s service beyond the constant body (ps) after an idle gap of
+    ``gap``, as the event model's consumer adds it: the idle cost and service modes
+    (:meth:`PollingConsumer.extra_ps`) and a host runtime's enqueue, wake and hand-back
+    (:meth:`PollingConsumer.host_before_ps`), whose (enqueue, wake, hand-back) it appends to ``host``."""
+    c, n = spec.consumer, spec.traffic.rounds
+    picks = c.mode_picks(spec.seed, spec.stream("consumer.modes"), n) if c.modes else None
+    hr = c.host_runtime
+    hdraws: list[float] = hr.draws(spec.seed, spec.stream(HOST_STREAM), n).tolist() if hr is not None else []
+    varies, keep = c.varies, host.append
+
+    def extra(i: int, gap: int) -> int:
+        x = c.round_extra_ps(picks[i] if picks is not None else None, gap) if varies else 0
+        if hr is not None:
+            hs = hr.stages_ps(hdraws[i], gap)
+            keep(hs)
+            x += hs[0] + hs[1] + hs[2]
+        return x
+    return extra
+
+
+def host_instants(start: np.ndarray, reply: np.ndarray, stages: np.ndarray) -> dict[str, np.ndarray]:
+    """A host runtime's instants per round (``Hops.inner``, :data:`twin.devices.host_runtime.INNER`)
+    from the thread's ``start``, its ``reply`` and the rounds' (enqueue, wake, hand-back) ``stages``
+    (int64 ps, shape (rounds, 3)): enqueued at start + enqueue, awake after the wake, decoded a
+    hand-back before the reply."""
+    enq = start + stages[:, 0]
+    return {HOST_INNER[0]: enq, HOST_INNER[1]: enq + stages[:, 1], HOST_INNER[2]: reply - stages[:, 2]}
 
 
 def _send_schedule(tr, clock, gaps: list[int] | None, t_back: np.ndarray):

@@ -30,6 +30,11 @@ pre-processing it), ``h_land`` (landed there), ``h_seen`` (stage 2's poll that s
 answer), ``h_start`` (stage 2's thread takes it); their stages are ``preprocess``,
 ``handoff_write``, ``handoff_poll`` and ``handoff_queue``, and ``service`` is stage 2's.
 
+A consumer with a host runtime (:mod:`twin.devices.host_runtime`: a dispatcher, a worker queue,
+a worker) has three instants between ``start`` and ``reply`` in ``Hops.inner``: ``hr_enqueued``,
+``hr_awake``, ``hr_decoded``; its stages there are ``host_enqueue``, ``host_wake``, ``service``
+(the consumer's own) and ``host_handback``.
+
 The stages between consecutive instants add up to ``t_have - t_in`` exactly. A node that does not
 expose an instant (a Verilated node keeps its inside to itself) leaves it at -1; its stage is
 merged into the next stage and named ``a+b`` (e.g. ``poll+queue+service`` inside an RTL consumer,
@@ -149,6 +154,10 @@ def stage_names(instants: tuple[str, ...]) -> tuple[str, ...]:
     stages: tuple[str, ...] = STAGES
     if "ready" in instants:
         stages = ("card", SLOT_WAIT) + STAGES[1:]
+    from twin.devices.host_runtime import AFTER, BEFORE, INNER
+    if INNER[0] in instants:  # a host runtime: its stages around the consumer's service
+        i = stages.index("service")
+        return stages[:i] + BEFORE + ("service",) + AFTER + stages[i + 1:]
     if len(instants) == len(stages) + 1:
         return stages
     from twin.devices.handoff import INNER_STAGES

@@ -283,6 +283,11 @@ _CONSUMER = {
     "idle_mix": P("", "default none; fitted from live duty-cycle runs (docs/calibration.md)",
                   "(gap, fraction) points: how far each service mode moves to its long-idle block after a gap",
                   "calibration consumers.<name>.idle_mix"),
+    "host_runtime": P("ps", "default none; measured live by benchmarks/host_runtime.py "
+                      "(calibrations/measured/host_runtime/)",
+                      "a dispatcher-queue-worker host: enqueue, worker wake-up (spin or futex) and hand-back "
+                      "per round, drawn from the measurement by the idle gap (twin.devices.host_runtime)",
+                      "scenario nodes[].host_runtime: {file, wake}"),
 }
 _PLACEMENT = {
     "poll": P("", f"{NVQLINK}: NVLink-C2C placements", "local (the queue in the device's own memory) or c2c (in the "

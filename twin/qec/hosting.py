@@ -130,6 +130,9 @@ class Hosted(HostingPart):
         if c.p.varies:
             raise ValueError(f"consumer {c.name!r}: its service varies per round (an idle cost or service modes); "
                              "the decode study's hosting modes keep a constant body: use a calibration without them")
+        if c.p.host_runtime is not None:
+            raise ValueError(f"consumer {c.name!r}: a host runtime (dispatcher, queue, worker) is its own hosting; "
+                             f"hosting mode {how.mode!r} would be a second one")
         if mode not in MODES:
             raise ValueError(f"hosting mode {mode!r}: expected one of {', '.join(MODES)}")
         if order not in ORDERS:

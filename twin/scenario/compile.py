@@ -183,8 +183,20 @@ def _loop_flows(sc: Scenario, params: ParameterSet, models: dict[str, Model], ro
         spec = flow_spec(params, node.device, traffic, seed, model=node.model, rtl=_rtl_of(node, card, models, rtl),
                          bridge=node.bridge.settings() if node.bridge else None,
                          switch_hops=(sc.roce_hops(node.name) or 0) if is_roce(params) else 0, **kw)
-        flows.append(Flow(replace(spec, control=control), gen.name, card.name, node.name))
+        flows.append(Flow(replace(with_host_runtime(spec, node), control=control), gen.name, card.name, node.name))
     return flows
+
+
+def with_host_runtime(spec: LoopSpec, node: Node) -> LoopSpec:
+    """``spec`` with consumer ``node``'s host runtime (its ``host_runtime`` block, the file resolved at
+    load: :func:`twin.scenario.load.resolve_host_runtimes`), or ``spec`` without one."""
+    if node.host_runtime is None:
+        return spec
+    from dataclasses import replace
+
+    from twin.devices.host_runtime import read
+    hr = read(node.host_runtime.file, node.host_runtime.wake)
+    return replace(spec, consumer=replace(spec.consumer, host_runtime=hr))
 
 
 def _mesh_flows(sc: Scenario, params: ParameterSet, models: dict[str, Model], rounds: int | None, seed: int,
@@ -207,7 +219,7 @@ def _mesh_flows(sc: Scenario, params: ParameterSet, models: dict[str, Model], ro
                          function=lookup(r.function).id, model=node.model, card_model=card.model,
                          rtl=_rtl_of(node, card, models, rtl), bridge=node.bridge.settings() if node.bridge else None,
                          **kw)
-        flows.append(Flow(replace(spec, name=f"flow{r.flow}"), r.generator, r.card, r.consumer,
+        flows.append(Flow(replace(with_host_runtime(spec, node), name=f"flow{r.flow}"), r.generator, r.card, r.consumer,
                           lanes={"request": f"mesh.{r.card}->{r.consumer}", "reply": f"mesh.{r.consumer}->{r.card}"}))
     return flows
 

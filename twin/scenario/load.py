@@ -108,6 +108,7 @@ def load_scenario(path: str | Path, data: Any = None) -> LoadedScenario:
     for key, t, n in [("traffic", sc.traffic, sc.rounds)] + [(f"flows[{i}].traffic", f.traffic, f.rounds or sc.rounds)
                                                            for i, f in enumerate(sc.flows)]:
         resolve_gaps_file(path, key, t, n)
+    resolve_host_runtimes(path, sc, params)
     measured_path = None
     if sc.measured is not None:
         measured_path = named_file(path, "measured", sc.measured)
@@ -142,6 +143,28 @@ def check_path(path: Path, sc: Scenario, params) -> None:
                                   "ethernet (RoCE): the calibration must be a parameter set with kind: roce_path"
                                   if roce else "pcie from the link card: the calibration must be a card-path "
                                   "parameter set"))
+
+
+def resolve_host_runtimes(path: Path, sc: Scenario, params) -> None:
+    """Every consumer's ``host_runtime`` block: its file resolved relative to the scenario and read
+    (:func:`twin.devices.host_runtime.read`), the consumer one stage. Raises :class:`ConfigError`
+    naming file, key and value."""
+    from twin.devices.host_runtime import read
+    for i, node in enumerate(sc.nodes):
+        hr = node.host_runtime
+        if hr is None:
+            continue
+        key = f"nodes[{i}].host_runtime"
+        c = params.consumers.get(node.device)
+        if c is not None and c.handoff is not None:
+            raise ConfigError(path, key, "{...}", f"consumer {node.device} hands its requests to a second device; "
+                              "a host runtime runs in one")
+        f = named_file(path, f"{key}.file", hr.file)
+        try:
+            read(str(f), hr.wake)
+        except (OSError, ValueError) as e:
+            raise ConfigError(path, f"{key}.file", hr.file, str(e)) from None
+        hr.file = str(f)
 
 
 def check_nodes(path: Path, sc: Scenario, params) -> None:

@@ -503,6 +503,16 @@ def _located(e: ValidationError, prefix: tuple, data: object) -> Located:
     return Located(prefix + loc, err.get("input"), err["msg"].removeprefix("Value error, "))
 
 
+class HostRuntimeBlock(_Strict):
+    """A consumer's host runtime (:mod:`twin.devices.host_runtime`): a dispatcher, a worker queue and a
+    worker between taking the request and the reply, its stages drawn from a live measurement
+    (``file``: a ``twin.host_runtime/1`` file, relative to the scenario; ``wake``: the worker's wait,
+    ``spin`` or ``block``)."""
+
+    file: str = Field(min_length=1)
+    wake: Literal["spin", "block"]
+
+
 class Node(_Strict):
     """A node of the topology: its ``kind`` (any declared node kind: :mod:`twin.nodes.kinds`;
     generator, link_card, consumer with its ``device``, nic, switch, zhinst_qccs, ...), the
@@ -520,6 +530,7 @@ class Node(_Strict):
     rtl: RtlBlock | None = None
     bridge: Bridge | None = None
     params: dict[str, Any] | None = None  # a kind with its own parameters (NodeKind.settings)
+    host_runtime: HostRuntimeBlock | None = None  # a consumer's dispatcher-queue-worker host
     _settings: BaseModel | None = PrivateAttr(None)
     _entry: Any = PrivateAttr(None)  # its registry entry (twin.nodes.registry.Model), asked once, at validation
 
@@ -562,6 +573,13 @@ class Node(_Strict):
             self._settings = cls.model_validate(data)
         except ValidationError as e:
             raise _located(e, ("params",), data) from None
+        return self
+
+    @model_validator(mode="after")
+    def _host_runtime(self):
+        if self.host_runtime is not None and (self.kind != "consumer" or self.model != "sim"):
+            raise Located(("host_runtime",), "{...}", f"a host runtime's stages are added to a simulated consumer's "
+                          f"(kind consumer, model sim); this is a {self.kind} of model {self.model}")
         return self
 
     @property
