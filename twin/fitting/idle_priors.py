@@ -64,12 +64,29 @@ def _pass_spread(p: dict[str, np.ndarray], ref_ns: float) -> float | None:
     return round(max(meds) - min(meds), 1) if len(meds) > 1 else None
 
 
+def _same_gap(name: str, pts: dict) -> str | None:
+    """The point of ``pts`` named ``name``, else the one of the same kind and nominal gap (a closed
+    loop's ``gap_100us`` and an open loop's ``period_100us`` both leave the device 100 µs idle, less
+    its own turnaround), else None."""
+    if name in pts:
+        return name
+    want = gap_of(name)
+    return next((n for n in pts if want is not None and gap_of(n) == want), None)
+
+
+def _point_key(name: str) -> str:
+    """The name points of the same kind and nominal gap share across sources (``fixed 100000 ns``)."""
+    kind, gap = gap_of(name) or ("", 0.0)
+    return name if not kind else f"{kind} {gap:.0f} ns"
+
+
 def _source_rows(folder: Path, spec: ClassSpec) -> list[dict]:
     """Per point of one source: name, kind, measured idle p50, service p50, cost above the reference."""
     pts = source_points(folder, spec.backend)
-    if spec.reference not in pts:
+    ref_name = _same_gap(spec.reference, pts)
+    if ref_name is None:
         raise ConfigError(folder, "reference", spec.reference, f"no such point (have: {', '.join(pts)})")
-    ref = pts[spec.reference]
+    ref = pts[ref_name]
     ref_idle = _med(ref["idle_ns"][ref["idle_ns"] >= 0])
     if spec.reference == "back_to_back" and ref_idle > spec.zero_below_ns:
         raise ConfigError(folder, spec.reference, f"idle p50 {ref_idle / 1e3:.1f} µs",
@@ -88,12 +105,16 @@ def _source_rows(folder: Path, spec: ClassSpec) -> list[dict]:
 
 
 def _combine(per_source: dict[str, list[dict]], spec: ClassSpec) -> tuple[list[dict], list[dict], list[str]]:
-    """Fixed-gap points (fitted on) and random-gap points (held out) over the sources, by name."""
-    names = sorted({r["point"] for rows in per_source.values() for r in rows},
-                   key=lambda n: (gap_of(n) or ("", 0.0))[1])
+    """Fixed-gap points (fitted on) and random-gap points (held out) over the sources, by kind and
+    nominal gap (a point's name: its sources' names, ``gap_100us/period_100us`` where they differ)."""
+    keys = sorted({_point_key(r["point"]) for rows in per_source.values() for r in rows},
+                  key=lambda k: (min(gap_of(r["point"]) or ("", 0.0) for rs in per_source.values() for r in rs
+                                     if _point_key(r["point"]) == k)[1], k))
     fixed, held, notes = [], [], []
-    for n in names:
-        rows = {s: r for s, rs in per_source.items() for r in rs if r["point"] == n}
+    ref_key = _point_key(spec.reference)
+    for key in keys:
+        rows = {s: r for s, rs in per_source.items() for r in rs if _point_key(r["point"]) == key}
+        n = "/".join(sorted({r["point"] for r in rows.values()}))
         costs = [r["cost_ns"] for r in rows.values()]
         row = {"point": n, "gap_ns": round(_med(np.array([r["idle_p50_ns"] for r in rows.values()])), 1),
                "cost_ns": round(_med(np.array(costs)), 1),
@@ -101,7 +122,7 @@ def _combine(per_source: dict[str, list[dict]], spec: ClassSpec) -> tuple[list[d
                "per_source": {s: {k: r[k] for k in ("idle_p50_ns", "service_p50_ns", "cost_ns", "rounds",
                                                      "pass_spread_ns")} for s, r in rows.items()}}
         (held if rows[next(iter(rows))]["kind"] == "random" else fixed).append(row)
-        if n != spec.reference and row in fixed and row["gap_ns"] <= spec.zero_below_ns * 1.05:
+        if key != ref_key and row in fixed and row["gap_ns"] <= spec.zero_below_ns * 1.05:
             notes.append(f"{n}: measured {row['cost_ns']:+.1f} ns at {row['gap_ns'] / 1e3:g} µs, not carried (at or "
                          f"below zero_below_ns {spec.zero_below_ns / 1e3:g} µs: cost 0 by construction)")
     return fixed, held, notes
@@ -120,8 +141,10 @@ def fit_class(spec: ClassSpec, base: Path) -> ClassPrior:
     per_source = {str(f.relative_to(base) if f.is_relative_to(base) else f): _source_rows(f, spec) for f in folders}
     fixed, held, notes = _combine(per_source, spec)
     table = [(float(spec.zero_below_ns), 0.0)]
+    ref_key = _point_key(spec.reference)
     for r in fixed:
-        if r["point"] != spec.reference and r["gap_ns"] > spec.zero_below_ns * 1.05 and r["gap_ns"] > table[-1][0]:
+        beyond = r["gap_ns"] > spec.zero_below_ns * 1.05 and r["gap_ns"] > table[-1][0]
+        if _point_key(r["point"].split("/")[0]) != ref_key and beyond:
             if r["cost_ns"] < 0:
                 notes.append(f"{r['point']}: measured {r['cost_ns']:+.1f} ns, clipped to 0")
             table.append((r["gap_ns"], max(0.0, r["cost_ns"])))
