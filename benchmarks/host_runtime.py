@@ -25,6 +25,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import twin.qec.functions  # noqa: E402,F401  (registers the decoders the replies are checked against)
 from hw_bridge.host_runtime import DEFAULT_GAPS_NS, FUNCS, WAKES, markdown_table, measure  # noqa: E402
 
 

@@ -35,7 +35,7 @@ def _run(scenario: Path, n: int, out: Path, cycles: int | None) -> tuple[float, 
         cmd += ["--processes", str(n)]
     if cycles:
         cmd += ["--cycles", str(cycles)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     t0 = time.perf_counter()
     before = os.times()
     p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)

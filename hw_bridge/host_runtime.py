@@ -80,7 +80,8 @@ def run_point(wake: str, func: str, n: int, gap_ns: int, *, warmup: int = 500, s
 
 def check_replies(rec: np.ndarray, func: str) -> None:
     """Raise RuntimeError unless every record's reply byte is what the decoder's Python twin answers
-    to its syndrome (one byte, little-endian)."""
+    to its syndrome (one byte, little-endian). The decoders must be registered (``import
+    twin.qec.functions``, as benchmarks/host_runtime.py does; KeyError otherwise)."""
     fn = lookup(FUNCS[func]).python
     table = {s: fn(bytes([s]))[0] for s in range(256)}
     want = np.array([table[int(s)] for s in rec[:, 8]], np.int64)

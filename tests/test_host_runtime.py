@@ -204,3 +204,20 @@ def test_the_harness_answers_rep3_and_stamps_in_order():
     bad[3, 9] ^= 1
     with pytest.raises(RuntimeError, match="1 wrong replies"):
         check_replies(bad, "rep3")
+
+
+def test_the_benchmark_command_runs_in_a_fresh_process(tmp_path):
+    """benchmarks/host_runtime.py as a user runs it (its own process: the decoders registered by the
+    command itself, not by an earlier import in the test session) writes a file of its points."""
+    import os
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "hr.yaml"
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    r = subprocess.run([sys.executable, str(root / "benchmarks" / "host_runtime.py"), "--out", str(out),
+                        "--requests", "60", "--warmup", "10", "--gaps-us", "0", "--wake", "block"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = yaml.safe_load(out.read_text())
+    assert doc["decoder"] == "decode_rep3" and doc["points"]

@@ -1,6 +1,6 @@
-"""Idle priors per device class (twin/calibration/idle_prior.py): every bundled CPU and GPU takes its
-class's prior where it sets no idle of its own, back to back is unchanged, `idle: []` turns it off,
-and the fit reads fixed-gap points only."""
+"""Idle priors per device class (twin/calibration/idle_prior.py): a CPU or GPU whose calibration says
+`idle: prior` takes its class's prior (none by default), back to back is unchanged, an FPGA is
+refused, and the fit reads fixed-gap points only."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,9 +21,9 @@ def _rtt(ps: ParamSet, consumer: str, traffic: TrafficParams) -> np.ndarray:
     return run_direct(ps.loop_spec(consumer, traffic, seed=7)).rtt_ps.astype(np.int64)
 
 
-def _without_idle(ps: ParamSet, consumer: str) -> ParamSet:
+def _with_idle(ps: ParamSet, consumer: str, idle="prior") -> ParamSet:
     data = ps.model_dump()
-    data["consumers"][consumer]["idle"] = []
+    data["consumers"][consumer]["idle"] = idle
     return ParamSet.model_validate(data)
 
 
@@ -31,7 +31,7 @@ def _without_idle(ps: ParamSet, consumer: str) -> ParamSet:
 def test_bundled_device_at_1ms_pays_its_class_prior(consumer, kind):
     ps = load_params(bundled_path("calibrations/fitted/card_path.yaml"))
     open_1ms = TrafficParams(mode="open_loop", rounds=300, period_ps=PERIOD_PS)
-    with_prior, without = _rtt(ps, consumer, open_1ms), _rtt(_without_idle(ps, consumer), consumer, open_1ms)
+    with_prior, without = _rtt(_with_idle(ps, consumer), consumer, open_1ms), _rtt(ps, consumer, open_1ms)
     prior = bundled_priors().classes[kind]
     # the consumer idles the period less its own busy time (a few us): the prior's cost there, read
     # from the measured table (log-gap interpolation between its points)
@@ -44,7 +44,7 @@ def test_bundled_device_at_1ms_pays_its_class_prior(consumer, kind):
 
 @pytest.mark.parametrize("consumer", ["epyc7282", "mi210", "epyc9755", "mi355x"])
 def test_back_to_back_is_unchanged(consumer):
-    ps = load_params(bundled_path("calibrations/fitted/card_path.yaml"))
+    ps = _with_idle(load_params(bundled_path("calibrations/fitted/card_path.yaml")), consumer)
     closed = TrafficParams(rounds=2000)
     assert ps.consumers[consumer].uses_idle_prior
     assert ps.loop_spec(consumer, closed, seed=1).consumer.idle == ()  # nothing attached: compiled core stays
@@ -56,11 +56,18 @@ def test_back_to_back_is_unchanged(consumer):
     assert np.array_equal(run_direct(forced).rtt_ps, run_direct(spec).rtt_ps)
 
 
-def test_explicit_empty_idle_turns_the_prior_off():
-    ps = _without_idle(load_params(bundled_path("calibrations/fitted/card_path.yaml")), "epyc7282")
+def test_no_prior_unless_asked_and_none_for_an_fpga():
+    ps = load_params(bundled_path("calibrations/fitted/card_path.yaml"))
     assert not ps.consumers["epyc7282"].uses_idle_prior
     spec = ps.loop_spec("epyc7282", TrafficParams(mode="open_loop", rounds=10, period_ps=PERIOD_PS), seed=1)
     assert spec.consumer.idle == ()
+    asked = _with_idle(ps, "epyc7282").loop_spec("epyc7282", TrafficParams(mode="open_loop", rounds=10,
+                                                                          period_ps=PERIOD_PS), seed=1)
+    assert asked.consumer.idle and asked.consumer.idle[0].kind == "table"
+    fpgas = [n for n, c in ps.consumers.items() if c.kind == "fpga"]
+    if fpgas:
+        with pytest.raises(Exception, match="idle"):
+            _with_idle(ps, fpgas[0])
 
 
 def _source(tmp_path, name, points):

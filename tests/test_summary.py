@@ -13,6 +13,7 @@ import pytest
 import twin.qec.load
 import twin.studies.decode
 import twin.studies.mesh
+import twin.studies.mesh_reduce
 import twin.studies.run
 from twin.commands import main
 from twin.output.summary import Check, FlowSummary, FlowTiming, Latency, Wait, flow_summary
@@ -75,7 +76,7 @@ def test_results_json_of_a_run_is_its_records(tmp_path):
 def spied(monkeypatch):
     """Every call of flow_summary by the three studies: (study, result, the FlowTiming it returned)."""
     calls = []
-    for mod in (twin.studies.run, twin.studies.mesh, twin.studies.decode):
+    for mod in (twin.studies.run, twin.studies.mesh_reduce, twin.studies.decode):  # a mesh flow's: mesh_reduce's
         def spy(res, *a, _name=mod.__name__, **kw):
             t = flow_summary(res, *a, **kw)
             calls.append((_name, res, t))
@@ -103,7 +104,7 @@ def test_run_mesh_and_decode_summaries_are_built_by_flow_summary(spied):
     loaded = load_scenario(MESH)
     res = twin.studies.mesh.run_mesh(loaded.scenario, loaded.params, rounds=500)
     flows = twin.studies.mesh.flow_summaries(loaded.scenario, res)
-    got = [c for c in spied if c[0] == "twin.studies.mesh"]
+    got = [c for c in spied if c[0] == "twin.studies.mesh_reduce"]
     assert len(got) == len(flows) == len(res.flows) == 2
     for f, ft, (_, r, timing) in zip(flows, res.flows, got):
         assert f.timing is timing and r is ft

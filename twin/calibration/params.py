@@ -267,7 +267,8 @@ class ConsumerModel(_Strict):
     x reply payload bytes and ``function_ns[<function name>]`` (fitted from several live runs by
     ``twin calibrate --from-live``). ``idle`` (what idling costs), ``service_modes`` and
     ``idle_mix`` (how far the modes move to their long-idle blocks after a gap) vary it per round
-    (:mod:`twin.devices.service`). All default to nothing: the service is constant."""
+    (:mod:`twin.devices.service`); ``idle: prior`` takes the device class's measured idle prior
+    (:mod:`twin.calibration.idle_prior`). All default to nothing: the service is constant."""
 
     kind: Literal["cpu", "gpu", "fpga"]
     device: str = ""
@@ -288,7 +289,7 @@ class ConsumerModel(_Strict):
     service_per_frame_byte_ns: float = Field(0.0, ge=0)
     service_per_reply_byte_ns: float = Field(0.0, ge=0)
     function_ns: dict[str, float] = {}
-    idle: list[IdleModel] | None = None  # None: the class's idle prior (uses_idle_prior); []: none
+    idle: list[IdleModel] | Literal["prior"] = []  # "prior": the class's idle prior (uses_idle_prior)
     service_modes: list[ModeModel] = []
     idle_mix: list[tuple[float, float]] = []
 
@@ -343,8 +344,8 @@ class ConsumerModel(_Strict):
     @property
     def uses_idle_prior(self) -> bool:
         """Whether the consumer takes its class's idle prior (:mod:`twin.calibration.idle_prior`): a cpu
-        or gpu whose entry sets no ``idle`` (an explicit ``idle: []`` is none) and no ``idle_mix``."""
-        return self.kind in ("cpu", "gpu") and self.idle is None and not self.idle_mix
+        or gpu whose entry says ``idle: prior`` (an fpga is refused at load: no prior is measured)."""
+        return self.kind in ("cpu", "gpu") and self.idle == "prior"
 
     def service_total_ns(self, frame_bytes: int = 0, reply: int = 0, function: str = "echo") -> float:
         """The constant service time (ns) for one request: ``service_ns`` plus the per-byte and
@@ -386,7 +387,7 @@ class ConsumerModel(_Strict):
             p = cpu_core(period, _ps(cost), _ps(svc), enc, None if read is None else _ps(read),
                          _ps(self.piece_check_ns), _ps(self.fence_ns))
         p = replace(p, preprocess_ps_per_measurement=pre)
-        idle = tuple(m.cost() for m in self.idle or ())
+        idle = tuple(m.cost() for m in self.idle) if isinstance(self.idle, list) else ()
         modes = tuple(m.mode() for m in self.service_modes)
         mix = tuple((max(1, _ps(g)), float(f)) for g, f in self.idle_mix)
         return replace(p, idle=idle, modes=modes, idle_mix=mix) if idle or modes else p
