@@ -29,6 +29,17 @@ import twin.qec.functions  # noqa: E402,F401  (registers the decoders the replie
 from hw_bridge.host_runtime import DEFAULT_GAPS_NS, FUNCS, WAKES, markdown_table, measure  # noqa: E402
 
 
+def _gap_us(text: str) -> float:
+    """A request gap in µs: a number >= 0 (argparse refuses anything else in one line)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a gap in µs, a number >= 0") from None
+    if not v >= 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: a gap in µs, a number >= 0")
+    return v
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="measured file to write (YAML)")
@@ -37,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spin-requests", type=int, help="timed requests per spin point (default --requests: on a "
                     "machine with fewer than three free cores each spin request waits for a time slice)")
     ap.add_argument("--warmup", type=int, default=500, help="untimed requests first, per point (default 500)")
-    ap.add_argument("--gaps-us", type=float, nargs="+", default=[g / 1000 for g in DEFAULT_GAPS_NS])
+    ap.add_argument("--gaps-us", type=_gap_us, nargs="+", default=[g / 1000 for g in DEFAULT_GAPS_NS])
     ap.add_argument("--wake", choices=WAKES, nargs="+", default=list(WAKES))
     ap.add_argument("--cores", type=int, nargs=3, metavar=("P", "D", "W"), help="producer, dispatcher, worker cores")
     ap.add_argument("--seed", type=int, default=1)

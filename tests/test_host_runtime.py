@@ -221,3 +221,17 @@ def test_the_benchmark_command_runs_in_a_fresh_process(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     doc = yaml.safe_load(out.read_text())
     assert doc["decoder"] == "decode_rep3" and doc["points"]
+
+
+@pytest.mark.parametrize("gap", ["-1", "nan", "inf", "x"])
+def test_the_benchmark_refuses_a_gap_below_zero_in_one_line(tmp_path, gap):
+    import os
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, str(root / "benchmarks" / "host_runtime.py"), "--out", str(tmp_path / "h.yaml"),
+                        "--gaps-us", gap], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(root)},
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1].endswith("a gap in µs, a number >= 0")
+    assert not (tmp_path / "h.yaml").exists()

@@ -107,3 +107,33 @@ def test_point_names():
     assert gap_of("period_100us") == ("fixed", 100_000.0)
     assert gap_of("exp_10us") == ("random", 10_000.0)
     assert gap_of("size_64") is None
+
+
+def test_points_of_one_gap_match_across_sources_and_the_reference_by_its_gap(tmp_path):
+    """A closed loop's gap_100us and an open loop's period_100us are one point; a GPU-style reference
+    named gap_100us is found as period_100us in a sweep that names it so."""
+    _source(tmp_path, "a", {"back_to_back": (100, 900), "gap_100us": (100_000, 500), "gap_1ms": (1_000_000, 700)})
+    _source(tmp_path, "b", {"back_to_back": (120, 900), "period_100us": (99_000, 520), "period_1ms": (999_000, 760)})
+    prior = fit_class(ClassSpec(sources=["a", "b"], backend="shm", reference="gap_100us", zero_below_ns=100_000),
+                      tmp_path)
+    names = [r["point"] for r in prior.points]
+    assert "gap_100us/period_100us" in names and "gap_1ms/period_1ms" in names
+    assert prior.table == [(100_000.0, 0.0), (999_500.0, 220.0)]  # costs 200 and 240 over each own reference
+
+
+def test_a_missing_source_names_the_spec_and_key_and_an_empty_pattern_is_said(tmp_path):
+    from twin.fitting.idle_priors import fit_priors
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: t\nclasses:\n  cpu:\n    sources: [nosuch]\n    backend: shm\n    zero_below_ns: 10000\n")
+    with pytest.raises(ConfigError) as e:
+        fit_priors(spec)
+    assert str(spec) in str(e.value) and "classes.cpu.sources" in str(e.value) and "nosuch" in str(e.value)
+    _source(tmp_path, "a", {"back_to_back": (100, 400), "gap_1ms": (1_000_000, 700)})
+    prior = fit_class(ClassSpec(sources=["a", "later_*_paced"], backend="shm", zero_below_ns=10_000), tmp_path)
+    assert any("later_*_paced" in n and "matched no folder" in n for n in prior.notes)
+
+
+def test_idle_takes_prior_or_a_list_and_says_so():
+    ps = load_params(bundled_path("calibrations/fitted/card_path.yaml"))
+    with pytest.raises(Exception, match="'prior'"):
+        _with_idle(ps, "epyc7282", "bogus")

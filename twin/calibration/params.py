@@ -293,6 +293,13 @@ class ConsumerModel(_Strict):
     service_modes: list[ModeModel] = []
     idle_mix: list[tuple[float, float]] = []
 
+    @field_validator("idle", mode="before")
+    @classmethod
+    def _idle_form(cls, v):
+        if isinstance(v, str) and v != "prior":
+            raise ValueError("idle: 'prior' (the device class's measured idle prior) or a list of mechanisms")
+        return v
+
     @field_validator("idle_mix")
     @classmethod
     def _mix(cls, v):

@@ -128,18 +128,22 @@ def _combine(per_source: dict[str, list[dict]], spec: ClassSpec) -> tuple[list[d
     return fixed, held, notes
 
 
-def fit_class(spec: ClassSpec, base: Path) -> ClassPrior:
+def fit_class(spec: ClassSpec, base: Path, spec_path: Path | None = None, key: str = "sources") -> ClassPrior:
     """One class's prior from its sources (globs relative to ``base``, sorted; a pattern may match
-    nothing). Raises ConfigError for a named folder that is not there or a source that does not read
-    (:func:`source_points`)."""
+    nothing, said in the prior's ``notes``). Raises ConfigError naming ``spec_path`` (default ``base``)
+    and ``key`` for a named folder that is not there, or a source that does not read (:func:`source_points`)."""
     folders: list[Path] = []
+    unmatched: list[str] = []
     for g in spec.sources:
         hit = sorted(Path(p) for p in glob.glob(str(base / g)) if Path(p).is_dir())
-        if not hit and not glob.has_magic(g):  # a pattern for runs still to come may match nothing yet
-            raise ConfigError(base, "sources", g, "no such folder")
+        if not hit and not glob.has_magic(g):
+            raise ConfigError(spec_path or base, key, g, "no such folder")
+        if not hit:  # a pattern for runs still to come may match nothing yet: said, not silent
+            unmatched.append(f"source pattern {g!r} matched no folder: not part of this fit")
         folders += [h for h in hit if h not in folders]
     per_source = {str(f.relative_to(base) if f.is_relative_to(base) else f): _source_rows(f, spec) for f in folders}
     fixed, held, notes = _combine(per_source, spec)
+    notes = unmatched + notes
     table = [(float(spec.zero_below_ns), 0.0)]
     ref_key = _point_key(spec.reference)
     for r in fixed:
@@ -157,7 +161,7 @@ def fit_priors(spec_path: Path, command: str = "") -> IdlePriors:
     """Every class of the spec at ``spec_path`` (:func:`fit_class`), as the file to write."""
     import datetime
     spec = load_model(spec_path, PriorSpec)
-    classes = {k: fit_class(c, spec_path.parent) for k, c in spec.classes.items()}
+    classes = {k: fit_class(c, spec_path.parent, spec_path, f"classes.{k}.sources") for k, c in spec.classes.items()}
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return IdlePriors(name=spec.name, description=spec.description, classes=classes,
                       fitted={"command": command or f"twin calibrate --idle-priors {spec_path}", "date": when,
