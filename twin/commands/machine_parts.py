@@ -86,17 +86,8 @@ def placement_lines(parts: list[MachinePart], comps: list[tuple[int, ...]], name
 def measured_lines(pm: PartedMachine, names: list[str]) -> list[str]:
     """After the run, one line a part: its CPU seconds and share of all parts' (measured) beside the
     predicted share of the decoder load; a lost part says so."""
-    total_load = sum(p.load for p in pm.parts) or 1
-    total_cpu = sum(pm.cpu_s) or 1.0
-    out = []
-    for p, cpu in zip(pm.parts, pm.cpu_s):
-        pred = f"predicted {100 * p.load / total_load:.1f} %"
-        if p.index in pm.lost:
-            out.append(f"{part_label(p, names)}: lost ({pm.lost[p.index]}), {pred}")
-        else:
-            out.append(f"{part_label(p, names)}: CPU {cpu:.3f} s, measured {100 * cpu / total_cpu:.1f} % of the "
-                       f"parts' CPU time, {pred}")
-    return out
+    from twin.commands.run_parts import share_lines
+    return share_lines([(p.index, part_label(p, names), p.load) for p in pm.parts], pm.cpu_s, pm.lost)
 
 
 def lost_document(pm: PartedMachine, names: list[str]) -> list[dict]:

@@ -47,16 +47,24 @@ def started_line(run) -> str:
 
 def measured_lines(pm: PartedMesh) -> list[str]:
     """After the run, one line a part: its engine's CPU seconds and share of all parts' (measured)
-    beside the predicted share; a lost part says so."""
-    total_ev = sum(p.events for p in pm.parts) or 1
-    total_cpu = sum(pm.cpu_s) or 1.0
+    beside the predicted share (of the events); a lost part says so."""
+    return share_lines([(p.index, f"part {p.index}", p.events) for p in pm.parts], pm.cpu_s, pm.lost)
+
+
+def share_lines(parts: list[tuple[int, str, float]], cpu_s: list[float], lost: dict[int, str]) -> list[str]:
+    """One line a part (``parts``: its index, label and expected work; ``cpu_s`` in the same order):
+    its CPU seconds and share of all parts' (measured) beside its predicted share of the work, or
+    why it was lost (``lost``: by index)."""
+    total_w = sum(w for _, _, w in parts) or 1
+    total_cpu = sum(cpu_s) or 1.0
     out = []
-    for p, cpu in zip(pm.parts, pm.cpu_s):
-        if p.index in pm.lost:
-            out.append(f"part {p.index}: lost ({pm.lost[p.index]}), predicted {100 * p.events / total_ev:.1f} %")
+    for (i, label, w), cpu in zip(parts, cpu_s):
+        pred = f"predicted {100 * w / total_w:.1f} %"
+        if i in lost:
+            out.append(f"{label}: lost ({lost[i]}), {pred}")
         else:
-            out.append(f"part {p.index}: CPU {cpu:.3f} s, measured {100 * cpu / total_cpu:.1f} % of the parts' CPU "
-                       f"time, predicted {100 * p.events / total_ev:.1f} %")
+            out.append(f"{label}: CPU {cpu:.3f} s, measured {100 * cpu / total_cpu:.1f} % of the parts' CPU time, "
+                       f"{pred}")
     return out
 
 
@@ -182,5 +190,5 @@ def _cluster_size(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
 
 
-__all__ = ["run_parted", "placement_lines", "measured_lines", "print_measured", "lost_reason", "lost_document",
-           "part_label"]
+__all__ = ["run_parted", "placement_lines", "measured_lines", "share_lines", "print_measured", "lost_reason",
+           "lost_document", "part_label"]
