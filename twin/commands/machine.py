@@ -75,12 +75,13 @@ def cmd_machine(args: argparse.Namespace, console) -> int:
     names = [MACHINE_FILES[0], *([] if args.no_plot else [MACHINE_FILES[1]]),
              *(["stats.csv"] if lm.sc.machine.ler is not None else [])]
     folder = run_folder(args, out, seed).check(names)
+    from twin.commands.parted_args import parted as is_parted
     with folder, progress_bar(console, quiet=args.quiet) as bar:
         task = bar.add_task("machine", total=None)
         kept: list = []
         step = lambda done, n: bar.update(task, completed=done, total=n)  # noqa: E731
         parted = mp.runner(args, console, lambda text: bar.update(task, description=text), step, out, kept) \
-            if mp.parted(args) else None
+            if is_parted(args) else None
         model, doc = run_machine(lm, cycles=args.cycles, seed=args.seed, progress=step, parted=parted)
         sweep = None
         if args.decoders:

@@ -26,42 +26,20 @@ are saved, partial."""
 
 def add_parted_options(d: argparse.ArgumentParser) -> None:
     """``--processes``, ``--cluster`` and ``--part-timeout``, as ``twin run`` has them."""
-    from twin.commands.run import _dask_address, _part_timeout, _processes
-    from twin.engine.cluster import PART_TIMEOUT_S
-    d.add_argument("--processes", type=_processes, metavar="N",
-                   help="run the machine's independent pools (no merge joins a patch of one to a patch of another) "
-                        "on a local Dask cluster of N worker processes, grouped into N parts balanced by expected "
-                        "decoder load; the same files as one process (needs twin[cluster])")
-    d.add_argument("--cluster", type=_dask_address, metavar="tcp://HOST:PORT",
-                   help="run the machine's parts (as --processes, one part per worker) on this Dask scheduler")
-    d.add_argument("--part-timeout", type=_part_timeout, default=None, metavar="SECONDS",
-                   help="with --processes or --cluster: a part silent this long (no heartbeat, or no answer to a "
-                        f"stop) counts as lost; the other parts' pools are saved, partial (default {PART_TIMEOUT_S:g})")
-
-
-def parted(args: argparse.Namespace) -> bool:
-    """Whether the run is partitioned (``--processes`` or ``--cluster``)."""
-    return getattr(args, "processes", None) is not None or getattr(args, "cluster", None) is not None
+    from twin.commands import parted_args
+    parted_args.add(d, "run the machine's independent pools (no merge joins a patch of one to a patch of another) "
+                       "on a local Dask cluster of N worker processes, grouped into N parts balanced by expected "
+                       "decoder load; the same files as one process (needs twin[cluster])",
+                    "run the machine's parts (as --processes, one part per worker) on this Dask scheduler",
+                    "the other parts' pools are saved, partial")
 
 
 def check_options(args: argparse.Namespace) -> None:
     """Refuse ``--processes`` with ``--cluster``, ``--part-timeout`` alone, and either without Dask (one line)."""
-    if args.processes is not None and args.cluster is not None:
-        raise UsageError(f"--processes {args.processes} and --cluster {args.cluster}: one or the other (a local "
-                         "cluster of N worker processes, or an existing scheduler's workers)")
-    if not parted(args):
-        if args.part_timeout is not None:
-            raise UsageError(f"--part-timeout {args.part_timeout:g}: times the parts of a partitioned machine run; "
-                             "needs --processes N or --cluster tcp://HOST:PORT")
-        return
-    from twin.engine.cluster import available
-    why = available()
-    if why:
-        raise UsageError(f"{_flag(args)}: {why}")
-
-
-def _flag(args: argparse.Namespace) -> str:
-    return f"--processes {args.processes}" if args.processes is not None else f"--cluster {args.cluster}"
+    from twin.commands.parted_args import flag_of, require_engine
+    flag = flag_of(args, "a partitioned machine run")
+    if flag is not None:
+        require_engine(flag)
 
 
 def part_label(part: MachinePart, names: list[str]) -> str:
@@ -109,10 +87,11 @@ def runner(args: argparse.Namespace, console: Console, describe: Callable[[str],
     the local cluster or the scheduler (:func:`twin.commands.run_parts._client_of`), the placement
     printed first; the :class:`twin.machine.parts.PartedMachine` appended to ``kept``; a lost part's
     line on stderr as soon as the run ends. Raises UsageError for no cluster or every part lost."""
+    from twin.commands.parted_args import flag_of
     from twin.commands.run_parts import _client_of, _cluster_size, _end_local_worker, started_line
     from twin.engine.cluster import PART_TIMEOUT_S
     from twin.machine.parts import PartsLost, run_machine_parts
-    flag = _flag(args)
+    flag = flag_of(args, "a partitioned machine run") or ""
 
     def run(m, cost, pools, seed):
         names = [p[0] for p in pools]
@@ -157,4 +136,4 @@ def finish(kept: list, doc: dict, folder, console: Console) -> int:
     return PART_LOST_EXIT
 
 
-__all__ = ["add_parted_options", "check_options", "parted", "runner", "finish", "placement_lines", "measured_lines"]
+__all__ = ["add_parted_options", "check_options", "runner", "finish", "placement_lines", "measured_lines"]

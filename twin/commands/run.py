@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 def register(sub) -> None:
     """Add ``run`` to the ``twin`` subcommands."""
-    from twin.engine.cluster import PART_TIMEOUT_S
     r = sub.add_parser("run", help="run a scenario (default: the bundled card_path_64b)")
     r.add_argument("scenario", nargs="?", type=_file_name, help=f"scenario YAML (default {DEFAULT_SCENARIO})")
     r.add_argument("--rounds", type=_run_rounds, help="rounds per consumer (default: the scenario's; e.g. 1e5, 3e6; "
@@ -67,15 +66,12 @@ def register(sub) -> None:
                         "results.json the same as unstreamed; rounds.parquet written batch by batch as the run "
                         "goes); needs --engine direct and --no-plot. "
                         f"Those runs over {STREAM_ABOVE:,} rounds stream in batches of {STREAM_BATCH:,} anyway")
-    r.add_argument("--processes", type=_processes, metavar="N",
-                   help="a mesh: run its independent components (flows sharing no lane, bridge, consumer or "
-                        "stream) on a local Dask cluster of N worker processes, grouped into N parts balanced by "
-                        "rounds; the same files as one process (needs twin[cluster])")
-    r.add_argument("--cluster", type=_dask_address, metavar="tcp://HOST:PORT",
-                   help="a mesh: run its parts (as --processes, one part per worker) on this Dask scheduler")
-    r.add_argument("--part-timeout", type=_part_timeout, default=None, metavar="SECONDS",
-                   help="with --processes or --cluster: a part silent this long (no heartbeat, or no answer to "
-                        f"a stop) counts as lost; the others' rounds are saved, partial (default {PART_TIMEOUT_S:g})")
+    from twin.commands import parted_args
+    parted_args.add(r, "a mesh: run its independent components (flows sharing no lane, bridge, consumer or stream) "
+                       "on a local Dask cluster of N worker processes, grouped into N parts balanced by rounds; the "
+                       "same files as one process (needs twin[cluster])",
+                    "a mesh: run its parts (as --processes, one part per worker) on this Dask scheduler",
+                    "the others' rounds are saved, partial")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     add_table(r)
     add_figure_format(r, "histograms")
@@ -85,29 +81,6 @@ def register(sub) -> None:
                    starts_itself=True)  # it ends its start-up itself (twin.startup.started)
 
 
-
-
-def _processes(text: str) -> int:
-    """``--processes``: worker processes, 1 to :data:`twin.commands.sweep.MAX_WORKERS`."""
-    from twin.commands.sweep import _workers
-    return _workers(text)
-
-
-def _dask_address(text: str) -> str:
-    """``--cluster``: a Dask scheduler's address, checked as ``twin sweep --cluster`` checks it."""
-    from twin.commands.sweep import _cluster
-    return _cluster(text)
-
-
-def _part_timeout(text: str) -> float:
-    """``--part-timeout``: seconds, a number from 0.5 to 3600."""
-    try:
-        v = float(text) if text.isascii() else float("nan")
-    except ValueError:
-        v = float("nan")
-    if not 0.5 <= v <= 3600:  # NaN fails too
-        raise argparse.ArgumentTypeError(f"seconds from 0.5 to 3600: {text!r}")
-    return v
 
 
 STREAM_ABOVE = 1_000_000
@@ -145,23 +118,14 @@ def _mesh_rounds(args: argparse.Namespace) -> None:
 def _parted_options(args: argparse.Namespace, path, mesh: bool) -> None:
     """Refuse ``--processes``, ``--cluster`` and ``--part-timeout`` where they would change nothing or
     cannot run (one line each): on a loop scenario, together, without Dask distributed."""
-    processes, cluster = getattr(args, "processes", None), getattr(args, "cluster", None)
-    if processes is not None and cluster is not None:
-        raise UsageError(f"--processes {processes} and --cluster {cluster}: one or the other (a local cluster of N "
-                         "worker processes, or an existing scheduler's workers)")
-    flag = f"--processes {processes}" if processes is not None else f"--cluster {cluster}" if cluster else None
+    from twin.commands.parted_args import flag_of, require_engine
+    flag = flag_of(args, "a partitioned mesh run")
     if flag is None:
-        if getattr(args, "part_timeout", None) is not None:
-            raise UsageError(f"--part-timeout {args.part_timeout:g}: times the parts of a partitioned mesh run; "
-                             "needs --processes N or --cluster tcp://HOST:PORT")
         return
     if not mesh:
         raise UsageError(f"{flag}: partitions a mesh's flows (a scenario with flows:); {path} is a loop scenario, "
                          "whose consumers run one after another in this process")
-    from twin.engine.cluster import available
-    why = available()
-    if why:
-        raise UsageError(f"{flag}: {why}")
+    require_engine(flag)
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:

@@ -31,11 +31,6 @@ PART_LOST_EXIT = 3
 parts' rounds are saved, partial."""
 
 
-def _parted(args: argparse.Namespace) -> bool:
-    """Whether the run is partitioned across processes (``--processes`` or ``--cluster``)."""
-    return getattr(args, "processes", None) is not None or getattr(args, "cluster", None) is not None
-
-
 def mesh_document(loaded, res: MeshResult, seed: int, requested: dict[int, int] | None = None) -> dict:
     """The results.json mapping of a mesh run (each flow's entry a
     :class:`twin.output.summary.MeshFlowSummary`); ``requested``: after a stop, the rounds each flow
@@ -89,7 +84,8 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
                   console=console, disable=args.quiet) as bar, build_status(phase_spinner(bar, console, args.quiet)):
         task = bar.add_task("replies (all flows)", total=None)
         progress = lambda d, t: bar.update(task, completed=d, total=t)  # noqa: E731
-        if _parted(args):  # a live node is refused there (its session is this process's)
+        from twin.commands.parted_args import parted as is_parted
+        if is_parted(args):  # a live node is refused there (its session is this process's)
             from twin.commands.run_parts import run_parted
             parted = run_parted(args, console, loaded, seed, progress, lambda text: bar.update(task, description=text),
                                 folder.out)
