@@ -246,27 +246,32 @@ def run_sweep(scenario_path: str | Path, axes: list[Axis], rounds: int | None = 
 
 def _run_on_cluster(cluster: str, scenario_path: str, points: list[dict], rounds, seed, results: dict,
                     progress) -> bool:
-    """On a Dask distributed scheduler at ``cluster``; a stop request cancels the rest."""
-    from distributed import Client
+    """On a Dask distributed scheduler at ``cluster`` (:func:`twin.engine.cluster.connect`: SweepError,
+    one line, where none answers); a stop request cancels the rest."""
+    from twin.engine.cluster import ClusterError, connect
+    try:
+        with connect(cluster) as client:
+            return _points_on(client, scenario_path, points, rounds, seed, results, progress)
+    except ClusterError as e:
+        raise SweepError(str(e)) from None
+
+
+def _points_on(client, scenario_path: str, points: list[dict], rounds, seed, results: dict, progress) -> bool:
+    """Every point as a task of ``client``'s cluster, results kept by index as they complete;
+    whether a stop request cancelled the rest."""
     from distributed import as_completed as dask_completed
     done = 0
-    try:
-        client = Client(cluster, timeout="20s")
-    except Exception as e:  # no scheduler there (OSError, TimeoutError), or a server that does not speak Dask
-        raise SweepError(f"--cluster {cluster}: cannot connect to a Dask scheduler there ({type(e).__name__}: "
-                         f"{(str(e).splitlines() or [''])[0][:160]})") from None
-    with client:
-        futs = {client.submit(run_point, scenario_path, p, rounds, seed, pure=False,
-                              key=f"twin-sweep-{i}-{point_seed(0, p)}"): i
-                for i, p in enumerate(points)}
-        for fut in dask_completed(list(futs)):
-            results[futs[fut]] = fut.result()
-            done += 1
-            if progress:
-                progress(done, len(points))
-            if take_stop():  # between points: the rest cancelled
-                client.cancel(list(futs))
-                return True
+    futs = {client.submit(run_point, scenario_path, p, rounds, seed, pure=False,
+                          key=f"twin-sweep-{i}-{point_seed(0, p)}"): i
+            for i, p in enumerate(points)}
+    for fut in dask_completed(list(futs)):
+        results[futs[fut]] = fut.result()
+        done += 1
+        if progress:
+            progress(done, len(points))
+        if take_stop():  # between points: the rest cancelled
+            client.cancel(list(futs))
+            return True
     return False
 
 
