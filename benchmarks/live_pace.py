@@ -2,7 +2,7 @@
 reply and the next request, live rounds per wall-second, and the gaps the live device sees on its
 own clock against the simulated ones.
 
-Points, all with the shm consumer process (qrt_dispatch_one, echo, 64 B classic) pinned to core 1
+Points, all with the shm consumer process (qrt_dispatch_one, echo, 64 B classic) pinned to core 1 (``--cores``)
 and the producer to core 0 where the machine has them:
 
 - ``back-to-back`` (the paced C loop alone, ``hw_bridge.paced.PacedFlow`` with every simulated delay
@@ -46,10 +46,14 @@ POINTS = [("gap 0 (live_cpu_shm)", {}, 200_000), ("gap 10 us", {"gap": "10 us"},
           ("random, exp. mean 100 us", {"gaps": {"distribution": "exponential", "mean": "100 us"}}, 8_000)]
 
 
+CORES: tuple[int, int] = (0, 1)
+"""(producer, consumer) cores asked for (``--cores``)."""
+
+
 def cores() -> tuple[int | None, int | None]:
-    """(producer, consumer) cores: 0 and 1 where this process may run on both, else unpinned."""
+    """(producer, consumer) cores: :data:`CORES` where this process may run on both, else unpinned."""
     ok = os.sched_getaffinity(0)
-    return (0, 1) if {0, 1} <= ok else (None, None)
+    return CORES if set(CORES) <= ok else (None, None)
 
 
 def back_to_back(n: int, pacing: Pacing) -> dict:
@@ -128,7 +132,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=float, default=1.0, help="rounds of every point x this")
     ap.add_argument("--spin-us", type=float, default=1000.0, help="bridge.spin: spin below, sleep above (µs)")
+    ap.add_argument("--cores", default="0,1", help="producer,consumer cores (default 0,1)")
     a = ap.parse_args(argv)
+    global CORES
+    try:
+        p, c = (int(x) for x in a.cores.split(","))
+    except ValueError:
+        raise SystemExit(f"live_pace: --cores takes two comma-separated integers, got {a.cores!r}") from None
+    CORES = (p, c)
     pacing = Pacing(spin_ns=int(a.spin_us * 1000))
     print(f"# live pace: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}, load average {os.getloadavg()[0]:.2f} at start; producer/consumer cores "
