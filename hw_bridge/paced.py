@@ -46,6 +46,7 @@ class Pacing:
     call_s: float = 0.05
 
 
+FOREVER = (1 << 63) - 1  # st[W["until"]] of a call with no wall-time bound
 STAMPS = 160  # the consumer's stamp ring (hb_shm_consumer.c HB_STAMPS): at most this many in flight
 
 
@@ -100,16 +101,19 @@ class PacedFlow:
         return int(self.st[W["late_rounds"]])
 
     def step(self, images: np.ndarray, lengths: np.ndarray, expect: np.ndarray, expect_len: np.ndarray,
-             replies: np.ndarray | None = None) -> int:
+             replies: np.ndarray | None = None, whole: bool = False) -> int:
         """Run rounds ``done ..`` (at most ``len(images)``, ``pacing.chunk`` and ``pacing.call_s`` of
-        wall time): ``images`` / ``expect`` (m, stride) uint8 request and expected reply slot images
+        wall time; ``whole``: all ``len(images)`` in this one call, with no chunk or wall-time bound,
+        ended early only by a timeout or :meth:`stop` from another thread): ``images`` / ``expect``
+        (m, stride) uint8 request and expected reply slot images
         of those rounds (sequence numbers done + 1 ..), ``lengths`` / ``expect_len`` (m,) their byte
         counts. With a window, requests may still be in flight when it returns (``sent`` > ``done``):
         the next call is given the images from ``done`` on as always (those in flight are not written
         again) and goes on with them; sends stop at the last image given. ``replies`` (None, or a
         C-contiguous (m, stride) uint8 array): row k gets the reply slot's bytes of round done + k as
         the producer saw them (the device's own answer). Returns
-        the rounds this call completed; raises :class:`LiveFailure` (``dead`` or ``hung``: the
+        the rounds this call completed (a stop, :meth:`stop`, ends it at a round boundary: fewer);
+        raises :class:`LiveFailure` (``dead`` or ``hung``: the
         endpoint's) when a reply did not come within the timeout, ValueError for a ``replies`` of
         another shape."""
         ep, st, lib = self.ep, self.st, self.ep._lib
@@ -123,9 +127,9 @@ class PacedFlow:
             raise ValueError(f"replies must be C-contiguous uint8 ({len(images)}, {images.shape[1]}), "
                              f"not {replies.dtype} {replies.shape}")
         st[W["stride"]] = images.shape[1]
-        st[W["chunk"]] = min(self.pacing.chunk, len(images))
+        st[W["chunk"]] = len(images) if whole else min(self.pacing.chunk, len(images))
         st[W["avail"]] = len(images)
-        st[W["until"]] = lib.hb_now_ns() + int(self.pacing.call_s * 1e9)
+        st[W["until"]] = FOREVER if whole else lib.hb_now_ns() + int(self.pacing.call_s * 1e9)
         before = self.done
         stop = getattr(ep, "_stop", None)
         r = lib.hb_paced(ep._req, ep._rep, self._stamps, st.ctypes.data, images.ctypes.data, lengths.ctypes.data,
@@ -140,9 +144,26 @@ class PacedFlow:
         ep.rounds = done
         if r < 0:
             raise LiveFailure("error", done + 1, "bad arguments to the paced loop (hb_paced)", ep.backend)
-        if st[W["status"]] in (TIMEOUT, STOPPED):
+        if st[W["status"]] == TIMEOUT:
             raise ep._batch_failure(done + 1)
         return done - before
+
+    def stop(self) -> bool:
+        """Ask a running :meth:`step` (on another thread) to end at the next round boundary: sets the
+        endpoint's stop word, which ``hb_paced`` reads between rounds (a reply already asked for is
+        still awaited, up to the timeout: a hung consumer is still named); the step returns. Returns
+        False where the endpoint has no stop word (the call then runs to its end or its timeout)."""
+        word = getattr(self.ep, "_stop", None)
+        if word is None:
+            return False
+        word.value = 1
+        return True
+
+    def clear_stop(self) -> None:
+        """Clear the endpoint's stop word (after a stopped step, before the session closes)."""
+        word = getattr(self.ep, "_stop", None)
+        if word is not None:
+            word.value = 0
 
     def lateness_ns(self) -> np.ndarray:
         """Per completed round: sent - planned (ns)."""

@@ -25,11 +25,13 @@ class CProducerEndpoint(LiveEndpoint):
     (the encoding's number) and ``_req`` / ``_rep`` (addresses of the request and reply queues,
     ``slots * slot_bytes`` each); it implements :meth:`_finish`, which turns the C result into a
     :class:`LiveReply` or a :class:`LiveFailure`. ``_t`` holds the round's two timestamps (ns) and
-    ``_nb`` the reply's byte count.
+    ``_nb`` the reply's byte count; ``_stop`` the stop word ``hb_paced`` reads between its waits (set
+    from another thread to end a running paced call: :meth:`hw_bridge.paced.PacedFlow.stop`).
     """
 
     def __init__(self, settings: BridgeSettings):
         super().__init__(settings)
+        self._stop = ctypes.c_uint32(0)
         self._t = (ctypes.c_int64 * 2)()
         self._nb = ctypes.c_uint32(0)
 

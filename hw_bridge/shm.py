@@ -18,7 +18,6 @@ Statistics (``close()``): ``served`` by the consumer, ``state``, ``exit`` (its e
 """
 from __future__ import annotations
 
-import ctypes
 import itertools
 import os
 import signal
@@ -73,7 +72,6 @@ class ShmEndpoint(CProducerEndpoint):
         self._mem: np.ndarray | None = None
         self.proc: subprocess.Popen | None = None
         self._affinity: set[int] | None = None
-        self._stop = ctypes.c_uint32(0)
         self._stamped = False
         self.freezes = 0
 

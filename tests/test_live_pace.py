@@ -228,3 +228,66 @@ def test_twin_run_paces_a_live_cuda_kernel(tmp_path):
     c = json.loads((out / "results.json").read_text())["consumers"][0]
     assert c["engine"] == "paced" and c["live"]["backend"] == "cuda" and c["live"]["pace"]["paced"] is True
     assert c["mismatches"] == 0
+
+
+def test_a_stop_from_another_thread_ends_a_whole_call_at_a_round_boundary():
+    """A whole-block call (no chunk, no wall-time bound) runs until the flow's end unless stopped: a
+    stop set from another thread ends it at a round boundary, every round before it whole and right,
+    the call returning (not raising) well before the flow's end; cleared, the flow goes on."""
+    import threading
+    import time
+    n = 400_000
+    at = np.full(n, 20_000_000, np.int64)  # closed loop, 20 µs after each reply: 8 s in all
+    at[0] = 0
+    ep = ShmEndpoint(BridgeSettings("shm", timeout_ns=2_000_000_000, **PINS))
+    ep.open(128, 8, "classic", stamps=True)
+    try:
+        img, ln = frames(n)
+        f = PacedFlow(ep, at, True)
+        threading.Timer(0.3, f.stop).start()
+        t = time.monotonic()
+        got = f.step(img, ln, img, ln, whole=True)
+        took = time.monotonic() - t
+        assert 0 < got == f.done < n and took < 4 and not f.bad[:got].any()
+        f.clear_stop()
+        d = f.done
+        more = f.step(img[d:d + 100], ln[d:d + 100], img[d:d + 100], ln[d:d + 100], whole=True)
+        assert more == 100 and not f.bad[:f.done].any()
+    finally:
+        ep.close()
+
+
+def test_twin_run_paces_a_block_in_one_call_and_a_stop_still_saves_the_rounds(tmp_path, capsys, monkeypatch):
+    """A live flow whose slot images fit a block runs in one C call (no Python between its rounds,
+    none every 16,384 rounds as before); a stop asked for while it runs (the signal handler's
+    request_stop) ends it at a round boundary within a fraction of a second, exit 130, the whole
+    rounds so far saved as partial (a 10 s flow stopped 0.3 s in)."""
+    import threading
+
+    from twin.engine import stop as engine_stop
+    calls = []
+    step = PacedFlow.step
+    stop_after: list[float] = []  # set: ask for a stop this long after the live flow starts
+
+    def counted(self, *a, **kw):
+        calls.append(kw.get("whole", False))
+        if stop_after:
+            threading.Timer(stop_after[0], engine_stop.request_stop).start()
+        return step(self, *a, **kw)
+    monkeypatch.setattr(PacedFlow, "step", counted)
+    bridge = {"backend": "shm", "timeout": "2 s", **PINS}
+    rc, err, doc, out = run(tmp_path, capsys, rounds=40_000, bridge=bridge)
+    assert rc == 0, err
+    assert doc["consumers"][0]["engine"] == "paced" and calls == [True]
+    calls.clear()
+    stop_after.append(0.3)
+    (tmp_path / "b").mkdir()
+    try:
+        rc, err, doc, out = run(tmp_path / "b", capsys, rounds=200_000, bridge=bridge,
+                                traffic={"mode": "closed_loop", "gap": "50 us"})
+    finally:
+        engine_stop.clear_stop()
+    assert rc == 130, err
+    assert calls == [True]
+    assert doc["partial"] is True and 0 < doc["consumers"][0]["rounds"] < 200_000
+    assert doc["consumers"][0]["mismatches"] == 0

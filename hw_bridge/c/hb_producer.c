@@ -166,7 +166,8 @@ HB_API int64_t hb_batch(uint8_t *req_base, uint8_t *rep_base, uint32_t slot_byte
    It returns to its caller after st[HB_P_CHUNK] rounds, after a round that ends past
    st[HB_P_UNTIL] (a wall-clock bound on one call, so the caller can look for a stop request between
    calls however slow the rounds), at the flow's end, on a timeout or when
-   *stop is non-zero: st[HB_P_DONE] is then the rounds completed, st[HB_P_STATUS] 0 (chunk or flow
+   *stop is non-zero (set by another thread; checked between rounds: the reply awaited is still
+   awaited, up to the timeout, and no new request is sent): st[HB_P_DONE] is then the rounds completed, st[HB_P_STATUS] 0 (chunk or flow
    done), 1 (a reply did not come within the timeout: round st[HB_P_DONE] is the one waiting),
    2 (stopped), -1 (bad argument). The caller calls again to go on (epoch and the last reply's
    instant are kept in st). */
@@ -272,13 +273,15 @@ static int64_t hb_paced_rounds(uint8_t *req_base, uint8_t *rep_base, const uint8
             st[HB_P_STATUS] = -1;
             return -1;
         }
-        r = hb_wait(rep_base + off, slot_bytes, enc, seq, t0 + st[HB_P_TIMEOUT], &t1, &got, stop);
+        /* a stop ends the flow at a round boundary: the reply sent for is still awaited (up to the
+           timeout, so a consumer that hangs is named as such), only no further request goes */
+        r = hb_wait(rep_base + off, slot_bytes, enc, seq, t0 + st[HB_P_TIMEOUT], &t1, &got, NULL);
         if (r < 0) {
             st[HB_P_STATUS] = -1;
             return -1;
         }
         if (r == 0) {
-            st[HB_P_STATUS] = stop && *stop ? 2 : 1;
+            st[HB_P_STATUS] = 1;
             return i - first;
         }
         planned_ns[i] = plan;
@@ -392,7 +395,10 @@ static int64_t hb_paced_window(uint8_t *req_base, uint8_t *rep_base, const uint8
     }
     while (st[HB_P_DONE] < chunk_end) {
         int64_t done = st[HB_P_DONE], i = st[HB_P_SENT], now, plan = 0;
-        int can = i < send_end && i - done < w;
+        int can;
+        if (stop && *stop && send_end > i) /* stopped: no new request; those in flight are awaited */
+            send_end = i;
+        can = i < send_end && i - done < w;
         if (can) {
             int64_t at = (r->at_ps[i] + 500) / 1000;
             if (i == 0 && st[HB_P_EPOCH] == 0)
@@ -426,10 +432,6 @@ static int64_t hb_paced_window(uint8_t *req_base, uint8_t *rep_base, const uint8
             }
             if (pr == 1 || now > r->sent_ns[done] + st[HB_P_TIMEOUT]) {
                 st[HB_P_STATUS] = 1;
-                return st[HB_P_DONE] - first;
-            }
-            if (stop && *stop) {
-                st[HB_P_STATUS] = 2;
                 return st[HB_P_DONE] - first;
             }
             if (can && now >= plan &&

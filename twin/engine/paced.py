@@ -26,6 +26,8 @@ A flow the paced loop does not run (:func:`paced_refusal`) stays on the round-by
 """
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import replace
 from typing import Callable
 
@@ -33,7 +35,7 @@ import numpy as np
 
 from twin.engine.hops import Hops
 from twin.engine.spec import LoopResult, LoopSpec
-from twin.engine.stop import Interrupted, take_stop
+from twin.engine.stop import Interrupted, stop_requested, take_stop
 from twin.exchange.encoding import get_encoding
 
 Progress = Callable[[int], None]
@@ -77,9 +79,10 @@ def run_paced(spec: LoopSpec, progress: Progress | None = None, chunk_rounds: in
     ``paced``. Per-round statistics besides the round-by-round path's (``service_ns``, ``idle_ns``,
     ``idle_target_ns``): ``lateness_ns``, ``planned_ns``, ``device_in_ns`` / ``device_out_ns`` (the
     consumer's own clock; -1 where it has none) and ``stats["live"]["pace"]`` (:func:`pace_summary`).
-    ``progress(n)`` and a stop request (:mod:`twin.engine.stop`) between calls of at most
-    ``chunk_rounds`` rounds (and 50 ms). Raises :class:`hw_bridge.contract.LiveFailure` (a dead,
-    hung or refused consumer) and :class:`Interrupted`, both with ``partial``: the whole rounds so far.
+    ``progress(n)`` and a stop request (:mod:`twin.engine.stop`) are taken while the C loop runs
+    (:func:`_drive`: a block of rounds per C call, at least ``chunk_rounds``). Raises
+    :class:`hw_bridge.contract.LiveFailure` (a dead, hung or refused consumer) and
+    :class:`Interrupted`, both with ``partial``: the whole rounds so far.
 
     frames: what the control side sends, an object with ``block(first, m)`` -> (request images,
     lengths, expected reply images, lengths) of rounds first .. first + m - 1 as :class:`_Frames`
@@ -148,14 +151,15 @@ def _plan(sim: LoopResult, closed: bool, stream: bool) -> np.ndarray:
 
 
 def _drive(flow, frames, chunk_rounds: int, progress: Progress | None, replies: list[bytes] | None, enc):
-    """Run ``flow`` to its end in blocks of ``chunk_rounds`` (``frames.block``; a windowed flow in one
-    block where it fits, :data:`BLOCK_BYTES`), with progress and stop requests between C calls;
-    ``replies`` (a list, or None) gets each completed round's reply payload (taken once the flow
-    ended: nothing but the C loop runs while it goes). Returns the exception that ended it early (a
+    """Run ``flow`` to its end in blocks (``frames.block``: the whole flow where its slot images fit
+    :data:`BLOCK_BYTES`, else as many rounds as fit, at least ``chunk_rounds``), each block in ONE C
+    call watched from this thread (:func:`_watched`: progress and a stop request while it runs), so no
+    Python runs between the rounds of a block; ``replies`` (a list, or None) gets each completed
+    round's reply payload (taken once the flow ended). Returns the exception that ended it early (a
     live failure or a stop), or None."""
     n = flow.n
-    # a window's requests stay in flight across calls, not across blocks: one block where it fits
-    block = n if flow.window > 1 and n * flow.ep.slot_bytes <= BLOCK_BYTES else chunk_rounds
+    # a window's requests stay in flight within a block, not across blocks
+    block = min(n, max(chunk_rounds, BLOCK_BYTES // max(1, flow.ep.slot_bytes)))
     kept: list[tuple[np.ndarray, int]] = []  # each block's reply images and its first round
     try:
         while flow.done < n:
@@ -167,11 +171,12 @@ def _drive(flow, frames, chunk_rounds: int, progress: Progress | None, replies: 
                 kept.append((rep, first))
             while flow.done < first + m:
                 d = flow.done - first
-                flow.step(img[d:], ln[d:], exp[d:], eln[d:], None if rep is None else rep[d:])
-                if flow.done < n and take_stop():
-                    raise Interrupted(f"at round {flow.done} of {n}")
-                if progress and (flow.done == first + m or block > chunk_rounds):
+                args = (img[d:], ln[d:], exp[d:], eln[d:], None if rep is None else rep[d:])
+                _watched(flow, functools.partial(flow.step, *args, whole=True), progress)
+                if progress:
                     progress(flow.done)
+            if flow.done < n and take_stop():
+                raise Interrupted(f"at round {flow.done} of {n}")
     except BaseException as e:  # a live failure or a stop: the rounds so far are kept
         return e
     finally:
@@ -179,6 +184,73 @@ def _drive(flow, frames, chunk_rounds: int, progress: Progress | None, replies: 
             if replies is not None:
                 replies.extend(_payloads(enc, rep[:max(0, min(len(rep), flow.done - first))]))
     return None
+
+
+WATCH_S = 0.05
+"""How often (s) the thread watching a running paced call shows progress and looks for a stop."""
+
+
+def _watched(flow, call: Callable[[], int], progress: Progress | None) -> None:
+    """Run ``call`` (one whole-block :meth:`PacedFlow.step`, a ctypes call that releases the GIL) on a
+    thread of its own while this thread, moved off the flow's pinned cores where it can be, shows
+    ``progress`` every :data:`WATCH_S` and passes a stop request (Ctrl-C, :func:`stop_requested`) to
+    the C loop through the endpoint's stop word: the loop ends at a round boundary, the reply it waits
+    for still awaited up to the timeout (a hung consumer is named as before). Raises what the call
+    raised (the stop request left for the command to report beside it), or :class:`Interrupted` (the
+    request taken) when the call ended early on it."""
+    import threading
+
+    out: list[BaseException] = []
+
+    def go() -> None:
+        try:
+            call()
+        except BaseException as e:  # raised on the watching thread below
+            out.append(e)
+
+    worker = threading.Thread(target=go, name="twin-paced", daemon=True)
+    worker.start()
+    restore = _off_pinned_cores(flow.ep)
+    asked = False
+    try:
+        while worker.is_alive():
+            worker.join(WATCH_S)
+            if not worker.is_alive():
+                break
+            if progress:
+                progress(flow.done)
+            if not asked and stop_requested():
+                asked = flow.stop()
+    finally:
+        if worker.is_alive():  # this thread is leaving (an exception here): the loop stops at a round
+            flow.stop()
+        worker.join()
+        flow.clear_stop()
+        if restore is not None:
+            os.sched_setaffinity(0, restore)
+    if out:
+        raise out[0]
+    if flow.done < flow.n and take_stop():
+        raise Interrupted(f"at round {flow.done} of {flow.n}")
+
+
+def _off_pinned_cores(ep) -> set[int] | None:
+    """Move this (watching) thread off endpoint ``ep``'s producer and consumer cores, onto the others
+    this process had before the endpoint pinned it (``ep._affinity``), so its wake-ups do not take the
+    spinning producer's core; returns the cores to restore, or None where it stayed (no affinity
+    calls, nothing pinned, or no other core)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    now = os.sched_getaffinity(0)
+    pinned = {c for c in (ep.settings.cpu, ep.settings.producer_cpu) if c is not None}
+    others = (getattr(ep, "_affinity", None) or now) - pinned
+    if not pinned or not others or now == others:
+        return None
+    try:
+        os.sched_setaffinity(0, others)
+    except OSError:
+        return None
+    return now
 
 
 def _payloads(enc, rep: np.ndarray) -> list[bytes]:
