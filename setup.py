@@ -64,8 +64,8 @@ class BuildRuntime(build_ext):
         cc = getattr(self.compiler, "compiler_so", None) or [None]
         if self.compiler.compiler_type == "unix":
             ext.extra_compile_args = ["-std=c11", "-O2", "-fno-strict-aliasing", *ext.extra_compile_args]
-            if ext.name == "twin.engine._core":
-                ext.extra_compile_args.append("-O3")
+            if ext.name == "twin.engine._core":  # its service arithmetic in double must be Python's: no FMA
+                ext.extra_compile_args.extend(["-O3", "-ffp-contract=off"])
             if cc[0] is None or shutil.which(cc[0]) is None:
                 raise SystemExit("error: twin needs a C compiler (gcc or clang) to build its runtime library: "
                                  f"{cc[0]!r} was not found (install gcc or clang, or set CC)")
@@ -94,6 +94,7 @@ setup(
             sources=[CORE_C, CORE_FN],
             depends=[CORE_H, CORE_LOOKUP],
             define_macros=[("TWIN_CORE_BUILD_ID", f'"{CORE_ID}"'), ("TWIN_CORE_PYMODULE", "1")],
+            libraries=["m"],  # expm1, log, rint of the consumer's service (core.c)
         ),
     ],
     cmdclass={"build_ext": BuildRuntime},

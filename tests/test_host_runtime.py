@@ -19,7 +19,7 @@ from twin.devices import LinkCardParams, TrafficParams, cpu_core, gpu_persistent
 from twin.devices.generator import Gaps
 from twin.devices.host_runtime import HostRuntime, read
 from twin.devices.service import IdleCost
-from twin.engine import LoopSpec, features, run_direct, run_event
+from twin.engine import LoopSpec, run_direct, run_event
 from twin.engine.direct import check_same
 from twin.engine.hops import budget, stage_times
 from twin.exchange.encoding import get_encoding
@@ -116,13 +116,6 @@ def test_same_seed_same_bytes_other_seed_other_draws():
     for k in a.hops.inner:
         assert a.hops.inner[k].tobytes() == b.hops.inner[k].tobytes()
     assert (a.rtt_ps - o.rtt_ps).any()
-
-
-def test_the_compiled_core_refuses_it_in_one_line():
-    c = replace(cpu_core(37 * NS, 80 * NS, 30 * NS, "per_piece"), host_runtime=_runtime(1))
-    why = features.refusal(_spec(c, TrafficParams(rounds=10)))
-    assert why == ("consumer.host_runtime = HostRuntime('synthetic.yaml', wake='block') is not computed by the "
-                   "compiled core")
 
 
 def test_the_measured_file_reads_per_wake_mode():

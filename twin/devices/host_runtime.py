@@ -23,8 +23,9 @@ uniform draw of stream ``<loop>.consumer.host_runtime``, one measured request of
 enqueue, wake and hand-back together (the stages' dependence kept), in integer ps (ns x 1000).
 The dispatcher does not poll again before it has published (one worker, one request at a time).
 Both engines call :meth:`HostRuntime.stages_ps` with the same draw and gap, so their instants are
-identical (``tests/test_host_runtime.py``); the compiled core does not compute it (it refuses the
-loop in one line, :func:`twin.engine.features.refusal`, and the Python engines run it).
+identical (``tests/test_host_runtime.py``); the compiled core computes it likewise, both its direct
+recurrence and its event core, from the same draws (:mod:`twin.engine.service_core`,
+``tests/test_core_service_extra.py``).
 """
 from __future__ import annotations
 

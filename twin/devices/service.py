@@ -1,7 +1,8 @@
 """What a consumer's response costs beyond its constant body: idling and a mixture of service modes.
 
 Both are per round and both loop engines compute them with these functions (the event model in
-:meth:`twin.devices.consumer.PollingConsumer._seen`, the direct engine inline), so their timestamps
+:meth:`twin.devices.consumer.PollingConsumer._seen`, the direct engine inline; the compiled core the same
+arithmetic in C: :mod:`twin.engine.service_core`), so their timestamps
 stay identical (``tests/test_duty_cycle.py``).
 
 - **Idle cost** (:class:`IdleCost`): the time the serving thread sat idle before a request -- the

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from twin.engine import features, native
+from twin.engine import features, native, service_core
 from twin.engine.core_interface import (
     FAULT_CORRUPT,
     FAULT_DROP,
@@ -182,6 +182,7 @@ class _World:
         self.bridges: dict = {}
         self.outs: list = []
         self.flow_lanes: list = []  # per flow its lane keys (lane_keys order)
+        self.services: list = []  # per flow its service table (twin.engine.service_core), or None
         rows = []
         for i in index:
             fl = topo.flows[i]
@@ -250,7 +251,11 @@ class _World:
                    lup=up[0] if up else -1, ldown=down[0] if down else -1, req_ser0=rser[0], req_ser1=rser[1],
                    req_tail0=rtail[0], req_tail1=rtail[1], rep_ser0=pser[0], rep_ser1=pser[1], rep_tail0=ptail[0],
                    rep_tail1=ptail[1], up_ser=useri[0], up_tail=usert[0], down_ser=downs[0], down_tail=downt[0],
-                   **_faults(spec, self.keep))
+                   **_faults(spec, self.keep), svc=0)
+        svc = service_core.pack(c, spec.seed, spec.stream, n)  # idle cost, modes, host runtime: per round
+        self.services.append(svc)
+        if svc is not None:
+            par["svc"] = svc.address
         table = np.zeros((len(FLOW_OUTS), n), np.int64)  # by column: the core writes column c at table[c]
         table[_HOPS] = -1  # a hop not reached: -1, as the reference's
         self.outs.append((table, np.ascontiguousarray(g, np.int64) if g is not None else None))
@@ -370,6 +375,7 @@ def _results(topo: Topology, worlds: list[_World], phases: dict, cut: int | None
         s["slot_wait_ps"] = a["slot_wait"][:c["issued"]]
         hops = Hops(**{k: a[k][:m] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")},
                     ready=a["issue"][:m] - a["slot_wait"][:m])
+        hops.inner = service_core.inner(w.services[j], hops.start, hops.reply)  # a host runtime's instants
         res = LoopResult(spec.name, "event", a["t_send"][:m], a["t_in"][:m], a["t_have"][:m], a["t_back"][:m],
                          a["ok"][:m].astype(bool), {"events": events, **s}, hops)
         if stopped:

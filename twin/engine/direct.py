@@ -19,10 +19,10 @@ from typing import Callable
 
 import numpy as np
 
-from twin.devices.host_runtime import INNER as HOST_INNER
 from twin.devices.host_runtime import STREAM as HOST_STREAM
-from twin.engine import features, native
+from twin.engine import features, native, service_core
 from twin.engine.hops import Hops
+from twin.engine.service_core import host_instants
 from twin.engine.spec import LoopResult, LoopSpec
 from twin.engine.stop import Interrupted, take_stop
 from twin.exchange.encoding import get_encoding
@@ -212,7 +212,10 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
                req_lat=req.wire.latency_ps, rep_lat=rep.wire.latency_ps, n_req=len(req_sizes),
                req_ser0=rser[0], req_ser1=rser[1], req_ser2=rser[2], req_ser3=rser[3], req_tail0=rtail[0],
                req_tail1=rtail[1], req_tail2=rtail[2], req_tail3=rtail[3], rep_ser0=pser[0], rep_ser1=pser[1],
-               rep_tail0=ptail[0], rep_tail1=ptail[1], has_gaps=int(g is not None), has_extra=int(extra_ps is not None))
+               rep_tail0=ptail[0], rep_tail1=ptail[1], has_gaps=int(g is not None), has_extra=int(extra_ps is not None),
+               svc=0)
+    svc = _service(spec, sink is not None)
+    par["svc"] = 0 if svc is None else svc.address
     p = np.array([par[k] for k in native.DIRECT_PARAMS], np.int64)
     st = np.zeros(len(native.DIRECT_STATE), np.int64)
     S = {k: i for i, k in enumerate(native.DIRECT_STATE)}
@@ -268,8 +271,19 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
     cut = {k: a[:done if sink is None else 0] for k, a in zip(native.DIRECT_OUTS, outs)}
     hops = Hops(**{k: cut[k] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")},
                 ready=cut["issue"])  # no round waits for a slot here (it refuses one that would)
+    hops.inner = service_core.inner(svc, hops.start, hops.reply)
     return (cut["t_send"], cut["t_in"], cut["t_have"], cut["t_back"], hops, stopped,
             {} if sink is None else {"rounds": done})
+
+
+def _service(spec, streamed: bool):
+    """The consumer's service table for the core (:func:`twin.engine.service_core.pack`: idle cost,
+    modes, host runtime, computed per round), or None. Raises DirectNotApplicable for a host runtime
+    in ``streamed`` rounds (its inner instants are not streamed)."""
+    svc = service_core.pack(spec.consumer, spec.seed, spec.stream, spec.traffic.rounds)
+    if streamed and svc is not None and svc.stages is not None:
+        raise DirectNotApplicable(f"loop {spec.name!r}: streamed rounds do not carry a host runtime's instants")
+    return svc
 
 
 ALIAS_BROKEN = -(1 << 63)
@@ -417,15 +431,6 @@ def _round_extra(spec, host: list[tuple[int, int, int]]) -> Callable[[int, int],
             x += hs[0] + hs[1] + hs[2]
         return x
     return extra
-
-
-def host_instants(start: np.ndarray, reply: np.ndarray, stages: np.ndarray) -> dict[str, np.ndarray]:
-    """A host runtime's instants per round (``Hops.inner``, :data:`twin.devices.host_runtime.INNER`)
-    from the thread's ``start``, its ``reply`` and the rounds' (enqueue, wake, hand-back) ``stages``
-    (int64 ps, shape (rounds, 3)): enqueued at start + enqueue, awake after the wake, decoded a
-    hand-back before the reply."""
-    enq = start + stages[:, 0]
-    return {HOST_INNER[0]: enq, HOST_INNER[1]: enq + stages[:, 1], HOST_INNER[2]: reply - stages[:, 2]}
 
 
 def _send_schedule(tr, clock, gaps: list[int] | None, t_back: np.ndarray):

@@ -4,10 +4,13 @@ the rest (the run then stays on the Python engines, never silently different).
 The gate is explicit and mechanical. :data:`COMPUTED` lists, for each parameter dataclass of a
 :class:`~twin.engine.spec.LoopSpec`, the fields the compiled core (twin/engine/c/core.c) computes.
 :func:`uncomputed` walks the spec's dataclasses: a field that is not listed and differs from its
-default (a behaviour added to a device after the core was written: an idle cost, a link kind, a
-program that waits on replies) is a reason, e.g. ``consumer.idle_ps = 5000 is not computed by the
-compiled core``. A field the core computes only for some values is checked by :func:`refusal`
-(faults, the function: :func:`function_refusals`, a drifting clock, ...). Node models say whether
+default (a behaviour added to a device after the core was written: a link kind, a program that
+waits on replies) is a reason, e.g. ``traffic.feedback = ... is not computed by the compiled core``.
+A consumer's idle cost, service modes, ``idle_mix`` and host runtime are computed
+(:mod:`twin.engine.service_core` packs them), as is its pre-processing per measurement (part of
+the constant body both core paths take from :meth:`ConsumerParams.pre_service_ps`). A field the
+core computes only for some values is checked by :func:`refusal` (faults, the function:
+:func:`function_refusals`, a drifting clock, ...). Node models say whether
 the core stands for them through the registry: ``"compiled"`` in their ``supports["engines"]``
 (:mod:`twin.nodes.models`).
 """
@@ -23,7 +26,8 @@ COMPUTED = {
     "LoopSpec": {"name", "card", "consumer", "traffic", "request_link", "reply_link", "jitter_ps", "aurora", "slots",
                  "seed", "faults", "function", "model", "slot_bytes", "card_model", "rtl", "bridge"},
     "ConsumerParams": {"kind", "poll_period_ps", "poll_cost_ps", "service_ps", "encoding", "read_ps", "piece_check_ps",
-                       "fence_ps", "poll_phase_ps"},
+                       "fence_ps", "poll_phase_ps", "preprocess_ps_per_measurement", "idle", "modes", "idle_mix",
+                       "host_runtime"},
     "LinkCardParams": {"clock_ps", "bridge_bits", "engine_land_ps", "reply_read_ps", "reply_send_ps",
                        "reply_poll_period_ps"},
     "TrafficParams": {"mode", "rounds", "frame_bytes", "period_ps", "clock", "clock_ps", "ppm", "gap_ps",

@@ -94,7 +94,8 @@ def core() -> ctypes.CDLL:
         from twin.runtime.native import build_shared
         try:
             path = str(build_shared("twin-core", "the engine's compiled core", want, [C_FILE, FUNCTIONS_C], [],
-                                    [f'-DTWIN_CORE_BUILD_ID="{want}"', "-O3"], CoreUnavailable))
+                                    [f'-DTWIN_CORE_BUILD_ID="{want}"', "-O3", "-ffp-contract=off"], CoreUnavailable,
+                                    libs=("-lm",)))
         except CoreUnavailable as e:
             _WHY = str(e).splitlines()[0]
             raise

@@ -165,12 +165,12 @@ def installed_library(module: str, id_symbol: str, want: str | None) -> str | No
 
 
 def build_shared(stem: str, what: str, build_id: str, sources: list[Path], include_dirs: list[Path],
-                 flags: list[str], error: type[Exception] = RuntimeError) -> Path:
+                 flags: list[str], error: type[Exception] = RuntimeError, libs: tuple[str, ...] = ()) -> Path:
     """Compile C11 ``sources`` into a shared object ``<stem>-<build_id>.so`` in the cache
     (``$TWIN_CACHE_DIR``, default ``~/.cache/twin``), once per build id, and return its path.
     ``what`` names the library in errors; ``error`` is raised (one message) when no compiler is
     found or the build fails. Used for the runtime library and the engine's compiled core
-    (:mod:`twin.engine.native`)."""
+    (:mod:`twin.engine.native`). ``libs``: linker arguments after the sources (``-lm``)."""
     cache = Path(os.environ.get("TWIN_CACHE_DIR") or Path.home() / ".cache" / "twin")
     target = cache / f"{stem}-{build_id}.so"
     if target.is_file():
@@ -183,7 +183,7 @@ def build_shared(stem: str, what: str, build_id: str, sources: list[Path], inclu
     fd, tmp = tempfile.mkstemp(prefix=f"{stem}-{build_id}-", suffix=".so", dir=cache)
     os.close(fd)
     cmd = [*cc, "-std=c11", "-O2", "-fPIC", "-shared", "-fno-strict-aliasing", "-Wall", *flags,
-           *(a for d in include_dirs for a in ("-I", str(d))), *map(str, sources), "-o", tmp]
+           *(a for d in include_dirs for a in ("-I", str(d))), *map(str, sources), *libs, "-o", tmp]
     try:
         res = subprocess.run(cmd, capture_output=True, text=True)
     except OSError as e:

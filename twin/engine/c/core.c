@@ -136,6 +136,105 @@ static int64_t heap_pop(int64_t *h, int64_t *n)
     return t;
 }
 
+/* ---- a consumer's service beyond its constant body (twin.engine.service_core; SV_*, IR_*, MR_*) -------------
+   Each function is the Python one's arithmetic, operation for operation in IEEE double (built with
+   -ffp-contract=off: no fused multiply-add), so the instants are the Python engines' to the picosecond. */
+#include <math.h>
+
+static inline const void *sv_ptr(const int64_t *sv, int k) { return (const void *)(intptr_t)sv[k]; }
+
+/* twin.devices.service.IdleCost.at: the extra service (ps, a double) after an idle gap */
+static double idle_at(const int64_t *r, int64_t gap)
+{
+    const int64_t g = gap > 0 ? gap : 0;
+    if (r[IR_KIND] == IDLE_SATURATING)
+        return (double)r[IR_COST] * -expm1(-((double)g / (double)r[IR_TAU]));
+    const int64_t *gp = (const int64_t *)(intptr_t)r[IR_GAPS], *cp = (const int64_t *)(intptr_t)r[IR_COSTS];
+    const int64_t np = r[IR_NPTS];
+    if (g <= gp[0])
+        return (double)cp[0];
+    for (int64_t k = 1; k < np; k++)
+        if (g <= gp[k]) {
+            double f = log((double)g / (double)gp[k - 1]) / log((double)gp[k] / (double)gp[k - 1]);
+            return (double)cp[k - 1] + f * (double)(cp[k] - cp[k - 1]);
+        }
+    return (double)cp[np - 1];
+}
+
+/* twin.devices.service.mix_fraction */
+static double mix_at(const int64_t *sv, int64_t gap)
+{
+    const int64_t np = sv[SV_N_MIX], *gp = sv_ptr(sv, SV_MIX_GAP);
+    const double *fp = sv_ptr(sv, SV_MIX_FRAC);
+    const int64_t g = gap > 1 ? gap : 1;
+    if (g <= gp[0])
+        return fp[0];
+    for (int64_t k = 1; k < np; k++)
+        if (g <= gp[k])
+            return fp[k - 1] + (fp[k] - fp[k - 1]) * log((double)g / (double)gp[k - 1]) /
+                                   log((double)gp[k] / (double)gp[k - 1]);
+    return fp[np - 1];
+}
+
+/* twin.devices.service.mode_extra_ps of round i's pick */
+static int64_t mode_extra(const int64_t *sv, int64_t i, int64_t gap)
+{
+    const int64_t k = ((const int64_t *)sv_ptr(sv, SV_PICK_K))[i];
+    if (k >= sv[SV_N_MODES])
+        return 0;
+    const double v = ((const double *)sv_ptr(sv, SV_PICK_V))[i];
+    const double f = sv[SV_N_MIX] ? mix_at(sv, gap) : 0.0;
+    const int64_t *m = (const int64_t *)sv_ptr(sv, SV_MODES) + k * MR_COUNT;
+    double off = (double)m[MR_OFFSET], wid = (double)m[MR_WIDTH];
+    if (f != 0.0 && m[MR_HAS_LONG]) {
+        off += f * ((double)m[MR_LONG_OFFSET] - off);
+        wid += f * ((double)m[MR_LONG_WIDTH] - wid);
+    }
+    return f == 0.0 ? (int64_t)(off + floor(v * wid)) : (int64_t)rint(off + v * wid);
+}
+
+/* twin.devices.host_runtime.HostRuntime.stages_ps of round i: (enqueue, wake, hand-back) into hs */
+static void host_stages(const int64_t *sv, int64_t i, int64_t gap, int64_t *hs)
+{
+    const double g = log((double)(gap > 1 ? gap : 1)), *li = sv_ptr(sv, SV_HR_LOGIDLE);
+    int64_t best = 0;
+    double d = fabs(li[0] - g);
+    for (int64_t k = 1; k < sv[SV_HR_N]; k++)
+        if (fabs(li[k] - g) < d) {
+            d = fabs(li[k] - g);
+            best = k;
+        }
+    const int64_t rows = ((const int64_t *)sv_ptr(sv, SV_HR_ROWS))[best];
+    int64_t j = (int64_t)(((const double *)sv_ptr(sv, SV_HR_U))[i] * (double)rows);
+    j = ((const int64_t *)sv_ptr(sv, SV_HR_FIRST))[best] + (j < rows - 1 ? j : rows - 1);
+    hs[0] = ((const int64_t *)sv_ptr(sv, SV_HR_ENQ))[j];
+    hs[1] = ((const int64_t *)sv_ptr(sv, SV_HR_WAKE))[j];
+    hs[2] = ((const int64_t *)sv_ptr(sv, SV_HR_HAND))[j];
+}
+
+/* twin.devices.consumer.ConsumerParams.round_extra_ps plus the host runtime's stages: round i's service beyond
+   the constant body (ps) after an idle gap (the thread free -> the poll that took the request); the stages
+   written to SV_STAGES (3 per round) */
+static int64_t service_extra(const int64_t *sv, int64_t i, int64_t gap)
+{
+    int64_t x = 0;
+    if (sv[SV_N_IDLE]) {
+        double s = 0.0;
+        const int64_t *rows = sv_ptr(sv, SV_IDLE);
+        for (int64_t k = 0; k < sv[SV_N_IDLE]; k++)
+            s += idle_at(rows + k * IR_COUNT, gap);
+        x = (int64_t)rint(s);
+    }
+    if (sv[SV_N_MODES])
+        x += mode_extra(sv, i, gap);
+    if (sv[SV_HR_N]) {
+        int64_t *hs = (int64_t *)(intptr_t)sv[SV_STAGES] + 3 * i;
+        host_stages(sv, i, gap, hs);
+        x += hs[0] + hs[1] + hs[2];
+    }
+    return x;
+}
+
 /* Run rounds st[S_I] .. end-1 of the direct recurrence. p: parameters (P_*); st: state (S_*),
    updated; heap: 2 * in_flight int64; have: slots int64 (the ring of t_have); req_jit: the
    request lane's jitter for these rounds (n_req per round, from index 0); rep_jit: the reply
@@ -179,6 +278,7 @@ int64_t twin_direct_run(const int64_t *p, int64_t *st, int64_t end, int64_t *hea
         gaps = NULL;
     if (!p[P_HAS_EXTRA])
         extra = NULL;
+    const int64_t *const svc = (const int64_t *)(intptr_t)p[P_SVC];
     lane_t req = {st[S_REQ_FREE], st[S_REQ_LAST], p[P_REQ_LAT], 0, 0, 0};
     lane_t rep = {st[S_REP_FREE], st[S_REP_LAST], p[P_REP_LAT], 0, 0, 0};
     int64_t ts = st[S_TS], back = st[S_BACK], tx_free = st[S_TX], rx_free = st[S_RX];
@@ -221,9 +321,8 @@ int64_t twin_direct_run(const int64_t *p, int64_t *st, int64_t end, int64_t *hea
         const int idle = land >= t_free_c; /* the thread was free: the poll that sees it takes it */
         int64_t t = idle ? land : t_free_c;
         const int64_t polled = ceil_grid(t, P, phase);
-        int64_t t2 = polled + cost + body;
-        if (extra != NULL)
-            t2 += extra[i];
+        const int64_t x = (svc != NULL ? service_extra(svc, i, polled - t_free_c) : 0) + (extra != NULL ? extra[i] : 0);
+        int64_t t2 = polled + cost + body + x;
         int64_t rland;
         if (per_piece) {
             rland = lane_plan(&rep, t2, rep_ser0, rep_tail0, rep_jit[j]);
@@ -238,7 +337,7 @@ int64_t twin_direct_run(const int64_t *p, int64_t *st, int64_t end, int64_t *hea
         reply_o[i] = t2;
         rland_o[i] = rland;
         seen_o[i] = (idle ? polled : ceil_grid(land, P, phase)) + cost;
-        start_o[i] = t2 - body - (extra != NULL ? extra[i] : 0);
+        start_o[i] = t2 - body - x;
         if (publish_o != NULL)
             publish_o[i] = per_piece ? t2 : t2 + fence;
         else if (!per_piece) {
@@ -1033,6 +1132,8 @@ static inline __attribute__((always_inline)) void step(world_t *w, uint8_t *scra
         OUT(f, FO_SEEN, seq) = land < 0 ? t : (seen < t ? seen : t);
         OUT(f, FO_START, seq) = at;
         int64_t t2 = at + p[FP_BODY];
+        if (p[FP_SVC]) /* its service varies: idle cost, modes, host runtime (th->free: before this request) */
+            t2 += service_extra((const int64_t *)(intptr_t)p[FP_SVC], seq - 1, at - cost - th->free);
         const uint8_t *rq = f->reqmem + base;
         int64_t function = rd16(rq + 4);
         int64_t len = decode(f, f->reqmem, base, scratch); /* the echo: the reply is the request's payload */
