@@ -1,6 +1,7 @@
-"""Idle priors per device class (twin/calibration/idle_prior.py): a CPU or GPU whose calibration says
-`idle: prior` takes its class's prior (none by default), back to back is unchanged, an FPGA is
-refused, and the fit reads fixed-gap points only."""
+"""Idle priors per device class (twin/calibration/idle_prior.py): a CPU or GPU takes its class's prior
+by default (or when its calibration says `idle: prior`), `idle: none` opts out, an unknown word is
+refused in one line naming file, key and value, back to back is unchanged, an FPGA asking for it is
+refused, a live stand-in from `--from-live` says `idle: none`, and the fit reads fixed-gap points only."""
 from __future__ import annotations
 
 import numpy as np
@@ -31,7 +32,8 @@ def _with_idle(ps: ParamSet, consumer: str, idle="prior") -> ParamSet:
 def test_bundled_device_at_1ms_pays_its_class_prior(consumer, kind):
     ps = load_params(bundled_path("calibrations/fitted/card_path.yaml"))
     open_1ms = TrafficParams(mode="open_loop", rounds=300, period_ps=PERIOD_PS)
-    with_prior, without = _rtt(_with_idle(ps, consumer), consumer, open_1ms), _rtt(ps, consumer, open_1ms)
+    with_prior, without = _rtt(ps, consumer, open_1ms), _rtt(_with_idle(ps, consumer, "none"), consumer, open_1ms)
+    assert np.array_equal(with_prior, _rtt(_with_idle(ps, consumer), consumer, open_1ms))  # the default is prior
     prior = bundled_priors().classes[kind]
     # the consumer idles the period less its own busy time (a few us): the prior's cost there, read
     # from the measured table (log-gap interpolation between its points)
@@ -56,18 +58,50 @@ def test_back_to_back_is_unchanged(consumer):
     assert np.array_equal(run_direct(forced).rtt_ps, run_direct(spec).rtt_ps)
 
 
-def test_no_prior_unless_asked_and_none_for_an_fpga():
+def test_the_prior_is_the_default_none_opts_out_and_an_fpga_has_none():
     ps = load_params(bundled_path("calibrations/fitted/card_path.yaml"))
-    assert not ps.consumers["epyc7282"].uses_idle_prior
-    spec = ps.loop_spec("epyc7282", TrafficParams(mode="open_loop", rounds=10, period_ps=PERIOD_PS), seed=1)
-    assert spec.consumer.idle == ()
-    asked = _with_idle(ps, "epyc7282").loop_spec("epyc7282", TrafficParams(mode="open_loop", rounds=10,
-                                                                          period_ps=PERIOD_PS), seed=1)
-    assert asked.consumer.idle and asked.consumer.idle[0].kind == "table"
+    open_1ms = TrafficParams(mode="open_loop", rounds=10, period_ps=PERIOD_PS)
+    assert ps.consumers["epyc7282"].idle is None and ps.consumers["epyc7282"].uses_idle_prior
+    spec = ps.loop_spec("epyc7282", open_1ms, seed=1)
+    assert spec.consumer.idle and spec.consumer.idle[0].kind == "table"
+    assert spec.consumer.idle == bundled_priors().classes["cpu"].costs()
+    assert _with_idle(ps, "epyc7282", "none").loop_spec("epyc7282", open_1ms, seed=1).consumer.idle == ()
     fpgas = [n for n, c in ps.consumers.items() if c.kind == "fpga"]
-    if fpgas:
-        with pytest.raises(Exception, match="idle"):
-            _with_idle(ps, fpgas[0])
+    assert fpgas
+    assert not ps.consumers[fpgas[0]].uses_idle_prior
+    assert ps.loop_spec(fpgas[0], open_1ms, seed=1).consumer.idle == ()
+    assert _with_idle(ps, fpgas[0], "none").loop_spec(fpgas[0], open_1ms, seed=1).consumer.idle == ()
+    with pytest.raises(Exception, match="idle"):
+        _with_idle(ps, fpgas[0])
+
+
+def test_an_unknown_idle_word_is_refused_in_one_line(tmp_path):
+    import yaml
+    doc = yaml.safe_load(bundled_path("calibrations/fitted/card_path.yaml").read_text())
+    doc["consumers"]["mi210"]["idle"] = "sometimes"
+    f = tmp_path / "set.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError) as e:
+        load_params(f)
+    msg = str(e.value)
+    assert "\n" not in msg and str(f) in msg and "consumers.mi210.idle" in msg and "sometimes" in msg
+
+
+def test_live_stand_ins_from_live_fits_opt_out():
+    """Every bundled set written by `twin calibrate --from-live` says `idle: none` for its stand-in (or has
+    its own idle): its measured service already paid the live device's idling."""
+    import glob
+    seen = 0
+    for f in sorted(glob.glob(str(bundled_path("calibrations/fitted") / "*.yaml"))):
+        with open(f) as fh:
+            if "--from-live" not in fh.readline():
+                continue
+        ps = load_params(f)
+        for name, c in ps.consumers.items():
+            if name.endswith("_fitted"):
+                seen += 1
+                assert c.idle == "none" or isinstance(c.idle, list), (f, name, c.idle)
+    assert seen >= 10
 
 
 def _source(tmp_path, name, points):

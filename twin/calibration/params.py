@@ -267,8 +267,10 @@ class ConsumerModel(_Strict):
     x reply payload bytes and ``function_ns[<function name>]`` (fitted from several live runs by
     ``twin calibrate --from-live``). ``idle`` (what idling costs), ``service_modes`` and
     ``idle_mix`` (how far the modes move to their long-idle blocks after a gap) vary it per round
-    (:mod:`twin.devices.service`); ``idle: prior`` takes the device class's measured idle prior
-    (:mod:`twin.calibration.idle_prior`). All default to nothing: the service is constant."""
+    (:mod:`twin.devices.service`). ``idle`` unset: a cpu or gpu takes its device class's measured idle
+    prior (:mod:`twin.calibration.idle_prior`), as ``idle: prior`` says explicitly; ``idle: none``
+    opts out (a live stand-in whose measured service already paid its idling: the ``--from-live``
+    fitter writes it); an fpga has none. ``service_modes`` and ``idle_mix`` default to nothing."""
 
     kind: Literal["cpu", "gpu", "fpga"]
     device: str = ""
@@ -289,15 +291,16 @@ class ConsumerModel(_Strict):
     service_per_frame_byte_ns: float = Field(0.0, ge=0)
     service_per_reply_byte_ns: float = Field(0.0, ge=0)
     function_ns: dict[str, float] = {}
-    idle: list[IdleModel] | Literal["prior"] = []  # "prior": the class's idle prior (uses_idle_prior)
+    idle: list[IdleModel] | Literal["prior", "none"] | None = None  # None, "prior": the class's prior (uses_idle_prior)
     service_modes: list[ModeModel] = []
     idle_mix: list[tuple[float, float]] = []
 
     @field_validator("idle", mode="before")
     @classmethod
     def _idle_form(cls, v):
-        if isinstance(v, str) and v != "prior":
-            raise ValueError("idle: 'prior' (the device class's measured idle prior) or a list of mechanisms")
+        if isinstance(v, str) and v not in ("prior", "none"):
+            raise ValueError("idle: 'prior' (the device class's measured idle prior, the default for a cpu or gpu), "
+                             "'none' (no idle cost) or a list of mechanisms")
         return v
 
     @field_validator("idle_mix")
@@ -335,7 +338,7 @@ class ConsumerModel(_Strict):
                     raise Located((key,), getattr(self, key), "FPGA logic answers in its own memory, in one stage")
             for key in ("service_per_frame_byte_ns", "service_per_reply_byte_ns", "function_ns", "idle",
                         "service_modes", "idle_mix"):
-                if getattr(self, key):
+                if getattr(self, key) and getattr(self, key) != "none":  # idle: none says what an fpga has
                     v = getattr(self, key)  # as the file wrote it, not the models' repr
                     v = [m.model_dump(exclude_defaults=True) if isinstance(m, BaseModel) else m for m in v] \
                         if isinstance(v, list) else v
@@ -351,8 +354,9 @@ class ConsumerModel(_Strict):
     @property
     def uses_idle_prior(self) -> bool:
         """Whether the consumer takes its class's idle prior (:mod:`twin.calibration.idle_prior`): a cpu
-        or gpu whose entry says ``idle: prior`` (an fpga is refused at load: no prior is measured)."""
-        return self.kind in ("cpu", "gpu") and self.idle == "prior"
+        or gpu whose entry leaves ``idle`` unset (the default) or says ``idle: prior`` (an fpga that
+        says ``prior`` is refused at load: no prior is measured); not with ``idle: none`` or its own list."""
+        return self.kind in ("cpu", "gpu") and self.idle in (None, "prior")
 
     def service_total_ns(self, frame_bytes: int = 0, reply: int = 0, function: str = "echo") -> float:
         """The constant service time (ns) for one request: ``service_ns`` plus the per-byte and

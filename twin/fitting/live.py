@@ -131,7 +131,9 @@ def idle_gaps_ps(res, cost_ps: int) -> np.ndarray:
 def _live_set(base: ParamSet, device: str, node: str, encoding: str, v: dict[str, float],
               set_name: str = "", extra: dict | None = None) -> ParamSet:
     """``base`` plus ``<node>_fitted_host`` and ``<node>_fitted`` with the fitted values ``v``
-    (poll_period_ns, service_ns, jitter_ns) and ``extra`` consumer keys (service terms, idle, modes)."""
+    (poll_period_ns, service_ns, jitter_ns) and ``extra`` consumer keys (service terms, idle, modes);
+    without an ``idle`` of its own the stand-in says ``idle: none`` (its measured service already paid
+    what idling cost the live device: the class prior would count it twice)."""
     data = base.model_dump()
     dev = data["consumers"][device]
     host = dict(data["hosts"][dev["host"]])
@@ -143,7 +145,10 @@ def _live_set(base: ParamSet, device: str, node: str, encoding: str, v: dict[str
     data["hosts"][hname] = host
     c = {"kind": dev["kind"], "device": f"{node}: live device, fitted", "host": hname, "path": dev["path"],
          "encoding": encoding, "poll_period_ns": round(v["poll_period_ns"], 3), "service_ns": round(v["service_ns"], 3),
-         "piece_check_ns": 0.0, "fence_ns": 0.0}
+         "piece_check_ns": 0.0, "fence_ns": 0.0,
+         # the live service measured is what the device paid, idling included: no class prior on top (a
+         # Python-paced run idles tens of us a round); an idle of the fit's own (extra) replaces it
+         "idle": "none"}
     if dev["kind"] == "cpu":
         c["poll_cost_ns"] = 0.0
     elif dev["kind"] == "fpga":

@@ -274,9 +274,11 @@ _CONSUMER = {
                                        "formation on the receiving GPU", "host pre-processing per raw measurement "
                                        "(payload bit) before the function: detector formation",
                                        "calibration consumers.<name>.preprocess_ns_per_measurement"),
-    "idle": P("ps", "default none (no cost); fitted from live duty-cycle runs by `twin calibrate --from-live` "
-              "(docs/calibration.md)", "what idling costs: extra service per mechanism as a function of the idle gap "
-              "(saturating cost * (1 - exp(-gap/tau)), or a log-gap table)", "calibration consumers.<name>.idle"),
+    "idle": P("ps", "default for a cpu or gpu: its device class's idle prior (calibrations/priors/idle.yaml, fitted "
+              "from the H200 host's and the H200's live duty-cycle runs; `idle: none` opts out), none for an fpga; "
+              "a live stand-in's own from `twin calibrate --from-live` (docs/calibration.md)",
+              "what idling costs: extra service per mechanism as a function of the idle gap (saturating cost * "
+              "(1 - exp(-gap/tau)), or a log-gap table)", "calibration consumers.<name>.idle"),
     "modes": P("ps", "default none; fitted from a live run's histogram (docs/calibration.md)",
                "extra modes of the service time: weight, offset, uniform width (a second mode, a tail)",
                "calibration consumers.<name>.service_modes"),
