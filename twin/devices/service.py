@@ -96,8 +96,15 @@ class ServiceMode:
 
 
 def idle_ps(idle: tuple[IdleCost, ...], gap_ps: int) -> int:
-    """The idle cost of every mechanism together after ``gap_ps`` of idling, rounded to whole ps."""
-    return int(round(sum(m.at(gap_ps) for m in idle))) if idle else 0
+    """The idle cost of every mechanism together after ``gap_ps`` of idling, rounded to whole ps (the
+    mechanisms added left to right in double, as the compiled core adds them: not ``sum``, whose
+    compensated float sum since Python 3.12 rounds otherwise)."""
+    if not idle:
+        return 0
+    s = 0.0
+    for m in idle:
+        s += m.at(gap_ps)
+    return int(round(s))
 
 
 def _picks(modes: tuple[ServiceMode, ...], seed: int, stream: str, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -126,6 +133,15 @@ def mode_draws(modes: tuple[ServiceMode, ...], seed: int, stream: str, n: int) -
     off = np.array([m.offset_ps for m in modes] + [0], np.int64)
     wid = np.array([m.width_ps for m in modes] + [0], np.float64)
     return off[k] + np.floor(v * wid[k]).astype(np.int64)
+
+
+def mode_pick_arrays(modes: tuple[ServiceMode, ...], seed: int, stream: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`mode_picks` as two arrays of ``n``: the mode (int64; ``len(modes)`` the main mode) and the
+    uniform draw (float64) of each round (the compiled core's tables: :mod:`twin.engine.service_core`)."""
+    if not modes:
+        return np.zeros(n, np.int64), np.zeros(n, np.float64)
+    k, v = _picks(modes, seed, stream, n)
+    return k.astype(np.int64, copy=False), np.ascontiguousarray(v, np.float64)
 
 
 def mode_picks(modes: tuple[ServiceMode, ...], seed: int, stream: str, n: int) -> list[tuple[int, float]]:

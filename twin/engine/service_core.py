@@ -8,7 +8,7 @@ and :meth:`twin.devices.host_runtime.HostRuntime.stages_ps` do, operation for op
 double (the core is compiled with ``-ffp-contract=off``: no fused multiply-add), so its instants are
 the Python engines' to the picosecond. The random draws are not made in C: the modes' picks and the
 host runtime's uniforms come from the same streams and functions the Python engines use
-(:func:`twin.devices.service.mode_picks`, :meth:`HostRuntime.draws`), one per round, and are passed
+(:func:`twin.devices.service.mode_pick_arrays`, :meth:`HostRuntime.draws`), one per round, and are passed
 as arrays (16 B a round with modes, 8 B with a host runtime).
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ import numpy as np
 
 from twin.devices.host_runtime import INNER as HOST_INNER
 from twin.devices.host_runtime import STREAM as HOST_STREAM
+from twin.devices.service import mode_pick_arrays
 from twin.engine.core_interface import IDLE_ROW, IDLE_SATURATING, IDLE_TABLE, MODE_ROW, SERVICE_PARAMS
 
 _KIND = {"saturating": IDLE_SATURATING, "table": IDLE_TABLE}
@@ -76,10 +77,8 @@ def pack(consumer, seed: int, stream, n: int) -> Service | None:
         rows = [[m.offset_ps, m.width_ps, int(m.long_offset_ps is not None), m.long_offset_ps or 0,
                  m.long_width_ps or 0] for m in consumer.modes]
         assert len(rows[0]) == len(MODE_ROW)
-        picks = consumer.mode_picks(seed, stream("consumer.modes"), n)
-        sv.update(n_modes=len(rows), modes=addr(np.array(rows, np.int64).reshape(-1)),
-                  pick_k=addr(np.array([k for k, _ in picks], np.int64)),
-                  pick_v=addr(np.array([v for _, v in picks], np.float64)))
+        k, v = mode_pick_arrays(consumer.modes, seed, stream("consumer.modes"), n)
+        sv.update(n_modes=len(rows), modes=addr(np.array(rows, np.int64).reshape(-1)), pick_k=addr(k), pick_v=addr(v))
     if consumer.idle_mix:
         sv.update(n_mix=len(consumer.idle_mix),
                   mix_gap=addr(np.array([g for g, _ in consumer.idle_mix], np.int64)),
