@@ -174,3 +174,23 @@ def test_the_core_runs_every_service_term_without_falling_back():
     got = compiled.run(topo)[0]
     assert set(np.asarray(got.hops.inner["hr_awake"]) - np.asarray(got.hops.inner["hr_enqueued"])) == {2 * US}
     assert D.run_direct(spec).hops.inner is not None
+
+
+def test_a_streamed_run_draws_its_modes_batch_by_batch_and_gets_the_same_rounds():
+    """A streamed run (constant memory) draws the modes' picks per batch: the same rounds as a run kept whole."""
+    _core_or_skip()
+    c = replace(gpu_persistent_kernel(600 * NS, 100 * NS, "per_piece", 800 * NS),
+                idle=(IdleCost("x", "saturating", US, 30 * US),), modes=(ServiceMode(0.3, US, 2 * US, 5 * US, US),),
+                idle_mix=((5 * US, 0.0), (200 * US, 1.0)))
+    spec = _spec(c, TrafficParams(rounds=5_000, frame_bytes=64, gaps=Gaps("exponential", 40 * US)), 20_000, 11)
+    whole = D.run_direct(spec)
+    got: dict[str, list] = {}
+    D.run_direct(spec, chunk_rounds=777, sink=lambda i, cols: [got.setdefault(k, []).append(v.copy())
+                                                               for k, v in cols.items()])
+    assert np.array_equal(np.concatenate(got["t_back"]), whole.t_back)
+    for f in ("start", "reply", "publish"):
+        assert np.array_equal(np.concatenate(got[f]), getattr(whole.hops, f))
+    assert len(set((whole.hops.reply - whole.hops.start).tolist())) > 100  # the service varied
+    hr = HostRuntime("synthetic.yaml", "spin", (3 * US,), (np.array([NS]),), (np.array([NS]),), (np.array([NS]),))
+    with pytest.raises(D.DirectNotApplicable, match="host runtime"):
+        D.run_direct(replace(spec, consumer=replace(c, host_runtime=hr)), sink=lambda i, cols: None)

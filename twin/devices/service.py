@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -107,19 +108,31 @@ def idle_ps(idle: tuple[IdleCost, ...], gap_ps: int) -> int:
     return int(round(s))
 
 
-def _picks(modes: tuple[ServiceMode, ...], seed: int, stream: str, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(mode index per round, ``len(modes)`` for the main mode; uniform draw in [0, 1) per round)."""
+def pick_blocks(modes: tuple[ServiceMode, ...], seed: int,
+                stream: str) -> Callable[[int], tuple[np.ndarray, np.ndarray]]:
+    """``next(m)``: the picks of the next ``m`` rounds from stream ``stream`` of ``seed`` as (mode index per
+    round, int64, ``len(modes)`` for the main mode; uniform draw in [0, 1) per round, float64); blocks
+    taken one after another are the rounds of one run, whatever their sizes (a streamed run draws its
+    batches so). Raises ValueError when the weights sum to more than 1."""
     w = np.array([m.weight for m in modes])
     if w.sum() > 1 + 1e-9:
         raise ValueError(f"service modes' weights sum to {w.sum():g}: must be <= 1 (the rest is the main mode)")
     rng = stream_rng(seed, stream)
-    # two draws per round, round by round: round i's pick does not depend on how many rounds the
-    # run has (the event model's check over the first rounds draws the same picks as the whole run)
-    u, v = rng.random((n, 2)).T
     cum = np.cumsum(w)
     if cum[-1] > 1 - 1e-9:  # the modes are the whole distribution (a quantile table): no main mode left
         cum[-1] = 1.0
-    return np.searchsorted(cum, u, side="right"), v
+
+    def take(m: int) -> tuple[np.ndarray, np.ndarray]:
+        # two draws per round, round by round: round i's pick does not depend on how many rounds the
+        # run has (the event model's check over the first rounds draws the same picks as the whole run)
+        u, v = rng.random((m, 2)).T
+        return np.searchsorted(cum, u, side="right").astype(np.int64), np.ascontiguousarray(v)
+    return take
+
+
+def _picks(modes: tuple[ServiceMode, ...], seed: int, stream: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(mode index per round, ``len(modes)`` for the main mode; uniform draw in [0, 1) per round)."""
+    return pick_blocks(modes, seed, stream)(n)
 
 
 def mode_draws(modes: tuple[ServiceMode, ...], seed: int, stream: str, n: int) -> np.ndarray:
@@ -140,8 +153,7 @@ def mode_pick_arrays(modes: tuple[ServiceMode, ...], seed: int, stream: str, n: 
     uniform draw (float64) of each round (the compiled core's tables: :mod:`twin.engine.service_core`)."""
     if not modes:
         return np.zeros(n, np.int64), np.zeros(n, np.float64)
-    k, v = _picks(modes, seed, stream, n)
-    return k.astype(np.int64, copy=False), np.ascontiguousarray(v, np.float64)
+    return _picks(modes, seed, stream, n)
 
 
 def mode_picks(modes: tuple[ServiceMode, ...], seed: int, stream: str, n: int) -> list[tuple[int, float]]:

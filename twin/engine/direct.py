@@ -251,8 +251,9 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
         end = min(n, done + chunk_rounds)
         rj = np.ascontiguousarray(ja.array((end - done) * nr))
         pj = np.ascontiguousarray(jb.array((end - done) * np_))
-        if sink is not None:  # round i lands at block column i - done
+        if sink is not None:  # round i lands at block column i - done; its modes' picks drawn for the batch
             addrs[:] = np.where(base != 0, base - 8 * done, 0)
+            service_core.window(svc, done, end)
         rc = lib.twin_direct_run(pp, pst, end, pheap, phave, native.ptr(rj), native.ptr(pj), pgaps, pextra, pouts)
         if rc == ALIAS_BROKEN:
             raise AssertionError(f"loop {spec.name!r}: a column kept as another differs (direct._aliases)")
@@ -278,9 +279,10 @@ def _rounds_compiled(spec, req, rep, req_sizes, rep_sizes, per_piece, phase, bod
 
 def _service(spec, streamed: bool):
     """The consumer's service table for the core (:func:`twin.engine.service_core.pack`: idle cost,
-    modes, host runtime, computed per round), or None. Raises DirectNotApplicable for a host runtime
-    in ``streamed`` rounds (its inner instants are not streamed)."""
-    svc = service_core.pack(spec.consumer, spec.seed, spec.stream, spec.traffic.rounds)
+    modes, host runtime, computed per round; ``streamed``: the modes drawn batch by batch), or None.
+    Raises DirectNotApplicable for a host runtime in ``streamed`` rounds (its inner instants are not
+    streamed)."""
+    svc = service_core.pack(spec.consumer, spec.seed, spec.stream, spec.traffic.rounds, streamed)
     if streamed and svc is not None and svc.stages is not None:
         raise DirectNotApplicable(f"loop {spec.name!r}: streamed rounds do not carry a host runtime's instants")
     return svc

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
 from twin.devices.host_runtime import INNER as HOST_INNER
 from twin.devices.host_runtime import STREAM as HOST_STREAM
-from twin.devices.service import mode_pick_arrays
+from twin.devices.service import mode_pick_arrays, pick_blocks
 from twin.engine.core_interface import IDLE_ROW, IDLE_SATURATING, IDLE_TABLE, MODE_ROW, SERVICE_PARAMS
 
 _KIND = {"saturating": IDLE_SATURATING, "table": IDLE_TABLE}
@@ -36,11 +37,26 @@ class Service:
     table: np.ndarray
     stages: np.ndarray | None
     keep: list = field(default_factory=list)
+    draw: Callable[[int], tuple[np.ndarray, np.ndarray]] | None = None
+    """A streamed run's modes: the next rounds' picks (:meth:`window` draws them batch by batch)."""
+    _window: tuple = ()
 
     @property
     def address(self) -> int:
         """The table's address (the core's ``P_SVC`` / ``FP_SVC``)."""
         return int(self.table.ctypes.data)
+
+    def window(self, start: int, end: int) -> None:
+        """Before the core computes rounds ``start`` .. ``end - 1`` of a streamed run: draw their modes'
+        picks (the next rounds of the stream: batches are called in order) and point the table at them
+        (the core reads round i at the address + 8 i: moved back by ``start``). Nothing to do for a run
+        packed whole."""
+        if self.draw is None:
+            return
+        k, v = self.draw(end - start)
+        self._window = (k, v)  # alive while the core reads them
+        self.table[SERVICE_PARAMS.index("pick_k")] = k.ctypes.data - 8 * start
+        self.table[SERVICE_PARAMS.index("pick_v")] = v.ctypes.data - 8 * start
 
 
 def varies(consumer) -> bool:
@@ -49,11 +65,12 @@ def varies(consumer) -> bool:
     return bool(consumer.varies or consumer.host_runtime is not None)
 
 
-def pack(consumer, seed: int, stream, n: int) -> Service | None:
+def pack(consumer, seed: int, stream, n: int, streamed: bool = False) -> Service | None:
     """The service table of ``consumer`` for a run of ``n`` rounds of seed ``seed``; ``stream(name)``
     names a random stream of the loop (:meth:`twin.engine.spec.LoopSpec.stream`). None when its
-    service does not vary (:func:`varies`). Raises ValueError as :func:`twin.devices.service.mode_picks`
-    does (weights summing to more than 1)."""
+    service does not vary (:func:`varies`). ``streamed``: the modes' picks are drawn batch by batch
+    (:meth:`Service.window`), so memory does not grow with the run. Raises ValueError as
+    :func:`twin.devices.service.mode_picks` does (weights summing to more than 1)."""
     if not varies(consumer):
         return None
     keep: list = []
@@ -64,6 +81,7 @@ def pack(consumer, seed: int, stream, n: int) -> Service | None:
         return int(a.ctypes.data) if len(a) else 0
 
     sv = dict.fromkeys(SERVICE_PARAMS, 0)
+    draw = None
     if consumer.idle:
         rows = []
         for m in consumer.idle:
@@ -77,8 +95,12 @@ def pack(consumer, seed: int, stream, n: int) -> Service | None:
         rows = [[m.offset_ps, m.width_ps, int(m.long_offset_ps is not None), m.long_offset_ps or 0,
                  m.long_width_ps or 0] for m in consumer.modes]
         assert len(rows[0]) == len(MODE_ROW)
-        k, v = mode_pick_arrays(consumer.modes, seed, stream("consumer.modes"), n)
-        sv.update(n_modes=len(rows), modes=addr(np.array(rows, np.int64).reshape(-1)), pick_k=addr(k), pick_v=addr(v))
+        sv.update(n_modes=len(rows), modes=addr(np.array(rows, np.int64).reshape(-1)))
+        if streamed:
+            draw = pick_blocks(consumer.modes, seed, stream("consumer.modes"))
+        else:
+            k, v = mode_pick_arrays(consumer.modes, seed, stream("consumer.modes"), n)
+            sv.update(pick_k=addr(k), pick_v=addr(v))
     if consumer.idle_mix:
         sv.update(n_mix=len(consumer.idle_mix),
                   mix_gap=addr(np.array([g for g, _ in consumer.idle_mix], np.int64)),
@@ -98,7 +120,7 @@ def pack(consumer, seed: int, stream, n: int) -> Service | None:
                   hr_u=addr(np.asarray(hr.draws(seed, stream(HOST_STREAM), n), np.float64)),
                   stages=int(stages.ctypes.data) if n else 0)
     table = np.array([sv[k] for k in SERVICE_PARAMS], np.int64)
-    return Service(table, stages, keep)
+    return Service(table, stages, keep, draw)
 
 
 def host_instants(start: np.ndarray, reply: np.ndarray, stages: np.ndarray) -> dict[str, np.ndarray]:
@@ -116,3 +138,9 @@ def inner(svc: Service | None, start: np.ndarray, reply: np.ndarray) -> dict[str
     if svc is None or svc.stages is None:
         return None
     return host_instants(start, reply, svc.stages[:len(start)])
+
+
+def window(svc: Service | None, start: int, end: int) -> None:
+    """:meth:`Service.window` of ``svc`` (nothing without one)."""
+    if svc is not None:
+        svc.window(start, end)
