@@ -106,10 +106,31 @@ def load_run_scenario(run: LiveRun, given: bool = False):
         return load_scenario(run.scenario)
 
 
+def as_measured(res, in_flight: int | None):
+    """``res`` (a :class:`twin.engine.spec.LoopResult` of one consumer) as a live flow with
+    ``in_flight`` requests in flight at most measures it. 1 (the paced loop of ``twin run``): a
+    request that lands while the consumer still serves the one before is, live, written only when
+    that reply is seen, and its round trip runs from then (``twin.engine.paced``: the flow's
+    ``t_send``/``t_in`` follow the instant the request was written); so round ``k``'s ``t_send`` and
+    ``t_in`` move by ``max(0, publish[k-1] - land[k])`` (ps). The consumer's own instants (hops) are
+    unchanged: a single server takes request ``k`` after publishing ``k - 1`` either way, so the idle
+    gaps the device had, and the service drawn after them, are the same. None: ``res`` unchanged."""
+    from dataclasses import replace
+    h = res.hops
+    if in_flight != 1 or h is None or len(h.land) < 2:
+        return res
+    wait = np.zeros(len(h.land), np.int64)
+    wait[1:] = np.maximum(0, np.asarray(h.publish[:-1], np.int64) - np.asarray(h.land[1:], np.int64))
+    if not wait.any():
+        return res
+    return replace(res, t_send=res.t_send + wait, t_in=res.t_in + wait)
+
+
 def simulate_run(ps: ParamSet, consumer: str, run: LiveRun, rounds: int, seed: int):
     """The direct engine's loop result for ``consumer`` of ``ps`` standing where ``run``'s live node
     stood: the run's scenario (slots, traffic and its gaps, control), frame bytes, function and
-    encoding, over ``rounds`` rounds at ``seed``."""
+    encoding, over ``rounds`` rounds at ``seed``, with as many requests in flight as the run had
+    (:attr:`LiveRun.in_flight`, :func:`as_measured`)."""
     from dataclasses import replace
 
     from twin.runtime.functions import lookup
@@ -118,7 +139,8 @@ def simulate_run(ps: ParamSet, consumer: str, run: LiveRun, rounds: int, seed: i
     fid = lookup(run.function).id
     spec = flow_spec(ps, consumer, traffic, seed, slots=sc.slots, encoding=run.encoding,
                      external_control=sc.external_control(), function=fid)
-    return run_direct(spec, reply_bytes=None if fid == 0 else reply_bytes(fid, run.frame_bytes))
+    res = run_direct(spec, reply_bytes=None if fid == 0 else reply_bytes(fid, run.frame_bytes))
+    return as_measured(res, run.in_flight)
 
 
 def idle_gaps_ps(res, cost_ps: int) -> np.ndarray:

@@ -57,6 +57,16 @@ class LiveRun:
                 for p in self.passes]
 
     @property
+    def in_flight(self) -> int | None:
+        """The requests the live flow had in flight at most, where the run says: 1 for a flow on the
+        paced C loop (``live.pace.paced``; ``twin run`` keeps one in flight there, docs/live.md "At the
+        loop's pace": an open-loop request whose instant passes while the previous reply is awaited is
+        written when that reply is seen, its round trip measured from then); None otherwise (the
+        round-by-round path: the simulated card's slots)."""
+        pace = (self.summary.get("live") or {}).get("pace") or {}
+        return 1 if pace.get("paced") else None
+
+    @property
     def clean_rtt_ps(self) -> np.ndarray:
         """The round trips without the stalled rounds (the device's own distribution)."""
         if len(self.stalls.mask) != len(self.rtt_ps):

@@ -371,7 +371,8 @@ def pooled_summary(doc0: dict, s0: dict, arrays: dict, passes: list[dict], docs:
     ``live.idle.measured`` (the passes' first rounds, which had no previous reply, left out),
     ``live.stalled``/``clean``/``level`` (:func:`stall_summary` on the pooled rounds: the level's
     blocks then span passes), ``live.mismatch_rounds`` (1-based rounds of the pooled series),
-    ``live.error`` (the first pass's that has one, with its ``pass``) and ``live.passes`` (each
+    ``live.error`` (the first pass's that has one, with its ``pass``), ``live.pace`` where every pass ran
+    on the paced loop (``paced``, ``closed``, ``late_rounds`` summed) and ``live.passes`` (each
     pass's folder, pass, position, rounds and clean round-trip p50 in ns). What needs more than the
     rounds (the ``sim`` model beside, the latency budget, the slowest round's stages, the seed of the
     whole) is not carried: each pass's own results.json has it."""
@@ -398,6 +399,10 @@ def pooled_summary(doc0: dict, s0: dict, arrays: dict, passes: list[dict], docs:
     errors = [{**x["live"]["error"], "pass": p["pass"]} for p, x in zip(passes, summaries)
               if x.get("live", {}).get("error")]
     live["error"] = errors[0] if errors else None
+    paces = [x.get("live", {}).get("pace") or {} for x in summaries]
+    if paces and all(p.get("paced") for p in paces):  # on the paced loop: one request in flight (twin run's)
+        live["pace"] = {"paced": True, "closed": paces[0].get("closed"),
+                        "late_rounds": int(sum(p.get("late_rounds", 0) for p in paces))}
     live.update(stall_summary(svc, rtt))
     st = find_live_stalls(svc, rtt)
     keep = ~st.mask if len(st.mask) == len(rtt) else np.ones(len(rtt), bool)
