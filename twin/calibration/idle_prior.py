@@ -20,13 +20,20 @@ cannot pace below its own time per round) is refused, one line naming it. Point 
 
 A point's cost is the median of its service minus the median of its source's reference point
 (ns); the class table is, per fixed gap, the median over sources (the gap: the median of their
-measured idle p50), negative costs clipped to 0. How a prior carries to another member of its
+measured idle p50), negative costs clipped to 0. A point's ``widen`` is its service's p10..p90
+spread over the reference point's (the same source), the class's the median over sources, at least
+1: after a long idle the shm consumer's whole distribution widens, not only its median (H200 host,
+2026-12-03, calibrations/measured/live/h200_host_shm_duty_paced: p10..p90 213 ns back to back, 667 ns
+after 1 ms, 1,723 ns after 10 ms), which a cost added to every round cannot carry; a stand-in with
+a measured service distribution widens it about its median by that factor
+(:func:`twin.fitting.live._prior_terms`). How a prior carries to another member of its
 class (:func:`class_idle`): the same table, gaps and costs in absolute ns -- an assumption
 (docs/calibration.md, "Idle priors").
 """
 from __future__ import annotations
 
 import functools
+import math
 import re
 from typing import Literal
 
@@ -64,10 +71,14 @@ class PriorSpec(Strict):
 
 class ClassPrior(Strict):
     """One device class's idle prior: ``table`` ([[gap_ns, cost_ns], ...], gaps increasing, the first
-    ``[zero_below_ns, 0]``), its sources, protocol, the fitted-on ``points`` (per fixed gap: gap, cost,
-    each source's cost, spreads), the ``held_out`` random-gap points, ``carry`` and ``notes``."""
+    ``[zero_below_ns, 0]``), ``widen`` ([[gap_ns, factor], ...], the same gaps, the first
+    ``[zero_below_ns, 1]``: how much wider the service's p10..p90 spread is after that gap than the
+    reference point's, the median over sources, at least 1; empty in a file fitted before it), its
+    sources, protocol, the fitted-on ``points`` (per fixed gap: gap, cost, widen, each source's
+    cost, spreads), the ``held_out`` random-gap points, ``carry`` and ``notes``."""
 
     table: list[tuple[float, float]]
+    widen: list[tuple[float, float]] = []  # [[gap_ns, factor], ...]: the service's spread after a gap (fitted)
     zero_below_ns: float
     reference: str
     sources: list[str]
@@ -93,6 +104,18 @@ class ClassPrior(Strict):
         g0 = max(gap0_ns, self.zero_below_ns)
         c0 = self.at_ns(g0)
         return [(round(g0, 3), 0.0)] + [(g, round(max(0.0, c - c0), 3)) for g, c in self.table if g > g0]
+
+
+    def widen_at(self, gap_ns: float) -> float:
+        """The ``widen`` factor after ``gap_ns`` of idling: log-gap interpolation between the points,
+        flat beyond the ends (as the cost table); 1 without points."""
+        pts = self.widen
+        if not pts or gap_ns <= pts[0][0]:
+            return float(pts[0][1]) if pts else 1.0
+        for (g0, w0), (g1, w1) in zip(pts, pts[1:]):
+            if gap_ns <= g1:
+                return w0 + (w1 - w0) * math.log(gap_ns / g0) / math.log(g1 / g0)
+        return float(pts[-1][1])
 
 
 class IdlePriors(Strict):

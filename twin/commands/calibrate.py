@@ -231,12 +231,14 @@ def cmd_idle_priors(args: argparse.Namespace, console: Console) -> int:
     write_file(out, "# Written by `twin calibrate --idle-priors`; do not edit by hand.\n"
                + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=110))
     for kind, c in priors.classes.items():
-        console.print(f"{kind}: idle cost table (gap ns, cost ns) {c.table}", soft_wrap=True)
+        console.print(f"{kind}: idle cost table (gap ns, cost ns) {c.table}; widen (gap ns, p10..p90 factor) "
+                      f"{c.widen}", soft_wrap=True)
         for role, rows in (("fit", c.points), ("held out", c.held_out)):
             for r in rows:
                 spread = "" if r["spread_ns"] is None else f", spread across sources {r['spread_ns']:.1f} ns"
                 console.print(f"  {role:8s} {r['point']:13s} gap {r['gap_ns'] / 1e3:10.3f} µs  cost "
-                              f"{r['cost_ns']:+8.1f} ns ({len(r['per_source'])} source(s){spread})")
+                              f"{r['cost_ns']:+8.1f} ns  widen x{r['widen']:.2f} ({len(r['per_source'])} source(s)"
+                              f"{spread})")
         for n in c.notes:
             console.print(f"  note: {n}", soft_wrap=True)
     console.print(f"wrote {out}")

@@ -56,6 +56,12 @@ def _med(x: np.ndarray) -> float:
     return float(np.median(np.asarray(x, np.float64)))
 
 
+def _spread(x: np.ndarray) -> float:
+    """The p10..p90 spread of a point's service (ns): what ``widen`` compares."""
+    q10, q90 = np.quantile(np.asarray(x, np.float64), [0.1, 0.9])
+    return float(q90 - q10)
+
+
 def _pass_spread(p: dict[str, np.ndarray], ref_ns: float) -> float | None:
     """The spread (ns, highest minus lowest) of a point's per-pass service p50 (None: one pass)."""
     if "pass_index" not in p:
@@ -93,13 +99,15 @@ def _source_rows(folder: Path, spec: ClassSpec) -> list[dict]:
                           f"idled longer than zero_below_ns ({spec.zero_below_ns / 1e3:g} µs): the host could not "
                           "pace back to back, so this source cannot anchor cost 0 (use a paced sweep)")
     ref_svc = _med(ref["service_ns"])
+    ref_spread = _spread(ref["service_ns"])
     rows = []
     for name, p in pts.items():
         kind, _ = gap_of(name) or ("", 0.0)
         idle = p["idle_ns"][p["idle_ns"] >= 0]
         rows.append({"point": name, "kind": kind, "idle_p50_ns": round(_med(idle), 1),
                      "service_p50_ns": round(_med(p["service_ns"]), 1),
-                     "cost_ns": round(_med(p["service_ns"]) - ref_svc, 1), "rounds": int(len(p["service_ns"])),
+                     "cost_ns": round(_med(p["service_ns"]) - ref_svc, 1),
+                     "widen": round(_spread(p["service_ns"]) / max(ref_spread, 1.0), 3), "rounds": int(len(p["service_ns"])),
                      "pass_spread_ns": _pass_spread(p, ref_svc)})
     return rows
 
@@ -118,8 +126,9 @@ def _combine(per_source: dict[str, list[dict]], spec: ClassSpec) -> tuple[list[d
         costs = [r["cost_ns"] for r in rows.values()]
         row = {"point": n, "gap_ns": round(_med(np.array([r["idle_p50_ns"] for r in rows.values()])), 1),
                "cost_ns": round(_med(np.array(costs)), 1),
+               "widen": round(_med(np.array([r["widen"] for r in rows.values()])), 3),
                "spread_ns": round(max(costs) - min(costs), 1) if len(costs) > 1 else None,
-               "per_source": {s: {k: r[k] for k in ("idle_p50_ns", "service_p50_ns", "cost_ns", "rounds",
+               "per_source": {s: {k: r[k] for k in ("idle_p50_ns", "service_p50_ns", "cost_ns", "widen", "rounds",
                                                      "pass_spread_ns")} for s, r in rows.items()}}
         (held if rows[next(iter(rows))]["kind"] == "random" else fixed).append(row)
         if key != ref_key and row in fixed and row["gap_ns"] <= spec.zero_below_ns * 1.05:
@@ -145,6 +154,7 @@ def fit_class(spec: ClassSpec, base: Path, spec_path: Path | None = None, key: s
     fixed, held, notes = _combine(per_source, spec)
     notes = unmatched + notes
     table = [(float(spec.zero_below_ns), 0.0)]
+    widen = [(float(spec.zero_below_ns), 1.0)]
     ref_key = _point_key(spec.reference)
     for r in fixed:
         beyond = r["gap_ns"] > spec.zero_below_ns * 1.05 and r["gap_ns"] > table[-1][0]
@@ -152,7 +162,8 @@ def fit_class(spec: ClassSpec, base: Path, spec_path: Path | None = None, key: s
             if r["cost_ns"] < 0:
                 notes.append(f"{r['point']}: measured {r['cost_ns']:+.1f} ns, clipped to 0")
             table.append((r["gap_ns"], max(0.0, r["cost_ns"])))
-    return ClassPrior(table=table, zero_below_ns=spec.zero_below_ns, reference=spec.reference,
+            widen.append((r["gap_ns"], max(1.0, r["widen"])))
+    return ClassPrior(table=table, widen=widen, zero_below_ns=spec.zero_below_ns, reference=spec.reference,
                       sources=list(per_source), protocol=spec.protocol, carry=spec.carry, points=fixed,
                       held_out=held, notes=notes)
 

@@ -427,6 +427,46 @@ def _prior_terms(extra: dict, path: Path, kind: str, runs: list[LiveRun], short:
     extra["idle"] = [{"mechanism": f"{kind} class idle prior re-based at {g0 / 1e3:.1f} µs", "table": table,
                       "source": f"prior: {path} (classes.{kind}; not fitted to these runs)"}]
     notes.append(f"idle: the {kind} class prior of {path}, re-based at the runs' idle gap {g0 / 1e3:.1f} µs: {table}")
+    if "service_modes" in extra:
+        _prior_widen(extra, prior, g0, notes)
+
+
+def _table_median(table: list[dict]) -> float:
+    """The median (ns above the floor) of a service quantile table (blocks of ``weight``, ``offset_ns``,
+    ``width_ns``; a uniform draw in each)."""
+    cum = 0.0
+    total = sum(m["weight"] for m in table)
+    for m in table:
+        if cum + m["weight"] >= total / 2:
+            return m["offset_ns"] + m["width_ns"] * (total / 2 - cum) / max(m["weight"], 1e-12)
+        cum += m["weight"]
+    return table[-1]["offset_ns"] + table[-1]["width_ns"]
+
+
+def _prior_widen(extra: dict, prior, g0: float, notes: list[str]) -> None:
+    """The prior's ``widen`` on a stand-in's measured service table (``extra["service_modes"]``, fitted
+    after ``g0`` ns of idling): each block's long-idle form is the block spread about the table's median
+    by ``W = widen(last gap) / widen(g0)`` (edges ``m + W (e - m)``, none below the floor), and
+    ``idle_mix`` takes a round ``(widen(gap) / widen(g0) - 1) / (W - 1)`` of the way there, so the
+    spread after a gap is the prior's and the median stays where the prior's cost puts it. Nothing is
+    added where the prior has no widen past ``g0`` (a file fitted before it, or a class that does not
+    widen)."""
+    pts = [(g, w) for g, w in prior.widen if g > g0]
+    w0 = prior.widen_at(g0)
+    big = pts[-1][1] / w0 if pts else 1.0
+    if big <= 1.0 + 1e-6:
+        return
+    table = extra["service_modes"]
+    m = _table_median(table)
+    edges = [b["offset_ns"] for b in table] + [table[-1]["offset_ns"] + table[-1]["width_ns"]]
+    wide = [max(0.0, m + big * (e - m)) for e in edges]
+    extra["service_modes"] = [{**b, "long_offset_ns": round(wide[k], 3), "long_width_ns": round(wide[k + 1] - wide[k], 3)}
+                              for k, b in enumerate(table)]
+    mix = [(round(max(g0, 1.0), 3), 0.0)] + [(round(g, 3), round(float(np.clip((w / w0 - 1) / (big - 1), 0, 1)), 4))
+                                             for g, w in pts]
+    extra["idle_mix"] = mix
+    notes.append(f"widen: the prior's service spread after a gap, re-based at {g0 / 1e3:.1f} µs (x{big:.2f} at "
+                 f"{pts[-1][0] / 1e3:g} µs), as the table's long-idle blocks about its median; idle mix {mix}")
 
 
 def _free_parameters(table_shape: bool, ref: LiveRun, values: dict, extra: dict, modes: list,
