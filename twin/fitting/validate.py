@@ -72,3 +72,35 @@ def validate(cal: str | Path, runs: list, consumer: str | None = None, scenario:
         if progress:
             progress(i + 1, len(loaded))
     return out
+
+
+P50_GOAL_PCT = 3.0  # issue 30's acceptance for a held-out live run: p50 within 3 % ...
+W1_GOAL_PCT = 2.0  # ... and W1 at most 2 % of the measured p50
+
+
+def heldout_rows(cal: str | Path, runs: list, seed: int = 7, progress=None) -> list[dict]:
+    """The held-out table of calibration ``cal`` on live ``runs`` (:func:`validate`, seed ``seed``):
+    per run its folder's name, measured and predicted card-boundary p50 (ns), p50 error (%), W1 (% of
+    the measured p50) and whether each meets :data:`P50_GOAL_PCT` / :data:`W1_GOAL_PCT`. Every row is
+    a prediction: the caller passes runs ``cal`` was not fitted on (its ``fitted.validated_on``)."""
+    rows = []
+    for v in validate(cal, runs, seed=seed, progress=progress):
+        c = v.comparison
+        err = c.error_pct("p50")
+        rows.append({"run": v.run.path.name, "p50_measured_ns": round(c.p50_ns, 1),
+                     "p50_predicted_ns": round(c.rows[0][2], 1), "p50_error_pct": round(err, 2),
+                     "w1_pct": round(c.w1_pct, 2), "p50_met": abs(err) <= P50_GOAL_PCT,
+                     "w1_met": c.w1_pct <= W1_GOAL_PCT})
+    return rows
+
+
+def heldout_markdown(tables: dict[str, list[dict]]) -> str:
+    """``tables`` (device label -> :func:`heldout_rows`) as one markdown table (µs, %, met or not)."""
+    out = ["| device | held-out run | p50 measured → predicted | p50 error | W1/p50 | p50 ≤ 3 % | W1 ≤ 2 % |",
+           "|---|---|---|---:|---:|---|---|"]
+    for device, rows in tables.items():
+        for r in rows:
+            out.append(f"| {device} | {r['run']} | {r['p50_measured_ns'] / 1e3:.3f} → {r['p50_predicted_ns'] / 1e3:.3f} µs "
+                       f"| {r['p50_error_pct']:+.2f} % | {r['w1_pct']:.2f} % | {'met' if r['p50_met'] else 'not met'} "
+                       f"| {'met' if r['w1_met'] else 'not met'} |")
+    return "\n".join(out)
