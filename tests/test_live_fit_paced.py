@@ -84,8 +84,8 @@ def test_the_prior_widens_a_service_table_about_its_median():
     prior = bundled_priors().classes["cpu"]
     assert prior.widen and prior.widen[0] == (prior.zero_below_ns, 1.0)
     assert all(w >= 1.0 for _, w in prior.widen) and prior.widen_at(1e6) > prior.widen_at(1e5) > 1.0
-    table = [{"weight": 0.25, "offset_ns": 0.0, "width_ns": 40.0}, {"weight": 0.25, "offset_ns": 40.0, "width_ns": 20.0},
-             {"weight": 0.25, "offset_ns": 60.0, "width_ns": 20.0}, {"weight": 0.25, "offset_ns": 80.0, "width_ns": 120.0}]
+    table = [{"weight": 0.25, "offset_ns": o, "width_ns": w} for o, w in ((0.0, 40.0), (40.0, 20.0), (60.0, 20.0),
+                                                                           (80.0, 120.0))]
     extra, notes = {"service_modes": [dict(b) for b in table]}, []
     _prior_widen(extra, prior, 2_000.0, notes)
     big = prior.widen[-1][1] / prior.widen_at(2_000.0)

@@ -107,7 +107,8 @@ def _source_rows(folder: Path, spec: ClassSpec) -> list[dict]:
         rows.append({"point": name, "kind": kind, "idle_p50_ns": round(_med(idle), 1),
                      "service_p50_ns": round(_med(p["service_ns"]), 1),
                      "cost_ns": round(_med(p["service_ns"]) - ref_svc, 1),
-                     "widen": round(_spread(p["service_ns"]) / max(ref_spread, 1.0), 3), "rounds": int(len(p["service_ns"])),
+                     "widen": round(_spread(p["service_ns"]) / max(ref_spread, 1.0), 3),
+                     "rounds": int(len(p["service_ns"])),
                      "pass_spread_ns": _pass_spread(p, ref_svc)})
     return rows
 

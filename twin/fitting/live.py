@@ -460,10 +460,10 @@ def _prior_widen(extra: dict, prior, g0: float, notes: list[str]) -> None:
     m = _table_median(table)
     edges = [b["offset_ns"] for b in table] + [table[-1]["offset_ns"] + table[-1]["width_ns"]]
     wide = [max(0.0, m + big * (e - m)) for e in edges]
-    extra["service_modes"] = [{**b, "long_offset_ns": round(wide[k], 3), "long_width_ns": round(wide[k + 1] - wide[k], 3)}
-                              for k, b in enumerate(table)]
-    mix = [(round(max(g0, 1.0), 3), 0.0)] + [(round(g, 3), round(float(np.clip((w / w0 - 1) / (big - 1), 0, 1)), 4))
-                                             for g, w in pts]
+    extra["service_modes"] = [{**b, "long_offset_ns": round(wide[k], 3),
+                               "long_width_ns": round(wide[k + 1] - wide[k], 3)} for k, b in enumerate(table)]
+    mix = [(round(max(g0, 1.0), 3), 0.0)]
+    mix += [(round(g, 3), round(float(np.clip((w / w0 - 1) / (big - 1), 0, 1)), 4)) for g, w in pts]
     extra["idle_mix"] = mix
     notes.append(f"widen: the prior's service spread after a gap, re-based at {g0 / 1e3:.1f} µs (x{big:.2f} at "
                  f"{pts[-1][0] / 1e3:g} µs), as the table's long-idle blocks about its median; idle mix {mix}")

@@ -100,7 +100,7 @@ def heldout_markdown(tables: dict[str, list[dict]]) -> str:
            "|---|---|---|---:|---:|---|---|"]
     for device, rows in tables.items():
         for r in rows:
-            out.append(f"| {device} | {r['run']} | {r['p50_measured_ns'] / 1e3:.3f} → {r['p50_predicted_ns'] / 1e3:.3f} µs "
-                       f"| {r['p50_error_pct']:+.2f} % | {r['w1_pct']:.2f} % | {'met' if r['p50_met'] else 'not met'} "
-                       f"| {'met' if r['w1_met'] else 'not met'} |")
+            p50 = f"{r['p50_measured_ns'] / 1e3:.3f} → {r['p50_predicted_ns'] / 1e3:.3f} µs"
+            out.append(f"| {device} | {r['run']} | {p50} | {r['p50_error_pct']:+.2f} % | {r['w1_pct']:.2f} % "
+                       f"| {'met' if r['p50_met'] else 'not met'} | {'met' if r['w1_met'] else 'not met'} |")
     return "\n".join(out)
