@@ -29,7 +29,9 @@ prediction at each run's median idle gap, log-gap interpolated; the gap the devi
 clock where the run recorded it, ``<node>.idle_ns``, else the simulated one). A histogram of the first run with
 more than one mode adds its extra modes (:func:`twin.calibration.distribution.extra_modes`).
 Stalled rounds and those queued behind them (:func:`twin.devices.isolation.find_live_stalls`) are
-left out of every fit and check.
+left out of every fit and check. With ``idle_prior`` the idle cost and the widening after a gap are
+the device class's prior instead (:func:`_prior_terms`). Every simulated run keeps as many requests
+in flight as the live run had (:func:`as_measured`: one on the paced loop).
 """
 from __future__ import annotations
 
@@ -485,10 +487,15 @@ def _free_parameters(table_shape: bool, ref: LiveRun, values: dict, extra: dict,
             free.append("service_modes (extra histogram modes of the first run)")
     free += [f"{k} (least squares over the back-to-back runs)" for k in extra
              if k.startswith("service_per_") or k == "function_ns"]
+    prior = "idle" in extra and str(extra["idle"][0].get("source", "")).startswith("prior:")
     if "idle_mix" in extra:
-        free.append("idle_mix, service_modes[].long_offset_ns, long_width_ns (the longer-gap runs' service quantiles)")
+        free.append("idle_mix, service_modes[].long_offset_ns, long_width_ns " + (
+            "(the class prior's widen about the table's median: fitted on the prior's fixed-gap sources)" if prior
+            else "(the longer-gap runs' service quantiles)"))
     if "idle" in extra:
-        free.append("idle (cost table at the longer-gap runs' idle gaps)")
+        free.append("idle (" + ("the class prior's cost table re-based at the runs' gap: fitted on the prior's "
+                                "fixed-gap sources, not on these runs)" if prior
+                                else "cost table at the longer-gap runs' idle gaps)"))
     return free
 
 def _run_row(r: LiveRun, c: Comparison) -> dict:
