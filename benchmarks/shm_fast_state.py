@@ -27,7 +27,7 @@ BLOCK = 500  # rounds per block of the within-run check
 def runs(folder: Path):
     """Every live run folder (one ``live_rounds.npz``) under ``folder``: (name, npz path)."""
     for npz in sorted(folder.rglob("live_rounds.npz")):
-        yield str(npz.parent.relative_to(LIVE)), npz
+        yield str(npz.parent.relative_to(folder.parent)), npz
 
 
 def legs(z, node: str, svc: np.ndarray) -> tuple[float, float, float] | None:
@@ -86,6 +86,10 @@ def scan(folders: list[Path]) -> list[dict]:
 def main(argv: list[str]) -> int:
     folders = [Path(a) for a in argv] or sorted(p for p in LIVE.iterdir() if p.is_dir() and (
         p.name.startswith("h200_host_shm") or (p / "shm.npz").is_file()))
+    missing = [f for f in folders if not f.is_dir()]
+    if missing:
+        print(f"shm_fast_state.py: {missing[0]}: no such folder", file=sys.stderr)
+        return 2
     rows = scan(folders)
     fast = [r for r in rows if r["p50"] < FAST_NS]
     mixed = [r for r in rows if 0 < r["fast_blocks"] < r["blocks"]]
