@@ -34,7 +34,11 @@ BINS_US = [50, 80, 100, 150, 300, 600, 1000, 2000]
 
 
 def rounds(folder: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(service ns, measured idle ns, target idle ns) of a run folder, the first round left out."""
+    """(service ns, measured idle ns, target idle ns) of a run folder, the first round left out; of a
+    point measured in passes (``passes.json``), its passes' in pass order, each one's first round left out."""
+    if (folder / "passes.json").is_file():
+        parts = [rounds(p) for p in sorted(folder.glob("pass_*")) if p.is_dir()]
+        return tuple(np.concatenate(x) for x in zip(*parts))  # type: ignore[return-value]
     with np.load(folder / "live_rounds.npz") as z:
         node = next(k.split(".")[0] for k in z.files)
         return tuple(z[f"{node}.{k}"][1:].astype(float) for k in ("service_ns", "idle_ns", "idle_target_ns"))
