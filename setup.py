@@ -47,8 +47,9 @@ CORE_H = "twin/engine/c/core_interface.h"  # its index tables, generated (twin/e
 CORE_FN = f"{C_DIR}/qrt_functions.c"  # the runtime's C functions, linked into the core (its consumer runs them)
 # = twin.engine.native.build_id(): the hash of native.SOURCES, core.c, the header, the runtime's functions, their tables
 CORE_LOOKUP = f"{C_DIR}/qrt_lookup.h"  # the lookup decoders' tables qrt_functions.c reads (twin/qec/gen_lookup.py)
+CORE_UF = f"{C_DIR}/qrt_uf_graph.h"  # the union-find decoder's graph qrt_functions.c reads (twin/qec/gen_uf.py)
 CORE_ID = hashlib.sha256(b"".join((HERE / p).read_bytes()
-                                  for p in (CORE_C, CORE_H, CORE_FN, CORE_LOOKUP))).hexdigest()[:16]
+                                  for p in (CORE_C, CORE_H, CORE_FN, CORE_LOOKUP, CORE_UF))).hexdigest()[:16]
 
 # the top-level folders a wheel carries as twin._bundled.<folder>; pyproject.toml's [tool.setuptools.package-dir]
 # maps each onto its folder and [tool.setuptools.package-data] names the files (it overrides package_data here)
@@ -86,13 +87,13 @@ setup(
             "twin.runtime._qrt",
             sources=[*LIB_SOURCES, f"{C_DIR}/_qrt_module.c"],
             include_dirs=[C_DIR],
-            depends=[f"{C_DIR}/qrt.h", f"{C_DIR}/qrt_contract.h", f"{C_DIR}/qrt_lookup.h"],
+            depends=[f"{C_DIR}/qrt.h", f"{C_DIR}/qrt_contract.h", f"{C_DIR}/qrt_lookup.h", f"{C_DIR}/qrt_uf_graph.h"],
             define_macros=[("QRT_BUILD_ID", f'"{BUILD_ID}"')],
         ),
         Extension(
             "twin.engine._core",
             sources=[CORE_C, CORE_FN],
-            depends=[CORE_H, CORE_LOOKUP],
+            depends=[CORE_H, CORE_LOOKUP, CORE_UF],
             define_macros=[("TWIN_CORE_BUILD_ID", f'"{CORE_ID}"'), ("TWIN_CORE_PYMODULE", "1")],
             libraries=["m"],  # expm1, log, rint of the consumer's service (core.c)
         ),

@@ -32,7 +32,8 @@ def _cache() -> Path:
 
 def _digest(files: list[Path], flags: list[str]) -> str:
     h = hashlib.sha256(" ".join(flags).encode())
-    for f in [*files, RUNTIME_C / "qrt.h", RUNTIME_C / "qrt_contract.h", RUNTIME_C / "qrt_lookup.h"]:
+    for f in [*files, RUNTIME_C / "qrt.h", RUNTIME_C / "qrt_contract.h", RUNTIME_C / "qrt_lookup.h",
+              RUNTIME_C / "qrt_uf_graph.h"]:
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 

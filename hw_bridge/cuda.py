@@ -61,7 +61,8 @@ def kernel_cubin(arch: str, defines: tuple[str, ...] = ()) -> str:
     qrt_dispatch_one, as benchmarks/cuda_overhead.py compares)."""
     src = HERE / "hb_cuda_kernel.cu"
     flags = [f"-arch=sm_{arch}", "-O2", "-cubin", *(f"-D{d}" for d in defines)]
-    deps = [src, RUNTIME_C / "qrt_functions.c", RUNTIME_C / "qrt.h", RUNTIME_C / "qrt_lookup.h"]
+    deps = [src, RUNTIME_C / "qrt_functions.c", RUNTIME_C / "qrt.h", RUNTIME_C / "qrt_lookup.h",
+            RUNTIME_C / "qrt_uf_graph.h"]
     target = _cache() / f"hb_cuda_kernel-{_digest(deps, flags)}.cubin"
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)

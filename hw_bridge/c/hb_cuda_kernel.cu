@@ -39,7 +39,8 @@
 #endif
 
 #define QRT_FN_EXPORT __device__
-#define QRT_TABLE_SPACE __constant__ /* the lookup decoders' tables (qrt_lookup.h) in constant memory */
+#define QRT_TABLE_SPACE __constant__ /* the lookup decoders' tables (qrt_lookup.h) and the union-find graph
+                                       (qrt_uf_graph.h) in constant memory */
 #include "qrt_functions.c"
 
 /* Copy n16 16-byte chunks from src to dst, chunk i by lane i % 32, up to four loads in flight per
@@ -136,6 +137,8 @@ extern "C" __global__ void hb_live_kernel(uint8_t *req, uint8_t *rep, uint32_t s
         rc = qrt_register(&ep, 16u, qrt_fn_decode_rep3);
     if (rc == QRT_OK)
         rc = qrt_register(&ep, 17u, qrt_fn_decode_steane7);
+    if (rc == QRT_OK)
+        rc = qrt_register(&ep, 19u, qrt_fn_decode_uf_surface3);
     for (uint32_t i = lane; i < 2u * n16; i += 32u) /* the mirror holds no message yet */
         ((uint4 *)mirror)[i] = make_uint4(0u, 0u, 0u, 0u);
     __syncwarp();

@@ -2,7 +2,8 @@
    library (qrt.h) exactly as a CPU core serves the exchange layer: a loop on qrt_dispatch_one
    over the request queue, replies into the reply queue, dispatch table filled with the C
    functions of twin/runtime/c/qrt_functions.c (invert 1, xor_fold 2, sum32 3, and the lookup
-   decoders decode_rep3 16, decode_steane7 17, as the cuda kernel's).
+   decoders decode_rep3 16, decode_steane7 17 and the union-find decoder decode_uf_surface3 19, as the
+   cuda kernel's).
 
    Usage: hb_shm_consumer SHM_NAME SLOT_BYTES SLOTS ENCODING(0|1) CPU(-1 = no pinning)
                           [FAULT KIND ROUND]
@@ -43,6 +44,7 @@ int32_t qrt_fn_xor_fold(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t ca
 int32_t qrt_fn_sum32(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t cap);
 int32_t qrt_fn_decode_rep3(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t cap);
 int32_t qrt_fn_decode_steane7(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t cap);
+int32_t qrt_fn_decode_uf_surface3(const uint8_t *in, uint32_t n, uint8_t *out, uint32_t cap);
 
 #define HB_MAGIC 0x51425348u /* "HSBQ" */
 #define HB_CONTROL_BYTES 4096u
@@ -172,6 +174,8 @@ int main(int argc, char **argv)
         rc = qrt_register(&ep, QRT_FUNCTION_DECODE_REP3, qrt_fn_decode_rep3);
     if (rc == QRT_OK)
         rc = qrt_register(&ep, QRT_FUNCTION_DECODE_STEANE7, qrt_fn_decode_steane7);
+    if (rc == QRT_OK)
+        rc = qrt_register(&ep, QRT_FUNCTION_DECODE_UF_SURFACE3, qrt_fn_decode_uf_surface3);
     ctl->pid = (uint32_t)getpid();
     if (rc != QRT_OK) {
         ctl->error = rc;

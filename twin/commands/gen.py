@@ -1,7 +1,8 @@
 """``twin gen [--check]``: generate the files written from one source each: the C header, the
 Python dtypes and the Verilog include from ``twin/exchange/contract.yaml`` (:mod:`twin.exchange.gen`),
 the compiled core's C header and Python tables from ``twin/engine/core_interface.yaml``
-(:mod:`twin.engine.gen_core`), and the lookup decoders' C tables (:mod:`twin.qec.gen_lookup`).
+(:mod:`twin.engine.gen_core`), the lookup decoders' C tables (:mod:`twin.qec.gen_lookup`) and the union-find decoder's C graph
+(:mod:`twin.qec.gen_uf`).
 
 The generated files are part of the source checkout: outside one (an installed wheel, whose files lie
 in site-packages) ``twin gen`` refuses to write, with one line; ``--check`` reads only and runs anywhere."""
@@ -27,8 +28,8 @@ def _generators():
     """Each generator module (``generate()``, ``stale()``, ``OUTPUTS``), in the order they are written."""
     from twin.engine import gen_core
     from twin.exchange import gen
-    from twin.qec import gen_lookup
-    return (gen, gen_core, gen_lookup)
+    from twin.qec import gen_lookup, gen_uf
+    return (gen, gen_core, gen_lookup, gen_uf)
 
 
 def cmd_gen(args: argparse.Namespace, console: Console) -> int:

@@ -33,7 +33,8 @@ C_FILE = Path(__file__).resolve().parent / "c" / "core.c"
 FUNCTIONS_C = C_FILE.parents[2] / "runtime" / "c" / "qrt_functions.c"
 """The runtime library's C functions (twin/runtime/functions.py's C builds), compiled into the core as a second
 translation unit: the consumer of the event core calls the code the ``code`` model's endpoint dispatches to."""
-SOURCES = (C_FILE, C_FILE.with_name("core_interface.h"), FUNCTIONS_C, FUNCTIONS_C.with_name("qrt_lookup.h"))
+SOURCES = (C_FILE, C_FILE.with_name("core_interface.h"), FUNCTIONS_C, FUNCTIONS_C.with_name("qrt_lookup.h"),
+           FUNCTIONS_C.with_name("qrt_uf_graph.h"))
 """What the core is built from: core.c, the header it includes and the runtime's functions (its build id hashes
 them, in this order)."""
 

@@ -41,18 +41,21 @@ def detector_rounds(circuit: stim.Circuit) -> np.ndarray:
 
 
 class DemGraph:
-    """The decomposed detector error model of ``circuit`` (module docstring).
+    """The decomposed detector error model of ``circuit`` (module docstring; a
+    ``stim.DetectorErrorModel`` is read as given, decomposed or not).
 
     Attributes: ``dets`` int64 (E, 2), the detectors each component flips (-1: none, for a
     boundary edge's second end); ``obs`` bool (E, K); ``p`` float (E,); ``n_detectors``,
     ``n_observables``. Raises ValueError when a component flips more than two detectors (no
     matching graph)."""
 
-    def __init__(self, circuit: stim.Circuit):
+    def __init__(self, circuit: stim.Circuit | stim.DetectorErrorModel):
         self.n_detectors = circuit.num_detectors
         self.n_observables = circuit.num_observables
+        dem = circuit if isinstance(circuit, stim.DetectorErrorModel) else circuit.detector_error_model(
+            decompose_errors=True)
         dets, obs, ps = [], [], []
-        for inst in circuit.detector_error_model(decompose_errors=True).flattened():
+        for inst in dem.flattened():
             if inst.type != "error" or inst.args_copy()[0] <= 0:
                 continue
             p = inst.args_copy()[0]

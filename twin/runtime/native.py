@@ -37,7 +37,7 @@ from typing import Any
 
 C_DIR = Path(__file__).resolve().parent / "c"
 #: The files whose bytes make the build id, in this order.
-BUILD_SOURCES = ("qrt_contract.h", "qrt.h", "qrt_lookup.h", "qrt_lib.c")
+BUILD_SOURCES = ("qrt_contract.h", "qrt.h", "qrt_lookup.h", "qrt_uf_graph.h", "qrt_lib.c")
 #: C translation units linked into the library besides qrt_lib.c when present (the C builds of
 #: the registered functions, twin/runtime/functions.py); part of the build id too.
 OPTIONAL_SOURCES = ("qrt_functions.c",)

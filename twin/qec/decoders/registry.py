@@ -109,6 +109,14 @@ def _matching(model, name, **kw):
     return MatchingDecoder(model, name)
 
 
+@register("union_find", doc="weighted union-find with peeling on the decomposed detector error model's graph")
+def _union_find(model, name, **kw):
+    from twin.qec.decoders.union_find import UnionFindDecoder
+    from twin.qec.dem_graph import DemGraph
+    from twin.qec.union_find import from_dem_graph
+    return UnionFindDecoder(from_dem_graph(DemGraph(model)), name)
+
+
 @register("function", doc="the user's function: decode.function 'pkg.module:callable' or 'lib.so:symbol'")
 def _function(model, name, fn=None, **kw):
     from twin.qec.decoders.function import FunctionDecoder
