@@ -304,7 +304,8 @@ _HANDOFF = {
               "calibration consumers.<name>.handoff.link"),
 }
 _HOSTING = {
-    "general_path_ps": P("ps", FIT_HOSTING, "runtime's general path for a user function on a GPU (dispatch by id)",
+    "general_path_ps": P("ps", FIT_HOSTING, "runtime's general path for a Python user function on a GPU (dispatch "
+                         "by id); a decoder's GPU time is its persistent-kernel measurement (twin.qec.gpu_cost)",
                          "calibrations/hosting.yaml general_path_ns"),
     "worker_handoff_ps": P("ps", FIT_HOSTING, "worker: device-queue push and the worker's poll",
                            "calibrations/hosting.yaml worker_handoff_ns"),

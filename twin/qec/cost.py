@@ -9,17 +9,21 @@ The ways, stated in every result (``CostModel.describe()``):
   from the measuring host class to the placement's CPU by :func:`twin.qec.percall.host_factor` (an
   assumption, stated), times ``scale``. The file is the one shipped for this workload
   (``calibrations/measured/decoders/``), else the nearest one of the same decoder (said so in the
-  results), or ``file``. On a GPU or an FPGA no CPU measurement applies: a lookup table costs what
-  ``model`` says there, other decoders are refused as under ``model``.
+  results), or ``file``. On an FPGA no CPU measurement applies: a lookup table costs what
+  ``model`` says there, other decoders are refused as under ``model``. On a GPU (under ``measured``
+  and ``model`` alike) a decoder costs its measurement in a persistent kernel
+  (:mod:`twin.qec.gpu_cost`: the runtime's C function of it, over the echo, on an H200); one that
+  nothing measured there is refused, unless ``fixed`` gives its time.
 - ``model`` (deterministic): per decoder kind and device kind, a time per request of
   ``base + per_event * (detection events in the request)``:
 
   ========  ==========================  ==========================  ==========================
   decoder   cpu (one core)              gpu (one persistent kernel)  fpga (logic)
   ========  ==========================  ==========================  ==========================
-  lookup    10 ns (table load, L1/L2)   1 poll period (a dependent   1 cycle of the logic clock
-                                        load of device memory)      (a ROM read)
+  lookup    10 ns (table load, L1/L2)   measured (twin.qec.gpu_cost) 1 cycle of the logic clock
+                                                                    (a ROM read)
   matching  70 ns + 130 ns per event    not served                  not served
+  union_f.  not served                  measured (twin.qec.gpu_cost) not served
   function  ``function_ns`` (given)     ``function_ns`` (given)     not served
   ========  ==========================  ==========================  ==========================
 
@@ -53,7 +57,6 @@ from twin.qec.decoders import Decoder
 MODEL_NS = {
     # (decoder kind, device kind): (base_ns, per_event_ns); None: derived from the device
     ("lookup", "cpu"): (10.0, 0.0),
-    ("lookup", "gpu"): None,    # one poll period of the device
     ("lookup", "fpga"): None,   # one cycle of the logic clock
     ("matching", "cpu"): (70.0, 130.0),
 }
@@ -108,6 +111,7 @@ class CostModel:
     notes: list = field(default_factory=list)
     carried: str | None = None  # measured: how the file's times were carried to this device
     factor: float = 1.0         # measured: the factor applied (carried x scale)
+    gpu_kernel: dict | None = None  # a GPU placement: the persistent-kernel measurement used (twin.qec.gpu_cost)
 
     def __post_init__(self):
         if self.how not in ("measured", "model", "host_timed", "fitted"):
@@ -120,15 +124,18 @@ class CostModel:
             raise ValueError(f"cost scale {self.scale}: must be > 0")
 
     def per_request_ps(self, decoder: Decoder, device_kind: str, frames: np.ndarray, events: np.ndarray,
-                       poll_period_ps: int = 0, clock_ps: int = 4000, device: str = "", host: str | None = None
+                       clock_ps: int = 4000, device: str = "", host: str | None = None
                        ) -> np.ndarray:
         """Compute time per request, int64 ps (n,), for ``frames`` (uint8 (n, B)) whose syndromes
         hold ``events`` detection events each (int (n,)), on ``device`` (a consumer name) of ``host``
         (its host; both for ``measured``'s carrying). Raises :class:`CostError` when the device kind
-        does not serve this decoder kind, a CPU has no per-call measurement of it, or a fit is of
-        another decoder kind."""
+        does not serve this decoder kind, a CPU has no per-call measurement of it, nothing measured it
+        in a GPU's persistent kernel (a GPU placement, no ``fixed``), or a fit is of another decoder kind."""
         if self.how == "measured" and device_kind == "cpu":
             return self._measured(decoder, events, device, host)
+        if device_kind == "gpu" and self.how in ("measured", "model") and self.fixed_ns is None \
+                and decoder.kind != "function":
+            return self._gpu(decoder, events, device)
         if self.how == "measured":
             self.notes.append(f"a {device_kind}: the per-call files are CPU measurements; the cost model's time")
         if self.how == "fitted":
@@ -161,7 +168,7 @@ class CostModel:
                                 f"under the cost model (served: {', '.join(f'{a} on {b}' for a, b in MODEL_NS)})")
             v = MODEL_NS[key]
             if v is None:
-                v = ((poll_period_ps if device_kind == "gpu" else clock_ps) / 1000, 0.0)
+                v = (clock_ps / 1000, 0.0)
             self.base_ns, self.per_event_ns = v
         return _bounded((self.base_ns + self.per_event_ns * np.asarray(events, np.float64)) * 1000)
 
@@ -187,6 +194,22 @@ class CostModel:
                           f"{self.seed}); {self.carried}" + (f"; scaled x{self.scale:g}" if self.scale != 1 else ""))
         return _bounded(pc.draw_ns(events, self.call, self.seed) * self.factor * 1000)
 
+    def _gpu(self, decoder: Decoder, events: np.ndarray, device: str) -> np.ndarray:
+        """A decoder on a GPU: its persistent-kernel measurement (:mod:`twin.qec.gpu_cost`), times
+        ``scale`` (int64 ps); CostError when nothing measured it there."""
+        from twin.qec.gpu_cost import gpu_service
+        try:
+            s = gpu_service(decoder)
+        except ValueError as e:
+            raise CostError(str(e)) from None
+        self.base_ns = s.over_echo_ns * self.scale
+        self.per_event_ns = s.per_event_ns * self.scale
+        self.gpu_kernel = {"line": s.describe(device) + (f"; scaled x{self.scale:g}" if self.scale != 1 else ""),
+                           "function": s.function, "file": s.file, "gpu": s.gpu, "measured_at": s.measured_at,
+                           "over_echo_p50_ns": s.over_echo_ns, "over_echo_p99_ns": s.p99_ns}
+        self.notes.append(self.gpu_kernel["line"])
+        return _bounded(s.per_request_ns(events) * self.scale * 1000)
+
     def describe(self) -> dict:
         """What was used, for results.json (fitted: also the file and the fit's numbers; measured on
         a CPU: the file, where and when it was measured, the call and how it was carried)."""
@@ -194,6 +217,8 @@ class CostModel:
                "per_event_ns": round(self.per_event_ns, 3), "notes": list(self.notes)}
         if self.fit is not None:
             doc.update(file=self.file, fit=self.fit.describe())
+        if self.gpu_kernel is not None:
+            doc["gpu_kernel"] = dict(self.gpu_kernel)
         if self.percall is not None and self.carried is not None:
             src = self.percall.source()
             q = self.percall.doc[f"{self.call}_ns"]

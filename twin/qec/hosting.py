@@ -11,8 +11,10 @@ one store, whose completion signal triggers the reply; a host thread re-arms the
 :class:`HostingMode`, a flow workload's ``hosting``): the consumer's reply instant follows the mode.
 Per request, after the control kernel's poll has seen it and read it (``pre``), with ``body`` = the
 consumer's ``service_ps`` + the function's compute time and ``gp`` = the runtime's general path
-(user functions on a GPU, where the seeds measured it; 0 for the built-in echo, for CPU cores, whose
-general path the seeds do not give, and for FPGA logic, which has none):
+(a Python user function on a GPU, where the seeds measured it; 0 for the built-in echo, for CPU cores,
+whose general path the seeds do not give, for FPGA logic, which has none, and for the bundled
+decoders, whose GPU time was measured in a persistent kernel with the dispatch in it:
+:func:`twin.qec.loop.run_decode` passes 0 for them, :mod:`twin.qec.gpu_cost`):
 
 - inline:          reply at ``t + pre + gp + body``; the control kernel is busy until then.
 - external_self:   as inline plus ``omp_self`` (the region's own next/complete and routing).
@@ -71,8 +73,9 @@ INLINE = ("inline", "external_self")  # the serving threads run the body themsel
 class HostingParams:
     """Costs of the hosting modes, integer picoseconds (fitted values in calibrations/hosting.yaml).
 
-    general_path_ps: the runtime's general path for a user function (dispatch by id, classic
-    encoding), over the echo's fast path; worker_handoff_ps; omp_self_ps; omp_routed_ps;
+    general_path_ps: the runtime's general path for a Python user function (dispatch by id, classic
+    encoding), over the echo's fast path (fitted on the card path's user function; not for a
+    decoder measured in a persistent kernel, :mod:`twin.qec.gpu_cost`); worker_handoff_ps; omp_self_ps; omp_routed_ps;
     chain_trigger_ps (median store -> first kernel, 1.92 us in the seed); chain_trigger_jitter_ps
     (exponential scale of the trigger's spread); chain_complete_ps; rearm_mean_ps (mean of the
     host thread's exponential re-arm time after a chain's body ends).

@@ -87,6 +87,7 @@ def load_decode(path: str | Path, find_percall: bool = True) -> LoadedDecode:
     except Exception as e:
         raise ConfigError(path, "decode.decoder", d.decoder, f"cannot be built for this circuit: "
                           f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}") from None
+    _check_gpu_service(path, d, params, decoder)
     return LoadedDecode(path, sc, params, hosting, hp_path, fit, percall, circuit, decoder,
                         _feedback_plan(path, d, circuit), code)
 
@@ -283,13 +284,33 @@ def _check_cost(path: Path, d: Decode, params):
         from twin.qec.decoders.registry import kind_of
         for i, j, dev, pl in _devices(d):
             kind = serving_kind(params, dev)
-            if d.cost.how == "measured" and (kind == "cpu" or not cost_timed(pl.model)):
-                continue  # a CPU draws the per-call measurement (_percall); rtl and live time themselves
+            if d.cost.how == "measured" and (kind == "cpu" or not cost_timed(pl.model)) or kind == "gpu":
+                continue  # a CPU draws the per-call measurement (_percall); rtl and live time themselves; a GPU's
+                # is its persistent-kernel measurement (_check_gpu_service, once the decoder is built)
             if (kind_of(d.decoder), kind) not in MODEL_NS:
                 raise ConfigError(path, pl.device_key(i, j), dev,
                                   f"the cost model has no {d.decoder} decoder on a {kind}: give decode.cost.fixed "
                                   "or use how: host_timed")
     return fit
+
+
+def _check_gpu_service(path: Path, d: Decode, params, decoder) -> None:
+    """A GPU placement whose decoder time is the cost model's (how ``measured`` or ``model``, no
+    ``fixed``) needs the decoder measured in a persistent kernel (:func:`twin.qec.gpu_cost.refusal`);
+    a Python user function costs its ``function_ns`` there. Raises :class:`ConfigError` naming the
+    placement's device."""
+    from twin.qec.schema import cost_timed
+    if d.cost.how not in ("measured", "model") or d.cost.fixed is not None or decoder.kind == "function":
+        return
+    gpus = [(i, j, dev, pl) for i, j, dev, pl in _devices(d) if serving_kind(params, dev) == "gpu"
+            and cost_timed(pl.model)]
+    if not gpus:
+        return
+    from twin.qec.gpu_cost import refusal
+    why = refusal(decoder)
+    if why:
+        i, j, dev, pl = gpus[0]
+        raise ConfigError(path, pl.device_key(i, j), dev, why)
 
 
 def _check_syndrome(path: Path, d: Decode, circuit) -> None:

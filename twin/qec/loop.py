@@ -159,13 +159,17 @@ def stream_traffic(traffic: TrafficParams, workload: Workload) -> TrafficParams:
 def session_function(decoder: Decoder, workload_name: str) -> Function:
     """The function id a decoder is served under. The bundled decoders keep their ids (the
     contract's ``functions``: 16 ``decode_rep3``, 17 ``decode_steane7``, 18 ``decode_surface5``) when the decoder is
-    the same
-    table or model; any other decoder is registered under ``decode_<workload>_<kind>`` with the
+    the same table or model, and a union-find decoder on the distance-3 surface code's bundled graph is
+    served as 19 ``decode_uf_surface3``; any other decoder is registered under ``decode_<workload>_<kind>`` with the
     first free id from 0x4000; the same name keeps its id within a process and is served by the
     latest decoder registered under it."""
     from twin.qec.decoders import STANDARD_MATCHING
     from twin.qec.lookup import STANDARD
     std = {"rep3": C.FUNCTION_DECODE_REP3, "steane7": C.FUNCTION_DECODE_STEANE7, "surface5": C.FUNCTION_DECODE_SURFACE5}
+    from twin.qec.decoders.union_find import UnionFindDecoder
+    from twin.qec.union_find import standard_graph
+    if isinstance(decoder, UnionFindDecoder) and decoder.graph.same_as(standard_graph("surface3")):
+        return REGISTRY[C.FUNCTION_DECODE_UF_SURFACE3]
     if decoder.name in std:
         if isinstance(decoder, LookupDecoder) and decoder.name in STANDARD or \
                 isinstance(decoder, MatchingDecoder) and decoder.name in STANDARD_MATCHING:
@@ -268,6 +272,10 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
     (:class:`twin.qec.hosting.HostedConsumer`; ``as_ready`` has the card read replies as they land).
     A windowed workload (``per="window"``) needs a matching decoder; its open-loop stream leaves at
     the rounds' measurement (:func:`stream_traffic`).
+    hosting: the hosting modes' costs; its ``general_path_ps`` (the runtime's general path, fitted on
+    the card path's Python user function) applies to a Python user function (decoder kind
+    ``function``) only: any other decoder's GPU time is its measurement in a persistent kernel, which
+    holds the dispatch (:mod:`twin.qec.gpu_cost`), so it runs with ``general_path_ps`` 0.
     Raises KeyError for an unknown device, :class:`twin.qec.cost.CostError` when the device kind
     cannot serve the decoder under the cost model, ValueError for a bad mode or engine, or for a
     stream over several devices that is closed loop or not one request per shot, and
@@ -283,6 +291,8 @@ def run_decode(params: ParamSet, device: str, workload: Workload, decoder: Decod
                          "time, >= 0")
     if workload.per == "window" and not isinstance(decoder, MatchingDecoder):
         raise ValueError(f"windowed decoding runs the matching decoder on each window, not {decoder.kind}")
+    if decoder.kind != "function":
+        hosting = replace(hosting, general_path_ps=0)
     return _DecodeLoop(params, device, workload, decoder, mode=mode, hosting=hosting, cost=cost or CostModel(),
                        traffic=traffic or TrafficParams(), seed=seed, slots=slots, encoding=encoding,
                        external_control=external_control, progress=progress, engine=engine,
@@ -342,7 +352,7 @@ class _DecodeLoop:
             clock_ps = c.poll_period_ps if c.kind == "fpga" else 4000
             dc = self.cost if count == 1 else copy.deepcopy(self.cost)  # each device's own description
             computes.append(dc.per_request_ps(self.decoder, c.kind, self.acc_frames, events,
-                                              poll_period_ps=c.poll_period_ps, clock_ps=clock_ps, device=dev,
+                                              clock_ps=clock_ps, device=dev,
                                               host=self.params.consumers[dev].host) + self.inject_ps)
             costs.append(dc)
         return specs, computes, costs

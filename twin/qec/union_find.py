@@ -54,6 +54,12 @@ class UfGraph:
     adj_start: np.ndarray
     adj_edge: np.ndarray
 
+    def same_as(self, other: "UfGraph") -> bool:
+        """Whether ``other`` is the same graph (every field equal)."""
+        return (self.n_detectors, self.n_observables) == (other.n_detectors, other.n_observables) and all(
+            np.array_equal(getattr(self, k), getattr(other, k)) for k in ("u", "v", "length", "obs", "adj_start",
+                                                                          "adj_edge"))
+
     @property
     def n_edges(self) -> int:
         """E."""

@@ -98,6 +98,8 @@ def print_decode(study: DecodeStudy, console) -> None:
                    f"(mean {s['compute_ns_mean']:g} ns)") if "base_ns" in c else f"compute: {c['how']}"
         if "source" in c:  # measured per call: which distribution, from where
             compute = measured_line(c, s["compute_ns_mean"])
+        elif c.get("gpu_kernel"):  # a GPU: the persistent-kernel measurement
+            compute = f"compute {c['gpu_kernel']['line']} (mean here {s['compute_ns_mean']:g} ns)"
         console.print(f"{_label(s)}: {compute}; decoding in the loop "
                       f"{tp['loop_decode_requests_per_s']:,.0f} requests/s, direct "
                       f"{tp['direct_decode_requests_per_s']:,.0f} requests/s (this machine); engine {s['engine']}, "
