@@ -339,6 +339,8 @@ def test_every_frame_length_modulo_a_piece_is_identical(enc):
     for frame in range(1, 26):
         tr = TrafficParams("closed_loop", 12, frame, in_flight=2)
         for fn in C_FUNCTIONS:
+            if frame < lookup(fn).min_payload:  # a decoder's syndrome does not fit: refused, not served
+                continue
             spec = flow_spec(CARD, "epyc7282", tr, 11, slots=4, encoding=enc, function=fn)
             assert_identical(*on_both(Topology.single(spec)))
 

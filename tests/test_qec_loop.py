@@ -79,7 +79,7 @@ def test_standard_decoders_keep_their_function_ids():
 def test_cost_model_refuses_what_a_device_cannot_serve():
     w = sample("surface", 3, 1, 1e-3, 10)
     dec = MatchingDecoder(w.circuit)
-    with pytest.raises(CostError, match="not served on a gpu"):
+    with pytest.raises(CostError, match="nothing measured it there"):  # no C function in the persistent kernel
         CostModel().per_request_ps(dec, "gpu", w.frames(), w.detectors.sum(1))
     per = CostModel().per_request_ps(dec, "cpu", w.frames(), w.detectors.sum(1))
     assert np.array_equal(per, 70_000 + 130_000 * w.detectors.sum(1))  # the documented table
@@ -247,7 +247,9 @@ def test_auto_engine_equals_the_event_model(device, mode, period_us):
     w = sample("rep", 3, 2, 1e-2, 1500, seed=12, per="round")
     dec = make_decoder("lookup", w.circuit)
     tr = TrafficParams(mode="open_loop", period_ps=period_us * 1_000_000, clock="independent", ppm=4.0)
-    kw = dict(mode=mode, hosting=hp, traffic=tr, seed=5, external_control=True)
+    # a GPU serves this 2-round table at a stated time: nothing measured it in a persistent kernel
+    cost = CostModel(how="model", fixed_ns=300.0) if device == "mi210" else None
+    kw = dict(mode=mode, hosting=hp, traffic=tr, seed=5, external_control=True, cost=cost)
     auto = run_decode(PARAMS, device, w, dec, engine="auto", verify_rounds=1000, **kw)
     event = run_decode(PARAMS, device, w, dec, engine="event", **kw)
     assert auto.extra["engine"] == "direct+event" and auto.extra["replies_checked"] == 1000

@@ -289,7 +289,7 @@ def test_a_shared_stream_decodes_like_the_direct_decode_round_robin():
     """Two devices of different kinds (a GPU and a CPU core), a fast decoder: every request's
     correction equals the direct decode byte for byte, the card finds no mismatch, and request i
     went to device i mod 2 (301 requests: 151 and 150); closed-loop traffic is refused."""
-    w = sample("rep", 3, 2, 0.05, 301, seed=2)
+    w = sample("rep", 3, 1, 0.05, 301, seed=2)  # the rep-3 table: measured in a GPU's persistent kernel
     tr = TrafficParams(mode="open_loop", period_ps=2 * T_PS)
     r = run_decode(PARAMS, ["mi210", "epyc7282"], w, make_decoder("lookup", w.circuit), cost=CostModel(),
                    traffic=tr, seed=1)
@@ -313,7 +313,7 @@ def test_the_shared_flows_send_exactly_the_streams_instants():
 
     from twin.devices.generator import Gaps, Share
     from twin.engine.event import run_event
-    w = sample("rep", 3, 2, 0.01, 200, seed=2)
+    w = sample("rep", 3, 1, 0.01, 200, seed=2)  # the rep-3 table: measured in a GPU's persistent kernel
     tr = TrafficParams(mode="open_loop", clock="independent", ppm=12.5, gaps=Gaps("exponential", a_ps=900_000))
     dec = make_decoder("lookup", w.circuit)
     one = run_decode(PARAMS, "mi210", w, dec, traffic=tr, seed=4)

@@ -9,8 +9,10 @@ routes for itself and 4.4 us more when the control kernel routes, at both 64 and
 
 Setting (assumptions, also in the parameter file's provenance): the MI210 loop of the fitted
 card-path set (the seeds' GPU of the EPYC 7282 platform, where the runtime's clients were shown),
-classic encoding (user functions use it), the repetition-3 lookup decoder (function 16) as the
-served body with no compute time of its own (the seed's function body is inside the general path).
+classic encoding (user functions use it), a Python user function (decoder ``function``: the
+repetition-3 lookup table's answer, :func:`twin.qec.lookup.decode_payload`) as the served body with no
+compute time of its own (the seed's function body is inside the general path, which applies to a
+Python user function only: :func:`twin.qec.loop.run_decode`).
 Requests come one at a time from an independent clock (20 us apart, 10 ppm): the model's GPU polls
 on a rigid grid of 0.93 us, and in a closed loop on the card's clock every round trip then settles
 a whole number of poll periods after the landing, so a median difference between two modes could
@@ -36,9 +38,9 @@ import numpy as np
 from twin.calibration.params import ParamSet
 from twin.devices.generator import TrafficParams
 from twin.qec.cost import CostModel
-from twin.qec.decoders import LookupDecoder
+from twin.qec.decoders.function import FunctionDecoder
 from twin.qec.hosting import HostingParams
-from twin.qec.lookup import standard_table
+from twin.qec.lookup import decode_payload, standard_table
 from twin.qec.workload import sample
 from twin.stats import percentile_ps
 
@@ -56,11 +58,18 @@ SWEEP = TrafficParams(mode="open_loop", period_ps=20_000_000, clock="independent
 CLOSED = TrafficParams()
 
 
+def _user_function() -> FunctionDecoder:
+    """The seeds' Python user function: the repetition-3 table's answer through Python."""
+    table = standard_table("rep3")
+    return FunctionDecoder(lambda payload: decode_payload(table, payload), table.n_detectors, table.n_observables,
+                           name="python_user_rep3")
+
+
 def _run(params: ParamSet, hp: HostingParams, mode: str, frame_bytes: int, rounds: int, seed: int,
          traffic: TrafficParams = SWEEP):
     from twin.qec.loop import run_decode
     w = sample("rep", 3, 1, 1e-3, rounds, seed=seed, frame_bytes=frame_bytes)
-    r = run_decode(params, CONSUMER, w, LookupDecoder(standard_table("rep3")), mode=mode, hosting=hp,
+    r = run_decode(params, CONSUMER, w, _user_function(), mode=mode, hosting=hp,
                    cost=CostModel(fixed_ns=0.0), seed=seed, encoding=ENCODING, traffic=traffic)
     if not r.identical or r.result.mismatches:
         raise RuntimeError(f"hosting {mode}: the loop's corrections differ from the direct decode")
