@@ -89,3 +89,34 @@ def test_the_graph_merges_parallel_errors_and_keeps_the_boundary_last():
     assert pairs == sorted(set(pairs)) and all(a < b <= g.n_detectors for a, b in pairs)
     assert (g.length >= 1).all() and g.adj_start[-1] == 2 * g.n_edges
     assert any(b == g.n_detectors for _, b in pairs)  # boundary edges
+
+
+@pytest.mark.parametrize("backend", ["shm", "cuda"])
+def test_the_live_consumers_serve_the_union_find_decoder_as_the_reference(backend):
+    """The shm consumer's and the cuda kernel's dispatch tables hold decode_uf_surface3 (19): every
+    reply to 600 sampled syndromes is the Python reference's (the cuda case skips without a GPU)."""
+    from hw_bridge.endpoint import BridgeSettings
+    from twin.exchange.encoding import get_encoding
+    if backend == "cuda":
+        from hw_bridge.cuda import CudaEndpoint, gpu_available
+        ok, why = gpu_available()
+        if not ok:
+            pytest.skip(f"no GPU for the cuda backend: {why}")
+        ep = CudaEndpoint(BridgeSettings("cuda", timeout_ns=2_000_000_000))
+    else:
+        from hw_bridge.shm import ShmEndpoint
+        ep = ShmEndpoint(BridgeSettings("shm", timeout_ns=2_000_000_000))
+    enc, g = get_encoding("classic"), standard_graph("surface3")
+    det = memory_circuit("surface", 3, 3, 2e-2).compile_detector_sampler(seed=5).sample(600, bit_packed=True)
+    slot = -(-enc.slot_bytes(64) // 16) * 16
+    with ep:
+        ep.open(slot, 8, "classic")
+        for seq, row in enumerate(det, start=1):
+            payload = row.tobytes() + bytes(61)
+            image = bytearray(enc.slot_bytes(len(payload)))
+            for off, d in enc.writes(seq, payload, function=C.FUNCTION_DECODE_UF_SURFACE3):
+                image[off:off + len(d)] = d
+            buf = bytearray(ep.exchange(seq, bytes(image)).data)
+            h = enc.header(buf, 0)
+            assert (h.seq, h.function, h.flags) == (seq, 19, 0)
+            assert enc.payload(buf, 0) == decode_payload(g, payload)
