@@ -20,8 +20,6 @@ import platform
 import sys
 import time
 
-import numpy as np
-
 
 def one(d: int, rounds: int, p: float, shots: int, seed: int) -> dict:
     """Both decoders on ``shots`` shots of one circuit: counts, seconds, paired disagreements."""

@@ -1,8 +1,8 @@
 """``twin gen [--check]``: generate the files written from one source each: the C header, the
 Python dtypes and the Verilog include from ``twin/exchange/contract.yaml`` (:mod:`twin.exchange.gen`),
 the compiled core's C header and Python tables from ``twin/engine/core_interface.yaml``
-(:mod:`twin.engine.gen_core`), the lookup decoders' C tables (:mod:`twin.qec.gen_lookup`) and the union-find decoder's C graph
-(:mod:`twin.qec.gen_uf`).
+(:mod:`twin.engine.gen_core`), the lookup decoders' C tables (:mod:`twin.qec.gen_lookup`) and the
+union-find decoder's C graph (:mod:`twin.qec.gen_uf`).
 
 The generated files are part of the source checkout: outside one (an installed wheel, whose files lie
 in site-packages) ``twin gen`` refuses to write, with one line; ``--check`` reads only and runs anywhere."""

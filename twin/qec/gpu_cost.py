@@ -118,7 +118,8 @@ def kernel_function(decoder) -> str | None:
         t = decoder.table
         for name in TABLES:
             s = standard_table(name)
-            if (t.n_detectors, t.n_observables) == (s.n_detectors, s.n_observables) and np.array_equal(t.table, s.table):
+            same = (t.n_detectors, t.n_observables) == (s.n_detectors, s.n_observables)
+            if same and np.array_equal(t.table, s.table):
                 return f"decode_{name}"
     if isinstance(decoder, UnionFindDecoder):
         from twin.qec.union_find import standard_graph

@@ -92,15 +92,7 @@ def print_decode(study: DecodeStudy, console) -> None:
         print_feedback(doc, console)
     for s in doc["placements"]:
         tp = {k: (v or float("nan")) for k, v in s["throughput"].items()}
-        c = s["cost"]
-        drawn = " + a residual drawn from the fit's quantiles" if c["how"] == "fitted" else ""
-        compute = (f"compute {c['how']} {c['base_ns']:g} ns + {c['per_event_ns']:g} ns per detection event{drawn} "
-                   f"(mean {s['compute_ns_mean']:g} ns)") if "base_ns" in c else f"compute: {c['how']}"
-        if "source" in c:  # measured per call: which distribution, from where
-            compute = measured_line(c, s["compute_ns_mean"])
-        elif c.get("gpu_kernel"):  # a GPU: the persistent-kernel measurement
-            compute = f"compute {c['gpu_kernel']['line']} (mean here {s['compute_ns_mean']:g} ns)"
-        console.print(f"{_label(s)}: {compute}; decoding in the loop "
+        console.print(f"{_label(s)}: {compute_line(s)}; decoding in the loop "
                       f"{tp['loop_decode_requests_per_s']:,.0f} requests/s, direct "
                       f"{tp['direct_decode_requests_per_s']:,.0f} requests/s (this machine); engine {s['engine']}, "
                       f"{s['replies_checked']:,} replies checked byte for byte by the card")
@@ -137,6 +129,21 @@ def print_live(label: str, lv: dict, deadline_ns: float | None, console) -> None
     e = lv.get("error")
     if e:
         console.print(f"[red]{label}: live {e['kind']} at request {e['round']:,}: {e['detail']}[/red]", soft_wrap=True)
+
+
+def compute_line(s: dict) -> str:
+    """The decoder time a placement ``s`` (results.json's) used, in words: the cost model's line, a CPU's
+    per-call measurement (:func:`measured_line`) or a GPU's persistent-kernel measurement."""
+    c = s["cost"]
+    if "source" in c:  # measured per call: which distribution, from where
+        return measured_line(c, s["compute_ns_mean"])
+    if c.get("gpu_kernel"):  # a GPU: the persistent-kernel measurement (twin.qec.gpu_cost)
+        return f"compute {c['gpu_kernel']['line']} (mean here {s['compute_ns_mean']:g} ns)"
+    if "base_ns" not in c:
+        return f"compute: {c['how']}"
+    drawn = " + a residual drawn from the fit's quantiles" if c["how"] == "fitted" else ""
+    return (f"compute {c['how']} {c['base_ns']:g} ns + {c['per_event_ns']:g} ns per detection event{drawn} "
+            f"(mean {s['compute_ns_mean']:g} ns)")
 
 
 def measured_line(c: dict, mean_ns: float) -> str:
