@@ -156,7 +156,7 @@ def test_no_agent_is_a_clear_error():
 
 @pytest.mark.parametrize("name,msg", [("decode_surface5", "function decode_surface5 has no C implementation"),
                                       ("nosuch", "no function 'nosuch' (have: echo, invert, xor_fold, sum32, "
-                                                 "decode_rep3, decode_steane7)")])
+                                                 "decode_rep3, decode_steane7, decode_uf_surface3)")])
 def test_agent_refuses_functions_it_cannot_serve(name, msg):
     """The agent serves the runtime library's C functions, the lookup decoders' included; PyMatching's
     surface decoder has no C."""
@@ -189,7 +189,7 @@ def test_unresolvable_host_names_the_key(tmp_path):
     (["--log-rejections", "lots"], "argument --log-rejections: 'lots': not a number of lines a second"),
     (["--function", "decode_surface5"], "argument --function: function decode_surface5 has no C implementation"),
     (["--function", "nosuch"], "argument --function: no function 'nosuch' (have: echo, invert, xor_fold, sum32, "
-                               "decode_rep3, decode_steane7)"),
+                               "decode_rep3, decode_steane7, decode_uf_surface3)"),
 ])
 def test_agent_command_line_errors_are_one_line(capsys, monkeypatch, args, msg):
     from hw_bridge import agent
