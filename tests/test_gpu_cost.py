@@ -128,3 +128,11 @@ def test_the_general_path_is_a_python_user_functions_only():
     assert rtt[0] == rtt[2]  # the lookup: no general path, whatever the hosting file says
     period = round(params.consumers["mi210"].poll_period_ns * 1000)  # the loop re-phases to the GPU's polls
     assert hosting.general_path_ps <= rtt[1] - rtt[0] <= hosting.general_path_ps + period
+
+
+def test_a_negative_fitted_slope_is_taken_as_no_slope(tmp_path):
+    _file(tmp_path, "a.yaml", over_echo_p50_ns={"decode_rep3": 650.0}, per_event_ns={"decode_rep3": -0.6},
+          events_mean={"decode_rep3": 0.02})
+    s = G.load_services(tmp_path)["decode_rep3"]
+    assert s.per_event_ns == 0.0
+    assert np.allclose(s.per_request_ns(np.array([0, 1, 5])), 650.0)

@@ -8,7 +8,9 @@ record, ``twin run`` repeats of the lookup decoders: calibrations/measured/gpu_d
 The echo's own service is the consumer's calibrated service, so the decoder adds only its measured
 excess: the library's dispatch on the on-chip copy and the decoding. Per request
 ``over_echo_p50 + per_event * (detection events - events_mean)`` (ns, at least 0): ``per_event``
-fitted on the measured round trips by events (0 where the file has none, e.g. a lookup table).
+fitted on the measured round trips by events (0 where the file has none, e.g. a lookup table; a
+negative fitted slope is taken as 0: no decoder does less work on more events, and the lookup tables'
+fitted -0.6 and -0.1 ns per event of 2026-12-04 are the fit's noise, not a mechanism).
 
 Nothing else sets a GPU decoder's time: the runtime's general path of calibrations/hosting.yaml
 (``general_path_ns``, fitted on the card path's Python user function) applies to a Python user
@@ -98,7 +100,7 @@ def load_services(folder: Path | None = None) -> dict[str, GpuService]:
             raise ConfigError(f, "schema", doc.schema_, f"expected {SCHEMA}")
         p50 = {**doc.over_echo_service_p50_ns, **doc.over_echo_p50_ns}
         for fn, v in p50.items():
-            s = GpuService(fn, float(v), float(doc.per_event_ns.get(fn, 0.0)), float(doc.events_mean.get(fn, 0.0)),
+            s = GpuService(fn, float(v), max(0.0, float(doc.per_event_ns.get(fn, 0.0))), float(doc.events_mean.get(fn, 0.0)),
                            doc.over_echo_p99_ns.get(fn), str(FOLDER / f.name) if folder is None else str(f),
                            str(doc.machine.get("gpu", "a GPU")).split(" (")[0], doc.measured_at)
             if fn not in out or s.measured_at > out[fn].measured_at:
