@@ -32,6 +32,10 @@ balance = the largest part over the mean part, predicted (expected events: round
 parts' engine CPU seconds). The cluster's start-up is printed apart (a ``twin run --processes N``
 pays it once a run). ``--reference``: the simpy reference engine.
 
+``--steps``: only the one-process engine, advanced as before the whole step (9 replies a component a
+step, one core call a component) and as now (:data:`twin.engine.compiled.WINDOW` replies a component,
+the whole step in one call): CPU seconds and their ratio.
+
 ``--whole``: each point is instead a whole ``twin run MESH --no-csv --no-plot [--processes N]`` process,
 launch to exit (start-up, loading the scenario while the cluster starts, placing, the parts, writing):
 wall and CPU seconds (of every process it waited for: its workers), speed-up and efficiency, the
@@ -42,7 +46,8 @@ Memory: one process keeps every round (about 160 B a round: 7 GB for the 10,000-
 rounds a flow); the parts keep theirs only until reduced.
 
 Usage (from the repository root): PYTHONPATH=. python benchmarks/partition_scale.py [--nodes 10000]
-[--processes 1,2,4,8,16] [--rounds 10000] [--repeats 1] [--keep-rounds] [--reference] [--no-dask-costs] [--whole]
+[--processes 1,2,4,8,16] [--rounds 10000] [--repeats 1] [--keep-rounds] [--reference] [--no-dask-costs]
+[--whole | --steps]
 """
 from __future__ import annotations
 
@@ -274,6 +279,42 @@ def whole_table(path: Path, ns: list[int], tmp: Path, repeats: int = 1, referenc
     return rows
 
 
+def steps_table(ld, repeats: int) -> list[str]:
+    """``--steps``: the one-process engine on the mesh (:func:`twin.engine.event.run_topology`, compiled
+    core) advanced as before the whole step (9 replies a component a step, one core call a component:
+    what a 10,000-reply progress step over 1,112 components gave) and as now (a window of
+    :data:`twin.engine.compiled.WINDOW` replies a component, the whole step in one call); CPU and wall
+    seconds, best of ``repeats``, every flow's rounds checked identical; markdown rows."""
+    from twin.engine import compiled
+    from twin.engine.event import run_topology
+    from twin.studies.mesh import mesh_topology
+    topo = mesh_topology(ld.scenario, ld.params)
+    old_window = max(1, 10_000 // len(compiled.components(topo)))
+    ways = [(f"one call a component, {old_window} replies a component a step", False, old_window),
+            (f"the whole step in one call, {compiled.WINDOW} replies a component", True, compiled.WINDOW)]
+    rows = ["| engine steps | wall s | CPU s | rounds / CPU-s | speed-up (CPU) |", "|---|---:|---:|---:|---:|"]
+    first, ref = None, None
+    window = compiled.WINDOW
+    for label, whole, win in ways:
+        compiled.WHOLE_STEP, compiled.WINDOW = whole, win
+        best = (float("inf"), float("inf"))
+        for k in range(repeats):
+            say(f"  steps: {label}, run {k + 1}/{repeats} ...")
+            t, c = time.perf_counter(), time.process_time()
+            res = run_topology(topo)
+            best = min(best, (time.process_time() - c, time.perf_counter() - t))
+            if ref is None:
+                ref = [r.t_back for r in res]
+            elif not all(np.array_equal(a, r.t_back) for a, r in zip(ref, res)):
+                raise SystemExit(f"{label}: the rounds differ")
+            del res
+        first = first or best[0]
+        total = sum(f.spec.traffic.rounds for f in topo.flows)
+        rows.append(f"| {label} | {best[1]:.2f} | {best[0]:.2f} | {total / best[0]:,.0f} | {first / best[0]:.2f} |")
+    compiled.WHOLE_STEP, compiled.WINDOW = True, window
+    return rows
+
+
 def _core_or_why() -> str:
     """``compiled core``, or why the runs fall back to the simpy reference (the core not built here:
     ``python setup.py build_ext --inplace``), said at once on stderr."""
@@ -298,6 +339,8 @@ def main() -> None:
                     "file or histograms) instead of their flows' statistics")
     ap.add_argument("--reference", action="store_true", help="the simpy reference engine")
     ap.add_argument("--no-dask-costs", action="store_true", help="skip the dispatch and gather measurements")
+    ap.add_argument("--steps", action="store_true", help="only the one-process engine's steps before and after the "
+                    "whole step in one core call")
     ap.add_argument("--whole", action="store_true", help="time whole `twin run MESH --no-csv --no-plot [--processes "
                     "N]` processes instead (launch to exit: start-up, loading, the cluster, writing)")
     args = ap.parse_args()
@@ -316,8 +359,10 @@ def main() -> None:
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         say(f"loading the mesh: {len(doc['nodes']):,} nodes, {len(doc['flows']):,} flows ...")
         ld = load_scenario(path)
-        costs = [] if args.no_dask_costs else dask_costs(max(ns))
-        if args.whole:
+        costs = [] if args.no_dask_costs or args.steps else dask_costs(max(ns))
+        if args.steps:
+            rows = steps_table(ld, args.repeats)
+        elif args.whole:
             rows = whole_table(path, ns, Path(tmp), args.repeats, args.reference)
         else:
             rows = table(ld, ns, args.repeats, args.keep_rounds, engine)
@@ -327,10 +372,12 @@ def main() -> None:
           f"{os.getloadavg()[0]:.2f}")
     print(f"mesh: {len(doc['nodes']):,} nodes ({controllers:,} controllers, {cards:,} link cards each shared by "
           f"{PER_CARD}, {controllers:,} cores; {cards:,} independent components), {rounds:,} rounds a flow; "
-          + (f"whole `twin run --no-csv --no-plot` processes, {engine}; " if args.whole else
-             f"parts ship {'every round' if args.keep_rounds else 'their flows statistics'}; best of {args.repeats}; ")
-          + "results.json byte-identical to one process's for every N: yes; the parts share nothing, so no window "
-          "is synchronised (the gather below is what one window's barrier would cost)")
+          + (f"one process, the engine alone ({engine}); best of {args.repeats}; every flow's rounds identical: yes"
+             if args.steps else
+             (f"whole `twin run --no-csv --no-plot` processes, {engine}; " if args.whole else
+              f"parts ship {'every round' if args.keep_rounds else 'their flows statistics'}; best of {args.repeats}; ")
+             + "results.json byte-identical to one process's for every N: yes; the parts share nothing, so no window "
+             "is synchronised (the gather below is what one window's barrier would cost)"))
     print()
     for line in costs + ([""] if costs else []) + rows:
         print(line)
