@@ -17,7 +17,7 @@ import signal
 import threading
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 PART_TIMEOUT_S = 20.0
 """Seconds a part of a partitioned run may stay silent (no heartbeat, no answer to a stop) before it
@@ -74,7 +74,9 @@ class Starting:
     it when nothing did. ``seconds``: how long the start took (after :meth:`take`)."""
 
     def __init__(self, n: int):
-        self.n, self.cluster, self.error, self.taken, self.seconds = n, None, None, False, 0.0
+        self.n, self.taken, self.seconds = n, False, 0.0
+        self.cluster: Any = None
+        self.error: Exception | None = None
         self._thread = threading.Thread(target=self._start, daemon=True, name="twin-cluster-start")
         self._thread.start()
 
