@@ -384,6 +384,27 @@ def meshes(draw):
     return Topology("meshes", seed, tuple(flows)), shared
 
 
+def _components_by_merging(topo: Topology) -> list[tuple[int, ...]]:
+    """The components the slow way: each flow a group of its resources, groups sharing one merged until
+    none do."""
+    from twin.engine.partition import shared_resources
+    groups = [({i}, set(shared_resources(fl))) for i, fl in enumerate(topo.flows)]
+    merged = True
+    while merged:
+        merged = False
+        for a in range(len(groups)):
+            for b in range(a + 1, len(groups)):
+                if groups[a][1] & groups[b][1]:
+                    groups[a][0].update(groups[b][0])
+                    groups[a][1].update(groups[b][1])
+                    del groups[b]
+                    merged = True
+                    break
+            if merged:
+                break
+    return sorted(tuple(sorted(g)) for g, _ in groups)
+
+
 @PROPERTY
 @given(meshes())
 def test_a_mesh_split_into_its_components_equals_the_one_timeline_of_the_reference(mesh):
@@ -393,6 +414,7 @@ def test_a_mesh_split_into_its_components_equals_the_one_timeline_of_the_referen
     topo, shared = mesh
     if not shared:  # nothing shared: every flow its own component
         assert components(topo) == [(i,) for i in range(len(topo.flows))]
+    assert components(topo) == _components_by_merging(topo)
     assert_identical(*on_both(topo))
 
 

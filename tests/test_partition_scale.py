@@ -38,6 +38,7 @@ def test_a_cluster_started_early_is_the_one_the_parts_run_on_and_its_workers_hol
         assert client.cluster is start.cluster and start.taken
         assert len(client.scheduler_info()["workers"]) == 2
         assert list(_loaded_in_workers(client).values()) == [True, True]  # preloaded, before any part
+    start.close()  # released by local_client: closing in the background until now
     assert start.cluster.status.name == "closed"
     with starting(1) as unused:  # not taken: closed at the block's end
         assert unused is not None

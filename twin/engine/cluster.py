@@ -77,6 +77,7 @@ class Starting:
         self.n, self.taken, self.seconds = n, False, 0.0
         self.cluster: Any = None
         self.error: Exception | None = None
+        self._closing: threading.Thread | None = None
         self._thread = threading.Thread(target=self._start, daemon=True, name="twin-cluster-start")
         self._thread.start()
 
@@ -96,10 +97,19 @@ class Starting:
         self.taken = True
         return self.cluster
 
+    def release(self) -> None:
+        """The taker is done with the cluster: it closes in a background thread (its workers' graceful
+        exit, 0.4-1 s, while the caller assembles and writes its results); :meth:`close` waits for it."""
+        self._closing = threading.Thread(target=self.cluster.close, daemon=True, name="twin-cluster-close")
+        self._closing.start()
+
     def close(self) -> None:
-        """End the cluster unless :meth:`take` handed it on (waiting for its start to end first)."""
+        """End the cluster: close it unless :meth:`take` handed it on (waiting for its start to end
+        first), or wait for its :meth:`release`."""
         self._thread.join()
-        if self.cluster is not None and not self.taken:
+        if self._closing is not None:
+            self._closing.join()
+        elif self.cluster is not None and not self.taken:
             self.cluster.close()
 
 
@@ -123,17 +133,22 @@ def local_client(n: int, start: Starting | None = None) -> Iterator:
     a free port, not Dask's default 8787, which another cluster on the host may hold; each worker
     preloading :mod:`twin.worker`, the engine), closed after the block; ``start``: the cluster already
     starting (:class:`Starting`, of at least ``n`` workers: the extra ones stay idle) instead of a new
-    one. ClusterError when Dask is not installed."""
+    one, closed in the background after the block (:meth:`Starting.release`). ClusterError when Dask is
+    not installed."""
     why = available()
     if why:
         raise ClusterError(f"--processes {n}: {why}")
     from distributed import Client
-    cluster = start.take() if start is not None and start.n >= n else _new_local(n)
+    early = start if start is not None and start.n >= n else None
+    cluster = early.take() if early is not None else _new_local(n)
     try:
         with Client(cluster) as client:
             yield client
     finally:
-        cluster.close()
+        if early is not None:
+            early.release()  # closed in the background, waited for at the end of starting()
+        else:
+            cluster.close()
 
 
 @contextmanager
