@@ -47,6 +47,7 @@ Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
@@ -682,7 +683,6 @@ class Scenario(ScenarioBase):
     nodes: list[Node] = Field(min_length=3)
     links: list[Link] = Field(min_length=2)
     flows: list["Flow"] = []  # a mesh: several controllers, cards, consumers (twin.studies.mesh)
-    _mesh_graph: Any = PrivateAttr(None)  # a mesh's checked graph, built once (graph())
 
     @field_validator("function")
     @classmethod
@@ -793,13 +793,17 @@ class Scenario(ScenarioBase):
         ValueError (:class:`Located`) naming the key of the first problem. A mesh's graph is built
         once, as the scenario is validated (its routes searched: about 1 s for a 10,000-node mesh), and
         the same graph returned after (the scenario's nodes, links and flows are not changed after)."""
-        if self._mesh_graph is not None:
+        if self.flows:
             return self._mesh_graph
         from twin.scenario.graph import scenario_graph
-        g = scenario_graph(self)
-        if self.flows:
-            self._mesh_graph = g
-        return g
+        return scenario_graph(self)
+
+    @cached_property
+    def _mesh_graph(self) -> nx.Graph:
+        """A mesh's graph (:meth:`graph`), built on first use and kept (not a field: equality and
+        dumps ignore it)."""
+        from twin.scenario.graph import scenario_graph
+        return scenario_graph(self)
 
     def topology(self) -> Graph:
         """The topology checked as :meth:`graph` checks it (the same errors), without networkx for
