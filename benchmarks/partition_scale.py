@@ -32,11 +32,22 @@ balance = the largest part over the mean part, predicted (expected events: round
 parts' engine CPU seconds). The cluster's start-up is printed apart (a ``twin run --processes N``
 pays it once a run). ``--reference``: the simpy reference engine.
 
+``--steps``: only the one-process engine, advanced as before the whole step (9 replies a component a
+step, one core call a component) and as now (:data:`twin.engine.compiled.WINDOW` replies a component,
+the whole step in one call): CPU seconds and their ratio.
+
+``--whole``: each point is instead a whole ``twin run MESH --no-csv --no-plot [--processes N]`` process,
+launch to exit (start-up, loading the scenario while the cluster starts, placing, the parts, writing):
+wall and CPU seconds (of every process it waited for: its workers), speed-up and efficiency, the
+largest process's memory, the parts' CPU seconds and the serial rest, the balance predicted and
+measured (the run's own part lines); progress on stderr every 10 s.
+
 Memory: one process keeps every round (about 160 B a round: 7 GB for the 10,000-node mesh at 10^4
 rounds a flow); the parts keep theirs only until reduced.
 
 Usage (from the repository root): PYTHONPATH=. python benchmarks/partition_scale.py [--nodes 10000]
 [--processes 1,2,4,8,16] [--rounds 10000] [--repeats 1] [--keep-rounds] [--reference] [--no-dask-costs]
+[--whole | --steps]
 """
 from __future__ import annotations
 
@@ -45,7 +56,9 @@ import json
 import math
 import os
 import platform
+import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -100,8 +113,8 @@ def dask_costs(n: int) -> list[str]:
                 total = sum(int(a.sum()) for a in client.gather(futs))
                 times.append(time.perf_counter() - t)
                 assert total == len(workers) * (nbytes // 8)
-            rows.append(f"| all-reduce-like gather, {nbytes:,} B a worker ({n} tasks, gathered and summed), median "
-                        f"of 30 | {1e3 * statistics.median(times):.2f} ms |")
+            rows.append(f"| all-reduce-like gather, {nbytes:,} B a worker ({n} tasks, gathered and summed: a "
+                        f"window's barrier), median of 30 | {1e3 * statistics.median(times):.2f} ms |")
     return rows
 
 
@@ -196,6 +209,112 @@ def table(ld, ns: list[int], repeats: int, keep: bool, engine: str) -> list[str]
     return rows
 
 
+PART_LINE = re.compile(r"^part (\d+): CPU ([\d.]+) s, measured ([\d.]+) % of the parts' CPU time, "
+                       r"predicted ([\d.]+) %", re.M)
+"""A part's measured line of ``twin run --processes N`` (twin.commands.run_parts.share_lines)."""
+BEAT_S = 10.0
+
+
+def whole_run(path: Path, n: int, out: Path, reference: bool = False) -> dict:
+    """``twin run MESH --no-csv --no-plot`` (with ``--processes n`` for ``n`` > 1) as a new process, as a
+    user runs it: its wall seconds from launch to exit and the CPU seconds of it and every process it
+    waited for (its cluster's workers: os.wait4's rusage), each part's CPU seconds and predicted share
+    of the events (its measured lines), its results.json's bytes and exit code (``reference``: on the
+    simpy reference, ``TWIN_COMPILED=0``). A line on stderr every :data:`BEAT_S` while it runs."""
+    cmd = [sys.executable, "-m", "twin", "run", str(path), "--no-csv", "--no-plot", "--out", str(out), "--overwrite"]
+    cmd += ["--processes", str(n)] if n > 1 else []
+    env = {**os.environ, "COLUMNS": "250", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           **({"TWIN_COMPILED": "0"} if reference else {})}
+    log = out.with_suffix(".log")
+    t = time.perf_counter()
+    with log.open("w") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        beat = t + BEAT_S
+        while True:
+            pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            time.sleep(0.05)
+            if time.perf_counter() > beat:
+                beat += BEAT_S
+                say(f"    {n} process{'es' * (n > 1)}: {time.perf_counter() - t:.0f} s so far")
+    wall = time.perf_counter() - t
+    text = log.read_text()
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise SystemExit(f"{' '.join(cmd)}: exit {code}:\n{text[-2000:]}")
+    parts = [(int(k), float(cpu), float(pred)) for k, cpu, _, pred in PART_LINE.findall(text)]
+    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss_gb": ru.ru_maxrss / 2**20,
+            "parts": parts, "doc": (out / "results.json").read_bytes()}
+
+
+def whole_table(path: Path, ns: list[int], tmp: Path, repeats: int = 1, reference: bool = False) -> list[str]:
+    """The markdown table of ``--whole``: one row a process count (see :func:`whole_run`, the best of
+    ``repeats`` by wall): wall, CPU,
+    speed-up (one process's wall over N's), efficiency, the largest process's memory, the parts' CPU
+    (all, largest), serial seconds (N's wall less its largest part's CPU: start-up, loading, placing,
+    shipping, assembling and writing, what does not run in parallel), balance (largest part over the
+    mean: predicted from the expected events, measured from the parts' CPU seconds); results.json
+    checked byte-identical to one process's."""
+    rows = ["| processes | parts | wall s | CPU s (all processes) | speed-up | efficiency | largest RSS GB | "
+            "parts' CPU s (all / largest) | serial s | balance predicted / measured |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    first = None
+    for k, n in enumerate(ns, start=1):
+        say(f"point {k}/{len(ns)}: twin run, {n} process{'es' * (n > 1)} ...")
+        r = min((whole_run(path, n, tmp / f"run{n}", reference) for _ in range(repeats)), key=lambda x: x["wall"])
+        if first is None:
+            first = r
+        elif r["doc"] != first["doc"]:
+            raise SystemExit(f"{n} processes: results.json differs from one process's")
+        s = first["wall"] / r["wall"]
+        cpus = [c for _, c, _ in r["parts"]]
+        pred = [w for _, _, w in r["parts"]]
+        parts = (f"{sum(cpus):.2f} / {max(cpus):.2f}", f"{r['wall'] - max(cpus):.2f}",
+                 f"{max(pred) / statistics.mean(pred):.3f} / {max(cpus) / statistics.mean(cpus):.3f}") \
+            if cpus else ("", "", "1 / 1")
+        rows.append(f"| {n} | {max(1, len(cpus))} | {r['wall']:.2f} | {r['cpu']:.2f} | {s:.2f} | {s / n:.2f} | "
+                    f"{r['rss_gb']:.2f} | {' | '.join(parts)} |")
+        say(f"  {n} process{'es' * (n > 1)}: {r['wall']:.2f} s wall, {r['cpu']:.2f} CPU-s, speed-up {s:.2f}")
+    return rows
+
+
+def steps_table(ld, repeats: int) -> list[str]:
+    """``--steps``: the one-process engine on the mesh (:func:`twin.engine.event.run_topology`, compiled
+    core) advanced as before the whole step (9 replies a component a step, one core call a component:
+    what a 10,000-reply progress step over 1,112 components gave) and as now (a window of
+    :data:`twin.engine.compiled.WINDOW` replies a component, the whole step in one call); CPU and wall
+    seconds, best of ``repeats``, every flow's rounds checked identical; markdown rows."""
+    from twin.engine import compiled
+    from twin.engine.event import run_topology
+    from twin.studies.mesh import mesh_topology
+    topo = mesh_topology(ld.scenario, ld.params)
+    old_window = max(1, 10_000 // len(compiled.components(topo)))
+    ways = [(f"one call a component, {old_window} replies a component a step", False, old_window),
+            (f"the whole step in one call, {compiled.WINDOW} replies a component", True, compiled.WINDOW)]
+    rows = ["| engine steps | wall s | CPU s | rounds / CPU-s | speed-up (CPU) |", "|---|---:|---:|---:|---:|"]
+    first, ref = None, None
+    window = compiled.WINDOW
+    for label, whole, win in ways:
+        compiled.WHOLE_STEP, compiled.WINDOW = whole, win
+        best = (float("inf"), float("inf"))
+        for k in range(repeats):
+            say(f"  steps: {label}, run {k + 1}/{repeats} ...")
+            t, c = time.perf_counter(), time.process_time()
+            res = run_topology(topo)
+            best = min(best, (time.process_time() - c, time.perf_counter() - t))
+            if ref is None:
+                ref = [r.t_back for r in res]
+            elif not all(np.array_equal(a, r.t_back) for a, r in zip(ref, res)):
+                raise SystemExit(f"{label}: the rounds differ")
+            del res
+        first = first or best[0]
+        total = sum(f.spec.traffic.rounds for f in topo.flows)
+        rows.append(f"| {label} | {best[1]:.2f} | {best[0]:.2f} | {total / best[0]:,.0f} | {first / best[0]:.2f} |")
+    compiled.WHOLE_STEP, compiled.WINDOW = True, window
+    return rows
+
+
 def _core_or_why() -> str:
     """``compiled core``, or why the runs fall back to the simpy reference (the core not built here:
     ``python setup.py build_ext --inplace``), said at once on stderr."""
@@ -220,7 +339,13 @@ def main() -> None:
                     "file or histograms) instead of their flows' statistics")
     ap.add_argument("--reference", action="store_true", help="the simpy reference engine")
     ap.add_argument("--no-dask-costs", action="store_true", help="skip the dispatch and gather measurements")
+    ap.add_argument("--steps", action="store_true", help="only the one-process engine's steps before and after the "
+                    "whole step in one core call")
+    ap.add_argument("--whole", action="store_true", help="time whole `twin run MESH --no-csv --no-plot [--processes "
+                    "N]` processes instead (launch to exit: start-up, loading, the cluster, writing)")
     args = ap.parse_args()
+    if args.whole and args.keep_rounds:
+        ap.error("--keep-rounds: the in-process runs' parts shipping every round; --whole runs twin run --no-csv")
     ns = sorted({int(x) for x in args.processes.split(",")} | {1})
     import twin.engine.event as E
     if args.reference:
@@ -234,16 +359,25 @@ def main() -> None:
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         say(f"loading the mesh: {len(doc['nodes']):,} nodes, {len(doc['flows']):,} flows ...")
         ld = load_scenario(path)
-        costs = [] if args.no_dask_costs else dask_costs(max(ns))
-        rows = table(ld, ns, args.repeats, args.keep_rounds, engine)
+        costs = [] if args.no_dask_costs or args.steps else dask_costs(max(ns))
+        if args.steps:
+            rows = steps_table(ld, args.repeats)
+        elif args.whole:
+            rows = whole_table(path, ns, Path(tmp), args.repeats, args.reference)
+        else:
+            rows = table(ld, ns, args.repeats, args.keep_rounds, engine)
     controllers, cards = shape(args.nodes)
     print(f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs, python "
           f"{platform.python_version()}; {time.strftime('%Y-%m-%d %H:%M %Z')}; load average (1 min) at the end "
           f"{os.getloadavg()[0]:.2f}")
     print(f"mesh: {len(doc['nodes']):,} nodes ({controllers:,} controllers, {cards:,} link cards each shared by "
-          f"{PER_CARD}, {controllers:,} cores; {cards:,} independent components), {rounds:,} rounds a flow; parts "
-          f"ship {'every round' if args.keep_rounds else 'their flows statistics'}; best of {args.repeats}; "
-          "results.json byte-identical to one process's for every N: yes")
+          f"{PER_CARD}, {controllers:,} cores; {cards:,} independent components), {rounds:,} rounds a flow; "
+          + (f"one process, the engine alone ({engine}); best of {args.repeats}; every flow's rounds identical: yes"
+             if args.steps else
+             (f"whole `twin run --no-csv --no-plot` processes, {engine}; " if args.whole else
+              f"parts ship {'every round' if args.keep_rounds else 'their flows statistics'}; best of {args.repeats}; ")
+             + "results.json byte-identical to one process's for every N: yes; the parts share nothing, so no window "
+             "is synchronised (the gather below is what one window's barrier would cost)"))
     print()
     for line in costs + ([""] if costs else []) + rows:
         print(line)

@@ -384,6 +384,27 @@ def meshes(draw):
     return Topology("meshes", seed, tuple(flows)), shared
 
 
+def _components_by_merging(topo: Topology) -> list[tuple[int, ...]]:
+    """The components the slow way: each flow a group of its resources, groups sharing one merged until
+    none do."""
+    from twin.engine.partition import shared_resources
+    groups = [({i}, set(shared_resources(fl))) for i, fl in enumerate(topo.flows)]
+    merged = True
+    while merged:
+        merged = False
+        for a in range(len(groups)):
+            for b in range(a + 1, len(groups)):
+                if groups[a][1] & groups[b][1]:
+                    groups[a][0].update(groups[b][0])
+                    groups[a][1].update(groups[b][1])
+                    del groups[b]
+                    merged = True
+                    break
+            if merged:
+                break
+    return sorted(tuple(sorted(g)) for g, _ in groups)
+
+
 @PROPERTY
 @given(meshes())
 def test_a_mesh_split_into_its_components_equals_the_one_timeline_of_the_reference(mesh):
@@ -393,6 +414,7 @@ def test_a_mesh_split_into_its_components_equals_the_one_timeline_of_the_referen
     topo, shared = mesh
     if not shared:  # nothing shared: every flow its own component
         assert components(topo) == [(i,) for i in range(len(topo.flows))]
+    assert components(topo) == _components_by_merging(topo)
     assert_identical(*on_both(topo))
 
 
@@ -416,6 +438,26 @@ def test_a_large_mesh_split_equals_its_one_timeline():
     finally:
         compiled.SPLIT = True
     assert_identical(one, split)
+
+
+@pytest.mark.parametrize("window", [1, 7, 1024])
+def test_the_whole_step_in_one_core_call_equals_one_call_a_component(window, monkeypatch):
+    """12 flows on 3 link cards shared by 4 (3 components, one over Aurora), advanced a whole step of
+    every component in one call of the core (compiled.WHOLE_STEP) by windows of 1, 7 and 1,024 replies:
+    every flow's rounds, hops and counters equal those of one call a component at the default window."""
+    _core_or_skip()
+    flows = tuple(_flow(i, f"g{i}", f"c{i // 4}", f"n{i}", rounds=300 + 50 * (i % 3), aurora=i // 4 == 1,
+                        ppm=4.0 * i) for i in range(12))
+    topo = Topology("steps", 5, flows)
+    assert len(components(topo)) == 3
+    monkeypatch.setattr(compiled, "WHOLE_STEP", False)
+    one_each = compiled.run(topo)
+    monkeypatch.setattr(compiled, "WHOLE_STEP", True)
+    monkeypatch.setattr(compiled, "WINDOW", window)
+    seen: list[int] = []
+    whole = compiled.run(topo, progress=seen.append, chunk_rounds=1000)
+    assert_identical(one_each, whole)
+    assert seen and seen == sorted(seen) and seen[-1] == sum(f.spec.traffic.rounds for f in flows)
 
 
 def test_a_stopped_mesh_keeps_every_flows_rounds_up_to_one_instant():

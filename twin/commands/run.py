@@ -133,8 +133,12 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     rounds.csv), histograms.png
     (with their manifest.json). Returns 0, or 1 if any reply mismatched, 3 when a live endpoint
     failed, 130 when a SIGINT or SIGTERM stopped it (:mod:`twin.commands.interrupt`: the rounds so
-    far are written, marked partial); raises ConfigError for bad input."""
-    with interruptible():
+    far are written, marked partial); raises ConfigError for bad input. With ``--processes N`` the local
+    cluster of N workers starts in the background from here (:class:`twin.engine.cluster.Starting`)."""
+    from twin.engine.cluster import starting
+    processes = getattr(args, "processes", None) if getattr(args, "cluster", None) is None else None
+    with interruptible(), starting(processes) as start:  # a local cluster starts while the scenario loads
+        args.cluster_start = start
         return _run(args, console)
 
 

@@ -102,24 +102,24 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
     _mark_partial(doc, folder, res, parted, stopped, failed)
     folder.write_json("results.json", doc)
     from twin.output.table import Grid, Num
-    tb = Grid(f"{sc.name}: mesh, {len(res.flows)} flows, seed {seed} (µs)",
+    shown = doc["flows"][:TABLE_FLOWS]  # results.json keeps every flow
+    tb = Grid(f"{sc.name}: mesh, {len(res.flows)} flows, seed {seed} (µs)" +
+              (f", the first {len(shown)}" if len(shown) < len(doc["flows"]) else ""),
               ["flow", "route", "function", "rounds", "rtt p50", "p90", "p99", "loop p50", "wait mean", "wait p99",
                "mismatches"])
-    for f in doc["flows"]:
+    for f in shown:
         us = lambda ns: Num(ns / 1000)  # noqa: E731
         tb.add_row(str(f["flow"]), " -> ".join(f["route"]), f["function"], Num(f["rounds"], ","),
                    us(f["rtt"]["p50_ns"]), us(f["rtt"]["p90_ns"]), us(f["rtt"]["p99_ns"]), us(f["loop"]["p50_ns"]),
                    us(f["wait"]["mean_ns"]), us(f["wait"]["p99_ns"]), Num(f["mismatches"], "d"))
     tb.print(console)
+    if len(shown) < len(doc["flows"]):
+        console.print(rest_line(doc["flows"], len(shown), folder.out / "results.json"), highlight=False, soft_wrap=True)
     from twin.output.budget import print_budget_table, print_fault_and_deadline_lines
-    print_budget_table([(f"flow {f['flow']}", f) for f in doc["flows"]], console, "flow")
+    print_budget_table([(f"flow {f['flow']}", f) for f in shown], console, "flow")
     from twin.output.program import print_program_table
-    print_program_table([(f"flow {f['flow']}", f) for f in doc["flows"]], console, "flow")
-    live_nodes = {f["to"] for f in doc["flows"] if "live" in f}
-    for name, c in doc["consumers"].items():
-        own = "a live device: measured, not modelled" if name in live_nodes else "model rtl: its own logic"
-        util = f"n/a ({own})" if c["utilisation"] is None else f"{100 * c['utilisation']:.1f} %"
-        console.print(f"{name}: served {c['served']:,}, utilisation {util}")
+    print_program_table([(f"flow {f['flow']}", f) for f in shown], console, "flow")
+    print_consumer_lines(doc, console)
     for f in doc["flows"]:
         if "live" in f:
             print_live_flow(f, console)
@@ -135,6 +135,40 @@ def _run_and_write(args: argparse.Namespace, console: Console, loaded, folder, s
     written = folder.commit()
     console.print("wrote " + ", ".join(map(str, written)) + f" ({folder.out / 'manifest.json'} lists them)")
     return _exit_code(doc, folder, lost, stopped, failed)
+
+
+TABLE_FLOWS = 32
+"""The flows a mesh's tables print (the first), and the consumers its utilisation lines name; the rest
+in one line each (results.json keeps every one)."""
+
+
+def rest_line(flows: list[dict], shown: int, path) -> str:
+    """One line for the flows past the first ``shown`` of ``flows`` (results.json's): how many, the
+    largest round-trip p99 of all flows (which), the mismatches of all, and where every flow is."""
+    worst = max(flows, key=lambda f: (f["rtt"]["p99_ns"], -f["flow"]))
+    return (f"... and {len(flows) - shown:,} more flows ({len(flows):,} in {path}): round trip p99 of all "
+            f"{min(f['rtt']['p99_ns'] for f in flows) / 1000:.3f} .. {worst['rtt']['p99_ns'] / 1000:.3f} µs (the "
+            f"largest: flow {worst['flow']}, {' -> '.join(worst['route'])}), {sum(f['rounds'] for f in flows):,} "
+            f"rounds, {sum(f['mismatches'] for f in flows):,} mismatches")
+
+
+def print_consumer_lines(doc: dict, console: Console) -> None:
+    """Per consumer (the first :data:`TABLE_FLOWS`) requests served and utilisation, and one line for
+    the others (their number, their utilisation's range and its largest)."""
+    live_nodes = {f["to"] for f in doc["flows"] if "live" in f}
+    items = list(doc["consumers"].items())
+    for name, c in items[:TABLE_FLOWS]:
+        own = "a live device: measured, not modelled" if name in live_nodes else "model rtl: its own logic"
+        util = f"n/a ({own})" if c["utilisation"] is None else f"{100 * c['utilisation']:.1f} %"
+        console.print(f"{name}: served {c['served']:,}, utilisation {util}")
+    rest = [(name, c) for name, c in items[TABLE_FLOWS:] if c["utilisation"] is not None]
+    if len(items) > TABLE_FLOWS:
+        line = f"... and {len(items) - TABLE_FLOWS:,} more consumers"
+        if rest:
+            top = max(rest, key=lambda nc: nc[1]["utilisation"])
+            line += (f": utilisation {100 * min(c['utilisation'] for _, c in rest):.1f} .. "
+                     f"{100 * top[1]['utilisation']:.1f} % (the largest: {top[0]})")
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 def _mark_partial(doc: dict, folder, res: MeshResult, parted, stopped, failed) -> None:

@@ -121,7 +121,8 @@ def _client_of(args: argparse.Namespace, console: Console, quiet: bool) -> Calla
     def client_of(parts: list[Part]):
         with ExitStack() as stack:
             try:
-                client = stack.enter_context(local_client(len(parts)) if args.processes is not None
+                client = stack.enter_context(local_client(len(parts), getattr(args, "cluster_start", None))
+                                             if args.processes is not None
                                              else connect(args.cluster))
             except ClusterError as e:
                 raise UsageError(str(e)) from None

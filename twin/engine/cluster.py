@@ -14,8 +14,10 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
+import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 PART_TIMEOUT_S = 20.0
 """Seconds a part of a partitioned run may stay silent (no heartbeat, no answer to a stop) before it
@@ -48,32 +50,105 @@ def dask_setup(worker) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
 
 
+def _new_local(n: int):
+    """A new :class:`distributed.LocalCluster` of ``n`` worker processes as :func:`local_client` starts it,
+    SIGINT and SIGTERM held in this thread meanwhile (inherited by the cluster's loop thread and its
+    children: :func:`dask_setup` takes them again in each worker)."""
+    import dask
+    from distributed import LocalCluster
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+    try:
+        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+            return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                protocol="tcp", dashboard_address=None, silence_logs=logging.CRITICAL,
+                                memory_limit=0, preload=[__name__, "twin.worker"],
+                                scheduler_kwargs={"dashboard_address": ":0"})
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+class Starting:
+    """A local cluster of ``n`` worker processes (:func:`_new_local`) starting in a background thread
+    from the moment this is made, so that it starts while the caller does other work (``twin run
+    --processes N`` loads the scenario meanwhile); :func:`local_client` takes it, :meth:`close` ends
+    it when nothing did. ``seconds``: how long the start took (after :meth:`take`)."""
+
+    def __init__(self, n: int):
+        self.n, self.taken, self.seconds = n, False, 0.0
+        self.cluster: Any = None
+        self.error: Exception | None = None
+        self._closing: threading.Thread | None = None
+        self._thread = threading.Thread(target=self._start, daemon=True, name="twin-cluster-start")
+        self._thread.start()
+
+    def _start(self) -> None:
+        t = time.perf_counter()
+        try:
+            self.cluster = _new_local(self.n)
+        except Exception as e:  # handed to take()
+            self.error = e
+        self.seconds = time.perf_counter() - t
+
+    def take(self):
+        """The started cluster (waiting for its start); its start's exception raised here."""
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        self.taken = True
+        return self.cluster
+
+    def release(self) -> None:
+        """The taker is done with the cluster: it closes in a background thread (its workers' graceful
+        exit, 0.4-1 s, while the caller assembles and writes its results); :meth:`close` waits for it."""
+        self._closing = threading.Thread(target=self.cluster.close, daemon=True, name="twin-cluster-close")
+        self._closing.start()
+
+    def close(self) -> None:
+        """End the cluster: close it unless :meth:`take` handed it on (waiting for its start to end
+        first), or wait for its :meth:`release`."""
+        self._thread.join()
+        if self._closing is not None:
+            self._closing.join()
+        elif self.cluster is not None and not self.taken:
+            self.cluster.close()
+
+
 @contextmanager
-def local_client(n: int) -> Iterator:
+def starting(n: int | None) -> Iterator[Starting | None]:
+    """A :class:`Starting` local cluster of ``n`` workers for the block (None for ``n`` None, or without
+    Dask: :func:`local_client` then says why), closed after it unless taken."""
+    start = Starting(n) if n is not None and available() is None else None
+    try:
+        yield start
+    finally:
+        if start is not None:
+            start.close()
+
+
+@contextmanager
+def local_client(n: int, start: Starting | None = None) -> Iterator:
     """A :class:`distributed.Client` on a new :class:`distributed.LocalCluster` of ``n`` worker
     processes of one thread each (127.0.0.1, TCP, no dashboard, no memory limit: a part keeps its
     rounds as one process does; the scheduler's HTTP server, which starts without a dashboard too, on
-    a free port, not Dask's default 8787, which another cluster on the host may hold), closed after
-    the block. ClusterError when Dask is not installed."""
+    a free port, not Dask's default 8787, which another cluster on the host may hold; each worker
+    preloading :mod:`twin.worker`, the engine), closed after the block; ``start``: the cluster already
+    starting (:class:`Starting`, of at least ``n`` workers: the extra ones stay idle) instead of a new
+    one, closed in the background after the block (:meth:`Starting.release`). ClusterError when Dask is
+    not installed."""
     why = available()
     if why:
         raise ClusterError(f"--processes {n}: {why}")
-    import dask
-    from distributed import Client, LocalCluster
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)  # inherited by the loop thread and its children
-    try:
-        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   protocol="tcp", dashboard_address=None, silence_logs=logging.CRITICAL,
-                                   memory_limit=0, preload=[__name__],
-                                   scheduler_kwargs={"dashboard_address": ":0"})
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    from distributed import Client
+    early = start if start is not None and start.n >= n else None
+    cluster = early.take() if early is not None else _new_local(n)
     try:
         with Client(cluster) as client:
             yield client
     finally:
-        cluster.close()
+        if early is not None:
+            early.release()  # closed in the background, waited for at the end of starting()
+        else:
+            cluster.close()
 
 
 @contextmanager
@@ -94,4 +169,4 @@ def connect(address: str) -> Iterator:
         yield client
 
 
-__all__ = ["ClusterError", "available", "local_client", "connect", "dask_setup"]
+__all__ = ["ClusterError", "Starting", "available", "starting", "local_client", "connect", "dask_setup"]

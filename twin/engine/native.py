@@ -64,6 +64,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.twin_event_new.argtypes = [ctypes.c_int64, _P, _P, ctypes.c_int64, _P, _P, ctypes.c_int64, ctypes.c_int64]
     lib.twin_event_run.restype = ctypes.c_int64
     lib.twin_event_run.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+    lib.twin_event_run_all.restype = ctypes.c_int64
+    lib.twin_event_run_all.argtypes = [ctypes.c_int64, _P, _P, _P]
     lib.twin_event_stats.restype = None
     lib.twin_event_stats.argtypes = [ctypes.c_void_p, _P]
     lib.twin_event_free.restype = None

@@ -47,6 +47,7 @@ Errors name the file, the key and the value (:class:`twin.config.ConfigError`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
@@ -789,7 +790,18 @@ class Scenario(ScenarioBase):
     def graph(self) -> nx.Graph:
         """The topology as a networkx graph (:func:`twin.scenario.graph.scenario_graph`): nodes carry
         their :class:`Node`, edges their kind; a mesh's routes in ``graph["routes"]``. Raises
-        ValueError (:class:`Located`) naming the key of the first problem."""
+        ValueError (:class:`Located`) naming the key of the first problem. A mesh's graph is built
+        once, as the scenario is validated (its routes searched: about 1 s for a 10,000-node mesh), and
+        the same graph returned after (the scenario's nodes, links and flows are not changed after)."""
+        if self.flows:
+            return self._mesh_graph
+        from twin.scenario.graph import scenario_graph
+        return scenario_graph(self)
+
+    @cached_property
+    def _mesh_graph(self) -> nx.Graph:
+        """A mesh's graph (:meth:`graph`), built on first use and kept (not a field: equality and
+        dumps ignore it)."""
         from twin.scenario.graph import scenario_graph
         return scenario_graph(self)
 
@@ -797,7 +809,9 @@ class Scenario(ScenarioBase):
         """The topology checked as :meth:`graph` checks it (the same errors), without networkx for
         a loop whose consumers hang off the card: a :class:`twin.scenario.graph.Topology` for a
         loop scenario (nodes, edges and their kinds as the graph's), the networkx graph for a mesh
-        (:func:`twin.scenario.graph.check_topology`)."""
+        (:func:`twin.scenario.graph.check_topology`, built once: :meth:`graph`)."""
+        if self.flows:
+            return self.graph()
         from twin.scenario.graph import check_topology
         return check_topology(self)
 

@@ -1345,6 +1345,23 @@ int64_t twin_event_run(void *h, int64_t target)
     return w->counter;
 }
 
+/* One step of a topology's components (nworlds timelines, each a handle of twin_event_new) in one call:
+   timeline k processes events until targets[k] replies of it are back (twin_event_run), got[k] its replies
+   back after (k in order; a timeline at or past its target is left as it is). Returns -1 when every
+   timeline reached its target, else the index of the first that did not, got[k] then twin_event_run's
+   code (-1 ran dry, -2 a function's reply of another length, -3 out of memory) and the timelines after
+   it not run. */
+int64_t twin_event_run_all(int64_t nworlds, void *const *hs, const int64_t *targets, int64_t *got)
+{
+    for (int64_t k = 0; k < nworlds; k++) {
+        world_t *w = hs[k];
+        got[k] = w->counter < targets[k] ? twin_event_run(w, targets[k]) : w->counter;
+        if (got[k] < 0)
+            return k;
+    }
+    return -1;
+}
+
 /* The counters: out[0..WS_COUNT) events, now, replies back; then per flow FS_COUNT (the digest's 32 bytes in
    FS_D0..FS_D3), per lane LS_COUNT (writes, bytes, busy, held), per thread TS_COUNT (served, busy). */
 void twin_event_stats(void *h, int64_t *out)
