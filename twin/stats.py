@@ -176,6 +176,22 @@ class Counts:
             v, c = np.unique(a, return_counts=True)
         self._merge(v.astype(np.int64), c.astype(np.int64))
 
+    def dense_for(self, lo: int, hi: int, m: int) -> np.ndarray | None:
+        """The dense counts grown to reach ``lo .. hi``, ``m`` samples within them counted as added
+        (the caller adds each sample v into the returned array at ``v - self.lo``, before any other
+        call), or None, nothing changed, where the counts are or would turn sparse (wider than
+        :data:`DENSE_SPAN`: count them with :meth:`add_bounded`)."""
+        if self.values is not None:
+            return None
+        base = lo if self.dense is None else min(lo, self.lo)
+        top = hi if self.dense is None else max(hi, self.lo + len(self.dense) - 1)
+        if top - base >= DENSE_SPAN:
+            return None
+        self._grow(base, top)
+        self._cum = None
+        self.n += m
+        return self.dense
+
     def _grow(self, base: int, top: int) -> None:
         """The dense counts grown to ``base .. top`` when they do not reach."""
         if self.dense is None or base < self.lo or top >= self.lo + len(self.dense):
@@ -302,6 +318,28 @@ class SumsByValue:
                 self._add_column(j, idx, here, col, lo, hi)
         if j != self.k - 1:
             raise ValueError(f"{j + 1} columns for {self.k}")
+
+    def index(self, keys: np.ndarray) -> np.ndarray:
+        """Each key's position in :attr:`values` (int64, shape of ``keys``, int64 1-D, not empty), the
+        keys not counted yet inserted first (zero counts and sums: :attr:`values`, :attr:`counts` and
+        :attr:`sums` may be new arrays after it)."""
+        return self._index(keys).astype(np.int64, copy=False)
+
+    def table(self) -> tuple[np.ndarray, int] | None:
+        """The lookup table of the keys' positions (int32, -1 where no key; entry i for key
+        ``values[0] + i``) and that first key, or None where the keys are too wide for one
+        (:data:`LOOKUP_SPAN`) or there are none."""
+        return None if self._lut is None or not len(self.values) else (self._lut, int(self.values[0]))
+
+    def fits(self, j: int, m: int, lo: int, hi: int) -> bool:
+        """Whether ``m`` integer samples within ``lo .. hi`` can be added to column ``j``'s int64 sums
+        without any passing 2**63 (then :meth:`added` after them), by the column's bound so far."""
+        return self._mass[j] + m * max(-lo, hi) < 1 << 63
+
+    def added(self, j: int, m: int, lo: int, hi: int, total: int) -> None:
+        """Column ``j``'s bound after ``m`` samples within ``lo .. hi`` summing to ``total`` were added
+        to its sums (by the caller, :meth:`fits` first), as :meth:`add` keeps it."""
+        self._mass[j] += total if lo >= 0 else m * max(-lo, hi)
 
     def _add_column(self, j: int, idx: np.ndarray, here: np.ndarray, c, lo: int, hi: int) -> None:
         """Column ``j``'s chunk (samples ``c`` within ``lo .. hi``; their keys at ``idx``, ``here``

@@ -1,0 +1,137 @@
+"""A batch of rounds into a flow's counts: the compiled core's two passes over the instants, or numpy's.
+
+:func:`add_columns` counts columns that are differences of two int64 instant columns (a stage's
+time, the round trip) into :class:`twin.stats.Counts` (exact inverted-CDF percentiles, sum, min,
+max) and sums the first of them per key value into a :class:`twin.stats.SumsByValue` (the budget's
+median round and slowest 1 %). With the compiled core (``twin/engine/c/stats.c``, linked into
+``twin.engine._core``): pass 1 reads each column's min and max, the counts grow to reach them, pass
+2 counts and sums every column in place, no difference ever stored (about 1 ns a round and column
+against numpy's 8). Without it (or for counts wider than :data:`twin.stats.DENSE_SPAN`, keys too
+wide for a lookup table, sums near 2**63) numpy does the same, column by column. The results are the
+same, entry for entry, either way and however the rounds are cut into batches. Memory: the counts',
+plus one int64 per round of a batch for the keys' positions.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from twin.stats import Counts, SumsByValue
+
+Pair = tuple[np.ndarray, np.ndarray]
+"""(from, to): a column's values are ``to - from`` (int64 ps, 1-D, one length)."""
+
+
+def _core():
+    """The compiled core, or None (the numpy path) where it is not to be had."""
+    from twin.engine.native import CoreUnavailable, core
+    try:
+        return core()
+    except CoreUnavailable:
+        return None
+
+
+def add_columns(pairs: list[Pair], counts: list[Counts | None], by_key: SumsByValue | None = None,
+                key: int = -1, arg: int = -1) -> tuple[list[int], list[int], int]:
+    """Count a batch: column j (``pairs[j]``'s ``to - from``, m rounds) into ``counts[j]`` (None: not
+    counted), the first ``by_key.k`` columns summed per value of column ``key`` into ``by_key``.
+    Returns each column's min and max (0, 0 for no rounds) and the first round at column ``arg``'s
+    largest value (numpy's argmax; -1 where ``arg`` is -1 or no rounds). Raises OverflowError as
+    :meth:`twin.stats.SumsByValue.add` does."""
+    m = len(pairs[0][0]) if pairs else 0
+    lib = _core() if m else None
+    if lib is None:
+        return _numpy(pairs, counts, by_key, key, arg)
+    k = len(pairs)
+    addr = np.array([[a.ctypes.data for a, _ in pairs], [b.ctypes.data for _, b in pairs]], np.uint64)
+    for a, b in pairs:
+        assert a.dtype == b.dtype == np.int64 and a.flags.c_contiguous and b.flags.c_contiguous and len(a) == len(b)
+    p2 = ctypes.POINTER(ctypes.POINTER(ctypes.c_int64))
+    frm, to = addr[0].ctypes.data_as(p2), addr[1].ctypes.data_as(p2)
+    lo, hi = np.zeros(k, np.int64), np.zeros(k, np.int64)
+    at = int(lib.twin_stats_bounds(m, k, frm, to, arg, _ptr(lo), _ptr(hi)))
+    los, his = lo.tolist(), hi.tolist()
+    dense = np.zeros(k, np.uint64)
+    base = np.zeros(k, np.int64)
+    for j, c in enumerate(counts):
+        if c is None:
+            continue
+        if los[j] == his[j]:  # one value: no pass over the column
+            c.add_bounded(None, los[j], his[j], m)
+            continue
+        arr = c.dense_for(los[j], his[j], m)
+        if arr is None:  # sparse counts: numpy's
+            c.add_bounded(pairs[j][1] - pairs[j][0], los[j], his[j])
+        else:
+            dense[j], base[j] = arr.ctypes.data, c.lo
+    pos, sums, kc, ks = _positions(lib, pairs, by_key, key, m, los, his)
+    total = np.zeros(k, np.int64)
+    lib.twin_stats_count(m, k, frm, to, dense.ctypes.data_as(p2), _ptr(base), ks, _ptr(pos) if ks else None,
+                         _ptr(kc) if ks else None, _ptr(sums) if ks else None, sums.shape[1] if ks else 0,
+                         _ptr(total))
+    if ks:
+        assert by_key is not None
+        for j, t in enumerate(total.tolist()[:ks]):
+            by_key.added(j, m, los[j], his[j], t)
+    return los, his, at
+
+
+def _positions(lib, pairs: list[Pair], by_key: SumsByValue | None, key: int, m: int, los: list[int],
+               his: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(each round's key position, the sums, the keys' counts, the columns to sum: ``by_key.k``) for
+    :func:`add_columns`' pass 2; the keys new to ``by_key`` inserted. The sums are numpy's (done here,
+    0 columns left to sum) where an int64 sum could come near 2**63."""
+    none = np.zeros(0, np.int64)
+    if by_key is None:
+        return none, none, none, 0
+    if not all(by_key.fits(j, m, los[j], his[j]) for j in range(by_key.k)):
+        keys = pairs[key][1] - pairs[key][0]
+        by_key.add(keys, ((pairs[j][1] - pairs[j][0], los[j], his[j]) for j in range(by_key.k)))
+        return none, none, none, 0
+    pos = np.empty(m, np.int64)
+    t = by_key.table()
+    a, b = pairs[key]
+    if t is None or lib.twin_stats_positions(m, _ptr(a), _ptr(b), t[0].ctypes.data, t[1], len(t[0]), _ptr(pos)):
+        pos = by_key.index(b - a)  # keys new to the table (or none): inserted
+    sums = np.ascontiguousarray(by_key.sums)
+    by_key.sums = sums
+    return pos, sums, by_key.counts, by_key.k
+
+
+def _numpy(pairs: list[Pair], counts: list[Counts | None], by_key: SumsByValue | None, key: int,
+           arg: int) -> tuple[list[int], list[int], int]:
+    """:func:`add_columns` by numpy, column by column (one difference buffer for all)."""
+    m = len(pairs[0][0]) if pairs else 0
+    los, his = [0] * len(pairs), [0] * len(pairs)
+    at = -1
+    d = np.empty(m, np.int64)
+
+    def column(j: int):
+        a, b = pairs[j]
+        np.subtract(b, a, out=d)
+        los[j], his[j] = (int(d.min()), int(d.max())) if m else (0, 0)
+        c = counts[j]
+        if c is not None:
+            c.add_bounded(d if los[j] != his[j] else None, los[j], his[j], m)
+        return d
+    ks = 0 if by_key is None else by_key.k
+    if by_key is not None:
+        keys = pairs[key][1] - pairs[key][0]
+
+        def summed():
+            for j in range(ks):
+                yield column(j), los[j], his[j]
+        by_key.add(keys, summed())
+    for j in range(ks, len(pairs)):
+        column(j)
+        if j == arg and m:
+            at = int(np.argmax(d))
+    if 0 <= arg < ks and m:
+        at = int(np.argmax(pairs[arg][1] - pairs[arg][0]))
+    return los, his, at
+
+
+def _ptr(a: np.ndarray):
+    """A ctypes int64 pointer to ``a`` (C-contiguous int64, kept alive by the caller)."""
+    return a.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
