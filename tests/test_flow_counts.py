@@ -131,3 +131,24 @@ def test_a_1e5_round_run_writes_today_s_results(tmp_path, monkeypatch):
                      "--no-plot", "--quiet", "--out", str(out)]) == 0
         return (out / "results.json").read_bytes()
     assert run("core", False) == run("numpy", True)
+
+
+def test_a_batch_within_the_counts_is_counted_in_one_pass():
+    """After a first batch has sized the counts and keys, a batch within them goes through the one-pass
+    blocks whole; one beyond them stops at the first block that is not (then two passes, same counts)."""
+    rng = np.random.default_rng(1)
+    t = np.cumsum(rng.integers(0, 50, 5000))
+    u = t + rng.integers(0, 100, 5000)
+    counts, by = [Counts(), Counts()], SumsByValue(1)
+    flow_counts.add_columns([(t, u), (t, u)], counts, by, key=1, arg=1)
+    v = t + rng.integers(10, 90, 5000)
+    v[4500] = u[0] + 10**6  # a value past the counts in the fifth block
+    dense = [c if c.values is None else None for c in counts]
+    done, _, _, _ = flow_counts._one_pass(core(), [(t[:4000], v[:4000])] * 2, dense, by, 1, 1)
+    assert done == 4000 and counts[0].n == 9000
+    done, lo, hi, at = flow_counts._one_pass(core(), [(t[4000:], v[4000:])] * 2, dense, by, 1, 1)
+    assert done == 0 and counts[0].n == 9000
+    flow_counts.add_columns([(t[4000:], v[4000:])] * 2, counts, by, key=1, arg=1)
+    whole = np.concatenate([u - t, v - t])
+    assert counts[1].n == 10_000 and (counts[1].percentile(QS) == np.percentile(whole, QS, method="inverted_cdf")).all()
+    assert by.sums[0].tolist() == [int(whole[whole == x].sum()) for x in by.values]

@@ -180,17 +180,29 @@ class Counts:
         """The dense counts grown to reach ``lo .. hi``, ``m`` samples within them counted as added
         (the caller adds each sample v into the returned array at ``v - self.lo``, before any other
         call), or None, nothing changed, where the counts are or would turn sparse (wider than
-        :data:`DENSE_SPAN`: count them with :meth:`add_bounded`)."""
+        :data:`DENSE_SPAN`: count them with :meth:`add_bounded`). Where they grow, they grow by a
+        quarter more on each side (within :data:`DENSE_SPAN`; empty counts change no result), so a
+        long run's tails reach past them rarely."""
         if self.values is not None:
             return None
+        if self.dense is not None and lo >= self.lo and hi < self.lo + len(self.dense):
+            self._cum = None
+            self.n += m
+            return self.dense
         base = lo if self.dense is None else min(lo, self.lo)
         top = hi if self.dense is None else max(hi, self.lo + len(self.dense) - 1)
         if top - base >= DENSE_SPAN:
             return None
-        self._grow(base, top)
+        slack = min((top - base) // 4 + 16, (DENSE_SPAN - 1 - (top - base)) // 2)
+        self._grow(base - slack, top + slack)
         self._cum = None
         self.n += m
         return self.dense
+
+    def dense_counted(self, m: int) -> None:
+        """``m`` samples counted into :attr:`dense` by the caller (each ``v`` at ``v - self.lo``, within it)."""
+        self._cum = None
+        self.n += m
 
     def _grow(self, base: int, top: int) -> None:
         """The dense counts grown to ``base .. top`` when they do not reach."""
@@ -330,6 +342,18 @@ class SumsByValue:
         ``values[0] + i``) and that first key, or None where the keys are too wide for one
         (:data:`LOOKUP_SPAN`) or there are none."""
         return None if self._lut is None or not len(self.values) else (self._lut, int(self.values[0]))
+
+    @property
+    def bounds(self) -> list[int]:
+        """Per column, the bound on the magnitude of its sums so far (each < 2**63), as :meth:`added` keeps it;
+        settable (a caller that summed the columns itself)."""
+        return list(self._mass)
+
+    @bounds.setter
+    def bounds(self, mass: list[int]) -> None:
+        if len(mass) != self.k or any(not 0 <= x < 1 << 63 for x in mass):
+            raise ValueError(f"bounds {mass} for {self.k} columns")
+        self._mass = list(mass)
 
     def fits(self, j: int, m: int, lo: int, hi: int) -> bool:
         """Whether ``m`` integer samples within ``lo .. hi`` can be added to column ``j``'s int64 sums

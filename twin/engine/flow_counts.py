@@ -38,36 +38,115 @@ def add_columns(pairs: list[Pair], counts: list[Counts | None], by_key: SumsByVa
     counted), the first ``by_key.k`` columns summed per value of column ``key`` into ``by_key``.
     Returns each column's min and max (0, 0 for no rounds) and the first round at column ``arg``'s
     largest value (numpy's argmax; -1 where ``arg`` is -1 or no rounds). Raises OverflowError as
-    :meth:`twin.stats.SumsByValue.add` does."""
+    :meth:`twin.stats.SumsByValue.add` does.
+
+    With the core: one pass in blocks (``twin_stats_add``) while every value falls within its
+    column's counts and every key is known (a long run's batches after its first few), the rest of
+    the batch by two passes (bounds, the counts grown to them, then counting); sparse counts by numpy."""
     m = len(pairs[0][0]) if pairs else 0
     lib = _core() if m else None
     if lib is None:
         return _numpy(pairs, counts, by_key, key, arg)
-    k = len(pairs)
-    addr = np.array([[a.ctypes.data for a, _ in pairs], [b.ctypes.data for _, b in pairs]], np.uint64)
     for a, b in pairs:
         assert a.dtype == b.dtype == np.int64 and a.flags.c_contiguous and b.flags.c_contiguous and len(a) == len(b)
-    p2 = ctypes.POINTER(ctypes.POINTER(ctypes.c_int64))
-    frm, to = addr[0].ctypes.data_as(p2), addr[1].ctypes.data_as(p2)
+    dense = [c if c is not None and c.values is None else None for c in counts]
+    sparse = [j for j, c in enumerate(counts) if c is not None and dense[j] is None]
+    done, lo, hi, at = _one_pass(lib, pairs, dense, by_key, key, arg)
+    if done < m:
+        rest = [(a[done:], b[done:]) for a, b in pairs]
+        lo2, hi2, at2 = _two_passes(lib, rest, dense, by_key, key, arg)
+        if done:
+            if at2 >= 0 and hi2[arg] > hi[arg]:
+                at = done + at2
+            lo, hi = [min(x, y) for x, y in zip(lo, lo2)], [max(x, y) for x, y in zip(hi, hi2)]
+        else:
+            lo, hi, at = lo2, hi2, at2
+    for j in sparse:  # sparse counts: numpy's
+        c = counts[j]
+        assert c is not None
+        c.add_bounded(pairs[j][1] - pairs[j][0] if lo[j] != hi[j] else None, lo[j], hi[j], m)
+    return lo, hi, at
+
+
+def _addresses(arrays) -> tuple[np.ndarray, object]:
+    """(the arrays' addresses as uint64, a ctypes int64** to them); None's address is 0."""
+    addr = np.array([0 if a is None else a.ctypes.data for a in arrays], np.uint64)
+    return addr, addr.ctypes.data_as(ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)))
+
+
+def _one_pass(lib, pairs: list[Pair], dense: list[Counts | None], by_key: SumsByValue | None, key: int,
+              arg: int) -> tuple[int, list[int], list[int], int]:
+    """The rounds ``twin_stats_add`` counted in one pass (from the first, whole blocks, up to the first
+    block with a value outside its counts or a key outside the table), their bounds and argmax."""
+    k, m = len(pairs), len(pairs[0][0])
+    t = by_key.table() if by_key is not None else None
+    if by_key is not None and t is None:
+        return 0, [0] * k, [0] * k, -1
+    arrays = [c.dense if c is not None else None for c in dense]
+    if any(c is not None and (a is None or not len(a)) for c, a in zip(dense, arrays)):
+        return 0, [0] * k, [0] * k, -1
+    keep = (_addresses([a for a, _ in pairs]), _addresses([b for _, b in pairs]), _addresses(arrays))
+    base = np.array([c.lo if c is not None else 0 for c in dense], np.int64)
+    size = np.array([len(a) if a is not None else 0 for a in arrays], np.int64)
+    lo, hi, total, at = (np.zeros(k, np.int64) for _ in range(4))
+    ks = by_key.k if by_key is not None else 0
+    if by_key is not None and t is not None:
+        by_key.sums = sums = np.ascontiguousarray(by_key.sums)
+        mass = np.array(by_key.bounds, np.int64)
+        kc, lut, lut_base, span, stride = by_key.counts, t[0].ctypes.data, t[1], len(t[0]), sums.shape[1]
+    else:
+        sums = mass = kc = np.zeros(1, np.int64)
+        lut, lut_base, span, stride = None, 0, 0, 0
+    skipped, n_skipped = np.empty(m if ks else 1, np.int64), np.zeros(1, np.int64)
+    done = int(lib.twin_stats_add(m, k, keep[0][1], keep[1][1], keep[2][1], _ptr(base), _ptr(size), ks, lut, lut_base,
+                                  span, key, _ptr(kc), _ptr(sums), stride, _ptr(mass), arg, _ptr(lo), _ptr(hi),
+                                  _ptr(at), _ptr(total), _ptr(skipped), _ptr(n_skipped)))
+    if done:
+        for c in dense:
+            if c is not None:
+                c.dense_counted(done)
+        if by_key is not None:
+            by_key.bounds = mass.tolist()
+            if n_skipped[0]:
+                _new_keys(by_key, pairs, key, skipped[:int(n_skipped[0])])
+    return done, lo.tolist(), hi.tolist(), int(at[0])
+
+
+def _new_keys(by_key: SumsByValue, pairs: list[Pair], key: int, rounds: np.ndarray) -> None:
+    """The ``rounds`` whose keys ``twin_stats_add`` did not know (it left them out of the sums and the
+    keys' counts only; their bounds are in the columns' already): the keys inserted, the rounds summed."""
+    a, b = pairs[key]
+    pos = by_key.index(b[rounds] - a[rounds])
+    by_key.counts += np.bincount(pos, minlength=len(by_key.counts))
+    for j in range(by_key.k):
+        np.add.at(by_key.sums[j], pos, pairs[j][1][rounds] - pairs[j][0][rounds])
+
+
+def _two_passes(lib, pairs: list[Pair], dense: list[Counts | None], by_key: SumsByValue | None, key: int,
+                arg: int) -> tuple[list[int], list[int], int]:
+    """:func:`add_columns` of the ``dense`` counts by two passes: the bounds, the counts grown to reach
+    them (a column that would turn sparse taken by numpy: None in ``dense`` from then on), the keys
+    new to ``by_key`` inserted, then counting."""
+    k, m = len(pairs), len(pairs[0][0])
+    frm, to = _addresses([a for a, _ in pairs]), _addresses([b for _, b in pairs])
     lo, hi = np.zeros(k, np.int64), np.zeros(k, np.int64)
-    at = int(lib.twin_stats_bounds(m, k, frm, to, arg, _ptr(lo), _ptr(hi)))
+    at = int(lib.twin_stats_bounds(m, k, frm[1], to[1], arg, _ptr(lo), _ptr(hi)))
     los, his = lo.tolist(), hi.tolist()
-    dense = np.zeros(k, np.uint64)
+    arrays: list[np.ndarray | None] = [None] * k
     base = np.zeros(k, np.int64)
-    for j, c in enumerate(counts):
+    for j, c in enumerate(dense):
         if c is None:
             continue
-        if los[j] == his[j]:  # one value: no pass over the column
-            c.add_bounded(None, los[j], his[j], m)
-            continue
         arr = c.dense_for(los[j], his[j], m)
-        if arr is None:  # sparse counts: numpy's
+        if arr is None:  # turning sparse: numpy's, now and after
             c.add_bounded(pairs[j][1] - pairs[j][0], los[j], his[j])
+            dense[j] = None
         else:
-            dense[j], base[j] = arr.ctypes.data, c.lo
+            arrays[j], base[j] = arr, c.lo
     pos, sums, kc, ks = _positions(lib, pairs, by_key, key, m, los, his)
     total = np.zeros(k, np.int64)
-    lib.twin_stats_count(m, k, frm, to, dense.ctypes.data_as(p2), _ptr(base), ks, _ptr(pos) if ks else None,
+    d = _addresses(arrays)
+    lib.twin_stats_count(m, k, frm[1], to[1], d[1], _ptr(base), ks, _ptr(pos) if ks else None,
                          _ptr(kc) if ks else None, _ptr(sums) if ks else None, sums.shape[1] if ks else 0,
                          _ptr(total))
     if ks:

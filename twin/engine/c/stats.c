@@ -119,3 +119,154 @@ TWIN_STATS_API void twin_stats_count(int64_t m, int64_t k, const int64_t *const 
         total[j] = s;
     }
 }
+
+#define TWIN_STATS_BLOCK 1024
+
+/* Rounds i0 .. i1-1 of column j: its min and max (0, 0 for one instant twice) and the first round at its
+ * maximum. */
+static void block_bounds(const int64_t *a, const int64_t *b, int64_t i0, int64_t i1, int64_t *mn, int64_t *mx,
+                         int64_t *imx)
+{
+    if (a == b) {
+        *mn = *mx = 0;
+        *imx = i0;
+        return;
+    }
+    int64_t lo = b[i0] - a[i0], hi = lo, at = i0;
+    for (int64_t i = i0 + 1; i < i1; i++) {
+        int64_t v = b[i] - a[i];
+        lo = v < lo ? v : lo;
+        if (v > hi) {
+            hi = v;
+            at = i;
+        }
+    }
+    *mn = lo;
+    *mx = hi;
+    *imx = at;
+}
+
+/* Whether block i0 .. i1-1 can be counted as it is: every counted column's values inside its dense counts
+ * (base[j] .. base[j] + len[j] - 1), no sum past 2**63 by the columns' bounds (mass). Its bounds into bl,
+ * bh, bat; each round's key position into pos (-1 for a key the table lacks: the round is then left out of
+ * the sums and the keys' counts, its index appended to skipped[*n_skipped]). */
+static int block_fits(int64_t i0, int64_t i1, int64_t k, const int64_t *const *from, const int64_t *const *to,
+                      int64_t *const *dense, const int64_t *base, const int64_t *len, int64_t k_sum,
+                      const int32_t *lut, int64_t lut_base, int64_t span, int64_t key, const int64_t *mass,
+                      int64_t *pos, int64_t *bl, int64_t *bh, int64_t *bat, int64_t *skipped, int64_t *n_skipped)
+{
+    int64_t nb = i1 - i0;
+    for (int64_t j = 0; j < k; j++) {
+        block_bounds(from[j], to[j], i0, i1, &bl[j], &bh[j], &bat[j]);
+        if (dense[j] && (bl[j] < base[j] || bh[j] - base[j] >= len[j]))
+            return 0;
+        if (j < k_sum) {
+            int64_t big = -bl[j] > bh[j] ? -bl[j] : bh[j];
+            if (big > (INT64_MAX - mass[j]) / nb)
+                return 0;
+        }
+    }
+    if (k_sum) {
+        const int64_t *a = from[key], *b = to[key];
+        for (int64_t i = i0; i < i1; i++) {
+            int64_t off = b[i] - a[i] - lut_base;
+            int64_t p = (off >= 0 && off < span) ? lut[off] : -1;
+            pos[i - i0] = p;
+        }
+        /* (a second loop: the first stays branch-free) */
+        for (int64_t i = i0; i < i1; i++)
+            if (pos[i - i0] < 0)
+                skipped[(*n_skipped)++] = i;
+    }
+    return 1;
+}
+
+/* One pass over a batch in blocks of TWIN_STATS_BLOCK rounds, each block's columns read while in cache:
+ * its bounds (block_fits), then column j's values counted in dense[j] (NULL: not counted), the first
+ * k_sum summed per key position (lut, as twin_stats_positions) into key_counts and sums (row j at
+ * j * stride), each column's bound on its sums' magnitude in mass (+ the block's total where its values
+ * are >= 0, else its rounds times its largest magnitude, as twin.stats.SumsByValue keeps it). Stops before
+ * the first block that does not fit. Returns the rounds counted (0 .. m, whole blocks but the last); lo,
+ * hi, at (column `arg`'s first maximum, -1 if none) and total over them (lo, hi, total 0 for none); the
+ * rounds among them whose key the table lacks, left out of the sums and keys' counts only, in skipped
+ * (room for m) and their number in *n_skipped (set to 0 first). */
+TWIN_STATS_API int64_t twin_stats_add(int64_t m, int64_t k, const int64_t *const *from, const int64_t *const *to,
+                                      int64_t *const *dense, const int64_t *base, const int64_t *len,
+                                      int64_t k_sum, const int32_t *lut, int64_t lut_base, int64_t span,
+                                      int64_t key, int64_t *key_counts, int64_t *sums, int64_t stride,
+                                      int64_t *mass, int64_t arg, int64_t *lo, int64_t *hi, int64_t *at,
+                                      int64_t *total, int64_t *skipped, int64_t *n_skipped)
+{
+    int64_t pos[TWIN_STATS_BLOCK], bl[64], bh[64], bat[64];
+    int64_t i0 = 0;
+    *at = -1;
+    *n_skipped = 0;
+    if (k > 64)
+        return 0;
+    for (int64_t j = 0; j < k; j++)
+        lo[j] = hi[j] = total[j] = 0;
+    for (; i0 < m; i0 += TWIN_STATS_BLOCK) {
+        int64_t i1 = i0 + TWIN_STATS_BLOCK < m ? i0 + TWIN_STATS_BLOCK : m, nb = i1 - i0;
+        int64_t skip0 = *n_skipped;
+        if (!block_fits(i0, i1, k, from, to, dense, base, len, k_sum, lut, lut_base, span, key, mass, pos, bl, bh,
+                        bat, skipped, n_skipped)) {
+            *n_skipped = skip0;
+            break;
+        }
+        int64_t some_skipped = *n_skipped > skip0;
+        for (int64_t j = 0; j < k; j++) {
+            const int64_t *restrict a = from[j], *restrict b = to[j];
+            int64_t *restrict d = dense[j], s = 0;
+            const int64_t o = base[j];
+            if (a == b) {
+                if (d)
+                    d[-o] += nb;
+            } else if (j < k_sum) {
+                int64_t *restrict row = sums + j * stride;
+                if (d && !some_skipped) {
+                    for (int64_t i = i0; i < i1; i++) {
+                        int64_t v = b[i] - a[i];
+                        row[pos[i - i0]] += v;
+                        s += v;
+                        d[v - o]++;
+                    }
+                } else {
+                    for (int64_t i = i0; i < i1; i++) {
+                        int64_t v = b[i] - a[i], p = pos[i - i0];
+                        if (p >= 0)
+                            row[p] += v;
+                        s += v;
+                        if (d)
+                            d[v - o]++;
+                    }
+                }
+            } else if (d) {
+                for (int64_t i = i0; i < i1; i++) {
+                    int64_t v = b[i] - a[i];
+                    d[v - o]++;
+                    s += v;
+                }
+            } else {
+                for (int64_t i = i0; i < i1; i++)
+                    s += b[i] - a[i];
+            }
+            if (j < k_sum) {
+                int64_t big = -bl[j] > bh[j] ? -bl[j] : bh[j];
+                mass[j] += bl[j] >= 0 ? s : nb * big;
+            }
+            total[j] += s;
+            if (i0 == 0 || bl[j] < lo[j])
+                lo[j] = bl[j];
+            if (i0 == 0 || bh[j] > hi[j]) {
+                if (j == arg)
+                    *at = bat[j];
+                hi[j] = bh[j];
+            }
+        }
+        if (k_sum)
+            for (int64_t i = 0; i < nb; i++)
+                if (pos[i] >= 0)
+                    key_counts[pos[i]]++;
+    }
+    return i0 < m ? i0 : m;
+}
