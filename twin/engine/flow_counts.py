@@ -100,7 +100,8 @@ def _one_pass(lib, pairs: list[Pair], dense: list[Counts | None], by_key: SumsBy
     skipped, n_skipped = np.empty(m if ks else 1, np.int64), np.zeros(1, np.int64)
     done = int(lib.twin_stats_add(m, k, keep[0][1], keep[1][1], keep[2][1], _ptr(base), _ptr(size), ks, lut, lut_base,
                                   span, key, _ptr(kc), _ptr(sums), stride, _ptr(mass), arg, _ptr(lo), _ptr(hi),
-                                  _ptr(at), _ptr(total), _ptr(skipped), _ptr(n_skipped)))
+                                  _ptr(at), _ptr(total), _ptr(skipped), _ptr(n_skipped),
+                                  _ptr(np.zeros(max(stride, 1), np.int64))))
     if done:
         for c in dense:
             if c is not None:

@@ -83,7 +83,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.twin_stats_add.restype = ctypes.c_int64
     lib.twin_stats_add.argtypes = [ctypes.c_int64, ctypes.c_int64, _P2, _P2, _P2, _P, _P, ctypes.c_int64,
                                    ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _P, _P,
-                                   ctypes.c_int64, _P, ctypes.c_int64, _P, _P, _P, _P, _P, _P]
+                                   ctypes.c_int64, _P, ctypes.c_int64, _P, _P, _P, _P, _P, _P, _P]
     lib.twin_event_columns.restype = ctypes.c_int64  # last: an older build without it has the rest declared
     lib.twin_event_columns.argtypes = []
 

@@ -189,15 +189,16 @@ static int block_fits(int64_t i0, int64_t i1, int64_t k, const int64_t *const *f
  * the first block that does not fit. Returns the rounds counted (0 .. m, whole blocks but the last); lo,
  * hi, at (column `arg`'s first maximum, -1 if none) and total over them (lo, hi, total 0 for none); the
  * rounds among them whose key the table lacks, left out of the sums and keys' counts only, in skipped
- * (room for m) and their number in *n_skipped (set to 0 first). */
+ * (room for m) and their number in *n_skipped (set to 0 first). scratch: zeros, one per key (stride), left
+ * zeros: a block's rounds per key, by which a column constant over the block is summed. */
 TWIN_STATS_API int64_t twin_stats_add(int64_t m, int64_t k, const int64_t *const *from, const int64_t *const *to,
                                       int64_t *const *dense, const int64_t *base, const int64_t *len,
                                       int64_t k_sum, const int32_t *lut, int64_t lut_base, int64_t span,
                                       int64_t key, int64_t *key_counts, int64_t *sums, int64_t stride,
                                       int64_t *mass, int64_t arg, int64_t *lo, int64_t *hi, int64_t *at,
-                                      int64_t *total, int64_t *skipped, int64_t *n_skipped)
+                                      int64_t *total, int64_t *skipped, int64_t *n_skipped, int64_t *scratch)
 {
-    int64_t pos[TWIN_STATS_BLOCK], bl[64], bh[64], bat[64];
+    int64_t pos[TWIN_STATS_BLOCK], touched[TWIN_STATS_BLOCK], bl[64], bh[64], bat[64];
     int64_t i0 = 0;
     *at = -1;
     *n_skipped = 0;
@@ -213,7 +214,16 @@ TWIN_STATS_API int64_t twin_stats_add(int64_t m, int64_t k, const int64_t *const
             *n_skipped = skip0;
             break;
         }
-        int64_t some_skipped = *n_skipped > skip0;
+        int64_t some_skipped = *n_skipped > skip0, nt = 0;
+        if (k_sum) /* the block's rounds per key: a column constant over the block sums by them */
+            for (int64_t i = 0; i < nb; i++) {
+                int64_t p = pos[i];
+                if (p >= 0) {
+                    if (!scratch[p])
+                        touched[nt++] = p;
+                    scratch[p]++;
+                }
+            }
         for (int64_t j = 0; j < k; j++) {
             const int64_t *restrict a = from[j], *restrict b = to[j];
             int64_t *restrict d = dense[j], s = 0;
@@ -221,6 +231,16 @@ TWIN_STATS_API int64_t twin_stats_add(int64_t m, int64_t k, const int64_t *const
             if (a == b) {
                 if (d)
                     d[-o] += nb;
+            } else if (bl[j] == bh[j]) { /* one value over the block: no pass over its rounds */
+                int64_t v = bl[j];
+                if (d)
+                    d[v - o] += nb;
+                s = v * nb;
+                if (j < k_sum && v) {
+                    int64_t *restrict row = sums + j * stride;
+                    for (int64_t t = 0; t < nt; t++)
+                        row[touched[t]] += v * scratch[touched[t]];
+                }
             } else if (j < k_sum) {
                 int64_t *restrict row = sums + j * stride;
                 if (d && !some_skipped) {
@@ -263,10 +283,10 @@ TWIN_STATS_API int64_t twin_stats_add(int64_t m, int64_t k, const int64_t *const
                 hi[j] = bh[j];
             }
         }
-        if (k_sum)
-            for (int64_t i = 0; i < nb; i++)
-                if (pos[i] >= 0)
-                    key_counts[pos[i]]++;
+        for (int64_t t = 0; t < nt; t++) {
+            key_counts[touched[t]] += scratch[touched[t]];
+            scratch[touched[t]] = 0;
+        }
     }
     return i0 < m ? i0 : m;
 }
