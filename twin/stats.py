@@ -180,9 +180,9 @@ class Counts:
         """The dense counts grown to reach ``lo .. hi``, ``m`` samples within them counted as added
         (the caller adds each sample v into the returned array at ``v - self.lo``, before any other
         call), or None, nothing changed, where the counts are or would turn sparse (wider than
-        :data:`DENSE_SPAN`: count them with :meth:`add_bounded`). Where they grow, they grow by a
-        quarter more on each side (within :data:`DENSE_SPAN`; empty counts change no result), so a
-        long run's tails reach past them rarely."""
+        :data:`DENSE_SPAN`: count them with :meth:`add_bounded`). Counts that grow (not the first
+        samples') grow by a quarter more on each side (within :data:`DENSE_SPAN`; empty counts change
+        no result), so a long run's tails reach past them rarely."""
         if self.values is not None:
             return None
         if self.dense is not None and lo >= self.lo and hi < self.lo + len(self.dense):
@@ -193,7 +193,7 @@ class Counts:
         top = hi if self.dense is None else max(hi, self.lo + len(self.dense) - 1)
         if top - base >= DENSE_SPAN:
             return None
-        slack = min((top - base) // 4 + 16, (DENSE_SPAN - 1 - (top - base)) // 2)
+        slack = 0 if self.dense is None else min((top - base) // 4 + 16, (DENSE_SPAN - 1 - (top - base)) // 2)
         self._grow(base - slack, top + slack)
         self._cum = None
         self.n += m
