@@ -122,6 +122,27 @@ TWIN_STATS_API void twin_stats_count(int64_t m, int64_t k, const int64_t *const 
 
 #define TWIN_STATS_BLOCK 1024
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) /* (ifuncs) */
+/* (min and max of int64 vectorise with AVX2's 64-bit compares, not with the x86-64 baseline's SSE2) */
+#define TWIN_STATS_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TWIN_STATS_CLONES
+#endif
+
+/* Rounds i0 .. i1-1 of column to - from: its min and max, no argmax (vectorisable). */
+TWIN_STATS_CLONES static void block_min_max(const int64_t *a, const int64_t *b, int64_t i0, int64_t i1,
+                                            int64_t *mn, int64_t *mx)
+{
+    int64_t lo = b[i0] - a[i0], hi = lo;
+    for (int64_t i = i0 + 1; i < i1; i++) {
+        int64_t v = b[i] - a[i];
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    *mn = lo;
+    *mx = hi;
+}
+
 /* Rounds i0 .. i1-1 of column j: its min and max (0, 0 for one instant twice) and the first round at its
  * maximum. */
 static void block_bounds(const int64_t *a, const int64_t *b, int64_t i0, int64_t i1, int64_t *mn, int64_t *mx,
@@ -152,12 +173,15 @@ static void block_bounds(const int64_t *a, const int64_t *b, int64_t i0, int64_t
  * the sums and the keys' counts, its index appended to skipped[*n_skipped]). */
 static int block_fits(int64_t i0, int64_t i1, int64_t k, const int64_t *const *from, const int64_t *const *to,
                       int64_t *const *dense, const int64_t *base, const int64_t *len, int64_t k_sum,
-                      const int32_t *lut, int64_t lut_base, int64_t span, int64_t key, const int64_t *mass,
+                      const int32_t *lut, int64_t lut_base, int64_t span, int64_t key, int64_t arg, const int64_t *mass,
                       int64_t *pos, int64_t *bl, int64_t *bh, int64_t *bat, int64_t *skipped, int64_t *n_skipped)
 {
     int64_t nb = i1 - i0;
     for (int64_t j = 0; j < k; j++) {
-        block_bounds(from[j], to[j], i0, i1, &bl[j], &bh[j], &bat[j]);
+        if (j == arg || from[j] == to[j])
+            block_bounds(from[j], to[j], i0, i1, &bl[j], &bh[j], &bat[j]);
+        else
+            block_min_max(from[j], to[j], i0, i1, &bl[j], &bh[j]);
         if (dense[j] && (bl[j] < base[j] || bh[j] - base[j] >= len[j]))
             return 0;
         if (j < k_sum) {
@@ -209,8 +233,8 @@ TWIN_STATS_API int64_t twin_stats_add(int64_t m, int64_t k, const int64_t *const
     for (; i0 < m; i0 += TWIN_STATS_BLOCK) {
         int64_t i1 = i0 + TWIN_STATS_BLOCK < m ? i0 + TWIN_STATS_BLOCK : m, nb = i1 - i0;
         int64_t skip0 = *n_skipped;
-        if (!block_fits(i0, i1, k, from, to, dense, base, len, k_sum, lut, lut_base, span, key, mass, pos, bl, bh,
-                        bat, skipped, n_skipped)) {
+        if (!block_fits(i0, i1, k, from, to, dense, base, len, k_sum, lut, lut_base, span, key, arg, mass, pos, bl,
+                        bh, bat, skipped, n_skipped)) {
             *n_skipped = skip0;
             break;
         }
