@@ -1,15 +1,17 @@
-"""A batch of rounds into a flow's counts: the compiled core's two passes over the instants, or numpy's.
+"""A batch of rounds into a flow's counts: the compiled core's passes over the instants, or numpy's.
 
 :func:`add_columns` counts columns that are differences of two int64 instant columns (a stage's
 time, the round trip) into :class:`twin.stats.Counts` (exact inverted-CDF percentiles, sum, min,
 max) and sums the first of them per key value into a :class:`twin.stats.SumsByValue` (the budget's
 median round and slowest 1 %). With the compiled core (``twin/engine/c/stats.c``, linked into
-``twin.engine._core``): pass 1 reads each column's min and max, the counts grow to reach them, pass
-2 counts and sums every column in place, no difference ever stored (about 1 ns a round and column
-against numpy's 8). Without it (or for counts wider than :data:`twin.stats.DENSE_SPAN`, keys too
-wide for a lookup table, sums near 2**63) numpy does the same, column by column. The results are the
-same, entry for entry, either way and however the rounds are cut into batches. Memory: the counts',
-plus one int64 per round of a batch for the keys' positions.
+``twin.engine._core``) no difference is ever stored: one pass in blocks of 1,024 rounds (each
+block's bounds, then its counts and sums while it is in cache) as long as the values fall within
+the counts and the keys are known, two passes (bounds, the counts grown to them, counting) for the
+rest of a batch. Without the core (or for counts wider than :data:`twin.stats.DENSE_SPAN`, keys too
+wide for a lookup table, sums near 2**63) numpy does the same, column by column. The results are
+the same, entry for entry, either way and however the rounds are cut into batches
+(tests/test_flow_counts.py). Memory: the counts', plus one int64 per round of a batch (the keys'
+positions, the rounds of new keys). Speed on a 2-core VM: BENCHMARKS.md.
 """
 from __future__ import annotations
 
