@@ -59,8 +59,10 @@ print(cpu)
 
 
 def child(argv: list[str], pythonpath: Path) -> tuple[float, int, str]:
-    """Run ``argv`` as a child with ``PYTHONPATH``; (its CPU seconds user + sys, peak RSS in bytes, stdout)."""
-    env = dict(os.environ, PYTHONPATH=str(pythonpath), COLUMNS="200")
+    """Run ``argv`` as a child with ``pythonpath`` first on ``PYTHONPATH`` (the rest kept: the libraries of
+    an environment installed with ``--target``); (its CPU seconds user + sys, peak RSS in bytes, stdout)."""
+    rest = os.environ.get("PYTHONPATH", "")
+    env = dict(os.environ, PYTHONPATH=str(pythonpath) + (os.pathsep + rest if rest else ""), COLUMNS="200")
     with tempfile.TemporaryFile("w+") as out:
         p = subprocess.Popen(argv, cwd=pythonpath, env=env, stdout=out, stderr=subprocess.STDOUT)
         _, status, ru = os.wait4(p.pid, 0)
