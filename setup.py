@@ -49,8 +49,8 @@ CORE_FN = f"{C_DIR}/qrt_functions.c"  # the runtime's C functions, linked into t
 CORE_LOOKUP = f"{C_DIR}/qrt_lookup.h"  # the lookup decoders' tables qrt_functions.c reads (twin/qec/gen_lookup.py)
 CORE_UF = f"{C_DIR}/qrt_uf_graph.h"  # the union-find decoder's graph qrt_functions.c reads (twin/qec/gen_uf.py)
 CORE_STATS = "twin/engine/c/stats.c"  # a flow's statistics batch by batch (twin/engine/flow_counts.py), a second unit
-CORE_ID = hashlib.sha256(b"".join((HERE / p).read_bytes()
-                                  for p in (CORE_C, CORE_H, CORE_FN, CORE_LOOKUP, CORE_UF, CORE_STATS))).hexdigest()[:16]
+CORE_ID = hashlib.sha256(b"".join((HERE / p).read_bytes() for p in (CORE_C, CORE_H, CORE_FN, CORE_LOOKUP, CORE_UF,
+                                                                      CORE_STATS))).hexdigest()[:16]
 
 # the top-level folders a wheel carries as twin._bundled.<folder>; pyproject.toml's [tool.setuptools.package-dir]
 # maps each onto its folder and [tool.setuptools.package-data] names the files (it overrides package_data here)
