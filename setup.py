@@ -48,8 +48,9 @@ CORE_FN = f"{C_DIR}/qrt_functions.c"  # the runtime's C functions, linked into t
 # = twin.engine.native.build_id(): the hash of native.SOURCES, core.c, the header, the runtime's functions, their tables
 CORE_LOOKUP = f"{C_DIR}/qrt_lookup.h"  # the lookup decoders' tables qrt_functions.c reads (twin/qec/gen_lookup.py)
 CORE_UF = f"{C_DIR}/qrt_uf_graph.h"  # the union-find decoder's graph qrt_functions.c reads (twin/qec/gen_uf.py)
-CORE_ID = hashlib.sha256(b"".join((HERE / p).read_bytes()
-                                  for p in (CORE_C, CORE_H, CORE_FN, CORE_LOOKUP, CORE_UF))).hexdigest()[:16]
+CORE_STATS = "twin/engine/c/stats.c"  # a flow's statistics batch by batch (twin/engine/flow_counts.py), a second unit
+CORE_ID = hashlib.sha256(b"".join((HERE / p).read_bytes() for p in (CORE_C, CORE_H, CORE_FN, CORE_LOOKUP, CORE_UF,
+                                                                      CORE_STATS))).hexdigest()[:16]
 
 # the top-level folders a wheel carries as twin._bundled.<folder>; pyproject.toml's [tool.setuptools.package-dir]
 # maps each onto its folder and [tool.setuptools.package-data] names the files (it overrides package_data here)
@@ -92,7 +93,7 @@ setup(
         ),
         Extension(
             "twin.engine._core",
-            sources=[CORE_C, CORE_FN],
+            sources=[CORE_C, CORE_FN, CORE_STATS],
             depends=[CORE_H, CORE_LOOKUP, CORE_UF],
             define_macros=[("TWIN_CORE_BUILD_ID", f'"{CORE_ID}"'), ("TWIN_CORE_PYMODULE", "1")],
             libraries=["m"],  # expm1, log, rint of the consumer's service (core.c)

@@ -59,8 +59,10 @@ print(cpu)
 
 
 def child(argv: list[str], pythonpath: Path) -> tuple[float, int, str]:
-    """Run ``argv`` as a child with ``PYTHONPATH``; (its CPU seconds user + sys, peak RSS in bytes, stdout)."""
-    env = dict(os.environ, PYTHONPATH=str(pythonpath), COLUMNS="200")
+    """Run ``argv`` as a child with ``pythonpath`` first on ``PYTHONPATH`` (the rest kept: the libraries of
+    an environment installed with ``--target``); (its CPU seconds user + sys, peak RSS in bytes, stdout)."""
+    rest = os.environ.get("PYTHONPATH", "")
+    env = dict(os.environ, PYTHONPATH=str(pythonpath) + (os.pathsep + rest if rest else ""), COLUMNS="200")
     with tempfile.TemporaryFile("w+") as out:
         p = subprocess.Popen(argv, cwd=pythonpath, env=env, stdout=out, stderr=subprocess.STDOUT)
         _, status, ru = os.wait4(p.pid, 0)
@@ -115,7 +117,7 @@ def main() -> None:
           f"load average {_load()} at the start")
     names = ["direct", "event"]
     for name in names + (["long"] if args.long else []):
-        if args.before is not None and name != "long":  # main keeps every round: 1e8 rounds need 16 GB there
+        if args.before is not None:  # (a checkout from before 2026-12-02 keeps every round: 1e8 need 16 GB there)
             show("before", case(name, args.before.resolve(), args.repeat))
         show("after", case(name, ROOT, args.repeat))
         print(f"         load average {_load()}", flush=True)

@@ -44,7 +44,7 @@ def order_statistics(samples, ks) -> np.ndarray:
             shifted = a if base == 0 else a - base
             cum = np.cumsum(np.bincount(shifted.astype(np.intp, copy=False), minlength=hi - base + 1))
             return (np.searchsorted(cum, ks, side="right") + base).astype(a.dtype)
-    return np.partition(a, np.unique(ks))[ks]
+    return np.partition(a, sorted(set(ks.ravel().tolist())))[ks]  # (np.unique would import numpy.ma: 15 ms)
 
 
 def percentile(samples, q):
@@ -176,6 +176,34 @@ class Counts:
             v, c = np.unique(a, return_counts=True)
         self._merge(v.astype(np.int64), c.astype(np.int64))
 
+    def dense_for(self, lo: int, hi: int, m: int) -> np.ndarray | None:
+        """The dense counts grown to reach ``lo .. hi``, ``m`` samples within them counted as added
+        (the caller adds each sample v into the returned array at ``v - self.lo``, before any other
+        call), or None, nothing changed, where the counts are or would turn sparse (wider than
+        :data:`DENSE_SPAN`: count them with :meth:`add_bounded`). Counts that grow (not the first
+        samples') grow by a quarter more on each side (within :data:`DENSE_SPAN`; empty counts change
+        no result), so a long run's tails reach past them rarely."""
+        if self.values is not None:
+            return None
+        if self.dense is not None and lo >= self.lo and hi < self.lo + len(self.dense):
+            self._cum = None
+            self.n += m
+            return self.dense
+        base = lo if self.dense is None else min(lo, self.lo)
+        top = hi if self.dense is None else max(hi, self.lo + len(self.dense) - 1)
+        if top - base >= DENSE_SPAN:
+            return None
+        slack = 0 if self.dense is None else min((top - base) // 4 + 16, (DENSE_SPAN - 1 - (top - base)) // 2)
+        self._grow(base - slack, top + slack)
+        self._cum = None
+        self.n += m
+        return self.dense
+
+    def dense_counted(self, m: int) -> None:
+        """``m`` samples counted into :attr:`dense` by the caller (each ``v`` at ``v - self.lo``, within it)."""
+        self._cum = None
+        self.n += m
+
     def _grow(self, base: int, top: int) -> None:
         """The dense counts grown to ``base .. top`` when they do not reach."""
         if self.dense is None or base < self.lo or top >= self.lo + len(self.dense):
@@ -191,7 +219,7 @@ class Counts:
 
     def _merge(self, v: np.ndarray, c: np.ndarray) -> None:
         assert self.values is not None and self.counts is not None
-        allv = np.union1d(self.values, v)
+        allv = sorted_distinct(np.concatenate([self.values, v]))
         cnt = np.zeros(len(allv), np.int64)
         cnt[np.searchsorted(allv, self.values)] += self.counts
         cnt[np.searchsorted(allv, v)] += c
@@ -303,6 +331,40 @@ class SumsByValue:
         if j != self.k - 1:
             raise ValueError(f"{j + 1} columns for {self.k}")
 
+    def index(self, keys: np.ndarray) -> np.ndarray:
+        """Each key's position in :attr:`values` (int64, shape of ``keys``, int64 1-D, not empty), the
+        keys not counted yet inserted first (zero counts and sums: :attr:`values`, :attr:`counts` and
+        :attr:`sums` may be new arrays after it)."""
+        return self._index(keys).astype(np.int64, copy=False)
+
+    def table(self) -> tuple[np.ndarray, int] | None:
+        """The lookup table of the keys' positions (int32, -1 where no key; entry i for key
+        ``values[0] + i``) and that first key, or None where the keys are too wide for one
+        (:data:`LOOKUP_SPAN`) or there are none."""
+        return None if self._lut is None or not len(self.values) else (self._lut, int(self.values[0]))
+
+    @property
+    def bounds(self) -> list[int]:
+        """Per column, the bound on the magnitude of its sums so far (each < 2**63), as :meth:`added` keeps it;
+        settable (a caller that summed the columns itself)."""
+        return list(self._mass)
+
+    @bounds.setter
+    def bounds(self, mass: list[int]) -> None:
+        if len(mass) != self.k or any(not 0 <= x < 1 << 63 for x in mass):
+            raise ValueError(f"bounds {mass} for {self.k} columns")
+        self._mass = list(mass)
+
+    def fits(self, j: int, m: int, lo: int, hi: int) -> bool:
+        """Whether ``m`` integer samples within ``lo .. hi`` can be added to column ``j``'s int64 sums
+        without any passing 2**63 (then :meth:`added` after them), by the column's bound so far."""
+        return self._mass[j] + m * max(-lo, hi) < 1 << 63
+
+    def added(self, j: int, m: int, lo: int, hi: int, total: int) -> None:
+        """Column ``j``'s bound after ``m`` samples within ``lo .. hi`` summing to ``total`` were added
+        to its sums (by the caller, :meth:`fits` first), as :meth:`add` keeps it."""
+        self._mass[j] += total if lo >= 0 else m * max(-lo, hi)
+
     def _add_column(self, j: int, idx: np.ndarray, here: np.ndarray, c, lo: int, hi: int) -> None:
         """Column ``j``'s chunk (samples ``c`` within ``lo .. hi``; their keys at ``idx``, ``here``
         of each) into its sums."""
@@ -335,7 +397,8 @@ class SumsByValue:
             idx = np.searchsorted(v, a)
             if (v.take(idx, mode="clip") == a).all():
                 return idx
-            new = np.setdiff1d(a, v)
+            new = sorted_distinct(a)
+            new = new[v.take(np.searchsorted(v, new), mode="clip") != new]
         else:  # keys beyond the table's range: those and the unseen ones within it
             out = (a < v[0]) | (a > v[-1]) if len(v) else np.ones(len(a), bool)
             if self._lut is not None:
@@ -376,7 +439,15 @@ def distinct(a: np.ndarray) -> np.ndarray:
         if hi - lo < min(LOOKUP_SPAN, 4 * len(a)):
             return np.flatnonzero(np.bincount((a - lo).astype(np.intp, copy=False), minlength=hi - lo + 1)) \
                 .astype(np.int64) + lo
-    return np.unique(a).astype(np.int64, copy=False)
+    return sorted_distinct(a).astype(np.int64, copy=False)
+
+
+def sorted_distinct(a: np.ndarray) -> np.ndarray:
+    """The distinct values of the 1-D array ``a``, ascending (:func:`numpy.unique`'s, the dtype kept) by a
+    sort, without numpy.unique's look for a masked array (its first call imports numpy.ma: 15 ms of a
+    run's start)."""
+    s = np.sort(a)
+    return s[np.concatenate(([True], s[1:] != s[:-1]))] if len(s) else s
 
 
 def histogram_ps(samples_ps: np.ndarray, bin_ps: int = 4000) -> tuple[np.ndarray, np.ndarray]:

@@ -50,7 +50,8 @@ from typing import Callable, Generic, TypeVar
 
 import numpy as np
 
-from twin.stats import Counts, SumsByValue, percentile, ranks
+from twin.engine.flow_counts import add_columns
+from twin.stats import Counts, SumsByValue, ranks
 
 INSTANTS = ("t_in", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have")
 CSV_COLUMNS = ("t_send", "t_in", "ready", "issue", "land", "seen", "start", "reply", "publish", "rland", "t_have",
@@ -190,28 +191,26 @@ def stage_times(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> dict[str, n
 def budget(t_in: np.ndarray, t_have: np.ndarray, hops: Hops) -> list[dict]:
     """The latency budget of one flow (int64 ps in, one row per stage out, ns): per stage its p50
     and p99 (inverted CDF), its time in the median round and that share of it, and its mean over
-    the slowest 1 % of rounds (:func:`budget_rows`' definitions). Each stage is computed once, into
-    one buffer; the percentiles by counts or selection, the rest from the stages' sums per
-    round-trip value (:class:`twin.stats.SumsByValue`), no sort: the same rows as a streamed run's
-    (:class:`FlowStats`) of the same rounds."""
-    rtt = t_have - t_in
-    n = len(rtt)
-    if not n:
+    the slowest 1 % of rounds (:func:`budget_rows`' definitions). Every stage counted at once
+    (:func:`twin.engine.flow_counts.add_columns`: the compiled core's two passes, no stage's times
+    stored): the percentiles from each stage's :class:`twin.stats.Counts`, the rest from the stages'
+    sums per round-trip value (:class:`twin.stats.SumsByValue`), no sort: the same rows as a
+    streamed run's (:class:`FlowStats`) of the same rounds."""
+    if not len(t_in):
         return []
-    cols = hops.columns(t_in, t_have)
+    cols = {k: _c64(v) for k, v in hops.columns(t_in, t_have).items()}
     spans = _spans(cols, list(hops.instants()))
     by_rtt = SumsByValue(len(spans))
-    d = np.empty(n, np.int64)
-    pct: list[tuple[int, int]] = []
-
-    def stages():
-        for _, a, b in spans:
-            np.subtract(cols[b], cols[a], out=d)
-            p50, p99 = (int(x) for x in percentile(d, [50, 99]))
-            pct.append((p50, p99))
-            yield d, int(d.min()), int(d.max())
-    by_rtt.add(rtt, stages())
+    stages = [Counts() for _ in spans]
+    pairs = [(cols[a], cols[b]) for _, a, b in spans] + [(cols["t_in"], cols["t_have"])]
+    add_columns(pairs, [*stages, None], by_rtt, key=len(spans))
+    pct = [(int(p[0]), int(p[1])) for p in (c.percentile([50, 99]) for c in stages)]
     return budget_rows([name for name, _, _ in spans], pct, by_rtt)
+
+
+def _c64(a) -> np.ndarray:
+    """``a`` as a C-contiguous int64 array (itself where it is one)."""
+    return np.ascontiguousarray(a, np.int64)
 
 
 def budget_rows(names: list[str], pct: list[tuple[int, int]], by_rtt: SumsByValue) -> list[dict]:
@@ -325,37 +324,29 @@ class FlowStats:
         return cols
 
     def add(self, first: int, t_send, t_in, t_have, t_back, hops: Hops) -> None:
-        """Count a batch of rounds (``first``: its first round, 0-based; int64 ps), each batch once."""
+        """Count a batch of rounds (``first``: its first round, 0-based; int64 ps), each batch once:
+        every stage and the round trip in one call (:func:`twin.engine.flow_counts.add_columns`)."""
         cols = self._cols(t_in, t_have, hops)
-        rtt = t_have - t_in
-        if not len(rtt):
+        m = len(t_in)
+        if not m:
             return
         same = _same(t_back, t_have) and _same(t_send, t_in)
         if self._loop_is_rtt and not same:  # from here on counted apart: the batches so far were the round trip's
             self._loop_is_rtt, self._loop = False, copy.deepcopy(self.rtt)
-        self.rtt.add(rtt)
-        loop = rtt if same else t_back - t_send
-        if not self._loop_is_rtt:
-            self._loop.add(loop)
-        if self.deadline_ps is not None:
-            self.misses += int(np.count_nonzero(loop > self.deadline_ps))
         assert self.spans is not None and self.by_rtt is not None
-        spans, counts, m = self.spans, self.stages, len(rtt)
-
-        def stages():
-            for name, a, b in spans:
-                if _same(cols[a], cols[b]):  # one instant twice (the direct engine's ready, a per-piece publish)
-                    counts[name].add_bounded(None, 0, 0, m)
-                    yield None, 0, 0
-                    continue
-                d = cols[b] - cols[a]
-                lo, hi = int(d.min()), int(d.max())
-                counts[name].add_bounded(d, lo, hi)
-                yield d, lo, hi
-        self.by_rtt.add(rtt, stages())
-        i = int(np.argmax(rtt))
-        if self.slow is None or int(rtt[i]) > self.slow[0]:  # the first of the slowest, as np.argmax
-            self.slow = (int(rtt[i]), first + i, {name: int(cols[b][i] - cols[a][i]) for name, a, b in self.spans})
+        spans = self.spans
+        pairs = [(_c64(cols[a]), _c64(cols[b])) for _, a, b in spans] + [(_c64(t_in), _c64(t_have))]
+        k = len(spans)
+        _, _, i = add_columns(pairs, [*self.stages.values(), self.rtt], self.by_rtt, key=k, arg=k)
+        if not self._loop_is_rtt or self.deadline_ps is not None:
+            loop = t_have - t_in if same else t_back - t_send
+            if not self._loop_is_rtt:
+                self._loop.add(loop)
+            if self.deadline_ps is not None:
+                self.misses += int(np.count_nonzero(loop > self.deadline_ps))
+        rtt_i = int(t_have[i] - t_in[i])
+        if self.slow is None or rtt_i > self.slow[0]:  # the first of the slowest, as np.argmax
+            self.slow = (rtt_i, first + i, {name: int(cols[b][i] - cols[a][i]) for name, a, b in spans})
 
     def budget(self) -> list[dict]:
         """:func:`budget` of every round counted."""

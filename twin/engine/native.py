@@ -33,10 +33,12 @@ C_FILE = Path(__file__).resolve().parent / "c" / "core.c"
 FUNCTIONS_C = C_FILE.parents[2] / "runtime" / "c" / "qrt_functions.c"
 """The runtime library's C functions (twin/runtime/functions.py's C builds), compiled into the core as a second
 translation unit: the consumer of the event core calls the code the ``code`` model's endpoint dispatches to."""
+STATS_C = C_FILE.with_name("stats.c")
+"""A flow's statistics counted batch by batch (:mod:`twin.engine.flow_counts`), a third translation unit."""
 SOURCES = (C_FILE, C_FILE.with_name("core_interface.h"), FUNCTIONS_C, FUNCTIONS_C.with_name("qrt_lookup.h"),
-           FUNCTIONS_C.with_name("qrt_uf_graph.h"))
-"""What the core is built from: core.c, the header it includes and the runtime's functions (its build id hashes
-them, in this order)."""
+           FUNCTIONS_C.with_name("qrt_uf_graph.h"), STATS_C)
+"""What the core is built from: core.c, the header it includes, the runtime's functions and their tables, and the
+statistics (its build id hashes them, in this order)."""
 
 
 class CoreUnavailable(RuntimeError):
@@ -72,6 +74,18 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.twin_event_free.argtypes = [ctypes.c_void_p]
     lib.twin_event_off.restype = None
     lib.twin_event_off.argtypes = [ctypes.c_void_p, _P]
+    _P2 = ctypes.POINTER(_P)
+    lib.twin_stats_bounds.restype = ctypes.c_int64
+    lib.twin_stats_bounds.argtypes = [ctypes.c_int64, ctypes.c_int64, _P2, _P2, ctypes.c_int64, _P, _P]
+    lib.twin_stats_positions.restype = ctypes.c_int64
+    lib.twin_stats_positions.argtypes = [ctypes.c_int64, _P, _P, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, _P]
+    lib.twin_stats_count.restype = None
+    lib.twin_stats_count.argtypes = [ctypes.c_int64, ctypes.c_int64, _P2, _P2, _P2, _P, ctypes.c_int64, _P,
+                                     _P, _P, ctypes.c_int64, _P]
+    lib.twin_stats_add.restype = ctypes.c_int64
+    lib.twin_stats_add.argtypes = [ctypes.c_int64, ctypes.c_int64, _P2, _P2, _P2, _P, _P, ctypes.c_int64,
+                                   ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _P, _P,
+                                   ctypes.c_int64, _P, ctypes.c_int64, _P, _P, _P, _P, _P, _P, _P]
     lib.twin_event_columns.restype = ctypes.c_int64  # last: an older build without it has the rest declared
     lib.twin_event_columns.argtypes = []
 
@@ -96,7 +110,7 @@ def core() -> ctypes.CDLL:
             raise CoreUnavailable(_WHY)
         from twin.runtime.native import build_shared
         try:
-            path = str(build_shared("twin-core", "the engine's compiled core", want, [C_FILE, FUNCTIONS_C], [],
+            path = str(build_shared("twin-core", "the engine's compiled core", want, [C_FILE, FUNCTIONS_C, STATS_C], [],
                                     [f'-DTWIN_CORE_BUILD_ID="{want}"', "-O3", "-ffp-contract=off"], CoreUnavailable,
                                     libs=("-lm",)))
         except CoreUnavailable as e:
