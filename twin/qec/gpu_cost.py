@@ -100,7 +100,8 @@ def load_services(folder: Path | None = None) -> dict[str, GpuService]:
             raise ConfigError(f, "schema", doc.schema_, f"expected {SCHEMA}")
         p50 = {**doc.over_echo_service_p50_ns, **doc.over_echo_p50_ns}
         for fn, v in p50.items():
-            s = GpuService(fn, float(v), max(0.0, float(doc.per_event_ns.get(fn, 0.0))), float(doc.events_mean.get(fn, 0.0)),
+            slope = max(0.0, float(doc.per_event_ns.get(fn, 0.0)))
+            s = GpuService(fn, float(v), slope, float(doc.events_mean.get(fn, 0.0)),
                            doc.over_echo_p99_ns.get(fn), str(FOLDER / f.name) if folder is None else str(f),
                            str(doc.machine.get("gpu", "a GPU")).split(" (")[0], doc.measured_at)
             if fn not in out or s.measured_at > out[fn].measured_at:
