@@ -61,6 +61,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -225,10 +226,14 @@ def whole_run(path: Path, n: int, out: Path, reference: bool = False) -> dict:
     cmd += ["--processes", str(n)] if n > 1 else []
     env = {**os.environ, "COLUMNS": "250", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            **({"TWIN_COMPILED": "0"} if reference else {})}
+    env["PYTHONUNBUFFERED"] = "1"  # each line as printed: the timeline below
     log = out.with_suffix(".log")
+    lines: list[tuple[float, str]] = []
     t = time.perf_counter()
     with log.open("w") as f:
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT, text=True)
+        reader = threading.Thread(target=_timestamped, args=(proc.stdout, t, lines, f), daemon=True)
+        reader.start()
         beat = t + BEAT_S
         while True:
             pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
@@ -238,14 +243,42 @@ def whole_run(path: Path, n: int, out: Path, reference: bool = False) -> dict:
             if time.perf_counter() > beat:
                 beat += BEAT_S
                 say(f"    {n} process{'es' * (n > 1)}: {time.perf_counter() - t:.0f} s so far")
-    wall = time.perf_counter() - t
+        wall = time.perf_counter() - t
+        reader.join()
     text = log.read_text()
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         raise SystemExit(f"{' '.join(cmd)}: exit {code}:\n{text[-2000:]}")
     parts = [(int(k), float(cpu), float(pred)) for k, cpu, _, pred in PART_LINE.findall(text)]
     return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss_gb": ru.ru_maxrss / 2**20,
-            "parts": parts, "doc": (out / "results.json").read_bytes()}
+            "parts": parts, "doc": (out / "results.json").read_bytes(), "timeline": timeline(lines, wall)}
+
+
+def _timestamped(stream, t0: float, lines: list[tuple[float, str]], log) -> None:
+    """Each line of ``stream`` (a run's stdout) with its seconds since ``t0``, into ``lines`` and ``log``."""
+    for line in stream:
+        lines.append((time.perf_counter() - t0, line))
+        log.write(line)
+
+
+def timeline(lines: list[tuple[float, str]], wall: float) -> str:
+    """Where a whole run's wall seconds went, from its printed lines' instants: launch to the
+    placement lines (start-up, loading, the topology), to the last part's first heartbeat (the
+    cluster's start, the parts shipped), to the results table (the parts' runs, their results
+    back, assembling, results.json written), to ``wrote`` (the files committed) and to exit (the
+    cluster's close, the interpreter's end): ``a / b / c / d / e`` seconds; for one process
+    ``c / d / e`` alone (launch to the table)."""
+    def first(pattern: str) -> float | None:
+        return next((s for s, line in lines if re.search(pattern, line)), None)
+    placed = first(r"^(part \d+ \(components|--processes)")
+    started = [s for s, line in lines if re.search(r"^part \d+: running on", line)]
+    table_at, wrote = first(r": mesh, [\d,]+ flows, seed"), first(r"^wrote ")
+    if table_at is None or wrote is None:
+        return ""
+    tail = f"{wrote - table_at:.2f} / {wall - wrote:.2f}"
+    if placed is None or not started:
+        return f"{table_at:.2f} / {tail}"
+    return f"{placed:.2f} / {max(started) - placed:.2f} / {table_at - max(started):.2f} / {tail}"
 
 
 def whole_table(path: Path, ns: list[int], tmp: Path, repeats: int = 1, reference: bool = False) -> list[str]:
@@ -254,11 +287,11 @@ def whole_table(path: Path, ns: list[int], tmp: Path, repeats: int = 1, referenc
     speed-up (one process's wall over N's), efficiency, the largest process's memory, the parts' CPU
     (all, largest), serial seconds (N's wall less its largest part's CPU: start-up, loading, placing,
     shipping, assembling and writing, what does not run in parallel), balance (largest part over the
-    mean: predicted from the expected events, measured from the parts' CPU seconds); results.json
-    checked byte-identical to one process's."""
+    mean: predicted from the expected events, measured from the parts' CPU seconds), the timeline
+    (:func:`timeline`); results.json checked byte-identical to one process's."""
     rows = ["| processes | parts | wall s | CPU s (all processes) | speed-up | efficiency | largest RSS GB | "
-            "parts' CPU s (all / largest) | serial s | balance predicted / measured |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+            "parts' CPU s (all / largest) | serial s | balance predicted / measured | timeline s |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     first = None
     for k, n in enumerate(ns, start=1):
         say(f"point {k}/{len(ns)}: twin run, {n} process{'es' * (n > 1)} ...")
@@ -274,7 +307,7 @@ def whole_table(path: Path, ns: list[int], tmp: Path, repeats: int = 1, referenc
                  f"{max(pred) / statistics.mean(pred):.3f} / {max(cpus) / statistics.mean(cpus):.3f}") \
             if cpus else ("", "", "1 / 1")
         rows.append(f"| {n} | {max(1, len(cpus))} | {r['wall']:.2f} | {r['cpu']:.2f} | {s:.2f} | {s / n:.2f} | "
-                    f"{r['rss_gb']:.2f} | {' | '.join(parts)} |")
+                    f"{r['rss_gb']:.2f} | {' | '.join(parts)} | {r['timeline']} |")
         say(f"  {n} process{'es' * (n > 1)}: {r['wall']:.2f} s wall, {r['cpu']:.2f} CPU-s, speed-up {s:.2f}")
     return rows
 
