@@ -25,23 +25,6 @@ counts as lost (the default of ``--part-timeout``)."""
 
 HELD = {signal.SIGINT, signal.SIGTERM}
 
-WORKER_MALLOC = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
-                 "distributed.nanny.pre-spawn-environ.MALLOC_TOP_PAD_": 64 * 2**20}
-"""The Dask configuration of a local cluster's workers' C allocator (glibc's ``malloc``, read from the
-environment as a worker process starts; a variable set in this process's environment wins):
-Dask's own ``MALLOC_TRIM_THRESHOLD_=65536`` unset (None: its default ``pre-spawn-environ`` sets it)
-and ``MALLOC_TOP_PAD_`` 64 MiB: the heap grows and shrinks 64 MiB at a time instead of giving
-memory back to the kernel whenever 64 KiB of it are free and taking it again at the next
-allocations. A part's statistics make many short-lived numpy arrays a flow, and each such cycle
-costs page faults. Measured 2026-12-04 on the 2-core VM (shared, load 2-5): half of the 10,008-node
-mesh of benchmarks/partition_scale.py at 1,000 rounds a flow (2,224 flows) reduced in 5.4 CPU-s in
-one plain process, 21.1 CPU-s (15.5 of them system) with ``MALLOC_TRIM_THRESHOLD_=65536``; the
-2-part run of the whole mesh on a local cluster took 36-41 s wall with Dask's setting (parts 17-25
-CPU-s each, up to 3.6 M page faults a worker), 29-36 s with it unset alone (one part of two still
-faulting), 20 s with both (parts 9.2 and 7.9 CPU-s, 0.2-0.8 M faults). About 64 MiB more memory a
-worker. Workers of an existing cluster (``--cluster``) are their owner's: start them with the same
-variables (``MALLOC_TOP_PAD_=67108864`` in the environment and Dask's
-``distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_`` set to null in its configuration)."""
 
 
 class ClusterError(RuntimeError):
@@ -76,7 +59,7 @@ def _new_local(n: int):
     from distributed import LocalCluster
     held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
     try:
-        with dask.config.set({"distributed.scheduler.allowed-failures": 0, **WORKER_MALLOC}):
+        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
             return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
                                 protocol="tcp", dashboard_address=None, silence_logs=logging.CRITICAL,
                                 memory_limit=0, preload=[__name__, "twin.worker"],
