@@ -23,8 +23,9 @@ instants in ``hops.inner`` (issued, landed, seen by stage 2, taken by stage 2), 
 instants in ``reply``/``publish``/``rland``, so the latency budget names ``preprocess``,
 ``handoff_write``, ``handoff_poll`` and ``handoff_queue`` between ``queue`` and ``service``.
 
-Only the event engine runs it (the direct engine refuses a spec with a hand-off:
-:attr:`twin.engine.spec.LoopSpec.event_only`).
+Only the event engines run it: the simpy reference and the compiled event core (twin/engine/c/core.c,
+``E_HANDOFF`` .. ``E_HARM``: the same events at the same instants); the direct engine refuses a spec
+with a hand-off (:attr:`twin.engine.spec.LoopSpec.event_only`).
 """
 from __future__ import annotations
 
@@ -137,6 +138,20 @@ class StagedConsumer(NoTrace):
         self.stage2.shutdown()
 
 
+def lane_stream(spec) -> str:
+    """The random stream of the hand-off lane's jitter of flow ``spec`` (its ``handoff``)."""
+    return spec.stream(f"handoff.{spec.handoff.link}")
+
+
+def stage_phase(spec) -> int:
+    """The serving stage's poll phase (ps) of flow ``spec`` (its ``handoff``): its parameters'
+    ``poll_phase_ps``, else drawn in [0, poll period) from the flow's ``handoff.setup`` stream."""
+    st = spec.handoff.stage
+    if st.poll_phase_ps is not None:
+        return st.poll_phase_ps
+    return int(stream_rng(spec.seed, spec.stream("handoff.setup")).integers(0, st.poll_period_ps))
+
+
 def build_staged(ctx) -> StagedConsumer:
     """The two-stage consumer of ``ctx.spec`` (its ``handoff``) for one queue pair, from a
     :class:`twin.engine.event.NodeContext`: the hand-off region in stage 2's memory, its lane
@@ -154,11 +169,9 @@ def build_staged(ctx) -> StagedConsumer:
                          f"consumer hands its requests to {ho.to}")
     k = ctx.kernel
     region = MemoryRegion(f"{ho.to}.{spec.name}.handoff_queue", ho.to, spec.slots * ctx.slot_bytes)
-    lane = ctx.lane(ctx.name, ho.to, ho.wire, spec.stream(f"handoff.{ho.link}"), ho.jitter_ps)
+    lane = ctx.lane(ctx.name, ho.to, ho.wire, lane_stream(spec), ho.jitter_ps)
     path = PostedWritePath(k, f"{ctx.name}->{ho.to}", None, region, lane=lane)
-    phase = int(stream_rng(spec.seed, spec.stream("handoff.setup")).integers(0, ho.stage.poll_period_ps))
-    if ho.stage.poll_phase_ps is not None:
-        phase = ho.stage.poll_phase_ps
+    phase = stage_phase(spec)
     hops = ctx.hops
     if hops is not None:
         hops.inner = {name: [-1] * len(hops.land) for name in INNER}
@@ -181,7 +194,8 @@ def build_sim_endpoint(ctx) -> PollingConsumer | StagedConsumer:
     return build_endpoint(ctx)
 
 
-__all__ = ["HandOff", "HandoffSpec", "INNER", "INNER_STAGES", "StagedConsumer", "build_sim_endpoint", "build_staged"]
+__all__ = ["HandOff", "HandoffSpec", "INNER", "INNER_STAGES", "StagedConsumer", "build_sim_endpoint", "build_staged",
+           "lane_stream", "stage_phase"]
 
 
 if TYPE_CHECKING:  # mypy checks that these satisfy the node protocol (twin/nodes/protocol.py)

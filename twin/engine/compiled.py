@@ -24,15 +24,19 @@ lanes, bridges and serving threads, closed loop (any in-flight count, gap or ran
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
 from twin.engine import features, native, service_core
+from twin.devices.handoff import INNER, lane_stream, stage_phase
 from twin.engine.core_interface import (
     FAULT_CORRUPT,
     FAULT_DROP,
     FLOW_OUTS,
     FLOW_PARAMS,
     FLOW_STATS,
+    HANDOFF_OUTS,
     LANE_STATS,
     PATH_REPLY,
     PATH_REQUEST,
@@ -56,6 +60,7 @@ __all__ = ["run", "refusal", "CoreUnavailable", "note_fallback"]
 HOP_COLUMNS = ("issue", "land", "seen", "start", "reply", "publish", "rland")
 _HOPS = slice(FLOW_OUTS.index(HOP_COLUMNS[0]), FLOW_OUTS.index(HOP_COLUMNS[-1]) + 1)
 assert FLOW_OUTS[_HOPS] == HOP_COLUMNS  # one contiguous block of rows, filled with -1 in one move
+assert HANDOFF_OUTS == INNER  # the hand-off's record is Hops.inner as the reference keeps it
 FS = {k: i for i, k in enumerate(FLOW_STATS)}
 WS = {k: i for i, k in enumerate(WORLD_STATS)}
 LS = {k: i for i, k in enumerate(LANE_STATS)}
@@ -67,7 +72,13 @@ MAX_FRAME = 65535  # the scratch of core.c's step holds one message of the contr
 
 
 def refusal(topo: Topology) -> str | None:
-    """Why the compiled core does not run ``topo`` (one line naming the flow), or None."""
+    """Why the compiled core does not run ``topo`` (one line naming the flow), or None. A hand-off's
+    lane (:func:`_handoff_key`) must be its flow's alone: the partition (:mod:`twin.engine.partition`)
+    does not name it, so a flow sharing it could run on another timeline."""
+    staged = [_handoff_key(fl) for fl in topo.flows if fl.spec.handoff is not None]
+    keys = Counter(staged)
+    if staged:
+        keys.update(k for fl in topo.flows for k in lane_keys(fl))
     for fl in topo.flows:
         spec = fl.spec
         why = [w] if (w := features.refusal(spec)) else []
@@ -77,9 +88,17 @@ def refusal(topo: Topology) -> str | None:
             why.append("it has RTL or live-bridge options")
         if spec.traffic.frame_bytes > MAX_FRAME:
             why.append(f"frames over {MAX_FRAME} bytes")
+        if spec.handoff is not None and keys[_handoff_key(fl)] > 1:
+            why.append(f"its hand-off's link direction {'->'.join(_handoff_key(fl))} is another lane too")
         if why:
             return f"flow {spec.name!r}: {'; '.join(why)}"
     return None
+
+
+def _handoff_key(fl) -> tuple[str, str]:
+    """The link direction of flow ``fl``'s hand-off lane, as the reference names it
+    (:func:`twin.devices.handoff.build_staged`: the flow's name -> the serving device)."""
+    return (fl.spec.name, fl.spec.handoff.to)
 
 
 def _faults(spec, keep: list) -> dict:
@@ -183,6 +202,7 @@ class _World:
         self.outs: list = []
         self.flow_lanes: list = []  # per flow its lane keys (lane_keys order)
         self.services: list = []  # per flow its service table (twin.engine.service_core), or None
+        self.ho_outs: list = []  # per flow its hand-off's record (HANDOFF_OUTS rows of n), or None
         rows = []
         for i in index:
             fl = topo.flows[i]
@@ -251,8 +271,9 @@ class _World:
                    lup=up[0] if up else -1, ldown=down[0] if down else -1, req_ser0=rser[0], req_ser1=rser[1],
                    req_tail0=rtail[0], req_tail1=rtail[1], rep_ser0=pser[0], rep_ser1=pser[1], rep_tail0=ptail[0],
                    rep_tail1=ptail[1], up_ser=useri[0], up_tail=usert[0], down_ser=downs[0], down_tail=downt[0],
-                   **_faults(spec, self.keep), svc=0)
-        svc = service_core.pack(c, spec.seed, spec.stream, n)  # idle cost, modes, host runtime: per round
+                   **_faults(spec, self.keep), svc=0, **self._handoff(fl, sizes, enc))
+        # idle cost, modes, host runtime: per round (a first stage's service is its constant body, HandOff.serve)
+        svc = service_core.pack(c, spec.seed, spec.stream, n) if spec.handoff is None else None
         self.services.append(svc)
         if svc is not None:
             par["svc"] = svc.address
@@ -260,6 +281,28 @@ class _World:
         table[_HOPS] = -1  # a hop not reached: -1, as the reference's
         self.outs.append((table, np.ascontiguousarray(g, np.int64) if g is not None else None))
         return [par[k] for k in FLOW_PARAMS]
+
+    def _handoff(self, fl, sizes: list[int], enc) -> dict:
+        """The hand-off parameters of flow ``fl`` for core.c (``FP_HO`` .. ``FP_HO_OUT``; ``ho`` 0: none): its
+        lane (made after the flow's others, as the reference makes it), the request's writes on its wire,
+        the serving stage's timing (its phase: :func:`twin.devices.handoff.stage_phase`) and its record
+        (:data:`HANDOFF_OUTS` columns, -1 where not reached), appended to ``ho_outs``."""
+        spec, ho = fl.spec, fl.spec.handoff
+        if ho is None:
+            self.ho_outs.append(None)
+            return dict(ho=0, ho_lane=-1, ho_ser0=0, ho_ser1=0, ho_tail0=0, ho_tail1=0, ho_poll=1, ho_phase=0,
+                        ho_cost=0, ho_body=0, ho_fence=0, ho_out=0)
+        key = _handoff_key(fl)
+        self.flow_lanes[-1].append(key)
+        lane = self._lane(key, ho.wire, lane_stream(spec), ho.jitter_ps, spec.seed, spec.traffic.rounds * len(sizes))
+        ser, tail = (x + [0] * (2 - len(x)) for x in _wire(ho.wire, sizes))
+        table = np.full((len(HANDOFF_OUTS), spec.traffic.rounds), -1, np.int64)
+        self.ho_outs.append(table)
+        st = ho.stage
+        return dict(ho=1, ho_lane=lane[0], ho_ser0=ser[0], ho_ser1=ser[1], ho_tail0=tail[0], ho_tail1=tail[1],
+                    ho_poll=st.poll_period_ps, ho_phase=stage_phase(spec), ho_cost=st.poll_cost_ps,
+                    ho_body=st.pre_service_ps(enc, spec.traffic.frame_bytes) + st.service_ps, ho_fence=st.fence_ps,
+                    ho_out=table.ctypes.data)
 
     def advance(self, target: int) -> bool:
         """Process events until ``target`` replies of this component are back; False when its
@@ -423,7 +466,9 @@ def _results(topo: Topology, worlds: list[_World], phases: dict, cut: int | None
         s["slot_wait_ps"] = a["slot_wait"][:c["issued"]]
         hops = Hops(**{k: a[k][:m] for k in ("issue", "land", "seen", "start", "reply", "publish", "rland")},
                     ready=a["issue"][:m] - a["slot_wait"][:m])
-        hops.inner = service_core.inner(w.services[j], hops.start, hops.reply)  # a host runtime's instants
+        ho = w.ho_outs[j]
+        hops.inner = service_core.inner(w.services[j], hops.start, hops.reply) if ho is None else \
+            dict(zip(HANDOFF_OUTS, ho[:, :m]))  # a host runtime's instants, or a hand-off's
         res = LoopResult(spec.name, "event", a["t_send"][:m], a["t_in"][:m], a["t_have"][:m], a["t_back"][:m],
                          a["ok"][:m].astype(bool), {"events": events, **s}, hops)
         if stopped:

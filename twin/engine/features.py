@@ -6,7 +6,9 @@ The gate is explicit and mechanical. :data:`COMPUTED` lists, for each parameter 
 :func:`uncomputed` walks the spec's dataclasses: a field that is not listed and differs from its
 default (a behaviour added to a device after the core was written: a link kind, a program that
 waits on replies) is a reason, e.g. ``traffic.feedback = ... is not computed by the compiled core``.
-A consumer's idle cost, service modes, ``idle_mix`` and host runtime are computed
+A hand-off to a second device is computed by the event core (:func:`handoff_refusals`; the direct
+engine refuses it, :attr:`twin.engine.spec.LoopSpec.event_only`). A consumer's idle cost, service
+modes, ``idle_mix`` and host runtime are computed
 (:mod:`twin.engine.service_core` packs them), as is its pre-processing per measurement (part of
 the constant body both core paths take from :meth:`ConsumerParams.pre_service_ps`). A field the
 core computes only for some values is checked by :func:`refusal` (faults, the function:
@@ -24,7 +26,8 @@ from twin.runtime.functions import REGISTRY
 
 COMPUTED = {
     "LoopSpec": {"name", "card", "consumer", "traffic", "request_link", "reply_link", "jitter_ps", "aurora", "slots",
-                 "seed", "faults", "function", "model", "slot_bytes", "card_model", "rtl", "bridge"},
+                 "seed", "faults", "function", "model", "slot_bytes", "card_model", "rtl", "bridge", "handoff"},
+    "HandoffSpec": {"to", "stage", "wire", "jitter_ps", "link"},
     "ConsumerParams": {"kind", "poll_period_ps", "poll_cost_ps", "service_ps", "encoding", "read_ps", "piece_check_ps",
                        "fence_ps", "poll_phase_ps", "preprocess_ps_per_measurement", "idle", "modes", "idle_mix",
                        "host_runtime"},
@@ -88,6 +91,27 @@ def fault_refusals(spec) -> list[str]:
     return []
 
 
+def handoff_refusals(spec) -> list[str]:
+    """Why the compiled event core does not run the hand-off of ``spec`` (:mod:`twin.devices.handoff`) as
+    the simpy reference does, one reason each (none without a hand-off). It runs the two-stage consumer
+    of the sim model: stage 1 reads and pre-processes each request on the node's thread and posts it
+    over the hand-off's wire (any wire, any jitter), stage 2 polls the hand-off queue on its own grid
+    and thread and runs the flow's function at its constant body. Refused, as the reference refuses
+    them: faults (they act on one-stage consumers) and a host runtime on stage 1; and a serving stage
+    whose service varies or has a host runtime (the reference draws none for it)."""
+    ho = spec.handoff
+    if ho is None:
+        return []
+    why = []
+    if spec.faults.active:
+        why.append(f"fault injection acts on one-stage consumers; this one hands its requests to {ho.to}")
+    if spec.consumer.host_runtime is not None:
+        why.append(f"a host runtime runs in one device; this consumer hands its requests to {ho.to}")
+    if ho.stage.varies or ho.stage.host_runtime is not None:
+        why.append(f"the serving stage {ho.to}'s idle cost, service modes or host runtime are the simpy reference's")
+    return why
+
+
 def function_refusals(spec) -> list[str]:
     """Why the compiled event core does not run the function of ``spec`` (one reason, or none). It runs
     the echo and every function of the runtime library with C code (:func:`twin.runtime.functions.has_c_code`:
@@ -117,6 +141,7 @@ def refusal(spec, *, direct: bool = False) -> str | None:
                 why.append(f"the {what} is model {name}")
         why.extend(fault_refusals(spec))
         why.extend(function_refusals(spec))
+        why.extend(handoff_refusals(spec))
         if spec.traffic.share is not None:
             why.append("a share of a stream is the simpy reference's")
     tr = spec.traffic

@@ -83,9 +83,10 @@ class LoopSpec:
 
     @property
     def event_only(self) -> str | None:
-        """Why only the reference event engine (simpy) runs this loop, or None. The direct engine
-        refuses such a loop, and a compiled core must fall back to the event engine for it: a
-        behaviour it does not compute (a hand-off to a second device, :mod:`twin.devices.handoff`)."""
+        """Why only an event engine (the simpy reference, or the compiled event core where
+        :func:`twin.engine.features.refusal` allows) runs this loop, or None: the direct engine
+        refuses such a loop, a behaviour its recurrence does not compute (a hand-off to a second
+        device, :mod:`twin.devices.handoff`)."""
         if self.handoff is not None:
             return (f"the request is handed from {self.name} to {self.handoff.to} through a second queue pair "
                     "(a two-stage consumer): the event model runs it")

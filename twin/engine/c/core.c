@@ -586,6 +586,8 @@ typedef struct {
 /* the faults (twin.faults.FaultPlan), the flow's parameters FP_TIMEOUT .. FP_NSTALLS, and a round's record by
    column (FO_*): core_interface.h */
 
+typedef struct { int64_t free, served, busy; } thread_t;
+
 typedef struct {
     const int64_t *p;
     int64_t *col[FO_COUNT]; /* the record's columns (n int64 each) */
@@ -602,16 +604,21 @@ typedef struct {
     int64_t next_seq;                                 /* consumer */
     poller_t cpoll, kpoll;
     sha256_t digest;
+    /* a hand-off to a second device (FP_HO; twin.devices.handoff): its queue in the serving device's memory and
+       the first stage's stage of it, the serving stage's poller and thread (its own), its record by column */
+    uint8_t *hmem, *hstage;
+    poller_t hpoll;
+    thread_t hthread;
+    int64_t h_next_seq;
+    int64_t *hcol[HO_COUNT];
 } flow_t;
-
-typedef struct { int64_t free, served, busy; } thread_t;
 
 /* an event: instant, order scheduled, type (8 bits) and flow (24 bits), one argument (a sequence number) */
 typedef struct { int64_t t, eid; uint32_t tf, a; } ev_t;
 
 enum { E_SEND_NEXT, E_SEND_OPEN, E_SUBMIT, E_WRITE, E_LAND_REQ_ALL, E_LAND_REQ_DATA, E_LAND_REQ_WORD, E_LAND_REP_ALL,
        E_LAND_REP_DATA, E_LAND_REP_WORD, E_CFIRE, E_KFIRE, E_HAVE, E_POST_ALL, E_POST_DATA, E_POST_WORD, E_ARM, E_BACK,
-       E_RESEND, E_OVERDUE };
+       E_RESEND, E_OVERDUE, E_HANDOFF, E_LAND_HO_ALL, E_LAND_HO_DATA, E_LAND_HO_WORD, E_HFIRE, E_HARM };
 /* a landing's bytes in the slot of message seq with payload len: per-piece all pieces, classic the header fields
    and payload from byte 4, or the sequence word */
 static inline void land_range(int kind, int64_t base, int64_t len, int64_t *off, int64_t *n)
@@ -1008,6 +1015,39 @@ static void send_next(world_t *w, int64_t fi)
         deliver(w, fi, seq);
 }
 
+/* A message's posted writes of round seq from `now` on lane `lane` (Encoding.writes of a frame-long payload, one
+   PostedWritePath.write each): per-piece one burst, classic the header and payload, then the sequence word;
+   ser and tail: the two writes' serialisation and tail (ps). Each landing is the event land_ev + its kind
+   (land_range's: all, data, word). Returns the last landing. */
+static inline int64_t post_message(world_t *w, int64_t fi, int64_t seq, int64_t lane, const int64_t *ser,
+                                   const int64_t *tail, int land_ev)
+{
+    const int64_t *p = w->f[fi].p;
+    int64_t land;
+    if (p[FP_PER_PIECE]) {
+        land = plan_lane(w, lane, w->now, ser[0], tail[0], 16 * (1 + (p[FP_FRAME] + 11) / 12));
+        push(w, land, land_ev, fi, seq);
+    } else {
+        land = plan_lane(w, lane, w->now, ser[0], tail[0], 12 + p[FP_FRAME]);
+        push(w, land, land_ev + 1, fi, seq);
+        land = plan_lane(w, lane, w->now, ser[1], tail[1], 4);
+        push(w, land, land_ev + 2, fi, seq);
+    }
+    return land;
+}
+
+/* PollingConsumer._take: the thread th takes the request the poller q saw (now = poll + cost; landed at land,
+   < 0 unknown) now, or at its first poll after it is free; *seen: the poll an idle thread would have seen it
+   with. Returns the instant taken. */
+static inline int64_t take_request(const world_t *w, const poller_t *q, const thread_t *th, int64_t land,
+                                   int64_t *seen)
+{
+    const int64_t t = w->now, cost = q->cost;
+    const int64_t at = th->free <= t - cost ? t : first_poll(q, th->free) + cost, s = first_poll(q, land) + cost;
+    *seen = land < 0 ? t : (s < t ? s : t);
+    return at;
+}
+
 /* step's scratch: three regions of SCRATCH bytes, each one message of the contract's largest length (and the
    8 bytes of the reply's hashed header before it) */
 #define SCRATCH (65536 + 64)
@@ -1045,6 +1085,50 @@ static const uint8_t *reference(world_t *w, const flow_t *f, int64_t fi, int64_t
     if (r != f->p[FP_REP_LEN])
         function_off(w, fi, seq);
     return out;
+}
+
+/* HostingPart.serve's reply and PollingConsumer._done: thread th (poll cost `cost`) took round seq out of the
+   queue at mem at `at`; the function on its payload as it arrived, the reply staged and its writes posted from
+   t2 (classic: the ready word after `fence`), the thread booked. Returns the instant the thread is free. */
+static inline int64_t serve_reply(world_t *w, flow_t *f, int64_t fi, int64_t seq, const uint8_t *mem, int64_t at,
+                                  int64_t t2, int64_t fence, int64_t cost, thread_t *th, uint8_t *scratch)
+{
+    const int64_t *p = f->p, base = slot_base(f, seq), function = rd16(mem + base + 4);
+    int64_t len = decode(f, mem, base, scratch); /* the echo: the reply is the request's payload */
+    const uint8_t *reply = scratch;
+    if (p[FP_FN]) /* a runtime library function on the payload as it arrived */
+        len = run_function(w, f, fi, seq, scratch, len, &reply, scratch + SCRATCH);
+    encode(f, f->pstage, base, seq, reply, len, function, 0);
+    fault_tamper(f, f->pstage, base, seq, PATH_REPLY, len);
+    if (p[FP_PER_PIECE]) {
+        push(w, t2, E_POST_ALL, fi, seq);
+    } else {
+        push(w, t2, E_POST_DATA, fi, seq);
+        push(w, t2 + fence, E_POST_WORD, fi, seq);
+    }
+    const int64_t t_free = t2 + fence;
+    th->busy += t_free - at + cost;
+    th->free = t_free;
+    th->served++;
+    OUT(f, FO_REPLY, seq) = t2;
+    OUT(f, FO_PUBLISH, seq) = t2 + fence;
+    return t_free;
+}
+
+/* HandOff.serve: the first stage read and pre-processed round seq (taken by thread th at `at`) by t; it stages
+   the request's bytes for the hand-off queue (the same encoding and slot) and posts them at t (E_HANDOFF); its
+   thread is free at t. Returns t. */
+static int64_t hand_off(world_t *w, flow_t *f, int64_t fi, int64_t seq, int64_t at, int64_t t, thread_t *th,
+                        uint8_t *scratch)
+{
+    const int64_t base = slot_base(f, seq), len = decode(f, f->reqmem, base, scratch);
+    encode(f, f->hstage, base, seq, scratch, len, rd16(f->reqmem + base + 4), 0);
+    push(w, t, E_HANDOFF, fi, seq);
+    f->hcol[HO_H_ISSUE][seq - 1] = t;
+    th->busy += t - at + f->cpoll.cost;
+    th->free = t;
+    th->served++;
+    return t;
 }
 
 static inline __attribute__((always_inline)) void step(world_t *w, uint8_t *scratch)
@@ -1088,16 +1172,7 @@ static inline __attribute__((always_inline)) void step(world_t *w, uint8_t *scra
         payload_for(f, seq, scratch);
         encode(f, f->cstage, base, seq, scratch, p[FP_FRAME], p[FP_FUNCTION], 0);
         fault_tamper(f, f->cstage, base, seq, PATH_REQUEST, p[FP_FRAME]);
-        if (p[FP_PER_PIECE]) {
-            int64_t len = 16 * (1 + (p[FP_FRAME] + 11) / 12);
-            land = plan_lane(w, p[FP_LREQ], w->now, p[FP_REQ_SER0], p[FP_REQ_TAIL0], len);
-            push(w, land, E_LAND_REQ_ALL, fi, seq);
-        } else {
-            land = plan_lane(w, p[FP_LREQ], w->now, p[FP_REQ_SER0], p[FP_REQ_TAIL0], 12 + p[FP_FRAME]);
-            push(w, land, E_LAND_REQ_DATA, fi, seq);
-            land = plan_lane(w, p[FP_LREQ], w->now, p[FP_REQ_SER1], p[FP_REQ_TAIL1], 4);
-            push(w, land, E_LAND_REQ_WORD, fi, seq);
-        }
+        land = post_message(w, fi, seq, p[FP_LREQ], p + FP_REQ_SER0, p + FP_REQ_TAIL0, E_LAND_REQ_ALL);
         OUT(f, FO_ISSUE, seq) = w->now;
         OUT(f, FO_LAND, seq) = land;
         break;
@@ -1122,43 +1197,56 @@ static inline __attribute__((always_inline)) void step(world_t *w, uint8_t *scra
     }
     case E_CFIRE: { /* PollingConsumer._take and _seen: the thread takes it now or after its current request */
         poller_t *q = &f->cpoll;
-        int64_t seq = q->seq, base = slot_base(f, seq);
+        int64_t seq = q->seq, seen, t_free;
         q->armed = q->pending = 0;
         q->hits++;
         thread_t *th = &w->threads[p[FP_THREAD]];
-        int64_t t = w->now, cost = p[FP_COST];
-        int64_t at = th->free <= t - cost ? t : first_poll(q, th->free) + cost;
-        int64_t land = OUT(f, FO_LAND, seq), seen = first_poll(q, land) + cost;
-        OUT(f, FO_SEEN, seq) = land < 0 ? t : (seen < t ? seen : t);
+        int64_t at = take_request(w, q, th, OUT(f, FO_LAND, seq), &seen);
+        OUT(f, FO_SEEN, seq) = seen;
         OUT(f, FO_START, seq) = at;
         int64_t t2 = at + p[FP_BODY];
-        if (p[FP_SVC]) /* its service varies: idle cost, modes, host runtime (th->free: before this request) */
-            t2 += service_extra((const int64_t *)(intptr_t)p[FP_SVC], seq - 1, at - cost - th->free);
-        const uint8_t *rq = f->reqmem + base;
-        int64_t function = rd16(rq + 4);
-        int64_t len = decode(f, f->reqmem, base, scratch); /* the echo: the reply is the request's payload */
-        const uint8_t *reply = scratch;
-        if (p[FP_FN]) /* a runtime library function on the payload as it arrived */
-            len = run_function(w, f, fi, seq, scratch, len, &reply, scratch + SCRATCH);
-        encode(f, f->pstage, base, seq, reply, len, function, 0);
-        fault_tamper(f, f->pstage, base, seq, PATH_REPLY, len);
-        int64_t fence = p[FP_PER_PIECE] ? 0 : p[FP_FENCE];
-        if (p[FP_PER_PIECE]) {
-            push(w, t2, E_POST_ALL, fi, seq);
+        if (p[FP_HO]) { /* a first stage: it hands the request to the serving device */
+            t_free = hand_off(w, f, fi, seq, at, t2, th, scratch);
         } else {
-            push(w, t2, E_POST_DATA, fi, seq);
-            push(w, t2 + fence, E_POST_WORD, fi, seq);
+            if (p[FP_SVC]) /* its service varies: idle cost, modes, host runtime (th->free: before this request) */
+                t2 += service_extra((const int64_t *)(intptr_t)p[FP_SVC], seq - 1, at - p[FP_COST] - th->free);
+            t_free = serve_reply(w, f, fi, seq, f->reqmem, at, t2, p[FP_PER_PIECE] ? 0 : p[FP_FENCE], p[FP_COST], th,
+                                 scratch);
         }
-        int64_t t_free = t2 + fence;
-        th->busy += t_free - at + cost;
-        th->free = t_free;
-        th->served++;
-        OUT(f, FO_REPLY, seq) = t2;
-        OUT(f, FO_PUBLISH, seq) = t2 + fence;
         f->next_seq = seq + 1;
         push(w, t_free > w->now ? t_free : w->now, E_ARM, fi, 0);
         break;
     }
+    case E_HANDOFF: /* HandOff._hand_off: the request's writes into the hand-off queue, over the hand-off's lane */
+        f->hcol[HO_H_LAND][e.a - 1] = post_message(w, fi, e.a, p[FP_HO_LANE], p + FP_HO_SER0, p + FP_HO_TAIL0,
+                                                   E_LAND_HO_ALL);
+        break;
+    case E_LAND_HO_ALL:
+    case E_LAND_HO_DATA:
+    case E_LAND_HO_WORD: { /* from the first stage's stage (unchanged until the card has read the reply) */
+        int64_t off, n;
+        land_range((int)(e.tf >> 24) - E_LAND_HO_ALL, slot_base(f, e.a), p[FP_FRAME], &off, &n);
+        memcpy(f->hmem + off, f->hstage + off, (size_t)n);
+        poller_landed(w, &f->hpoll, E_HFIRE, fi, f->hmem);
+        break;
+    }
+    case E_HFIRE: { /* the serving stage's PollingConsumer._take: its own thread, the flow's reply path */
+        poller_t *q = &f->hpoll;
+        int64_t seq = q->seq, seen;
+        q->armed = q->pending = 0;
+        q->hits++;
+        int64_t at = take_request(w, q, &f->hthread, f->hcol[HO_H_LAND][seq - 1], &seen);
+        f->hcol[HO_H_SEEN][seq - 1] = seen;
+        f->hcol[HO_H_START][seq - 1] = at;
+        int64_t t_free = serve_reply(w, f, fi, seq, f->hmem, at, at + p[FP_HO_BODY],
+                                     p[FP_PER_PIECE] ? 0 : p[FP_HO_FENCE], q->cost, &f->hthread, scratch);
+        f->h_next_seq = seq + 1;
+        push(w, t_free > w->now ? t_free : w->now, E_HARM, fi, 0);
+        break;
+    }
+    case E_HARM:
+        poller_arm(w, &f->hpoll, E_HFIRE, fi, f->hmem, f->h_next_seq);
+        break;
     case E_POST_ALL:
     case E_POST_DATA:
     case E_POST_WORD: { /* the consumer's reply writes: per-piece one burst; classic data, then the ready word */
@@ -1305,12 +1393,24 @@ void *twin_event_new(int64_t nflows, const int64_t *fp, const int64_t *fo, int64
         f->backq = malloc((size_t)f->bcap * 2 * sizeof(int64_t));
         f->outq = malloc((size_t)p[FP_SLOTS] * sizeof(int64_t));
         f->replied = p[FP_TIMEOUT] ? calloc((size_t)p[FP_N], 1) : NULL;
+        if (p[FP_HO]) {
+            f->hmem = calloc(bytes, 1);
+            f->hstage = calloc(bytes, 1);
+            f->hpoll = (poller_t){p[FP_HO_POLL], p[FP_HO_PHASE], p[FP_HO_COST], 0, 0, 0, 0, 0, 0};
+            f->hpoll.div = udiv_of(p[FP_HO_POLL]);
+            f->h_next_seq = 1;
+            for (int k = 0; k < HO_COUNT; k++)
+                f->hcol[k] = (int64_t *)(intptr_t)p[FP_HO_OUT] + k * p[FP_N];
+        }
         if (!f->reqmem || !f->repmem || !f->cstage || !f->pstage || !f->backq || !f->outq
-            || (p[FP_TIMEOUT] && !f->replied))
+            || (p[FP_TIMEOUT] && !f->replied) || (p[FP_HO] && (!f->hmem || !f->hstage)))
             return NULL;
     }
-    for (int64_t i = 0; i < nflows; i++) /* PollingConsumer.start */
+    for (int64_t i = 0; i < nflows; i++) { /* PollingConsumer.setup (StagedConsumer.setup: stage 1, then stage 2) */
         poller_arm(w, &w->f[i].cpoll, E_CFIRE, i, w->f[i].reqmem, 1);
+        if (w->f[i].p[FP_HO])
+            poller_arm(w, &w->f[i].hpoll, E_HFIRE, i, w->f[i].hmem, 1);
+    }
     for (int64_t i = 0; i < nflows; i++) { /* TrafficGenerator.start */
         flow_t *f = &w->f[i];
         if (f->p[FP_CLOSED]) {
@@ -1421,6 +1521,8 @@ void twin_event_free(void *h)
         free(f->backq);
         free(f->outq);
         free(f->replied);
+        free(f->hmem);
+        free(f->hstage);
     }
     free(w->f);
     free(w->lanes);
