@@ -19,7 +19,9 @@ check (:mod:`twin.runtime.callback`; an exception it raises is raised as the ref
 faults of :mod:`twin.faults` (a dropped frame with any number in flight), the default workload
 (payloads :func:`payload_for`, the function's reference, in-order replies, no kept replies), no
 share of a stream, clocks without drift, any wire (PCIe, RoCE, Aurora), one or many flows sharing
-lanes, bridges and serving threads, closed loop (any in-flight count, gap or random gaps), open loop
+lanes, bridges and serving threads, a hand-off to a second device (:mod:`twin.devices.handoff`: stage 1
+on the node's thread, the hand-off's own lane, stage 2 on its own poll grid and thread; no faults, a
+serving stage of constant service: :func:`twin.engine.features.handoff_refusals`), closed loop (any in-flight count, gap or random gaps), open loop
 (period or random gaps), any slots and backlog.
 """
 from __future__ import annotations
@@ -28,8 +30,8 @@ from collections import Counter
 
 import numpy as np
 
-from twin.engine import features, native, service_core
 from twin.devices.handoff import INNER, lane_stream, stage_phase
+from twin.engine import features, native, service_core
 from twin.engine.core_interface import (
     FAULT_CORRUPT,
     FAULT_DROP,

@@ -543,7 +543,10 @@ static void sha_final(const sha256_t *in, uint8_t out[32])
    the card reading a reply out (checked byte for byte against the function's reference, hashed), the
    reply back at the generator. Nodes: the sim consumer (one serving thread per node shared by its
    queues, first come first served), the sim link card (bridge shared by its queue pairs, slots,
-   backlog in arrival order, reply poller in issue order), lanes shared by the flows over one link direction.
+   backlog in arrival order, reply poller in issue order), lanes shared by the flows over one link direction,
+   and the two-stage consumer (twin.devices.handoff, FP_HO): stage 1 hands each request over its own lane into a
+   queue in the serving device's memory (E_HANDOFF, E_LAND_HO_*), stage 2 polls it on its own grid and thread
+   and replies on the flow's reply path (E_HFIRE, E_HARM).
    What it does not compute, twin/engine/features.py refuses before it runs.
 
    The function a consumer runs is the echo (FP_FN 0: the reply is the request's payload) or one of the runtime
