@@ -21,8 +21,8 @@ faults of :mod:`twin.faults` (a dropped frame with any number in flight), the de
 share of a stream, clocks without drift, any wire (PCIe, RoCE, Aurora), one or many flows sharing
 lanes, bridges and serving threads, a hand-off to a second device (:mod:`twin.devices.handoff`: stage 1
 on the node's thread, the hand-off's own lane, stage 2 on its own poll grid and thread; no faults, a
-serving stage of constant service: :func:`twin.engine.features.handoff_refusals`), closed loop (any in-flight count, gap or random gaps), open loop
-(period or random gaps), any slots and backlog.
+serving stage of constant service: :func:`twin.engine.features.handoff_refusals`), closed loop (any
+in-flight count, gap or random gaps), open loop (period or random gaps), any slots and backlog.
 """
 from __future__ import annotations
 
