@@ -7,7 +7,10 @@ Cases (the default scenario, card_path_64b, 5 consumers, unless said):
   CPU-second counting 5 x 2e6 rounds, issue 25);
 - ``event``: ``twin run --engine event --rounds 2e5 --no-rounds --no-plot`` (target >= 1 M);
 - ``long`` (``--long``): ``twin run scenarios/nvqlink_h200.yaml --engine direct --rounds 1e8 --no-rounds
-  --no-plot`` (one consumer; target <= 1 GB peak RSS).
+  --no-plot`` (one consumer; target <= 1 GB peak RSS);
+- ``gb200`` (``--case gb200``): ``twin run scenarios/nvqlink_gb200.yaml --engine event --rounds 2e5
+  --no-rounds --no-plot`` (5 consumers, one of them a two-stage consumer: a hand-off over NVLink-C2C;
+  no target: the before/after of the compiled core's hand-off).
 
 Beside each, the engine alone in a fresh process of its own: the same flows compiled, then only
 :func:`twin.engine.direct.run_direct` / :func:`twin.engine.event.run_event` timed by
@@ -19,7 +22,7 @@ the process costs nothing; issue 25 asks >= 0.7).
 its compiled extensions in place), so before and after come from one run on one machine. The load
 average is printed at the start and after each case.
 
-Usage: PYTHONPATH=. python benchmarks/process_speed.py [--long] [--before CHECKOUT] [--repeat N]
+Usage: PYTHONPATH=. python benchmarks/process_speed.py [--long] [--case NAME ...] [--before CHECKOUT] [--repeat N]
 """
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ CASES = {  # name: (scenario, engine, rounds, consumers)
     "direct": ("scenarios/card_path_64b.yaml", "direct", 2_000_000, 5),
     "event": ("scenarios/card_path_64b.yaml", "event", 200_000, 5),
     "long": ("scenarios/nvqlink_h200.yaml", "direct", 100_000_000, 1),
+    "gb200": ("scenarios/nvqlink_gb200.yaml", "event", 200_000, 5),
 }
 TARGET = {"direct": 5e6, "event": 1e6}
 
@@ -102,7 +106,7 @@ def show(label: str, r: dict) -> None:
     if r["case"] in TARGET:
         met = r["rate"] >= TARGET[r["case"]]
         line += f"  target >= {TARGET[r['case']] / 1e6:.0f} M: {'met' if met else 'NOT met'}"
-    else:
+    elif r["case"] == "long":
         line += f"  target <= 1 GiB RSS: {'met' if r['rss'] <= 2**30 else 'NOT met'}"
     print(line, flush=True)
 
@@ -112,11 +116,12 @@ def main() -> None:
     ap.add_argument("--long", action="store_true", help="also the 1e8-round one-consumer run (about 20 s)")
     ap.add_argument("--before", type=Path, help="a checkout to run the same processes from (e.g. main)")
     ap.add_argument("--repeat", type=int, default=2, help="runs of each, the best kept (default 2)")
+    ap.add_argument("--case", action="append", choices=sorted(CASES), help="run only these cases (repeatable)")
     args = ap.parse_args()
     print(f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}, "
           f"load average {_load()} at the start")
-    names = ["direct", "event"]
-    for name in names + (["long"] if args.long else []):
+    names = args.case or ["direct", "event"] + (["long"] if args.long else [])
+    for name in names:
         if args.before is not None:  # (a checkout from before 2026-12-02 keeps every round: 1e8 need 16 GB there)
             show("before", case(name, args.before.resolve(), args.repeat))
         show("after", case(name, ROOT, args.repeat))
