@@ -20,8 +20,8 @@ expected events (:func:`place`) and runs each part's topology (:func:`part_topol
 phases drawn over the whole (:func:`whole_draws`) shipped in it.
 
 Covers the sharing of the built-in nodes (the compiled core's, :mod:`twin.engine.compiled`); a
-two-stage consumer's own lanes (:mod:`twin.devices.handoff`) are not named here, and the compiled
-core refuses it.
+two-stage consumer's own lanes (:mod:`twin.devices.handoff`) are not named here: the compiled core
+refuses a hand-off lane that is also another flow's (:mod:`twin.engine.compiled`).
 """
 from __future__ import annotations
 
