@@ -456,3 +456,16 @@ def test_calibration_naming_a_scenario_is_not_a_parameter_set(cmd, base, target,
     line = capsys.readouterr().err.strip()
     assert rc == 2 and line == (f"{PREFIX}{path}: calibration: '{target}': {target} is a scenario, not a "
                                 "parameter set; name a parameter set (e.g. calibrations/fitted/card_path.yaml)")
+
+
+def test_an_error_inside_a_union_names_the_files_keys_not_pydantics_member_tags():
+    """pydantic puts the union member it tried (``list[function-after[...]]``) and validators'
+    tags into an error's location; the one line names the file's keys only, an index kept."""
+    from twin.config.load import _file_loc
+    data = {"consumers": {"epyc7282": {"idle": 0}, "v80": {"idle": ["prior"]}}}
+    tag = "list[function-after[_one_form(), IdleModel]]"
+    assert _file_loc(data, ("consumers", "epyc7282", "idle", tag)) == ("consumers", "epyc7282", "idle")
+    assert _file_loc(data, ("consumers", "v80", "idle", tag, 0)) == ("consumers", "v80", "idle", 0)
+    assert _file_loc(data, ("consumers", "epyc7282", "function-after[x]", "idle", "str")) == \
+        ("consumers", "epyc7282", "idle")
+    assert _file_loc(data, ("consumers", "mi210", "idle")) == ("consumers", "mi210", "idle")  # a key it lacks

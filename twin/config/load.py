@@ -347,7 +347,7 @@ def load_model(path: str | Path, model: type[M], data: object | None = None) -> 
         return model.model_validate(data)
     except ValidationError as e:
         err = e.errors(include_url=False)[0]
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        loc = _file_loc(data, err["loc"])
         value = err.get("input") if err["type"] != "missing" else "<missing>"
         cause = (err.get("ctx") or {}).get("error")
         if isinstance(cause, Located):
@@ -360,6 +360,30 @@ def load_model(path: str | Path, model: type[M], data: object | None = None) -> 
         else:
             problem = err["msg"].removeprefix("Value error, ")
         raise ConfigError(path, _key(loc), value if value is not None else _dig(data, loc), problem) from None
+
+
+def _file_loc(data: object, loc: tuple) -> tuple:
+    """pydantic's error location as the file's keys: the parts that name a member of a union or a
+    validator (``list[function-after[_one_form(), IdleModel]]``, ``function-after[...]``, ``str``) are
+    not keys of the document and are left out (a str part where the document has a list or a value, or
+    one with a bracket that the mapping does not hold); a key the file lacks stays (a missing key)."""
+    out: list = []
+    cur: object = data
+    missing = object()
+    for part in loc:
+        if isinstance(part, str):
+            if isinstance(cur, dict) and part in cur:
+                out.append(part)
+                cur = cur[part]
+            elif isinstance(cur, dict) and "[" not in part and not part.startswith("function-"):
+                out.append(part)
+                cur = missing
+            elif cur is missing and "[" not in part and not part.startswith("function-"):
+                out.append(part)
+            continue  # a union member's or a validator's tag
+        out.append(part)
+        cur = cur[part] if isinstance(cur, list) and -len(cur) <= part < len(cur) else missing
+    return tuple(out)
 
 
 def _same(a: object, b: object) -> bool:
