@@ -18,7 +18,9 @@ Per function and repeat: the round trip's p50 and p99 (ns). Over the echo (the f
 ``over_echo_p50_ns`` / ``over_echo_p99_ns``): the mean over repeats of (the function's percentile on
 the requests at the bundled p) - (the echo's, same repeat). ``per_event_ns``: the least-squares slope
 of the median round trip by detection events (events with >= 500 requests, weighted by count), 0
-where fewer than two such counts; ``events_mean``: the mean events of the requests at the bundled p.
+where fewer than two such counts; ``events_mean`` / ``events_p50``: the mean and the median events of the
+requests at the bundled p (the over-echo p50 is the median request's: twin.qec.gpu_cost anchors the slope at
+``events_p50``).
 Without an NVIDIA GPU, CuPy and nvcc it prints why and exits 0 (nothing measured). ``--backend shm``
 runs the same protocol on the shm consumer (a CPU core; for checking the script, not a GPU figure).
 
@@ -122,7 +124,7 @@ def slope(rt: np.ndarray, events: np.ndarray, min_count: int = 500) -> float:
 def summarise(runs: list[dict], work: dict, warmup: int) -> dict:
     """The measurement file's numbers from the repeats (module docstring)."""
     doc: dict = {"round_trip_p50_ns": {}, "round_trip_p99_ns": {}, "over_echo_p50_ns": {}, "over_echo_p99_ns": {},
-                 "per_event_ns": {}, "events_mean": {}}
+                 "per_event_ns": {}, "events_mean": {}, "events_p50": {}}
     for fn in FUNCTIONS:
         _, events, base = work[fn]
         ev, bs = events[warmup:], base[warmup:]
@@ -135,6 +137,7 @@ def summarise(runs: list[dict], work: dict, warmup: int) -> dict:
             doc[f"over_echo_p{q}_ns"][fn] = round(float(np.mean(d)), 1)
         doc["per_event_ns"][fn] = round(slope(np.concatenate([r[fn] for r in runs]), np.tile(ev, len(runs))), 2)
         doc["events_mean"][fn] = round(float(ev[bs].mean()), 4)
+        doc["events_p50"][fn] = float(np.percentile(ev[bs], 50, method="inverted_cdf"))
     return doc
 
 

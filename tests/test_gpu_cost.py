@@ -136,3 +136,15 @@ def test_a_negative_fitted_slope_is_taken_as_no_slope(tmp_path):
     s = G.load_services(tmp_path)["decode_rep3"]
     assert s.per_event_ns == 0.0
     assert np.allclose(s.per_request_ns(np.array([0, 1, 5])), 650.0)
+
+
+def test_the_slope_is_anchored_at_the_median_requests_events(tmp_path):
+    """The p50 over the echo is the median request's cost: a file with events_p50 anchors the slope
+    there, not at the mean (the shipped union-find: 0 events at the median, 0.30 on average)."""
+    uf3 = "decode_uf_surface3"
+    _file(tmp_path, "a.yaml", over_echo_p50_ns={uf3: 7000.0}, per_event_ns={uf3: 8000.0}, events_mean={uf3: 0.3},
+          events_p50={uf3: 0.0})
+    uf = G.load_services(tmp_path)[uf3]
+    assert np.allclose(uf.per_request_ns(np.array([0, 1])), [7000.0, 15000.0])
+    shipped = G.load_services()["decode_uf_surface3"]
+    assert shipped.events_at == 0.0 and shipped.per_request_ns(np.array([0]))[0] == shipped.over_echo_ns

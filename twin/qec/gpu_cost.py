@@ -7,7 +7,9 @@ the echo's in the same kernel, same run, interleaved (``benchmarks/gpu_decoders.
 record, ``twin run`` repeats of the lookup decoders: calibrations/measured/gpu_decoders/h200_lookup_kernel.yaml).
 The echo's own service is the consumer's calibrated service, so the decoder adds only its measured
 excess: the library's dispatch on the on-chip copy and the decoding. Per request
-``over_echo_p50 + per_event * (detection events - events_mean)`` (ns, at least 0): ``per_event``
+``over_echo_p50 + per_event * (detection events - events_p50)`` (ns, at least 0): the p50 over the echo
+is the median request's cost, and with a cost that rises with the events the median request is one with
+the median events (``events_p50``; a file without it: ``events_mean``); ``per_event``
 fitted on the measured round trips by events (0 where the file has none, e.g. a lookup table; a
 negative fitted slope is taken as 0: no decoder does less work on more events, and the lookup tables'
 fitted -0.6 and -0.1 ns per event of 2026-12-04 are the fit's noise, not a mechanism).
@@ -21,7 +23,7 @@ refused (:func:`refusal`: one line, the physical reason), unless the scenario gi
 Files (``calibrations/measured/gpu_decoders/*.yaml``, schema ``twin.gpu_decoder_measurement/1``):
 ``measured_at`` (ISO UTC), ``machine`` (gpu, host, versions), ``protocol``; per function name the
 over-echo p50 (``over_echo_p50_ns``, or ``over_echo_service_p50_ns`` for a service-alone record), and
-optionally ``over_echo_p99_ns``, ``per_event_ns``, ``events_mean``, the raw per-repeat
+optionally ``over_echo_p99_ns``, ``per_event_ns``, ``events_p50``, ``events_mean``, the raw per-repeat
 ``round_trip_p50_ns`` / ``round_trip_p99_ns`` / ``service_p50_ns`` lists. Where several files measure a
 function, the latest ``measured_at`` is used. Carrying: a file is an H200 measurement; on another GPU
 it is used unchanged and the description says so (an assumption: a one-thread C function of a
@@ -55,19 +57,21 @@ class _File(Strict):
     over_echo_p99_ns: dict[str, float] = {}
     per_event_ns: dict[str, float] = {}
     events_mean: dict[str, float] = {}
+    events_p50: dict[str, float] = {}
 
 
 @dataclass(frozen=True)
 class GpuService:
     """One decoder function's measured service in a persistent kernel: ``function`` (the runtime's
-    name, e.g. ``decode_rep3``), ``over_echo_ns`` (p50 over the echo), ``per_event_ns``, ``events_mean``
-    (the measured requests' mean detection events), ``p99_ns`` (over-echo p99 or None), ``file``,
+    name, e.g. ``decode_rep3``), ``over_echo_ns`` (p50 over the echo), ``per_event_ns``, ``events_at``
+    (the detection events the p50 is taken at: the measured requests' median, or their mean in a file
+    without it), ``p99_ns`` (over-echo p99 or None), ``file``,
     ``gpu`` (the machine's GPU), ``measured_at``."""
 
     function: str
     over_echo_ns: float
     per_event_ns: float
-    events_mean: float
+    events_at: float
     p99_ns: float | None
     file: str
     gpu: str
@@ -76,7 +80,7 @@ class GpuService:
     def per_request_ns(self, events: np.ndarray) -> np.ndarray:
         """float ns (n,) for requests with ``events`` detection events each (int (n,))."""
         ev = np.asarray(events, np.float64)
-        return np.maximum(0.0, self.over_echo_ns + self.per_event_ns * (ev - self.events_mean))
+        return np.maximum(0.0, self.over_echo_ns + self.per_event_ns * (ev - self.events_at))
 
     def describe(self, device: str = "") -> str:
         """One line: what was measured where, and the carrying to ``device`` (a consumer name)."""
@@ -101,7 +105,8 @@ def load_services(folder: Path | None = None) -> dict[str, GpuService]:
         p50 = {**doc.over_echo_service_p50_ns, **doc.over_echo_p50_ns}
         for fn, v in p50.items():
             slope = max(0.0, float(doc.per_event_ns.get(fn, 0.0)))
-            s = GpuService(fn, float(v), slope, float(doc.events_mean.get(fn, 0.0)),
+            at = doc.events_p50.get(fn, doc.events_mean.get(fn, 0.0))  # the p50's request (module docstring)
+            s = GpuService(fn, float(v), slope, float(at),
                            doc.over_echo_p99_ns.get(fn), str(FOLDER / f.name) if folder is None else str(f),
                            str(doc.machine.get("gpu", "a GPU")).split(" (")[0], doc.measured_at)
             if fn not in out or s.measured_at > out[fn].measured_at:
