@@ -9,14 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from twin.qec.gen_lookup import c_array, c_guard, stale_of
+
 HERE = Path(__file__).resolve().parent
 OUTPUTS = {"c": HERE.parent / "runtime" / "c" / "qrt_uf_graph.h"}
 GRAPHS = ("surface3",)
-
-
-def _array(ctype: str, name: str, vals: list[int]) -> list[str]:
-    rows = [", ".join(f"{v}u" for v in vals[i:i + 16]) for i in range(0, len(vals), 16)]
-    return [f"static QRT_TABLE_SPACE const {ctype} {name}[{len(vals)}] = {{", *(f"    {r}," for r in rows), "};"]
 
 
 def generate() -> dict[str, str]:
@@ -28,8 +25,7 @@ def generate() -> dict[str, str]:
            " * U[e] < V[e], has integer length LEN[e] and flips observables OBS[e] (bit k: observable k);",
            " * node n's edges are ADJ_EDGE[ADJ_START[n] .. ADJ_START[n + 1]), in edge order. A CUDA build",
            " * defines QRT_TABLE_SPACE as __constant__ first. */",
-           "#ifndef QRT_UF_GRAPH_H", "#define QRT_UF_GRAPH_H", "#include <stdint.h>", "#ifndef QRT_TABLE_SPACE",
-           "#define QRT_TABLE_SPACE", "#endif", ""]
+           *c_guard("QRT_UF_GRAPH_H")]
     for name in GRAPHS:
         g = standard_graph(name)
         code, d, rounds, p = STANDARD[name]
@@ -41,12 +37,12 @@ def generate() -> dict[str, str]:
         out.append(f"#define {up}_DETECTORS {g.n_detectors}u")
         out.append(f"#define {up}_EDGES {g.n_edges}u")
         out.append(f"#define {up}_REPLY_BYTES {syndrome_bytes(g.n_observables)}u")
-        out += _array("uint8_t", f"{up}_U", g.u.tolist())
-        out += _array("uint8_t", f"{up}_V", g.v.tolist())
-        out += _array("uint8_t", f"{up}_LEN", g.length.tolist())
-        out += _array("uint32_t", f"{up}_OBS", g.obs.tolist())
-        out += _array("uint16_t", f"{up}_ADJ_START", g.adj_start.tolist())
-        out += _array("uint8_t", f"{up}_ADJ_EDGE", g.adj_edge.tolist())
+        out += c_array("uint8_t", f"{up}_U", g.u.tolist())
+        out += c_array("uint8_t", f"{up}_V", g.v.tolist())
+        out += c_array("uint8_t", f"{up}_LEN", g.length.tolist())
+        out += c_array("uint32_t", f"{up}_OBS", g.obs.tolist())
+        out += c_array("uint16_t", f"{up}_ADJ_START", g.adj_start.tolist())
+        out += c_array("uint8_t", f"{up}_ADJ_EDGE", g.adj_edge.tolist())
         out.append("")
     out.append("#endif")
     return {"c": "\n".join(out) + "\n"}
@@ -54,6 +50,4 @@ def generate() -> dict[str, str]:
 
 def stale(outputs: dict[str, Path] | None = None) -> list[Path]:
     """The generated files that differ from :func:`generate` (missing ones included)."""
-    outputs = OUTPUTS if outputs is None else outputs
-    return [outputs[k] for k, text in generate().items()
-            if not outputs[k].is_file() or outputs[k].read_text() != text]
+    return stale_of(generate(), OUTPUTS if outputs is None else outputs)
